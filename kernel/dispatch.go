@@ -1,0 +1,293 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// callOut is what the pipeline produced for one call.
+type callOut struct {
+	msg      Message
+	rec      CallRecord
+	approval *Decision // set when policy asked for approval
+	args     json.RawMessage
+}
+
+// dispatch runs one round of tool calls through the pipeline and commits all
+// their results as one step. Contiguous read-only calls run concurrently;
+// every other call runs alone, in document order. After an approval request
+// the rest of the round is deferred; after cancellation it is cancelled.
+func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec) error {
+	k := r.k
+	outs := make([]callOut, len(calls))
+	r.offered = offered
+	asked := -1
+	for i := 0; i < len(calls); {
+		j := i + 1
+		if k.readOnly(calls[i].Name) {
+			for j < len(calls) && k.readOnly(calls[j].Name) {
+				j++
+			}
+		}
+		if ctx.Err() != nil || asked >= 0 {
+			for ; i < len(calls); i++ {
+				outs[i] = r.skipped(calls[i], ctx.Err() != nil)
+			}
+			break
+		}
+		r.announce(calls[i:j])
+		if j-i == 1 {
+			outs[i] = r.execute(ctx, calls[i], json.RawMessage(calls[i].Arguments), false)
+		} else {
+			var wg sync.WaitGroup
+			for n := i; n < j; n++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					outs[n] = r.execute(ctx, calls[n], json.RawMessage(calls[n].Arguments), false)
+				}()
+			}
+			wg.Wait()
+		}
+		for n := i; n < j; n++ {
+			if outs[n].approval == nil {
+				continue
+			}
+			if asked < 0 {
+				asked = n
+				continue
+			}
+			outs[n] = r.deferred(calls[n], outs[n], "it needs approval, and only one approval can be pending at a time")
+		}
+		i = j
+	}
+
+	step := Step{Messages: make([]Message, 0, len(calls))}
+	for n := range outs {
+		r.res.Calls = append(r.res.Calls, outs[n].rec)
+		r.st.RunCalls = append(r.st.RunCalls, CallOutcome{Tool: calls[n].Name, Outcome: outs[n].rec.Outcome})
+		if n == asked {
+			continue
+		}
+		r.st.ToolCounts[calls[n].Name]++
+		step.Messages = append(step.Messages, outs[n].msg)
+	}
+	if asked >= 0 {
+		d := outs[asked].approval
+		now := k.cfg.Now()
+		a := &Approval{
+			ID: NewID(), SessionID: r.meta.ID, Call: calls[asked], Args: outs[asked].args,
+			Message: d.Message, DecisionID: d.ID, Created: now, Expires: now.Add(k.cfg.ApprovalTTL),
+		}
+		if len(d.Rules) > 0 {
+			a.RuleID = d.Rules[0]
+		}
+		step.Pending = a
+		r.meta.Status = StatusAwaitingApproval
+		r.pending = a
+	}
+	if err := r.commit(ctx, step); err != nil {
+		return err
+	}
+	if r.pending != nil {
+		a := *r.pending
+		k.emitIf(func() Event { return ApprovalRequired{Approval: a} })
+	}
+	return nil
+}
+
+func (k *Kernel) readOnly(name string) bool {
+	s, ok := k.cfg.Tools.Spec(name)
+	// An unknown tool fails fast in the pipeline; it can share a batch.
+	return !ok || s.Tier == TierReadOnly
+}
+
+// announce emits tool.started for a batch.
+func (r *run) announce(batch []ToolCall) {
+	k := r.k
+	if k.cfg.OnEvent == nil {
+		return
+	}
+	names := make([]string, len(batch))
+	for i, c := range batch {
+		names[i] = c.Name
+	}
+	progress := fmt.Sprintf("[%d/%d] running tools: %s", r.st.Turn, k.cfg.MaxTurns, strings.Join(names, ", "))
+	for _, c := range batch {
+		k.emit(ToolStarted{Turn: r.st.Turn, CallID: c.ID, Tool: c.Name, Args: c.Arguments, Progress: progress})
+	}
+}
+
+// execute takes one call through the pipeline: parse, surface, validate,
+// then the hook chain around policy and execution.
+func (r *run) execute(ctx context.Context, tc ToolCall, args json.RawMessage, approved bool) (out callOut) {
+	k := r.k
+	start := time.Now()
+	out.args = args
+	var res Result
+	var err error
+	var call *Call
+	e, known := k.cfg.Tools.byName[tc.Name]
+	switch {
+	case !known:
+		err = &ToolError{Tool: tc.Name, Code: "unknown_tool", Err: fmt.Errorf("%w %q; the available tools are: %s", ErrUnknownTool, tc.Name, r.offeredNames())}
+	case !approved && !r.isOffered(tc.Name):
+		err = &ToolError{Tool: tc.Name, Code: "denied", Err: fmt.Errorf("%w: %s is not available now", ErrNotOffered, tc.Name)}
+	default:
+		v, verr := e.validate(args)
+		if verr != nil {
+			err = &ToolError{Tool: tc.Name, Code: "invalid_args", Err: verr}
+			break
+		}
+		call = &Call{ID: tc.ID, Tool: e.spec, Args: args, State: &r.st, Approved: approved, value: v, validate: e.validate, emit: k.emit}
+		res, err = k.chain.Handle(ctx, call)
+		out.args = call.Args
+	}
+	out.rec = CallRecord{ID: tc.ID, Tool: tc.Name, Args: string(out.args), Duration: time.Since(start)}
+	if call != nil {
+		out.rec.Decision = call.decision
+	}
+	var ask *ApprovalRequiredError
+	switch {
+	case errors.As(err, &ask):
+		d := ask.Decision
+		out.approval = &d
+		out.rec.Outcome = OutcomeNeedsReview
+		out.rec.Error = err.Error()
+		return out
+	case err != nil:
+		out.rec.Outcome = classify(err)
+		out.rec.Error = err.Error()
+		if res.Content == "" {
+			res.Content = "error: " + err.Error()
+		}
+		res.IsError = true
+	case res.IsError:
+		out.rec.Outcome = OutcomeError
+	default:
+		out.rec.Outcome = OutcomeOK
+	}
+	out.msg = Message{Role: RoleTool, ToolCallID: tc.ID, ToolName: tc.Name, Content: res.Content, IsError: res.IsError}
+	k.emitIf(func() Event {
+		return ToolCompleted{CallID: tc.ID, Tool: tc.Name, Outcome: out.rec.Outcome, IsError: res.IsError,
+			Error: out.rec.Error, Bytes: len(res.Content), Duration: out.rec.Duration}
+	})
+	return out
+}
+
+func classify(err error) Outcome {
+	switch {
+	case errors.Is(err, ErrDenied), errors.Is(err, ErrNotOffered):
+		return OutcomeDenied
+	case errors.Is(err, ErrBlocked):
+		return OutcomeBlocked
+	case errors.Is(err, ErrCancelled), errors.Is(err, context.Canceled):
+		return OutcomeCancelled
+	}
+	return OutcomeError
+}
+
+// skipped is the result of a call the round never reached.
+func (r *run) skipped(tc ToolCall, cancelled bool) callOut {
+	if cancelled {
+		return r.synthetic(tc, OutcomeCancelled, Cancelled)
+	}
+	return r.synthetic(tc, OutcomeDeferred, "not run: an earlier call of this round is waiting for approval; call it again once that is resolved")
+}
+
+func (r *run) deferred(tc ToolCall, prev callOut, why string) callOut {
+	out := r.synthetic(tc, OutcomeDeferred, "not run: "+why+"; call it again once the pending approval is resolved")
+	out.rec.Decision = prev.rec.Decision
+	return out
+}
+
+func (r *run) synthetic(tc ToolCall, o Outcome, content string) callOut {
+	out := callOut{
+		msg: Message{Role: RoleTool, ToolCallID: tc.ID, ToolName: tc.Name, Content: content, IsError: true},
+		rec: CallRecord{ID: tc.ID, Tool: tc.Name, Args: tc.Arguments, Outcome: o, Error: content},
+	}
+	r.k.emitIf(func() Event {
+		return ToolCompleted{CallID: tc.ID, Tool: tc.Name, Outcome: o, IsError: true, Error: content, Bytes: len(content)}
+	})
+	return out
+}
+
+func (r *run) isOffered(name string) bool {
+	if r.k.cfg.Policy == nil {
+		return true
+	}
+	for i := range r.offered {
+		if r.offered[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) offeredNames() string {
+	if len(r.offered) == 0 {
+		return "(none)"
+	}
+	names := make([]string, len(r.offered))
+	for i, s := range r.offered {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// core is the innermost handler: the policy decision, then execution with
+// the call's deadline.
+func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
+	if k.cfg.Policy != nil && !c.Approved {
+		d := k.cfg.Policy.Decide(ctx, c.State, c)
+		c.decision = &d
+		k.emitIf(func() Event { return PolicyDecided{CallID: c.ID, Tool: c.Tool.Name, Decision: d} })
+		switch d.Effect {
+		case EffectAllow:
+		case EffectAsk:
+			return Result{}, &ApprovalRequiredError{Decision: d}
+		default: // deny, and anything unknown: fail closed
+			msg := "denied by policy"
+			if d.Message != "" {
+				msg += ": " + d.Message
+			}
+			return Result{Content: msg, IsError: true}, &ToolError{Tool: c.Tool.Name, Code: "denied", Err: fmt.Errorf("%w: %s", ErrDenied, d.Message)}
+		}
+	}
+	t := k.cfg.Tools.byName[c.Tool.Name].tool
+	timeout := c.Tool.Timeout
+	if timeout <= 0 {
+		timeout = k.cfg.ToolTimeout
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if k.cfg.OnEvent != nil {
+		id, name := c.ID, c.Tool.Name
+		tctx = WithProgress(tctx, func(text string) { k.emit(ToolProgress{CallID: id, Tool: name, Text: text}) })
+	}
+	res, err := t.Call(tctx, c.Args)
+	if err == nil {
+		return res, nil
+	}
+	switch {
+	case ctx.Err() != nil:
+		return Result{Content: Cancelled, IsError: true}, &ToolError{Tool: c.Tool.Name, Code: "cancelled", Err: ErrCancelled}
+	case errors.Is(tctx.Err(), context.DeadlineExceeded):
+		te := timeoutError(c.Tool.Name, timeout)
+		return Result{Content: "error: " + te.Err.Error(), IsError: true}, te
+	}
+	var te *ToolError
+	if !errors.As(err, &te) {
+		te = &ToolError{Tool: c.Tool.Name, Code: "tool_error", Err: err}
+	}
+	if res.Content == "" {
+		res.Content = "error: " + err.Error()
+	}
+	res.IsError = true
+	return res, te
+}

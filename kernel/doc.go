@@ -1,0 +1,40 @@
+// Package kernel is the agent turn loop and the contracts it consumes.
+//
+// The kernel sends a conversation to a Provider, receives tool calls, runs
+// each through one pipeline, and loops until the model answers, a hard cap
+// or a budget stops it, a call needs a human's approval, or the run is
+// cancelled. Everything a team customises lives outside this package and
+// plugs into its interfaces: Provider (models), Tool (built-ins, subprocess
+// plugins, WASM modules, MCP servers), Policy (surfaces, decisions,
+// budgets), Hook (middleware around every call) and Store (sessions).
+// This package imports none of their implementations.
+//
+// # A run, step by step
+//
+//  1. Open the session: load it from the Store (or start a new one) and
+//     complete any tool call left without a result by a crash with an
+//     "interrupted" result, made durable first.
+//  2. Persist the user message.
+//  3. Check budgets (Policy.Budget); stop, optionally after one last
+//     generation with no tools, when one is exhausted. Stop at MaxTurns.
+//  4. Choose the tools offered in this generation (Policy.Surface).
+//  5. Stream one generation from the Provider, emitting deltas; account
+//     tokens and cost; persist the assistant message. No tool calls: done.
+//  6. Run the tool calls through the pipeline, contiguous read-only calls
+//     concurrently and every other call alone, in document order:
+//     parse the arguments, check the tool was offered, validate against
+//     its JSON Schema, then the hook chain around the policy decision and
+//     the execution. Every failure becomes a tool message the model reads.
+//  7. Persist all results of the round as one step. A call policy sent to a
+//     human is persisted as the session's pending approval and the run
+//     stops as awaiting_approval; Resolve continues it.
+//  8. Check budgets again and loop to 3.
+//
+// Every step is committed to the Store before the loop moves on, so a crash
+// loses at most the step in flight. Cancellation through ctx reaches the
+// provider stream and every tool; tool calls left without a result get a
+// "cancelled" result so the history stays valid.
+//
+// Everything observable is an Event, a closed set of types rendered as JSON
+// with a "type" field by MarshalEvent.
+package kernel

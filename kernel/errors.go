@@ -1,0 +1,65 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors callers branch on with errors.Is.
+var (
+	ErrSessionNotFound = errors.New("session not found")
+	ErrSeqConflict     = errors.New("message sequence conflict")
+	ErrUnknownTool     = errors.New("unknown tool")
+	ErrInvalidArgs     = errors.New("invalid arguments")
+	ErrNotOffered      = errors.New("tool not offered in this turn")
+	ErrDenied          = errors.New("denied by policy")
+	ErrBlocked         = errors.New("blocked by hook")
+	ErrToolTimeout     = errors.New("tool timed out")
+	ErrCancelled       = errors.New("cancelled")
+	ErrBudgetExceeded  = errors.New("budget exceeded")
+	ErrApprovalPending = errors.New("session has a pending approval")
+	ErrNoApproval      = errors.New("session has no pending approval")
+	ErrDuplicateTool   = errors.New("duplicate tool name")
+
+	errNoValidator = errors.New("call has no validator")
+)
+
+// ToolError is a failed tool call. Code is a short machine-readable class
+// ("unknown_tool", "invalid_args", "denied", "blocked", "timeout",
+// "cancelled", "tool_error", or a plugin's own code), Err the cause.
+type ToolError struct {
+	Tool string
+	Code string
+	Err  error
+}
+
+func (e *ToolError) Error() string { return fmt.Sprintf("tool %s: %v", e.Tool, e.Err) }
+func (e *ToolError) Unwrap() error { return e.Err }
+
+// ApprovalRequiredError is returned by the core handler when policy says
+// "ask". Hooks must pass it through; the loop persists the approval and
+// stops the run as awaiting_approval.
+type ApprovalRequiredError struct {
+	Decision Decision
+}
+
+func (e *ApprovalRequiredError) Error() string {
+	if e.Decision.Message != "" {
+		return "approval required: " + e.Decision.Message
+	}
+	return "approval required"
+}
+
+// RegistrationError is a tool that could not be registered.
+type RegistrationError struct {
+	Tool string
+	Err  error
+}
+
+func (e *RegistrationError) Error() string { return fmt.Sprintf("register tool %q: %v", e.Tool, e.Err) }
+func (e *RegistrationError) Unwrap() error { return e.Err }
+
+func timeoutError(tool string, d time.Duration) *ToolError {
+	return &ToolError{Tool: tool, Code: "timeout", Err: fmt.Errorf("%w after %s", ErrToolTimeout, d)}
+}

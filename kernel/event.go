@@ -1,0 +1,270 @@
+package kernel
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Event is one thing that happened during a run. The set of events is
+// closed (the interface is sealed): consumers switch on the concrete type.
+// MarshalEvent renders any event as JSON with a "type" field; the JSON
+// Schema is schemas/events.schema.json.
+type Event interface {
+	// Type is the event's name, e.g. "tool.completed".
+	Type() string
+	isEvent()
+}
+
+// MarshalEvent renders e as a JSON object whose first field is "type".
+func MarshalEvent(e Event) ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	t := e.Type()
+	out := make([]byte, 0, len(b)+len(t)+12)
+	out = append(out, `{"type":"`...)
+	out = append(out, t...)
+	out = append(out, '"')
+	if len(b) > 2 {
+		out = append(out, ',')
+	}
+	return append(out, b[1:]...), nil
+}
+
+// RunStarted opens a run.
+type RunStarted struct {
+	SessionID string `json:"session_id"`
+	Model     string `json:"model"`
+	Prompt    string `json:"prompt,omitempty"`
+	MaxTurns  int    `json:"max_turns"`
+	// NewSession is true when the run created the session.
+	NewSession bool `json:"new_session,omitempty"`
+	// Resumed is true for a run that continues after an approval.
+	Resumed bool `json:"resumed,omitempty"`
+}
+
+// TurnStarted opens a turn: one generation and its tool round.
+type TurnStarted struct {
+	Turn     int `json:"turn"`
+	MaxTurns int `json:"max_turns"`
+}
+
+// ModelRequest is sent just before the provider is called.
+type ModelRequest struct {
+	Turn     int      `json:"turn"`
+	MaxTurns int      `json:"max_turns"`
+	Messages int      `json:"messages"`
+	Tools    []string `json:"tools"`
+	// Progress reads like "[2/8] calling model".
+	Progress string `json:"progress"`
+}
+
+// MessageDelta is a fragment of the answer text.
+type MessageDelta struct {
+	Text string `json:"text"`
+}
+
+// ReasoningDelta is a fragment of the model's reasoning.
+type ReasoningDelta struct {
+	Text string `json:"text"`
+}
+
+// MessageCompleted is a stored assistant message.
+type MessageCompleted struct {
+	Turn     int           `json:"turn"`
+	Message  Message       `json:"message"`
+	Usage    Usage         `json:"usage"`
+	CostUSD  float64       `json:"cost_usd"`
+	Duration time.Duration `json:"duration"`
+}
+
+// ToolStarted is sent when a call enters the pipeline.
+type ToolStarted struct {
+	Turn   int    `json:"turn"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	Args   string `json:"args"`
+	// Progress reads like "[2/8] running tools: read_file, search".
+	Progress string `json:"progress"`
+}
+
+// ToolProgress is a progress report from inside a tool.
+type ToolProgress struct {
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	Text   string `json:"text"`
+}
+
+// ToolCompleted is sent when a call has its result.
+type ToolCompleted struct {
+	CallID   string        `json:"call_id"`
+	Tool     string        `json:"tool"`
+	Outcome  Outcome       `json:"outcome"`
+	IsError  bool          `json:"is_error,omitempty"`
+	Error    string        `json:"error,omitempty"`
+	Bytes    int           `json:"bytes"`
+	Duration time.Duration `json:"duration"`
+}
+
+// PolicyDecided reports a policy decision on a call ("policy.decision").
+type PolicyDecided struct {
+	CallID   string   `json:"call_id"`
+	Tool     string   `json:"tool"`
+	Decision Decision `json:"decision"`
+}
+
+// ApprovalRequired is sent when a call waits for a human.
+type ApprovalRequired struct {
+	Approval Approval `json:"approval"`
+}
+
+// ApprovalResolved is sent when a pending approval is approved, rejected or
+// found expired.
+type ApprovalResolved struct {
+	ApprovalID string `json:"approval_id"`
+	CallID     string `json:"call_id"`
+	Tool       string `json:"tool"`
+	Approved   bool   `json:"approved"`
+	Expired    bool   `json:"expired,omitempty"`
+	Note       string `json:"note,omitempty"`
+}
+
+// BudgetWarning is a budget's warn_when holding (once per budget per run).
+type BudgetWarning struct {
+	BudgetNotice
+}
+
+// BudgetExceeded is a budget's stop_when holding.
+type BudgetExceeded struct {
+	BudgetNotice
+}
+
+// ContextCompacted is sent when old messages were left out of a request to
+// fit the model's context window.
+type ContextCompacted struct {
+	Dropped         int `json:"dropped"`
+	Kept            int `json:"kept"`
+	EstimatedTokens int `json:"estimated_tokens"`
+}
+
+// ProviderRetry is sent before a failed model call is tried again.
+type ProviderRetry struct {
+	Attempt int           `json:"attempt"`
+	Delay   time.Duration `json:"delay"`
+	Error   string        `json:"error"`
+}
+
+// RunCompleted closes a run that stopped for any reason but an error.
+type RunCompleted struct {
+	SessionID  string        `json:"session_id"`
+	StopReason StopReason    `json:"stop_reason"`
+	Output     string        `json:"output,omitempty"`
+	Usage      Usage         `json:"usage"`
+	CostUSD    float64       `json:"cost_usd"`
+	Turns      int           `json:"turns"`
+	Duration   time.Duration `json:"duration"`
+}
+
+// RunFailed closes a run that stopped with an error.
+type RunFailed struct {
+	SessionID  string     `json:"session_id"`
+	StopReason StopReason `json:"stop_reason"`
+	Error      string     `json:"error"`
+}
+
+// HookBlocked is a hook blocking a call or its result.
+type HookBlocked struct {
+	Hook   string `json:"hook"`
+	Phase  string `json:"phase"` // "before" or "after"
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	Reason string `json:"reason"`
+}
+
+// HookRewrote is a hook changing a call's arguments or result.
+type HookRewrote struct {
+	Hook   string `json:"hook"`
+	Phase  string `json:"phase"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// What says what changed: "args", "result", "redacted", "truncated", ...
+	What string `json:"what"`
+}
+
+// HookFailed is a hook that could not do its job. FailOpen says whether the
+// call went on regardless.
+type HookFailed struct {
+	Hook     string `json:"hook"`
+	Phase    string `json:"phase"`
+	CallID   string `json:"call_id"`
+	Tool     string `json:"tool"`
+	Error    string `json:"error"`
+	FailOpen bool   `json:"fail_open"`
+}
+
+// ConfigReloaded reports a reload of the policy or the hooks; a failed reload
+// carries the error and leaves the previous configuration in force.
+type ConfigReloaded struct {
+	What     string `json:"what"` // "policy" or "hooks"
+	Source   string `json:"source"`
+	Revision string `json:"revision,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Notice is an operational message for the person running the kernel, such
+// as a plugin marked unavailable by its circuit breaker.
+type Notice struct {
+	Source string `json:"source"`
+	Level  string `json:"level"` // "info", "warn", "error"
+	Text   string `json:"text"`
+}
+
+func (RunStarted) Type() string       { return "run.started" }
+func (TurnStarted) Type() string      { return "turn.started" }
+func (ModelRequest) Type() string     { return "model.request" }
+func (MessageDelta) Type() string     { return "message.delta" }
+func (ReasoningDelta) Type() string   { return "reasoning.delta" }
+func (MessageCompleted) Type() string { return "message.completed" }
+func (ToolStarted) Type() string      { return "tool.started" }
+func (ToolProgress) Type() string     { return "tool.progress" }
+func (ToolCompleted) Type() string    { return "tool.completed" }
+func (PolicyDecided) Type() string    { return "policy.decision" }
+func (ApprovalRequired) Type() string { return "approval.required" }
+func (ApprovalResolved) Type() string { return "approval.resolved" }
+func (BudgetWarning) Type() string    { return "budget.warning" }
+func (BudgetExceeded) Type() string   { return "budget.exceeded" }
+func (ContextCompacted) Type() string { return "context.compacted" }
+func (ProviderRetry) Type() string    { return "provider.retry" }
+func (RunCompleted) Type() string     { return "run.completed" }
+func (RunFailed) Type() string        { return "run.failed" }
+func (HookBlocked) Type() string      { return "hook.blocked" }
+func (HookRewrote) Type() string      { return "hook.rewrote" }
+func (HookFailed) Type() string       { return "hook.failed" }
+func (ConfigReloaded) Type() string   { return "config.reloaded" }
+func (Notice) Type() string           { return "notice" }
+
+func (RunStarted) isEvent()       {}
+func (TurnStarted) isEvent()      {}
+func (ModelRequest) isEvent()     {}
+func (MessageDelta) isEvent()     {}
+func (ReasoningDelta) isEvent()   {}
+func (MessageCompleted) isEvent() {}
+func (ToolStarted) isEvent()      {}
+func (ToolProgress) isEvent()     {}
+func (ToolCompleted) isEvent()    {}
+func (PolicyDecided) isEvent()    {}
+func (ApprovalRequired) isEvent() {}
+func (ApprovalResolved) isEvent() {}
+func (BudgetWarning) isEvent()    {}
+func (BudgetExceeded) isEvent()   {}
+func (ContextCompacted) isEvent() {}
+func (ProviderRetry) isEvent()    {}
+func (RunCompleted) isEvent()     {}
+func (RunFailed) isEvent()        {}
+func (HookBlocked) isEvent()      {}
+func (HookRewrote) isEvent()      {}
+func (HookFailed) isEvent()       {}
+func (ConfigReloaded) isEvent()   {}
+func (Notice) isEvent()           {}

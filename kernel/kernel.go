@@ -1,0 +1,158 @@
+package kernel
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"time"
+)
+
+// StopReason says why a run ended.
+type StopReason string
+
+// The stop reasons. A budget stop is "budget:<id>" (see BudgetStop).
+const (
+	StopCompleted        StopReason = "completed"
+	StopMaxTurns         StopReason = "max_turns"
+	StopCancelled        StopReason = "cancelled"
+	StopAwaitingApproval StopReason = "awaiting_approval"
+	StopError            StopReason = "error"
+)
+
+// BudgetStop is the stop reason of the budget with the given id.
+func BudgetStop(id string) StopReason { return StopReason("budget:" + id) }
+
+// IsBudget reports whether r is a budget stop, and of which budget.
+func (r StopReason) IsBudget() (id string, ok bool) {
+	return strings.CutPrefix(string(r), "budget:")
+}
+
+// Config configures a Kernel. The zero value of every optional field means
+// the documented default. A Config must not be modified after New.
+type Config struct {
+	// Provider reaches the model. Required.
+	Provider Provider
+	// Store persists sessions. Required (kernel/store/memory for none).
+	Store Store
+	// Tools are the tools the model may call; nil means none.
+	Tools *Registry
+	// Policy decides surfaces, calls and budgets; nil allows everything.
+	Policy Policy
+	// Hooks wrap every tool call, first hook outermost.
+	Hooks []Hook
+	// Model is the model name sent to the provider.
+	Model string
+	// SystemPrompt, when set, is the first message of every request. It is
+	// not stored in the session.
+	SystemPrompt string
+	// MaxTurns caps the generations of one run (default 8).
+	MaxTurns int
+	// ModelTimeout bounds one provider call (default 5 minutes).
+	ModelTimeout time.Duration
+	// ToolTimeout bounds a tool call whose spec sets no timeout (default 2
+	// minutes).
+	ToolTimeout time.Duration
+	// Prices price usage per model name; a model without a price costs 0.
+	Prices map[string]Price
+	// ContextWindow, in tokens, makes the loop leave the oldest exchanges out
+	// of a request that would not fit (estimated at 4 bytes a token). Zero
+	// sends the whole history.
+	ContextWindow int
+	// ApprovalTTL is how long a pending approval stays valid (default 24h);
+	// an expired approval counts as rejected.
+	ApprovalTTL time.Duration
+	// OnEvent receives every event. Calls are serialised: OnEvent is never
+	// called concurrently, but it may be called from a tool goroutine. It
+	// must not block for long.
+	OnEvent func(Event)
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Kernel runs the agent loop. It is safe for concurrent use by runs of
+// different sessions; two concurrent runs of the same session are caught by
+// the store's sequence check and the second fails.
+type Kernel struct {
+	cfg    Config
+	chain  Handler
+	emitMu sync.Mutex
+	// allSpecs are the registry's specs, computed once.
+	allSpecs []ToolSpec
+}
+
+// New checks cfg and builds a Kernel.
+func New(cfg Config) (*Kernel, error) {
+	if cfg.Provider == nil {
+		return nil, errors.New("kernel: Config.Provider is required")
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("kernel: Config.Store is required")
+	}
+	if cfg.MaxTurns < 0 {
+		return nil, errors.New("kernel: Config.MaxTurns must not be negative")
+	}
+	if cfg.MaxTurns == 0 {
+		cfg.MaxTurns = 8
+	}
+	if cfg.ModelTimeout == 0 {
+		cfg.ModelTimeout = 5 * time.Minute
+	}
+	if cfg.ToolTimeout == 0 {
+		cfg.ToolTimeout = 2 * time.Minute
+	}
+	if cfg.ApprovalTTL == 0 {
+		cfg.ApprovalTTL = 24 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = NewRegistry()
+	}
+	k := &Kernel{cfg: cfg, allSpecs: cfg.Tools.Specs()}
+	var h Handler = HandlerFunc(k.core)
+	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
+		h = cfg.Hooks[i](h)
+	}
+	k.chain = h
+	return k, nil
+}
+
+// Tools returns the kernel's registry.
+func (k *Kernel) Tools() *Registry { return k.cfg.Tools }
+
+// RunResult is what a run produced.
+type RunResult struct {
+	SessionID  string
+	Output     string
+	StopReason StopReason
+	// Calls is the audit trail: every tool call of the run, in order.
+	Calls    []CallRecord
+	Usage    Usage
+	CostUSD  float64
+	Turns    int
+	Duration time.Duration
+	// Pending is the approval the run stopped for, if any.
+	Pending *Approval
+}
+
+// CallRecord is one tool call in a run's audit trail.
+type CallRecord struct {
+	ID       string        `json:"id"`
+	Tool     string        `json:"tool"`
+	Args     string        `json:"args"`
+	Outcome  Outcome       `json:"outcome"`
+	Error    string        `json:"error,omitempty"`
+	Duration time.Duration `json:"duration"`
+	// Decision is the policy decision, when a policy ruled on the call.
+	Decision *Decision `json:"decision,omitempty"`
+}
+
+func (k *Kernel) emit(e Event) {
+	if k.cfg.OnEvent == nil {
+		return
+	}
+	k.emitMu.Lock()
+	defer k.emitMu.Unlock()
+	k.cfg.OnEvent(e)
+}

@@ -1,0 +1,408 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// run is the working state of one run; it is owned by the goroutine that
+// called Run or Resolve.
+type run struct {
+	k       *Kernel
+	meta    SessionMeta
+	pending *Approval
+	isNew   bool
+	// msgs is the history as sent to the provider: the system message (when
+	// configured, never stored) followed by the stored messages. The loop
+	// only appends to it.
+	msgs    []Message
+	sysN    int
+	tokens  []int // estimated tokens per message of msgs, when fitting
+	tokSum  int
+	st      State
+	res     RunResult
+	started time.Time
+	warned  map[string]bool
+	deltaFn func(Delta)
+	lastGen generation
+	offered []ToolSpec
+}
+
+// Run sends prompt to the model in the session sessionID (a new session when
+// sessionID is empty) and loops until a final answer, a hard cap, a budget,
+// an approval request, cancellation or an error stops it.
+//
+// Run returns a non-nil result whenever the session could be opened; err is
+// non-nil when the stop reason is error or cancelled. A session with a
+// pending approval cannot run until it is resolved (ErrApprovalPending),
+// unless the approval has expired, in which case it is rejected first.
+func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (*RunResult, error) {
+	r, err := k.open(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if r.pending != nil {
+		if !r.expired() {
+			return nil, fmt.Errorf("session %s: %w for %s (approve or reject it first)", r.meta.ID, ErrApprovalPending, r.pending.Call.Name)
+		}
+		if err := r.reject(ctx, "approval expired", true); err != nil {
+			return r.fail(ctx, err)
+		}
+	}
+	now := k.cfg.Now()
+	r.meta.Runs++
+	r.meta.Status = StatusRunning
+	if r.meta.Title == "" {
+		r.meta.Title = truncateTitle(prompt)
+	}
+	r.st.Run = r.meta.Runs
+	r.st.Prompt = prompt
+	k.emitIf(func() Event {
+		return RunStarted{SessionID: r.meta.ID, Model: k.cfg.Model, Prompt: prompt, MaxTurns: k.cfg.MaxTurns, NewSession: r.isNew}
+	})
+	if err := r.commit(ctx, Step{Messages: []Message{{Role: RoleUser, Content: prompt, Time: now}}}); err != nil {
+		return r.fail(ctx, err)
+	}
+	return r.loop(ctx)
+}
+
+// Resolve approves or rejects the pending approval of a session. Approving
+// runs the call through the hooks (policy is not asked again) and continues
+// the loop; rejecting records the call as rejected and ends the run with an
+// answer written by the kernel, without asking the model. An expired
+// approval is rejected whatever approve says.
+func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, note string) (*RunResult, error) {
+	r, err := k.open(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if r.pending == nil {
+		return nil, fmt.Errorf("session %s: %w", r.meta.ID, ErrNoApproval)
+	}
+	r.st.Run = r.meta.Runs
+	r.st.Prompt = r.lastUserText()
+	k.emitIf(func() Event {
+		return RunStarted{SessionID: r.meta.ID, Model: k.cfg.Model, MaxTurns: k.cfg.MaxTurns, Resumed: true}
+	})
+	if !approve || r.expired() {
+		reason := "rejected"
+		if r.expired() {
+			reason = "approval expired"
+		}
+		if note != "" {
+			reason += ": " + note
+		}
+		if err := r.reject(ctx, reason, false); err != nil {
+			return r.fail(ctx, err)
+		}
+		return r.done(ctx, StopCompleted, r.res.Output)
+	}
+	p := r.pending
+	out := r.execute(ctx, p.Call, p.Args, true)
+	r.meta.Status = StatusRunning
+	k.emitIf(func() Event {
+		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Approved: true, Note: note}
+	})
+	if err := r.commit(ctx, Step{Messages: []Message{out.msg}, ClearPending: true}); err != nil {
+		return r.fail(ctx, err)
+	}
+	r.pending = nil
+	if ctx.Err() != nil {
+		return r.done(ctx, StopCancelled, "")
+	}
+	return r.loop(ctx)
+}
+
+func (r *run) loop(ctx context.Context) (*RunResult, error) {
+	k := r.k
+	for {
+		if res, err, stop := r.checkBudget(ctx, BeforeModel); stop {
+			return res, err
+		}
+		if r.st.Turn >= k.cfg.MaxTurns {
+			return r.done(ctx, StopMaxTurns, "")
+		}
+		r.nextTurn()
+		tools := r.surface(ctx)
+		resp, err := r.generate(ctx, tools, nil)
+		if err != nil {
+			return r.fail(ctx, err)
+		}
+		final := len(resp.Message.ToolCalls) == 0
+		if final {
+			r.meta.Status = StatusIdle
+		}
+		if err := r.commit(ctx, Step{Messages: []Message{resp.Message}}); err != nil {
+			return r.fail(ctx, err)
+		}
+		r.completed(resp)
+		if final {
+			return r.done(ctx, StopCompleted, resp.Message.Content)
+		}
+		if err := r.dispatch(ctx, resp.Message.ToolCalls, tools); err != nil {
+			return r.fail(ctx, err)
+		}
+		if r.pending != nil {
+			return r.done(ctx, StopAwaitingApproval, "")
+		}
+		if ctx.Err() != nil {
+			return r.done(ctx, StopCancelled, "")
+		}
+		if res, err, stop := r.checkBudget(ctx, AfterTools); stop {
+			return res, err
+		}
+	}
+}
+
+func (r *run) nextTurn() {
+	r.st.Turn++
+	r.st.SessionTurns = r.meta.Turns + 1
+	r.st.Now = r.k.cfg.Now()
+	r.k.emitIf(func() Event { return TurnStarted{Turn: r.st.Turn, MaxTurns: r.k.cfg.MaxTurns} })
+}
+
+// surface returns the tools offered in this generation.
+func (r *run) surface(ctx context.Context) []ToolSpec {
+	all := r.k.allSpecs
+	if r.k.cfg.Policy == nil || len(all) == 0 {
+		return all
+	}
+	return r.k.cfg.Policy.Surface(ctx, &r.st, all)
+}
+
+// generate calls the provider once. extra, when set, is appended to the
+// request only (the wrap-up instruction).
+func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (Response, error) {
+	k := r.k
+	msgs := r.fit()
+	if extra != nil {
+		msgs = append(msgs[:len(msgs):len(msgs)], *extra)
+	}
+	if k.cfg.OnEvent != nil {
+		names := make([]string, len(tools))
+		for i, t := range tools {
+			names[i] = t.Name
+		}
+		k.emit(ModelRequest{
+			Turn: r.st.Turn, MaxTurns: k.cfg.MaxTurns, Messages: len(msgs), Tools: names,
+			Progress: fmt.Sprintf("[%d/%d] calling model", r.st.Turn, k.cfg.MaxTurns),
+		})
+	}
+	cctx, cancel := context.WithTimeout(ctx, k.cfg.ModelTimeout)
+	defer cancel()
+	start := time.Now()
+	resp, err := k.cfg.Provider.Stream(cctx, Request{Model: k.cfg.Model, Messages: msgs, Tools: tools}, r.deltaFn)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Response{}, ctx.Err()
+		}
+		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
+			return Response{}, fmt.Errorf("model call timed out after %s: %w", k.cfg.ModelTimeout, err)
+		}
+		return Response{}, fmt.Errorf("model call: %w", err)
+	}
+	resp.Message.Role = RoleAssistant
+	resp.Message.Time = k.cfg.Now()
+	fixCallIDs(resp.Message.ToolCalls, r.st.Turn)
+	cost := k.price(resp.Model).Cost(resp.Usage)
+	r.meta.Turns++
+	r.meta.Usage = r.meta.Usage.Add(resp.Usage)
+	r.meta.CostUSD += cost
+	r.res.Usage = r.res.Usage.Add(resp.Usage)
+	r.res.CostUSD += cost
+	r.res.Turns++
+	r.st.Usage, r.st.CostUSD = r.meta.Usage, r.meta.CostUSD
+	r.st.RunUsage, r.st.RunCostUSD = r.res.Usage, r.res.CostUSD
+	r.lastGen = generation{usage: resp.Usage, cost: cost, dur: time.Since(start)}
+	return resp, nil
+}
+
+type generation struct {
+	usage Usage
+	cost  float64
+	dur   time.Duration
+}
+
+func (r *run) completed(resp Response) {
+	msg := r.msgs[len(r.msgs)-1]
+	g := r.lastGen
+	r.k.emitIf(func() Event {
+		return MessageCompleted{Turn: r.st.Turn, Message: msg, Usage: g.usage, CostUSD: g.cost, Duration: g.dur}
+	})
+}
+
+// fixCallIDs gives every call a unique, non-empty id: the history is invalid
+// for the provider otherwise.
+func fixCallIDs(calls []ToolCall, turn int) {
+	for i := range calls {
+		dup := calls[i].ID == ""
+		for j := 0; j < i && !dup; j++ {
+			dup = calls[j].ID == calls[i].ID
+		}
+		if dup {
+			calls[i].ID = fmt.Sprintf("call_k%d_%d", turn, i)
+		}
+	}
+}
+
+func (k *Kernel) price(model string) Price {
+	if p, ok := k.cfg.Prices[model]; ok {
+		return p
+	}
+	return k.cfg.Prices[k.cfg.Model]
+}
+
+// checkBudget asks the policy about budgets; stop is true when the run
+// ended (after an optional wrap-up generation).
+func (r *run) checkBudget(ctx context.Context, phase BudgetPhase) (res *RunResult, err error, stop bool) {
+	p := r.k.cfg.Policy
+	if p == nil {
+		return nil, nil, false
+	}
+	r.st.Now = r.k.cfg.Now()
+	v := p.Budget(ctx, &r.st, phase)
+	for _, w := range v.Warnings {
+		if r.warned == nil {
+			r.warned = map[string]bool{}
+		}
+		if !r.warned[w.ID] {
+			r.warned[w.ID] = true
+			r.k.emitIf(func() Event { return BudgetWarning{w} })
+		}
+	}
+	if v.Stop == nil {
+		return nil, nil, false
+	}
+	b := *v.Stop
+	r.k.emitIf(func() Event { return BudgetExceeded{b} })
+	if !b.WrapUp {
+		res, err := r.done(ctx, BudgetStop(b.ID), "")
+		return res, err, true
+	}
+	msg := "Budget " + b.ID + " is exhausted"
+	if b.Message != "" {
+		msg += " (" + b.Message + ")"
+	}
+	msg += ". No tools are available any more: answer now, as well as you can, from what you already have."
+	r.nextTurn()
+	resp, gerr := r.generate(ctx, nil, &Message{Role: RoleUser, Content: msg})
+	if gerr != nil {
+		res, err := r.fail(ctx, gerr)
+		return res, err, true
+	}
+	resp.Message.ToolCalls = nil // none were offered; keep the history valid
+	r.meta.Status = StatusIdle
+	if err := r.commit(ctx, Step{Messages: []Message{resp.Message}}); err != nil {
+		res, err := r.fail(ctx, err)
+		return res, err, true
+	}
+	r.completed(resp)
+	res, err = r.done(ctx, BudgetStop(b.ID), resp.Message.Content)
+	return res, err, true
+}
+
+// done ends the run with a non-error stop reason.
+func (r *run) done(ctx context.Context, reason StopReason, output string) (*RunResult, error) {
+	want := StatusIdle
+	if reason == StopAwaitingApproval {
+		want = StatusAwaitingApproval
+	}
+	if r.meta.Status != want {
+		r.meta.Status = want
+		if err := r.commit(ctx, Step{}); err != nil {
+			return r.fail(ctx, err)
+		}
+	}
+	r.res.StopReason = reason
+	r.res.Output = output
+	r.res.Duration = time.Since(r.started)
+	r.res.Pending = r.pending
+	r.k.emitIf(func() Event {
+		return RunCompleted{SessionID: r.meta.ID, StopReason: reason, Output: output, Usage: r.res.Usage,
+			CostUSD: r.res.CostUSD, Turns: r.res.Turns, Duration: r.res.Duration}
+	})
+	if reason == StopCancelled {
+		return &r.res, ctx.Err()
+	}
+	return &r.res, nil
+}
+
+// fail ends the run with an error (or as cancelled when ctx is done).
+func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return r.done(ctx, StopCancelled, "")
+	}
+	r.res.StopReason = StopError
+	r.res.Duration = time.Since(r.started)
+	if r.meta.Status != StatusFailed {
+		r.meta.Status = StatusFailed
+		_ = r.commit(ctx, Step{}) // best effort: the store may be what failed
+	}
+	r.k.emitIf(func() Event { return RunFailed{SessionID: r.meta.ID, StopReason: StopError, Error: err.Error()} })
+	return &r.res, err
+}
+
+func (r *run) expired() bool {
+	return r.pending != nil && !r.pending.Expires.IsZero() && r.k.cfg.Now().After(r.pending.Expires)
+}
+
+func (r *run) lastUserText() string {
+	for i := len(r.msgs) - 1; i >= r.sysN; i-- {
+		if r.msgs[i].Role == RoleUser {
+			return r.msgs[i].Content
+		}
+	}
+	return ""
+}
+
+func truncateTitle(s string) string {
+	const max = 60
+	rs := []rune(s)
+	for i, c := range rs {
+		if c == '\n' || c == '\r' {
+			rs = rs[:i]
+			break
+		}
+	}
+	if len(rs) > max {
+		return string(rs[:max-1]) + "…"
+	}
+	return string(rs)
+}
+
+// emitIf builds and sends an event only when someone listens, so a kernel
+// without OnEvent pays nothing for events.
+func (k *Kernel) emitIf(build func() Event) {
+	if k.cfg.OnEvent != nil {
+		k.emit(build())
+	}
+}
+
+// reject records the pending call as not run. A rejection the user asked
+// for ends with an answer written by the kernel (the model is not asked to
+// narrate it); an expired approval found by a new prompt only records the
+// result, and the new prompt follows.
+func (r *run) reject(ctx context.Context, reason string, beforePrompt bool) error {
+	p := r.pending
+	msgs := []Message{{Role: RoleTool, ToolCallID: p.Call.ID, ToolName: p.Call.Name, Content: "not run: " + reason, IsError: true}}
+	answer := ""
+	if !beforePrompt {
+		answer = fmt.Sprintf("I did not run %s: %s.", p.Call.Name, reason)
+		msgs = append(msgs, Message{Role: RoleAssistant, Content: answer})
+	}
+	r.meta.Status = StatusIdle
+	if err := r.commit(ctx, Step{Messages: msgs, ClearPending: true}); err != nil {
+		return err
+	}
+	r.pending = nil
+	r.res.Output = answer
+	outcome := OutcomeRejected
+	r.res.Calls = append(r.res.Calls, CallRecord{ID: p.Call.ID, Tool: p.Call.Name, Args: string(p.Args), Outcome: outcome, Error: reason})
+	r.k.emitIf(func() Event {
+		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Expired: strings.HasPrefix(reason, "approval expired"), Note: reason}
+	})
+	return nil
+}

@@ -1,0 +1,89 @@
+package kernel
+
+import "time"
+
+// Role is the author of a Message.
+type Role string
+
+// The roles of a conversation, as OpenAI-compatible APIs name them.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one entry of a conversation. Messages are values: once the loop
+// has appended a Message to a history it never changes it, so stores and
+// providers may keep references to its slices.
+type Message struct {
+	// Seq is the message's position in its session, starting at 1. The loop
+	// assigns it; stores persist it and reject gaps (see Store.Commit).
+	Seq  uint64 `json:"seq"`
+	Role Role   `json:"role"`
+	// Content is the text of a system, user or assistant message, or the
+	// result a tool message carries back to the model.
+	Content string `json:"content,omitempty"`
+	// Reasoning is the model's reasoning ("thinking") text when the provider
+	// exposes it. It is kept for transcripts and never sent back.
+	Reasoning string `json:"reasoning,omitempty"`
+	// ToolCalls are the calls an assistant message asks for.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID and ToolName identify the call a tool message answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	ToolName   string `json:"tool_name,omitempty"`
+	// IsError marks a tool message that reports a failure (unknown tool,
+	// invalid arguments, denial, tool error, cancellation).
+	IsError bool      `json:"is_error,omitempty"`
+	Time    time.Time `json:"time,omitzero"`
+}
+
+// ToolCall is one call the model asked for.
+type ToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments is the argument text exactly as the model produced it. It is
+	// a string, not json.RawMessage, because models do produce malformed JSON
+	// and the history must keep what they said.
+	Arguments string `json:"arguments"`
+}
+
+// Usage counts tokens.
+type Usage struct {
+	InputTokens       int64 `json:"input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens,omitempty"`
+	ReasoningTokens   int64 `json:"reasoning_tokens,omitempty"`
+}
+
+// Add returns the sum of u and o.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{
+		InputTokens:       u.InputTokens + o.InputTokens,
+		OutputTokens:      u.OutputTokens + o.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens + o.CachedInputTokens,
+		ReasoningTokens:   u.ReasoningTokens + o.ReasoningTokens,
+	}
+}
+
+// Total is input plus output tokens.
+func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+
+// Price is what a model costs, in US dollars per million tokens.
+type Price struct {
+	InputPerMTok float64 `json:"input_per_mtok" yaml:"input_per_mtok"`
+	// CachedInputPerMTok prices the cached part of the input; zero means the
+	// cached part is billed at InputPerMTok.
+	CachedInputPerMTok float64 `json:"cached_input_per_mtok,omitempty" yaml:"cached_input_per_mtok"`
+	OutputPerMTok      float64 `json:"output_per_mtok" yaml:"output_per_mtok"`
+}
+
+// Cost is the price of u in US dollars.
+func (p Price) Cost(u Usage) float64 {
+	cached := p.CachedInputPerMTok
+	if cached == 0 {
+		cached = p.InputPerMTok
+	}
+	in := float64(u.InputTokens-u.CachedInputTokens)*p.InputPerMTok + float64(u.CachedInputTokens)*cached
+	return (in + float64(u.OutputTokens)*p.OutputPerMTok) / 1e6
+}

@@ -1,0 +1,228 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// Registry holds the tools a kernel can call, each with its compiled
+// argument schema. Build it before the kernel starts: Register is not safe
+// for concurrent use with anything else; every other method is.
+type Registry struct {
+	byName map[string]*entry
+	order  []*entry
+}
+
+type entry struct {
+	tool   Tool
+	spec   ToolSpec
+	schema *jsonschema.Schema
+}
+
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+var defaultSchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{byName: map[string]*entry{}} }
+
+// Register adds tools. Each tool's spec is checked (name, tier) and its
+// schema compiled; a failure is a *RegistrationError naming the tool, and
+// nothing from that call is registered. A name already taken is an error
+// wrapping ErrDuplicateTool.
+func (r *Registry) Register(tools ...Tool) error {
+	added := make([]*entry, 0, len(tools))
+	seen := map[string]bool{}
+	for _, t := range tools {
+		e, err := compileTool(t)
+		if err != nil {
+			return err
+		}
+		if _, dup := r.byName[e.spec.Name]; dup || seen[e.spec.Name] {
+			return &RegistrationError{Tool: e.spec.Name, Err: ErrDuplicateTool}
+		}
+		seen[e.spec.Name] = true
+		added = append(added, e)
+	}
+	for _, e := range added {
+		r.byName[e.spec.Name] = e
+		r.order = append(r.order, e)
+	}
+	return nil
+}
+
+func compileTool(t Tool) (*entry, error) {
+	spec := t.Spec()
+	if !toolNameRE.MatchString(spec.Name) {
+		return nil, &RegistrationError{Tool: spec.Name, Err: errors.New("name must be 1-64 characters of A-Z a-z 0-9 _ . -")}
+	}
+	if !spec.Tier.Valid() {
+		return nil, &RegistrationError{Tool: spec.Name, Err: fmt.Errorf("tier %q is not one of read_only, side_effecting, privileged", spec.Tier)}
+	}
+	if len(bytes.TrimSpace(spec.Schema)) == 0 {
+		spec.Schema = defaultSchema
+	}
+	s, err := CompileSchema(spec.Name, spec.Schema)
+	if err != nil {
+		return nil, &RegistrationError{Tool: spec.Name, Err: err}
+	}
+	return &entry{tool: t, spec: spec, schema: s}, nil
+}
+
+// CompileSchema compiles a tool's argument schema (draft 2020-12 unless the
+// schema says otherwise). Remote $refs are refused: a schema must be
+// self-contained.
+func CompileSchema(name string, schema json.RawMessage) (*jsonschema.Schema, error) {
+	var top map[string]any
+	if err := json.Unmarshal(schema, &top); err != nil {
+		return nil, fmt.Errorf("schema is not a JSON object: %w", err)
+	}
+	if t, ok := top["type"]; ok && t != "object" {
+		return nil, fmt.Errorf("schema type must be \"object\" (tool arguments are a JSON object), got %v", t)
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	c.LoadURL = func(u string) (io.ReadCloser, error) {
+		return nil, fmt.Errorf("remote $ref %q is not allowed in a tool schema", u)
+	}
+	url := "mem:///tools/" + name + ".json"
+	if err := c.AddResource(url, bytes.NewReader(schema)); err != nil {
+		return nil, fmt.Errorf("invalid schema: %w", err)
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("invalid schema: %w", err)
+	}
+	return s, nil
+}
+
+// Lookup returns the named tool.
+func (r *Registry) Lookup(name string) (Tool, bool) {
+	e, ok := r.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return e.tool, true
+}
+
+// Spec returns the named tool's spec, with its schema defaulted.
+func (r *Registry) Spec(name string) (ToolSpec, bool) {
+	e, ok := r.byName[name]
+	if !ok {
+		return ToolSpec{}, false
+	}
+	return e.spec, true
+}
+
+// Specs returns every tool's spec in registration order. The slice is the
+// caller's.
+func (r *Registry) Specs() []ToolSpec {
+	out := make([]ToolSpec, len(r.order))
+	for i, e := range r.order {
+		out[i] = e.spec
+	}
+	return out
+}
+
+// Len is the number of tools.
+func (r *Registry) Len() int { return len(r.order) }
+
+// Names returns the tool names in registration order.
+func (r *Registry) Names() []string {
+	out := make([]string, len(r.order))
+	for i, e := range r.order {
+		out[i] = e.spec.Name
+	}
+	return out
+}
+
+// Validate decodes args (a JSON object) and validates them against the named
+// tool's schema. Errors wrap ErrUnknownTool or ErrInvalidArgs; a schema
+// violation lists every failing path, e.g. "/count: expected integer, got
+// string".
+func (r *Registry) Validate(name string, args json.RawMessage) (map[string]any, error) {
+	e, ok := r.byName[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
+	}
+	return e.validate(args)
+}
+
+func (e *entry) validate(args json.RawMessage) (map[string]any, error) {
+	v, err := decodeObject(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.schema.Validate(v); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidArgs, describeValidation(err))
+	}
+	return v, nil
+}
+
+// decodeObject parses tool arguments, which must be one JSON object. Empty
+// arguments mean {} (models send "" for tools without parameters).
+func decodeObject(args json.RawMessage) (map[string]any, error) {
+	if len(bytes.TrimSpace(args)) == 0 {
+		return map[string]any{}, nil
+	}
+	var v any
+	if err := json.Unmarshal(args, &v); err != nil {
+		return nil, fmt.Errorf("%w: arguments are not valid JSON: %v", ErrInvalidArgs, err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrInvalidArgs, jsonKind(v))
+	}
+	return m, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	}
+	return "object"
+}
+
+// describeValidation flattens a jsonschema error into "path: message" lines
+// joined by "; ", leaves only (the causes that say what is actually wrong).
+func describeValidation(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	var parts []string
+	var walk func(*jsonschema.ValidationError)
+	walk = func(v *jsonschema.ValidationError) {
+		if len(v.Causes) == 0 {
+			loc := v.InstanceLocation
+			if loc == "" {
+				loc = "/"
+			}
+			parts = append(parts, loc+": "+strings.Replace(v.Message, ", but got ", ", got ", 1))
+			return
+		}
+		for _, c := range v.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	parts = slices.Compact(parts)
+	return strings.Join(parts, "; ")
+}
