@@ -1,0 +1,295 @@
+package kerneltest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// TestStore runs the Store conformance suite. open must return a new, empty
+// store for each call.
+func TestStore(t *testing.T, open func(t *testing.T) kernel.Store) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+	t.Run("LoadUnknown", func(t *testing.T) {
+		s := open(t)
+		if _, err := s.Load(ctx, "nope"); !errors.Is(err, kernel.ErrSessionNotFound) {
+			t.Fatalf("Load(unknown) = %v, want ErrSessionNotFound", err)
+		}
+	})
+
+	t.Run("RoundTrip", func(t *testing.T) {
+		s := open(t)
+		msgs := sampleMessages(t0)
+		meta := kernel.SessionMeta{ID: "s1", Title: "hello", Model: "m", Status: kernel.StatusRunning,
+			Created: t0, Updated: t0, Runs: 1, Turns: 1, Usage: kernel.Usage{InputTokens: 10, OutputTokens: 5},
+			CostUSD: 0.25, Labels: map[string]string{"team": "infra"}}
+		mustCommit(t, s, "s1", kernel.Step{Messages: msgs[:1], Meta: meta})
+		mustCommit(t, s, "s1", kernel.Step{Messages: msgs[1:2], Meta: meta})
+		mustCommit(t, s, "s1", kernel.Step{Messages: msgs[2:], Meta: meta})
+		got, err := s.Load(ctx, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(normalize(got.Messages), normalize(msgs)) {
+			t.Fatalf("messages differ:\n got %+v\nwant %+v", got.Messages, msgs)
+		}
+		meta.LastSeq = uint64(len(msgs))
+		if !reflect.DeepEqual(normalizeMeta(got.Meta), normalizeMeta(meta)) {
+			t.Fatalf("meta differs:\n got %+v\nwant %+v", got.Meta, meta)
+		}
+		if got.Pending != nil {
+			t.Fatalf("pending = %+v, want none", got.Pending)
+		}
+	})
+
+	t.Run("SeqConflict", func(t *testing.T) {
+		s := open(t)
+		msgs := sampleMessages(t0)
+		meta := kernel.SessionMeta{ID: "s1", Created: t0, Updated: t0}
+		mustCommit(t, s, "s1", kernel.Step{Messages: msgs[:1], Meta: meta})
+		for name, bad := range map[string][]kernel.Message{
+			"gap":             {withSeq(msgs[1], 3)},
+			"replay":          {withSeq(msgs[1], 1)},
+			"not-consecutive": {withSeq(msgs[1], 2), withSeq(msgs[2], 4)},
+		} {
+			err := s.Commit(ctx, "s1", kernel.Step{Messages: bad, Meta: meta})
+			if !errors.Is(err, kernel.ErrSeqConflict) {
+				t.Fatalf("%s: Commit = %v, want ErrSeqConflict", name, err)
+			}
+		}
+		got, err := s.Load(ctx, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Messages) != 1 || got.Meta.LastSeq != 1 {
+			t.Fatalf("a rejected step wrote something: %d messages, last seq %d", len(got.Messages), got.Meta.LastSeq)
+		}
+		if err := s.Commit(ctx, "new", kernel.Step{Messages: []kernel.Message{withSeq(msgs[0], 2)}}); !errors.Is(err, kernel.ErrSeqConflict) {
+			t.Fatalf("first message of a new session with seq 2: %v, want ErrSeqConflict", err)
+		}
+	})
+
+	t.Run("MetaOnlyStep", func(t *testing.T) {
+		s := open(t)
+		msgs := sampleMessages(t0)
+		mustCommit(t, s, "s1", kernel.Step{Messages: msgs[:2], Meta: kernel.SessionMeta{Status: kernel.StatusRunning, Updated: t0}})
+		mustCommit(t, s, "s1", kernel.Step{Meta: kernel.SessionMeta{Status: kernel.StatusIdle, Updated: t0.Add(time.Second), Turns: 3}})
+		got, err := s.Load(ctx, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Meta.Status != kernel.StatusIdle || got.Meta.Turns != 3 || got.Meta.LastSeq != 2 || len(got.Messages) != 2 {
+			t.Fatalf("after a meta-only step: %+v with %d messages", got.Meta, len(got.Messages))
+		}
+		if got.Meta.ID != "s1" {
+			t.Fatalf("meta id = %q, want s1", got.Meta.ID)
+		}
+	})
+
+	t.Run("PendingApproval", func(t *testing.T) {
+		s := open(t)
+		msgs := sampleMessages(t0)
+		a := &kernel.Approval{ID: "a1", SessionID: "s1", Call: kernel.ToolCall{ID: "c9", Name: "write_file", Arguments: `{"path":"x"}`},
+			Args: []byte(`{"path":"x"}`), RuleID: "writes-need-approval", Message: "writes need approval",
+			DecisionID: "d1", Created: t0, Expires: t0.Add(time.Hour)}
+		mustCommit(t, s, "s1", kernel.Step{Messages: msgs[:1], Pending: a, Meta: kernel.SessionMeta{Status: kernel.StatusAwaitingApproval}})
+		got, err := s.Load(ctx, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Pending == nil || !reflect.DeepEqual(normalizeApproval(*got.Pending), normalizeApproval(*a)) {
+			t.Fatalf("pending = %+v, want %+v", got.Pending, a)
+		}
+		mustCommit(t, s, "s1", kernel.Step{Messages: []kernel.Message{withSeq(msgs[1], 2)}, ClearPending: true})
+		got, err = s.Load(ctx, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Pending != nil {
+			t.Fatalf("pending after ClearPending = %+v", got.Pending)
+		}
+	})
+
+	t.Run("List", func(t *testing.T) {
+		s := open(t)
+		for i, id := range []string{"a", "b", "c"} {
+			m := kernel.Message{Seq: 1, Role: kernel.RoleUser, Content: id, Time: t0}
+			mustCommit(t, s, id, kernel.Step{Messages: []kernel.Message{m}, Meta: kernel.SessionMeta{Title: id, Updated: t0.Add(time.Duration(i) * time.Minute)}})
+		}
+		got, err := s.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, m := range got {
+			ids = append(ids, m.ID)
+		}
+		if !reflect.DeepEqual(ids, []string{"c", "b", "a"}) {
+			t.Fatalf("List order = %v, want [c b a] (most recently updated first)", ids)
+		}
+	})
+
+	t.Run("LoadedSliceIsACopy", func(t *testing.T) {
+		s := open(t)
+		msgs := sampleMessages(t0)
+		mustCommit(t, s, "s1", kernel.Step{Messages: msgs[:2]})
+		got, err := s.Load(ctx, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = append(got.Messages, kernel.Message{Seq: 99, Content: "scribble"})
+		mustCommit(t, s, "s1", kernel.Step{Messages: []kernel.Message{withSeq(msgs[2], 3)}})
+		again, err := s.Load(ctx, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Messages[2].Content != msgs[2].Content {
+			t.Fatalf("appending to a loaded slice changed the store: %+v", again.Messages[2])
+		}
+	})
+
+	t.Run("ConcurrentSessions", func(t *testing.T) {
+		s := open(t)
+		const writers, steps = 8, 40
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				id := fmt.Sprintf("w%d", w)
+				for i := 1; i <= steps; i++ {
+					m := kernel.Message{Seq: uint64(i), Role: kernel.RoleUser, Content: fmt.Sprintf("%s-%d", id, i), Time: t0}
+					if err := s.Commit(ctx, id, kernel.Step{Messages: []kernel.Message{m}, Meta: kernel.SessionMeta{Turns: i}}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		for w := range writers {
+			id := fmt.Sprintf("w%d", w)
+			got, err := s.Load(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Messages) != steps || got.Meta.Turns != steps {
+				t.Fatalf("%s: %d messages, %d turns; want %d", id, len(got.Messages), got.Meta.Turns, steps)
+			}
+			for i, m := range got.Messages {
+				if want := fmt.Sprintf("%s-%d", id, i+1); m.Content != want || m.Seq != uint64(i+1) {
+					t.Fatalf("%s message %d = %q seq %d, want %q", id, i, m.Content, m.Seq, want)
+				}
+			}
+		}
+	})
+
+	t.Run("RacingWritersOneSession", func(t *testing.T) {
+		s := open(t)
+		const racers = 6
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := 0
+		for r := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m := kernel.Message{Seq: 1, Role: kernel.RoleUser, Content: fmt.Sprint(r), Time: t0}
+				err := s.Commit(ctx, "race", kernel.Step{Messages: []kernel.Message{m}})
+				switch {
+				case err == nil:
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				case !errors.Is(err, kernel.ErrSeqConflict):
+					t.Errorf("losing writer got %v, want ErrSeqConflict", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if wins != 1 {
+			t.Fatalf("%d writers stored seq 1, want exactly 1", wins)
+		}
+	})
+
+	t.Run("Delete", func(t *testing.T) {
+		s := open(t)
+		d, ok := s.(kernel.SessionDeleter)
+		if !ok {
+			t.Skip("store does not implement kernel.SessionDeleter")
+		}
+		mustCommit(t, s, "gone", kernel.Step{Messages: sampleMessages(t0)[:1]})
+		mustCommit(t, s, "kept", kernel.Step{Messages: sampleMessages(t0)[:1]})
+		if err := d.Delete(ctx, "gone"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Load(ctx, "gone"); !errors.Is(err, kernel.ErrSessionNotFound) {
+			t.Fatalf("Load after Delete = %v, want ErrSessionNotFound", err)
+		}
+		if _, err := s.Load(ctx, "kept"); err != nil {
+			t.Fatalf("Delete removed another session: %v", err)
+		}
+		if err := d.Delete(ctx, "gone"); !errors.Is(err, kernel.ErrSessionNotFound) {
+			t.Fatalf("second Delete = %v, want ErrSessionNotFound", err)
+		}
+	})
+}
+
+func mustCommit(t *testing.T, s kernel.Store, id string, step kernel.Step) {
+	t.Helper()
+	if err := s.Commit(context.Background(), id, step); err != nil {
+		t.Fatalf("Commit(%s): %v", id, err)
+	}
+}
+
+func withSeq(m kernel.Message, seq uint64) kernel.Message {
+	m.Seq = seq
+	return m
+}
+
+// sampleMessages is a short conversation that uses every Message field.
+func sampleMessages(t0 time.Time) []kernel.Message {
+	return []kernel.Message{
+		{Seq: 1, Role: kernel.RoleUser, Content: "list the files", Time: t0},
+		{Seq: 2, Role: kernel.RoleAssistant, Content: "Looking.", Reasoning: "the user wants a listing",
+			ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "list_dir", Arguments: `{"path":"."}`}, {ID: "c2", Name: "git.git_status", Arguments: `{}`}},
+			Time:      t0.Add(time.Second)},
+		{Seq: 3, Role: kernel.RoleTool, ToolCallID: "c1", ToolName: "list_dir", Content: "a.go\nb.go\n", Time: t0.Add(2 * time.Second)},
+		{Seq: 4, Role: kernel.RoleTool, ToolCallID: "c2", ToolName: "git.git_status", Content: "error: not a repository", IsError: true, Time: t0.Add(2 * time.Second)},
+		{Seq: 5, Role: kernel.RoleAssistant, Content: "Two Go files: a.go and b.go ✓", Time: t0.Add(3 * time.Second)},
+	}
+}
+
+// normalize makes times comparable with reflect.DeepEqual (stores may drop
+// the monotonic reading and the location).
+func normalize(msgs []kernel.Message) []kernel.Message {
+	out := make([]kernel.Message, len(msgs))
+	for i, m := range msgs {
+		m.Time = m.Time.UTC().Round(0)
+		out[i] = m
+	}
+	return out
+}
+
+func normalizeMeta(m kernel.SessionMeta) kernel.SessionMeta {
+	m.Created, m.Updated = m.Created.UTC().Round(0), m.Updated.UTC().Round(0)
+	return m
+}
+
+func normalizeApproval(a kernel.Approval) kernel.Approval {
+	a.Created, a.Expires = a.Created.UTC().Round(0), a.Expires.UTC().Round(0)
+	return a
+}

@@ -1,0 +1,110 @@
+// Package memory is an in-memory kernel.Store: fast, concurrent, and gone
+// when the process exits. It is the store of tests, benchmarks and the
+// offline demo.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// Store keeps sessions in memory. It is safe for concurrent use.
+type Store struct {
+	mu       sync.RWMutex
+	sessions map[string]*session
+}
+
+type session struct {
+	meta    kernel.SessionMeta
+	msgs    []kernel.Message
+	pending *kernel.Approval
+}
+
+// New returns an empty store.
+func New() *Store { return &Store{sessions: map[string]*session{}} }
+
+// Load returns the session. Its Messages slice has no spare capacity, so a
+// caller appending to it never writes into the store.
+func (s *Store) Load(_ context.Context, id string) (*kernel.Session, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	se, ok := s.sessions[id]
+	if !ok {
+		return nil, fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
+	}
+	out := &kernel.Session{Meta: se.meta, Messages: se.msgs[:len(se.msgs):len(se.msgs)]}
+	out.Meta.Labels = maps.Clone(se.meta.Labels)
+	if se.pending != nil {
+		p := *se.pending
+		out.Pending = &p
+	}
+	return out, nil
+}
+
+// Commit stores step atomically (see kernel.Store).
+func (s *Store) Commit(_ context.Context, id string, step kernel.Step) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se := s.sessions[id]
+	var last uint64
+	if se != nil {
+		last = se.meta.LastSeq
+	}
+	for i, m := range step.Messages {
+		if want := last + uint64(i) + 1; m.Seq != want {
+			return fmt.Errorf("session %q: message %d has seq %d, want %d: %w", id, i, m.Seq, want, kernel.ErrSeqConflict)
+		}
+	}
+	if se == nil {
+		se = &session{}
+		s.sessions[id] = se
+	}
+	se.msgs = append(se.msgs, step.Messages...)
+	meta := step.Meta
+	meta.ID = id
+	meta.LastSeq = last + uint64(len(step.Messages))
+	meta.Labels = maps.Clone(meta.Labels)
+	se.meta = meta
+	if step.ClearPending {
+		se.pending = nil
+	}
+	if step.Pending != nil {
+		p := *step.Pending
+		se.pending = &p
+	}
+	return nil
+}
+
+// List returns all sessions' metadata, most recently updated first.
+func (s *Store) List(_ context.Context) ([]kernel.SessionMeta, error) {
+	s.mu.RLock()
+	out := make([]kernel.SessionMeta, 0, len(s.sessions))
+	for _, se := range s.sessions {
+		out = append(out, se.meta)
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b kernel.SessionMeta) int { return b.Updated.Compare(a.Updated) })
+	return out, nil
+}
+
+// Delete removes a session; deleting an unknown session is an error
+// wrapping kernel.ErrSessionNotFound.
+func (s *Store) Delete(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.sessions[id]; !ok {
+		return fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
+	}
+	delete(s.sessions, id)
+	return nil
+}
+
+var (
+	_ kernel.Store          = (*Store)(nil)
+	_ kernel.SessionDeleter = (*Store)(nil)
+)
