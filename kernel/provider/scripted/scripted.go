@@ -1,0 +1,269 @@
+// Package scripted is a deterministic kernel.Provider that replays a script
+// of model turns from YAML. It powers the offline demo and most tests.
+//
+// A script is a list of steps; step N answers the N-th generation of a
+// conversation (the number of assistant messages already in the request
+// picks the step), so a script replays the same way in every process and
+// continues across runs of one session. A step may carry a guard (match)
+// on the last user or tool message; a guard that does not hold is an error
+// naming the step, as is a conversation that needs more steps than the
+// script has.
+//
+//	steps:
+//	  - text: "Let me look around."
+//	    tool_calls:
+//	      - name: list_dir
+//	        args: {path: "."}
+//	  - match: {role: tool, contains: "README.md"}
+//	    text: "The project is described in README.md."
+package scripted
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// Script is a parsed script.
+type Script struct {
+	Name  string
+	Steps []Step
+}
+
+// Step is one scripted generation.
+type Step struct {
+	Text      string     `yaml:"text"`
+	Reasoning string     `yaml:"reasoning"`
+	ToolCalls []ToolCall `yaml:"tool_calls"`
+	Match     *Match     `yaml:"match"`
+	// Usage overrides the token counts, which are otherwise estimated at
+	// four bytes a token.
+	Usage *kernel.Usage `yaml:"usage"`
+
+	line  int
+	args  []string
+	regex *regexp.Regexp
+}
+
+// ToolCall is a scripted tool call. Args may be any YAML value; RawArgs, when
+// set, is sent verbatim (to script malformed JSON).
+type ToolCall struct {
+	Name    string `yaml:"name"`
+	Args    any    `yaml:"args"`
+	RawArgs string `yaml:"raw_args"`
+}
+
+// Match guards a step: the last message with Role ("user" or "tool"; any
+// role when empty) must contain Contains and match Regex.
+type Match struct {
+	Role     kernel.Role `yaml:"role"`
+	Contains string      `yaml:"contains"`
+	Regex    string      `yaml:"regex"`
+}
+
+// Load reads and parses a script file.
+func Load(path string) (*Script, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read script: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses a script; name is used in error messages.
+func Parse(name string, data []byte) (*Script, error) {
+	var doc struct {
+		Steps []yaml.Node `yaml:"steps"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("script %s: %w", name, err)
+	}
+	if len(doc.Steps) == 0 {
+		return nil, fmt.Errorf("script %s: no steps (want a top-level \"steps:\" list)", name)
+	}
+	s := &Script{Name: name}
+	for i := range doc.Steps {
+		n := &doc.Steps[i]
+		var st Step
+		if err := decodeStrict(n, &st); err != nil {
+			return nil, fmt.Errorf("script %s:%d: step %d: %w", name, n.Line, i+1, err)
+		}
+		st.line = n.Line
+		if err := st.compile(); err != nil {
+			return nil, fmt.Errorf("script %s:%d: step %d: %w", name, n.Line, i+1, err)
+		}
+		s.Steps = append(s.Steps, st)
+	}
+	return s, nil
+}
+
+// decodeStrict decodes a node rejecting unknown fields (yaml.v3 only checks
+// them through a Decoder, so re-encode the node).
+func decodeStrict(n *yaml.Node, v any) error {
+	b, err := yaml.Marshal(n)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	return dec.Decode(v)
+}
+
+func (st *Step) compile() error {
+	if st.Text == "" && len(st.ToolCalls) == 0 {
+		return fmt.Errorf("a step needs text or tool_calls")
+	}
+	for i, c := range st.ToolCalls {
+		if c.Name == "" {
+			return fmt.Errorf("tool call %d: name is required", i+1)
+		}
+		if c.RawArgs != "" {
+			st.args = append(st.args, c.RawArgs)
+			continue
+		}
+		args := c.Args
+		if args == nil {
+			args = map[string]any{}
+		}
+		b, err := json.Marshal(args)
+		if err != nil {
+			return fmt.Errorf("tool call %d (%s): args: %w", i+1, c.Name, err)
+		}
+		st.args = append(st.args, string(b))
+	}
+	if m := st.Match; m != nil {
+		if m.Role != "" && m.Role != kernel.RoleUser && m.Role != kernel.RoleTool {
+			return fmt.Errorf("match.role must be user or tool, got %q", m.Role)
+		}
+		if m.Regex != "" {
+			re, err := regexp.Compile(m.Regex)
+			if err != nil {
+				return fmt.Errorf("match.regex: %w", err)
+			}
+			st.regex = re
+		}
+	}
+	return nil
+}
+
+// Provider replays a Script. It keeps no state between requests, so it is
+// safe for concurrent use and replays identically after a restart.
+type Provider struct {
+	script *Script
+}
+
+// New returns a Provider for s.
+func New(s *Script) *Provider { return &Provider{script: s} }
+
+// Stream answers with the step for this point of the conversation.
+func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(kernel.Delta)) (kernel.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return kernel.Response{}, err
+	}
+	n := 0
+	var last *kernel.Message
+	for i := range req.Messages {
+		switch req.Messages[i].Role {
+		case kernel.RoleAssistant:
+			n++
+		case kernel.RoleUser, kernel.RoleTool:
+			last = &req.Messages[i]
+		}
+	}
+	if n >= len(p.script.Steps) {
+		return kernel.Response{}, &kernel.ProviderError{Provider: "scripted",
+			Message: fmt.Sprintf("script %s has %d steps and the conversation needs step %d: the script ran out", p.script.Name, len(p.script.Steps), n+1)}
+	}
+	st := &p.script.Steps[n]
+	if err := st.check(last); err != nil {
+		return kernel.Response{}, &kernel.ProviderError{Provider: "scripted",
+			Message: fmt.Sprintf("script %s:%d: step %d: %v", p.script.Name, st.line, n+1, err)}
+	}
+	if st.Reasoning != "" {
+		emit(kernel.Delta{Kind: kernel.DeltaReasoning, Text: st.Reasoning})
+	}
+	streamWords(st.Text, emit)
+	msg := kernel.Message{Role: kernel.RoleAssistant, Content: st.Text, Reasoning: st.Reasoning}
+	finish := "stop"
+	if len(st.ToolCalls) > 0 {
+		finish = "tool_calls"
+		msg.ToolCalls = make([]kernel.ToolCall, len(st.ToolCalls))
+		for i, c := range st.ToolCalls {
+			msg.ToolCalls[i] = kernel.ToolCall{ID: fmt.Sprintf("call_%d_%d", n+1, i+1), Name: c.Name, Arguments: st.args[i]}
+		}
+	}
+	return kernel.Response{Message: msg, Usage: st.usage(req), FinishReason: finish, Model: req.Model}, nil
+}
+
+func (st *Step) check(last *kernel.Message) error {
+	m := st.Match
+	if m == nil {
+		return nil
+	}
+	if last == nil {
+		return fmt.Errorf("match: there is no user or tool message yet")
+	}
+	if m.Role != "" && last.Role != m.Role {
+		return fmt.Errorf("match: the last message is a %s message, want %s", last.Role, m.Role)
+	}
+	if m.Contains != "" && !strings.Contains(last.Content, m.Contains) {
+		return fmt.Errorf("match: the last %s message does not contain %q (it begins %q)", last.Role, m.Contains, head(last.Content, 80))
+	}
+	if st.regex != nil && !st.regex.MatchString(last.Content) {
+		return fmt.Errorf("match: the last %s message does not match /%s/ (it begins %q)", last.Role, m.Regex, head(last.Content, 80))
+	}
+	return nil
+}
+
+func (st *Step) usage(req kernel.Request) kernel.Usage {
+	if st.Usage != nil {
+		return *st.Usage
+	}
+	in := 0
+	for i := range req.Messages {
+		in += len(req.Messages[i].Content)
+		for _, c := range req.Messages[i].ToolCalls {
+			in += len(c.Arguments) + len(c.Name)
+		}
+	}
+	for _, t := range req.Tools {
+		in += len(t.Name) + len(t.Description) + len(t.Schema)
+	}
+	out := len(st.Text)
+	for _, a := range st.args {
+		out += len(a)
+	}
+	return kernel.Usage{InputTokens: int64(in/4 + 1), OutputTokens: int64(out/4 + 1)}
+}
+
+// streamWords emits text a word at a time (each with its trailing space),
+// as a model would stream it.
+func streamWords(text string, emit func(kernel.Delta)) {
+	for len(text) > 0 {
+		i := strings.IndexByte(text, ' ')
+		if i < 0 {
+			i = len(text) - 1
+		}
+		emit(kernel.Delta{Kind: kernel.DeltaText, Text: text[:i+1]})
+		text = text[i+1:]
+	}
+}
+
+func head(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+var _ kernel.Provider = (*Provider)(nil)

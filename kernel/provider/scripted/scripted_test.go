@@ -1,0 +1,130 @@
+package scripted_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/kerneltest"
+	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
+	"github.com/agentkernel/agentkernel/kernel/store/memory"
+)
+
+const script = `
+steps:
+  - text: "Let me look."
+    tool_calls:
+      - name: echo
+        args: {text: "README.md main.go"}
+  - match: {role: tool, contains: "README.md"}
+    reasoning: "the listing has a README"
+    text: "There is a README."
+  - text: "Second answer."
+`
+
+func TestReplayThroughTheLoop(t *testing.T) {
+	s, err := scripted.Parse("test.yaml", []byte(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memory.New()
+	reg := kernel.NewRegistry()
+	if err := reg.Register(kerneltest.EchoTool("echo")); err != nil {
+		t.Fatal(err)
+	}
+	var deltas []string
+	k, err := kernel.New(kernel.Config{Provider: scripted.New(s), Store: store, Tools: reg, OnEvent: func(e kernel.Event) {
+		if d, ok := e.(kernel.MessageDelta); ok {
+			deltas = append(deltas, d.Text)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(context.Background(), "", "what is here?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Output != "There is a README." || res.Turns != 2 || res.Usage.InputTokens == 0 {
+		t.Fatalf("result = %+v", res)
+	}
+	if got := strings.Join(deltas, "|"); got != "Let |me |look.|There |is |a |README." {
+		t.Fatalf("deltas = %q", got)
+	}
+	// A second run continues the script: the step is chosen by the history.
+	k2, _ := kernel.New(kernel.Config{Provider: scripted.New(s), Store: store, Tools: reg})
+	res2, err := k2.Run(context.Background(), res.SessionID, "and then?")
+	if err != nil || res2.Output != "Second answer." {
+		t.Fatalf("second run = %+v, %v", res2, err)
+	}
+	// A third runs out, with an error saying so.
+	_, err = k2.Run(context.Background(), res.SessionID, "more?")
+	var pe *kernel.ProviderError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "script test.yaml has 3 steps and the conversation needs step 4: the script ran out") {
+		t.Fatalf("ran out: %v", err)
+	}
+}
+
+func TestGuardFailure(t *testing.T) {
+	s, err := scripted.Parse("g.yaml", []byte("steps:\n  - match: {role: user, regex: '^deploy'}\n    text: ok\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = scripted.New(s).Stream(context.Background(), kernel.Request{Messages: []kernel.Message{{Role: kernel.RoleUser, Content: "hello"}}}, func(kernel.Delta) {})
+	if err == nil || !strings.Contains(err.Error(), `script g.yaml:2: step 1: match: the last user message does not match /^deploy/ (it begins "hello")`) {
+		t.Fatalf("guard error = %v", err)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for name, tc := range map[string]struct{ src, want string }{
+		"unknown field":     {"steps:\n  - text: hi\n    tool_call: []\n", "script bad.yaml:2: step 1: yaml: unmarshal errors:\n  line 2: field tool_call not found"},
+		"empty step":        {"steps:\n  - match: {role: user}\n", "step 1: a step needs text or tool_calls"},
+		"no steps":          {"stepz: []\n", "field stepz not found"},
+		"bad regex":         {"steps:\n  - text: x\n    match: {regex: '('}\n", "match.regex: error parsing regexp"},
+		"bad role":          {"steps:\n  - text: x\n    match: {role: assistant}\n", `match.role must be user or tool, got "assistant"`},
+		"call with no name": {"steps:\n  - tool_calls: [{args: {}}]\n", "tool call 1: name is required"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := scripted.Parse("bad.yaml", []byte(tc.src))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRawArgsAreSentVerbatim(t *testing.T) {
+	s, err := scripted.Parse("raw.yaml", []byte("steps:\n  - tool_calls: [{name: x, raw_args: '{\"broken\": '}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := scripted.New(s).Stream(context.Background(), kernel.Request{}, func(kernel.Delta) {})
+	if err != nil || resp.Message.ToolCalls[0].Arguments != `{"broken": ` || resp.FinishReason != "tool_calls" {
+		t.Fatalf("%+v %v", resp, err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(script))
+	f.Add([]byte("steps:\n  - text: x\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := scripted.Parse("fuzz.yaml", data)
+		if err != nil {
+			return
+		}
+		_, _ = scripted.New(s).Stream(context.Background(), kernel.Request{Messages: []kernel.Message{{Role: kernel.RoleUser, Content: "x"}}}, func(kernel.Delta) {})
+	})
+}
+
+func Example() {
+	s, _ := scripted.Parse("example.yaml", []byte("steps:\n  - text: Hello from the script.\n"))
+	reg := kernel.NewRegistry()
+	k, _ := kernel.New(kernel.Config{Provider: scripted.New(s), Store: memory.New(), Tools: reg})
+	res, _ := k.Run(context.Background(), "", "hi")
+	fmt.Println(res.StopReason, res.Output)
+	// Output: completed Hello from the script.
+}
