@@ -17,11 +17,18 @@ wasm:
 
 ## plugins: plugin binaries used by the demo and the tests
 plugins:
-	@true
+	$(GO) build -trimpath -o $(BIN)/plugins/git ./examples/plugins/git
+	cd $(BIN)/plugins && sha256sum git > git.sha256 && cat git.sha256
 
 ## proto: regenerate the plugin protocol's Go code (needs protoc; make test does not)
 proto:
-	@true
+	@command -v protoc >/dev/null 2>&1 || { apt-get update && apt-get install -y protobuf-compiler; }
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+	gobin=$$($(GO) env GOBIN); [ -n "$$gobin" ] || gobin=$$($(GO) env GOPATH)/bin; \
+	cd plugins/sdk/pluginpb && PATH="$$gobin:$$PATH" protoc -I . \
+		--go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto
 
 ## test: every test, with the race detector
 test: wasm plugins

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+func cmdRun(ctx context.Context, args []string, env *cliEnv) error {
+	fs := newFlagSet("run", "PROMPT", env.stderr)
+	var cf commonFlags
+	cf.register(fs)
+	session := fs.String("session", "", "continue the session `ID`")
+	events := fs.String("events", "", "also write every event as a JSON line to `FILE` (- for stderr)")
+	quiet := fs.Bool("quiet", false, "print only the answer")
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return exitError{code: 2}
+	}
+	prompt := strings.TrimSpace(strings.Join(pos, " "))
+	if prompt == "-" {
+		b, err := io.ReadAll(env.stdin)
+		if err != nil {
+			return fmt.Errorf("read prompt from stdin: %w", err)
+		}
+		prompt = strings.TrimSpace(string(b))
+	}
+	if prompt == "" {
+		fs.Usage()
+		return exitError{code: 2, msg: "run needs a prompt (or - to read it from stdin)"}
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	a, err := newApp(ctx, cfg, env.stderr)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	prov, err := a.provider()
+	if err != nil {
+		return err
+	}
+	var ev io.Writer
+	switch *events {
+	case "":
+	case "-":
+		ev = env.stderr
+	default:
+		f, err := os.Create(*events)
+		if err != nil {
+			return fmt.Errorf("--events: %w", err)
+		}
+		defer f.Close()
+		ev = f
+	}
+	r := newRenderer(env, *quiet, ev)
+	k, err := a.kernel(prov, r.event)
+	if err != nil {
+		return err
+	}
+	res, err := k.Run(ctx, *session, prompt)
+	r.endLine()
+	return runOutcome(res, err)
+}
+
+// runOutcome maps a run's end to the exit status: 0 for completed,
+// max_turns, budget and awaiting_approval; 130 for cancelled; 1 for errors.
+func runOutcome(res *kernel.RunResult, err error) error {
+	if res != nil && res.StopReason == kernel.StopCancelled {
+		return exitError{code: 130, msg: "cancelled; the session keeps everything up to the cancellation"}
+	}
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+func cmdTools(ctx context.Context, args []string, env *cliEnv) error {
+	fs := newFlagSet("tools", "[NAME]", env.stderr)
+	var cf commonFlags
+	cf.register(fs)
+	asJSON := fs.Bool("json", false, "print the full specs, schemas included, as JSON")
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return exitError{code: 2}
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	a, err := newApp(ctx, cfg, env.stderr)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	specs := a.tools.Specs()
+	if len(pos) > 0 {
+		spec, ok := a.tools.Spec(pos[0])
+		if !ok {
+			return fmt.Errorf("no tool %q (kernel tools lists them)", pos[0])
+		}
+		specs = []kernel.ToolSpec{spec}
+		*asJSON = true
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(specs)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTIER\tSOURCE\tARGUMENTS\tDESCRIPTION")
+	for _, s := range specs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Tier, s.Source, argSummary(s.Schema), clip(firstLine(s.Description), 60))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stderr, "%d tools · `kernel tools NAME` prints one tool's full schema · * marks required arguments\n", len(specs))
+	return nil
+}
+
+// argSummary renders an object schema's properties as "path*:string, limit:integer".
+func argSummary(schema json.RawMessage) string {
+	var s struct {
+		Properties map[string]struct {
+			Type any `json:"type"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	if json.Unmarshal(schema, &s) != nil || len(s.Properties) == 0 {
+		return "-"
+	}
+	req := map[string]bool{}
+	for _, r := range s.Required {
+		req[r] = true
+	}
+	names := make([]string, 0, len(s.Properties))
+	for n := range s.Properties {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if req[names[i]] != req[names[j]] {
+			return req[names[i]]
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		star := ""
+		if req[n] {
+			star = "*"
+		}
+		parts[i] = fmt.Sprintf("%s%s:%v", n, star, s.Properties[n].Type)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/plugins/builtin"
+	"github.com/agentkernel/agentkernel/schemas"
+)
+
+//go:embed defaults.yaml
+var defaultsYAML []byte
+
+// Config is kernel.yaml, decoded after validation against
+// schemas/config.schema.json.
+type Config struct {
+	Model        ModelConfig  `yaml:"model"`
+	SystemPrompt string       `yaml:"system_prompt"`
+	Workspace    string       `yaml:"workspace"`
+	Limits       LimitsConfig `yaml:"limits"`
+	Store        yaml.Node    `yaml:"store"`
+	Policy       yaml.Node    `yaml:"policy"`
+	Tools        ToolsConfig  `yaml:"tools"`
+	Hooks        yaml.Node    `yaml:"hooks"`
+
+	// dir is the directory relative paths are resolved against: the config
+	// file's, or the working directory without one.
+	dir  string
+	file string
+}
+
+// ModelConfig selects and prices the model.
+type ModelConfig struct {
+	Provider      string                  `yaml:"provider"`
+	Name          string                  `yaml:"name"`
+	BaseURL       string                  `yaml:"base_url"`
+	APIKeyEnv     string                  `yaml:"api_key_env"`
+	Script        string                  `yaml:"script"`
+	ContextWindow int                     `yaml:"context_window"`
+	Timeout       time.Duration           `yaml:"timeout"`
+	Prices        map[string]kernel.Price `yaml:"prices"`
+}
+
+// LimitsConfig holds the run's hard limits.
+type LimitsConfig struct {
+	MaxTurns    int           `yaml:"max_turns"`
+	ToolTimeout time.Duration `yaml:"tool_timeout"`
+	ApprovalTTL time.Duration `yaml:"approval_ttl"`
+}
+
+// ToolsConfig lists the tool sources.
+type ToolsConfig struct {
+	Builtin builtin.Config `yaml:"builtin"`
+	Plugins yaml.Node      `yaml:"plugins"`
+	WASM    yaml.Node      `yaml:"wasm"`
+}
+
+// ConfigError is a configuration problem with its place.
+type ConfigError struct {
+	File   string
+	Line   int
+	Column int
+	Field  string
+	Msg    string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
+	}
+	if e.Field != "" {
+		b.WriteString(": " + e.Field)
+	}
+	b.WriteString(": " + e.Msg)
+	return b.String()
+}
+
+// loadConfig reads the embedded defaults and, when path is not empty, lays
+// the file over them. Each layer is validated against the schema first, so
+// an error names the file, line and field.
+func loadConfig(path string) (*Config, error) {
+	cfg := &Config{}
+	if err := cfg.layer("(embedded defaults)", defaultsYAML); err != nil {
+		return nil, fmt.Errorf("embedded defaults are invalid (a build problem): %w", err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	cfg.dir = wd
+	if path == "" {
+		return cfg, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	if err := cfg.layer(path, data); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg.dir, cfg.file = filepath.Dir(abs), abs
+	return cfg, nil
+}
+
+var configSchema = func() *jsonschema.Schema {
+	data, err := schemas.FS.ReadFile("config.schema.json")
+	if err != nil {
+		panic(err)
+	}
+	s, err := compileSchema("config.schema.json", data)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+func compileSchema(name string, data []byte) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	url := "mem:///" + name
+	if err := c.AddResource(url, bytes.NewReader(data)); err != nil {
+		return nil, err
+	}
+	return c.Compile(url)
+}
+
+// layer validates one YAML document and decodes it over cfg.
+func (cfg *Config) layer(name string, data []byte) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return yamlError(name, err)
+	}
+	if len(root.Content) == 0 {
+		return nil // an empty file changes nothing
+	}
+	if err := validateNode(name, &root, configSchema); err != nil {
+		return err
+	}
+	if err := root.Content[0].Decode(cfg); err != nil {
+		return yamlError(name, err)
+	}
+	return nil
+}
+
+// validateNode checks a YAML document against a JSON Schema and reports the
+// first violations with their line and column.
+func validateNode(name string, root *yaml.Node, schema *jsonschema.Schema) error {
+	var v any
+	if err := root.Decode(&v); err != nil {
+		return yamlError(name, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return &ConfigError{File: name, Msg: "not representable as JSON: " + err.Error()}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var inst any
+	if err := dec.Decode(&inst); err != nil {
+		return &ConfigError{File: name, Msg: err.Error()}
+	}
+	verr := schema.Validate(inst)
+	var ve *jsonschema.ValidationError
+	if !errors.As(verr, &ve) {
+		return verr
+	}
+	var errs []error
+	for _, leaf := range leaves(ve) {
+		ptr := leaf.InstanceLocation
+		msg := strings.Replace(leaf.Message, ", but got ", ", got ", 1)
+		if strings.HasPrefix(msg, "additionalProperties ") {
+			// Point at the unknown key itself.
+			if f := between(msg, "'", "'"); f != "" {
+				ptr += "/" + f
+				msg = "unknown field (check the spelling; see schemas/config.schema.json)"
+			}
+		}
+		n := nodeAt(root.Content[0], ptr)
+		ce := &ConfigError{File: name, Field: fieldName(ptr), Msg: msg}
+		if n != nil {
+			ce.Line, ce.Column = n.Line, n.Column
+		}
+		errs = append(errs, ce)
+	}
+	return errors.Join(errs...)
+}
+
+func leaves(ve *jsonschema.ValidationError) []*jsonschema.ValidationError {
+	if len(ve.Causes) == 0 {
+		return []*jsonschema.ValidationError{ve}
+	}
+	var out []*jsonschema.ValidationError
+	for _, c := range ve.Causes {
+		out = append(out, leaves(c)...)
+	}
+	return out
+}
+
+func between(s, a, b string) string {
+	i := strings.Index(s, a)
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(s[i+1:], b)
+	if j < 0 {
+		return ""
+	}
+	return s[i+1 : i+1+j]
+}
+
+// nodeAt follows a JSON pointer through a YAML node; for a mapping key it
+// returns the key node (where a person looks).
+func nodeAt(n *yaml.Node, ptr string) *yaml.Node {
+	if ptr == "" {
+		return n
+	}
+	for _, part := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+		switch n.Kind {
+		case yaml.MappingNode:
+			var next *yaml.Node
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == part {
+					next = n.Content[i+1]
+					if strings.HasSuffix(ptr, "/"+part) {
+						return n.Content[i]
+					}
+				}
+			}
+			if next == nil {
+				return n
+			}
+			n = next
+		case yaml.SequenceNode:
+			i, err := strconv.Atoi(part)
+			if err != nil || i >= len(n.Content) {
+				return n
+			}
+			n = n.Content[i]
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+func fieldName(ptr string) string {
+	if ptr == "" {
+		return ""
+	}
+	parts := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	var b strings.Builder
+	for i, p := range parts {
+		if _, err := strconv.Atoi(p); err == nil {
+			fmt.Fprintf(&b, "[%s]", p)
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+func yamlError(name string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msg = strings.Join(te.Errors, "; ")
+	}
+	// yaml.v3 says "line N: ..."; lift the line into the position.
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if i := strings.IndexByte(rest, ':'); i > 0 {
+			if line, err := strconv.Atoi(rest[:i]); err == nil {
+				return &ConfigError{File: name, Line: line, Column: 1, Msg: strings.TrimSpace(rest[i+1:])}
+			}
+		}
+	}
+	return &ConfigError{File: name, Msg: msg}
+}
+
+// path resolves p against the config's directory.
+func (cfg *Config) path(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	if strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, p[2:])
+		}
+	}
+	return filepath.Join(cfg.dir, p)
+}
+
+// source names the config for messages.
+func (cfg *Config) source() string {
+	if cfg.file == "" {
+		return "(embedded defaults)"
+	}
+	return cfg.file
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// commonFlags are the flags every command that builds a kernel accepts.
+type commonFlags struct {
+	config    string
+	model     string
+	baseURL   string
+	apiKeyEnv string
+	workspace string
+	maxTurns  int
+	provider  string
+	script    string
+	timeout   time.Duration
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.config, "config", "", "configuration `FILE` (YAML, see schemas/config.schema.json); embedded defaults without it")
+	fs.StringVar(&c.model, "model", "", "model `NAME` (model.name)")
+	fs.StringVar(&c.baseURL, "base-url", "", "OpenAI-compatible API base `URL`, e.g. http://127.0.0.1:11434/v1 (model.base_url)")
+	fs.StringVar(&c.apiKeyEnv, "api-key-env", "", "environment `VARIABLE` holding the API key (model.api_key_env)")
+	fs.StringVar(&c.workspace, "workspace", "", "`DIR` the built-in tools are confined to (workspace)")
+	fs.IntVar(&c.maxTurns, "max-turns", 0, "maximum model turns per run (limits.max_turns)")
+	fs.StringVar(&c.provider, "provider", "", "model provider: openai or scripted (model.provider)")
+	fs.StringVar(&c.script, "script", "", "script `FILE` for the scripted provider (model.script)")
+	fs.DurationVar(&c.timeout, "model-timeout", 0, "deadline of one model call (model.timeout)")
+}
+
+// load reads the configuration and applies the flags over it. Flag paths
+// are relative to the working directory, not the config file.
+func (c *commonFlags) load() (*Config, error) {
+	cfg, err := loadConfig(c.config)
+	if err != nil {
+		return nil, err
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&cfg.Model.Name, c.model)
+	set(&cfg.Model.BaseURL, c.baseURL)
+	set(&cfg.Model.APIKeyEnv, c.apiKeyEnv)
+	set(&cfg.Model.Provider, c.provider)
+	if c.workspace != "" {
+		cfg.Workspace = absPath(c.workspace)
+	}
+	if c.script != "" {
+		cfg.Model.Script = absPath(c.script)
+		if c.provider == "" {
+			cfg.Model.Provider = "scripted"
+		}
+	}
+	if c.maxTurns < 0 {
+		return nil, fmt.Errorf("--max-turns must be positive, got %d", c.maxTurns)
+	}
+	if c.maxTurns > 0 {
+		cfg.Limits.MaxTurns = c.maxTurns
+	}
+	if c.timeout > 0 {
+		cfg.Model.Timeout = c.timeout
+	}
+	return cfg, nil
+}
+
+// newFlagSet returns a FlagSet that prints its usage to w and returns
+// errors instead of exiting.
+func newFlagSet(name, args string, w io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(w)
+	fs.Usage = func() {
+		fmt.Fprintf(w, "Usage: kernel %s [flags] %s\n\nFlags:\n", name, args)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseInterspersed parses flags that may come before or after the
+// positional arguments (`kernel run "prompt" --max-turns 3` works too).
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			continue
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// renderer turns the event stream into what a person reads: the answer on
+// stdout as it streams, one short line per step on stderr. It is called
+// serially by the kernel.
+type renderer struct {
+	stdout, stderr io.Writer
+	events         io.Writer // every event as JSON, when set
+	quiet          bool
+	color          bool
+	midLine        bool // stdout holds a partial line
+	wroteAnswer    bool
+}
+
+func newRenderer(env *cliEnv, quiet bool, events io.Writer) *renderer {
+	return &renderer{stdout: env.stdout, stderr: env.stderr, quiet: quiet, events: events, color: isTerminal(env.stderr)}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("NO_COLOR") != "" {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func (r *renderer) paint(code, s string) string {
+	if !r.color {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+// note prints one status line on stderr, after ending a partial answer
+// line so the two never share a line.
+func (r *renderer) note(format string, args ...any) {
+	if r.quiet {
+		return
+	}
+	r.endLine()
+	fmt.Fprintf(r.stderr, format+"\n", args...)
+}
+
+func (r *renderer) endLine() {
+	if r.midLine {
+		fmt.Fprintln(r.stdout)
+		r.midLine = false
+	}
+}
+
+func (r *renderer) event(e kernel.Event) {
+	if r.events != nil {
+		if b, err := kernel.MarshalEvent(e); err == nil {
+			r.events.Write(append(b, '\n'))
+		}
+	}
+	switch e := e.(type) {
+	case kernel.RunStarted:
+		what := "session " + e.SessionID
+		switch {
+		case e.NewSession:
+			what += " (new)"
+		case e.Resumed:
+			what += " (resumed)"
+		}
+		r.note("%s · model %s", r.paint("1", what), e.Model)
+	case kernel.ModelRequest:
+		r.note("%s", r.paint("2", e.Progress))
+	case kernel.MessageDelta:
+		io.WriteString(r.stdout, e.Text)
+		r.midLine = !strings.HasSuffix(e.Text, "\n")
+		r.wroteAnswer = true
+	case kernel.MessageCompleted:
+		r.endLine()
+	case kernel.ToolStarted:
+		r.note("  %s %s %s", r.paint("36", "→"), e.Tool, clip(e.Args, 100))
+	case kernel.ToolProgress:
+		r.note("    %s %s", r.paint("2", "…"), clip(e.Text, 100))
+	case kernel.ToolCompleted:
+		if e.IsError {
+			r.note("  %s %s: %s", r.paint("31", "✗"), e.Tool, clip(firstLine(e.Error), 140))
+		} else {
+			r.note("  %s %s · %s · %s", r.paint("32", "✓"), e.Tool, fmtDuration(e.Duration), fmtBytes(e.Bytes))
+		}
+	case kernel.PolicyDecided:
+		d := e.Decision
+		if d.Effect != kernel.EffectAllow || len(d.WouldDeny)+len(d.WouldAsk) > 0 {
+			r.note("  %s %s %s%s", r.paint("33", "policy:"), d.Effect, e.Tool, rulesSuffix(d))
+		}
+	case kernel.ApprovalRequired:
+		a := e.Approval
+		r.note("%s %s %s — %s\n  approve: kernel approve %s    reject: kernel reject %s",
+			r.paint("33;1", "approval required:"), a.Call.Name, clip(string(a.Args), 100), a.Message, a.SessionID, a.SessionID)
+	case kernel.ApprovalResolved:
+		verb := "rejected"
+		if e.Approved {
+			verb = "approved"
+		}
+		r.note("  %s %s %s", r.paint("33", "approval"), verb, e.Tool)
+	case kernel.BudgetWarning:
+		r.note("  %s %s %s", r.paint("33", "budget warning:"), e.ID, e.Message)
+	case kernel.BudgetExceeded:
+		r.note("  %s %s %s", r.paint("31", "budget exceeded:"), e.ID, e.Message)
+	case kernel.HookBlocked:
+		r.note("  %s %s blocked %s: %s", r.paint("33", "hook"), e.Hook, e.Tool, e.Reason)
+	case kernel.HookRewrote:
+		r.note("  %s %s rewrote %s (%s)", r.paint("2", "hook"), e.Hook, e.Tool, e.What)
+	case kernel.HookFailed:
+		r.note("  %s %s failed on %s: %s", r.paint("31", "hook"), e.Hook, e.Tool, e.Error)
+	case kernel.ContextCompacted:
+		r.note("  %s left %d old messages out to fit the context window", r.paint("2", "context:"), e.Dropped)
+	case kernel.ProviderRetry:
+		r.note("  %s attempt %d in %s: %s", r.paint("33", "retrying model call:"), e.Attempt, e.Delay, e.Error)
+	case kernel.ConfigReloaded:
+		if e.Error != "" {
+			r.note("  %s %s reload failed, keeping the previous one: %s", r.paint("31", "config:"), e.What, e.Error)
+		} else {
+			r.note("  %s %s reloaded (revision %s)", r.paint("2", "config:"), e.What, e.Revision)
+		}
+	case kernel.Notice:
+		r.note("  %s %s", r.paint("33", e.Source+":"), e.Text)
+	case kernel.RunCompleted:
+		r.endLine()
+		if r.quiet {
+			return
+		}
+		fmt.Fprintf(r.stderr, "%s · %d turns · %d in / %d out tokens · $%.4f · %s\n",
+			r.paint("1", string(e.StopReason)), e.Turns, e.Usage.InputTokens, e.Usage.OutputTokens, e.CostUSD, fmtDuration(e.Duration))
+	case kernel.RunFailed:
+		r.endLine()
+	}
+}
+
+func rulesSuffix(d kernel.Decision) string {
+	var parts []string
+	if len(d.Rules) > 0 {
+		parts = append(parts, "rule "+strings.Join(d.Rules, ", "))
+	}
+	if len(d.WouldDeny) > 0 {
+		parts = append(parts, "dry-run would deny: "+strings.Join(d.WouldDeny, ", "))
+	}
+	if len(d.WouldAsk) > 0 {
+		parts = append(parts, "dry-run would ask: "+strings.Join(d.WouldAsk, ", "))
+	}
+	s := ""
+	if d.Message != "" {
+		s = ": " + d.Message
+	}
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, "; ") + ")"
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", "⏎")
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	case d < time.Second:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	}
+	return d.Round(10 * time.Millisecond).String()
+}
+
+func fmtBytes(n int) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+}

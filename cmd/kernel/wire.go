@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/provider/openai"
+	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
+	"github.com/agentkernel/agentkernel/kernel/store/memory"
+	"github.com/agentkernel/agentkernel/plugins/builtin"
+)
+
+// app is a configured kernel and everything it owns. cmd/kernel is the only
+// place packages are wired together.
+type app struct {
+	cfg     *Config
+	log     hclog.Logger
+	tools   *kernel.Registry
+	store   kernel.Store
+	policy  kernel.Policy
+	hooks   []kernel.Hook
+	closers []func() error
+}
+
+// newApp builds everything but the provider and the kernel: the registry of
+// tools, the store, the policy and the hooks.
+func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
+	a := &app{cfg: cfg, tools: kernel.NewRegistry()}
+	a.log = hclog.New(&hclog.LoggerOptions{Name: "kernel", Output: stderr, Level: hclog.LevelFromString(envOr("KERNEL_LOG", "warn"))})
+	if err := a.loadTools(ctx); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.store = memory.New()
+	return a, nil
+}
+
+func (a *app) loadTools(_ context.Context) error {
+	b := a.cfg.Tools.Builtin
+	b.Root = a.cfg.path(a.cfg.Workspace)
+	tools, closer, err := builtin.New(b)
+	if err != nil {
+		return fmt.Errorf("%s: tools.builtin: %w", a.cfg.source(), err)
+	}
+	a.closers = append(a.closers, closer.Close)
+	if err := a.tools.Register(tools...); err != nil {
+		return fmt.Errorf("%s: tools.builtin: %w", a.cfg.source(), err)
+	}
+	return nil
+}
+
+// provider builds the model provider from the config.
+func (a *app) provider() (kernel.Provider, error) {
+	m := a.cfg.Model
+	switch m.Provider {
+	case "scripted":
+		if m.Script == "" {
+			return nil, &ConfigError{File: a.cfg.source(), Field: "model.script", Msg: "the scripted provider needs a script file (--script FILE)"}
+		}
+		s, err := scripted.Load(a.cfg.path(m.Script))
+		if err != nil {
+			return nil, err
+		}
+		return scripted.New(s), nil
+	case "openai", "":
+		return openai.New(openai.Config{BaseURL: m.BaseURL, APIKeyEnv: m.APIKeyEnv})
+	}
+	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Msg: fmt.Sprintf("unknown provider %q (want openai or scripted)", m.Provider)}
+}
+
+// kernel builds the kernel around prov, sending events to onEvent.
+func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.Kernel, error) {
+	return kernel.New(kernel.Config{
+		Provider:      prov,
+		Store:         a.store,
+		Tools:         a.tools,
+		Policy:        a.policy,
+		Hooks:         a.hooks,
+		Model:         a.cfg.Model.Name,
+		SystemPrompt:  a.cfg.SystemPrompt,
+		MaxTurns:      a.cfg.Limits.MaxTurns,
+		ModelTimeout:  a.cfg.Model.Timeout,
+		ToolTimeout:   a.cfg.Limits.ToolTimeout,
+		Prices:        a.cfg.Model.Prices,
+		ContextWindow: a.cfg.Model.ContextWindow,
+		ApprovalTTL:   a.cfg.Limits.ApprovalTTL,
+		OnEvent:       onEvent,
+	})
+}
+
+// Close releases everything the app opened, last opened first.
+func (a *app) Close() error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		errs = append(errs, a.closers[i]())
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
