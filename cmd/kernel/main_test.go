@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary act as the kernel CLI (KERNEL_TEST_MAIN=1),
+// so signal tests run a real process without a separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv("KERNEL_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// cli runs the CLI in-process and returns stdout, stderr and the error.
+func cli(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+const demoConfig = "../../examples/demo/kernel.yaml"
+
+func TestDemoRun(t *testing.T) {
+	out, errOut, err := cli(t, "run", "--config", demoConfig, "What does this project do, and where is its entry point?")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	for _, want := range []string{"finds broken relative links", "Entry point: `cmd/linkcheck/main.go`"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{"(new) · model demo-model", "[1/8] calling model", "→ list_dir", "✓ search", "completed · 4 turns"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+func TestBadConfigNamesTheField(t *testing.T) {
+	cases := map[string]struct{ yaml, want string }{
+		"misspelt field": {"model:\n  name: m\n  provdier: openai\n", "bad.yaml:3:3: model.provdier: unknown field"},
+		"wrong type":     {"limits:\n  max_turns: many\n", "bad.yaml:2:3: limits.max_turns: expected integer, got string"},
+		"bad enum":       {"model:\n  provider: claude\n", "bad.yaml:2:3: model.provider: value must be one of"},
+		"bad duration":   {"limits:\n  tool_timeout: 5 minutes\n", "bad.yaml:2:3: limits.tool_timeout: does not match pattern"},
+		"unknown tool":   {"tools:\n  builtin:\n    enable: [read_file, rm_rf]\n", "bad.yaml:3:25: tools.builtin.enable[1]: value must be one of"},
+		"not YAML":       {"model: [unclosed\n", "bad.yaml:1:1: did not find expected ',' or ']'"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "bad.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := cli(t, "run", "--config", path, "hi")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestToolsList(t *testing.T) {
+	out, _, err := cli(t, "tools", "--config", demoConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"NAME", "read_file", "read_only", "builtin", "path*:string"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tools output lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, err = cli(t, "tools", "--config", demoConfig, "search")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var specs []map[string]any
+	if err := json.Unmarshal([]byte(out), &specs); err != nil || len(specs) != 1 || specs[0]["schema"] == nil {
+		t.Fatalf("tools search = %s (%v)", out, err)
+	}
+}
+
+func TestFlagsOverrideConfig(t *testing.T) {
+	_, errOut, err := cli(t, "run", "--config", demoConfig, "--max-turns", "2", "What does it do?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut, "max_turns · 2 turns") {
+		t.Fatalf("stderr:\n%s", errOut)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	if _, _, err := cli(t, "run", "--config", demoConfig); err == nil || !strings.Contains(err.Error(), "run needs a prompt") {
+		t.Fatalf("no prompt: %v", err)
+	}
+	if _, _, err := cli(t, "frobnicate"); err == nil || !strings.Contains(err.Error(), `unknown command "frobnicate"`) {
+		t.Fatalf("unknown command: %v", err)
+	}
+	if _, _, err := cli(t, "run", "--provider", "scripted", "hi"); err == nil || !strings.Contains(err.Error(), "model.script") {
+		t.Fatalf("scripted without a script: %v", err)
+	}
+}
+
+func TestEventsAsJSONLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	if _, _, err := cli(t, "run", "--config", demoConfig, "--events", path, "--quiet", "What does it do?"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var types []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e struct{ Type string }
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Type == "" {
+			t.Fatalf("bad event line %q: %v", sc.Text(), err)
+		}
+		types = append(types, e.Type)
+	}
+	if types[0] != "run.started" || types[len(types)-1] != "run.completed" {
+		t.Fatalf("event stream = %v", types)
+	}
+}
+
+// TestInterruptCancelsCleanly runs the CLI as a real process, sends SIGINT
+// while a tool is running and checks the run ends as cancelled with a
+// result for every tool call.
+func TestInterruptCancelsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("script.yaml", "steps:\n  - tool_calls:\n      - name: run_command\n        args: {argv: [sleep, \"30\"]}\n  - text: unreachable\n")
+	cfg := write("kernel.yaml", "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\ntools:\n  builtin:\n    enable: [run_command]\n")
+	events := filepath.Join(dir, "events.jsonl")
+	cmd := exec.Command(os.Args[0], "run", "--config", cfg, "--events", events, "sleep please")
+	cmd.Env = append(os.Environ(), "KERNEL_TEST_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile(events)
+		if bytes.Contains(b, []byte(`"type":"tool.started"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the tool never started:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 130 {
+		t.Fatalf("exit = %v, want status 130\n%s", err, stderr.String())
+	}
+	b, _ := os.ReadFile(events)
+	if !bytes.Contains(b, []byte(`"type":"tool.completed","call_id":"call_1_1","tool":"run_command","outcome":"cancelled"`)) ||
+		!bytes.Contains(b, []byte(`"stop_reason":"cancelled"`)) {
+		t.Fatalf("events after SIGINT:\n%s", b)
+	}
+	if !strings.Contains(stderr.String(), "kernel: cancelled") {
+		t.Fatalf("stderr:\n%s", stderr.String())
+	}
+}
