@@ -74,7 +74,7 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 		if n == asked {
 			continue
 		}
-		r.st.ToolCounts[calls[n].Name]++
+		r.countTool(calls[n].Name)
 		step.Messages = append(step.Messages, outs[n].msg)
 	}
 	if asked >= 0 {
@@ -117,7 +117,7 @@ func (r *run) announce(batch []ToolCall) {
 	for i, c := range batch {
 		names[i] = c.Name
 	}
-	progress := fmt.Sprintf("[%d/%d] running tools: %s", r.st.Turn, k.cfg.MaxTurns, strings.Join(names, ", "))
+	progress := r.progress("running tools: " + strings.Join(names, ", "))
 	for _, c := range batch {
 		k.emit(ToolStarted{Turn: r.st.Turn, CallID: c.ID, Tool: c.Name, Args: c.Arguments, Progress: progress})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -188,7 +189,7 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 		}
 		k.emit(ModelRequest{
 			Turn: r.st.Turn, MaxTurns: k.cfg.MaxTurns, Messages: len(msgs), Tools: names,
-			Progress: fmt.Sprintf("[%d/%d] calling model", r.st.Turn, k.cfg.MaxTurns),
+			Progress: r.progress("calling model"),
 		})
 	}
 	cctx, cancel := context.WithTimeout(ctx, k.cfg.ModelTimeout)
@@ -371,6 +372,11 @@ func truncateTitle(s string) string {
 		return string(rs[:max-1]) + "…"
 	}
 	return string(rs)
+}
+
+// progress prefixes what with "[turn/max] ".
+func (r *run) progress(what string) string {
+	return "[" + strconv.Itoa(r.st.Turn) + "/" + strconv.Itoa(r.k.cfg.MaxTurns) + "] " + what
 }
 
 // emitIf builds and sends an event only when someone listens, so a kernel

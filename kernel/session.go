@@ -25,11 +25,13 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 	now := k.cfg.Now()
 	r := &run{k: k, started: time.Now()}
 	r.deltaFn = r.onDelta
-	if k.cfg.SystemPrompt != "" {
-		r.msgs = append(r.msgs, Message{Role: RoleSystem, Content: k.cfg.SystemPrompt})
-		r.sysN = 1
-	}
 	if sessionID == "" {
+		// A new session: room for the prompt and a few turns without growing.
+		r.msgs = make([]Message, 0, 8)
+		if k.cfg.SystemPrompt != "" {
+			r.msgs = append(r.msgs, Message{Role: RoleSystem, Content: k.cfg.SystemPrompt})
+			r.sysN = 1
+		}
 		r.isNew = true
 		r.meta = SessionMeta{ID: NewID(), Model: k.cfg.Model, Status: StatusIdle, Created: now, Updated: now}
 	} else {
@@ -41,10 +43,13 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 		if k.cfg.Model != "" {
 			r.meta.Model = k.cfg.Model
 		}
-		if r.sysN == 0 {
-			r.msgs = s.Messages
+		if k.cfg.SystemPrompt == "" {
+			r.msgs = s.Messages // clipped by the store: appending copies once
 		} else {
+			r.msgs = make([]Message, 1, len(s.Messages)+9)
+			r.msgs[0] = Message{Role: RoleSystem, Content: k.cfg.SystemPrompt}
 			r.msgs = append(r.msgs, s.Messages...)
+			r.sysN = 1
 		}
 	}
 	r.res.SessionID = r.meta.ID
@@ -53,16 +58,23 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 		SessionTurns: r.meta.Turns, Usage: r.meta.Usage, CostUSD: r.meta.CostUSD,
 		SessionCreated: r.meta.Created, RunStarted: now, Now: now,
 	}
-	r.st.ToolCounts = map[string]int{}
 	for _, m := range r.msgs[r.sysN:] {
 		if m.Role == RoleTool {
-			r.st.ToolCounts[m.ToolName]++
+			r.countTool(m.ToolName)
 		}
 	}
 	if err := r.repair(ctx); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// countTool counts a call of name in the session's totals.
+func (r *run) countTool(name string) {
+	if r.st.ToolCounts == nil {
+		r.st.ToolCounts = map[string]int{}
+	}
+	r.st.ToolCounts[name]++
 }
 
 // repair completes the tool calls of the last assistant message that have

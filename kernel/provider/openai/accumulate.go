@@ -1,0 +1,344 @@
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	oa "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/respjson"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/provider/openai/internal/toolname"
+)
+
+// maxToolCalls bounds the tool calls of one response, and so the memory a
+// hostile or broken stream can make the accumulator hold per call.
+const maxToolCalls = 1024
+
+// accumulator assembles the chunks of one streamed response. It is used by
+// one goroutine.
+type accumulator struct {
+	names     toolname.Map
+	emit      func(kernel.Delta)
+	text      strings.Builder
+	reasoning strings.Builder
+	calls     []*callAcc // in order of first appearance
+	usage     kernel.Usage
+	finish    string
+	model     string
+	chunks    int
+}
+
+// callAcc is one tool call being assembled.
+type callAcc struct {
+	index int64
+	id    string
+	name  string
+	args  strings.Builder
+}
+
+func newAccumulator(names toolname.Map, emit func(kernel.Delta)) *accumulator {
+	return &accumulator{names: names, emit: emit}
+}
+
+// add folds one chunk (the data of one event) into the response. line is
+// where the chunk starts in the stream, for error messages.
+func (a *accumulator) add(data []byte, line int) error {
+	if !isObject(data) {
+		return malformed(line, "the chunk is not a JSON object: "+excerpt(data))
+	}
+	var c oa.ChatCompletionChunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		return malformed(line, fmt.Sprintf("%v: %s", err, excerpt(data)))
+	}
+	a.chunks++
+	if f, ok := c.JSON.ExtraFields["error"]; ok && f.Raw() != "null" {
+		return streamError(data, line)
+	}
+	if err := check(line, "model", c.JSON.Model, "a string"); err != nil {
+		return err
+	}
+	if c.Model != "" {
+		a.model = c.Model
+	}
+	if err := a.addUsage(&c, line); err != nil {
+		return err
+	}
+	if err := check(line, "choices", c.JSON.Choices, "an array"); err != nil {
+		return err
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		path := fmt.Sprintf("choices[%d]", i)
+		if !isObjectString(ch.RawJSON()) {
+			return malformed(line, path+" is not an object")
+		}
+		if err := check(line, path+".index", ch.JSON.Index, "an integer"); err != nil {
+			return err
+		}
+		if ch.Index != 0 {
+			continue // only one choice is asked for (n=1)
+		}
+		if err := a.addChoice(ch, path, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *accumulator) addChoice(ch *oa.ChatCompletionChunkChoice, path string, line int) error {
+	if err := check(line, path+".finish_reason", ch.JSON.FinishReason, "a string"); err != nil {
+		return err
+	}
+	if err := check(line, path+".delta", ch.JSON.Delta, "an object"); err != nil {
+		return err
+	}
+	d := &ch.Delta
+	path += ".delta"
+	for _, f := range []struct {
+		name string
+		fld  respjson.Field
+	}{{"content", d.JSON.Content}, {"refusal", d.JSON.Refusal}} {
+		if err := check(line, path+"."+f.name, f.fld, "a string"); err != nil {
+			return err
+		}
+	}
+	if err := check(line, path+".tool_calls", d.JSON.ToolCalls, "an array"); err != nil {
+		return err
+	}
+
+	r, err := reasoningText(d, path, line)
+	if err != nil {
+		return err
+	}
+	if r != "" {
+		a.reasoning.WriteString(r)
+		a.emit(kernel.Delta{Kind: kernel.DeltaReasoning, Text: r})
+	}
+	// A refusal is the model's answer to the user, so it is text too.
+	for _, t := range [2]string{d.Content, d.Refusal} {
+		if t != "" {
+			a.text.WriteString(t)
+			a.emit(kernel.Delta{Kind: kernel.DeltaText, Text: t})
+		}
+	}
+	for j := range d.ToolCalls {
+		if err := a.addCall(&d.ToolCalls[j], fmt.Sprintf("%s.tool_calls[%d]", path, j), line); err != nil {
+			return err
+		}
+	}
+	if ch.FinishReason != "" {
+		a.finish = ch.FinishReason
+	}
+	return nil
+}
+
+// reasoningText reads the delta's reasoning fragment: "reasoning_content"
+// (DeepSeek, vLLM, llama.cpp) or else "reasoning" (OpenRouter, Ollama).
+// openai-go keeps both among the delta's extra fields.
+func reasoningText(d *oa.ChatCompletionChunkChoiceDelta, path string, line int) (string, error) {
+	for _, key := range [2]string{"reasoning_content", "reasoning"} {
+		f, ok := d.JSON.ExtraFields[key]
+		if !ok || f.Raw() == "null" || f.Raw() == "" {
+			continue
+		}
+		var s string
+		if err := json.Unmarshal([]byte(f.Raw()), &s); err != nil {
+			return "", malformed(line, fmt.Sprintf("%s.%s is not a string: %s", path, key, excerpt([]byte(f.Raw()))))
+		}
+		if s != "" {
+			return s, nil
+		}
+	}
+	return "", nil
+}
+
+// addCall folds one tool-call fragment in. Fragments are keyed by index; the
+// id and name arrive with the first fragment of a call and the arguments in
+// pieces. A fragment without an index (or with -1, as some servers send for a
+// lone call) starts a new call when it brings a new id and continues the
+// latest call otherwise.
+func (a *accumulator) addCall(tc *oa.ChatCompletionChunkChoiceDeltaToolCall, path string, line int) error {
+	if !isObjectString(tc.RawJSON()) {
+		return malformed(line, path+" is not an object")
+	}
+	if err := check(line, path+".index", tc.JSON.Index, "an integer"); err != nil {
+		return err
+	}
+	if err := check(line, path+".id", tc.JSON.ID, "a string"); err != nil {
+		return err
+	}
+	if err := check(line, path+".function", tc.JSON.Function, "an object"); err != nil {
+		return err
+	}
+	fn := &tc.Function
+	if err := check(line, path+".function.name", fn.JSON.Name, "a string"); err != nil {
+		return err
+	}
+	if err := check(line, path+".function.arguments", fn.JSON.Arguments, "a string"); err != nil {
+		return err
+	}
+
+	var c *callAcc
+	if tc.JSON.Index.Valid() && tc.Index >= 0 {
+		if tc.Index >= maxToolCalls {
+			return malformed(line, fmt.Sprintf("%s.index %d is out of range (at most %d tool calls)", path, tc.Index, maxToolCalls))
+		}
+		c = a.call(tc.Index)
+	} else {
+		if tc.JSON.Index.Valid() && tc.Index != -1 {
+			return malformed(line, fmt.Sprintf("%s.index %d is negative", path, tc.Index))
+		}
+		if n := len(a.calls); n > 0 && (tc.ID == "" || tc.ID == a.calls[n-1].id) {
+			c = a.calls[n-1]
+		} else {
+			c = a.call(a.nextIndex())
+		}
+	}
+	if c == nil {
+		return malformed(line, fmt.Sprintf("more than %d tool calls", maxToolCalls))
+	}
+	if c.id == "" {
+		c.id = tc.ID
+	}
+	switch name := fn.Name; {
+	case name == "" || name == c.name:
+		// Most servers send the name once; some repeat it with every fragment.
+	default:
+		c.name += name
+	}
+	c.args.WriteString(fn.Arguments)
+	return nil
+}
+
+// call returns the call with the given index, adding it if it is new, or nil
+// when there are too many calls.
+func (a *accumulator) call(index int64) *callAcc {
+	for i := len(a.calls) - 1; i >= 0; i-- {
+		if a.calls[i].index == index {
+			return a.calls[i]
+		}
+	}
+	if len(a.calls) >= maxToolCalls {
+		return nil
+	}
+	c := &callAcc{index: index}
+	a.calls = append(a.calls, c)
+	return c
+}
+
+func (a *accumulator) nextIndex() int64 {
+	var next int64
+	for _, c := range a.calls {
+		if c.index >= next {
+			next = c.index + 1
+		}
+	}
+	return next
+}
+
+// addUsage keeps the chunk's usage when it has one. Servers send it on the
+// last chunk, or cumulatively on every chunk; the last one seen wins.
+func (a *accumulator) addUsage(c *oa.ChatCompletionChunk, line int) error {
+	if err := check(line, "usage", c.JSON.Usage, "an object"); err != nil {
+		return err
+	}
+	if !c.JSON.Usage.Valid() {
+		return nil
+	}
+	u := &c.Usage
+	fields := []struct {
+		name string
+		fld  respjson.Field
+		v    int64
+	}{
+		{"usage.prompt_tokens", u.JSON.PromptTokens, u.PromptTokens},
+		{"usage.completion_tokens", u.JSON.CompletionTokens, u.CompletionTokens},
+		{"usage.prompt_tokens_details.cached_tokens", u.PromptTokensDetails.JSON.CachedTokens, u.PromptTokensDetails.CachedTokens},
+		{"usage.completion_tokens_details.reasoning_tokens", u.CompletionTokensDetails.JSON.ReasoningTokens, u.CompletionTokensDetails.ReasoningTokens},
+	}
+	for _, f := range fields {
+		if err := check(line, f.name, f.fld, "an integer"); err != nil {
+			return err
+		}
+		if f.v < 0 {
+			return malformed(line, fmt.Sprintf("%s is negative (%d)", f.name, f.v))
+		}
+	}
+	a.usage = kernel.Usage{
+		InputTokens:       u.PromptTokens,
+		OutputTokens:      u.CompletionTokens,
+		CachedInputTokens: u.PromptTokensDetails.CachedTokens,
+		ReasoningTokens:   u.CompletionTokensDetails.ReasoningTokens,
+	}
+	// DeepSeek reports its cache hits at the top level of usage.
+	if !u.PromptTokensDetails.JSON.CachedTokens.Valid() {
+		if f, ok := u.JSON.ExtraFields["prompt_cache_hit_tokens"]; ok && f.Raw() != "null" {
+			var n int64
+			if err := json.Unmarshal([]byte(f.Raw()), &n); err != nil || n < 0 {
+				return malformed(line, "usage.prompt_cache_hit_tokens is not a non-negative integer: "+excerpt([]byte(f.Raw())))
+			}
+			a.usage.CachedInputTokens = n
+		}
+	}
+	return nil
+}
+
+// response is the assembled response, after [DONE].
+func (a *accumulator) response() (kernel.Response, error) {
+	msg := kernel.Message{
+		Role:      kernel.RoleAssistant,
+		Content:   a.text.String(),
+		Reasoning: a.reasoning.String(),
+	}
+	if len(a.calls) > 0 {
+		sort.SliceStable(a.calls, func(i, j int) bool { return a.calls[i].index < a.calls[j].index })
+		msg.ToolCalls = make([]kernel.ToolCall, len(a.calls))
+		for i, c := range a.calls {
+			if c.name == "" {
+				return kernel.Response{}, malformed(0, fmt.Sprintf("tool call %d (id %q) never got a function name", c.index, c.id))
+			}
+			msg.ToolCalls[i] = kernel.ToolCall{ID: c.id, Name: a.names.Decode(c.name), Arguments: c.args.String()}
+		}
+	}
+	return kernel.Response{Message: msg, Usage: a.usage, FinishReason: a.finish, Model: a.model}, nil
+}
+
+// check reports a field that is present but of the wrong JSON type; openai-go
+// decodes leniently and only marks such fields invalid.
+func check(line int, path string, f respjson.Field, want string) error {
+	if f.Valid() {
+		return nil
+	}
+	if raw := f.Raw(); raw != "" && raw != "null" {
+		return malformed(line, fmt.Sprintf("%s must be %s, got %s", path, want, excerpt([]byte(raw))))
+	}
+	return nil
+}
+
+func isObject(data []byte) bool {
+	for _, c := range data {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c == '{'
+	}
+	return false
+}
+
+func isObjectString(s string) bool {
+	s = strings.TrimLeft(s, " \t\r\n")
+	return s != "" && s[0] == '{'
+}
+
+// excerpt quotes the start of data for an error message.
+func excerpt(data []byte) string {
+	const max = 120
+	if len(data) > max {
+		return fmt.Sprintf("%q...", data[:max])
+	}
+	return fmt.Sprintf("%q", data)
+}

@@ -1,0 +1,203 @@
+package openai
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// Sentinel causes, wrapped by the *kernel.ProviderError that Stream returns.
+var (
+	// ErrMalformedChunk is a chunk or event that is not what the protocol
+	// allows: invalid JSON, a field of the wrong type, an overlong line.
+	ErrMalformedChunk = errors.New("malformed chunk")
+	// ErrStreamCut is a stream that ended before "data: [DONE]".
+	ErrStreamCut = errors.New("stream ended before [DONE]")
+)
+
+func malformed(line int, msg string) *kernel.ProviderError {
+	where := "malformed stream"
+	if line > 0 {
+		where = fmt.Sprintf("malformed chunk at line %d", line)
+	}
+	return &kernel.ProviderError{Provider: Name, Code: "malformed_chunk", Message: where + ": " + msg, Err: ErrMalformedChunk}
+}
+
+// cutError is a stream that ended before [DONE]: retryable, never a success.
+func cutError(sse *sseReader, err error) *kernel.ProviderError {
+	how := "the connection closed"
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		how = "the connection closed inside an event"
+	}
+	return &kernel.ProviderError{
+		Provider:  Name,
+		Code:      "stream_cut",
+		Retryable: true,
+		Message:   fmt.Sprintf("%s after %d events (%d lines) without data: [DONE]", how, sse.events, sse.line),
+		Err:       fmt.Errorf("%w: %w", ErrStreamCut, err),
+	}
+}
+
+// streamError is an error the server sent inside the stream, either as a
+// chunk with an "error" member or as an "event: error" event. Servers send
+// these when generation fails after the 200 status went out, so they are
+// retryable unless their code says the request itself is at fault.
+func streamError(data []byte, line int) *kernel.ProviderError {
+	code, msg, ok := parseErrorBody(data)
+	if !ok {
+		msg = excerpt(data)
+	}
+	pe := &kernel.ProviderError{Provider: Name, Code: code, Message: fmt.Sprintf("error event at line %d: %s", line, msg)}
+	if status, err := strconv.Atoi(code); err == nil && status >= 400 && status < 600 {
+		pe.Retryable = retryableStatus(status, "")
+	} else {
+		pe.Retryable = retryableCode(code)
+	}
+	return pe
+}
+
+// httpError maps an HTTP error status and its body.
+func httpError(status int, body []byte) *kernel.ProviderError {
+	code, msg, ok := parseErrorBody(body)
+	if !ok {
+		msg = textExcerpt(body)
+		if msg == "" {
+			msg = http.StatusText(status)
+		}
+	}
+	return &kernel.ProviderError{
+		Provider:   Name,
+		StatusCode: status,
+		Code:       code,
+		Message:    msg,
+		Retryable:  retryableStatus(status, code),
+	}
+}
+
+// retryableStatus: rate limits (except an exhausted quota, which waiting
+// does not fix), timeouts, conflicts and server errors may succeed later;
+// every other status will fail the same way again.
+func retryableStatus(status int, code string) bool {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return code != "insufficient_quota"
+	case status == http.StatusRequestTimeout, status == http.StatusConflict, status >= 500:
+		return true
+	}
+	return false
+}
+
+// retryableCode classifies an error that came without a useful HTTP status.
+func retryableCode(code string) bool {
+	switch code {
+	case "invalid_request_error", "invalid_api_key", "authentication_error", "permission_error",
+		"not_found_error", "model_not_found", "context_length_exceeded", "insufficient_quota",
+		"invalid_prompt", "content_filter", "BadRequestError", "NotFoundError":
+		return false
+	}
+	return true
+}
+
+// errorObject is the error object of OpenAI's {"error": {...}} body, which
+// compatible servers copy with variations: llama.cpp sends a numeric code,
+// older vLLM the object's fields at the top level.
+type errorObject struct {
+	Message string          `json:"message"`
+	Type    string          `json:"type"`
+	Code    json.RawMessage `json:"code"`
+}
+
+// parseErrorBody reads an error body in any of the shapes OpenAI-compatible
+// servers send: {"error": {...}} (OpenAI, llama.cpp, LM Studio, OpenRouter),
+// {"error": "text"} (Ollama), {"message": ..., "type": ...} (vLLM before
+// 0.6), {"detail": "text"} (FastAPI-based gateways). ok is false when the
+// body is none of them.
+func parseErrorBody(body []byte) (code, message string, ok bool) {
+	var top struct {
+		Error  json.RawMessage `json:"error"`
+		Detail json.RawMessage `json:"detail"`
+		errorObject
+	}
+	if json.Unmarshal(body, &top) != nil {
+		return "", "", false
+	}
+	var text string
+	switch {
+	case len(top.Error) > 0 && top.Error[0] == '{':
+		var o errorObject
+		if json.Unmarshal(top.Error, &o) != nil {
+			return "", "", false
+		}
+		return o.code(), o.Message, o.Message != "" || o.code() != ""
+	case len(top.Error) > 0 && json.Unmarshal(top.Error, &text) == nil && text != "":
+		return "", text, true
+	case top.Message != "":
+		return top.errorObject.code(), top.Message, true
+	case len(top.Detail) > 0 && json.Unmarshal(top.Detail, &text) == nil && text != "":
+		return "", text, true
+	}
+	return "", "", false
+}
+
+// code is the error's code when it has a meaningful one, else its type. A
+// numeric code (llama.cpp repeats the HTTP status there) says less than the
+// type.
+func (o errorObject) code() string {
+	var s string
+	if json.Unmarshal(o.Code, &s) == nil && s != "" {
+		return s
+	}
+	if o.Type != "" {
+		return o.Type
+	}
+	var n json.Number
+	if json.Unmarshal(o.Code, &n) == nil {
+		return n.String()
+	}
+	return ""
+}
+
+// textExcerpt is the start of a non-JSON body (a proxy's HTML page) on one line.
+func textExcerpt(body []byte) string {
+	const max = 300
+	s := strings.Join(strings.Fields(string(bytes.ToValidUTF8(body, nil))), " ")
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "") + "..."
+	}
+	return s
+}
+
+// transportRetryable says whether a failure to reach the server or to read
+// its response may go away: resets, refusals, timeouts and truncated
+// bodies may; a certificate the client rejects, an unknown host or a
+// request that could not be built will not.
+func transportRetryable(err error) bool {
+	var (
+		certErr     *tls.CertificateVerificationError
+		unknownAuth x509.UnknownAuthorityError
+		hostErr     x509.HostnameError
+		invalidErr  x509.CertificateInvalidError
+		dnsErr      *net.DNSError
+	)
+	switch {
+	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr), errors.As(err, &invalidErr):
+		return false
+	case errors.As(err, &dnsErr):
+		return !dnsErr.IsNotFound
+	}
+	var urlErr *url.Error
+	var opErr *net.OpError
+	return errors.As(err, &urlErr) || errors.As(err, &opErr) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed)
+}

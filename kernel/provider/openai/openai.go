@@ -1,0 +1,322 @@
+package openai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	oa "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// Name is the provider's name in errors and configuration ("model.provider").
+const Name = "openai"
+
+// DefaultBaseURL is the OpenAI API, used when Config.BaseURL is empty.
+const DefaultBaseURL = "https://api.openai.com/v1"
+
+// DefaultAPIKeyEnv is the environment variable read when Config.APIKeyEnv is
+// empty.
+const DefaultAPIKeyEnv = "OPENAI_API_KEY"
+
+// ErrNoAPIKey is returned by New when the API key's environment variable is
+// unset or empty and the base URL is not a loopback address.
+var ErrNoAPIKey = errors.New("no API key")
+
+// Config configures a Provider. The zero value talks to the OpenAI API with
+// the key in OPENAI_API_KEY. A Config is read by New and not kept.
+type Config struct {
+	// BaseURL is the API's base URL up to and including the version path,
+	// such as "http://127.0.0.1:11434/v1" for Ollama; requests go to
+	// BaseURL + "/chat/completions". Empty means DefaultBaseURL.
+	BaseURL string
+	// APIKeyEnv names the environment variable that holds the API key; the
+	// key itself never appears in configuration. Empty means
+	// DefaultAPIKeyEnv. New reads the variable once. It must be set and
+	// non-empty unless BaseURL is a loopback address (localhost, 127.0.0.0/8,
+	// [::1]): local servers need no key, and one is sent only if the variable
+	// is set.
+	APIKeyEnv string
+	// HTTPClient sends the requests. Nil means a client of the package's own
+	// that uses http.DefaultTransport. A client with a Timeout bounds the
+	// whole stream, not just the wait for the first byte.
+	HTTPClient *http.Client
+	// Headers are extra HTTP headers sent with every request (OpenRouter's
+	// HTTP-Referer and X-Title, a gateway's own token). Nil means none.
+	Headers map[string]string
+	// IdleTimeout ends a stream that sends nothing for this long (including
+	// the wait for the response headers) with a retryable error. Zero means
+	// no limit of its own: the caller's context bounds the call. Reasoning
+	// models can think for minutes before their first token, so be generous.
+	IdleTimeout time.Duration
+}
+
+// Provider is a kernel.Provider for OpenAI-compatible Chat Completions
+// servers. It is safe for concurrent use.
+type Provider struct {
+	client  oa.Client
+	baseURL string
+	idle    time.Duration
+}
+
+// New checks cfg and returns a Provider. Errors name the offending field
+// (base_url, api_key_env, headers) or environment variable.
+func New(cfg Config) (*Provider, error) {
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return nil, fmt.Errorf("openai: base_url %q: %w", base, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("openai: base_url %q: scheme must be http or https", base)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("openai: base_url %q: no host", base)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("openai: base_url %q: must not carry credentials; put the key in the variable named by api_key_env", redactURL(u))
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("openai: base_url %q: must not have a query or fragment", base)
+	}
+	if cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("openai: idle timeout %s is negative", cfg.IdleTimeout)
+	}
+
+	env := cfg.APIKeyEnv
+	if env == "" {
+		env = DefaultAPIKeyEnv
+	}
+	if !validEnvName(env) {
+		return nil, fmt.Errorf("openai: api_key_env %q is not an environment variable name", env)
+	}
+	key := os.Getenv(env)
+	if key == "" && !isLoopback(u) {
+		return nil, fmt.Errorf("openai: environment variable %s is not set; it must hold the API key for %s (api_key_env names the variable; only loopback servers may go without a key): %w", env, base, ErrNoAPIKey)
+	}
+
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: http.DefaultTransport}
+	}
+	// The client is built from explicit options only: openai.NewClient
+	// would also pick up OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_ORG_ID and
+	// OPENAI_CUSTOM_HEADERS from the environment and could send a key to a
+	// server it was not meant for.
+	opts := []option.RequestOption{
+		option.WithBaseURL(strings.TrimSuffix(base, "/") + "/"),
+		option.WithHTTPClient(hc),
+		option.WithMaxRetries(0), // the kernel owns retries
+	}
+	if key != "" {
+		opts = append(opts, option.WithAPIKey(key))
+	}
+	for k, v := range cfg.Headers {
+		if !validHeaderName(k) {
+			return nil, fmt.Errorf("openai: headers: %q is not a valid header name", k)
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return nil, fmt.Errorf("openai: headers: the value of %s contains a line break or NUL", k)
+		}
+		opts = append(opts, option.WithHeader(k, v))
+	}
+	return &Provider{client: oa.Client{Options: opts}, baseURL: base, idle: cfg.IdleTimeout}, nil
+}
+
+// errIdle is the cancellation cause when IdleTimeout fires.
+var errIdle = errors.New("stream idle")
+
+// maxErrorBody caps how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// Stream implements kernel.Provider: it sends req as one streaming chat
+// completion request, calls emit for every text and reasoning fragment, and
+// returns the assembled message once the server sends [DONE]. Every error is
+// a *kernel.ProviderError.
+func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(kernel.Delta)) (kernel.Response, error) {
+	params, names, err := buildParams(req)
+	if err != nil {
+		return kernel.Response{}, &kernel.ProviderError{Provider: Name, Code: "invalid_request", Message: err.Error(), Err: err}
+	}
+	if emit == nil {
+		emit = func(kernel.Delta) {}
+	}
+
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var idle *time.Timer
+	if p.idle > 0 {
+		idle = time.AfterFunc(p.idle, func() { cancel(errIdle) })
+		defer idle.Stop()
+	}
+
+	var res *http.Response
+	err = p.client.Post(ctx, "chat/completions", params, &res,
+		option.WithJSONSet("stream", true),
+		option.WithHeader("Accept", "text/event-stream"),
+		option.WithMiddleware(statusMiddleware),
+	)
+	if err != nil {
+		return kernel.Response{}, p.failure(parent, ctx, err, "send request")
+	}
+	defer res.Body.Close()
+	if err := checkContentType(res); err != nil {
+		return kernel.Response{}, err
+	}
+
+	var onLine func()
+	if idle != nil {
+		onLine = func() { idle.Reset(p.idle) }
+	}
+	resp, err := readStream(ctx, res.Body, newAccumulator(names, emit), onLine)
+	if err != nil {
+		return kernel.Response{}, p.failure(parent, ctx, err, "read stream")
+	}
+	return resp, nil
+}
+
+// readStream reads an event stream to its [DONE] and returns the assembled
+// response. Protocol failures (a malformed chunk, an error event, a stream
+// that ends early) are *kernel.ProviderError; a failing reader's error is
+// returned as it is, and so is ctx's error once ctx is done (checked before
+// every event, so that no delta is emitted after cancellation). onLine, when
+// set, is called for every line read.
+func readStream(ctx context.Context, body io.Reader, acc *accumulator, onLine func()) (kernel.Response, error) {
+	sse := newSSEReader(body)
+	sse.onLine = onLine
+	for {
+		if err := ctx.Err(); err != nil {
+			return kernel.Response{}, err
+		}
+		ev, err := sse.next()
+		if err != nil {
+			var tooLong *lineTooLongError
+			switch {
+			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+				return kernel.Response{}, cutError(sse, err)
+			case errors.As(err, &tooLong):
+				return kernel.Response{}, malformed(tooLong.line, tooLong.Error())
+			}
+			return kernel.Response{}, err
+		}
+		if isDone(ev.data) {
+			return acc.response()
+		}
+		if ev.name == "error" {
+			return kernel.Response{}, streamError(ev.data, ev.line)
+		}
+		if err := acc.add(ev.data, ev.line); err != nil {
+			return kernel.Response{}, err
+		}
+	}
+}
+
+// statusMiddleware turns an HTTP error status into a *kernel.ProviderError
+// before openai-go parses the body, so that every server's error shape (and
+// a proxy's HTML page) gets the same treatment.
+func statusMiddleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	res, err := next(req)
+	if err != nil || res.StatusCode < 400 {
+		return res, err
+	}
+	defer res.Body.Close()
+	body, rerr := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+	pe := httpError(res.StatusCode, body)
+	if rerr != nil && len(body) == 0 {
+		pe.Err = rerr
+	}
+	return nil, pe
+}
+
+// failure turns an error from sending the request or reading the stream
+// into a *kernel.ProviderError.
+func (p *Provider) failure(parent, ctx context.Context, err error, what string) *kernel.ProviderError {
+	// The context comes first: a cancelled read also looks like a cut stream.
+	if perr := parent.Err(); perr != nil {
+		return &kernel.ProviderError{Provider: Name, Code: "cancelled", Message: what + ": " + perr.Error(), Err: perr}
+	}
+	if errors.Is(context.Cause(ctx), errIdle) {
+		return &kernel.ProviderError{Provider: Name, Code: "stream_idle", Retryable: true,
+			Message: fmt.Sprintf("%s: the server sent nothing for %s", what, p.idle), Err: errIdle}
+	}
+	var pe *kernel.ProviderError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &kernel.ProviderError{Provider: Name, Code: "connection", Retryable: transportRetryable(err),
+		Message: fmt.Sprintf("%s to %s: %v", what, p.baseURL, err), Err: err}
+}
+
+// checkContentType rejects a successful response that is plain JSON: a
+// server that ignored stream=true, or one that reports errors with 200.
+func checkContentType(res *http.Response) error {
+	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
+	if mt != "application/json" {
+		return nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+	if code, msg, ok := parseErrorBody(body); ok {
+		pe := &kernel.ProviderError{Provider: Name, StatusCode: res.StatusCode, Code: code, Message: msg}
+		pe.Retryable = retryableCode(code)
+		return pe
+	}
+	return &kernel.ProviderError{Provider: Name, StatusCode: res.StatusCode, Code: "not_a_stream",
+		Message: "the server answered with application/json instead of an event stream; does it support \"stream\": true?"}
+}
+
+func isLoopback(u *url.URL) bool {
+	host := strings.ToLower(u.Hostname())
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User = url.User("REDACTED")
+	return c.String()
+}
+
+var _ kernel.Provider = (*Provider)(nil)

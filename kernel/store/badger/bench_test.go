@@ -1,0 +1,162 @@
+package badger
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// benchMessages is a realistic conversation of n messages: a user prompt,
+// then rounds of an assistant message with two tool calls and their two
+// results (a few hundred bytes each).
+func benchMessages(n int) []kernel.Message {
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	out := make([]kernel.Message, 0, n)
+	body := strings.Repeat("lorem ipsum dolor sit amet ", 12)
+	for i := 0; len(out) < n; i++ {
+		seq := uint64(len(out) + 1)
+		at := t0.Add(time.Duration(seq) * time.Second)
+		switch {
+		case len(out) == 0:
+			out = append(out, kernel.Message{Seq: seq, Role: kernel.RoleUser, Content: "summarise the repository", Time: at})
+		case i%3 == 1:
+			out = append(out, kernel.Message{Seq: seq, Role: kernel.RoleAssistant, Content: "Reading two files.", Time: at,
+				ToolCalls: []kernel.ToolCall{
+					{ID: fmt.Sprintf("c%d-1", i), Name: "read_file", Arguments: `{"path":"kernel/loop.go"}`},
+					{ID: fmt.Sprintf("c%d-2", i), Name: "read_file", Arguments: `{"path":"kernel/session.go"}`},
+				}})
+		default:
+			out = append(out, kernel.Message{Seq: seq, Role: kernel.RoleTool, ToolCallID: fmt.Sprintf("c%d-1", i-1), ToolName: "read_file", Content: body, Time: at})
+		}
+	}
+	return out
+}
+
+func renumber(msgs []kernel.Message, first uint64) []kernel.Message {
+	out := make([]kernel.Message, len(msgs))
+	for i, m := range msgs {
+		m.Seq = first + uint64(i)
+		out[i] = m
+	}
+	return out
+}
+
+// BenchmarkCommitStep is one loop step (an assistant message plus the
+// session's metadata) made durable: one synced write.
+func BenchmarkCommitStep(b *testing.B) {
+	s := openTest(b, Options{})
+	ctx := context.Background()
+	msg := benchMessages(2)[1]
+	meta := kernel.SessionMeta{Model: "m", Status: kernel.StatusRunning, Title: "bench"}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		msg.Seq = uint64(i + 1)
+		if err := s.Commit(ctx, "bench", kernel.Step{Messages: []kernel.Message{msg}, Meta: meta}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCommitRound8 is the results of a round of 8 tool calls (1 KiB
+// each) committed as one step: still one synced write.
+func BenchmarkCommitRound8(b *testing.B) {
+	s := openTest(b, Options{})
+	ctx := context.Background()
+	round := make([]kernel.Message, 8)
+	for i := range round {
+		round[i] = kernel.Message{Role: kernel.RoleTool, ToolCallID: fmt.Sprintf("c%d", i), ToolName: "read_file",
+			Content: strings.Repeat("x", 1024), Time: time.Now()}
+	}
+	meta := kernel.SessionMeta{Model: "m", Status: kernel.StatusRunning}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := s.Commit(ctx, "bench", kernel.Step{Messages: renumber(round, uint64(i*8+1)), Meta: meta}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// fill stores a session of n messages in dir, in steps of up to 64
+// messages, and closes the store (so a reopen reads it from tables, as a
+// new CLI process does).
+func fill(b testing.TB, dir, id string, n int) {
+	s, err := Open(dir, Options{Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := benchMessages(n)
+	for i := 0; i < n; i += 64 {
+		j := min(i+64, n)
+		if err := s.Commit(context.Background(), id, kernel.Step{Messages: msgs[i:j], Meta: kernel.SessionMeta{Title: id}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkLoad10k resumes a session of 10,000 messages.
+func BenchmarkLoad10k(b *testing.B) {
+	dir := b.TempDir()
+	fill(b, dir, "big", 10_000)
+	s := openAt(b, dir, Options{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		se, err := s.Load(ctx, "big")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(se.Messages) != 10_000 {
+			b.Fatalf("%d messages", len(se.Messages))
+		}
+	}
+}
+
+// BenchmarkOpen opens (and closes, untimed) a store holding a 10,000
+// message session.
+func BenchmarkOpen(b *testing.B) {
+	dir := b.TempDir()
+	fill(b, dir, "big", 10_000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s, err := Open(dir, Options{Logger: quietLogger()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkList lists 1,000 sessions of 20 messages.
+func BenchmarkList(b *testing.B) {
+	s := openTest(b, Options{})
+	ctx := context.Background()
+	msgs := benchMessages(20)
+	for i := range 1000 {
+		if err := s.Commit(ctx, fmt.Sprintf("s%04d", i), kernel.Step{Messages: msgs, Meta: kernel.SessionMeta{Updated: time.Now()}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l, err := s.List(ctx)
+		if err != nil || len(l) != 1000 {
+			b.Fatal(len(l), err)
+		}
+	}
+}

@@ -1,0 +1,271 @@
+package badger
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// The value encodings. Every value is
+//
+//	[1 byte version] [payload] [4 bytes CRC-32C of version+payload, big-endian]
+//
+// A message's payload (version 1) is binary: uvarint-length-prefixed
+// strings and uvarints, in this order:
+//
+//	role, flags (bit 0 is_error, bit 1 has time), [unix seconds (varint),
+//	nanoseconds (uvarint)], content, reasoning, tool_call_id, tool_name,
+//	number of tool calls, then id, name, arguments of each call
+//
+// The message's Seq is not stored: the key carries it. Meta and pending
+// payloads (version 1) are the JSON of kernel.SessionMeta and
+// kernel.Approval: small, read once per session, and free to grow fields.
+const (
+	msgVersion  = 1
+	metaVersion = 1
+	pendVersion = 1
+
+	flagIsError = 1 << 0
+	flagHasTime = 1 << 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt is wrapped by every error about a stored value that cannot be
+// decoded: a checksum mismatch, a truncated value, an unknown encoding
+// version, or a message missing from the middle of a session.
+var ErrCorrupt = errors.New("corrupt session data")
+
+// CorruptError is a stored value of one session that cannot be read. It
+// names the session and what is damaged; errors.Is(err, ErrCorrupt) holds.
+type CorruptError struct {
+	Session string
+	// Part is "meta", "pending" or "message".
+	Part string
+	// Seq is the message's sequence number when Part is "message".
+	Seq uint64
+	Err error
+}
+
+func (e *CorruptError) Error() string {
+	if e.Part == "message" {
+		return fmt.Sprintf("session %s: message %d: %v: %v", e.Session, e.Seq, ErrCorrupt, e.Err)
+	}
+	return fmt.Sprintf("session %s: %s: %v: %v", e.Session, e.Part, ErrCorrupt, e.Err)
+}
+
+// Unwrap returns ErrCorrupt and the cause.
+func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
+
+var (
+	errTruncated = errors.New("value is truncated")
+	errChecksum  = errors.New("checksum mismatch")
+)
+
+// seal appends the checksum of b[start:].
+func seal(b []byte, start int) []byte {
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+}
+
+// unseal checks the version byte and the checksum and returns the payload.
+func unseal(b []byte, version byte) ([]byte, error) {
+	if len(b) < 5 {
+		return nil, fmt.Errorf("%w (%d bytes)", errTruncated, len(b))
+	}
+	n := len(b) - 4
+	if got, want := binary.BigEndian.Uint32(b[n:]), crc32.Checksum(b[:n], castagnoli); got != want {
+		return nil, fmt.Errorf("%w (stored %08x, computed %08x)", errChecksum, got, want)
+	}
+	if b[0] != version {
+		return nil, fmt.Errorf("unknown encoding version %d (this kernel reads version %d; a newer kernel wrote it?)", b[0], version)
+	}
+	return b[1:n], nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// encodeMessage appends the value of m to b.
+func encodeMessage(b []byte, m *kernel.Message) []byte {
+	start := len(b)
+	b = append(b, msgVersion)
+	b = appendString(b, string(m.Role))
+	var flags uint64
+	if m.IsError {
+		flags |= flagIsError
+	}
+	if !m.Time.IsZero() {
+		flags |= flagHasTime
+	}
+	b = binary.AppendUvarint(b, flags)
+	if !m.Time.IsZero() {
+		b = binary.AppendVarint(b, m.Time.Unix())
+		b = binary.AppendUvarint(b, uint64(m.Time.Nanosecond()))
+	}
+	b = appendString(b, m.Content)
+	b = appendString(b, m.Reasoning)
+	b = appendString(b, m.ToolCallID)
+	b = appendString(b, m.ToolName)
+	b = binary.AppendUvarint(b, uint64(len(m.ToolCalls)))
+	for _, c := range m.ToolCalls {
+		b = appendString(b, c.ID)
+		b = appendString(b, c.Name)
+		b = appendString(b, c.Arguments)
+	}
+	return seal(b, start)
+}
+
+// encodedSize is an upper bound of the size of m's value.
+func encodedSize(m *kernel.Message) int {
+	n := 1 + 4 + 2*binary.MaxVarintLen64 + 1 + 6*binary.MaxVarintLen64 +
+		len(m.Role) + len(m.Content) + len(m.Reasoning) + len(m.ToolCallID) + len(m.ToolName)
+	for _, c := range m.ToolCalls {
+		n += 3*binary.MaxVarintLen64 + len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	return n
+}
+
+// reader decodes a payload held in a string, so every decoded string is a
+// substring of one allocation.
+type reader struct {
+	s   string
+	off int
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	var x uint64
+	var shift uint
+	for i := 0; i < binary.MaxVarintLen64; i++ {
+		if r.off >= len(r.s) {
+			r.err = errTruncated
+			return 0
+		}
+		c := r.s[r.off]
+		r.off++
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 {
+				break
+			}
+			return x | uint64(c)<<shift
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+	}
+	r.err = errors.New("varint overflows 64 bits")
+	return 0
+}
+
+func (r *reader) varint() int64 {
+	ux := r.uvarint()
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
+	}
+	return x
+}
+
+func (r *reader) str() string {
+	n := r.uvarint()
+	if r.err != nil {
+		return ""
+	}
+	if n > uint64(len(r.s)-r.off) {
+		r.err = fmt.Errorf("%w: a string of %d bytes with %d bytes left", errTruncated, n, len(r.s)-r.off)
+		return ""
+	}
+	s := r.s[r.off : r.off+int(n)]
+	r.off += int(n)
+	return s
+}
+
+// decodeMessage decodes a message value into m (without its Seq).
+func decodeMessage(b []byte, m *kernel.Message) error {
+	p, err := unseal(b, msgVersion)
+	if err != nil {
+		return err
+	}
+	r := reader{s: string(p)}
+	m.Role = kernel.Role(r.str())
+	flags := r.uvarint()
+	if flags&^(flagIsError|flagHasTime) != 0 && r.err == nil {
+		return fmt.Errorf("unknown message flags %#x", flags)
+	}
+	m.IsError = flags&flagIsError != 0
+	if flags&flagHasTime != 0 {
+		sec := r.varint()
+		nsec := r.uvarint()
+		if nsec >= 1e9 && r.err == nil {
+			return fmt.Errorf("time has %d nanoseconds", nsec)
+		}
+		m.Time = time.Unix(sec, int64(nsec)).UTC()
+	}
+	m.Content = r.str()
+	m.Reasoning = r.str()
+	m.ToolCallID = r.str()
+	m.ToolName = r.str()
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.s)-r.off)/3 {
+		return fmt.Errorf("%w: %d tool calls with %d bytes left", errTruncated, n, len(r.s)-r.off)
+	}
+	if n > 0 {
+		m.ToolCalls = make([]kernel.ToolCall, n)
+		for i := range m.ToolCalls {
+			m.ToolCalls[i] = kernel.ToolCall{ID: r.str(), Name: r.str(), Arguments: r.str()}
+		}
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if r.off != len(r.s) {
+		return fmt.Errorf("%d unexpected bytes after the message", len(r.s)-r.off)
+	}
+	return nil
+}
+
+func encodeJSON(version byte, v any) ([]byte, error) {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(j)+5)
+	b = append(b, version)
+	b = append(b, j...)
+	return seal(b, 0), nil
+}
+
+func decodeJSON(b []byte, version byte, v any) error {
+	p, err := unseal(b, version)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(p, v)
+}
+
+func encodeMeta(m *kernel.SessionMeta) ([]byte, error) { return encodeJSON(metaVersion, m) }
+
+func decodeMeta(b []byte) (kernel.SessionMeta, error) {
+	var m kernel.SessionMeta
+	err := decodeJSON(b, metaVersion, &m)
+	return m, err
+}
+
+func encodePending(a *kernel.Approval) ([]byte, error) { return encodeJSON(pendVersion, a) }
+
+func decodePending(b []byte) (*kernel.Approval, error) {
+	var a kernel.Approval
+	if err := decodeJSON(b, pendVersion, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}

@@ -1,0 +1,97 @@
+package badger
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	bdg "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Sizes of the two tunings. A CLI process opens the store, runs one prompt
+// and exits, so it wants a fast open and little memory; a server keeps the
+// store open for days and wants throughput and cache.
+type tuning struct {
+	memTable       int64 // also bounds one transaction: Badger allows 15% of it
+	memTables      int
+	l0Tables       int
+	l0Stall        int
+	baseTable      int64
+	baseLevel      int64
+	blockCache     int64
+	compactors     int
+	valueThreshold int64 // values of this size or more go to the value log
+	vlogFile       int64
+	compression    options.CompressionType
+}
+
+var (
+	cliTuning = tuning{
+		memTable: 8 << 20, memTables: 2, l0Tables: 4, l0Stall: 12,
+		baseTable: 2 << 20, baseLevel: 8 << 20, blockCache: 4 << 20, compactors: 2,
+		valueThreshold: 16 << 10, vlogFile: 64 << 20, compression: options.None,
+	}
+	serverTuning = tuning{
+		memTable: 64 << 20, memTables: 5, l0Tables: 5, l0Stall: 15,
+		baseTable: 8 << 20, baseLevel: 64 << 20, blockCache: 256 << 20, compactors: 4,
+		valueThreshold: 64 << 10, vlogFile: 1<<30 - 1, compression: options.Snappy,
+	}
+)
+
+// badgerOptions returns the Badger options for dir.
+func (o *Options) badgerOptions(dir string, t tuning) bdg.Options {
+	b := bdg.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithReadOnly(o.ReadOnly).
+		WithLogger(hclogAdapter{o.Logger}).
+		WithMetricsEnabled(false).
+		WithNumVersionsToKeep(1).
+		// Every writer of a session holds its lock (see locks), so Badger's
+		// optimistic conflict detection would only cost memory.
+		WithDetectConflicts(false).
+		WithCompression(t.compression).
+		WithMemTableSize(t.memTable).
+		WithNumMemtables(t.memTables).
+		WithNumLevelZeroTables(t.l0Tables).
+		WithNumLevelZeroTablesStall(t.l0Stall).
+		WithBaseTableSize(t.baseTable).
+		WithBaseLevelSize(t.baseLevel).
+		WithBlockCacheSize(t.blockCache).
+		WithIndexCacheSize(0).
+		WithNumCompactors(t.compactors).
+		WithValueThreshold(t.valueThreshold).
+		WithValueLogFileSize(t.vlogFile).
+		WithNumGoroutines(2)
+	if o.Tune != nil {
+		b = o.Tune(b)
+	}
+	return b
+}
+
+// reserve is the free space a commit requires by default: room for a new
+// memtable WAL file, the table it flushes to, and compaction.
+func (t tuning) reserve() int64 { return 4*t.memTable + 16<<20 }
+
+// defaultLogger is hclog at warn level on stderr.
+func defaultLogger() hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "store", Level: hclog.Warn, Output: os.Stderr})
+}
+
+// hclogAdapter is a bdg.Logger writing to an hclog.Logger.
+type hclogAdapter struct{ l hclog.Logger }
+
+func (a hclogAdapter) Errorf(f string, v ...any)   { a.log(hclog.Error, f, v) }
+func (a hclogAdapter) Warningf(f string, v ...any) { a.log(hclog.Warn, f, v) }
+func (a hclogAdapter) Infof(f string, v ...any)    { a.log(hclog.Info, f, v) }
+func (a hclogAdapter) Debugf(f string, v ...any)   { a.log(hclog.Debug, f, v) }
+
+func (a hclogAdapter) log(level hclog.Level, f string, v []any) {
+	if l := a.l.GetLevel(); l == hclog.Off || level < l { // skip formatting Badger's chatty lines
+		return
+	}
+	a.l.Log(level, strings.TrimRight(fmt.Sprintf(f, v...), "\n"))
+}
+
+var _ bdg.Logger = hclogAdapter{}
