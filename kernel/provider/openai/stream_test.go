@@ -2,12 +2,14 @@ package openai
 
 import (
 	"context"
+	"io"
 	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,8 +167,17 @@ func TestStreamHTTPErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := openaitest.NewServer(t, openaitest.Step{Status: tt.status, Body: tt.body})
-			p := localProvider(t, srv.URL(), Config{})
+			var requests atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				requests.Add(1)
+				if strings.HasPrefix(tt.body, "{") {
+					w.Header().Set("Content-Type", "application/json")
+				}
+				w.WriteHeader(tt.status)
+				io.WriteString(w, tt.body)
+			}))
+			defer srv.Close()
+			p := localProvider(t, srv.URL+"/v1", Config{})
 			var c collector
 			_, err := stream(t, context.Background(), p, userRequest("hi", nil), c.emit)
 			pe := providerError(t, err)
@@ -176,7 +187,7 @@ func TestStreamHTTPErrors(t *testing.T) {
 			if !strings.Contains(pe.Message, tt.message) {
 				t.Errorf("message %q does not contain %q", pe.Message, tt.message)
 			}
-			if n := len(srv.Requests()); n != 1 {
+			if n := requests.Load(); n != 1 {
 				t.Errorf("%d requests, want 1: openai-go must not retry on its own", n)
 			}
 			if len(c.deltas) != 0 {
@@ -240,10 +251,10 @@ func TestStreamMalformed(t *testing.T) {
 		{"not an object", pre + "data: [1,2]\n\n", "line 3: the chunk is not a JSON object"},
 		{"garbage", pre + "data: hello\n\n", "line 3: the chunk is not a JSON object"},
 		{"choices not an array", pre + `data: {"choices":"x"}` + "\n\n", "choices must be an array"},
-		{"choice not an object", pre + chunk(`7`), "choices[0] is not an object"},
+		{"choice not an object", pre + chunk(`7`), "choices must be an array, got"},
 		{"content not a string", pre + chunk(`{"index":0,"delta":{"content":{"a":1}}}`), "choices[0].delta.content must be a string"},
 		{"tool_calls not an array", pre + chunk(`{"index":0,"delta":{"tool_calls":{}}}`), "choices[0].delta.tool_calls must be an array"},
-		{"tool call not an object", pre + chunk(`{"index":0,"delta":{"tool_calls":["x"]}}`), "tool_calls[0] is not an object"},
+		{"tool call not an object", pre + chunk(`{"index":0,"delta":{"tool_calls":["x"]}}`), "choices[0].delta.tool_calls must be an array, got"},
 		{"index not a number", pre + chunk(`{"index":0,"delta":{"tool_calls":[{"index":"zero","id":"a","function":{"name":"f"}}]}}`), `tool_calls[0].index must be an integer, got "\"zero\""`},
 		{"index negative", pre + chunk(`{"index":0,"delta":{"tool_calls":[{"index":-3,"id":"a","function":{"name":"f"}}]}}`), "index -3 is negative"},
 		{"index too large", pre + chunk(`{"index":0,"delta":{"tool_calls":[{"index":1000000,"id":"a","function":{"name":"f"}}]}}`), "index 1000000 is out of range"},
@@ -365,6 +376,7 @@ func TestStreamCancel(t *testing.T) {
 			release := make(chan struct{})
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				defer close(served)
+				io.Copy(io.Discard, r.Body)
 				if when == "mid-stream" {
 					w.Header().Set("Content-Type", "text/event-stream")
 					w.Write(readFile(t, "text.sse")[:1200])

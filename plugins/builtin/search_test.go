@@ -1,0 +1,122 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestSearch(t *testing.T) {
+	e := newEnv(t, Config{MaxFileBytes: 4096})
+	mkfiles(t, e.root, map[string]string{
+		"main.go":          "package main\n\nfunc main() {\n\tRun()\n}\n",
+		"run.go":           "package main\n\n// Run runs.\nfunc Run() {}\nfunc runAll() { Run(); Run() }\n",
+		"run_test.go":      "package main\n\nfunc TestRun(t *testing.T) { Run() }\n",
+		"docs/guide.md":    "# Guide\n\nCall Run (a.b) to start.\nwindows line\r\n",
+		"docs/a.b.txt":     "literal a.b here\naxb is not a.b\n",
+		"bin/tool":         "\x7fELF\x00Run\x00",
+		".git/config":      "Run = yes\n",
+		"vendor/.git/x.go": "Run\n",
+		"huge.txt":         strings.Repeat("Run\n", 2000),
+	})
+	tests := []struct {
+		name   string
+		args   map[string]any
+		golden string
+		err    string
+	}{
+		{name: "literal", args: map[string]any{"pattern": "Run("}, golden: "literal.txt"},
+		{name: "literal dot is not a wildcard", args: map[string]any{"pattern": "a.b", "path": "docs"}, golden: "literal_dot.txt"},
+		{name: "regex", args: map[string]any{"pattern": `^func \w+\(`, "regex": true}, golden: "regex.txt"},
+		{name: "ignore case", args: map[string]any{"pattern": "GUIDE", "ignore_case": true}, golden: "ignore_case.txt"},
+		{name: "glob", args: map[string]any{"pattern": "Run", "glob": "*_test.go"}, golden: "glob.txt"},
+		{name: "single file", args: map[string]any{"pattern": "Run", "path": "run.go"}, golden: "single_file.txt"},
+		{name: "crlf", args: map[string]any{"pattern": "line$", "regex": true, "path": "docs"}, golden: "crlf.txt"},
+		{name: "no match", args: map[string]any{"pattern": "nothing-like-this"}, golden: "no_match.txt"},
+		{name: "missing path", args: map[string]any{"pattern": "x", "path": "nope"}, err: `search "nope": no such file or directory in the workspace`},
+		{name: "bad regex", args: map[string]any{"pattern": "a(", "regex": true}, err: "/pattern: invalid regular expression: error parsing regexp: missing closing )"},
+		{name: "glob with slash", args: map[string]any{"pattern": "x", "glob": "docs/*.md"}, err: `/glob: "docs/*.md" contains "/"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := e.call(t, "search", tc.args)
+			if tc.err != "" {
+				wantErr(t, err, tc.err)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "search/"+tc.golden, res.Content)
+		})
+	}
+}
+
+var groupRE = regexp.MustCompile(`(?m)^\S+ \((\d+) matching lines?\)$`)
+
+func TestSearchCaps(t *testing.T) {
+	e := newEnv(t, Config{})
+	files := map[string]string{"a-many.txt": strings.Repeat("needle\n", 25)}
+	total := 25
+	for i := range 60 {
+		files[fmt.Sprintf("f%02d.txt", i)] = strings.Repeat("needle\n", i%7+1)
+		total += i%7 + 1
+	}
+	mkfiles(t, e.root, files)
+	out := e.mustCall(t, "search", map[string]any{"pattern": "needle"})
+
+	if want := fmt.Sprintf("search: %d matching lines in 61 files for text \"needle\" (61 files searched)\n", total); !strings.HasPrefix(out, want) {
+		t.Fatalf("header:\n%s\nwant %q", out[:200], want)
+	}
+	groups := groupRE.FindAllStringSubmatch(out, -1)
+	if len(groups) == 0 || len(groups) > searchMaxFiles {
+		t.Fatalf("%d file groups shown, cap is %d", len(groups), searchMaxFiles)
+	}
+	inShown := 0
+	for _, g := range groups {
+		n, _ := strconv.Atoi(g[1])
+		inShown += n
+	}
+	if shown := strings.Count(out, ": needle\n"); shown > searchMaxMatches {
+		t.Fatalf("%d matching lines shown, cap is %d", shown, searchMaxMatches)
+	}
+	if !strings.Contains(out, "a-many.txt (25 matching lines)\n") || !strings.Contains(out, "  [15 more in this file; read_file a-many.txt to see them]\n") {
+		t.Fatalf("per-file cap not reported:\n%s", out)
+	}
+	want := fmt.Sprintf("[search: output truncated: %d more files with %d matching lines not shown. Narrow the search with path or glob.]", 61-len(groups), total-inShown)
+	if !strings.HasSuffix(out, want) {
+		t.Fatalf("trailer:\n%s\nwant suffix %q", out[len(out)-200:], want)
+	}
+}
+
+func TestSearchByteCap(t *testing.T) {
+	e := newEnv(t, Config{MaxOutputBytes: 1000})
+	files := map[string]string{}
+	for i := range 30 {
+		files[fmt.Sprintf("f%02d.txt", i)] = "needle " + strings.Repeat("z", 100) + "\n"
+	}
+	mkfiles(t, e.root, files)
+	out := e.mustCall(t, "search", map[string]any{"pattern": "needle"})
+	body, _, ok := strings.Cut(out, "[search: output truncated:")
+	if !ok {
+		t.Fatalf("no truncation marker:\n%s", out)
+	}
+	if len(body) > 1000+200 { // the cap applies to the groups; the header is extra
+		t.Fatalf("body is %d bytes", len(body))
+	}
+}
+
+func TestSearchCancelled(t *testing.T) {
+	e := newEnv(t, Config{})
+	mkfiles(t, e.root, map[string]string{"a.txt": "x\n"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := e.callCtx(ctx, t, "search", map[string]any{"pattern": "x"})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}

@@ -1,0 +1,253 @@
+package sdk
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime/debug"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// Tier says how much harm a tool can do; it is kernel.Tier.
+type Tier = kernel.Tier
+
+// The tiers. Every tool declares one.
+const (
+	ReadOnly      = kernel.TierReadOnly
+	SideEffecting = kernel.TierSideEffecting
+	Privileged    = kernel.TierPrivileged
+)
+
+// Spec describes a tool. The host shows the tool to the model as
+// "<plugin>.<Name>".
+type Spec struct {
+	// Name is 1–48 characters of [A-Za-z0-9_-]. Required.
+	Name string
+	// Description tells the model what the tool does and when to use it.
+	Description string
+	// Schema is the JSON Schema of the arguments, a JSON object schema.
+	// Empty means {"type":"object"}: any object.
+	Schema string
+	// Tier is required: ReadOnly, SideEffecting or Privileged.
+	Tier Tier
+	// Tags are free-form labels policy rules can match on.
+	Tags []string
+	// Timeout bounds one call; zero leaves it to the host's configuration.
+	Timeout time.Duration
+}
+
+// Handler runs one call. args is a JSON object that has been validated
+// against the tool's schema. A Handler must return once ctx is done.
+type Handler func(ctx context.Context, args json.RawMessage) (kernel.Result, error)
+
+// Tool is a tool a plugin serves. A Tool is also a kernel.Tool, so a test
+// can call it directly; Call validates the arguments exactly as the served
+// tool does. A Tool is safe for concurrent use if its handler is.
+type Tool struct {
+	spec    Spec
+	handler Handler
+	schema  *jsonschema.Schema
+	err     error // a bad spec; reported by Serve and by every Call
+}
+
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,48}$`)
+
+var emptySchema = `{"type":"object"}`
+
+// NewTool returns a tool that runs h. A bad spec is not a panic: Serve
+// reports it and exits, and Call returns it.
+func NewTool(spec Spec, h Handler) *Tool {
+	t := &Tool{spec: spec, handler: h}
+	t.err = t.check()
+	return t
+}
+
+func (t *Tool) check() error {
+	s := t.spec
+	if !toolNameRE.MatchString(s.Name) {
+		return fmt.Errorf("tool name %q: must be 1-48 characters of A-Z a-z 0-9 _ -", s.Name)
+	}
+	if !s.Tier.Valid() {
+		return fmt.Errorf("tool %s: tier %q is not one of read_only, side_effecting, privileged", s.Name, s.Tier)
+	}
+	if t.handler == nil {
+		return fmt.Errorf("tool %s: no handler", s.Name)
+	}
+	if s.Timeout < 0 {
+		return fmt.Errorf("tool %s: negative timeout %s", s.Name, s.Timeout)
+	}
+	schema := s.Schema
+	if len(bytes.TrimSpace([]byte(schema))) == 0 {
+		schema = emptySchema
+	}
+	c, err := kernel.CompileSchema(s.Name, json.RawMessage(schema))
+	if err != nil {
+		return fmt.Errorf("tool %s: schema: %w", s.Name, err)
+	}
+	t.spec.Schema = schema
+	t.schema = c
+	return nil
+}
+
+// Text returns a tool whose handler receives the validated arguments
+// decoded into an A and returns the text the model reads.
+func Text[A any](spec Spec, fn func(ctx context.Context, args A) (string, error)) *Tool {
+	return NewTool(spec, func(ctx context.Context, raw json.RawMessage) (kernel.Result, error) {
+		var a A
+		if err := decodeArgs(raw, &a); err != nil {
+			return kernel.Result{}, err
+		}
+		s, err := fn(ctx, a)
+		return kernel.Result{Content: s}, err
+	})
+}
+
+// JSON returns a tool whose handler receives the validated arguments decoded
+// into an A and returns a value the SDK renders as JSON for the model.
+func JSON[A, R any](spec Spec, fn func(ctx context.Context, args A) (R, error)) *Tool {
+	return NewTool(spec, func(ctx context.Context, raw json.RawMessage) (kernel.Result, error) {
+		var a A
+		if err := decodeArgs(raw, &a); err != nil {
+			return kernel.Result{}, err
+		}
+		r, err := fn(ctx, a)
+		if err != nil {
+			return kernel.Result{}, err
+		}
+		b, merr := json.Marshal(r)
+		if merr != nil {
+			return kernel.Result{}, fmt.Errorf("encode result as JSON: %w", merr)
+		}
+		return kernel.Result{Content: string(b)}, nil
+	})
+}
+
+func decodeArgs(raw json.RawMessage, into any) error {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage(`{}`)
+	}
+	if err := json.Unmarshal(raw, into); err != nil {
+		return &Error{Code: CodeInvalidArgs, Message: "decode arguments: " + err.Error(), Err: err}
+	}
+	return nil
+}
+
+// Spec returns the tool's spec as the kernel sees it, without the plugin
+// namespace (the host adds it) and with Source "sdk".
+func (t *Tool) Spec() kernel.ToolSpec {
+	return kernel.ToolSpec{
+		Name:        t.spec.Name,
+		Description: t.spec.Description,
+		Schema:      json.RawMessage(t.spec.Schema),
+		Tier:        t.spec.Tier,
+		Tags:        append([]string(nil), t.spec.Tags...),
+		Timeout:     t.spec.Timeout,
+		Source:      "sdk",
+	}
+}
+
+// Call validates args against the schema and runs the handler, with the
+// spec's timeout if it has one. A panic in the handler is recovered and
+// returned as an error with code CodePanic carrying the panic value and the
+// stack. Errors keep their *Error code; others get CodeToolError, or
+// CodeTimeout / CodeCancelled when ctx ended the call.
+func (t *Tool) Call(ctx context.Context, args json.RawMessage) (res kernel.Result, err error) {
+	if t.err != nil {
+		return kernel.Result{}, &Error{Code: CodeToolError, Message: t.err.Error(), Err: t.err}
+	}
+	if err := t.validate(args); err != nil {
+		return kernel.Result{}, err
+	}
+	if t.spec.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.spec.Timeout)
+		defer cancel()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			res = kernel.Result{}
+			err = &Error{Code: CodePanic, Message: panicText(r, debug.Stack())}
+		}
+	}()
+	res, err = t.handler(ctx, args)
+	if err == nil {
+		return res, nil
+	}
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		err = &Error{Code: CodeTimeout, Message: err.Error(), Err: err}
+	case ctx.Err() != nil:
+		err = &Error{Code: CodeCancelled, Message: err.Error(), Err: err}
+	}
+	return res, err
+}
+
+func (t *Tool) validate(args json.RawMessage) error {
+	var v any = map[string]any{}
+	if len(bytes.TrimSpace(args)) > 0 {
+		if err := json.Unmarshal(args, &v); err != nil {
+			return &Error{Code: CodeInvalidArgs, Message: "arguments are not valid JSON: " + err.Error()}
+		}
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return &Error{Code: CodeInvalidArgs, Message: "arguments must be a JSON object"}
+	}
+	if err := t.schema.Validate(v); err != nil {
+		return &Error{Code: CodeInvalidArgs, Message: describeValidation(err)}
+	}
+	return nil
+}
+
+// describeValidation flattens a schema violation into "path: message" parts.
+func describeValidation(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	var parts []string
+	var walk func(*jsonschema.ValidationError)
+	walk = func(v *jsonschema.ValidationError) {
+		if len(v.Causes) == 0 {
+			loc := v.InstanceLocation
+			if loc == "" {
+				loc = "/"
+			}
+			parts = append(parts, loc+": "+v.Message)
+			return
+		}
+		for _, c := range v.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	out := "invalid arguments"
+	for i, p := range parts {
+		if i == 0 {
+			out += ": " + p
+		} else {
+			out += "; " + p
+		}
+	}
+	return out
+}
+
+// maxPanicStack bounds the stack trace a panic error carries.
+const maxPanicStack = 2048
+
+func panicText(r any, stack []byte) string {
+	if len(stack) > maxPanicStack {
+		stack = append(stack[:maxPanicStack:maxPanicStack], "\n..."...)
+	}
+	return fmt.Sprintf("panic: %v\n\n%s", r, stack)
+}
+
+var _ kernel.Tool = (*Tool)(nil)

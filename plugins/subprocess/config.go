@@ -1,0 +1,214 @@
+package subprocess
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// PluginConfig configures one subprocess plugin: an entry of the
+// tools.plugins list in kernel.yaml. The zero value of every optional field
+// means the documented default.
+type PluginConfig struct {
+	// Name namespaces the plugin's tools ("name.tool") and names it in logs
+	// and errors: 1–32 characters of [a-z0-9_-], starting with a letter.
+	Name string `yaml:"name" json:"name"`
+	// Path is the plugin binary. Relative paths are relative to the
+	// kernel's working directory.
+	Path string `yaml:"path" json:"path"`
+	// SHA256 pins the binary: 64 hex digits. Required; there is no way to
+	// skip the check. A missing or wrong pin is refused with an error that
+	// prints the binary's actual sha256.
+	SHA256 string `yaml:"sha256" json:"sha256"`
+	// Args are passed to the plugin on its command line.
+	Args []string `yaml:"args,omitempty" json:"args,omitempty"`
+	// Env lists the names of the kernel's environment variables the plugin
+	// may see. Nothing else is inherited: the plugin's environment is these
+	// variables (those that are set) plus go-plugin's handshake variables.
+	Env []string `yaml:"env,omitempty" json:"env,omitempty"`
+	// Dir is the plugin's working directory; empty means the kernel's.
+	Dir string `yaml:"dir,omitempty" json:"dir,omitempty"`
+	// Timeout bounds one call of any of the plugin's tools and overrides
+	// the timeouts the tools declare. Zero means the tool's own timeout, or
+	// the kernel's default when it declares none. A call still running at
+	// its deadline takes the plugin down with it: the host kills the
+	// plugin's process group, and the next call starts it again.
+	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	// MaxOutputBytes caps a result's content (default 256 KiB, at most
+	// 64 MiB). Longer output is cut and ends with a marker line.
+	MaxOutputBytes int `yaml:"max_output_bytes,omitempty" json:"max_output_bytes,omitempty"`
+	// Restart says how a crashed plugin is restarted.
+	Restart RestartPolicy `yaml:"restart,omitempty" json:"restart,omitempty"`
+	// Start is "lazy" (the default: the plugin starts on its first call, or
+	// at Load when its tool list is not cached yet) or "eager" (at Load).
+	Start StartMode `yaml:"start,omitempty" json:"start,omitempty"`
+}
+
+// RestartPolicy configures supervision. A crash is the plugin process
+// exiting when the host did not stop it, or failing to start.
+type RestartPolicy struct {
+	// MaxCrashes consecutive crashes open the circuit breaker (default 3):
+	// the plugin's tools answer "unavailable" until Cooldown has passed;
+	// then one call may try again. A call the plugin answers resets the
+	// count.
+	MaxCrashes int `yaml:"max_crashes,omitempty" json:"max_crashes,omitempty"`
+	// Backoff is the wait before restarting after a crash (default 200ms),
+	// doubled for each further consecutive crash and capped at Cooldown.
+	Backoff Duration `yaml:"backoff,omitempty" json:"backoff,omitempty"`
+	// Cooldown is how long an open circuit stays open (default 30s).
+	Cooldown Duration `yaml:"cooldown,omitempty" json:"cooldown,omitempty"`
+}
+
+// StartMode says when a plugin process starts.
+type StartMode string
+
+// The start modes. The empty string means StartLazy.
+const (
+	StartLazy  StartMode = "lazy"
+	StartEager StartMode = "eager"
+)
+
+// The defaults and limits of PluginConfig.
+const (
+	DefaultMaxOutputBytes = 256 << 10
+	MaxMaxOutputBytes     = 64 << 20
+	DefaultMaxCrashes     = 3
+	DefaultBackoff        = 200 * time.Millisecond
+	DefaultCooldown       = 30 * time.Second
+	// StartTimeout bounds a plugin's start: exec, handshake and Describe.
+	StartTimeout = 10 * time.Second
+)
+
+var (
+	pluginNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	sha256RE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// Validate checks the configuration without touching the binary. Errors are
+// *ConfigError values naming the plugin and the field.
+func (c PluginConfig) Validate() error {
+	_, err := c.normalize()
+	return err
+}
+
+// normalize validates c and returns it with defaults filled in and the pin
+// in lower case. An empty pin is allowed here: Load and Verify refuse it
+// with the binary's actual hash.
+func (c PluginConfig) normalize() (PluginConfig, error) {
+	name := c.Name
+	bad := func(field, format string, args ...any) (PluginConfig, error) {
+		return PluginConfig{}, &ConfigError{Plugin: name, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	if !pluginNameRE.MatchString(c.Name) {
+		return bad("name", "%q must be 1-32 characters of a-z 0-9 _ -, starting with a letter", c.Name)
+	}
+	if strings.TrimSpace(c.Path) == "" {
+		return bad("path", "is required (the plugin binary)")
+	}
+	c.SHA256 = strings.ToLower(strings.TrimSpace(c.SHA256))
+	if c.SHA256 != "" && !sha256RE.MatchString(c.SHA256) {
+		return bad("sha256", "%q is not 64 hex digits (compute it with `sha256sum %s`)", c.SHA256, c.Path)
+	}
+	seen := map[string]bool{}
+	for i, n := range c.Env {
+		switch {
+		case !envNameRE.MatchString(n):
+			return bad(fmt.Sprintf("env[%d]", i), "%q is not an environment variable name (list names only, not NAME=value)", n)
+		case strings.HasPrefix(n, "PLUGIN_") || n == "AGENTKERNEL_PLUGIN":
+			return bad(fmt.Sprintf("env[%d]", i), "%q is reserved for the go-plugin handshake", n)
+		case seen[n]:
+			return bad(fmt.Sprintf("env[%d]", i), "%q is listed twice", n)
+		}
+		seen[n] = true
+	}
+	if c.Timeout < 0 {
+		return bad("timeout", "must not be negative")
+	}
+	switch {
+	case c.MaxOutputBytes < 0 || c.MaxOutputBytes > MaxMaxOutputBytes:
+		return bad("max_output_bytes", "%d is outside 0..%d", c.MaxOutputBytes, MaxMaxOutputBytes)
+	case c.MaxOutputBytes == 0:
+		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	r := &c.Restart
+	switch {
+	case r.MaxCrashes < 0:
+		return bad("restart.max_crashes", "must not be negative")
+	case r.Backoff < 0:
+		return bad("restart.backoff", "must not be negative")
+	case r.Cooldown < 0:
+		return bad("restart.cooldown", "must not be negative")
+	}
+	if r.MaxCrashes == 0 {
+		r.MaxCrashes = DefaultMaxCrashes
+	}
+	if r.Backoff == 0 {
+		r.Backoff = Duration(DefaultBackoff)
+	}
+	if r.Cooldown == 0 {
+		r.Cooldown = Duration(DefaultCooldown)
+	}
+	switch c.Start {
+	case "":
+		c.Start = StartLazy
+	case StartLazy, StartEager:
+	default:
+		return bad("start", "%q is not \"lazy\" or \"eager\"", c.Start)
+	}
+	return c, nil
+}
+
+// Duration is a time.Duration written as a Go duration string ("30s",
+// "1m30s") in YAML and JSON.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+func parseDuration(s string) (Duration, error) {
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration such as \"30s\" or \"1m30s\"", s)
+	}
+	return Duration(v), nil
+}
+
+// UnmarshalYAML reads a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!int" || n.Tag == "!!float" {
+		return fmt.Errorf("line %d: want a duration string such as \"30s\", got %q", n.Line, n.Value)
+	}
+	v, err := parseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = v
+	return nil
+}
+
+// MarshalYAML writes a duration string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\", got %s", b)
+	}
+	v, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// MarshalJSON writes a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }

@@ -1,0 +1,95 @@
+package subprocess
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors callers branch on with errors.Is.
+var (
+	// ErrNoPin is a plugin configured without a sha256.
+	ErrNoPin = errors.New("plugin binary is not pinned")
+	// ErrHashMismatch is a plugin binary whose sha256 is not the pinned one.
+	ErrHashMismatch = errors.New("plugin binary does not match its pinned sha256")
+	// ErrStart is a plugin that could not be started: exec, handshake or
+	// Describe failed.
+	ErrStart = errors.New("plugin failed to start")
+	// ErrCrashed is a plugin process that died during a call.
+	ErrCrashed = errors.New("plugin crashed")
+	// ErrUnavailable is a call refused because the plugin's circuit breaker
+	// is open after repeated crashes.
+	ErrUnavailable = errors.New("plugin unavailable")
+	// ErrClosed is a call or load after the Host was closed.
+	ErrClosed = errors.New("plugin host closed")
+	// ErrDuplicatePlugin is a second plugin loaded under a taken name.
+	ErrDuplicatePlugin = errors.New("duplicate plugin name")
+)
+
+// ConfigError is a bad PluginConfig field.
+type ConfigError struct {
+	Plugin string
+	// Field is the YAML name of the field, e.g. "sha256" or "env[2]".
+	Field string
+	Msg   string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Plugin == "" {
+		return fmt.Sprintf("plugin config: %s: %s", e.Field, e.Msg)
+	}
+	return fmt.Sprintf("plugin %q: %s: %s", e.Plugin, e.Field, e.Msg)
+}
+
+// HashError is a binary that was refused: it is not pinned (Expected is
+// empty) or its sha256 differs from the pin. Actual is always the binary's
+// real sha256, so the operator can check it and paste it.
+type HashError struct {
+	Plugin   string
+	Path     string
+	Expected string
+	Actual   string
+}
+
+func (e *HashError) Error() string {
+	if e.Expected == "" {
+		return fmt.Sprintf("plugin %q: %s is not pinned; its sha256 is %s: after checking that this is the binary you mean to trust, add `sha256: %s` to the plugin's entry in kernel.yaml",
+			e.Plugin, e.Path, e.Actual, e.Actual)
+	}
+	return fmt.Sprintf("plugin %q: refusing to run %s: sha256 mismatch: expected %s, actual %s (the binary changed since it was pinned; re-pin only after checking it)",
+		e.Plugin, e.Path, e.Expected, e.Actual)
+}
+
+// Unwrap returns ErrNoPin or ErrHashMismatch.
+func (e *HashError) Unwrap() error {
+	if e.Expected == "" {
+		return ErrNoPin
+	}
+	return ErrHashMismatch
+}
+
+// StartError is a plugin that did not start. Stderr holds the last lines
+// the plugin wrote to its standard error, if any.
+type StartError struct {
+	Plugin string
+	Reason string
+	Stderr string
+	Err    error
+}
+
+func (e *StartError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "start plugin %q: %s", e.Plugin, e.Reason)
+	if e.Stderr != "" {
+		fmt.Fprintf(&b, "\nlast stderr lines of the plugin:\n%s", indent(e.Stderr))
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrStart and the cause.
+func (e *StartError) Unwrap() []error { return []error{ErrStart, e.Err} }
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return "  " + strings.Join(lines, "\n  ")
+}

@@ -1,0 +1,84 @@
+package subprocess
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// copyVerified copies the plugin binary into dir while hashing the bytes it
+// copies, and keeps the copy only if their sha256 is the pinned one. The
+// host then executes the copy, never cfg.Path: the bytes that run are the
+// bytes that were hashed, whatever happens to cfg.Path afterwards (this is
+// the check-then-exec race go-plugin's SecureConfig leaves open). dir must
+// be private to the host (0700), so nobody else can touch the copy.
+//
+// The returned path is the executable copy and sum the binary's sha256. A
+// missing or wrong pin is a *HashError carrying the actual sum.
+func copyVerified(cfg PluginConfig, dir string) (path, sum string, err error) {
+	src, err := os.Open(cfg.Path)
+	if err != nil {
+		return "", "", fmt.Errorf("plugin %q: open binary: %w", cfg.Name, err)
+	}
+	defer src.Close()
+	fi, err := src.Stat()
+	if err != nil {
+		return "", "", fmt.Errorf("plugin %q: stat binary: %w", cfg.Name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", "", fmt.Errorf("plugin %q: %s is not a regular file", cfg.Name, cfg.Path)
+	}
+	dst, err := os.CreateTemp(dir, cfg.Name+"-*")
+	if err != nil {
+		return "", "", fmt.Errorf("plugin %q: create private copy: %w", cfg.Name, err)
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			_ = os.Remove(dst.Name())
+		}
+	}()
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(dst, h), src); err != nil {
+		_ = dst.Close()
+		return "", "", fmt.Errorf("plugin %q: copy binary: %w", cfg.Name, err)
+	}
+	if err := dst.Close(); err != nil {
+		return "", "", fmt.Errorf("plugin %q: write private copy: %w", cfg.Name, err)
+	}
+	sum = hex.EncodeToString(h.Sum(nil))
+	if cfg.SHA256 == "" || subtle.ConstantTimeCompare([]byte(sum), []byte(cfg.SHA256)) != 1 {
+		return "", sum, &HashError{Plugin: cfg.Name, Path: cfg.Path, Expected: cfg.SHA256, Actual: sum}
+	}
+	if err := os.Chmod(dst.Name(), 0o500); err != nil {
+		return "", "", fmt.Errorf("plugin %q: make private copy executable: %w", cfg.Name, err)
+	}
+	keep = true
+	return dst.Name(), sum, nil
+}
+
+// privateDir creates a fresh 0700 directory under parent (os.TempDir() if
+// empty) for the host's verified copies and sockets.
+func privateDir(parent string) (string, error) {
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	d, err := os.MkdirTemp(parent, "agentkernel-plugins-")
+	if err != nil {
+		return "", fmt.Errorf("create private plugin directory: %w", err)
+	}
+	if err := os.Chmod(d, 0o700); err != nil {
+		_ = os.RemoveAll(d)
+		return "", fmt.Errorf("create private plugin directory: %w", err)
+	}
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		_ = os.RemoveAll(d)
+		return "", fmt.Errorf("create private plugin directory: %w", err)
+	}
+	return abs, nil
+}

@@ -1,0 +1,225 @@
+package wasm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"gopkg.in/yaml.v3"
+)
+
+// Limits a module gets when neither its manifest nor the operator says
+// otherwise. The operator's grant is the ceiling; the manifest's request
+// is what the tool gets, up to that ceiling.
+const (
+	DefaultMemoryMB       = 64
+	DefaultTimeout        = 10 * time.Second
+	DefaultMaxOutputBytes = 1 << 20
+	// MaxMemoryMB is the largest memory a module can be granted: 4 GiB,
+	// all a 32-bit WebAssembly memory can address.
+	MaxMemoryMB = 4096
+)
+
+// HostConfig configures a Host. The zero value is ready to use.
+type HostConfig struct {
+	// CacheDir holds compiled modules between runs (created 0700). Empty
+	// means DefaultCacheDir().
+	CacheDir string
+	// Logger receives cache repairs, pool refill failures and other events
+	// that are not a call's result. Nil discards them.
+	Logger hclog.Logger
+}
+
+// ModuleConfig is one entry of kernel.yaml's tools.wasm list: a module the
+// operator allows, pinned or not, and the capabilities granted to it.
+type ModuleConfig struct {
+	// Name is the module's name in tool sources ("wasm:<name>") and logs.
+	// Empty means the manifest's name.
+	Name string `yaml:"name,omitempty" json:"name,omitempty"`
+	// Path is the .wasm file; its manifest is tool.json in the same
+	// directory. The caller resolves relative paths (kernel.yaml: against
+	// the config file's directory); Load uses the path as given.
+	Path string `yaml:"path" json:"path"`
+	// SHA256 pins the module: if set, Load refuses a file with another
+	// hash (lowercase or uppercase hex).
+	SHA256 string `yaml:"sha256,omitempty" json:"sha256,omitempty"`
+	// Pool is how many initialised instances of a reactor module are kept
+	// ready. Each is used for exactly one call. Zero instantiates on demand.
+	// Only reactor modules can be pooled.
+	Pool int `yaml:"pool,omitempty" json:"pool,omitempty"`
+	// Grants are the capabilities the operator allows. Anything not
+	// granted is denied.
+	Grants Grants `yaml:"grants,omitempty" json:"grants,omitempty"`
+}
+
+// Grants are what the operator allows a module. A module gets the
+// intersection of this and what its manifest requests.
+type Grants struct {
+	// FS maps guest directories to host directories.
+	FS []FSGrant `yaml:"fs,omitempty" json:"fs,omitempty"`
+	// Env gives values to environment variables the manifest requests.
+	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	// Clock grants the real wall and monotonic clocks and real sleeping.
+	// Without it the guest sees wazero's fake clock (a fixed epoch, 1 ms
+	// per reading) and sleeping returns at once.
+	Clock bool `yaml:"clock,omitempty" json:"clock,omitempty"`
+	// Random grants crypto/rand. Without it random_get is a deterministic
+	// stream (fixed seed), the same for every call.
+	Random bool `yaml:"random,omitempty" json:"random,omitempty"`
+	// MemoryMB caps linear memory. Zero means DefaultMemoryMB.
+	MemoryMB int `yaml:"memory_mb,omitempty" json:"memory_mb,omitempty"`
+	// Timeout caps one call. Zero means DefaultTimeout.
+	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	// MaxOutputBytes caps stdout and stderr each. Zero means
+	// DefaultMaxOutputBytes.
+	MaxOutputBytes int `yaml:"max_output_bytes,omitempty" json:"max_output_bytes,omitempty"`
+}
+
+// FSGrant mounts a host directory at a guest path.
+type FSGrant struct {
+	// Guest is an absolute, clean guest path, e.g. /data.
+	Guest string `yaml:"guest" json:"guest"`
+	// Host is the host directory. The caller resolves relative paths.
+	Host string `yaml:"host" json:"host"`
+	// Mode is "ro" or "rw". Empty means "ro".
+	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("5s",
+// "1m30s") in YAML and JSON.
+type Duration time.Duration
+
+// String formats d like time.Duration.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes d as a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"5s\": %w", err)
+	}
+	return d.parse(s)
+}
+
+// MarshalYAML writes d as a duration string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// UnmarshalYAML reads a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: duration must be a string such as \"5s\": %w", n.Line, err)
+	}
+	if err := d.parse(s); err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	return nil
+}
+
+func (d *Duration) parse(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (use e.g. 500ms, 5s, 1m): %w", s, err)
+	}
+	if v <= 0 {
+		return fmt.Errorf("duration %q must be positive", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// DefaultCacheDir is $XDG_CACHE_HOME/agentkernel/wasm, or
+// ~/.cache/agentkernel/wasm when XDG_CACHE_HOME is not set.
+func DefaultCacheDir() (string, error) {
+	if x := os.Getenv("XDG_CACHE_HOME"); x != "" {
+		if !filepath.IsAbs(x) {
+			return "", fmt.Errorf("XDG_CACHE_HOME %q is not an absolute path", x)
+		}
+		return filepath.Join(x, "agentkernel", "wasm"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find the WASM cache directory: %w", err)
+	}
+	return filepath.Join(home, ".cache", "agentkernel", "wasm"), nil
+}
+
+var (
+	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	sha256RE  = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+)
+
+// ErrConfig marks a module configuration the operator must fix.
+var ErrConfig = errors.New("invalid WASM module configuration")
+
+// validate checks the fields that do not need the manifest.
+func (c *ModuleConfig) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...))
+	}
+	if c.Path == "" {
+		return bad("path", "is required (the .wasm file; tool.json must be beside it)")
+	}
+	if c.SHA256 != "" && !sha256RE.MatchString(c.SHA256) {
+		return bad("sha256", "%q is not 64 hex digits", c.SHA256)
+	}
+	if c.Pool < 0 || c.Pool > 64 {
+		return bad("pool", "%d is not between 0 and 64", c.Pool)
+	}
+	g := &c.Grants
+	seen := map[string]bool{}
+	for i, m := range g.FS {
+		field := fmt.Sprintf("grants.fs[%d]", i)
+		if err := checkGuestPath(m.Guest); err != nil {
+			return bad(field+".guest", "%v", err)
+		}
+		if seen[m.Guest] {
+			return bad(field+".guest", "%s is granted twice", m.Guest)
+		}
+		seen[m.Guest] = true
+		if m.Host == "" {
+			return bad(field+".host", "is required (the host directory to mount at %s)", m.Guest)
+		}
+		if m.Mode != "" && m.Mode != "ro" && m.Mode != "rw" {
+			return bad(field+".mode", "%q is not ro or rw", m.Mode)
+		}
+	}
+	for k := range g.Env {
+		if !envNameRE.MatchString(k) {
+			return bad("grants.env", "%q is not a valid environment variable name", k)
+		}
+	}
+	if g.MemoryMB < 0 || g.MemoryMB > MaxMemoryMB {
+		return bad("grants.memory_mb", "%d is not between 1 and %d", g.MemoryMB, MaxMemoryMB)
+	}
+	if g.Timeout < 0 {
+		return bad("grants.timeout", "%s is negative", g.Timeout)
+	}
+	if g.MaxOutputBytes < 0 {
+		return bad("grants.max_output_bytes", "%d is negative", g.MaxOutputBytes)
+	}
+	return nil
+}
+
+// checkGuestPath accepts absolute, clean paths other than "/".
+func checkGuestPath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("is required (an absolute guest path such as /data)")
+	case p[0] != '/':
+		return fmt.Errorf("%q is not absolute", p)
+	case p == "/":
+		return errors.New("\"/\" cannot be a mount; use a directory such as /data")
+	case filepath.ToSlash(filepath.Clean(p)) != p:
+		return fmt.Errorf("%q is not clean (want %s)", p, filepath.ToSlash(filepath.Clean(p)))
+	}
+	return nil
+}

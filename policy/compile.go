@@ -1,0 +1,342 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/parser"
+	"github.com/expr-lang/expr/vm"
+	"gopkg.in/yaml.v3"
+)
+
+// program is one compiled expression of the file.
+type program struct {
+	prog  *vm.Program
+	src   exprSrc
+	where string
+}
+
+// compiler compiles the file's expressions against Env, inlining v.<name>
+// (the vars) and budget.<name> (the budget constants) before type checking,
+// so both are closed sets of names checked at compile time too.
+type compiler struct {
+	ps     *problems
+	consts map[string]constDef
+	vars   []namedExpr
+	varIdx map[string]int
+	// used records the vars and constants some expression refers to.
+	used map[string]bool
+}
+
+func newCompiler(ps *problems, doc *fileDoc) *compiler {
+	c := &compiler{ps: ps, consts: map[string]constDef{}, vars: doc.Vars, varIdx: map[string]int{}, used: map[string]bool{}}
+	for _, k := range doc.Budget {
+		c.consts[k.Name] = k
+	}
+	for i, v := range doc.Vars {
+		c.varIdx[v.Name.V] = i
+	}
+	return c
+}
+
+// resultKind is what an expression must produce.
+type resultKind uint8
+
+const (
+	wantBool resultKind = iota
+	wantString
+	wantAny
+)
+
+var exprEnv = Env{}
+
+// compile compiles one expression; vars with an index below upto are
+// visible (len(vars) for everything but vars themselves). A problem is
+// reported and nil returned when it does not compile.
+func (c *compiler) compile(e exprSrc, where string, want resultKind, upto int) *program {
+	prog, errs := c.compileSrc(e.Src, want, upto)
+	if len(errs) > 0 {
+		for _, err := range errs {
+			c.report(e, where, err)
+		}
+		return nil
+	}
+	return &program{prog: prog, src: e, where: where}
+}
+
+// exprError is a compile error at a rune offset of the expression.
+type exprError struct {
+	offset int
+	msg    string
+}
+
+func (c *compiler) compileSrc(src string, want resultKind, upto int) (prog *vm.Program, errs []exprError) {
+	if strings.TrimSpace(src) == "" {
+		return nil, []exprError{{0, "the expression is empty"}}
+	}
+	in := &inliner{c: c, upto: upto}
+	opts := []expr.Option{expr.Env(exprEnv), expr.DisableBuiltin("now"), expr.Patch(in)}
+	switch want {
+	case wantBool:
+		opts = append(opts, expr.AsBool())
+	case wantString:
+		opts = append(opts, expr.AsKind(reflect.String))
+	}
+	defer func() {
+		// expr is third-party code fed with user input: a panic in it is a
+		// compile error of this expression, not a crash of the kernel.
+		if r := recover(); r != nil {
+			prog, errs = nil, []exprError{{0, fmt.Sprintf("the expression could not be compiled (%v)", r)}}
+		}
+	}()
+	prog, err := expr.Compile(src, opts...)
+	if len(in.errs) > 0 {
+		return nil, in.errs
+	}
+	if err != nil {
+		var fe *file.Error
+		if errors.As(err, &fe) {
+			return nil, []exprError{{fe.From, friendly(fe.Message, want)}}
+		}
+		return nil, []exprError{{0, friendly(err.Error(), want)}}
+	}
+	return prog, nil
+}
+
+func (c *compiler) report(e exprSrc, where string, err exprError) {
+	at := exprPos(c.ps.lines, e, err.offset)
+	c.ps.at(StageCompile, at, where, "%s", err.msg)
+}
+
+// inliner replaces v.<name> with the var's expression and budget.<name>
+// with the constant's value.
+type inliner struct {
+	c    *compiler
+	upto int
+	errs []exprError
+	// loc, when set, is given to every node of an inlined var, so that a
+	// runtime error inside it points at the v.<name> that brought it in.
+	loc *file.Location
+}
+
+func (in *inliner) Visit(node *ast.Node) {
+	if in.loc != nil {
+		(*node).SetLocation(*in.loc)
+	}
+	m, ok := (*node).(*ast.MemberNode)
+	if !ok {
+		return
+	}
+	id, ok := m.Node.(*ast.IdentifierNode)
+	if !ok || (id.Value != "v" && id.Value != "budget") {
+		return
+	}
+	prop, ok := m.Property.(*ast.StringNode)
+	if !ok {
+		in.fail(m.Location(), fmt.Sprintf("%s must be followed by a name, as in %s.<name>", id.Value, id.Value))
+		return
+	}
+	if id.Value == "budget" {
+		k, ok := in.c.consts[prop.Value]
+		if !ok {
+			in.fail(m.Location(), fmt.Sprintf("unknown budget constant budget.%s (%s)", prop.Value, in.c.constNames()))
+			return
+		}
+		in.c.used["budget."+prop.Value] = true
+		ast.Patch(node, &ast.ConstantNode{Value: k.Value})
+		return
+	}
+	i, ok := in.c.varIdx[prop.Value]
+	switch {
+	case !ok:
+		in.fail(m.Location(), fmt.Sprintf("unknown var v.%s (%s)", prop.Value, in.c.varNames(len(in.c.vars))))
+		return
+	case i >= in.upto:
+		in.fail(m.Location(), fmt.Sprintf("v.%s is defined at or after this var; a var may only use the vars before it", prop.Value))
+		return
+	}
+	in.c.used["v."+prop.Value] = true
+	tree, err := parser.Parse(in.c.vars[i].Expr.Src)
+	if err != nil {
+		in.fail(m.Location(), fmt.Sprintf("var %s does not parse", prop.Value))
+		return
+	}
+	loc := m.Location()
+	if in.loc != nil {
+		loc = *in.loc
+	}
+	sub := &inliner{c: in.c, upto: i, loc: &loc}
+	ast.Walk(&tree.Node, sub)
+	if len(sub.errs) > 0 {
+		in.errs = append(in.errs, exprError{loc.From, fmt.Sprintf("var %s does not compile", prop.Value)})
+		return
+	}
+	*node = tree.Node
+	(*node).SetLocation(loc)
+}
+
+func (in *inliner) fail(loc file.Location, msg string) {
+	if in.loc != nil {
+		loc = *in.loc
+	}
+	in.errs = append(in.errs, exprError{loc.From, msg})
+}
+
+func (c *compiler) constNames() string {
+	if len(c.consts) == 0 {
+		return "the file has no budget: section"
+	}
+	return "defined: " + strings.Join(sortedKeys(c.consts), ", ")
+}
+
+func (c *compiler) varNames(upto int) string {
+	if upto == 0 || len(c.vars) == 0 {
+		return "no vars are defined before this point"
+	}
+	names := make([]string, 0, upto)
+	for _, v := range c.vars[:min(upto, len(c.vars))] {
+		names = append(names, v.Name.V)
+	}
+	sort.Strings(names)
+	return "defined: " + strings.Join(names, ", ")
+}
+
+// envNames maps the env's Go types to the names an author writes.
+var envNames = map[string]reflect.Type{
+	"the environment": reflect.TypeFor[Env](),
+	"session":         reflect.TypeFor[SessionEnv](),
+	"turn":            reflect.TypeFor[TurnEnv](),
+	"tool":            reflect.TypeFor[ToolEnv](),
+	"call":            reflect.TypeFor[CallEnv](),
+	"a turn.calls entry": reflect.TypeFor[CallOutcome](),
+}
+
+var (
+	noFieldRE     = regexp.MustCompile(`type policy\.(\w+) has no field (\S+)`)
+	unknownNameRE = regexp.MustCompile(`^unknown name (\S+)`)
+	typeNameRE    = regexp.MustCompile(`policy\.(\w+)`)
+)
+
+// friendly rewrites expr's messages in the author's terms: env names
+// instead of Go type names, and the valid fields listed.
+func friendly(msg string, want resultKind) string {
+	if m := noFieldRE.FindStringSubmatch(msg); m != nil {
+		for name, t := range envNames {
+			if t.Name() == m[1] {
+				return fmt.Sprintf("%s has no field %s (fields: %s)", name, m[2], strings.Join(exprFields(t), ", "))
+			}
+		}
+	}
+	if m := unknownNameRE.FindStringSubmatch(msg); m != nil {
+		switch m[1] {
+		case "v", "budget":
+			return fmt.Sprintf("%s must be followed by a name, as in %s.<name>", m[1], m[1])
+		}
+		return fmt.Sprintf("unknown name %s (the environment has: %s, v.<var>, budget.<constant>)", m[1], strings.Join(exprFields(reflect.TypeFor[Env]()), ", "))
+	}
+	switch {
+	case want == wantBool && strings.HasPrefix(msg, "expected bool"):
+		msg = "the expression must be true or false: " + msg
+	case want == wantString && strings.HasPrefix(msg, "expected string"):
+		msg = "a message must be a string expression (quote plain text: '\"like this\"'): " + msg
+	}
+	return typeNameRE.ReplaceAllStringFunc(msg, func(s string) string {
+		for name, t := range envNames {
+			if "policy."+t.Name() == s {
+				return name
+			}
+		}
+		return s
+	})
+}
+
+// exprFields lists the expr names of a struct's fields.
+func exprFields(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		if tag := t.Field(i).Tag.Get("expr"); tag != "" {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+// exprPos maps a rune offset inside an expression to its line and column
+// in the file, for every scalar style YAML allows: plain and quoted
+// scalars (possibly folded over several lines) and literal (|) or folded
+// (>) blocks. Escapes inside double quotes can make the column approximate.
+func exprPos(lines []string, e exprSrc, off int) pos {
+	if e.At.Line == 0 || e.At.Line > len(lines) {
+		return e.At
+	}
+	type seg struct{ line, col, n int }
+	var segs []seg
+	switch e.Style {
+	case yaml.LiteralStyle, yaml.FoldedStyle:
+		indent := -1
+		for l := e.At.Line + 1; l <= len(lines); l++ {
+			s := lines[l-1]
+			if strings.TrimSpace(s) == "" {
+				segs = append(segs, seg{l, 1, 0})
+				continue
+			}
+			ind := len(s) - len(strings.TrimLeft(s, " "))
+			if indent < 0 {
+				indent = ind
+			}
+			if ind < indent {
+				break
+			}
+			segs = append(segs, seg{l, indent + 1, utf8.RuneCountInString(s[indent:])})
+		}
+		// Leading blank lines are not part of the value.
+		for len(segs) > 0 && segs[0].n == 0 {
+			segs = segs[1:]
+		}
+	default:
+		col := e.At.Col
+		if e.Style == yaml.DoubleQuotedStyle || e.Style == yaml.SingleQuotedStyle {
+			col++
+		}
+		first := lines[e.At.Line-1]
+		rest := 0
+		if i := runeIndex(first, col-1); i >= 0 {
+			rest = utf8.RuneCountInString(first[i:])
+		}
+		segs = append(segs, seg{e.At.Line, col, rest})
+		for l := e.At.Line + 1; l <= len(lines); l++ {
+			s := lines[l-1]
+			t := strings.TrimLeft(s, " \t")
+			segs = append(segs, seg{l, len(s) - len(t) + 1, utf8.RuneCountInString(t)})
+		}
+	}
+	for _, s := range segs {
+		if off <= s.n {
+			return pos{s.line, s.col + off}
+		}
+		off -= s.n + 1
+	}
+	return e.At
+}
+
+// runeIndex is the byte index of the n-th rune of s, or -1.
+func runeIndex(s string, n int) int {
+	for i := range s {
+		if n == 0 {
+			return i
+		}
+		n--
+	}
+	if n == 0 {
+		return len(s)
+	}
+	return -1
+}

@@ -1,0 +1,182 @@
+package policy
+
+import (
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// Env is the environment every policy expression is evaluated in. Its keys
+// are closed: a misspelt field such as tool.nmae is a compile error with its
+// line and column, never a silent nil. Only Call.Args is an open map; the
+// two typed maps (Session.ToolCalls, Session.Labels) are keyed by data
+// (tool and label names), a missing key reads as 0 or "", and literal tool
+// names used as keys are checked against the registered tools.
+//
+// Two more names are resolved when a file is compiled rather than at
+// evaluation: v.<name> (the file's vars) and budget.<name> (the file's
+// budget constants). See docs/policy.md for every field.
+type Env struct {
+	Session SessionEnv `expr:"session"`
+	Turn    TurnEnv    `expr:"turn"`
+	Tool    ToolEnv    `expr:"tool"`
+	Call    CallEnv    `expr:"call"`
+	// Now is the time of the decision (the kernel's clock; the test case's
+	// now in tests), so time-based rules are deterministic under test.
+	Now time.Time `expr:"now"`
+}
+
+// SessionEnv is the whole session: every run (user prompt) so far.
+type SessionEnv struct {
+	ID    string `expr:"id"`
+	Model string `expr:"model"`
+	// Turns counts model generations in the session, the current one
+	// included.
+	Turns int `expr:"turns"`
+	// TokensIn, TokensOut and Tokens (their sum) are the session's token
+	// totals; CostUSD its cost.
+	TokensIn  int     `expr:"tokens_in"`
+	TokensOut int     `expr:"tokens_out"`
+	Tokens    int     `expr:"tokens"`
+	CostUSD   float64 `expr:"cost_usd"`
+	// Elapsed is the time since the session was created.
+	Elapsed time.Duration `expr:"elapsed"`
+	// ToolCalls counts the session's finished tool calls by tool name.
+	ToolCalls map[string]int    `expr:"tool_calls"`
+	Labels    map[string]string `expr:"labels"`
+}
+
+// TurnEnv is the current turn: one user prompt and the model generations
+// (rounds) that answer it.
+type TurnEnv struct {
+	// Number is the turn's number in the session, from 1.
+	Number int `expr:"number"`
+	// Round is the model generation of this turn, from 1; MaxRounds the
+	// kernel's hard cap on rounds.
+	Round     int `expr:"round"`
+	MaxRounds int `expr:"max_rounds"`
+	// Prompt is the latest user text.
+	Prompt    string        `expr:"prompt"`
+	TokensIn  int           `expr:"tokens_in"`
+	TokensOut int           `expr:"tokens_out"`
+	Tokens    int           `expr:"tokens"`
+	CostUSD   float64       `expr:"cost_usd"`
+	Elapsed   time.Duration `expr:"elapsed"`
+	// Tools names the tools called this turn, in order, one entry per call.
+	Tools []string `expr:"tools"`
+	// Calls are this turn's finished calls with their outcomes.
+	Calls []CallOutcome `expr:"calls"`
+	// Phase is "before_model" or "after_tools" in budget expressions and
+	// "" everywhere else.
+	Phase string `expr:"phase"`
+}
+
+// CallOutcome is a finished call of the turn.
+type CallOutcome struct {
+	Tool string `expr:"tool"`
+	// Outcome is one of ok, error, denied, blocked, cancelled, deferred,
+	// awaiting_approval, rejected.
+	Outcome string `expr:"outcome"`
+}
+
+// ToolEnv is the tool being decided on (a rule, a drop rule), or the zero
+// value (select rules, budgets).
+type ToolEnv struct {
+	Name string `expr:"name"`
+	// Tier is read_only, side_effecting or privileged.
+	Tier   string   `expr:"tier"`
+	Source string   `expr:"source"`
+	Tags   []string `expr:"tags"`
+}
+
+// CallEnv is the call being decided on, after the before hooks; the zero
+// value outside rules.
+type CallEnv struct {
+	ID   string `expr:"id"`
+	Tool string `expr:"tool"`
+	// Args are the validated arguments (JSON numbers are float64).
+	Args map[string]any `expr:"args"`
+	// Paths are the path arguments (see docs/policy.md, "Paths and
+	// commands"), cleaned: "src/../.env" reads ".env".
+	Paths []string `expr:"paths"`
+	// Argv is the command's argument vector and Command the same joined by
+	// spaces.
+	Argv    []string `expr:"argv"`
+	Command string   `expr:"command"`
+}
+
+// envPool recycles environments: building one per decision must not
+// allocate more than the derived slices.
+var envPool = sync.Pool{New: func() any { return new(Env) }}
+
+func getEnv() *Env { return envPool.Get().(*Env) }
+
+func putEnv(e *Env) {
+	calls, tools := e.Turn.Calls[:0], e.Turn.Tools[:0]
+	*e = Env{}
+	e.Turn.Calls, e.Turn.Tools = calls, tools
+	envPool.Put(e)
+}
+
+// fillState maps the kernel's State into e (session, turn, now).
+func (e *Env) fillState(st *kernel.State) {
+	if st == nil {
+		return
+	}
+	e.Now = st.Now
+	e.Session = SessionEnv{
+		ID: st.SessionID, Model: st.Model, Turns: st.SessionTurns,
+		TokensIn: int(st.Usage.InputTokens), TokensOut: int(st.Usage.OutputTokens), Tokens: int(st.Usage.Total()),
+		CostUSD: st.CostUSD, Elapsed: since(st.Now, st.SessionCreated),
+		ToolCalls: st.ToolCounts, Labels: st.Labels,
+	}
+	calls, tools := e.Turn.Calls[:0], e.Turn.Tools[:0]
+	for _, c := range st.RunCalls {
+		calls = append(calls, CallOutcome{Tool: c.Tool, Outcome: string(c.Outcome)})
+		tools = append(tools, c.Tool)
+	}
+	e.Turn = TurnEnv{
+		Number: st.Run, Round: st.Turn, MaxRounds: st.MaxTurns, Prompt: st.Prompt,
+		TokensIn: int(st.RunUsage.InputTokens), TokensOut: int(st.RunUsage.OutputTokens), Tokens: int(st.RunUsage.Total()),
+		CostUSD: st.RunCostUSD, Elapsed: since(st.Now, st.RunStarted),
+		Tools: tools, Calls: calls,
+	}
+}
+
+func since(now, then time.Time) time.Duration {
+	if then.IsZero() || now.IsZero() || now.Before(then) {
+		return 0
+	}
+	return now.Sub(then)
+}
+
+func (e *Env) fillTool(spec *kernel.ToolSpec) {
+	e.Tool = ToolEnv{Name: spec.Name, Tier: string(spec.Tier), Source: spec.Source, Tags: spec.Tags}
+}
+
+// fillCall maps a call: its tool, its arguments, and the paths and command
+// the tool's schema marks (see extractor).
+func (e *Env) fillCall(c *kernel.Call, ex *extractor) {
+	e.fillTool(&c.Tool)
+	args := c.Value()
+	e.Call = CallEnv{ID: c.ID, Tool: c.Tool.Name, Args: args}
+	ex.extract(args, &e.Call)
+}
+
+// cleanPath normalises a path argument so that prefix tests cannot be
+// bypassed with "..", "." or doubled slashes: "src/../.env" becomes ".env",
+// "./src//a.go" becomes "src/a.go". Backslashes are treated as separators.
+func cleanPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	p = strings.ReplaceAll(p, "\\", "/")
+	c := path.Clean(p)
+	if c == "." {
+		return "."
+	}
+	return strings.TrimPrefix(c, "./")
+}

@@ -1,0 +1,215 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// DefaultNow is the time a test case or an explain input sees when it sets
+// no now.
+var DefaultNow = time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+
+// Input is a situation to decide on, as written in a test's input: or in
+// the case file of `kernel policy explain`. Every field is optional; see
+// docs/policy.md for the defaults. Derived env fields (session.tokens,
+// turn.tools, call.paths, call.argv, call.command) are computed from these
+// exactly as they are in a running kernel.
+type Input struct {
+	Session SessionInput `yaml:"session"`
+	Turn    TurnInput    `yaml:"turn"`
+	// Tool overrides the spec of call.tool (tier, source, tags).
+	Tool ToolInput `yaml:"tool"`
+	Call CallInput `yaml:"call"`
+	// Tools are candidate tools for the surface (besides those named in a
+	// test's offered and not_offered).
+	Tools []string `yaml:"tools"`
+	// Phase is before_model (default) or after_tools, for budgets.
+	Phase string    `yaml:"phase"`
+	Now   time.Time `yaml:"now"`
+}
+
+// SessionInput sets the session fields of the env.
+type SessionInput struct {
+	ID        string            `yaml:"id"`
+	Model     string            `yaml:"model"`
+	Turns     int               `yaml:"turns"`
+	TokensIn  int               `yaml:"tokens_in"`
+	TokensOut int               `yaml:"tokens_out"`
+	CostUSD   float64           `yaml:"cost_usd"`
+	Elapsed   time.Duration     `yaml:"elapsed"`
+	ToolCalls map[string]int    `yaml:"tool_calls"`
+	Labels    map[string]string `yaml:"labels"`
+}
+
+// TurnInput sets the turn fields of the env.
+type TurnInput struct {
+	Number    int           `yaml:"number"`
+	Round     int           `yaml:"round"`
+	MaxRounds int           `yaml:"max_rounds"`
+	Prompt    string        `yaml:"prompt"`
+	TokensIn  int           `yaml:"tokens_in"`
+	TokensOut int           `yaml:"tokens_out"`
+	CostUSD   float64       `yaml:"cost_usd"`
+	Elapsed   time.Duration `yaml:"elapsed"`
+	Calls     []CallInputOutcome `yaml:"calls"`
+}
+
+// CallInputOutcome is a finished call of the turn.
+type CallInputOutcome struct {
+	Tool    string `yaml:"tool"`
+	Outcome string `yaml:"outcome"`
+}
+
+// ToolInput overrides fields of a tool's spec.
+type ToolInput struct {
+	Tier   string   `yaml:"tier"`
+	Source string   `yaml:"source"`
+	Tags   []string `yaml:"tags"`
+}
+
+// CallInput is the call to decide on.
+type CallInput struct {
+	ID   string         `yaml:"id"`
+	Tool string         `yaml:"tool"`
+	Args map[string]any `yaml:"args"`
+}
+
+// ReadInput reads an Input from a YAML file (the case file of `kernel
+// policy explain`). Unknown fields are errors with their line and column.
+func ReadInput(path string) (Input, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Input{}, fmt.Errorf("read input: %w", err)
+	}
+	return ParseInput(path, b)
+}
+
+// ParseInput parses an Input; name is used in error messages.
+func ParseInput(name string, src []byte) (Input, error) {
+	ps := &problems{file: name, lines: splitLines(src)}
+	var root yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(src)).Decode(&root); err != nil {
+		ps.add(StageSyntax, 0, 0, "", "%s", cleanYAMLErr(err))
+		return Input{}, ps.err()
+	}
+	var in Input
+	n := &root
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	(&ydec{ps: ps}).decode(n, reflectValue(&in), "")
+	in.check(ps, pos{}, "")
+	if err := ps.err(); err != nil {
+		return Input{}, err
+	}
+	return in, nil
+}
+
+func (in *Input) check(ps *problems, at pos, where string) {
+	switch in.Phase {
+	case "", "before_model", "after_tools":
+	default:
+		ps.at(StageSyntax, at, where, "input.phase must be before_model or after_tools, got %q", in.Phase)
+	}
+	if in.Tool.Tier != "" && !kernel.Tier(in.Tool.Tier).Valid() {
+		ps.at(StageSyntax, at, where, "input.tool.tier must be read_only, side_effecting or privileged, got %q", in.Tool.Tier)
+	}
+}
+
+// state builds the kernel.State the input describes.
+func (in *Input) state() *kernel.State {
+	now := in.Now
+	if now.IsZero() {
+		now = DefaultNow
+	}
+	number, round, maxRounds := in.Turn.Number, in.Turn.Round, in.Turn.MaxRounds
+	if number == 0 {
+		number = 1
+	}
+	if round == 0 {
+		round = 1
+	}
+	if maxRounds == 0 {
+		maxRounds = 8
+	}
+	st := &kernel.State{
+		SessionID: in.Session.ID, Model: in.Session.Model, Labels: in.Session.Labels, Prompt: in.Turn.Prompt,
+		Run: number, Turn: round, MaxTurns: maxRounds, SessionTurns: max(in.Session.Turns, round),
+		Usage:      kernel.Usage{InputTokens: int64(in.Session.TokensIn), OutputTokens: int64(in.Session.TokensOut)},
+		CostUSD:    max(in.Session.CostUSD, in.Turn.CostUSD),
+		RunUsage:   kernel.Usage{InputTokens: int64(in.Turn.TokensIn), OutputTokens: int64(in.Turn.TokensOut)},
+		RunCostUSD: in.Turn.CostUSD,
+		Now:        now, SessionCreated: now.Add(-max(in.Session.Elapsed, in.Turn.Elapsed)), RunStarted: now.Add(-in.Turn.Elapsed),
+		ToolCounts: map[string]int{},
+	}
+	if st.Labels == nil {
+		st.Labels = map[string]string{}
+	}
+	for k, v := range in.Session.ToolCalls {
+		st.ToolCounts[k] = v
+	}
+	for _, c := range in.Turn.Calls {
+		o := c.Outcome
+		if o == "" {
+			o = string(kernel.OutcomeOK)
+		}
+		st.RunCalls = append(st.RunCalls, kernel.CallOutcome{Tool: c.Tool, Outcome: kernel.Outcome(o)})
+	}
+	return st
+}
+
+// phase is the budget phase of the input.
+func (in *Input) phase() kernel.BudgetPhase {
+	if in.Phase == "after_tools" {
+		return kernel.AfterTools
+	}
+	return kernel.BeforeModel
+}
+
+// call builds the call the input describes, with the tool's spec found by
+// specs and overridden by in.Tool.
+func (in *Input) call(specs *specSet, st *kernel.State) (*kernel.Call, error) {
+	spec := specs.get(in.Call.Tool)
+	if in.Tool.Tier != "" {
+		spec.Tier = kernel.Tier(in.Tool.Tier)
+	}
+	if in.Tool.Source != "" {
+		spec.Source = in.Tool.Source
+	}
+	if in.Tool.Tags != nil {
+		spec.Tags = in.Tool.Tags
+	}
+	args := in.Call.Args
+	if args == nil {
+		args = map[string]any{}
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("input.call.args: %w", err)
+	}
+	id := in.Call.ID
+	if id == "" {
+		id = "call_1"
+	}
+	c, err := kernel.NewCall(id, spec, raw, st, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("input.call.args: %w", err)
+	}
+	return c, nil
+}
+
+func splitLines(src []byte) []string {
+	lines := strings.Split(string(src), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSuffix(l, "\r")
+	}
+	return lines
+}
