@@ -14,7 +14,10 @@ import (
 )
 
 func main() {
-	ctx, stop := interruptContext(context.Background(), os.Stderr)
+	ctx, stop := context.Background(), func() {}
+	if len(os.Args) < 2 || os.Args[1] != "chat" { // chat handles Ctrl-C per turn
+		ctx, stop = interruptContext(ctx, os.Stderr)
+	}
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
@@ -53,6 +56,7 @@ type cliEnv struct {
 func commands() []command {
 	return []command{
 		{"run", "run one prompt to a final answer", cmdRun},
+		{"chat", "talk to the agent interactively", cmdChat},
 		{"tools", "list the tools the model can call", cmdTools},
 		{"version", "print the version", cmdVersion},
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
@@ -20,15 +21,22 @@ type renderer struct {
 	color          bool
 	midLine        bool // stdout holds a partial line
 	wroteAnswer    bool
+
+	spin               bool // show a spinner while the model thinks
+	spinMu             sync.Mutex
+	spinShow           bool
+	spinStop, spinDone chan struct{}
 }
 
 func newRenderer(env *cliEnv, quiet bool, events io.Writer) *renderer {
-	return &renderer{stdout: env.stdout, stderr: env.stderr, quiet: quiet, events: events, color: isTerminal(env.stderr)}
+	return &renderer{stdout: env.stdout, stderr: env.stderr, quiet: quiet, events: events,
+		color: isTerminal(env.stderr) && os.Getenv("NO_COLOR") == ""}
 }
 
-func isTerminal(w io.Writer) bool {
+// isTerminal reports whether w is a terminal.
+func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
-	if !ok || os.Getenv("NO_COLOR") != "" {
+	if !ok {
 		return false
 	}
 	st, err := f.Stat()
@@ -60,6 +68,14 @@ func (r *renderer) endLine() {
 }
 
 func (r *renderer) event(e kernel.Event) {
+	if r.spin {
+		r.hideSpinner()
+		defer func() {
+			if _, ok := e.(kernel.ModelRequest); ok {
+				r.showSpinner()
+			}
+		}()
+	}
 	if r.events != nil {
 		if b, err := kernel.MarshalEvent(e); err == nil {
 			r.events.Write(append(b, '\n'))
@@ -193,4 +209,60 @@ func fmtBytes(n int) string {
 		return fmt.Sprintf("%d B", n)
 	}
 	return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+}
+
+// startSpinner shows a spinner on stderr until the model's first output or
+// the next event; only when spin is set (stderr is a terminal).
+func (r *renderer) startSpinner() {
+	if !r.spin || r.spinStop != nil {
+		return
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	r.spinStop, r.spinDone = stop, done
+	go func() { // owned by the renderer: stopSpinner waits for it
+		defer close(done)
+		frames := []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			r.spinMu.Lock()
+			if r.spinShow {
+				fmt.Fprintf(r.stderr, "\r%s thinking", frames[i%len(frames)])
+			}
+			r.spinMu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// stopSpinner stops the spinner goroutine and waits for it.
+func (r *renderer) stopSpinner() {
+	if r.spinStop == nil {
+		return
+	}
+	close(r.spinStop)
+	<-r.spinDone
+	r.spinStop, r.spinDone = nil, nil
+	r.hideSpinner()
+}
+
+// showSpinner and hideSpinner switch the spinner's line on and off around
+// model calls.
+func (r *renderer) showSpinner() {
+	r.spinMu.Lock()
+	r.spinShow = r.spinStop != nil
+	r.spinMu.Unlock()
+}
+
+func (r *renderer) hideSpinner() {
+	r.spinMu.Lock()
+	if r.spinShow {
+		fmt.Fprint(r.stderr, "\r\x1b[K")
+		r.spinShow = false
+	}
+	r.spinMu.Unlock()
 }

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+const chatHelp = `Type a prompt and press Enter. Commands:
+  /new            start a new session
+  /sessions       list the stored sessions
+  /resume ID      continue the session ID
+  /approve [NOTE] approve the pending tool call and continue
+  /reject [NOTE]  reject the pending tool call
+  /usage          tokens and cost of this session
+  /help           this text
+  /quit           leave (Ctrl-D too)
+Ctrl-C cancels the running turn and keeps you in the chat.`
+
+// cmdChat is an interactive REPL on the same loop as `kernel run`.
+func cmdChat(ctx context.Context, args []string, env *cliEnv) error {
+	fs := newFlagSet("chat", "", env.stderr)
+	var cf commonFlags
+	cf.register(fs)
+	session := fs.String("session", "", "resume the session `ID`")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return exitError{code: 2}
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	a, err := newApp(ctx, cfg, env.stderr)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	prov, err := a.provider()
+	if err != nil {
+		return err
+	}
+	r := newRenderer(env, false, nil)
+	r.spin = isTerminal(env.stderr) // a spinner only where a person watches
+	defer r.stopSpinner()
+	k, err := a.kernel(prov, r.event)
+	if err != nil {
+		return err
+	}
+	c := &chat{env: env, app: a, k: k, r: r, sid: *session, interactive: isTerminal(env.stdin)}
+	if c.sid != "" {
+		if err := c.resume(ctx, c.sid); err != nil {
+			return err
+		}
+	}
+	return c.loop(ctx)
+}
+
+type chat struct {
+	env         *cliEnv
+	app         *app
+	k           *kernel.Kernel
+	r           *renderer
+	sid         string
+	interactive bool
+}
+
+func (c *chat) loop(ctx context.Context) error {
+	// Ctrl-C cancels the current turn only; the chat's own signal handling
+	// replaces the CLI's (see command.ownSignals).
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	lines := make(chan string)
+	readErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // owns stdin; ends at EOF
+		defer wg.Done()
+		sc := bufio.NewScanner(c.env.stdin)
+		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+		readErr <- sc.Err()
+		close(lines)
+	}()
+	// The reader goroutine blocks on stdin, which cannot be interrupted; it
+	// exits at EOF. Waiting for it here would hang on a terminal, so only
+	// wait when input is finite.
+	defer func() {
+		if !c.interactive {
+			wg.Wait()
+		}
+	}()
+
+	fmt.Fprintln(c.env.stderr, "agentkernel chat · model "+c.app.cfg.Model.Name+" · /help for commands")
+	for {
+		c.prompt()
+		var line string
+		var ok bool
+		select {
+		case line, ok = <-lines:
+		case s := <-sigs:
+			if s == syscall.SIGTERM {
+				return nil
+			}
+			fmt.Fprintln(c.env.stderr, "\n(use /quit or Ctrl-D to leave)")
+			continue
+		case <-ctx.Done():
+			return nil
+		}
+		if !ok {
+			fmt.Fprintln(c.env.stderr)
+			return <-readErr
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "/") {
+			quit, err := c.command(ctx, sigs, line)
+			if err != nil {
+				fmt.Fprintln(c.env.stderr, "error: "+oneLine(err))
+			}
+			if quit {
+				return nil
+			}
+			continue
+		}
+		c.turn(ctx, sigs, func(rctx context.Context) (*kernel.RunResult, error) {
+			return c.k.Run(rctx, c.sid, line)
+		})
+	}
+}
+
+func (c *chat) prompt() {
+	if c.interactive {
+		fmt.Fprint(c.env.stderr, "› ")
+	}
+}
+
+// turn runs one run with its own context: Ctrl-C cancels it, and only it.
+func (c *chat) turn(ctx context.Context, sigs chan os.Signal, fn func(context.Context) (*kernel.RunResult, error)) {
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { // owned: ends when the run ends
+		select {
+		case <-sigs:
+			fmt.Fprintln(c.env.stderr, "\ncancelling this turn…")
+			cancel()
+		case <-done:
+		}
+	}()
+	c.r.startSpinner()
+	res, err := fn(rctx)
+	c.r.stopSpinner()
+	close(done)
+	cancel()
+	c.r.endLine()
+	if res != nil {
+		c.sid = res.SessionID
+	}
+	switch {
+	case res != nil && res.StopReason == kernel.StopCancelled:
+		fmt.Fprintln(c.env.stderr, "cancelled; the session keeps everything up to here")
+	case err != nil:
+		fmt.Fprintln(c.env.stderr, "error: "+oneLine(err))
+	case res.StopReason == kernel.StopAwaitingApproval:
+		fmt.Fprintln(c.env.stderr, "waiting for your decision: /approve or /reject")
+	}
+}
+
+func (c *chat) command(ctx context.Context, sigs chan os.Signal, line string) (quit bool, err error) {
+	name, arg, _ := strings.Cut(line, " ")
+	arg = strings.TrimSpace(arg)
+	switch name {
+	case "/quit", "/exit":
+		return true, nil
+	case "/help":
+		fmt.Fprintln(c.env.stderr, chatHelp)
+	case "/new":
+		c.sid = ""
+		fmt.Fprintln(c.env.stderr, "new session: it starts with your next prompt")
+	case "/sessions":
+		return false, c.sessions(ctx)
+	case "/resume":
+		if arg == "" {
+			return false, errors.New("/resume needs a session id (see /sessions)")
+		}
+		return false, c.resume(ctx, arg)
+	case "/approve", "/reject":
+		if c.sid == "" {
+			return false, errors.New("no session yet")
+		}
+		approve := name == "/approve"
+		c.turn(ctx, sigs, func(rctx context.Context) (*kernel.RunResult, error) {
+			return c.k.Resolve(rctx, c.sid, approve, arg)
+		})
+	case "/usage":
+		return false, c.usage(ctx)
+	default:
+		return false, fmt.Errorf("unknown command %s (/help lists them)", name)
+	}
+	return false, nil
+}
+
+func (c *chat) resume(ctx context.Context, id string) error {
+	s, err := c.app.store.Load(ctx, id)
+	if err != nil {
+		return err
+	}
+	c.sid = id
+	fmt.Fprintf(c.env.stderr, "resumed session %s · %q · %d messages", id, s.Meta.Title, len(s.Messages))
+	if s.Pending != nil {
+		fmt.Fprintf(c.env.stderr, " · waiting for approval of %s (/approve or /reject)", s.Pending.Call.Name)
+	}
+	fmt.Fprintln(c.env.stderr)
+	return nil
+}
+
+func (c *chat) usage(ctx context.Context) error {
+	if c.sid == "" {
+		fmt.Fprintln(c.env.stderr, "no session yet")
+		return nil
+	}
+	s, err := c.app.store.Load(ctx, c.sid)
+	if err != nil {
+		return err
+	}
+	m := s.Meta
+	fmt.Fprintf(c.env.stderr, "session %s · %d runs · %d turns · %d in / %d out tokens · $%.4f\n",
+		m.ID, m.Runs, m.Turns, m.Usage.InputTokens, m.Usage.OutputTokens, m.CostUSD)
+	return nil
+}
+
+func (c *chat) sessions(ctx context.Context) error {
+	list, err := c.app.store.List(ctx)
+	if err != nil {
+		return err
+	}
+	writeSessionTable(c.env.stderr, list, c.sid)
+	return nil
+}
+
+// writeSessionTable prints sessions as a table; current is marked.
+func writeSessionTable(w io.Writer, list []kernel.SessionMeta, current string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tUPDATED\tSTATUS\tTURNS\tCOST\tTITLE")
+	for _, m := range list {
+		mark := ""
+		if m.ID == current {
+			mark = " *"
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t$%.4f\t%s\n", m.ID, mark, m.Updated.Local().Format(time.DateTime), m.Status, m.Turns, m.CostUSD, clip(m.Title, 50))
+	}
+	tw.Flush()
+}
