@@ -49,36 +49,36 @@ const (
 	DefaultCommandTimeout = 2 * time.Minute
 )
 
-// DefaultCommandEnv is the environment allowlist of run_command when
+// defaultCommandEnv is the environment allowlist of run_command when
 // Config.CommandEnv is empty.
-var DefaultCommandEnv = []string{"PATH", "HOME", "LANG"}
+var defaultCommandEnv = []string{"PATH", "HOME", "LANG"}
 
 // Config configures New. The zero value of every field but Root means the
 // documented default. A Config must not be modified after New.
 type Config struct {
 	// Root is the workspace directory every tool is confined to. Required.
 	// A relative Root is resolved against the current directory once, in New.
-	Root string `yaml:"root" json:"root"`
+	Root string `yaml:"root"`
 	// Enable names the tools to build, in any order; empty means all of
 	// them (see Names). An unknown name is an error.
-	Enable []string `yaml:"enable" json:"enable,omitempty"`
+	Enable []string `yaml:"enable"`
 	// MaxReadBytes caps the text one read_file call returns (default 64 KiB).
-	MaxReadBytes int `yaml:"max_read_bytes" json:"max_read_bytes,omitempty"`
+	MaxReadBytes int `yaml:"max_read_bytes"`
 	// MaxOutputBytes caps the text list_dir, search and run_command return
 	// (default 32 KiB).
-	MaxOutputBytes int `yaml:"max_output_bytes" json:"max_output_bytes,omitempty"`
-	// MaxFileBytes is the largest file search scans and edit_file rewrites
-	// (default 8 MiB). Larger files are skipped by search and refused by
-	// edit_file.
-	MaxFileBytes int `yaml:"max_file_bytes" json:"max_file_bytes,omitempty"`
+	MaxOutputBytes int `yaml:"max_output_bytes"`
+	// MaxFileBytes is the largest file search scans, edit_file rewrites
+	// and write_file writes (default 8 MiB). Larger files are skipped by
+	// search and refused by the others.
+	MaxFileBytes int `yaml:"max_file_bytes"`
 	// CommandTimeout is both the default and the maximum run time of one
 	// run_command call (default 2 minutes). Calls may ask for less with
 	// timeout_seconds.
-	CommandTimeout time.Duration `yaml:"command_timeout" json:"command_timeout,omitempty"`
+	CommandTimeout time.Duration `yaml:"command_timeout"`
 	// CommandEnv names the environment variables run_command passes to the
 	// program, with the kernel's values; every other variable is dropped.
-	// Empty means DefaultCommandEnv (PATH, HOME, LANG).
-	CommandEnv []string `yaml:"command_env" json:"command_env,omitempty"`
+	// Empty means PATH, HOME and LANG.
+	CommandEnv []string `yaml:"command_env"`
 }
 
 // Tool names, in the order New returns them.
@@ -189,7 +189,7 @@ func newWorkspace(cfg Config) (*workspace, error) {
 	if cfg.CommandTimeout > 0 && cfg.CommandTimeout < time.Second {
 		return nil, fmt.Errorf("builtin: command_timeout %s is below the minimum of 1s", cfg.CommandTimeout)
 	}
-	env := DefaultCommandEnv
+	env := defaultCommandEnv
 	if len(cfg.CommandEnv) > 0 {
 		env = cfg.CommandEnv
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -123,11 +125,14 @@ func TestSpecs(t *testing.T) {
 			}
 		})
 	}
-	b, err := json.MarshalIndent(all, "", "  ")
-	if err != nil {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(all); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "specs.golden.json", string(b)+"\n")
+	golden(t, "specs.golden.json", b.String())
 }
 
 // TestRegistryValidation registers every tool in a kernel.Registry (so
@@ -205,7 +210,6 @@ func TestDirectCallValidation(t *testing.T) {
 		{"read_file", `{}`, "/path: is required"},
 		{"read_file", `{"path":"a","offset":-2}`, "/offset: must be >= 1"},
 		{"list_dir", `{"depth":6}`, "/depth: must be between 1 and 5"},
-		{"search", `{"pattern":"("}`, "/pattern: is required"},
 		{"search", `{"pattern":"(","regex":true}`, "/pattern: invalid regular expression"},
 		{"search", `{"pattern":"x","glob":"[x"}`, "/glob: \"[x\" is not a valid pattern"},
 		{"write_file", `{"path":"a"}`, "/content: is required"},
@@ -217,19 +221,21 @@ func TestDirectCallValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.tool+" "+tc.args, func(t *testing.T) {
-			if tc.tool == "search" && tc.args == `{"pattern":"("}` {
-				// A literal "(" is fine; check it does not fail.
-				if _, err := e.call(t, tc.tool, tc.args); err != nil {
-					t.Fatalf("literal search for \"(\": %v", err)
-				}
-				return
-			}
 			_, err := e.call(t, tc.tool, tc.args)
 			wantErr(t, err, tc.want)
 			if !errors.Is(err, kernel.ErrInvalidArgs) && !strings.Contains(tc.want, "workspace root") {
 				t.Errorf("error %v does not wrap ErrInvalidArgs", err)
 			}
 		})
+	}
+}
+
+func TestLiteralSearchIsNotARegexp(t *testing.T) {
+	e := newEnv(t, Config{})
+	mkfiles(t, e.root, map[string]string{"a.txt": "call f(x\n"})
+	out := e.mustCall(t, "search", `{"pattern":"f("}`)
+	if !strings.Contains(out, "     1: call f(x") {
+		t.Fatalf("literal \"f(\" not found: %q", out)
 	}
 }
 
@@ -275,5 +281,32 @@ func TestConcurrentUse(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestConfigYAML pins the YAML field names the CLI's kernel.yaml uses.
+func TestConfigYAML(t *testing.T) {
+	src := `
+root: ./work
+enable: [read_file, run_command]
+max_read_bytes: 1000
+max_output_bytes: 2000
+max_file_bytes: 3000
+command_timeout: 90s
+command_env: [PATH, GOPATH]
+`
+	var got Config
+	dec := yaml.NewDecoder(strings.NewReader(src))
+	dec.KnownFields(true)
+	if err := dec.Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Root: "./work", Enable: []string{"read_file", "run_command"},
+		MaxReadBytes: 1000, MaxOutputBytes: 2000, MaxFileBytes: 3000,
+		CommandTimeout: 90 * time.Second, CommandEnv: []string{"PATH", "GOPATH"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
 }

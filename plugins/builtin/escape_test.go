@@ -21,7 +21,7 @@ import (
 // plus in-workspace links that must keep working:
 //
 //	in_file -> docs/a.txt, in_dir -> docs, sub/up -> ../docs/a.txt
-func escapeEnv(t *testing.T) *env {
+func escapeEnv(t testing.TB) *env {
 	t.Helper()
 	e := newEnv(t, Config{})
 	mkfiles(t, e.root, map[string]string{"docs/a.txt": "inside\n", "sub/keep.txt": "keep\n"})
@@ -86,6 +86,15 @@ func TestEscapeReadFile(t *testing.T) {
 	}
 }
 
+// TestAbsoluteSymlinkInside: os.Root refuses absolute symbolic links even
+// when they point inside the root (documented in docs/builtin-tools.md).
+func TestAbsoluteSymlinkInside(t *testing.T) {
+	e := escapeEnv(t)
+	symlink(t, e.root, filepath.Join(e.root, "docs", "a.txt"), "abs_inside")
+	res, err := e.call(t, "read_file", map[string]any{"path": "abs_inside"})
+	assertEscape(t, err, res.Content)
+}
+
 func TestEscapeListDir(t *testing.T) {
 	e := escapeEnv(t)
 	for _, p := range escapingDirs(e) {
@@ -115,7 +124,7 @@ func TestEscapeSearch(t *testing.T) {
 	}
 	t.Run("whole workspace finds nothing outside", func(t *testing.T) {
 		out := e.mustCall(t, "search", map[string]any{"pattern": "TOPSECRET"})
-		if !strings.HasPrefix(out, `search: no matches for text "TOPSECRET"`) {
+		if !strings.HasPrefix(out, "search: no matches for text `TOPSECRET`") {
 			t.Fatalf("search reached outside the workspace:\n%s", out)
 		}
 	})
@@ -152,7 +161,7 @@ func TestEscapeEditFile(t *testing.T) {
 }
 
 // assertOutsideIntact checks nothing outside the workspace changed.
-func assertOutsideIntact(t *testing.T, e *env) {
+func assertOutsideIntact(t testing.TB, e *env) {
 	t.Helper()
 	for _, f := range []string{"secret.txt", "dir/inner.txt"} {
 		b, err := os.ReadFile(filepath.Join(e.outside, f))
@@ -199,4 +208,36 @@ func TestInsideSymlinks(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(e.root, "sub/up")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("sub/up is no longer a symlink: %v", err)
 	}
+}
+
+// FuzzPathConfinement feeds arbitrary paths to every tool that reads (and
+// to edit_file, with an old text only the outside files contain): the
+// secret outside the workspace must never come back and the outside files
+// must never change. write_file is left out so a broken build could not
+// overwrite files of the machine running the fuzzer.
+func FuzzPathConfinement(f *testing.F) {
+	e := escapeEnv(f)
+	for _, p := range append(escapingFiles(e), escapingDirs(e)...) {
+		f.Add(p)
+	}
+	for _, p := range []string{".", "", "docs/a.txt", "in_dir/../out_dir", "./../outside", "docs/../../outside/secret.txt", "out_dir/..", "a\x00b", "//etc", `..\\outside`} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{"read_file", map[string]any{"path": p}},
+			{"list_dir", map[string]any{"path": p, "depth": 3}},
+			{"search", map[string]any{"pattern": "TOPSECRET", "path": p}},
+			{"edit_file", map[string]any{"path": p, "old": secret, "new": "pwned"}},
+		} {
+			res, err := e.call(t, c.tool, c.args)
+			if strings.Contains(res.Content, secret) || (err != nil && strings.Contains(err.Error(), secret)) {
+				t.Fatalf("%s %q leaked the secret: %q, %v", c.tool, p, res.Content, err)
+			}
+		}
+		assertOutsideIntact(t, e)
+	})
 }

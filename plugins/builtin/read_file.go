@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentkernel/agentkernel/kernel"
 )
@@ -98,6 +100,7 @@ func (t *ReadFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Result
 
 	lr := lineReader{br: br, max: min(maxLineBytes, t.ws.maxRead)}
 	var out strings.Builder
+	var entry []byte
 	line, shown := 0, 0
 	reason := ""
 	for {
@@ -121,18 +124,14 @@ func (t *ReadFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Result
 		if line < a.Offset {
 			continue
 		}
-		s := validText(text)
-		if cut > 0 {
-			s += fmt.Sprintf(" … [line truncated: %d more bytes]", cut)
-		}
-		entry := fmt.Sprintf("%6d\t%s\n", line, s)
+		entry = appendNumbered(entry[:0], line, text, cut)
 		if shown > 0 && out.Len()+len(entry) > t.ws.maxRead {
 			lr.unread = true
 			line--
 			reason = fmt.Sprintf("output cap of %d bytes", t.ws.maxRead)
 			break
 		}
-		out.WriteString(entry)
+		out.Write(entry)
 		shown++
 	}
 	if shown == 0 {
@@ -152,6 +151,26 @@ func (t *ReadFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Result
 	fmt.Fprintf(&out, "[read_file: showed lines %d-%d of %d; %d more lines not shown (reached the %s). Call read_file with offset=%d to continue.]",
 		a.Offset, last, last+rest, rest, reason, last+1)
 	return kernel.Result{Content: out.String()}, nil
+}
+
+// appendNumbered appends one displayed line: the number right-aligned in
+// six columns, a tab, the text (invalid UTF-8 replaced) and the cut marker.
+func appendNumbered(b []byte, n int, text []byte, cut int) []byte {
+	var num [20]byte
+	d := strconv.AppendInt(num[:0], int64(n), 10)
+	for range 6 - len(d) {
+		b = append(b, ' ')
+	}
+	b = append(append(b, d...), '\t')
+	if utf8.Valid(text) {
+		b = append(b, text...)
+	} else {
+		b = append(b, validText(text)...)
+	}
+	if cut > 0 {
+		b = fmt.Appendf(b, " … [line truncated: %d more bytes]", cut)
+	}
+	return append(b, '\n')
 }
 
 // lineReader reads lines of at most max bytes, counting what it cuts.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -210,12 +211,11 @@ func assertGone(t *testing.T, pids []int) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var left []int
-		for _, p := range pids {
-			if alive(p) {
+		for _, p := range append(slices.Clone(pids), groupMembers(t, pids[0])...) {
+			if alive(p) && !slices.Contains(left, p) {
 				left = append(left, p)
 			}
 		}
-		left = append(left, groupMembers(t, pids[0])...)
 		if len(left) == 0 {
 			return
 		}

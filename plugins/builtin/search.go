@@ -10,7 +10,9 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentkernel/agentkernel/kernel"
 )
@@ -107,6 +109,7 @@ func (t *Search) Call(ctx context.Context, raw json.RawMessage) (kernel.Result, 
 
 	var st searchStats
 	var body strings.Builder
+	var buf []byte
 	full := false
 	fsys := t.ws.root.FS()
 	walkErr := fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
@@ -134,7 +137,7 @@ func (t *Search) Call(ctx context.Context, raw json.RawMessage) (kernel.Result, 
 				return nil
 			}
 		}
-		h, skip := t.scan(p, match, &st)
+		h, skip := t.scan(p, match, &st, &buf)
 		if skip || h.count == 0 {
 			return nil
 		}
@@ -167,7 +170,7 @@ func (t *Search) Call(ctx context.Context, raw json.RawMessage) (kernel.Result, 
 
 // scan reads one file and collects its matching lines. skip reports a file
 // that was not searched (binary, too large, unreadable); st counts why.
-func (t *Search) scan(p string, match func([]byte) bool, st *searchStats) (h fileHits, skip bool) {
+func (t *Search) scan(p string, match matcher, st *searchStats, buf *[]byte) (h fileHits, skip bool) {
 	f, fi, err := t.ws.openRegular("search", p)
 	if err != nil {
 		st.unreadable++
@@ -178,7 +181,13 @@ func (t *Search) scan(p string, match func([]byte) bool, st *searchStats) (h fil
 		st.large++
 		return h, true
 	}
-	data, err := io.ReadAll(io.LimitReader(f, int64(t.ws.maxFile)+1))
+	// Read into one buffer reused for every file of the call; one byte
+	// more than the stat size detects a file that grew past the limit.
+	need := int(fi.Size()) + 1
+	if cap(*buf) < need {
+		*buf = make([]byte, need)
+	}
+	data, err := readFull(f, (*buf)[:need], t.ws.maxFile+1)
 	if err != nil {
 		st.unreadable++
 		return h, true
@@ -192,7 +201,7 @@ func (t *Search) scan(p string, match func([]byte) bool, st *searchStats) (h fil
 		return h, true
 	}
 	st.searched++
-	if !match(data) {
+	if match.file != nil && !match.file(data) {
 		return h, false
 	}
 	h.path = p
@@ -203,23 +212,62 @@ func (t *Search) scan(p string, match func([]byte) bool, st *searchStats) (h fil
 		} else {
 			data = nil
 		}
-		if !match(line) {
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if !match.line(line) {
 			continue
 		}
 		h.count++
 		if len(h.lines) < searchMaxPerFile {
-			line = bytes.TrimSuffix(line, []byte("\r"))
 			h.lines = append(h.lines, fmt.Sprintf("%6d: %s", n, cutLine(validText(line), searchLineBytes)))
 		}
 	}
 	return h, false
 }
 
-// compileMatcher builds the line predicate for the arguments.
-func compileMatcher(a searchArgs) (func([]byte) bool, error) {
+// matcher decides which lines match. file, when set, is a quick test a
+// whole file must pass to contain any matching line.
+type matcher struct {
+	line func([]byte) bool
+	file func([]byte) bool
+}
+
+// readFull reads f into buf, growing it while the file has more (it may
+// have grown since its stat), up to limit bytes.
+func readFull(f io.Reader, buf []byte, limit int) ([]byte, error) {
+	buf = buf[:min(len(buf), limit)]
+	n := 0
+	for {
+		if n == len(buf) {
+			if n >= limit {
+				return buf[:n], nil
+			}
+			grow := min(2*len(buf)+1, limit) - len(buf)
+			buf = slices.Grow(buf, grow)[:len(buf)+grow]
+		}
+		k, err := f.Read(buf[n:])
+		n += k
+		if errors.Is(err, io.EOF) {
+			return buf[:n], nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// compileMatcher builds the matcher for the arguments. A regular
+// expression is only ever run line by line, so ^ and $ mean the start and
+// end of a line.
+func compileMatcher(a searchArgs) (matcher, error) {
 	if !a.Regex && !a.IgnoreCase {
 		lit := []byte(a.Pattern)
-		return func(b []byte) bool { return bytes.Contains(b, lit) }, nil
+		contains := func(b []byte) bool { return bytes.Contains(b, lit) }
+		return matcher{line: contains, file: contains}, nil
+	}
+	if !a.Regex {
+		if fold, ok := asciiFold(a.Pattern); ok {
+			return matcher{line: fold, file: fold}, nil
+		}
 	}
 	expr := a.Pattern
 	if !a.Regex {
@@ -230,19 +278,44 @@ func compileMatcher(a searchArgs) (func([]byte) bool, error) {
 	}
 	re, err := regexp.Compile(expr)
 	if err != nil {
-		return nil, invalidArg("pattern", "invalid regular expression: %v", err)
+		return matcher{}, invalidArg("pattern", "invalid regular expression: %v", err)
 	}
-	return re.Match, nil
+	m := matcher{line: re.Match}
+	if !a.Regex {
+		m.file = re.Match // a quoted literal cannot span lines or anchor
+	}
+	return m, nil
+}
+
+// asciiFold returns a case-insensitive literal matcher, much faster than
+// (?i) regexp matching, when pat is ASCII without the letters k and s:
+// every other ASCII letter folds only to its ASCII other case (k and s also
+// fold to U+212A KELVIN SIGN and U+017F LATIN SMALL LETTER LONG S), so
+// comparing ASCII-lowered text is then exactly what (?i) would match. The
+// matcher keeps a scratch buffer: it is for one call, one goroutine.
+func asciiFold(pat string) (func([]byte) bool, bool) {
+	for i := 0; i < len(pat); i++ {
+		if c := pat[i] | 0x20; pat[i] >= utf8.RuneSelf || c == 'k' || c == 's' {
+			return nil, false
+		}
+	}
+	lower := []byte(strings.ToLower(pat))
+	var scratch []byte
+	return func(b []byte) bool {
+		scratch = append(scratch[:0], b...)
+		for i, c := range scratch {
+			if 'A' <= c && c <= 'Z' {
+				scratch[i] = c + ('a' - 'A')
+			}
+		}
+		return bytes.Contains(scratch, lower)
+	}, true
 }
 
 // formatHits renders one file's group, showing at most budget lines.
 func formatHits(h fileHits, budget int) string {
 	var b strings.Builder
-	noun := "matching lines"
-	if h.count == 1 {
-		noun = "matching line"
-	}
-	fmt.Fprintf(&b, "%s (%d %s)\n", h.path, h.count, noun)
+	fmt.Fprintf(&b, "%s (%s)\n", h.path, plural(h.count, "matching line"))
 	lines := h.lines[:min(len(h.lines), budget)]
 	for _, l := range lines {
 		b.WriteString(l)
@@ -269,14 +342,15 @@ func searchReport(a searchArgs, root string, st searchStats, body string) string
 		where += fmt.Sprintf(" in files matching %q", a.Glob)
 	}
 	if st.matches == 0 {
-		fmt.Fprintf(&b, "search: no matches for %s %q%s (%d files searched)", kind, a.Pattern, where, st.searched)
+		fmt.Fprintf(&b, "search: no matches for %s %s%s (%s searched)", kind, quotePattern(a.Pattern), where, plural(st.searched, "file"))
 	} else {
-		fmt.Fprintf(&b, "search: %d matching lines in %d files for %s %q%s (%d files searched)\n\n", st.matches, st.files, kind, a.Pattern, where, st.searched)
+		fmt.Fprintf(&b, "search: %s in %s for %s %s%s (%s searched)\n\n",
+			plural(st.matches, "matching line"), plural(st.files, "file"), kind, quotePattern(a.Pattern), where, plural(st.searched, "file"))
 		b.WriteString(body)
 	}
 	if st.files > st.shownFiles {
-		fmt.Fprintf(&b, "[search: output truncated: %d more files with %d matching lines not shown. Narrow the search with path or glob.]\n",
-			st.files-st.shownFiles, st.hiddenMatches)
+		fmt.Fprintf(&b, "[search: output truncated: %s with %s not shown. Narrow the search with path or glob.]\n",
+			plural(st.files-st.shownFiles, "more file"), plural(st.hiddenMatches, "matching line"))
 	}
 	var skipped []string
 	if st.binary > 0 {
@@ -295,6 +369,15 @@ func searchReport(a searchArgs, root string, st searchStats, body string) string
 		fmt.Fprintf(&b, "[search: skipped files: %s]\n", strings.Join(skipped, ", "))
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// quotePattern shows a pattern between backquotes, so a regular
+// expression's backslashes read as written; %q when that is ambiguous.
+func quotePattern(p string) string {
+	if strings.ContainsAny(p, "`\n\r") || !utf8.ValidString(p) {
+		return fmt.Sprintf("%q", p)
+	}
+	return "`" + p + "`"
 }
 
 var _ kernel.Tool = (*Search)(nil)

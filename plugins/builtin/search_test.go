@@ -69,7 +69,7 @@ func TestSearchCaps(t *testing.T) {
 	mkfiles(t, e.root, files)
 	out := e.mustCall(t, "search", map[string]any{"pattern": "needle"})
 
-	if want := fmt.Sprintf("search: %d matching lines in 61 files for text \"needle\" (61 files searched)\n", total); !strings.HasPrefix(out, want) {
+	if want := fmt.Sprintf("search: %d matching lines in 61 files for text `needle` (61 files searched)\n", total); !strings.HasPrefix(out, want) {
 		t.Fatalf("header:\n%s\nwant %q", out[:200], want)
 	}
 	groups := groupRE.FindAllStringSubmatch(out, -1)
@@ -118,5 +118,23 @@ func TestSearchCancelled(t *testing.T) {
 	_, err := e.callCtx(ctx, t, "search", map[string]any{"pattern": "x"})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}
+
+// TestSearchFoldMatchesRegexp checks the fast case-insensitive matcher
+// against (?i) regexp matching, including the non-ASCII folds of k and s.
+func TestSearchFoldMatchesRegexp(t *testing.T) {
+	lines := []string{"Hello World", "HELLO", "hello", "hELLo there", "help", "Kelvin \u212a", "long \u017f", "ASK", "ask", "A\u212aK", "caf\xe9 HELLO", ""}
+	for _, pat := range []string{"hello", "HeLLo", "o w", "k", "sk", "ask", "1+1", "[x]"} {
+		re := regexp.MustCompile("(?i)" + regexp.QuoteMeta(pat))
+		m, err := compileMatcher(searchArgs{Pattern: pat, IgnoreCase: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lines {
+			if got, want := m.line([]byte(l)), re.MatchString(l); got != want {
+				t.Errorf("pattern %q, line %q: matched %v, regexp says %v", pat, l, got, want)
+			}
+		}
 	}
 }
