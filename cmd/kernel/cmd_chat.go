@@ -50,6 +50,9 @@ func cmdChat(ctx context.Context, args []string, env *cliEnv) error {
 		return err
 	}
 	defer a.Close()
+	if err := a.openStore(false); err != nil {
+		return err
+	}
 	prov, err := a.provider()
 	if err != nil {
 		return err

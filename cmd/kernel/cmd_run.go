@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -39,40 +38,9 @@ func cmdRun(ctx context.Context, args []string, env *cliEnv) error {
 		fs.Usage()
 		return exitError{code: 2, msg: "run needs a prompt (or - to read it from stdin)"}
 	}
-	cfg, err := cf.load()
-	if err != nil {
-		return err
-	}
-	a, err := newApp(ctx, cfg, env.stderr)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	prov, err := a.provider()
-	if err != nil {
-		return err
-	}
-	var ev io.Writer
-	switch *events {
-	case "":
-	case "-":
-		ev = env.stderr
-	default:
-		f, err := os.Create(*events)
-		if err != nil {
-			return fmt.Errorf("--events: %w", err)
-		}
-		defer f.Close()
-		ev = f
-	}
-	r := newRenderer(env, *quiet, ev)
-	k, err := a.kernel(prov, r.event)
-	if err != nil {
-		return err
-	}
-	res, err := k.Run(ctx, *session, prompt)
-	r.endLine()
-	return runOutcome(res, err)
+	return withKernel(ctx, &cf, env, *events, *quiet, func(k *kernel.Kernel) (*kernel.RunResult, error) {
+		return k.Run(ctx, *session, prompt)
+	})
 }
 
 // runOutcome maps a run's end to the exit status: 0 for completed,

@@ -39,6 +39,8 @@ type Config struct {
 	// file's, or the working directory without one.
 	dir  string
 	file string
+	// storeDir is --store, which wins over store.dir.
+	storeDir string
 }
 
 // ModelConfig selects and prices the model.

@@ -19,6 +19,7 @@ type commonFlags struct {
 	provider  string
 	script    string
 	timeout   time.Duration
+	store     string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -31,6 +32,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.provider, "provider", "", "model provider: openai or scripted (model.provider)")
 	fs.StringVar(&c.script, "script", "", "script `FILE` for the scripted provider (model.script)")
 	fs.DurationVar(&c.timeout, "model-timeout", 0, "deadline of one model call (model.timeout)")
+	fs.StringVar(&c.store, "store", "", "session store `DIR` (store.dir; default $XDG_DATA_HOME/agentkernel)")
 }
 
 // load reads the configuration and applies the flags over it. Flag paths
@@ -57,6 +59,9 @@ func (c *commonFlags) load() (*Config, error) {
 		if c.provider == "" {
 			cfg.Model.Provider = "scripted"
 		}
+	}
+	if c.store != "" {
+		cfg.storeDir = absPath(c.store)
 	}
 	if c.maxTurns < 0 {
 		return nil, fmt.Errorf("--max-turns must be positive, got %d", c.maxTurns)

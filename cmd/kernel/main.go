@@ -57,6 +57,9 @@ func commands() []command {
 	return []command{
 		{"run", "run one prompt to a final answer", cmdRun},
 		{"chat", "talk to the agent interactively", cmdChat},
+		{"sessions", "list, show, export, import and remove sessions", cmdSessions},
+		{"approve", "approve a session's pending tool call and continue", cmdResolve(true)},
+		{"reject", "reject a session's pending tool call", cmdResolve(false)},
 		{"tools", "list the tools the model can call", cmdTools},
 		{"version", "print the version", cmdVersion},
 	}

@@ -21,7 +21,15 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// Sessions go to a private store, never the user's.
+	dir, err := os.MkdirTemp("", "kernel-test-data")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_DATA_HOME", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // cli runs the CLI in-process and returns stdout, stderr and the error.

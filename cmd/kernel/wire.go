@@ -12,7 +12,6 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
-	"github.com/agentkernel/agentkernel/kernel/store/memory"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 )
 
@@ -31,14 +30,61 @@ type app struct {
 // newApp builds everything but the provider and the kernel: the registry of
 // tools, the store, the policy and the hooks.
 func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
-	a := &app{cfg: cfg, tools: kernel.NewRegistry()}
-	a.log = hclog.New(&hclog.LoggerOptions{Name: "kernel", Output: stderr, Level: hclog.LevelFromString(envOr("KERNEL_LOG", "warn"))})
+	a := &app{cfg: cfg, tools: kernel.NewRegistry(), log: newLogger(stderr)}
 	if err := a.loadTools(ctx); err != nil {
 		a.Close()
 		return nil, err
 	}
-	a.store = memory.New()
 	return a, nil
+}
+
+// newLogger is the CLI's logger: warnings and errors on stderr, more with
+// KERNEL_LOG=debug.
+func newLogger(stderr io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "kernel", Output: stderr, Level: hclog.LevelFromString(envOr("KERNEL_LOG", "warn"))})
+}
+
+// withKernel builds the whole kernel from the flags (tools, store opened
+// for writing, provider, renderer), calls fn, and maps the outcome to the
+// exit status.
+func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string, quiet bool, fn func(*kernel.Kernel) (*kernel.RunResult, error)) error {
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	a, err := newApp(ctx, cfg, env.stderr)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := a.openStore(false); err != nil {
+		return err
+	}
+	prov, err := a.provider()
+	if err != nil {
+		return err
+	}
+	var ev io.Writer
+	switch events {
+	case "":
+	case "-":
+		ev = env.stderr
+	default:
+		f, err := os.Create(events)
+		if err != nil {
+			return fmt.Errorf("--events: %w", err)
+		}
+		defer f.Close()
+		ev = f
+	}
+	r := newRenderer(env, quiet, ev)
+	k, err := a.kernel(prov, r.event)
+	if err != nil {
+		return err
+	}
+	res, err := fn(k)
+	r.endLine()
+	return runOutcome(res, err)
 }
 
 func (a *app) loadTools(_ context.Context) error {

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/badger"
+)
+
+const sessionsUsage = `Usage: kernel sessions SUBCOMMAND [flags]
+
+  ls                      list sessions: id, updated, status, turns, cost, title
+  show ID [--full]        a readable transcript (tool results folded unless --full)
+  export ID [-o FILE]     the session as JSONL (schemas/session-export.schema.json)
+  import FILE             add an exported session (- reads stdin)
+  rm ID...                delete sessions
+  gc --older-than AGE     delete sessions not updated for AGE (30d, 12h, 90m)
+
+Flags: --config FILE, --store DIR`
+
+func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(env.stdout, sessionsUsage)
+		return nil
+	}
+	sub, args := args[0], args[1:]
+	fs := newFlagSet("sessions "+sub, "", env.stderr)
+	var cf commonFlags
+	cf.register(fs)
+	full := fs.Bool("full", false, "show: print tool results and arguments in full")
+	out := fs.String("o", "", "export: write to `FILE` instead of stdout")
+	olderThan := fs.String("older-than", "", "gc: delete sessions not updated for this `AGE` (e.g. 30d)")
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return exitError{code: 2}
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	a := &app{cfg: cfg}
+	a.log = newLogger(env.stderr)
+	readOnly := sub == "ls" || sub == "show" || sub == "export"
+	if err := a.openStore(readOnly); err != nil {
+		return err
+	}
+	defer a.Close()
+	need := func(n int, what string) error {
+		if len(pos) < n {
+			return exitError{code: 2, msg: "sessions " + sub + " needs " + what}
+		}
+		return nil
+	}
+	switch sub {
+	case "ls":
+		list, err := a.store.List(ctx)
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			fmt.Fprintln(env.stderr, "no sessions yet")
+			return nil
+		}
+		writeSessionTable(env.stdout, list, "")
+		return nil
+	case "show":
+		if err := need(1, "a session id"); err != nil {
+			return err
+		}
+		s, err := a.store.Load(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		writeTranscript(env.stdout, s, *full)
+		return nil
+	case "export":
+		if err := need(1, "a session id"); err != nil {
+			return err
+		}
+		bs, ok := a.store.(*badger.Store)
+		if !ok {
+			return errors.New("export needs the badger store")
+		}
+		w := env.stdout
+		if *out != "" {
+			f, err := os.Create(*out)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			w = f
+		}
+		return bs.Export(ctx, pos[0], w)
+	case "import":
+		if err := need(1, "a file (- for stdin)"); err != nil {
+			return err
+		}
+		bs, ok := a.store.(*badger.Store)
+		if !ok {
+			return errors.New("import needs the badger store")
+		}
+		var r io.Reader = env.stdin
+		if pos[0] != "-" {
+			f, err := os.Open(pos[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			r = f
+		}
+		id, err := bs.Import(ctx, r)
+		if err != nil {
+			return fmt.Errorf("import %s: %w", pos[0], err)
+		}
+		fmt.Fprintln(env.stdout, id)
+		return nil
+	case "rm":
+		if err := need(1, "one or more session ids"); err != nil {
+			return err
+		}
+		d, ok := a.store.(kernel.SessionDeleter)
+		if !ok {
+			return errors.New("this store cannot delete sessions")
+		}
+		var errs []error
+		for _, id := range pos {
+			if err := d.Delete(ctx, id); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			fmt.Fprintln(env.stdout, "removed", id)
+		}
+		return errors.Join(errs...)
+	case "gc":
+		if *olderThan == "" {
+			return exitError{code: 2, msg: "sessions gc needs --older-than AGE (e.g. 30d)"}
+		}
+		age, err := badger.ParseAge(*olderThan)
+		if err != nil {
+			return fmt.Errorf("--older-than: %w", err)
+		}
+		bs, ok := a.store.(*badger.Store)
+		if !ok {
+			return errors.New("gc needs the badger store")
+		}
+		removed, err := bs.GC(ctx, age)
+		for _, id := range removed {
+			fmt.Fprintln(env.stdout, "removed", id)
+		}
+		if err == nil {
+			fmt.Fprintf(env.stderr, "%d sessions older than %s removed\n", len(removed), *olderThan)
+		}
+		return err
+	}
+	fmt.Fprintln(env.stderr, sessionsUsage)
+	return exitError{code: 2, msg: fmt.Sprintf("unknown sessions subcommand %q", sub)}
+}
+
+// writeTranscript prints a session for a person: each message numbered,
+// tool results folded to one line unless full.
+func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
+	m := s.Meta
+	fmt.Fprintf(w, "session %s · %q · %s · model %s\n", m.ID, m.Title, m.Status, m.Model)
+	fmt.Fprintf(w, "created %s · updated %s · %d runs · %d turns · %d in / %d out tokens · $%.4f\n\n",
+		m.Created.Local().Format(time.DateTime), m.Updated.Local().Format(time.DateTime), m.Runs, m.Turns,
+		m.Usage.InputTokens, m.Usage.OutputTokens, m.CostUSD)
+	width := 100
+	if full {
+		width = 1 << 30
+	}
+	for _, msg := range s.Messages {
+		switch msg.Role {
+		case kernel.RoleUser:
+			fmt.Fprintf(w, "[%d] user\n%s\n\n", msg.Seq, indent(msg.Content))
+		case kernel.RoleAssistant:
+			fmt.Fprintf(w, "[%d] assistant\n", msg.Seq)
+			if msg.Content != "" {
+				fmt.Fprintln(w, indent(msg.Content))
+			}
+			for _, c := range msg.ToolCalls {
+				fmt.Fprintf(w, "    → %s %s\n", c.Name, clip(c.Arguments, width))
+			}
+			fmt.Fprintln(w)
+		case kernel.RoleTool:
+			mark := "✓"
+			if msg.IsError {
+				mark = "✗"
+			}
+			if full {
+				fmt.Fprintf(w, "[%d] %s %s\n%s\n\n", msg.Seq, mark, msg.ToolName, indent(msg.Content))
+			} else {
+				fmt.Fprintf(w, "[%d] %s %s · %s · %s\n", msg.Seq, mark, msg.ToolName, fmtBytes(len(msg.Content)), clip(msg.Content, 70))
+			}
+		}
+	}
+	if s.Pending != nil {
+		p := s.Pending
+		fmt.Fprintf(w, "\nwaiting for approval: %s %s — %s\n  kernel approve %s    kernel reject %s\n", p.Call.Name, clip(string(p.Args), width), p.Message, m.ID, m.ID)
+	}
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/badger"
+	"github.com/agentkernel/agentkernel/kernel/store/memory"
+)
+
+// StoreConfig is the store section of kernel.yaml.
+type StoreConfig struct {
+	// Kind is badger (default: sessions on disk) or memory (gone at exit).
+	Kind string `yaml:"kind"`
+	// Dir is the Badger directory (default $XDG_DATA_HOME/agentkernel).
+	Dir            string `yaml:"dir"`
+	badger.Options `yaml:",inline"`
+}
+
+func (cfg *Config) storeConfig() (StoreConfig, error) {
+	var sc StoreConfig
+	if err := decodeNode(&cfg.Store, &sc); err != nil {
+		return sc, &ConfigError{File: cfg.source(), Field: "store", Msg: err.Error()}
+	}
+	if cfg.storeDir != "" {
+		sc.Dir = cfg.storeDir
+	}
+	if sc.Dir == "" {
+		d, err := badger.DefaultDir()
+		if err != nil {
+			return sc, fmt.Errorf("find the default session store: %w (set store.dir or --store)", err)
+		}
+		sc.Dir = d
+	} else {
+		sc.Dir = cfg.path(sc.Dir)
+	}
+	return sc, nil
+}
+
+// openStore opens the configured store, read-only when asked (the
+// sessions commands), and registers its Close with the app.
+func (a *app) openStore(readOnly bool) error {
+	sc, err := a.cfg.storeConfig()
+	if err != nil {
+		return err
+	}
+	if sc.Kind == "memory" {
+		a.store = memory.New()
+		return nil
+	}
+	sc.Options.ReadOnly = readOnly
+	sc.Options.Logger = a.log.Named("store")
+	s, err := badger.Open(sc.Dir, sc.Options)
+	if err != nil {
+		return err
+	}
+	a.store = s
+	a.closers = append(a.closers, s.Close)
+	return nil
+}
+
+// decodeNode decodes a YAML node that may be empty (absent).
+func decodeNode(n *yaml.Node, v any) error {
+	if n == nil || n.Kind == 0 {
+		return nil
+	}
+	return n.Decode(v)
+}
+
+var _ kernel.Store = (*badger.Store)(nil)
