@@ -21,7 +21,7 @@ func BuiltinSpecs() []kernel.ToolSpec {
 		mk("list_dir", kernel.TierReadOnly, []string{"fs", "read"}, pathOnly),
 		mk("search", kernel.TierReadOnly, []string{"fs", "read", "search"}, `{"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"}}}`),
 		mk("write_file", kernel.TierSideEffecting, []string{"fs", "write"}, `{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}}}`),
-		mk("edit_file", kernel.TierSideEffecting, []string{"fs", "write"}, `{"type":"object","properties":{"path":{"type":"string"},"old":{"type":"string"},"new":{"type":"string"}}}`),
+		mk("edit_file", kernel.TierSideEffecting, []string{"fs", "write", "edit"}, `{"type":"object","properties":{"path":{"type":"string"},"old":{"type":"string"},"new":{"type":"string"}}}`),
 		mk("run_command", kernel.TierPrivileged, []string{"exec"}, `{"type":"object","properties":{"argv":{"type":"array","items":{"type":"string"}},"timeout_seconds":{"type":"integer"}}}`),
 	}
 }

@@ -113,7 +113,11 @@ func (c *compiler) compileSrc(src string, want resultKind, upto int) (prog *vm.P
 
 func (c *compiler) report(e exprSrc, where string, err exprError) {
 	at := exprPos(c.ps.lines, e, err.offset)
-	c.ps.at(StageCompile, at, where, "%s", err.msg)
+	msg := err.msg
+	if e.Comment != "" && e.Style == 0 {
+		msg += fmt.Sprintf(" (YAML read %q as a comment and cut the expression there: write the expression as a block scalar, when: >-, or quote it)", e.Comment)
+	}
+	c.ps.at(StageCompile, at, where, "%s", msg)
 }
 
 // inliner replaces v.<name> with the var's expression and budget.<name>
@@ -211,11 +215,11 @@ func (c *compiler) varNames(upto int) string {
 
 // envNames maps the env's Go types to the names an author writes.
 var envNames = map[string]reflect.Type{
-	"the environment": reflect.TypeFor[Env](),
-	"session":         reflect.TypeFor[SessionEnv](),
-	"turn":            reflect.TypeFor[TurnEnv](),
-	"tool":            reflect.TypeFor[ToolEnv](),
-	"call":            reflect.TypeFor[CallEnv](),
+	"the environment":    reflect.TypeFor[Env](),
+	"session":            reflect.TypeFor[SessionEnv](),
+	"turn":               reflect.TypeFor[TurnEnv](),
+	"tool":               reflect.TypeFor[ToolEnv](),
+	"call":               reflect.TypeFor[CallEnv](),
 	"a turn.calls entry": reflect.TypeFor[CallOutcome](),
 }
 
@@ -301,11 +305,17 @@ func exprPos(lines []string, e exprSrc, off int) pos {
 		for len(segs) > 0 && segs[0].n == 0 {
 			segs = segs[1:]
 		}
+	case yaml.DoubleQuotedStyle, yaml.SingleQuotedStyle:
+		// Walk the quoted text, skipping escapes, as far as the first line
+		// goes; quoted expressions over several lines are rare.
+		first := []rune(lines[e.At.Line-1])
+		i := e.At.Col // the rune after the opening quote (0-based)
+		for n := 0; n < off && i < len(first); n++ {
+			i += quotedWidth(first[i:], e.Style == yaml.DoubleQuotedStyle)
+		}
+		return pos{e.At.Line, i + 1}
 	default:
 		col := e.At.Col
-		if e.Style == yaml.DoubleQuotedStyle || e.Style == yaml.SingleQuotedStyle {
-			col++
-		}
 		first := lines[e.At.Line-1]
 		rest := 0
 		if i := runeIndex(first, col-1); i >= 0 {
@@ -339,4 +349,25 @@ func runeIndex(s string, n int) int {
 		return len(s)
 	}
 	return -1
+}
+
+// quotedWidth is how many runes of a quoted YAML scalar make its next
+// character: an escape (\n, \xNN, \uNNNN, \UNNNNNNNN) in double quotes, a
+// doubled quote in single quotes, or one rune.
+func quotedWidth(r []rune, double bool) int {
+	switch {
+	case double && r[0] == '\\' && len(r) > 1:
+		switch r[1] {
+		case 'x':
+			return min(4, len(r))
+		case 'u':
+			return min(6, len(r))
+		case 'U':
+			return min(10, len(r))
+		}
+		return 2
+	case !double && r[0] == '\'' && len(r) > 1 && r[1] == '\'':
+		return 2
+	}
+	return 1
 }

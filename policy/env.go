@@ -76,10 +76,10 @@ type TurnEnv struct {
 
 // CallOutcome is a finished call of the turn.
 type CallOutcome struct {
-	Tool string `expr:"tool"`
+	Tool string `expr:"tool" json:"tool"`
 	// Outcome is one of ok, error, denied, blocked, cancelled, deferred,
 	// awaiting_approval, rejected.
-	Outcome string `expr:"outcome"`
+	Outcome string `expr:"outcome" json:"outcome"`
 }
 
 // ToolEnv is the tool being decided on (a rule, a drop rule), or the zero

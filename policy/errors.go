@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -126,5 +127,9 @@ func (ps *problems) err() error {
 	if len(ps.list) == 0 {
 		return nil
 	}
+	sort.SliceStable(ps.list, func(i, j int) bool {
+		a, b := ps.list[i], ps.list[j]
+		return a.Line < b.Line || a.Line == b.Line && a.Col < b.Col
+	})
 	return &LoadError{File: ps.file, Problems: ps.list}
 }

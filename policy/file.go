@@ -44,12 +44,14 @@ type surfacesDoc struct {
 }
 
 type selectDoc struct {
+	At      pos     `yaml:"-"`
 	ID      str     `yaml:"id"`
 	When    exprSrc `yaml:"when"`
 	Surface str     `yaml:"surface"`
 }
 
 type dropDoc struct {
+	At          pos     `yaml:"-"`
 	ID          str     `yaml:"id"`
 	Description string  `yaml:"description"`
 	Tools       []str   `yaml:"tools"`
@@ -57,6 +59,7 @@ type dropDoc struct {
 }
 
 type ruleDoc struct {
+	At          pos     `yaml:"-"`
 	ID          str     `yaml:"id"`
 	Description string  `yaml:"description"`
 	Effect      str     `yaml:"effect"`
@@ -67,6 +70,7 @@ type ruleDoc struct {
 }
 
 type budgetDoc struct {
+	At          pos     `yaml:"-"`
 	ID          str     `yaml:"id"`
 	Description string  `yaml:"description"`
 	WarnWhen    exprSrc `yaml:"warn_when"`
@@ -300,6 +304,10 @@ func parseFile(ps *problems, src []byte) *fileDoc {
 	n := &root
 	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
 		n = n.Content[0]
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errAt(n, "", "a policy file is a mapping (name:, revision:, defaults:, rules:, ...), got %s", kindName(n))
+		return nil
 	}
 	d.decode(n, reflectValue(doc), "")
 	return doc

@@ -51,14 +51,14 @@ type SessionInput struct {
 
 // TurnInput sets the turn fields of the env.
 type TurnInput struct {
-	Number    int           `yaml:"number"`
-	Round     int           `yaml:"round"`
-	MaxRounds int           `yaml:"max_rounds"`
-	Prompt    string        `yaml:"prompt"`
-	TokensIn  int           `yaml:"tokens_in"`
-	TokensOut int           `yaml:"tokens_out"`
-	CostUSD   float64       `yaml:"cost_usd"`
-	Elapsed   time.Duration `yaml:"elapsed"`
+	Number    int                `yaml:"number"`
+	Round     int                `yaml:"round"`
+	MaxRounds int                `yaml:"max_rounds"`
+	Prompt    string             `yaml:"prompt"`
+	TokensIn  int                `yaml:"tokens_in"`
+	TokensOut int                `yaml:"tokens_out"`
+	CostUSD   float64            `yaml:"cost_usd"`
+	Elapsed   time.Duration      `yaml:"elapsed"`
 	Calls     []CallInputOutcome `yaml:"calls"`
 }
 

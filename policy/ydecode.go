@@ -28,12 +28,20 @@ type nodeDecoder interface {
 type ydec struct {
 	ps    *problems
 	depth int
+	// nodes counts the nodes decoded, aliases expanded: a document that
+	// refers to the same anchor over and over (a "billion laughs") stops
+	// at maxNodes instead of taking exponential time.
+	nodes    int
+	overflow bool
 }
+
+const maxNodes = 200_000
 
 var (
 	nodeDecoderType = reflect.TypeFor[nodeDecoder]()
 	timeType        = reflect.TypeFor[time.Time]()
 	durationType    = reflect.TypeFor[time.Duration]()
+	posType         = reflect.TypeFor[pos]()
 )
 
 const maxAliasDepth = 32
@@ -85,6 +93,14 @@ func (d *ydec) decode(n *yaml.Node, v reflect.Value, where string) {
 	if n == nil {
 		return
 	}
+	d.nodes++
+	if d.nodes > maxNodes {
+		if !d.overflow {
+			d.overflow = true
+			d.errAt(n, where, "the document expands to more than %d nodes (aliases referring to aliases?)", maxNodes)
+		}
+		return
+	}
 	d.depth++
 	defer func() { d.depth-- }()
 	if d.depth > 64 {
@@ -130,6 +146,10 @@ func (d *ydec) decode(n *yaml.Node, v reflect.Value, where string) {
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, c := range n.Content {
+			if c := d.resolve(c); c != nil && isNull(c) {
+				d.errAt(c, where, "item %d of the list is empty", i)
+				continue
+			}
 			d.decode(c, s.Index(i), where+"["+itoa(i)+"]")
 		}
 		v.Set(s)
@@ -196,6 +216,9 @@ func (d *ydec) decodeStruct(n *yaml.Node, v reflect.Value, where string) {
 		return
 	}
 	t := v.Type()
+	if f, ok := t.FieldByName("At"); ok && f.Type == posType {
+		v.FieldByIndex(f.Index).Set(reflect.ValueOf(posOf(n)))
+	}
 	fields := map[string]int{}
 	for i := range t.NumField() {
 		if tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
@@ -327,10 +350,13 @@ type exprSrc struct {
 	At    pos
 	Style yaml.Style
 	Set   bool
+	// Comment is a comment YAML found on the same line: in a plain scalar,
+	// " #" starts one, which silently cuts an expression short.
+	Comment string
 }
 
 func (e *exprSrc) decodeNode(d *ydec, n *yaml.Node, where string) {
-	e.At, e.Style = posOf(n), n.Style
+	e.At, e.Style, e.Comment = posOf(n), n.Style, n.LineComment
 	if isNull(n) {
 		return
 	}

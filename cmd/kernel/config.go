@@ -41,6 +41,8 @@ type Config struct {
 	file string
 	// storeDir is --store, which wins over store.dir.
 	storeDir string
+	// policyFile is --policy, which wins over policy.file.
+	policyFile string
 }
 
 // ModelConfig selects and prices the model.

@@ -20,6 +20,7 @@ type commonFlags struct {
 	script    string
 	timeout   time.Duration
 	store     string
+	policy    string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -32,6 +33,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.provider, "provider", "", "model provider: openai or scripted (model.provider)")
 	fs.StringVar(&c.script, "script", "", "script `FILE` for the scripted provider (model.script)")
 	fs.DurationVar(&c.timeout, "model-timeout", 0, "deadline of one model call (model.timeout)")
+	fs.StringVar(&c.policy, "policy", "", "policy `FILE` (policy.file; see docs/policy.md)")
 	fs.StringVar(&c.store, "store", "", "session store `DIR` (store.dir; default $XDG_DATA_HOME/agentkernel)")
 }
 
@@ -59,6 +61,9 @@ func (c *commonFlags) load() (*Config, error) {
 		if c.provider == "" {
 			cfg.Model.Provider = "scripted"
 		}
+	}
+	if c.policy != "" {
+		cfg.policyFile = absPath(c.policy)
 	}
 	if c.store != "" {
 		cfg.storeDir = absPath(c.store)

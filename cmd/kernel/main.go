@@ -58,6 +58,7 @@ func commands() []command {
 		{"run", "run one prompt to a final answer", cmdRun},
 		{"chat", "talk to the agent interactively", cmdChat},
 		{"sessions", "list, show, export, import and remove sessions", cmdSessions},
+		{"policy", "check, test, explain and replay policies", cmdPolicy},
 		{"approve", "approve a session's pending tool call and continue", cmdResolve(true)},
 		{"reject", "reject a session's pending tool call", cmdResolve(false)},
 		{"tools", "list the tools the model can call", cmdTools},

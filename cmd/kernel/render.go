@@ -22,6 +22,7 @@ type renderer struct {
 	midLine        bool // stdout holds a partial line
 	wroteAnswer    bool
 
+	mu                 sync.Mutex
 	spin               bool // show a spinner while the model thinks
 	spinMu             sync.Mutex
 	spinShow           bool
@@ -68,6 +69,8 @@ func (r *renderer) endLine() {
 }
 
 func (r *renderer) event(e kernel.Event) {
+	r.mu.Lock() // the kernel serialises its events, but a policy reload comes from elsewhere
+	defer r.mu.Unlock()
 	if r.spin {
 		r.hideSpinner()
 		defer func() {

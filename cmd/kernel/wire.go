@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -25,6 +26,12 @@ type app struct {
 	policy  kernel.Policy
 	hooks   []kernel.Hook
 	closers []func() error
+
+	// sink receives events from outside the kernel (policy reloads); it is
+	// the kernel's OnEvent once the kernel exists.
+	sinkMu sync.Mutex
+	sink   func(kernel.Event)
+	scrub  func(string) string
 }
 
 // newApp builds everything but the provider and the kernel: the registry of
@@ -32,6 +39,10 @@ type app struct {
 func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
 	a := &app{cfg: cfg, tools: kernel.NewRegistry(), log: newLogger(stderr)}
 	if err := a.loadTools(ctx); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if err := a.loadPolicy(); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -122,6 +133,9 @@ func (a *app) provider() (kernel.Provider, error) {
 
 // kernel builds the kernel around prov, sending events to onEvent.
 func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.Kernel, error) {
+	a.sinkMu.Lock()
+	a.sink = onEvent
+	a.sinkMu.Unlock()
 	return kernel.New(kernel.Config{
 		Provider:      prov,
 		Store:         a.store,
@@ -138,6 +152,15 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		ApprovalTTL:   a.cfg.Limits.ApprovalTTL,
 		OnEvent:       onEvent,
 	})
+}
+
+// redact is what scrubs argument values in logs: the credential scrubber
+// once the hooks are configured, otherwise nothing is logged verbatim.
+func (a *app) redact(s string) string {
+	if a.scrub != nil {
+		return a.scrub(s)
+	}
+	return "[not logged]"
 }
 
 // Close releases everything the app opened, last opened first.

@@ -288,6 +288,13 @@ func (a *accumulator) addUsage(c *oa.ChatCompletionChunk, line int) error {
 
 // response is the assembled response, after [DONE].
 func (a *accumulator) response() (kernel.Response, error) {
+	if a.chunks == 0 {
+		return kernel.Response{}, malformed(0, "the stream ended with [DONE] before any chunk")
+	}
+	if a.finish == "error" { // OpenRouter: the upstream failed mid-way, without an error member
+		return kernel.Response{}, &kernel.ProviderError{Provider: Name, Code: "stream_error", Retryable: true,
+			Message: fmt.Sprintf("the server ended the response with finish_reason \"error\" after %d chunks", a.chunks)}
+	}
 	msg := kernel.Message{
 		Role:      kernel.RoleAssistant,
 		Content:   a.text.String(),

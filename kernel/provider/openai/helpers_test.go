@@ -23,7 +23,7 @@ const hangLimit = 10 * time.Second
 
 // result is what one Stream call produced, as the golden files record it.
 type result struct {
-	Deltas   []goldenDelta  `json:"deltas"`
+	Deltas   []goldenDelta   `json:"deltas"`
 	Response kernel.Response `json:"response"`
 }
 

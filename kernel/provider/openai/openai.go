@@ -184,7 +184,11 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 	}
 	resp, err := readStream(ctx, res.Body, newAccumulator(names, emit), onLine)
 	if err != nil {
-		return kernel.Response{}, p.failure(parent, ctx, err, "read stream")
+		pe := p.failure(parent, ctx, err, "read stream")
+		if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); errors.Is(pe, ErrStreamCut) && mt != "text/event-stream" {
+			pe.Message += fmt.Sprintf(" (the response's Content-Type is %q, not text/event-stream: is base_url an OpenAI-compatible API?)", res.Header.Get("Content-Type"))
+		}
+		return kernel.Response{}, pe
 	}
 	return resp, nil
 }
@@ -247,7 +251,11 @@ func statusMiddleware(req *http.Request, next option.MiddlewareNext) (*http.Resp
 func (p *Provider) failure(parent, ctx context.Context, err error, what string) *kernel.ProviderError {
 	// The context comes first: a cancelled read also looks like a cut stream.
 	if perr := parent.Err(); perr != nil {
-		return &kernel.ProviderError{Provider: Name, Code: "cancelled", Message: what + ": " + perr.Error(), Err: perr}
+		code := "cancelled"
+		if errors.Is(perr, context.DeadlineExceeded) {
+			code = "deadline_exceeded"
+		}
+		return &kernel.ProviderError{Provider: Name, Code: code, Message: what + ": " + perr.Error(), Err: perr}
 	}
 	if errors.Is(context.Cause(ctx), errIdle) {
 		return &kernel.ProviderError{Provider: Name, Code: "stream_idle", Retryable: true,

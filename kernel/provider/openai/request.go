@@ -109,23 +109,24 @@ func assistantMessage(m kernel.Message) oa.ChatCompletionMessageParamUnion {
 	return oa.ChatCompletionMessageParamUnion{OfAssistant: &a}
 }
 
-// parameters decodes a tool's JSON Schema for the function's "parameters".
-// Numbers stay json.Number so that they are sent back exactly as written.
+// parameters turns a tool's JSON Schema into the function's "parameters".
+// Each member stays raw JSON, so the schema goes out exactly as written
+// (openai-go would send a json.Number as a string, and float64 loses
+// precision).
 func parameters(schema json.RawMessage) (shared.FunctionParameters, error) {
 	if len(bytes.TrimSpace(schema)) == 0 {
 		return shared.FunctionParameters{"type": "object", "properties": map[string]any{}}, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(schema))
-	dec.UseNumber()
-	var v map[string]any
-	if err := dec.Decode(&v); err != nil {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(schema, &members); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %w", err)
 	}
-	if v == nil {
+	if members == nil {
 		return nil, errors.New("not a JSON object: null")
 	}
-	if dec.More() {
-		return nil, errors.New("trailing data after the JSON object")
+	params := make(shared.FunctionParameters, len(members))
+	for k, v := range members {
+		params[k] = v
 	}
-	return shared.FunctionParameters(v), nil
+	return params, nil
 }

@@ -64,12 +64,14 @@ func (s *sseReader) next() (sseEvent, error) {
 			return sseEvent{}, err
 		}
 		if len(ln) == 0 { // a blank line dispatches the event
-			if hasData {
+			if len(s.data) > 0 {
 				ev.data = s.data
 				s.events++
 				return ev, nil
 			}
-			ev.name = ""
+			// An event without data is not dispatched (SSE spec).
+			ev, hasData = sseEvent{}, false
+			s.data = s.data[:0]
 			continue
 		}
 		if ln[0] == ':' {

@@ -2,13 +2,15 @@ package openai
 
 import (
 	"context"
-	"io"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,6 +210,7 @@ func TestStreamErrorEvents(t *testing.T) {
 		{"openrouter chunk", string(readFile(t, "error_midstream.sse")), "502", "upstream connection reset", true},
 		{"error event", "event: error\ndata: {\"error\":{\"message\":\"overloaded\",\"type\":\"overloaded_error\"}}\n\n", "overloaded_error", "overloaded", true},
 		{"bad request mid-stream", "data: {\"error\":{\"message\":\"prompt too long\",\"type\":\"invalid_request_error\",\"code\":\"context_length_exceeded\"}}\n\n", "context_length_exceeded", "prompt too long", false},
+		{"finish_reason error", "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hal\"},\"finish_reason\":null}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"error\"}]}\n\ndata: [DONE]\n\n", "stream_error", `finish_reason "error" after 2 chunks`, true},
 		{"json instead of a stream", "", "invalid_request_error", "stream is not supported", false},
 	}
 	for _, tt := range tests {
@@ -263,6 +266,7 @@ func TestStreamMalformed(t *testing.T) {
 		{"usage not an object", pre + `data: {"choices":[],"usage":"lots"}` + "\n\n", "usage must be an object"},
 		{"usage negative", pre + `data: {"choices":[],"usage":{"prompt_tokens":-1,"completion_tokens":1}}` + "\n\n", "usage.prompt_tokens is negative"},
 		{"call without a name", pre + chunk(`{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","function":{"arguments":"{}"}}]}}`) + "data: [DONE]\n\n", `tool call 0 (id "call_1") never got a function name`},
+		{"done before any chunk", ": hi\n\ndata: [DONE]\n\n", "malformed stream: the stream ended with [DONE] before any chunk"},
 		{"line too long", pre + "data: " + strings.Repeat("x", maxLine+10) + "\n\n", "line 3 of the event stream is longer than"},
 	}
 	for _, tt := range tests {
@@ -351,6 +355,20 @@ func TestStreamCut(t *testing.T) {
 		}
 	})
 
+	t.Run("not an event stream", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, "<html><body>Welcome to the hotel wifi</body></html>")
+		}))
+		defer srv.Close()
+		p := localProvider(t, srv.URL+"/v1", Config{})
+		_, err := stream(t, context.Background(), p, userRequest("hi", nil), nil)
+		pe := providerError(t, err)
+		if !errors.Is(err, ErrStreamCut) || !strings.Contains(pe.Message, `Content-Type is "text/html"`) {
+			t.Errorf("got %v", err)
+		}
+	})
+
 	t.Run("connection refused", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -365,6 +383,30 @@ func TestStreamCut(t *testing.T) {
 			t.Errorf("got %v (code %q retryable %v), want a retryable connection error naming %s", err, pe.Code, pe.Retryable, addr)
 		}
 	})
+}
+
+// TestStreamDeadline checks that the caller's deadline ends a stalled stream.
+func TestStreamDeadline(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(readFile(t, "text.sse")[:600])
+		http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	p := localProvider(t, srv.URL+"/v1", Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := stream(t, ctx, p, userRequest("hi", nil), nil)
+	pe := providerError(t, err)
+	if !errors.Is(err, context.DeadlineExceeded) || pe.Code != "deadline_exceeded" || pe.Retryable {
+		t.Errorf("got %v (code %q retryable %v)", err, pe.Code, pe.Retryable)
+	}
 }
 
 // TestStreamCancel checks that cancelling ctx aborts a stream promptly,
@@ -414,5 +456,43 @@ func TestStreamCancel(t *testing.T) {
 				t.Fatal("the server's request never ended: the connection was not closed")
 			}
 		})
+	}
+}
+
+// TestStreamConcurrent hammers one Provider from several goroutines under
+// -race: a Provider is shared by every run of a kernel.
+func TestStreamConcurrent(t *testing.T) {
+	const workers, each = 8, 4
+	sse := string(readFile(t, "parallel_tool_calls.sse"))
+	steps := make([]openaitest.Step, workers*each)
+	for i := range steps {
+		steps[i] = openaitest.Raw(sse)
+	}
+	srv := openaitest.NewServer(t, steps...)
+	p := localProvider(t, srv.URL(), Config{IdleTimeout: time.Minute})
+	errs := make(chan error, workers*each)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				resp, err := p.Stream(context.Background(), userRequest("hi", offered), nil)
+				if err == nil && (len(resp.Message.ToolCalls) != 2 || resp.Message.ToolCalls[1].Name != "web.search") {
+					err = fmt.Errorf("wrong response %+v", resp.Message)
+				}
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if srv.Remaining() != 0 {
+		t.Errorf("%d steps not served", srv.Remaining())
 	}
 }

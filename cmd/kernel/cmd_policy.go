@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/policy"
+)
+
+const policyUsage = `Usage: kernel policy SUBCOMMAND [flags]
+
+  check FILE                      parse, compile and lint a policy
+  test [-v] FILE...               run the policies' own tests (exit 1 on failure)
+  explain FILE --input CASE.yaml  show how every rule evaluates for one input
+  replay FILE --session ID        re-decide a stored session's tool calls under FILE
+
+With --config, tool names are checked against the configured tools;
+without it, against the built-in tools. See docs/policy.md.`
+
+func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(env.stdout, policyUsage)
+		return nil
+	}
+	sub, args := args[0], args[1:]
+	fs := newFlagSet("policy "+sub, "FILE", env.stderr)
+	var cf commonFlags
+	cf.register(fs)
+	verbose := fs.Bool("v", false, "test: list every test, not only failures")
+	input := fs.String("input", "", "explain: the input case `FILE` (YAML)")
+	session := fs.String("session", "", "replay: the stored session `ID`")
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return exitError{code: 2}
+	}
+	if len(pos) == 0 {
+		return exitError{code: 2, msg: "policy " + sub + " needs a policy file"}
+	}
+	// The tools a policy is linted against: the configured ones with
+	// --config, else the built-ins.
+	var specs []kernel.ToolSpec
+	var a *app
+	if cf.config != "" || sub == "replay" {
+		cfg, err := cf.load()
+		if err != nil {
+			return err
+		}
+		a, err = newApp(ctx, cfg, env.stderr)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		specs = a.tools.Specs()
+	}
+	opts := policy.Options{Tools: specs}
+	if specs == nil {
+		opts.Tools = policy.BuiltinSpecs()
+	}
+	switch sub {
+	case "check":
+		var errs []error
+		for _, f := range pos {
+			if err := policy.CheckFile(f, opts); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			fmt.Fprintf(env.stdout, "ok  %s\n", f)
+		}
+		if len(errs) > 0 {
+			return exitError{code: 1, msg: errors.Join(errs...).Error()}
+		}
+		return nil
+	case "test":
+		if !policy.TestFiles(env.stdout, pos, opts, *verbose) {
+			return exitError{code: 1}
+		}
+		return nil
+	case "explain":
+		if *input == "" {
+			return exitError{code: 2, msg: "policy explain needs --input CASE.yaml"}
+		}
+		p, err := policy.CompileFile(pos[0], opts)
+		if err != nil {
+			return err
+		}
+		in, err := policy.ReadInput(*input)
+		if err != nil {
+			return err
+		}
+		ex, err := p.Explain(in)
+		if err != nil {
+			return err
+		}
+		return ex.Format(env.stdout)
+	case "replay":
+		if *session == "" {
+			return exitError{code: 2, msg: "policy replay needs --session ID"}
+		}
+		p, err := policy.CompileFile(pos[0], opts)
+		if err != nil {
+			return err
+		}
+		if err := a.openStore(true); err != nil {
+			return err
+		}
+		sess, err := a.store.Load(ctx, *session)
+		if err != nil {
+			return err
+		}
+		rep, err := policy.Replay(ctx, p, sess, specs)
+		if err != nil {
+			return err
+		}
+		return rep.Format(env.stdout)
+	}
+	fmt.Fprintln(env.stderr, policyUsage)
+	return exitError{code: 2, msg: fmt.Sprintf("unknown policy subcommand %q", sub)}
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/policy"
+)
+
+// PolicyConfig is the policy section of kernel.yaml.
+type PolicyConfig struct {
+	// File is the policy (see docs/policy.md); none means allow everything.
+	File string `yaml:"file"`
+	// Watch reloads the policy when the file changes (default true). SIGHUP
+	// reloads it either way.
+	Watch *bool `yaml:"watch"`
+	// DecisionLog appends every decision as a JSON line, with argument
+	// values redacted by the credential scrubber.
+	DecisionLog string `yaml:"decision_log"`
+}
+
+func (cfg *Config) policyConfig() (PolicyConfig, error) {
+	var pc PolicyConfig
+	if err := decodeNode(&cfg.Policy, &pc); err != nil {
+		return pc, &ConfigError{File: cfg.source(), Field: "policy", Msg: err.Error()}
+	}
+	if cfg.policyFile != "" {
+		pc.File = cfg.policyFile
+	} else {
+		pc.File = cfg.path(pc.File)
+	}
+	pc.DecisionLog = cfg.path(pc.DecisionLog)
+	return pc, nil
+}
+
+// loadPolicy loads the configured policy (after the tools, whose names it
+// lints against), starts its watcher and a SIGHUP handler.
+func (a *app) loadPolicy() error {
+	pc, err := a.cfg.policyConfig()
+	if err != nil || pc.File == "" {
+		return err
+	}
+	opts := policy.Options{Tools: a.tools.Specs()}
+	if pc.DecisionLog != "" {
+		f, err := os.OpenFile(pc.DecisionLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("policy.decision_log: %w", err)
+		}
+		a.closers = append(a.closers, f.Close)
+		opts.Log = policy.NewDecisionLog(f, a.redact)
+	}
+	w, err := policy.NewWatcher(policy.WatcherConfig{Path: pc.File, Options: opts,
+		OnReload: func(e policy.ReloadEvent) { a.emit(e.Event()) }})
+	if err != nil {
+		return err
+	}
+	if pc.Watch == nil || *pc.Watch {
+		if err := w.Start(); err != nil {
+			return fmt.Errorf("watch policy %s: %w", pc.File, err)
+		}
+		a.closers = append(a.closers, w.Close)
+	}
+	a.policy = w
+	hup := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() { // owned: stopped and waited for by the closer below
+		defer close(exited)
+		for {
+			select {
+			case <-hup:
+				_ = w.Reload() // the reload event reports the outcome
+			case <-done:
+				return
+			}
+		}
+	}()
+	a.closers = append(a.closers, func() error {
+		signal.Stop(hup)
+		close(done)
+		<-exited
+		return nil
+	})
+	return nil
+}
+
+// emit sends an event that does not come from the kernel (a policy reload)
+// to the same place as the kernel's.
+func (a *app) emit(e kernel.Event) {
+	a.sinkMu.Lock()
+	sink := a.sink
+	a.sinkMu.Unlock()
+	if sink != nil {
+		sink(e)
+	}
+}

@@ -1,0 +1,330 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// build compiles a parsed file into a Policy, reporting compile and lint
+// problems (except test coverage, which needs the tests run).
+func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
+	p := &Policy{
+		name: doc.Name.V, revision: doc.Revision.V, sha: sha256Hex(src), file: ps.file,
+		lines: ps.lines, opts: opts, specs: newSpecSet(opts.Tools), defSet: -1, setIdx: map[string]int{},
+		tests: doc.Tests,
+	}
+	if !doc.Name.Set || strings.TrimSpace(doc.Name.V) == "" {
+		ps.add(StageSyntax, 0, 0, "", "name is required")
+	}
+	if !doc.Revision.Set || strings.TrimSpace(doc.Revision.V) == "" {
+		ps.add(StageSyntax, 0, 0, "", "revision is required (any string that changes with the file, e.g. \"2026-11-22.1\")")
+	}
+	switch doc.Defaults.ToolCall.V {
+	case "allow", "ask", "deny":
+		p.defEffect = kernel.Effect(doc.Defaults.ToolCall.V)
+	case "":
+		ps.add(StageSyntax, 0, 0, "", "defaults.tool_call is required: allow, ask or deny (what happens when no rule matches)")
+	default:
+		ps.at(StageSyntax, doc.Defaults.ToolCall.At, "defaults.tool_call", "must be allow, ask or deny, got %q", doc.Defaults.ToolCall.V)
+	}
+	switch doc.Defaults.Ask.V {
+	case "", "ask":
+	case "deny":
+		p.askDeny = true
+	default:
+		ps.at(StageSyntax, doc.Defaults.Ask.At, "defaults.ask", "must be ask or deny, got %q", doc.Defaults.Ask.V)
+	}
+
+	c := newCompiler(ps, doc)
+	p.comp = c
+	for i, v := range doc.Vars {
+		where := "vars." + v.Name.V
+		if !v.Expr.Set {
+			ps.at(StageSyntax, v.Name.At, where, "a var needs an expression")
+			continue
+		}
+		p.vars = append(p.vars, &varDef{name: v.Name.V, at: v.Name.At, prog: c.compile(v.Expr, where, wantAny, i)})
+	}
+
+	ids := map[string]pos{}
+	claim := func(id str, where string) {
+		if prev, dup := ids[id.V]; dup {
+			ps.at(StageLint, id.At, where, "duplicate id %q (first used at line %d); ids of rules, select and drop rules and budgets must be unique", id.V, prev.Line)
+			return
+		}
+		ids[id.V] = id.At
+	}
+	requireID := func(id str, at pos, where string) bool {
+		if !id.Set || strings.TrimSpace(id.V) == "" {
+			if at.Line > 0 { // else the item was not a mapping, already reported
+				ps.at(StageSyntax, at, where, "id is required")
+			}
+			return false
+		}
+		if strings.ContainsAny(id.V, " \t\n,") {
+			ps.at(StageSyntax, id.At, where, "id %q must not contain spaces or commas", id.V)
+		}
+		return true
+	}
+
+	p.buildSurfaces(ps, c, doc.Surfaces, claim, requireID)
+
+	for i, rd := range doc.Rules {
+		where := fmt.Sprintf("rules[%d]", i)
+		if rd.ID.Set {
+			where = fmt.Sprintf("rule %q", rd.ID.V)
+		}
+		if !requireID(rd.ID, rd.At, where) {
+			continue
+		}
+		claim(rd.ID, where)
+		r := &rule{id: rd.ID.V, at: rd.ID.At, index: len(p.rules)}
+		switch rd.Effect.V {
+		case "deny", "ask", "allow":
+			r.effect = kernel.Effect(rd.Effect.V)
+		case "":
+			ps.at(StageSyntax, rd.ID.At, where, "effect is required: deny, ask or allow")
+		default:
+			ps.at(StageSyntax, rd.Effect.At, where, "effect must be deny, ask or allow, got %q", rd.Effect.V)
+		}
+		switch rd.Mode.V {
+		case "", "enforce":
+		case "dryrun":
+			r.dryrun = true
+			if r.effect == kernel.EffectAllow {
+				ps.at(StageSyntax, rd.Mode.At, where, "mode: dryrun applies to deny and ask rules; an allow rule has nothing to report")
+			}
+		default:
+			ps.at(StageSyntax, rd.Mode.At, where, "mode must be enforce or dryrun, got %q", rd.Mode.V)
+		}
+		if rd.Tools != nil {
+			r.globs = p.globs(ps, rd.Tools, where+": tools")
+			if len(rd.Tools) == 0 {
+				ps.at(StageSyntax, rd.ID.At, where, "tools: is empty, so the rule applies to no tool; remove tools: to apply it to every tool")
+			}
+		}
+		if rd.When.Set {
+			r.when = c.compile(rd.When, where+": when", wantBool, len(doc.Vars))
+			if r.when != nil {
+				r.scope = analyze(r.when.prog.Node())
+			}
+		}
+		if rd.Message.Set {
+			r.message = c.compile(rd.Message, where+": message", wantString, len(doc.Vars))
+		}
+		p.rules = append(p.rules, r)
+	}
+
+	for i, bd := range doc.Budgets {
+		where := fmt.Sprintf("budgets[%d]", i)
+		if bd.ID.Set {
+			where = fmt.Sprintf("budget %q", bd.ID.V)
+		}
+		if !requireID(bd.ID, bd.At, where) {
+			continue
+		}
+		claim(bd.ID, where)
+		if bd.ID.V == "none" {
+			ps.at(StageSyntax, bd.ID.At, where, `"none" is reserved (a test's stop: none means no budget stops)`)
+		}
+		b := &budgetDef{id: bd.ID.V, at: bd.ID.At, wrapUp: bd.WrapUp}
+		if !bd.WarnWhen.Set && !bd.StopWhen.Set {
+			ps.at(StageSyntax, bd.ID.At, where, "a budget needs warn_when, stop_when or both")
+		}
+		if bd.WarnWhen.Set {
+			b.warn = c.compile(bd.WarnWhen, where+": warn_when", wantBool, len(doc.Vars))
+		}
+		if bd.StopWhen.Set {
+			b.stop = c.compile(bd.StopWhen, where+": stop_when", wantBool, len(doc.Vars))
+		}
+		if bd.Message.Set {
+			b.msg = c.compile(bd.Message, where+": message", wantString, len(doc.Vars))
+		}
+		if bd.WrapUp && !bd.StopWhen.Set {
+			ps.at(StageSyntax, bd.ID.At, where, "wrap_up needs a stop_when")
+		}
+		p.budgets = append(p.budgets, b)
+	}
+	p.lint(ps)
+	p.checkTests(ps)
+	return p
+}
+
+func (p *Policy) buildSurfaces(ps *problems, c *compiler, sd *surfacesDoc, claim func(str, string), requireID func(str, pos, string) bool) {
+	if sd == nil {
+		return
+	}
+	p.hasSurfaces = true
+	for _, s := range sd.Sets {
+		where := "surfaces.sets." + s.Name.V
+		set := &surfaceSet{name: s.Name.V, at: s.Name.At, exact: map[string]bool{}}
+		for _, g := range p.globs(ps, s.Tools, where) {
+			if strings.ContainsAny(g, "*?[\\") {
+				set.globs = append(set.globs, g)
+			} else {
+				set.exact[g] = true
+			}
+		}
+		p.setIdx[s.Name.V] = len(p.sets)
+		p.sets = append(p.sets, set)
+	}
+	setRef := func(name str, where string) int {
+		i, ok := p.setIdx[name.V]
+		if !ok {
+			ps.at(StageCompile, name.At, where, "unknown surface set %q (%s)", name.V, p.setNames())
+			return -1
+		}
+		return i
+	}
+	if sd.Default.Set {
+		p.defSet = setRef(sd.Default, "surfaces.default")
+	}
+	for i, s := range sd.Select {
+		where := fmt.Sprintf("surfaces.select[%d]", i)
+		id := s.ID.V
+		if s.ID.Set {
+			where = fmt.Sprintf("select %q", id)
+			claim(s.ID, where)
+		} else {
+			id = where
+		}
+		sel := &selectRule{id: id, at: s.At, set: -1}
+		if s.ID.Set {
+			sel.at = s.ID.At
+		}
+		if !s.Surface.Set {
+			ps.at(StageSyntax, sel.at, where, "surface is required: the name of a set in surfaces.sets")
+		} else {
+			sel.set = setRef(s.Surface, where)
+		}
+		if s.When.Set {
+			sel.when = c.compile(s.When, where+": when", wantBool, len(c.vars))
+		}
+		p.selects = append(p.selects, sel)
+	}
+	for i, d := range sd.Drop {
+		where := fmt.Sprintf("surfaces.drop[%d]", i)
+		if d.ID.Set {
+			where = fmt.Sprintf("drop %q", d.ID.V)
+		}
+		if !requireID(d.ID, d.At, where) {
+			continue
+		}
+		claim(d.ID, where)
+		dr := &dropRule{id: d.ID.V, at: d.ID.At}
+		if len(d.Tools) == 0 {
+			ps.at(StageSyntax, d.ID.At, where, "tools is required: the tools (names or globs) this rule may drop")
+		}
+		dr.globs = p.globs(ps, d.Tools, where+": tools")
+		if d.When.Set {
+			dr.when = c.compile(d.When, where+": when", wantBool, len(c.vars))
+		}
+		p.drops = append(p.drops, dr)
+	}
+}
+
+func (p *Policy) setNames() string {
+	if len(p.sets) == 0 {
+		return "surfaces.sets is empty"
+	}
+	names := make([]string, len(p.sets))
+	for i, s := range p.sets {
+		names[i] = s.name
+	}
+	return "sets: " + strings.Join(names, ", ")
+}
+
+// globs checks tool names and globs (path.Match syntax).
+func (p *Policy) globs(ps *problems, in []str, where string) []string {
+	out := make([]string, 0, len(in))
+	for _, g := range in {
+		if strings.TrimSpace(g.V) == "" {
+			ps.at(StageSyntax, g.At, where, "empty tool name")
+			continue
+		}
+		if _, err := path.Match(g.V, ""); err != nil {
+			ps.at(StageSyntax, g.At, where, "bad glob %q: %v", g.V, err)
+			continue
+		}
+		out = append(out, g.V)
+	}
+	return out
+}
+
+// checkTests validates the tests' shape: names, expectations, and the ids
+// and names they refer to.
+func (p *Policy) checkTests(ps *problems) {
+	names := map[string]int{}
+	ruleIDs := map[string]bool{}
+	for _, r := range p.rules {
+		ruleIDs[r.id] = true
+	}
+	budgetIDs := map[string]bool{}
+	for _, b := range p.budgets {
+		budgetIDs[b.id] = true
+	}
+	for i := range p.tests {
+		t := &p.tests[i]
+		where := fmt.Sprintf("tests[%d]", i)
+		if !t.Name.Set || t.Name.V == "" {
+			ps.add(StageSyntax, t.Name.At.Line, t.Name.At.Col, where, "a test needs a name")
+			continue
+		}
+		where = fmt.Sprintf("test %q", t.Name.V)
+		if prev, dup := names[t.Name.V]; dup {
+			ps.at(StageLint, t.Name.At, where, "duplicate test name (first at line %d)", prev)
+		}
+		names[t.Name.V] = t.Name.At.Line
+		x := &t.Expect
+		if !x.wantsDecision() && !x.wantsSurface() && !x.wantsBudget() {
+			ps.at(StageSyntax, t.Name.At, where, "expect: sets nothing to check (decision, rules, would_deny, would_ask, default, message, message_contains, surface, offered, not_offered, stop, warnings, wrap_up)")
+		}
+		if x.wantsDecision() && t.Input.Call.Tool == "" {
+			ps.at(StageSyntax, t.Name.At, where, "a test that expects a decision needs input.call.tool")
+		}
+		switch x.Decision.V {
+		case "", "allow", "ask", "deny":
+		default:
+			ps.at(StageSyntax, x.Decision.At, where, "expect.decision must be allow, ask or deny, got %q", x.Decision.V)
+		}
+		for _, list := range []*[]string{x.Rules, x.WouldDeny, x.WouldAsk} {
+			if list == nil {
+				continue
+			}
+			for _, id := range *list {
+				if !ruleIDs[id] {
+					ps.at(StageLint, t.Name.At, where, "expects rule %q, which the file does not define", id)
+				}
+			}
+		}
+		if x.Stop != nil && *x.Stop != "" && *x.Stop != "none" && !budgetIDs[*x.Stop] {
+			ps.at(StageLint, t.Name.At, where, "expects stop by budget %q, which the file does not define", *x.Stop)
+		}
+		if x.Warnings != nil {
+			for _, id := range *x.Warnings {
+				if !budgetIDs[id] {
+					ps.at(StageLint, t.Name.At, where, "expects a warning from budget %q, which the file does not define", id)
+				}
+			}
+		}
+		if x.Surface != nil && *x.Surface != "*" {
+			if _, ok := p.setIdx[*x.Surface]; !ok {
+				ps.at(StageLint, t.Name.At, where, "expects surface %q, which is not a set in surfaces.sets (\"*\" means every tool)", *x.Surface)
+			}
+		}
+		if x.wantsSurface() && !p.hasSurfaces {
+			ps.at(StageLint, t.Name.At, where, "expects a surface, but the file has no surfaces: section (every tool is offered)")
+		}
+		t.Input.check(ps, t.Name.At, where)
+	}
+}

@@ -1,0 +1,113 @@
+package policy_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentkernel/agentkernel/policy"
+	"github.com/agentkernel/agentkernel/schemas"
+)
+
+// TestExamplePolicies: every example loads against the built-in tools (so
+// lint checks the tool names), passes its tests, and has at least 8.
+func TestExamplePolicies(t *testing.T) {
+	for _, file := range fixtures(t, "../examples/policies/*.yaml") {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			p, err := policy.LoadFile(file, policy.Options{Tools: policy.BuiltinSpecs()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := p.RunTests()
+			if !rep.Passed() || len(rep.Results) < 8 {
+				t.Fatalf("%d tests, passed %t", len(rep.Results), rep.Passed())
+			}
+		})
+	}
+}
+
+func policySchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	b, err := schemas.FS.ReadFile("policy.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	if err := c.AddResource("policy.schema.json", bytes.NewReader(b)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("policy.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// yamlToJSON decodes YAML into the values JSON Schema validation expects.
+func yamlToJSON(t *testing.T, file string) (any, error) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	var conv func(any) any
+	conv = func(v any) any {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				v[k] = conv(x)
+			}
+		case []any:
+			for i, x := range v {
+				v[i] = conv(x)
+			}
+		case int:
+			return float64(v)
+		case time.Time:
+			return v.Format(time.RFC3339)
+		}
+		return v
+	}
+	return conv(v), nil
+}
+
+// TestSchemaAgreesWithLoader: the JSON Schema accepts the example policies
+// and every testdata policy that loads, and rejects the shape errors the
+// loader rejects.
+func TestSchemaAgreesWithLoader(t *testing.T) {
+	s := policySchema(t)
+	valid := append(fixtures(t, "../examples/policies/*.yaml"), "testdata/policies/errors.yaml")
+	for _, file := range valid {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			v, err := yamlToJSON(t, file)
+			if err == nil {
+				err = s.Validate(v)
+			}
+			if err != nil {
+				t.Fatalf("schema rejects a valid policy: %v", err)
+			}
+		})
+	}
+	for _, name := range []string{"unknown-fields", "types", "missing", "tests-shape"} {
+		t.Run(name, func(t *testing.T) {
+			file := "testdata/errors/" + name + ".yaml"
+			v, err := yamlToJSON(t, file)
+			if err == nil {
+				err = s.Validate(v)
+			}
+			if err == nil {
+				t.Fatal("schema accepts a policy the loader rejects for its shape")
+			}
+		})
+	}
+}

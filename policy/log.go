@@ -1,0 +1,93 @@
+package policy
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// DecisionLog appends one JSON object per decision to a writer (JSON
+// Lines). Argument values are passed through Redact before they are
+// written; without a Redact function the arguments are left out of the log
+// entirely. It is safe for concurrent use and may be shared by successive
+// policies (a Watcher's reloads), so lines never interleave.
+type DecisionLog struct {
+	mu     sync.Mutex
+	w      io.Writer
+	redact func(string) string
+	now    func() time.Time
+	err    error
+}
+
+// NewDecisionLog returns a log writing to w. redact scrubs every string
+// value of the arguments, and the decision's message (which may quote
+// them); nil leaves the arguments out and writes messages as they are.
+func NewDecisionLog(w io.Writer, redact func(string) string) *DecisionLog {
+	return &DecisionLog{w: w, redact: redact, now: time.Now}
+}
+
+// LogRecord is one line of the decision log.
+type LogRecord struct {
+	Time     time.Time       `json:"time"`
+	Policy   string          `json:"policy"`
+	Session  string          `json:"session_id,omitempty"`
+	Turn     int             `json:"turn,omitempty"`
+	Round    int             `json:"round,omitempty"`
+	CallID   string          `json:"call_id"`
+	Tool     string          `json:"tool"`
+	Args     any             `json:"args,omitempty"`
+	Decision kernel.Decision `json:"decision"`
+}
+
+// Err returns the first write error, if any. Decisions are never held up
+// by a failing log.
+func (l *DecisionLog) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (l *DecisionLog) write(p *Policy, st *kernel.State, c *kernel.Call, d kernel.Decision) {
+	rec := LogRecord{Time: l.now().UTC(), Policy: p.name, CallID: c.ID, Tool: c.Tool.Name, Decision: d}
+	if st != nil {
+		rec.Session, rec.Turn, rec.Round = st.SessionID, st.Run, st.Turn
+	}
+	if l.redact != nil {
+		rec.Args = redactValue(c.Value(), l.redact)
+		rec.Decision.Message = l.redact(d.Message)
+	}
+	b, err := json.Marshal(rec)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		_, err = l.w.Write(append(b, '\n'))
+	}
+	if err != nil && l.err == nil {
+		l.err = err
+	}
+}
+
+// redactValue copies a decoded JSON value with every string passed
+// through redact (keys are kept).
+func redactValue(v any, redact func(string) string) any {
+	switch v := v.(type) {
+	case string:
+		return redact(v)
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = redactValue(x, redact)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = redactValue(x, redact)
+		}
+		return out
+	}
+	return v
+}

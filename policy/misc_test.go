@@ -1,0 +1,151 @@
+package policy_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/policy"
+)
+
+func TestParseInput(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, wantErr string
+	}{
+		{"ok", "call: {tool: read_file, args: {path: a}}\nsession: {elapsed: 90s, cost_usd: 1}\nnow: 2026-03-01T10:00:00Z\n", ""},
+		{"unknown field", "call: {tool: read_file, arg: {path: a}}\n", `case.yaml:1:25: call: unknown field "arg" (valid fields: args, id, tool)`},
+		{"bad duration", "session: {elapsed: soon}\n", `case.yaml:1:20: session.elapsed: expected a duration such as "90s" or "10m", got the scalar "soon"`},
+		{"bad phase", "phase: lunch\n", `input.phase must be before_model or after_tools, got "lunch"`},
+		{"bad tier", "tool: {tier: admin}\n", `input.tool.tier must be read_only, side_effecting or privileged`},
+		{"bad time", "now: yesterday\n", `case.yaml:1:6: now: expected an RFC 3339 time`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := policy.ParseInput("case.yaml", []byte(tc.src))
+			if tc.wantErr == "" {
+				if err != nil || in.Session.Elapsed != 90*time.Second || in.Session.CostUSD != 1 || in.Now.Hour() != 10 || in.Call.Args["path"] != "a" {
+					t.Fatalf("input = %+v, %v", in, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, policy.ErrSyntax) {
+				t.Fatalf("error = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestCheckFile(t *testing.T) {
+	if err := policy.CheckFile("../examples/policies/coding.yaml", policy.Options{Tools: policy.BuiltinSpecs()}); err != nil {
+		t.Fatal(err)
+	}
+	// check reports what lint finds, including untested rules...
+	err := policy.CheckFile("testdata/errors/untested.yaml", policy.Options{})
+	var le *policy.LoadError
+	if !errors.As(err, &le) || len(le.Problems) != 4 || !errors.Is(err, policy.ErrLint) {
+		t.Fatalf("CheckFile(untested) = %v", err)
+	}
+	// ...but test failures are for `policy test`.
+	if err := policy.CheckFile("testdata/errors/failing-test.yaml", policy.Options{}); err != nil {
+		t.Fatalf("CheckFile(failing tests) = %v", err)
+	}
+	if err := policy.CheckFile("testdata/errors/misspelt-field.yaml", policy.Options{}); !errors.Is(err, policy.ErrCompile) || errors.Is(err, policy.ErrLint) {
+		t.Fatalf("CheckFile(misspelt) = %v", err)
+	}
+	if err := policy.CheckFile("testdata/nope.yaml", policy.Options{}); err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("CheckFile(missing) = %v", err)
+	}
+}
+
+func TestLoadErrorSentinels(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want error
+	}{
+		{"yaml-syntax", policy.ErrSyntax},
+		{"unknown-fields", policy.ErrSyntax},
+		{"names", policy.ErrCompile},
+		{"duplicate-ids", policy.ErrLint},
+		{"failing-test", policy.ErrTestsFailed},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			_, err := policy.LoadFile("testdata/errors/"+tc.file+".yaml", policy.Options{})
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("error = %v, want %v", err, tc.want)
+			}
+			for _, other := range []error{policy.ErrSyntax, policy.ErrCompile, policy.ErrLint, policy.ErrTestsFailed} {
+				if other != tc.want && errors.Is(err, other) {
+					t.Fatalf("error also matches %v", other)
+				}
+			}
+		})
+	}
+	big := make([]byte, policy.MaxFileSize+1)
+	if _, err := policy.Load("big.yaml", big, policy.Options{}); !errors.Is(err, policy.ErrSyntax) {
+		t.Fatalf("oversized file: %v", err)
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestDecisionLogWriteError(t *testing.T) {
+	log := policy.NewDecisionLog(failingWriter{}, nil)
+	p, err := policy.LoadFile("../examples/policies/coding.yaml", policy.Options{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &kernel.State{Run: 1, Turn: 1}
+	c, err := kernel.NewCall("c", policy.BuiltinSpecs()[0], []byte(`{"path":"a"}`), st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.Decide(context.Background(), st, c); d.Effect != kernel.EffectAllow {
+		t.Fatalf("a failing log changed the decision: %+v", d)
+	}
+	if err := log.Err(); err == nil || err.Error() != "disk full" {
+		t.Fatalf("log.Err() = %v", err)
+	}
+}
+
+// TestWatcherIgnoresUnchangedContent: events that do not change the bytes
+// (touch, a rewrite with the same content, an unrelated file) do not
+// reload.
+func TestWatcherIgnoresUnchangedContent(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(path, []byte(makePolicy("1", false)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rl := newReloads()
+	w, err := policy.NewWatcher(policy.WatcherConfig{Path: path, OnReload: rl.on, Debounce: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := os.WriteFile(path, []byte(makePolicy("1", false)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "other.txt"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := os.Chtimes(path, now, now); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // let those events pass the debounce
+	if err := os.WriteFile(path, []byte(makePolicy("2", true)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if e := rl.next(t); e.Revision != "2" || e.Err != nil {
+		t.Fatalf("first reload = %+v, want revision 2", e)
+	}
+}

@@ -1,0 +1,505 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// Options configures loading. The zero value loads a policy with no
+// registered-tool check and no decision log.
+type Options struct {
+	// Tools are the registered tools. Lint reports rules, surfaces and drop
+	// rules that name a tool not among them, and tests use their specs
+	// (tier, tags, schema). Nil skips the name check; tests then use
+	// BuiltinSpecs for the built-in tool names.
+	Tools []kernel.ToolSpec
+	// Log, when non-nil, receives every decision Decide makes (not those
+	// of tests, explain or replay).
+	Log *DecisionLog
+}
+
+// Policy is a loaded, compiled, linted and tested policy file. It
+// implements kernel.Policy and is safe for concurrent use; it never changes
+// after Load (reloading makes a new Policy, see Watcher).
+type Policy struct {
+	name, revision, sha, file string
+	lines                     []string
+	opts                      Options
+	specs                     *specSet
+	comp                      *compiler
+
+	defEffect kernel.Effect
+	askDeny   bool
+
+	vars        []*varDef
+	rules       []*rule
+	hasSurfaces bool
+	sets        []*surfaceSet
+	setIdx      map[string]int
+	defSet      int // index into sets, or -1 for every tool
+	selects     []*selectRule
+	drops       []*dropRule
+	budgets     []*budgetDef
+	tests       []testDoc
+
+	entries  sync.Map // tool name → *toolEntry
+	nEntries atomic.Int64
+}
+
+type varDef struct {
+	name string
+	at   pos
+	prog *program
+}
+
+type rule struct {
+	id      string
+	at      pos
+	index   int
+	effect  kernel.Effect
+	dryrun  bool
+	when    *program // nil: always
+	message *program
+	globs   []string // the rule's tools: list; nil means any tool
+	scope   toolScope
+}
+
+// appliesTo reports whether the rule can match a call of the named tool.
+func (r *rule) appliesTo(name string) bool {
+	return (r.scope.names == nil || r.scope.names[name]) && (r.globs == nil || matchAny(r.globs, name))
+}
+
+// unconditional reports whether the rule matches every call of the tools
+// it applies to.
+func (r *rule) unconditional() bool { return r.when == nil || !r.scope.rest }
+
+type surfaceSet struct {
+	name  string
+	at    pos
+	exact map[string]bool
+	globs []string
+}
+
+func (s *surfaceSet) has(name string) bool { return s.exact[name] || matchAny(s.globs, name) }
+
+type selectRule struct {
+	id   string
+	at   pos
+	when *program // nil: always
+	set  int
+}
+
+type dropRule struct {
+	id    string
+	at    pos
+	globs []string
+	when  *program // nil: always
+}
+
+type budgetDef struct {
+	id              string
+	at              pos
+	warn, stop, msg *program
+	wrapUp          bool
+}
+
+// Name is the policy's name: field.
+func (p *Policy) Name() string { return p.name }
+
+// Revision is the policy's revision: field.
+func (p *Policy) Revision() string { return p.revision }
+
+// SHA256 is the hex SHA-256 of the file's bytes.
+func (p *Policy) SHA256() string { return p.sha }
+
+// File is the name the policy was loaded under (its path for LoadFile).
+func (p *Policy) File() string { return p.file }
+
+// maxEntries bounds the per-tool cache; tools beyond it are evaluated
+// without caching (still correctly).
+const maxEntries = 4096
+
+// toolEntry is what the policy precomputes for one tool name: the rules
+// that can apply to it, its surface sets and drop rules, and how to find
+// its paths and command.
+type toolEntry struct {
+	ex                       atomic.Pointer[extractor]
+	dryrun, deny, ask, allow []*rule
+	inSet                    []bool
+	drops                    []*dropRule
+}
+
+func (p *Policy) entry(name string) *toolEntry {
+	if e, ok := p.entries.Load(name); ok {
+		return e.(*toolEntry)
+	}
+	e := &toolEntry{inSet: make([]bool, len(p.sets))}
+	for _, r := range p.rules {
+		if !r.appliesTo(name) {
+			continue
+		}
+		switch {
+		case r.dryrun:
+			e.dryrun = append(e.dryrun, r)
+		case r.effect == kernel.EffectDeny:
+			e.deny = append(e.deny, r)
+		case r.effect == kernel.EffectAsk:
+			e.ask = append(e.ask, r)
+		default:
+			e.allow = append(e.allow, r)
+		}
+	}
+	for i, s := range p.sets {
+		e.inSet[i] = s.has(name)
+	}
+	for _, d := range p.drops {
+		if matchAny(d.globs, name) {
+			e.drops = append(e.drops, d)
+		}
+	}
+	if p.nEntries.Load() < maxEntries {
+		if actual, loaded := p.entries.LoadOrStore(name, e); loaded {
+			return actual.(*toolEntry)
+		}
+		p.nEntries.Add(1)
+	}
+	return e
+}
+
+func (e *toolEntry) extractor(schema []byte) *extractor {
+	if x := e.ex.Load(); x != nil && sameBytes(x.schema, schema) {
+		return x
+	}
+	x := newExtractor(schema)
+	e.ex.Store(x)
+	return x
+}
+
+func sameBytes(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	return string(a) == string(b)
+}
+
+func matchAny(globs []string, name string) bool {
+	for _, g := range globs {
+		if g == name {
+			return true
+		}
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+var vmPool = sync.Pool{New: func() any { return new(vm.VM) }}
+
+// eval runs a boolean program. A nil program is true.
+func eval(m *vm.VM, p *program, env *Env) (bool, error) {
+	if p == nil {
+		return true, nil
+	}
+	out, err := m.Run(p.prog, env)
+	if err != nil {
+		return false, runtimeErr(err)
+	}
+	b, ok := out.(bool)
+	if !ok {
+		return false, fmt.Errorf("the expression gave %s, not true or false", describe(out))
+	}
+	return b, nil
+}
+
+// evalString runs a string program.
+func evalString(m *vm.VM, p *program, env *Env) (string, error) {
+	out, err := m.Run(p.prog, env)
+	if err != nil {
+		return "", runtimeErr(err)
+	}
+	s, ok := out.(string)
+	if !ok {
+		return "", fmt.Errorf("the message gave %s, not a string", describe(out))
+	}
+	return s, nil
+}
+
+func describe(v any) string {
+	if v == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%T %v", v, v)
+}
+
+// runtimeErr keeps expr's message and drops its source snippet.
+func runtimeErr(err error) error {
+	var fe *file.Error
+	if errors.As(err, &fe) {
+		return errors.New(fe.Message)
+	}
+	return err
+}
+
+// evalResult is the outcome of one expression in a trace.
+type evalResult struct {
+	ran     bool
+	matched bool
+	err     error
+}
+
+// trace records every expression a decision, surface or budget check
+// evaluated, for tests (coverage), explain and replay. Decisions traced
+// evaluate every applicable rule, not only until the winning group.
+type trace struct {
+	rules   []evalResult // by rule index
+	selects []evalResult
+	chosen  int // index of the select rule chosen, -1 for the default
+	dropped map[string]string
+	budgets []budgetEval
+}
+
+type budgetEval struct{ warn, stop evalResult }
+
+func (p *Policy) newTrace() *trace {
+	return &trace{
+		rules: make([]evalResult, len(p.rules)), selects: make([]evalResult, len(p.selects)),
+		chosen: -1, dropped: map[string]string{}, budgets: make([]budgetEval, len(p.budgets)),
+	}
+}
+
+// Decide rules on one call: deny > ask > allow > the default. An error in a
+// deny or ask rule counts as a match (fail closed); in an allow rule, as no
+// match. Dry-run rules are evaluated and reported, never acted on.
+func (p *Policy) Decide(_ context.Context, st *kernel.State, c *kernel.Call) kernel.Decision {
+	start := time.Now()
+	e := p.entry(c.Tool.Name)
+	env := getEnv()
+	env.fillState(st)
+	env.fillCall(c, e.extractor(c.Tool.Schema))
+	m := vmPool.Get().(*vm.VM)
+	d := p.decide(m, env, e, nil)
+	vmPool.Put(m)
+	putEnv(env)
+	d.ID = kernel.NewID()
+	d.EvalTime = time.Since(start)
+	if p.opts.Log != nil {
+		p.opts.Log.write(p, st, c, d)
+	}
+	return d
+}
+
+func (p *Policy) decide(m *vm.VM, env *Env, e *toolEntry, tr *trace) kernel.Decision {
+	d := kernel.Decision{Revision: p.revision, SHA256: p.sha}
+	for _, r := range e.dryrun {
+		if ok, _ := p.match(m, r, env, tr); ok {
+			if r.effect == kernel.EffectDeny {
+				d.WouldDeny = append(d.WouldDeny, r.id)
+			} else {
+				d.WouldAsk = append(d.WouldAsk, r.id)
+			}
+		}
+	}
+	var first *rule
+	var firstErr error
+	for _, group := range [...][]*rule{e.deny, e.ask, e.allow} {
+		if first != nil && tr == nil {
+			break
+		}
+		won := first != nil
+		for _, r := range group {
+			ok, err := p.match(m, r, env, tr)
+			if !ok || won {
+				continue
+			}
+			if first == nil {
+				first, firstErr = r, err
+			}
+			d.Rules = append(d.Rules, r.id)
+		}
+	}
+	if first == nil {
+		d.Default = true
+		d.Effect = p.defEffect
+		d.Message = "no rule matched; the default is " + string(p.defEffect)
+	} else {
+		d.Effect = first.effect
+		d.Message = p.message(m, first, firstErr, env)
+	}
+	if d.Effect == kernel.EffectAsk && p.askDeny {
+		d.Effect = kernel.EffectDeny
+		d.Message += " (no approver: defaults.ask is deny)"
+	}
+	return d
+}
+
+// match evaluates a rule's when. Errors count as matches for deny and ask
+// rules and as no match for allow rules.
+func (p *Policy) match(m *vm.VM, r *rule, env *Env, tr *trace) (bool, error) {
+	ok, err := eval(m, r.when, env)
+	if tr != nil {
+		tr.rules[r.index] = evalResult{ran: true, matched: ok, err: err}
+	}
+	if err != nil {
+		return r.effect != kernel.EffectAllow, err
+	}
+	return ok, nil
+}
+
+func (p *Policy) message(m *vm.VM, r *rule, whenErr error, env *Env) string {
+	if whenErr != nil {
+		return fmt.Sprintf("rule %s could not be evaluated, so it applies (fail closed): %v", r.id, whenErr)
+	}
+	if r.message == nil {
+		if r.effect == kernel.EffectAsk {
+			return "rule " + r.id + " requires approval"
+		}
+		return "rule " + r.id
+	}
+	s, err := evalString(m, r.message, env)
+	if err != nil {
+		return fmt.Sprintf("rule %s (its message failed: %v)", r.id, err)
+	}
+	return s
+}
+
+// Surface returns the tools offered in the next generation: the tools of
+// the set the first matching select rule names (surfaces.default, or every
+// tool, when none matches), minus those a drop rule removes. An error in a
+// select rule counts as no match; in a drop rule, as a drop (fail closed).
+func (p *Policy) Surface(_ context.Context, st *kernel.State, tools []kernel.ToolSpec) []kernel.ToolSpec {
+	if !p.hasSurfaces {
+		return tools
+	}
+	env := getEnv()
+	env.fillState(st)
+	m := vmPool.Get().(*vm.VM)
+	out := p.surface(m, env, tools, nil)
+	vmPool.Put(m)
+	putEnv(env)
+	return out
+}
+
+func (p *Policy) surface(m *vm.VM, env *Env, tools []kernel.ToolSpec, tr *trace) []kernel.ToolSpec {
+	set := p.selectSet(m, env, tr)
+	out := make([]kernel.ToolSpec, 0, len(tools))
+	for i := range tools {
+		e := p.entry(tools[i].Name)
+		if set >= 0 && !e.inSet[set] {
+			continue
+		}
+		if id := p.dropped(m, env, e, &tools[i]); id != "" {
+			if tr != nil {
+				tr.dropped[tools[i].Name] = id
+			}
+			continue
+		}
+		out = append(out, tools[i])
+	}
+	env.Tool = ToolEnv{}
+	return out
+}
+
+// selectSet returns the index of the selected set, or -1 for every tool.
+func (p *Policy) selectSet(m *vm.VM, env *Env, tr *trace) int {
+	for i, s := range p.selects {
+		ok, err := eval(m, s.when, env)
+		if tr != nil {
+			tr.selects[i] = evalResult{ran: true, matched: ok && err == nil, err: err}
+		}
+		if ok && err == nil {
+			if tr != nil {
+				tr.chosen = i
+			}
+			return s.set
+		}
+	}
+	return p.defSet
+}
+
+func (p *Policy) dropped(m *vm.VM, env *Env, e *toolEntry, spec *kernel.ToolSpec) string {
+	if len(e.drops) == 0 {
+		return ""
+	}
+	env.fillTool(spec)
+	for _, d := range e.drops {
+		if ok, err := eval(m, d.when, env); ok || err != nil {
+			return d.id
+		}
+	}
+	return ""
+}
+
+// Budget checks every budget in file order. A warn_when that holds is a
+// warning; the first stop_when that holds stops the run. An error in either
+// counts as holding (fail closed) and its message says so.
+func (p *Policy) Budget(_ context.Context, st *kernel.State, phase kernel.BudgetPhase) kernel.BudgetVerdict {
+	if len(p.budgets) == 0 {
+		return kernel.BudgetVerdict{}
+	}
+	env := getEnv()
+	env.fillState(st)
+	m := vmPool.Get().(*vm.VM)
+	v := p.budget(m, env, phase, nil)
+	vmPool.Put(m)
+	putEnv(env)
+	return v
+}
+
+func (p *Policy) budget(m *vm.VM, env *Env, phase kernel.BudgetPhase, tr *trace) kernel.BudgetVerdict {
+	env.Turn.Phase = "before_model"
+	if phase == kernel.AfterTools {
+		env.Turn.Phase = "after_tools"
+	}
+	var v kernel.BudgetVerdict
+	for i, b := range p.budgets {
+		var warn, stop evalResult
+		if b.warn != nil {
+			ok, err := eval(m, b.warn, env)
+			warn = evalResult{ran: true, matched: ok || err != nil, err: err}
+		}
+		if b.stop != nil {
+			ok, err := eval(m, b.stop, env)
+			stop = evalResult{ran: true, matched: ok || err != nil, err: err}
+		}
+		if tr != nil {
+			tr.budgets[i] = budgetEval{warn, stop}
+		}
+		if stop.matched && v.Stop == nil {
+			v.Stop = &kernel.BudgetNotice{ID: b.id, Message: p.budgetMessage(m, b, stop.err, env), WrapUp: b.wrapUp}
+		}
+		if warn.matched {
+			v.Warnings = append(v.Warnings, kernel.BudgetNotice{ID: b.id, Message: p.budgetMessage(m, b, warn.err, env)})
+		}
+	}
+	return v
+}
+
+func (p *Policy) budgetMessage(m *vm.VM, b *budgetDef, condErr error, env *Env) string {
+	if condErr != nil {
+		return fmt.Sprintf("budget %s could not be evaluated, so it applies (fail closed): %v", b.id, condErr)
+	}
+	if b.msg == nil {
+		return ""
+	}
+	s, err := evalString(m, b.msg, env)
+	if err != nil {
+		return fmt.Sprintf("budget %s (its message failed: %v)", b.id, err)
+	}
+	return s
+}
+
+var _ kernel.Policy = (*Policy)(nil)

@@ -1,0 +1,250 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// ReplayReport says what a policy would have decided on every tool call of
+// a stored session.
+type ReplayReport struct {
+	Session                  string
+	Policy, Revision, SHA256 string
+	Calls                    []ReplayedCall
+	// Changed counts the calls whose verdict would change.
+	Changed int
+}
+
+// ReplayedCall is one recorded call, what happened to it, and what the
+// policy would decide now.
+type ReplayedCall struct {
+	Turn, Round int
+	CallID      string
+	Tool        string
+	Args        string
+	// Was is the recorded verdict: allow (the call ran, or was approved and
+	// ran), ask (awaiting approval or rejected), deny (denied or not
+	// offered), or "" when the call never reached policy (bad arguments,
+	// unknown tool, deferred, cancelled, interrupted).
+	Was kernel.Effect
+	// WasDetail is how the call ended: ran, tool error, denied, not
+	// offered, awaiting approval, rejected, ...
+	WasDetail string
+	// Now is the policy's verdict; NotOffered is set when the call is
+	// denied because the tool would not be offered in that generation.
+	Now        kernel.Effect
+	NotOffered bool
+	Rules      []string
+	Message    string
+	Changed    bool
+}
+
+// ReplayMaxTurns is the turn.max_rounds a replay sees (the kernel's default
+// hard cap; the session does not record the cap it ran under).
+const ReplayMaxTurns = 8
+
+// Replay re-decides every recorded tool call of sess under p, rebuilding
+// the state each call saw from the stored messages: turn and round
+// numbers, prompts, times, tool counts and each turn's calls with their
+// outcomes. Token and cost fields read 0 (the store does not keep usage per
+// message), so rules and surfaces that depend on them may differ from the
+// live run. tools are the registered tools' specs (tier, tags, schema);
+// tools not among them fall back to BuiltinSpecs, then to a bare name.
+// Arguments are those the model sent (before hooks rewrote them).
+func Replay(ctx context.Context, p *Policy, sess *kernel.Session, tools []kernel.ToolSpec) (*ReplayReport, error) {
+	rep := &ReplayReport{Session: sess.Meta.ID, Policy: p.name, Revision: p.revision, SHA256: p.sha}
+	specs := newSpecSet(tools)
+	for name, s := range p.specs.byName {
+		if _, ok := specs.byName[name]; !ok {
+			specs.byName[name] = s
+		}
+	}
+	st := &kernel.State{
+		SessionID: sess.Meta.ID, Model: sess.Meta.Model, Labels: sess.Meta.Labels, MaxTurns: ReplayMaxTurns,
+		SessionCreated: sess.Meta.Created, ToolCounts: map[string]int{},
+	}
+	m := new(vm.VM)
+	msgs := sess.Messages
+	for i, msg := range msgs {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("replay session %s: %w", sess.Meta.ID, err)
+		}
+		switch msg.Role {
+		case kernel.RoleUser:
+			st.Run++
+			st.Turn = 0
+			st.Prompt = msg.Content
+			st.RunStarted = msg.Time
+			st.RunCalls = nil
+		case kernel.RoleTool:
+			st.ToolCounts[msg.ToolName]++
+			_, outcome := recorded(msg)
+			st.RunCalls = append(st.RunCalls, kernel.CallOutcome{Tool: msg.ToolName, Outcome: outcome})
+		case kernel.RoleAssistant:
+			st.Turn++
+			st.SessionTurns++
+			st.Now = msg.Time
+			if len(msg.ToolCalls) == 0 {
+				continue
+			}
+			// The results of this message's calls are the tool messages
+			// that follow it (call ids are only unique within a message).
+			results := map[string]kernel.Message{}
+			for _, r := range msgs[i+1:] {
+				if r.Role != kernel.RoleTool {
+					break
+				}
+				results[r.ToolCallID] = r
+			}
+			all := make([]kernel.ToolSpec, 0, len(msg.ToolCalls))
+			for _, tc := range msg.ToolCalls {
+				all = append(all, specs.get(tc.Name))
+			}
+			offered := map[string]bool{}
+			for _, s := range p.Surface(ctx, st, all) {
+				offered[s.Name] = true
+			}
+			for _, tc := range msg.ToolCalls {
+				rc := ReplayedCall{Turn: st.Run, Round: st.Turn, CallID: tc.ID, Tool: tc.Name, Args: tc.Arguments}
+				if r, ok := results[tc.ID]; ok {
+					rc.WasDetail, _ = recorded(r)
+				} else if sess.Pending != nil && sess.Pending.Call.ID == tc.ID && lastWithCalls(msgs, i) {
+					rc.WasDetail = "awaiting approval"
+				} else {
+					rc.WasDetail = "no result"
+				}
+				rc.Was = wasEffect(rc.WasDetail)
+				p.redecide(m, st, &rc, tc, specs.get(tc.Name), offered[tc.Name])
+				rep.Calls = append(rep.Calls, rc)
+			}
+		}
+	}
+	for _, c := range rep.Calls {
+		if c.Changed {
+			rep.Changed++
+		}
+	}
+	return rep, nil
+}
+
+// lastWithCalls reports whether msgs[i] is the last assistant message
+// with tool calls (the only one a pending approval can belong to).
+func lastWithCalls(msgs []kernel.Message, i int) bool {
+	for _, m := range msgs[i+1:] {
+		if m.Role == kernel.RoleAssistant && len(m.ToolCalls) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Policy) redecide(m *vm.VM, st *kernel.State, rc *ReplayedCall, tc kernel.ToolCall, spec kernel.ToolSpec, offered bool) {
+	call, err := kernel.NewCall(tc.ID, spec, json.RawMessage(tc.Arguments), st, nil, nil)
+	if err != nil {
+		rc.Message = "arguments do not parse: " + err.Error()
+		return
+	}
+	if !offered {
+		rc.Now, rc.NotOffered = kernel.EffectDeny, true
+		rc.Message = tc.Name + " would not be offered"
+	} else {
+		e := p.entry(spec.Name)
+		env := new(Env)
+		env.fillState(st)
+		env.fillCall(call, e.extractor(spec.Schema))
+		d := p.decide(m, env, e, nil)
+		rc.Now, rc.Rules, rc.Message = d.Effect, d.Rules, d.Message
+	}
+	rc.Changed = rc.Was != "" && rc.Was != rc.Now
+}
+
+// recorded classifies a stored tool result: a short description and the
+// outcome the kernel recorded for it.
+func recorded(msg kernel.Message) (string, kernel.Outcome) {
+	c := msg.Content
+	switch {
+	case !msg.IsError:
+		return "ran", kernel.OutcomeOK
+	case strings.HasPrefix(c, "denied by policy"):
+		return "denied", kernel.OutcomeDenied
+	case strings.Contains(c, kernel.ErrNotOffered.Error()):
+		return "not offered", kernel.OutcomeDenied
+	case strings.HasPrefix(c, "not run: rejected"):
+		return "rejected", kernel.OutcomeRejected
+	case strings.HasPrefix(c, "not run: approval expired"):
+		return "approval expired", kernel.OutcomeRejected
+	case strings.HasPrefix(c, "not run: "):
+		return "deferred", kernel.OutcomeDeferred
+	case c == kernel.Interrupted:
+		return "interrupted", kernel.OutcomeCancelled
+	case c == kernel.Cancelled:
+		return "cancelled", kernel.OutcomeCancelled
+	case strings.Contains(c, kernel.ErrInvalidArgs.Error()):
+		return "invalid arguments", kernel.OutcomeError
+	case strings.Contains(c, kernel.ErrUnknownTool.Error()):
+		return "unknown tool", kernel.OutcomeError
+	case strings.Contains(c, kernel.ErrBlocked.Error()):
+		return "blocked by a hook", kernel.OutcomeBlocked
+	}
+	return "ran (tool error)", kernel.OutcomeError
+}
+
+func wasEffect(detail string) kernel.Effect {
+	switch detail {
+	case "ran", "ran (tool error)":
+		return kernel.EffectAllow
+	case "denied", "not offered":
+		return kernel.EffectDeny
+	case "awaiting approval", "rejected", "approval expired":
+		return kernel.EffectAsk
+	}
+	return ""
+}
+
+// Format writes the report: one line per call, changed calls marked, and
+// a summary.
+func (r *ReplayReport) Format(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "replay of session %s under policy %s (revision %s, sha256 %s)\n", r.Session, r.Policy, r.Revision, short(r.SHA256))
+	for i, c := range r.Calls {
+		was := string(c.Was)
+		if was == "" {
+			was = "-"
+		}
+		now := string(c.Now)
+		if c.NotOffered {
+			now += " (not offered)"
+		} else if len(c.Rules) > 0 {
+			now += " by " + strings.Join(c.Rules, ", ")
+		}
+		if now == "" {
+			now = "-"
+		}
+		mark := ""
+		if c.Changed {
+			mark = "  CHANGED"
+		}
+		fmt.Fprintf(&b, "#%d turn %d.%d %s %s\n    was %s (%s), now %s%s\n", i+1, c.Turn, c.Round, c.Tool, oneLine(c.Args, 120), was, c.WasDetail, now, mark)
+		if c.Changed && c.Message != "" {
+			fmt.Fprintf(&b, "    %s\n", c.Message)
+		}
+	}
+	fmt.Fprintf(&b, "%d calls, %d would change\n", len(r.Calls), r.Changed)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

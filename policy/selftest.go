@@ -1,0 +1,304 @@
+package policy
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// TestReport is the outcome of a policy file's own tests.
+type TestReport struct {
+	File     string
+	Policy   string
+	Revision string
+	Results  []TestResult
+	// Untested lists the rules, select and drop rules and budgets that no
+	// test exercised; a policy with any does not load.
+	Untested []Problem
+}
+
+// TestResult is one test's outcome.
+type TestResult struct {
+	Name string
+	// Line and Col locate the test's name in the file.
+	Line, Col int
+	// Failures say what differed, e.g. "decision = allow, want deny".
+	Failures []string
+}
+
+// Passed reports whether the test passed.
+func (r *TestResult) Passed() bool { return len(r.Failures) == 0 }
+
+// Passed reports whether every test passed and everything was exercised.
+func (r *TestReport) Passed() bool {
+	if len(r.Untested) > 0 {
+		return false
+	}
+	for i := range r.Results {
+		if !r.Results[i].Passed() {
+			return false
+		}
+	}
+	return true
+}
+
+// Failed counts the failing tests.
+func (r *TestReport) Failed() int {
+	n := 0
+	for i := range r.Results {
+		if !r.Results[i].Passed() {
+			n++
+		}
+	}
+	return n
+}
+
+// Format writes the report the way `go test` does: failing tests with
+// their failures (every test with -v), untested items, then one summary
+// line, "ok  \tFILE\tN tests" or "FAIL\tFILE\t...".
+func (r *TestReport) Format(w io.Writer, verbose bool) error {
+	var b strings.Builder
+	base := filepath.Base(r.File)
+	for _, t := range r.Results {
+		name := strings.ReplaceAll(t.Name, " ", "_")
+		if verbose {
+			fmt.Fprintf(&b, "=== RUN   %s\n", name)
+		}
+		if t.Passed() {
+			if verbose {
+				fmt.Fprintf(&b, "--- PASS: %s\n", name)
+			}
+			continue
+		}
+		fmt.Fprintf(&b, "--- FAIL: %s\n", name)
+		for _, f := range t.Failures {
+			fmt.Fprintf(&b, "    %s:%d: %s\n", base, t.Line, f)
+		}
+	}
+	for _, u := range r.Untested {
+		fmt.Fprintf(&b, "--- FAIL: coverage\n    %s:%d: %s: %s\n", base, u.Line, u.Where, u.Msg)
+	}
+	if r.Passed() {
+		fmt.Fprintf(&b, "ok  \t%s\t%d tests\n", r.File, len(r.Results))
+	} else {
+		fmt.Fprintf(&b, "FAIL\t%s\t%d tests, %d failed", r.File, len(r.Results), r.Failed())
+		if len(r.Untested) > 0 {
+			fmt.Fprintf(&b, ", %d untested", len(r.Untested))
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// coverage counts what the tests exercised.
+type coverage struct {
+	rules, selects, drops, budgets []int
+	defaultSet                     int
+}
+
+// RunTests runs the file's own tests (the tests: section) and reports what
+// they did not exercise. It never uses the decision log.
+func (p *Policy) RunTests() *TestReport {
+	rep := &TestReport{File: p.file, Policy: p.name, Revision: p.revision}
+	cov := &coverage{
+		rules: make([]int, len(p.rules)), selects: make([]int, len(p.selects)),
+		drops: make([]int, len(p.drops)), budgets: make([]int, len(p.budgets)),
+	}
+	m := new(vm.VM)
+	for i := range p.tests {
+		rep.Results = append(rep.Results, p.runTest(m, &p.tests[i], cov))
+	}
+	where := func(kind, id string) string { return kind + " " + quote(id) }
+	for i, r := range p.rules {
+		if cov.rules[i] == 0 {
+			rep.Untested = append(rep.Untested, p.problem(StageLint, r.at, where("rule", r.id), "no test makes this rule match; add a test whose input it matches"))
+		}
+	}
+	for i, s := range p.selects {
+		if cov.selects[i] == 0 {
+			rep.Untested = append(rep.Untested, p.problem(StageLint, s.at, where("select", s.id), "no test selects this surface; add a test with expect.surface"))
+		}
+	}
+	for i, d := range p.drops {
+		if cov.drops[i] == 0 {
+			rep.Untested = append(rep.Untested, p.problem(StageLint, d.at, where("drop", d.id), "no test sees this rule drop a tool; add a test with expect.not_offered"))
+		}
+	}
+	for i, b := range p.budgets {
+		if cov.budgets[i] == 0 {
+			rep.Untested = append(rep.Untested, p.problem(StageLint, b.at, where("budget", b.id), "no test makes this budget warn or stop; add a test with expect.stop or expect.warnings"))
+		}
+	}
+	return rep
+}
+
+func (p *Policy) problem(stage Stage, at pos, where, msg string) Problem {
+	pr := Problem{File: p.file, Line: at.Line, Col: at.Col, Stage: stage, Where: where, Msg: msg}
+	if at.Line > 0 && at.Line <= len(p.lines) {
+		pr.Source = p.lines[at.Line-1]
+	}
+	return pr
+}
+
+func (p *Policy) runTest(m *vm.VM, t *testDoc, cov *coverage) TestResult {
+	res := TestResult{Name: t.Name.V, Line: t.Name.At.Line, Col: t.Name.At.Col}
+	fail := func(format string, a ...any) { res.Failures = append(res.Failures, fmt.Sprintf(format, a...)) }
+	in := &t.Input
+	x := &t.Expect
+	st := in.state()
+	if x.wantsDecision() {
+		call, err := in.call(p.specs, st)
+		if err != nil {
+			fail("%v", err)
+			return res
+		}
+		tr := p.newTrace()
+		env := new(Env)
+		env.fillState(st)
+		e := p.entry(call.Tool.Name)
+		env.fillCall(call, e.extractor(call.Tool.Schema))
+		d := p.decide(m, env, e, tr)
+		for i, r := range tr.rules {
+			if r.ran && (r.matched || r.err != nil && p.rules[i].effect != kernel.EffectAllow) {
+				cov.rules[i]++
+			}
+		}
+		if x.Decision.Set && string(d.Effect) != x.Decision.V {
+			fail("decision = %s, want %s (%s)", d.Effect, x.Decision.V, d.Message)
+		}
+		compareSet(fail, "rules", d.Rules, x.Rules)
+		compareSet(fail, "would_deny", d.WouldDeny, x.WouldDeny)
+		compareSet(fail, "would_ask", d.WouldAsk, x.WouldAsk)
+		if x.Default != nil && d.Default != *x.Default {
+			fail("default = %t, want %t", d.Default, *x.Default)
+		}
+		if x.Message != nil && d.Message != *x.Message {
+			fail("message = %q, want %q", d.Message, *x.Message)
+		}
+		if x.MessageContains != nil && !strings.Contains(d.Message, *x.MessageContains) {
+			fail("message = %q, want it to contain %q", d.Message, *x.MessageContains)
+		}
+		for i, r := range tr.rules {
+			if r.err != nil && p.rules[i].appliesTo(call.Tool.Name) {
+				fail("rule %s: %v", p.rules[i].id, r.err)
+			}
+		}
+	}
+	if x.wantsSurface() {
+		names := slices.Concat(in.Tools, x.Offered, x.NotOffered)
+		sort.Strings(names)
+		names = slices.Compact(names)
+		specs := make([]kernel.ToolSpec, len(names))
+		for i, n := range names {
+			specs[i] = p.specs.get(n)
+		}
+		tr := p.newTrace()
+		env := new(Env)
+		env.fillState(st)
+		offered := p.surface(m, env, specs, tr)
+		chosen := "*"
+		if tr.chosen >= 0 {
+			cov.selects[tr.chosen]++
+			if s := p.selects[tr.chosen].set; s >= 0 {
+				chosen = p.sets[s].name
+			}
+		} else if p.defSet >= 0 {
+			chosen = p.sets[p.defSet].name
+		}
+		for i, d := range p.drops {
+			for _, id := range tr.dropped {
+				if id == d.id {
+					cov.drops[i]++
+				}
+			}
+		}
+		if x.Surface != nil && chosen != *x.Surface {
+			fail("surface = %s, want %s", chosen, *x.Surface)
+		}
+		have := map[string]bool{}
+		for _, s := range offered {
+			have[s.Name] = true
+		}
+		for _, n := range x.Offered {
+			if !have[n] {
+				why := "not in surface " + chosen
+				if id, ok := tr.dropped[n]; ok {
+					why = "dropped by " + id
+				}
+				fail("%s is not offered (%s), want it offered", n, why)
+			}
+		}
+		for _, n := range x.NotOffered {
+			if have[n] {
+				fail("%s is offered, want it not offered", n)
+			}
+		}
+		for i, r := range tr.selects {
+			if r.err != nil {
+				fail("select %s: %v", p.selects[i].id, r.err)
+			}
+		}
+	}
+	if x.wantsBudget() {
+		tr := p.newTrace()
+		env := new(Env)
+		env.fillState(st)
+		v := p.budget(m, env, in.phase(), tr)
+		for i, b := range tr.budgets {
+			if b.warn.matched || b.stop.matched {
+				cov.budgets[i]++
+			}
+			for _, r := range []evalResult{b.warn, b.stop} {
+				if r.err != nil {
+					fail("budget %s: %v", p.budgets[i].id, r.err)
+				}
+			}
+		}
+		stop := "none"
+		if v.Stop != nil {
+			stop = v.Stop.ID
+		}
+		if x.Stop != nil {
+			want := *x.Stop
+			if want == "" {
+				want = "none"
+			}
+			if stop != want {
+				fail("stop = %s, want %s", stop, want)
+			}
+		}
+		var warned []string
+		for _, w := range v.Warnings {
+			warned = append(warned, w.ID)
+		}
+		compareSet(fail, "warnings", warned, x.Warnings)
+		if x.WrapUp != nil {
+			got := v.Stop != nil && v.Stop.WrapUp
+			if got != *x.WrapUp {
+				fail("wrap_up = %t, want %t", got, *x.WrapUp)
+			}
+		}
+	}
+	return res
+}
+
+func compareSet(fail func(string, ...any), what string, got []string, want *[]string) {
+	if want == nil {
+		return
+	}
+	g := slices.Clone(got)
+	w := slices.Clone(*want)
+	sort.Strings(g)
+	sort.Strings(w)
+	if !slices.Equal(g, w) {
+		fail("%s = [%s], want [%s]", what, strings.Join(g, ", "), strings.Join(w, ", "))
+	}
+}
