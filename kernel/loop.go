@@ -405,6 +405,12 @@ func (r *run) reject(ctx context.Context, reason string, beforePrompt bool) erro
 	}
 	r.pending = nil
 	r.res.Output = answer
+	if answer != "" && r.k.cfg.OnEvent != nil {
+		// The kernel wrote this answer; consumers see it like a model's.
+		msg := r.msgs[len(r.msgs)-1]
+		r.k.emit(MessageDelta{Text: answer})
+		r.k.emit(MessageCompleted{Turn: r.st.Turn, Message: msg})
+	}
 	outcome := OutcomeRejected
 	r.res.Calls = append(r.res.Calls, CallRecord{ID: p.Call.ID, Tool: p.Call.Name, Args: string(p.Args), Outcome: outcome, Error: reason})
 	r.k.emitIf(func() Event {

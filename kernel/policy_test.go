@@ -165,6 +165,15 @@ func TestApprovalRejectAndExpiry(t *testing.T) {
 			if sess.Pending != nil || sess.Messages[len(sess.Messages)-2].Role != kernel.RoleTool || !sess.Messages[len(sess.Messages)-2].IsError {
 				t.Fatalf("history after rejection: %+v", sess.Messages)
 			}
+			var streamed string
+			for _, e := range h.events {
+				if d, ok := e.(kernel.MessageDelta); ok {
+					streamed = d.Text
+				}
+			}
+			if streamed != tc.want {
+				t.Fatalf("the kernel-written answer was not streamed as an event: %q", streamed)
+			}
 			if _, err := h.k.Resolve(context.Background(), res.SessionID, true, ""); !errors.Is(err, kernel.ErrNoApproval) {
 				t.Fatalf("second Resolve = %v", err)
 			}

@@ -3,7 +3,10 @@ package badger
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,4 +162,72 @@ func BenchmarkList(b *testing.B) {
 			b.Fatal(len(l), err)
 		}
 	}
+}
+
+// BenchmarkOpenSnapshot opens a store read-only while this process holds
+// it for writing (as `kernel sessions ls` next to a running `kernel chat`):
+// each Open copies the store's logs and links its tables.
+func BenchmarkOpenSnapshot(b *testing.B) {
+	dir := b.TempDir()
+	fill(b, dir, "big", 10_000)
+	w := openAt(b, dir, Options{})
+	commitN(b, w, "live", 100, kernel.SessionMeta{})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s, err := Open(dir, Options{ReadOnly: true, Logger: quietLogger()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if s.snapshot == "" {
+			b.Fatal("not a snapshot")
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkFsyncFloor is the disk's floor for one durable step: append
+// 512 bytes to a file and fdatasync it. Compare BenchmarkCommitStep.
+func BenchmarkFsyncFloor(b *testing.B) {
+	f, err := os.Create(filepath.Join(b.TempDir(), "floor"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 512)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCommitParallel commits steps of 16 sessions at once (a
+// server): how far Badger's write path shares syncs between them.
+func BenchmarkCommitParallel(b *testing.B) {
+	s := openTest(b, Options{})
+	ctx := context.Background()
+	msg := benchMessages(2)[1]
+	var next atomic.Int64
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		id := fmt.Sprintf("p%d", next.Add(1))
+		m := msg
+		for seq := uint64(1); pb.Next(); seq++ {
+			m.Seq = seq
+			if err := s.Commit(ctx, id, kernel.Step{Messages: []kernel.Message{m}}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

@@ -3,7 +3,6 @@ package badger
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"sync"
 )
 
@@ -93,7 +92,9 @@ func checkID(id string) error {
 type locks [64]sync.Mutex
 
 func (l *locks) of(id string) *sync.Mutex {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	return &l[h.Sum32()%uint32(len(l))]
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * 16777619
+	}
+	return &l[h%uint32(len(l))]
 }

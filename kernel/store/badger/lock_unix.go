@@ -12,33 +12,42 @@ import (
 	"syscall"
 )
 
-// lockedError returns an error wrapping ErrLocked when another open file
-// holds the flock Badger takes on dir (exclusive for a writer, shared for
-// readers), or nil. Badger's own error is a string, so Open asks the
-// kernel directly after Badger failed.
-func lockedError(dir string, readOnly bool) error {
+// lockHolder is who holds the flock Badger takes on a store directory:
+// nobody, readers (shared locks) or a writer (an exclusive lock).
+type lockHolder int
+
+const (
+	heldByNobody lockHolder = iota
+	heldByReaders
+	heldByWriter
+)
+
+// probeLock finds out who holds dir's flock, without keeping any lock.
+// Badger's own lock error is a plain string, so Open asks the kernel.
+func probeLock(dir string) lockHolder {
 	f, err := os.Open(dir)
 	if err != nil {
-		return nil
+		return heldByNobody
 	}
 	defer f.Close()
 	fd := int(f.Fd())
-	how := syscall.LOCK_EX
-	if readOnly {
-		how = syscall.LOCK_SH
-	}
-	err = syscall.Flock(fd, how|syscall.LOCK_NB)
-	if err == nil {
+	if err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
 		_ = syscall.Flock(fd, syscall.LOCK_UN)
-		return nil
+		return heldByNobody
+	} else if !errors.Is(err, syscall.EWOULDBLOCK) {
+		return heldByNobody
 	}
-	if !errors.Is(err, syscall.EWOULDBLOCK) {
-		return nil
+	if err := syscall.Flock(fd, syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
+		_ = syscall.Flock(fd, syscall.LOCK_UN)
+		return heldByReaders
 	}
+	return heldByWriter
+}
+
+// lockedError is the ErrLocked error for dir held by h.
+func lockedError(dir string, h lockHolder) error {
 	holder := "another kernel"
-	if !readOnly && syscall.Flock(fd, syscall.LOCK_SH|syscall.LOCK_NB) == nil {
-		// A shared lock is free: the holders are readers.
-		_ = syscall.Flock(fd, syscall.LOCK_UN)
+	if h == heldByReaders {
 		holder = "another kernel, reading it,"
 	} else if b, err := os.ReadFile(filepath.Join(dir, "LOCK")); err == nil {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {

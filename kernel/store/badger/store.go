@@ -57,10 +57,13 @@ const LabelCorrupt = "store.corrupt"
 // a short-lived CLI process, with no TTL and GC every 10 minutes.
 type Options struct {
 	// ReadOnly opens the store for reading only: Commit, Delete, Import and
-	// GC fail with ErrReadOnly and no background goroutine runs. Badger
-	// takes a shared lock, so readers exclude a writer and the other way
-	// round (ErrLocked); it also refuses a store a crashed writer left
-	// unclean until a read-write Open has recovered it.
+	// GC fail with ErrReadOnly, no background goroutine runs, and no file
+	// of the store is written. When the store is free, readers share
+	// Badger's lock (a writer's Open waits up to a second for them). When a
+	// writer holds it, or a crashed writer left it unclean, the Store reads
+	// a snapshot: a private copy in a subdirectory (tables hard-linked, logs
+	// copied) that holds every step committed before Open, removed at
+	// Close.
 	ReadOnly bool `yaml:"read_only" json:"read_only"`
 	// TTL, when positive, expires sessions not updated for that long: Load
 	// and List stop seeing them at once, and the background sweep deletes
@@ -94,11 +97,12 @@ type Options struct {
 // Store is a kernel.Store in a Badger directory. It is safe for concurrent
 // use.
 type Store struct {
-	dir     string
-	db      *bdg.DB
-	opts    Options
-	reserve int64
-	locks   locks
+	dir      string
+	snapshot string // the private copy a read-only Store reads, if any
+	db       *bdg.DB
+	opts     Options
+	reserve  int64
+	locks    locks
 
 	gcMu      sync.Mutex // one GC at a time
 	stop      chan struct{}
@@ -108,7 +112,9 @@ type Store struct {
 }
 
 // Open opens (creating it when needed, unless ReadOnly) the store in dir.
-// It fails with ErrLocked when another process holds dir.
+// A read-write Open fails with ErrLocked when another process (or Store)
+// holds dir; a read-only Open then reads a snapshot (see
+// Options.ReadOnly).
 func Open(dir string, opts Options) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("open session store: empty directory name")
@@ -133,15 +139,33 @@ func Open(dir string, opts Options) (*Store, error) {
 		if _, err := os.Stat(dir); err != nil {
 			return nil, fmt.Errorf("open session store %s read-only: %w", dir, err)
 		}
+		// Badger would refuse (and log an error about) a store a writer
+		// holds or a crashed writer left: go straight to the snapshot.
+		if h := probeLock(dir); h == heldByWriter || h == heldByNobody && hasMemFiles(dir) {
+			return openSnapshot(dir, opts, t)
+		}
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open session store: %w", err)
 	}
 	db, err := bdg.Open(opts.badgerOptions(dir, t))
+	// A writer waits up to a second for readers (short-lived commands such
+	// as `kernel sessions ls`) to let go of the store.
+	for wait := time.Now().Add(time.Second); err != nil && !opts.ReadOnly && probeLock(dir) == heldByReaders && time.Now().Before(wait); {
+		time.Sleep(20 * time.Millisecond)
+		db, err = bdg.Open(opts.badgerOptions(dir, t))
+	}
 	if err != nil {
-		if lerr := lockedError(dir, opts.ReadOnly); lerr != nil {
-			return nil, lerr
+		h := probeLock(dir)
+		switch {
+		case opts.ReadOnly && (h == heldByWriter || h == heldByNobody && hasMemFiles(dir)):
+			return openSnapshot(dir, opts, t)
+		case h != heldByNobody:
+			return nil, lockedError(dir, h)
 		}
 		return nil, fmt.Errorf("open session store %s: %w", dir, err)
+	}
+	if !opts.ReadOnly {
+		removeStaleSnapshots(dir)
 	}
 	s := &Store{dir: dir, db: db, opts: opts, reserve: opts.MinFreeBytes, stop: make(chan struct{})}
 	if s.reserve == 0 {
@@ -168,8 +192,13 @@ func (s *Store) Close() error {
 			s.valueLogGC()
 			s.gcMu.Unlock()
 		}
-		if err := s.db.Close(); err != nil {
+		if err := s.db.Close(); err != nil && s.snapshot == "" {
 			s.closeErr = fmt.Errorf("close session store %s: %w", s.dir, err)
+		}
+		if s.snapshot != "" {
+			if err := os.RemoveAll(s.snapshot); err != nil {
+				s.closeErr = fmt.Errorf("close session store %s: remove snapshot: %w", s.dir, err)
+			}
 		}
 	})
 	return s.closeErr
@@ -303,7 +332,7 @@ func (s *Store) Commit(ctx context.Context, id string, step kernel.Step) error {
 		buf = encodeMessage(buf, &msgs[i])
 		vals[i] = buf[start:len(buf):len(buf)]
 	}
-	if err := s.checkSpace(int64(len(buf))); err != nil {
+	if err := s.checkSpace(int64(len(buf)), len(msgs) == 0); err != nil {
 		return fmt.Errorf("commit session %s: %w", id, err)
 	}
 
@@ -556,17 +585,23 @@ func lastActive(m *kernel.SessionMeta) time.Time {
 }
 
 // checkSpace fails with ErrDiskFull when the store's file system has less
-// than the reserve plus n bytes free.
-func (s *Store) checkSpace(n int64) error {
+// than the reserve plus n bytes free. A step without messages (a status
+// change) may use half the reserve, so a run that failed for lack of space
+// can still record that it failed.
+func (s *Store) checkSpace(n int64, metaOnly bool) error {
 	if s.reserve < 0 {
 		return nil
 	}
+	reserve := s.reserve
+	if metaOnly {
+		reserve /= 2
+	}
 	free, ok := freeBytes(s.dir)
-	if !ok || free >= s.reserve+n {
+	if !ok || free >= reserve+n {
 		return nil
 	}
 	return fmt.Errorf("%w: %s has %s free, a write of %s needs %s more in reserve (Options.MinFreeBytes); free some space and retry",
-		ErrDiskFull, s.dir, mib(free), mib(n), mib(s.reserve))
+		ErrDiskFull, s.dir, mib(free), mib(n), mib(reserve))
 }
 
 func mib(n int64) string {

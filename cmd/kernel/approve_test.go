@@ -1,0 +1,90 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestApproveAndRejectUnderCodingPolicy: under examples/policies/coding.yaml
+// a write outside src/ stops the run for approval; `kernel approve` runs it
+// and continues, `kernel reject` ends the run without running it, and a
+// destructive command is denied outright.
+func TestApproveAndRejectUnderCodingPolicy(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	script := `steps:
+  - tool_calls:
+      - name: run_command
+        args: {argv: [rm, -rf, build]}
+  - match: {role: tool, contains: "destructive command refused"}
+    tool_calls:
+      - name: write_file
+        args: {path: NOTES.md, content: "remember the milk\n"}
+  - match: {role: tool}
+    text: "Wrote NOTES.md."
+`
+	cfg := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\npolicy: {file: " +
+		absPath("../../examples/policies/coding.yaml") + "}\ntools:\n  builtin:\n    enable: [read_file, list_dir, search, write_file, edit_file, run_command]\n"
+	for name, body := range map[string]string{"script.yaml": script, "kernel.yaml": cfg} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := t.TempDir()
+	conf := filepath.Join(dir, "kernel.yaml")
+	for _, approve := range []bool{true, false} {
+		_, errOut, err := cli(t, "run", "--config", conf, "--store", store, "add a note to the workspace")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, errOut)
+		}
+		for _, want := range []string{"policy: deny run_command: destructive command refused: rm -rf build (rule no-rm-rf)",
+			"approval required: write_file", "write outside src/: NOTES.md", "awaiting_approval"} {
+			if !strings.Contains(errOut, want) {
+				t.Fatalf("run output lacks %q:\n%s", want, errOut)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(ws, "NOTES.md")); !os.IsNotExist(err) {
+			t.Fatal("the write ran before approval")
+		}
+		id := sessionLine.FindStringSubmatch(errOut)[1]
+		verb := "reject"
+		if approve {
+			verb = "approve"
+		}
+		out, errOut, err := cli(t, verb, "--config", conf, "--store", store, id, "--note", "ok by me")
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", verb, err, errOut)
+		}
+		_, statErr := os.Stat(filepath.Join(ws, "NOTES.md"))
+		if approve {
+			if statErr != nil || !strings.Contains(out, "Wrote NOTES.md.") || !strings.Contains(errOut, "approval approved write_file") {
+				t.Fatalf("approve: file %v\nstdout %s\nstderr %s", statErr, out, errOut)
+			}
+			os.Remove(filepath.Join(ws, "NOTES.md"))
+		} else if statErr == nil || !strings.Contains(out, "I did not run write_file: rejected: ok by me.") {
+			t.Fatalf("reject: file %v\nstdout %s\nstderr %s", statErr, out, errOut)
+		}
+		if _, _, err := cli(t, "approve", "--config", conf, "--store", store, id); err == nil || !strings.Contains(err.Error(), "no pending approval") {
+			t.Fatalf("second approve: %v", err)
+		}
+	}
+}
+
+// TestPolicyCommands exercises check, test and explain on the examples.
+func TestPolicyCommands(t *testing.T) {
+	out, _, err := cli(t, "policy", "test", "../../examples/policies/coding.yaml", "../../examples/policies/ci-bot.yaml")
+	if err != nil || !strings.Contains(out, "ok  \t../../examples/policies/coding.yaml") {
+		t.Fatalf("policy test: %v\n%s", err, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("name: x\nrevision: \"1\"\nrules:\n  - id: r\n    effect: deny\n    when: tool.nmae == \"x\"\n"), 0o600)
+	_, _, err = cli(t, "policy", "check", bad)
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml:6:") || !strings.Contains(err.Error(), "nmae") {
+		t.Fatalf("misspelt field: %v", err)
+	}
+}

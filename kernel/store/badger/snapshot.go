@@ -1,0 +1,217 @@
+package badger
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+)
+
+// Badger cannot open a store read-only while a writer holds it (the
+// writer's exclusive flock excludes the reader's shared one), nor one whose
+// last writer crashed (its memtable log needs a truncation, which a reader
+// may not do). A read-only Open then reads a snapshot instead: a private
+// copy of the store, made inside the store directory so table files can be
+// hard-linked (or in $TMPDIR, copied, when this user may not write the
+// store directory), opened read-write (which recovers the copied logs) and
+// removed at Close. No file of the store itself is ever written.
+//
+// The copy is consistent because of the order of the steps, given how a
+// Badger writer changes its files:
+//
+//  1. the memtable logs (*.mem) are copied first: they hold every write
+//     not yet flushed to a table;
+//  2. then MANIFEST (the list of live tables) and KEYREGISTRY;
+//  3. then every table (*.sst, immutable) is hard-linked: a memtable flushed
+//     after step 1 is in a table that MANIFEST may or may not list, and both
+//     are fine; a table compacted away after step 2 is missing, and Badger
+//     refuses the copy ("file does not exist"): retry;
+//  4. then the value logs (*.vlog, append-only): a superset of what the
+//     copied pointers need, unless value-log GC deleted one meanwhile,
+//     which the before/after file lists show: retry.
+//
+// A log copied while it is being written ends in a torn entry, which the
+// checksums detect and recovery drops: the snapshot then misses at most
+// writes that were still in flight when it was taken.
+const snapshotPrefix = ".snapshot-"
+
+// openSnapshot opens a snapshot of the store in dir.
+func openSnapshot(dir string, opts Options, t tuning) (*Store, error) {
+	var last error
+	for range 5 {
+		snap, err := copyStore(dir)
+		if err != nil {
+			last = err
+			continue
+		}
+		bo := opts.badgerOptions(snap, t).WithReadOnly(false).WithNumCompactors(0).WithLogger(nil)
+		db, err := bdg.Open(bo)
+		if err != nil {
+			_ = os.RemoveAll(snap)
+			last = err
+			continue
+		}
+		opts.ReadOnly = true
+		return &Store{dir: dir, snapshot: snap, db: db, opts: opts, reserve: -1, stop: make(chan struct{})}, nil
+	}
+	return nil, fmt.Errorf("open session store %s read-only: a writer holds it, and taking a snapshot failed: %w", dir, last)
+}
+
+// copyStore makes the snapshot copy of dir and returns its directory.
+func copyStore(dir string) (snap string, err error) {
+	vlogsBefore, err := filesWithSuffix(dir, ".vlog")
+	if err != nil {
+		return "", err
+	}
+	snap, err = os.MkdirTemp(dir, snapshotPrefix)
+	if err != nil { // a directory this user may not write: copy to $TMPDIR
+		if snap, err = os.MkdirTemp("", "agentkernel"+snapshotPrefix); err != nil {
+			return "", err
+		}
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(snap)
+		}
+	}()
+	steps := []struct {
+		suffix string
+		link   bool
+	}{{".mem", false}, {"MANIFEST", false}, {"KEYREGISTRY", false}, {".sst", true}, {".vlog", false}}
+	for _, st := range steps {
+		names, err := filesWithSuffix(dir, st.suffix)
+		if err != nil {
+			return "", err
+		}
+		for _, n := range names {
+			src, dst := filepath.Join(dir, n), filepath.Join(snap, n)
+			if st.link {
+				err = os.Link(src, dst)
+				if err != nil && !errors.Is(err, os.ErrNotExist) {
+					err = copyFile(src, dst) // no hard links here: copy
+				}
+			} else {
+				err = copyFile(src, dst)
+			}
+			if errors.Is(err, os.ErrNotExist) && st.suffix == ".mem" {
+				continue // flushed meanwhile: its data is in a table
+			}
+			if err != nil {
+				return "", fmt.Errorf("snapshot %s: %w", n, err)
+			}
+		}
+	}
+	vlogsAfter, err := filesWithSuffix(dir, ".vlog")
+	if err != nil {
+		return "", err
+	}
+	for _, v := range vlogsBefore {
+		if !slices.Contains(vlogsAfter, v) {
+			return "", fmt.Errorf("snapshot: value log %s was collected while copying", v)
+		}
+	}
+	return snap, nil
+}
+
+func filesWithSuffix(dir, suffix string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), suffix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// copyFile copies src to dst, keeping holes: Badger's logs are large
+// sparse files that are mostly holes.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := copySparse(out, in, fi.Size()); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Truncate(fi.Size()); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// copyRange copies [off, end) of in to the same offsets of out, skipping
+// blocks of zeros.
+func copyRange(out, in *os.File, off, end int64, buf []byte) error {
+	for off < end {
+		n := min(int64(len(buf)), end-off)
+		m, err := in.ReadAt(buf[:n], off)
+		if m > 0 && !allZero(buf[:m]) {
+			if _, werr := out.WriteAt(buf[:m], off); werr != nil {
+				return werr
+			}
+		}
+		off += int64(m)
+		if err == io.EOF {
+			return nil // the file shrank (truncated): keep what was there
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// hasMemFiles reports whether dir has memtable logs: Badger removes them
+// at a clean Close, so their presence means a writer is running or
+// crashed.
+func hasMemFiles(dir string) bool {
+	names, err := filesWithSuffix(dir, ".mem")
+	return err == nil && len(names) > 0
+}
+
+// removeStaleSnapshots removes snapshot copies older than an hour, left by
+// readers that crashed.
+func removeStaleSnapshots(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), snapshotPrefix) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+}
