@@ -46,7 +46,7 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 	// --config, else the built-ins.
 	var specs []kernel.ToolSpec
 	var a *app
-	if cf.config != "" || sub == "replay" {
+	if len(cf.config) > 0 || sub == "replay" {
 		cfg, err := cf.load()
 		if err != nil {
 			return err

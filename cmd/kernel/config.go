@@ -93,35 +93,89 @@ func (e *ConfigError) Error() string {
 	return b.String()
 }
 
-// loadConfig reads the embedded defaults and, when path is not empty, lays
-// the file over them. Each layer is validated against the schema first, so
-// an error names the file, line and field.
-func loadConfig(path string) (*Config, error) {
+// loadConfig reads the embedded defaults and lays each file over them, in
+// order. Each layer is validated against the schema first, so an error
+// names the file, line and field; its relative paths are resolved against
+// its own directory.
+func loadConfig(paths ...string) (*Config, error) {
 	cfg := &Config{}
-	if err := cfg.layer("(embedded defaults)", defaultsYAML); err != nil {
-		return nil, fmt.Errorf("embedded defaults are invalid (a build problem): %w", err)
-	}
 	wd, err := os.Getwd()
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.layer("(embedded defaults)", wd, defaultsYAML); err != nil {
+		return nil, fmt.Errorf("embedded defaults are invalid (a build problem): %w", err)
+	}
 	cfg.dir = wd
-	if path == "" {
-		return cfg, nil
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read config: %w", err)
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := cfg.layer(path, filepath.Dir(abs), data); err != nil {
+			return nil, err
+		}
+		cfg.dir, cfg.file = filepath.Dir(abs), abs
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
-	}
-	if err := cfg.layer(path, data); err != nil {
-		return nil, err
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, err
-	}
-	cfg.dir, cfg.file = filepath.Dir(abs), abs
 	return cfg, nil
+}
+
+// pathFields are the config fields that hold file system paths, as dotted
+// paths where * matches any key or index. They are made absolute, against
+// the directory of the file that sets them, before decoding.
+var pathFields = []string{
+	"workspace", "model.script", "store.dir", "policy.file", "policy.decision_log",
+	"tools.plugins.*.path", "tools.plugins.*.dir",
+	"tools.wasm.*.path", "tools.wasm.*.grants.fs.*.host",
+}
+
+// absolutize rewrites the path fields of one layer's document.
+func absolutize(doc *yaml.Node, dir string) {
+	for _, f := range pathFields {
+		walkPath(doc, strings.Split(f, "."), func(n *yaml.Node) {
+			if n.Kind == yaml.ScalarNode && n.Value != "" {
+				n.Value = resolvePath(dir, n.Value)
+			}
+		})
+	}
+}
+
+func walkPath(n *yaml.Node, parts []string, fn func(*yaml.Node)) {
+	if len(parts) == 0 {
+		fn(n)
+		return
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if parts[0] == "*" || n.Content[i].Value == parts[0] {
+				walkPath(n.Content[i+1], parts[1:], fn)
+			}
+		}
+	case yaml.SequenceNode:
+		if parts[0] == "*" {
+			for _, c := range n.Content {
+				walkPath(c, parts[1:], fn)
+			}
+		}
+	}
+}
+
+// resolvePath makes p absolute against dir ("~/" is the home directory).
+func resolvePath(dir, p string) string {
+	if strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, p[2:])
+		}
+	}
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
 }
 
 var configSchema = func() *jsonschema.Schema {
@@ -146,8 +200,9 @@ func compileSchema(name string, data []byte) (*jsonschema.Schema, error) {
 	return c.Compile(url)
 }
 
-// layer validates one YAML document and decodes it over cfg.
-func (cfg *Config) layer(name string, data []byte) error {
+// layer validates one YAML document and decodes it over cfg; dir is the
+// directory its relative paths are relative to.
+func (cfg *Config) layer(name, dir string, data []byte) error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return yamlError(name, err)
@@ -158,6 +213,7 @@ func (cfg *Config) layer(name string, data []byte) error {
 	if err := validateNode(name, &root, configSchema); err != nil {
 		return err
 	}
+	absolutize(root.Content[0], dir)
 	if err := root.Content[0].Decode(cfg); err != nil {
 		return yamlError(name, err)
 	}
@@ -302,17 +358,13 @@ func yamlError(name string, err error) error {
 	return &ConfigError{File: name, Msg: msg}
 }
 
-// path resolves p against the config's directory.
+// path resolves p against the last config file's directory (paths in the
+// files are already absolute; this is for values set in code).
 func (cfg *Config) path(p string) string {
-	if p == "" || filepath.IsAbs(p) {
+	if p == "" {
 		return p
 	}
-	if strings.HasPrefix(p, "~/") {
-		if home, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(home, p[2:])
-		}
-	}
-	return filepath.Join(cfg.dir, p)
+	return resolvePath(cfg.dir, p)
 }
 
 // source names the config for messages.
@@ -322,3 +374,9 @@ func (cfg *Config) source() string {
 	}
 	return cfg.file
 }
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

@@ -10,7 +10,7 @@ import (
 
 // commonFlags are the flags every command that builds a kernel accepts.
 type commonFlags struct {
-	config    string
+	config    stringList
 	model     string
 	baseURL   string
 	apiKeyEnv string
@@ -24,7 +24,7 @@ type commonFlags struct {
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.config, "config", "", "configuration `FILE` (YAML, see schemas/config.schema.json); embedded defaults without it")
+	fs.Var(&c.config, "config", "configuration `FILE` (YAML, see schemas/config.schema.json); repeat to lay files over each other; embedded defaults without it")
 	fs.StringVar(&c.model, "model", "", "model `NAME` (model.name)")
 	fs.StringVar(&c.baseURL, "base-url", "", "OpenAI-compatible API base `URL`, e.g. http://127.0.0.1:11434/v1 (model.base_url)")
 	fs.StringVar(&c.apiKeyEnv, "api-key-env", "", "environment `VARIABLE` holding the API key (model.api_key_env)")
@@ -40,7 +40,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 // load reads the configuration and applies the flags over it. Flag paths
 // are relative to the working directory, not the config file.
 func (c *commonFlags) load() (*Config, error) {
-	cfg, err := loadConfig(c.config)
+	cfg, err := loadConfig(c.config...)
 	if err != nil {
 		return nil, err
 	}

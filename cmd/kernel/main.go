@@ -62,6 +62,7 @@ func commands() []command {
 		{"approve", "approve a session's pending tool call and continue", cmdResolve(true)},
 		{"reject", "reject a session's pending tool call", cmdResolve(false)},
 		{"tools", "list the tools the model can call", cmdTools},
+		{"plugins", "verify the configured plugins (pins, handshake, tools)", cmdPlugins},
 		{"version", "print the version", cmdVersion},
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
+	"github.com/agentkernel/agentkernel/plugins/subprocess"
 )
 
 // app is a configured kernel and everything it owns. cmd/kernel is the only
@@ -32,6 +33,8 @@ type app struct {
 	sinkMu sync.Mutex
 	sink   func(kernel.Event)
 	scrub  func(string) string
+
+	plugins *subprocess.Host
 }
 
 // newApp builds everything but the provider and the kernel: the registry of
@@ -98,7 +101,14 @@ func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string
 	return runOutcome(res, err)
 }
 
-func (a *app) loadTools(_ context.Context) error {
+func (a *app) loadTools(ctx context.Context) error {
+	if err := a.loadBuiltins(); err != nil {
+		return err
+	}
+	return a.loadPlugins(ctx)
+}
+
+func (a *app) loadBuiltins() error {
 	b := a.cfg.Tools.Builtin
 	b.Root = a.cfg.path(a.cfg.Workspace)
 	tools, closer, err := builtin.New(b)

@@ -12,6 +12,9 @@ import (
 // maxArgsBytes caps a call's arguments as received by the plugin.
 const maxArgsBytes = 16 << 20
 
+// windowSize is the HTTP/2 flow-control window of the plugin's server.
+const windowSize = 4 << 20
+
 // Serve serves tools to the host that started this process and exits when
 // the host is done with it. Call it first thing in main: it never returns.
 //
@@ -56,7 +59,13 @@ func serve(tools []*Tool) int {
 			ProtocolVersion: {PluginName: &grpcPlugin{svc: svc}},
 		},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(maxArgsBytes))...)
+			return grpc.NewServer(append(opts,
+				grpc.MaxRecvMsgSize(maxArgsBytes),
+				// A local socket needs no flow control tuning: large windows
+				// let big arguments through without window-update round trips.
+				grpc.InitialWindowSize(windowSize),
+				grpc.InitialConnWindowSize(windowSize),
+			)...)
 		},
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Output:     stderr,

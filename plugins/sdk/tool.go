@@ -244,6 +244,17 @@ func describeValidation(err error) string {
 const maxPanicStack = 2048
 
 func panicText(r any, stack []byte) string {
+	// Drop the frames of debug.Stack and of the recovery: the trace starts
+	// at the frame that panicked.
+	if i := bytes.Index(stack, []byte("\npanic(")); i >= 0 {
+		rest := stack[i+1:]
+		if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+			rest = rest[j+1:] // the panic( line
+			if k := bytes.IndexByte(rest, '\n'); k >= 0 {
+				stack = rest[k+1:] // its file:line
+			}
+		}
+	}
 	if len(stack) > maxPanicStack {
 		stack = append(stack[:maxPanicStack:maxPanicStack], "\n..."...)
 	}

@@ -43,7 +43,7 @@ func copyVerified(cfg PluginConfig, dir string) (path, sum string, err error) {
 		}
 	}()
 	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(dst, h), src); err != nil {
+	if _, err := io.CopyBuffer(io.MultiWriter(dst, h), src, make([]byte, 1<<20)); err != nil {
 		_ = dst.Close()
 		return "", "", fmt.Errorf("plugin %q: copy binary: %w", cfg.Name, err)
 	}
@@ -79,6 +79,12 @@ func privateDir(parent string) (string, error) {
 	if err != nil {
 		_ = os.RemoveAll(d)
 		return "", fmt.Errorf("create private plugin directory: %w", err)
+	}
+	// go-plugin puts each socket at <dir>/plugin-dir<digits>/plugin<digits>;
+	// a unix socket path has at most 107 bytes.
+	if len(abs)+38 > 107 {
+		_ = os.RemoveAll(d)
+		return "", fmt.Errorf("run directory %s is too long for unix socket paths (at most %d bytes); choose a shorter one", parent, 107-38-len("/agentkernel-plugins-1234567890"))
 	}
 	return abs, nil
 }

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/plugins/subprocess"
+)
+
+func (cfg *Config) pluginConfigs() ([]subprocess.PluginConfig, error) {
+	var pcs []subprocess.PluginConfig
+	if err := decodeNode(&cfg.Tools.Plugins, &pcs); err != nil {
+		return nil, &ConfigError{File: cfg.source(), Field: "tools.plugins", Msg: err.Error()}
+	}
+	return pcs, nil
+}
+
+// cacheDir is where the kernel keeps what it can rebuild: plugin tool lists
+// and compiled WASM ($XDG_CACHE_HOME/agentkernel).
+func cacheDir() string {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		d = os.TempDir()
+	}
+	return filepath.Join(d, "agentkernel")
+}
+
+// loadPlugins starts the plugin host and registers every configured
+// plugin's tools (lazily started: a cached tool list needs no process).
+func (a *app) loadPlugins(ctx context.Context) error {
+	pcs, err := a.cfg.pluginConfigs()
+	if err != nil || len(pcs) == 0 {
+		return err
+	}
+	a.plugins = subprocess.NewHost(subprocess.HostConfig{Logger: a.log.Named("plugins"), StateDir: cacheDir(),
+		OnNotice: func(n kernel.Notice) { a.emit(n) }})
+	a.closers = append(a.closers, a.plugins.Close)
+	for i, pc := range pcs {
+		tools, err := a.plugins.Load(ctx, pc)
+		if err != nil {
+			return fmt.Errorf("%s: tools.plugins[%d] (%s): %w", a.cfg.source(), i, pc.Name, err)
+		}
+		if err := a.tools.Register(tools...); err != nil {
+			return fmt.Errorf("%s: tools.plugins[%d] (%s): %w", a.cfg.source(), i, pc.Name, err)
+		}
+	}
+	return nil
+}
+
+const pluginsUsage = `Usage: kernel plugins verify [--config FILE]
+
+Checks every configured plugin: its sha256 pin, that it starts and
+completes the handshake, and the tools it describes.`
+
+func cmdPlugins(ctx context.Context, args []string, env *cliEnv) error {
+	if len(args) == 0 || args[0] != "verify" {
+		fmt.Fprintln(env.stderr, pluginsUsage)
+		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+			return nil
+		}
+		return exitError{code: 2, msg: fmt.Sprintf("unknown plugins subcommand %q", args[0])}
+	}
+	fs := newFlagSet("plugins verify", "", env.stderr)
+	var cf commonFlags
+	cf.register(fs)
+	if _, err := parseInterspersed(fs, args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return exitError{code: 2}
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	pcs, err := cfg.pluginConfigs()
+	if err != nil {
+		return err
+	}
+	if len(pcs) == 0 {
+		fmt.Fprintf(env.stderr, "%s configures no plugins (tools.plugins)\n", cfg.source())
+		return nil
+	}
+	host := subprocess.NewHost(subprocess.HostConfig{Logger: newLogger(env.stderr).Named("plugins"), StateDir: cacheDir()})
+	defer host.Close()
+	failed := 0
+	for _, pc := range pcs {
+		rep, err := host.Verify(ctx, pc)
+		if err != nil {
+			failed++
+			fmt.Fprintf(env.stdout, "FAIL %s: %v\n", pc.Name, err)
+			continue
+		}
+		fmt.Fprintf(env.stdout, "ok   %s  %s  sha256:%s  started in %s  sdk %s\n", rep.Plugin, rep.Path, rep.SHA256, rep.StartTime.Round(time.Millisecond), rep.SDKVersion)
+		for _, t := range rep.Tools {
+			fmt.Fprintf(env.stdout, "       %-24s %-14s %s\n", t.Name, t.Tier, clip(firstLine(t.Description), 60))
+		}
+	}
+	if failed > 0 {
+		return exitError{code: 1, msg: fmt.Sprintf("%d of %d plugins failed verification", failed, len(pcs))}
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package subprocess_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentkernel/agentkernel/plugins/subprocess"
+)
+
+// BenchmarkStart measures what starting a plugin costs.
+//
+//   - cold: what Load of an eager plugin does the first time: verify the
+//     binary's sha256 while copying it to the private directory, exec,
+//     go-plugin's AutoMTLS handshake, Describe.
+//   - restart: exec, handshake and Describe of the already verified copy,
+//     as on a lazy plugin's first call or a restart after a crash.
+//   - verify: the sha256 check and the copy alone.
+func BenchmarkStart(b *testing.B) {
+	cfg := misbehaveConfig()
+	cfg.Start = subprocess.StartEager
+	b.Run("cold", func(b *testing.B) {
+		for b.Loop() {
+			h := subprocess.NewHost(subprocess.HostConfig{})
+			if _, err := h.Load(context.Background(), cfg); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if err := h.Close(); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	})
+	b.Run("restart", func(b *testing.B) {
+		h := newHost(b, subprocess.HostConfig{})
+		exe, done, err := subprocess.VerifyCopy(h, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer done()
+		for b.Loop() {
+			kill, err := subprocess.StartProcess(h, cfg, exe)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			kill()
+			b.StartTimer()
+		}
+	})
+	b.Run("verify", func(b *testing.B) {
+		h := newHost(b, subprocess.HostConfig{})
+		b.SetBytes(fileSize(b, misbehave.path))
+		for b.Loop() {
+			_, done, err := subprocess.VerifyCopy(h, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			done()
+		}
+	})
+}
+
+func fileSize(b *testing.B, path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// benchCalls calls tool b.N times in a row and reports the latency
+// percentiles.
+func benchCalls(b *testing.B, tool string, args json.RawMessage) {
+	h := newHost(b, subprocess.HostConfig{})
+	cfg := misbehaveConfig()
+	cfg.Start = subprocess.StartEager
+	tools := load(b, h, cfg)
+	t := tools[tool]
+	ctx := context.Background()
+	for range 100 { // warm up the connection
+		if _, err := t.Call(ctx, args); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if _, err := t.Call(ctx, args); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkCallNoop measures one call of a tool that does nothing.
+func BenchmarkCallNoop(b *testing.B) { benchCalls(b, "mb.noop", json.RawMessage(`{}`)) }
+
+// BenchmarkCall64KiB measures one call with a 64 KiB argument.
+func BenchmarkCall64KiB(b *testing.B) {
+	args, _ := json.Marshal(map[string]string{"text": strings.Repeat("a", 64<<10)})
+	b.SetBytes(int64(len(args)))
+	benchCalls(b, "mb.size", args)
+}

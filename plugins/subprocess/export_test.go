@@ -1,0 +1,36 @@
+package subprocess
+
+import "context"
+
+// Exported for the benchmarks in package subprocess_test.
+
+// VerifyCopy makes the host's verified copy of cfg's binary.
+func VerifyCopy(h *Host, cfg PluginConfig) (exe string, done func(), err error) {
+	cfg, err = cfg.normalize()
+	if err != nil {
+		return "", nil, err
+	}
+	done, err = h.begin()
+	if err != nil {
+		return "", nil, err
+	}
+	exe, _, err = copyVerified(cfg, h.dir)
+	return exe, done, err
+}
+
+// StartProcess starts one process of the verified copy exe (exec,
+// handshake, Describe) and returns a function that kills it.
+func StartProcess(h *Host, cfg PluginConfig, exe string) (kill func(), err error) {
+	cfg, err = cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	inst, err := startInstance(context.Background(), h, cfg, exe)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		inst.kill("benchmark")
+		inst.cleanup.Do(inst.client.Kill)
+	}, nil
+}

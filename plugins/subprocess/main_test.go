@@ -1,0 +1,176 @@
+package subprocess_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/plugins/sdk/sdktest"
+	"github.com/agentkernel/agentkernel/plugins/subprocess"
+)
+
+// misbehave is the test plugin binary, built once by TestMain.
+var misbehave struct {
+	path, sum string
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperHostEnv) != "" {
+		os.Exit(helperHost())
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "subprocess-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	misbehave.path = filepath.Join(dir, "misbehave")
+	if err := sdktest.BuildTo(misbehave.path, "./testdata/misbehave"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if misbehave.sum, err = sdktest.FileSHA256(misbehave.path); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// logBuffer collects a host's logs for assertions. Safe for concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// newHost returns a host that is closed when the test ends.
+func newHost(t testing.TB, cfg subprocess.HostConfig) *subprocess.Host {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	h := subprocess.NewHost(cfg)
+	t.Cleanup(func() {
+		if err := h.Close(); err != nil {
+			t.Errorf("close host: %v", err)
+		}
+	})
+	return h
+}
+
+// misbehaveConfig pins the test plugin.
+func misbehaveConfig(args ...string) subprocess.PluginConfig {
+	return subprocess.PluginConfig{Name: "mb", Path: misbehave.path, SHA256: misbehave.sum, Args: args}
+}
+
+// load loads cfg and returns its tools by their full name.
+func load(t testing.TB, h *subprocess.Host, cfg subprocess.PluginConfig) map[string]kernel.Tool {
+	t.Helper()
+	tools, err := h.Load(testCtx(t), cfg)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	m := map[string]kernel.Tool{}
+	for _, tool := range tools {
+		m[tool.Spec().Name] = tool
+	}
+	return m
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func call(t testing.TB, tool kernel.Tool, args string) (kernel.Result, error) {
+	t.Helper()
+	if tool == nil {
+		t.Fatal("no such tool")
+	}
+	return tool.Call(testCtx(t), []byte(args))
+}
+
+func mustCall(t testing.TB, tool kernel.Tool, args string) string {
+	t.Helper()
+	res, err := call(t, tool, args)
+	if err != nil {
+		t.Fatalf("call %s: %v", tool.Spec().Name, err)
+	}
+	return res.Content
+}
+
+// alive reports whether pid is a live process (a zombie counts as dead).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...
+	s := string(b)
+	i := strings.LastIndex(s, ")")
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+// waitDead waits up to d for every pid to be gone.
+func waitDead(t testing.TB, d time.Duration, pids ...int) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		var left []int
+		for _, p := range pids {
+			if alive(p) {
+				left = append(left, p)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes still alive after %s: %v", d, left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// hclogTo returns a debug-level logger writing to w.
+func hclogTo(w io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Output: w, Level: hclog.Debug})
+}
+
+// waitFor polls cond until it holds or d has passed.
+func waitFor(t testing.TB, d time.Duration, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

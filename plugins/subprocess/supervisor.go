@@ -1,0 +1,257 @@
+package subprocess
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// supervisor owns one configured plugin: its verified copy, the tools the
+// kernel registered for it, and at most one running process, which it
+// starts on demand, restarts after a crash with backoff, and stops calling
+// (circuit breaker) after too many consecutive crashes. Safe for concurrent
+// use.
+type supervisor struct {
+	h     *Host
+	cfg   PluginConfig
+	exe   string // the verified private copy
+	sum   string // its sha256
+	log   hclog.Logger
+	specs map[string]toolSpec // the tools as registered with the kernel
+
+	mu        sync.Mutex
+	inst      *instance
+	starting  *attempt // the start in progress, if any
+	crashes   int      // consecutive
+	lastCrash time.Time
+	openUntil time.Time // circuit breaker open until then
+	closed    bool
+}
+
+// acquire returns a running process, starting one if needed: it waits for
+// a start in progress, waits out the backoff after a crash, and refuses
+// while the circuit breaker is open.
+func (s *supervisor) acquire(ctx context.Context) (*instance, error) {
+	for {
+		s.mu.Lock()
+		switch {
+		case s.closed:
+			s.mu.Unlock()
+			return nil, ErrClosed
+		case s.inst != nil && s.inst.runner.exited():
+			// Dead, and its watcher is about to say so (and count the
+			// crash, which sets the backoff): wait for it.
+			inst := s.inst
+			s.mu.Unlock()
+			select {
+			case <-inst.exited:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		case s.inst != nil:
+			inst := s.inst
+			s.mu.Unlock()
+			return inst, nil
+		case s.starting != nil:
+			a := s.starting
+			s.mu.Unlock()
+			select {
+			case <-a.done:
+				if a.err != nil && !errors.Is(a.err, context.Canceled) && !errors.Is(a.err, context.DeadlineExceeded) {
+					return nil, a.err // the start this call waited for failed
+				}
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		now := time.Now()
+		if s.crashes >= s.cfg.Restart.MaxCrashes && now.Before(s.openUntil) {
+			until := s.openUntil
+			n := s.crashes
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w: it crashed %d times in a row; its tools are disabled until %s (%s from now), then the kernel tries again",
+				ErrUnavailable, n, until.Format(time.TimeOnly), until.Sub(now).Round(time.Second))
+		}
+		wait := s.backoffLocked(now)
+		a := &attempt{done: make(chan struct{})}
+		s.starting = a
+		s.mu.Unlock()
+
+		inst, err := s.start(ctx, wait)
+
+		s.mu.Lock()
+		s.starting = nil
+		a.err = err
+		close(a.done)
+		if err != nil {
+			// A caller that gave up or a closing host says nothing about
+			// the plugin's health.
+			if ctx.Err() == nil && !errors.Is(err, ErrClosed) {
+				s.recordCrashLocked(time.Now())
+			}
+			s.mu.Unlock()
+			return nil, err
+		}
+		s.mu.Unlock()
+		return inst, nil
+	}
+}
+
+// attempt is a start in progress; err is set before done is closed.
+type attempt struct {
+	done chan struct{}
+	err  error
+}
+
+// backoffLocked is how long to wait before the next start: Backoff after
+// one crash, doubled for each further one, capped at Cooldown.
+func (s *supervisor) backoffLocked(now time.Time) time.Duration {
+	if s.crashes == 0 {
+		return 0
+	}
+	d := s.cfg.Restart.Backoff.D()
+	for i := 1; i < s.crashes && d < s.cfg.Restart.Cooldown.D(); i++ {
+		d *= 2
+	}
+	d = min(d, s.cfg.Restart.Cooldown.D())
+	return max(0, s.lastCrash.Add(d).Sub(now))
+}
+
+// start waits out the backoff, starts a process and installs it with its
+// watcher. The host cannot finish closing while it runs.
+func (s *supervisor) start(ctx context.Context, wait time.Duration) (*instance, error) {
+	done, err := s.h.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if wait > 0 {
+		s.log.Debug("waiting before restart", "backoff", wait)
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.h.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+	inst, err := startInstance(ctx, s.h, s.cfg, s.exe)
+	if err != nil {
+		s.log.Error("plugin failed to start", "error", err)
+		return nil, err
+	}
+	s.log.Debug("plugin started", "pid", inst.runner.pid, "in", time.Since(inst.started))
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		inst.markStopped("host closed")
+		inst.runner.Kill(context.Background())
+		inst.cleanup.Do(inst.client.Kill)
+		return nil, ErrClosed
+	}
+	s.inst = inst
+	s.h.wg.Add(1)
+	go func() {
+		defer s.h.wg.Done()
+		inst.watch(s)
+	}()
+	s.mu.Unlock()
+	s.checkSpecs(inst)
+	return inst, nil
+}
+
+// recordCrashLocked counts a crash and opens the circuit breaker once
+// MaxCrashes are reached in a row.
+func (s *supervisor) recordCrashLocked(now time.Time) {
+	s.crashes++
+	s.lastCrash = now
+	if s.crashes >= s.cfg.Restart.MaxCrashes {
+		s.openUntil = now.Add(s.cfg.Restart.Cooldown.D())
+		text := fmt.Sprintf("plugin %s crashed %d times in a row; its tools are unavailable until %s",
+			s.cfg.Name, s.crashes, s.openUntil.Format(time.TimeOnly))
+		s.log.Error("circuit breaker open", "crashes", s.crashes, "until", s.openUntil)
+		s.h.notice("error", s.cfg.Name, text)
+	}
+}
+
+// exited is called by an instance's watcher once its process is gone.
+func (s *supervisor) exited(inst *instance, crashed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inst == inst {
+		s.inst = nil
+	}
+	if crashed && !s.closed {
+		s.recordCrashLocked(time.Now())
+	}
+}
+
+// answered is called when the plugin answered a call: it is healthy.
+func (s *supervisor) answered() {
+	s.mu.Lock()
+	n := s.crashes
+	s.crashes = 0
+	s.mu.Unlock()
+	if n >= s.cfg.Restart.MaxCrashes {
+		s.log.Info("circuit breaker closed: the plugin answers again")
+		s.h.notice("info", s.cfg.Name, fmt.Sprintf("plugin %s answers again; its tools are available", s.cfg.Name))
+	}
+}
+
+// drop forgets inst as the running process (it is being killed), so that
+// the next call starts a fresh one without waiting for it to die.
+func (s *supervisor) drop(inst *instance) {
+	s.mu.Lock()
+	if s.inst == inst {
+		s.inst = nil
+	}
+	s.mu.Unlock()
+}
+
+// checkSpecs compares a fresh process's tools with the ones registered
+// (from the Describe cache) and refreshes the cache when they differ;
+// calls of a tool whose spec changed are refused (see pluginTool.Call).
+func (s *supervisor) checkSpecs(inst *instance) {
+	live := map[string]toolSpec{}
+	for _, sp := range inst.specs {
+		live[sp.Name] = sp
+	}
+	changed := len(live) != len(s.specs)
+	for name, reg := range s.specs {
+		if l, ok := live[name]; !ok || !l.equal(reg) {
+			changed = true
+			s.log.Warn("tool changed since it was registered; calls are refused until the kernel restarts", "tool", name)
+		}
+	}
+	if changed {
+		s.h.writeCache(s.cfg, s.sum, inst.specs, inst.sdkVersion)
+	}
+}
+
+// close stops the running process, if any. Calls fail with ErrClosed
+// afterwards.
+func (s *supervisor) close() {
+	s.mu.Lock()
+	s.closed = true
+	inst := s.inst
+	s.inst = nil
+	s.mu.Unlock()
+	if inst != nil {
+		inst.shutdown("host closed")
+	}
+}
+
+// toolError wraps err as the kernel's tool error for tool.
+func toolError(tool, code string, err error) *kernel.ToolError {
+	return &kernel.ToolError{Tool: tool, Code: code, Err: err}
+}
