@@ -53,6 +53,9 @@ func cmdChat(ctx context.Context, args []string, env *cliEnv) error {
 	if err := a.openStore(false); err != nil {
 		return err
 	}
+	if err := a.watchConfig(); err != nil {
+		return err
+	}
 	prov, err := a.provider()
 	if err != nil {
 		return err

@@ -48,6 +48,31 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 	if err != nil {
 		return err
 	}
+	need := func(n int, what string) error {
+		if len(pos) < n {
+			return exitError{code: 2, msg: "sessions " + sub + " needs " + what}
+		}
+		return nil
+	}
+	switch sub {
+	case "show", "export":
+		err = need(1, "a session id")
+	case "import":
+		err = need(1, "a file (- for stdin)")
+	case "rm":
+		err = need(1, "one or more session ids")
+	case "gc":
+		if *olderThan == "" {
+			err = exitError{code: 2, msg: "sessions gc needs --older-than AGE (e.g. 30d)"}
+		}
+	case "ls":
+	default:
+		fmt.Fprintln(env.stderr, sessionsUsage)
+		err = exitError{code: 2, msg: fmt.Sprintf("unknown sessions subcommand %q", sub)}
+	}
+	if err != nil {
+		return err
+	}
 	a := &app{cfg: cfg}
 	a.log = newLogger(env.stderr)
 	readOnly := sub == "ls" || sub == "show" || sub == "export"
@@ -55,12 +80,6 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		return err
 	}
 	defer a.Close()
-	need := func(n int, what string) error {
-		if len(pos) < n {
-			return exitError{code: 2, msg: "sessions " + sub + " needs " + what}
-		}
-		return nil
-	}
 	switch sub {
 	case "ls":
 		list, err := a.store.List(ctx)
@@ -74,9 +93,6 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		writeSessionTable(env.stdout, list, "")
 		return nil
 	case "show":
-		if err := need(1, "a session id"); err != nil {
-			return err
-		}
 		s, err := a.store.Load(ctx, pos[0])
 		if err != nil {
 			return err
@@ -84,9 +100,6 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		writeTranscript(env.stdout, s, *full)
 		return nil
 	case "export":
-		if err := need(1, "a session id"); err != nil {
-			return err
-		}
 		bs, ok := a.store.(*badger.Store)
 		if !ok {
 			return errors.New("export needs the badger store")
@@ -102,9 +115,6 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		}
 		return bs.Export(ctx, pos[0], w)
 	case "import":
-		if err := need(1, "a file (- for stdin)"); err != nil {
-			return err
-		}
 		bs, ok := a.store.(*badger.Store)
 		if !ok {
 			return errors.New("import needs the badger store")
@@ -125,9 +135,6 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		fmt.Fprintln(env.stdout, id)
 		return nil
 	case "rm":
-		if err := need(1, "one or more session ids"); err != nil {
-			return err
-		}
 		d, ok := a.store.(kernel.SessionDeleter)
 		if !ok {
 			return errors.New("this store cannot delete sessions")
@@ -142,9 +149,6 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		}
 		return errors.Join(errs...)
 	case "gc":
-		if *olderThan == "" {
-			return exitError{code: 2, msg: "sessions gc needs --older-than AGE (e.g. 30d)"}
-		}
 		age, err := badger.ParseAge(*olderThan)
 		if err != nil {
 			return fmt.Errorf("--older-than: %w", err)
@@ -162,8 +166,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		}
 		return err
 	}
-	fmt.Fprintln(env.stderr, sessionsUsage)
-	return exitError{code: 2, msg: fmt.Sprintf("unknown sessions subcommand %q", sub)}
+	return fmt.Errorf("sessions %s: not implemented", sub)
 }
 
 // writeTranscript prints a session for a person: each message numbered,

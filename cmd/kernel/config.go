@@ -37,8 +37,9 @@ type Config struct {
 
 	// dir is the directory relative paths are resolved against: the config
 	// file's, or the working directory without one.
-	dir  string
-	file string
+	dir   string
+	file  string
+	files []string // every file laid over the defaults, in order
 	// storeDir is --store, which wins over store.dir.
 	storeDir string
 	// policyFile is --policy, which wins over policy.file.
@@ -120,6 +121,7 @@ func loadConfig(paths ...string) (*Config, error) {
 			return nil, err
 		}
 		cfg.dir, cfg.file = filepath.Dir(abs), abs
+		cfg.files = append(cfg.files, abs)
 	}
 	return cfg, nil
 }

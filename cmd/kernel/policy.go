@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/policy"
@@ -64,27 +62,7 @@ func (a *app) loadPolicy() error {
 		a.closers = append(a.closers, w.Close)
 	}
 	a.policy = w
-	hup := make(chan os.Signal, 1)
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() { // owned: stopped and waited for by the closer below
-		defer close(exited)
-		for {
-			select {
-			case <-hup:
-				_ = w.Reload() // the reload event reports the outcome
-			case <-done:
-				return
-			}
-		}
-	}()
-	a.closers = append(a.closers, func() error {
-		signal.Stop(hup)
-		close(done)
-		<-exited
-		return nil
-	})
+	a.policyWatcher = w
 	return nil
 }
 

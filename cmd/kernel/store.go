@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"gopkg.in/yaml.v3"
 
@@ -49,6 +53,12 @@ func (a *app) openStore(readOnly bool) error {
 	if sc.Kind == "memory" {
 		a.store = memory.New()
 		return nil
+	}
+	if readOnly {
+		if _, err := os.Stat(filepath.Join(sc.Dir, "MANIFEST")); errors.Is(err, fs.ErrNotExist) {
+			a.store = memory.New() // never written: nothing to read
+			return nil
+		}
 	}
 	sc.Options.ReadOnly = readOnly
 	sc.Options.Logger = a.log.Named("store")

@@ -10,11 +10,13 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/agentkernel/agentkernel/hooks"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/policy"
 )
 
 // app is a configured kernel and everything it owns. cmd/kernel is the only
@@ -34,7 +36,9 @@ type app struct {
 	sink   func(kernel.Event)
 	scrub  func(string) string
 
-	plugins *subprocess.Host
+	plugins       *subprocess.Host
+	chain         *hooks.Chain
+	policyWatcher *policy.Watcher
 }
 
 // newApp builds everything but the provider and the kernel: the registry of
@@ -45,7 +49,11 @@ func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
 		a.Close()
 		return nil, err
 	}
-	if err := a.loadPolicy(); err != nil {
+	if err := a.loadHooks(); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if err := a.loadPolicy(); err != nil { // after the hooks: its log uses the scrubber
 		a.Close()
 		return nil, err
 	}
@@ -72,6 +80,9 @@ func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string
 	}
 	defer a.Close()
 	if err := a.openStore(false); err != nil {
+		return err
+	}
+	if err := a.watchConfig(); err != nil {
 		return err
 	}
 	prov, err := a.provider()

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/agentkernel/agentkernel/hooks"
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+func (cfg *Config) hooksConfig() (hooks.Config, error) {
+	var hc hooks.Config
+	if err := decodeNode(&cfg.Hooks, &hc); err != nil {
+		return hc, &ConfigError{File: cfg.source(), Field: "hooks", Msg: err.Error()}
+	}
+	return hc, nil
+}
+
+// loadHooks builds the hook chain: the configured rules plus the built-in
+// credential scrubber and output limiter, which are on by default. The
+// chain is one kernel.Hook that reloads atomically.
+func (a *app) loadHooks() error {
+	hc, err := a.cfg.hooksConfig()
+	if err != nil {
+		return err
+	}
+	chain, err := hooks.NewChain(hc, hooks.Options{Dir: a.cfg.dir})
+	if err != nil {
+		return fmt.Errorf("%s: %w", a.cfg.source(), err)
+	}
+	a.chain = chain
+	a.hooks = []kernel.Hook{chain.Hook()}
+	a.scrub = chain.Scrub
+	return nil
+}
+
+// reloadHooks re-reads the configuration files and swaps in their hooks;
+// a bad configuration keeps the running chain and reports why.
+func (a *app) reloadHooks() {
+	ev := kernel.ConfigReloaded{What: "hooks", Source: a.cfg.source()}
+	err := func() error {
+		cfg, err := loadConfig(a.cfg.files...)
+		if err != nil {
+			return err
+		}
+		hc, err := cfg.hooksConfig()
+		if err != nil {
+			return err
+		}
+		return a.chain.Reload(hc)
+	}()
+	if err != nil {
+		ev.Error = oneLine(err)
+	}
+	a.emit(ev)
+}
+
+// watchConfig reloads the hooks when a configuration file changes, and the
+// hooks and the policy on SIGHUP. Its goroutine is owned by the app.
+func (a *app) watchConfig() error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	var events chan fsnotify.Event
+	var w *fsnotify.Watcher
+	if len(a.cfg.files) > 0 && a.chain != nil {
+		var err error
+		if w, err = fsnotify.NewWatcher(); err != nil {
+			signal.Stop(hup)
+			return fmt.Errorf("watch configuration: %w", err)
+		}
+		dirs := map[string]bool{}
+		for _, f := range a.cfg.files {
+			dirs[filepath.Dir(f)] = true
+		}
+		for d := range dirs {
+			if err := w.Add(d); err != nil { // directories: editors replace files by rename
+				w.Close()
+				signal.Stop(hup)
+				return fmt.Errorf("watch configuration %s: %w", d, err)
+			}
+		}
+		events = w.Events
+	}
+	watched := map[string]bool{}
+	for _, f := range a.cfg.files {
+		watched[f] = true
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		var debounce <-chan time.Time
+		for {
+			select {
+			case <-hup:
+				if a.chain != nil {
+					a.reloadHooks()
+				}
+				if a.policyWatcher != nil {
+					_ = a.policyWatcher.Reload() // its event reports the outcome
+				}
+			case e, ok := <-events:
+				if !ok {
+					events = nil
+					continue
+				}
+				if watched[filepath.Clean(e.Name)] && e.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
+					debounce = time.After(150 * time.Millisecond)
+				}
+			case <-debounce:
+				debounce = nil
+				a.reloadHooks()
+			case <-done:
+				return
+			}
+		}
+	}()
+	a.closers = append(a.closers, func() error {
+		signal.Stop(hup)
+		close(done)
+		<-exited
+		if w != nil {
+			return w.Close()
+		}
+		return nil
+	})
+	return nil
+}

@@ -1,0 +1,373 @@
+package hooks
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sync/atomic"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// Options are the settings of a Chain that do not come from kernel.yaml.
+type Options struct {
+	// Dir resolves relative command paths (argv[0] with a slash): the
+	// directory of kernel.yaml. Empty means the working directory.
+	Dir string
+}
+
+// Chain is the configured hooks as one reloadable kernel.Hook: the
+// built-in scrubber and output limiter around the rules of Config, in
+// order. Reload swaps in a new configuration atomically: each call runs
+// entirely under the configuration that was current when it entered the
+// chain. A Chain is safe for concurrent use.
+//
+// Put Chain.Hook first in kernel.Config.Hooks so that the scrubber and the
+// limiter see the final result, whatever produced it:
+//
+//  1. the output limiter (outermost: it cuts what the model will read);
+//  2. the scrubber, on the final result and on error text;
+//  3. the rules, first rule outermost;
+//  4. when any after rule exists, the scrubber again, right around the
+//     tool, so that after hooks (command hooks included) never see a
+//     credential; the outer pass then only rescans a result a hook changed;
+//  5. whatever follows in kernel.Config.Hooks, then policy and the tool.
+type Chain struct {
+	opts Options
+	cur  atomic.Pointer[compiled]
+}
+
+// NewChain compiles cfg. Errors are *ConfigError values (joined when
+// several) naming the hook and the field.
+func NewChain(cfg Config, opts Options) (*Chain, error) {
+	comp, err := compile(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	ch := &Chain{opts: opts}
+	ch.cur.Store(comp)
+	return ch, nil
+}
+
+// Reload compiles cfg and, only if it is valid, makes it the chain's
+// configuration for every call that starts afterwards. On error the
+// previous configuration stays in force.
+func (ch *Chain) Reload(cfg Config) error {
+	comp, err := compile(cfg, ch.opts)
+	if err != nil {
+		return fmt.Errorf("reload hooks (the previous hooks stay in force): %w", err)
+	}
+	ch.cur.Store(comp)
+	return nil
+}
+
+// Config returns the configuration in force.
+func (ch *Chain) Config() Config { return ch.cur.Load().cfg }
+
+// Scrub scrubs s with the scrubber of the configuration in force (its
+// extra and allow patterns included), even when the scrubber is disabled for
+// tool results: it is meant for logs and other text the kernel writes.
+func (ch *Chain) Scrub(s string) string {
+	out, _ := ch.cur.Load().scrubber.Scrub(s)
+	return out
+}
+
+// Hook returns the chain as one kernel.Hook. It may be used by several
+// kernels.
+func (ch *Chain) Hook() kernel.Hook {
+	return func(next kernel.Handler) kernel.Handler { return &chainHandler{ch: ch, next: next} }
+}
+
+// compiled is one configuration, ready to run. It is immutable.
+type compiled struct {
+	cfg        Config
+	rules      []*hook
+	scrub      *Scrubber // nil when disabled
+	scrubber   *Scrubber // the same, even when disabled (Chain.Scrub)
+	limit      bool
+	head, tail int
+}
+
+// chainHandler runs every call under the configuration current when the
+// call arrives; the handler built for it is cached until the next reload.
+type chainHandler struct {
+	ch    *Chain
+	next  kernel.Handler
+	built atomic.Pointer[builtChain]
+}
+
+type builtChain struct {
+	comp *compiled
+	h    kernel.Handler
+}
+
+func (c *chainHandler) Handle(ctx context.Context, call *kernel.Call) (kernel.Result, error) {
+	comp := c.ch.cur.Load()
+	b := c.built.Load()
+	if b == nil || b.comp != comp {
+		b = &builtChain{comp: comp, h: comp.build(c.next)}
+		c.built.Store(b)
+	}
+	return b.h.Handle(ctx, call)
+}
+
+func (comp *compiled) build(next kernel.Handler) kernel.Handler {
+	h := next
+	inner := false
+	if comp.scrub != nil {
+		for _, r := range comp.rules {
+			inner = inner || r.phase == PhaseAfter
+		}
+	}
+	if inner {
+		h = &innerScrub{s: comp.scrub, next: h}
+	}
+	for i := len(comp.rules) - 1; i >= 0; i-- {
+		h = comp.rules[i].wrap(h)
+	}
+	if comp.scrub != nil || comp.limit {
+		h = &guard{comp: comp, next: h, inner: inner}
+	}
+	return h
+}
+
+var ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+func compile(cfg Config, opts Options) (*compiled, error) {
+	var errs []error
+	comp := &compiled{cfg: cfg}
+	s, err := NewScrubber(cfg.Scrubber)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		comp.scrubber = s
+		if enabled(cfg.Scrubber.Enabled) {
+			comp.scrub = s
+		}
+	}
+	head, tail, err := cfg.OutputLimit.limits()
+	if err != nil {
+		errs = append(errs, err)
+	} else if enabled(cfg.OutputLimit.Enabled) {
+		comp.limit, comp.head, comp.tail = true, head, tail
+	}
+	seen := map[string]int{}
+	for i, r := range cfg.Rules {
+		h, rerrs := compileRule(i, r, opts, seen)
+		errs = append(errs, rerrs...)
+		if h != nil {
+			comp.rules = append(comp.rules, h)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	return comp, nil
+}
+
+// compileRule checks and compiles one rule; seen maps the names so far to
+// their index.
+func compileRule(i int, r Rule, opts Options, seen map[string]int) (*hook, []error) {
+	var errs []error
+	bad := func(field string, format string, args ...any) {
+		f := fmt.Sprintf("rules[%d]", i)
+		if field != "" {
+			f += "." + field
+		}
+		errs = append(errs, &ConfigError{Hook: r.Name, Field: f, Err: fmt.Errorf(format, args...)})
+	}
+	switch {
+	case r.Name == "":
+		bad("name", "is required")
+	case !ruleNameRE.MatchString(r.Name):
+		bad("name", "must be 1-64 characters of A-Z a-z 0-9 _ . -")
+	case r.Name == NameScrubber || r.Name == NameOutputLimit:
+		bad("name", "%q is the name of a built-in hook", r.Name)
+	default:
+		if j, dup := seen[r.Name]; dup {
+			bad("name", "duplicate: rules[%d] has the same name", j)
+		}
+		seen[r.Name] = i
+	}
+
+	var kinds []string
+	if r.Command != nil {
+		kinds = append(kinds, "command")
+	}
+	if r.BlockWhen != "" {
+		kinds = append(kinds, "block_when")
+	}
+	if r.SetArgs != "" {
+		kinds = append(kinds, "set_args")
+	}
+	if r.Redact != nil {
+		kinds = append(kinds, "redact")
+	}
+	if r.Truncate != nil {
+		kinds = append(kinds, "truncate")
+	}
+	if len(kinds) != 1 {
+		bad("", "a rule needs exactly one of command, block_when, set_args, redact, truncate; it has %d %v", len(kinds), kinds)
+		return nil, errs
+	}
+	kind := kinds[0]
+
+	phase := r.Phase
+	var implied Phase
+	switch kind {
+	case "set_args":
+		implied = PhaseBefore
+	case "redact", "truncate":
+		implied = PhaseAfter
+	}
+	switch {
+	case phase == "" && implied == "":
+		bad("phase", "is required for a %s hook: before or after", kind)
+	case phase == "":
+		phase = implied
+	case phase != PhaseBefore && phase != PhaseAfter:
+		bad("phase", "must be before or after, got %q", phase)
+	case implied != "" && phase != implied:
+		bad("phase", "a %s hook runs %s, not %s", kind, implied, phase)
+	}
+
+	h := &hook{name: r.Name, phase: phase}
+	switch r.Fail {
+	case "", FailClosed:
+	case FailOpen:
+		h.failOpen = true
+	default:
+		bad("fail", "must be fail_closed or fail_open, got %q", r.Fail)
+	}
+	if r.Match != "" {
+		m, err := NewMatcher(r.Match)
+		if err != nil {
+			bad("match", "%v", err)
+		}
+		h.match = m
+	}
+	if r.Message != "" && kind != "command" && kind != "block_when" {
+		bad("message", "is only used by command and block_when hooks")
+	}
+
+	var kerr []error
+	switch kind {
+	case "command":
+		kerr = compileCommand(h, r, opts, func(field string) string { return fmt.Sprintf("rules[%d].command.%s", i, field) })
+	case "block_when":
+		kerr = compileBlockWhen(h, r, fmt.Sprintf("rules[%d].block_when", i))
+	case "set_args":
+		kerr = compileSetArgs(h, r, fmt.Sprintf("rules[%d].set_args", i))
+	case "redact":
+		kerr = compileRedact(h, r, fmt.Sprintf("rules[%d].redact", i))
+	case "truncate":
+		kerr = compileTruncate(h, r, fmt.Sprintf("rules[%d].truncate", i))
+	}
+	errs = append(errs, kerr...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return h, nil
+}
+
+// guard runs the built-ins around the rules: the scrubber, then the output
+// limiter, on every result the model will read.
+type guard struct {
+	comp  *compiled
+	next  kernel.Handler
+	inner bool
+}
+
+type scrubMarkKey struct{}
+
+// scrubMark records what the inner scrubber produced for one call.
+type scrubMark struct {
+	done    bool
+	content string
+}
+
+func (g *guard) Handle(ctx context.Context, c *kernel.Call) (kernel.Result, error) {
+	var mark *scrubMark
+	if g.inner {
+		mark = &scrubMark{}
+		ctx = context.WithValue(ctx, scrubMarkKey{}, mark)
+	}
+	res, err := g.next.Handle(ctx, c)
+	if awaitsApproval(err) {
+		return res, err
+	}
+	if err != nil && res.Content == "" {
+		res.Content = "error: " + err.Error() // what the loop would show; scrub it here
+	}
+	if s := g.comp.scrub; s != nil {
+		if mark == nil || !mark.done || mark.content != res.Content {
+			res.Content = scrubContent(s, c, res.Content)
+		}
+		err = scrubError(s, err)
+	}
+	if g.comp.limit {
+		var cut bool
+		res.Content, cut = TruncateMiddle(res.Content, g.comp.head, g.comp.tail, NameOutputLimit)
+		if cut {
+			c.Emit(kernel.HookRewrote{Hook: NameOutputLimit, Phase: string(PhaseAfter), CallID: c.ID, Tool: c.Tool.Name, What: "truncated"})
+		}
+	}
+	return res, err
+}
+
+// innerScrub scrubs the result next to the tool, before any after rule.
+type innerScrub struct {
+	s    *Scrubber
+	next kernel.Handler
+}
+
+func (in *innerScrub) Handle(ctx context.Context, c *kernel.Call) (kernel.Result, error) {
+	res, err := in.next.Handle(ctx, c)
+	if awaitsApproval(err) {
+		return res, err
+	}
+	if err != nil && res.Content == "" {
+		res.Content = "error: " + err.Error()
+	}
+	res.Content = scrubContent(in.s, c, res.Content)
+	err = scrubError(in.s, err)
+	if mark, ok := ctx.Value(scrubMarkKey{}).(*scrubMark); ok {
+		mark.done, mark.content = true, res.Content
+	}
+	return res, err
+}
+
+func scrubContent(s *Scrubber, c *kernel.Call, content string) string {
+	out, n := s.Scrub(content)
+	if n > 0 {
+		c.Emit(kernel.HookRewrote{Hook: NameScrubber, Phase: string(PhaseAfter), CallID: c.ID, Tool: c.Tool.Name, What: "redacted"})
+	}
+	return out
+}
+
+// scrubError scrubs an error's text (the audit trail and the events show
+// it); errors.Is and errors.As still see the original.
+func scrubError(s *Scrubber, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg, n := s.Scrub(err.Error())
+	if n == 0 {
+		return err
+	}
+	return &scrubbedError{msg: msg, err: err}
+}
+
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+var (
+	_ kernel.Handler = (*chainHandler)(nil)
+	_ kernel.Handler = (*guard)(nil)
+	_ kernel.Handler = (*innerScrub)(nil)
+)

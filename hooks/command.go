@@ -1,0 +1,425 @@
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/schemas"
+)
+
+// Limits of the command hook protocol.
+const (
+	// MaxCommandTimeout is the longest timeout a command hook may set.
+	MaxCommandTimeout = 10 * time.Minute
+	// maxReply bounds a command hook's stdout.
+	maxReply = 8 << 20
+	// maxStderr is how much of stderr is kept (the block reason, or the
+	// error of a failed hook).
+	maxStderr = 4096
+	// waitDelay bounds the wait for the output pipes after the hook exited
+	// or was killed (a process that left the group may hold them).
+	waitDelay = time.Second
+)
+
+// Input is the JSON document a command hook reads on stdin
+// (schemas/hook-input.schema.json). It is written on one line.
+type Input struct {
+	// Version of the protocol: 1.
+	Version int `json:"version"`
+	// Hook is the hook's name, Phase "before" or "after".
+	Hook  string `json:"hook"`
+	Phase Phase  `json:"phase"`
+	// SessionID, CallID and Turn place the call.
+	SessionID string `json:"session_id"`
+	CallID    string `json:"call_id"`
+	Turn      int    `json:"turn"`
+	// Approved is true when a human approved the call.
+	Approved bool     `json:"approved"`
+	Tool     ToolInfo `json:"tool"`
+	// Args are the call's arguments, valid against the tool's schema.
+	Args json.RawMessage `json:"args"`
+	// Result is the result so far, in the after phase only (already
+	// scrubbed of credentials when the scrubber is on).
+	Result *ResultInfo `json:"result,omitempty"`
+}
+
+// ToolInfo describes the called tool.
+type ToolInfo struct {
+	Name   string   `json:"name"`
+	Tier   string   `json:"tier"`
+	Source string   `json:"source"`
+	Tags   []string `json:"tags"`
+}
+
+// ResultInfo is a tool result in the hook protocol.
+type ResultInfo struct {
+	Content string `json:"content"`
+	IsError bool   `json:"is_error"`
+	// Error is the error text when the call failed (input only).
+	Error string `json:"error,omitempty"`
+}
+
+// Output is the JSON document a command hook may print on stdout
+// (schemas/hook-output.schema.json). Printing nothing and exiting 0 allows
+// the call unchanged.
+type Output struct {
+	// Decision is "allow" or "block".
+	Decision string `json:"decision"`
+	// Reason is what the model reads when the hook blocks.
+	Reason string `json:"reason,omitempty"`
+	// UpdatedArgs replace the arguments (before phase only); they are
+	// validated against the tool's schema.
+	UpdatedArgs json.RawMessage `json:"updated_args,omitempty"`
+	// UpdatedResult answers the call without running it (before) or
+	// replaces its result (after).
+	UpdatedResult *ResultInfo `json:"updated_result,omitempty"`
+	// AdditionalContext is appended to the result the model reads.
+	AdditionalContext string `json:"additional_context,omitempty"`
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// commandHook runs an external program.
+type commandHook struct {
+	name    string
+	phase   Phase
+	argv    []string
+	timeout time.Duration
+	env     []string
+	message string
+}
+
+func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []error {
+	var errs []error
+	bad := func(f string, format string, args ...any) {
+		errs = append(errs, &ConfigError{Hook: r.Name, Field: field(f), Err: fmt.Errorf(format, args...)})
+	}
+	c := r.Command
+	ch := &commandHook{name: r.Name, phase: h.phase, timeout: c.Timeout, env: c.Env, message: r.Message}
+	switch {
+	case len(c.Argv) == 0 || c.Argv[0] == "":
+		bad("argv", "needs at least the program")
+	default:
+		prog, err := resolveProgram(c.Argv[0], opts.Dir)
+		if err != nil {
+			bad("argv[0]", "%v", err)
+		}
+		ch.argv = append([]string{prog}, c.Argv[1:]...)
+	}
+	switch {
+	case c.Timeout < 0:
+		bad("timeout", "must be positive, got %s", c.Timeout)
+	case c.Timeout == 0:
+		ch.timeout = DefaultCommandTimeout
+	case c.Timeout > MaxCommandTimeout:
+		bad("timeout", "must be at most %s, got %s", MaxCommandTimeout, c.Timeout)
+	}
+	for i, name := range c.Env {
+		if !envNameRE.MatchString(name) {
+			bad(fmt.Sprintf("env[%d]", i), "%q is not an environment variable name (values come from the kernel's environment, never from the file)", name)
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if h.phase == PhaseBefore {
+		h.before = func(ctx context.Context, call *kernel.Call) (Verdict, error) {
+			return ch.run(ctx, call, nil, nil)
+		}
+	} else {
+		h.after = func(ctx context.Context, call *kernel.Call, res kernel.Result, err error) (Verdict, error) {
+			return ch.run(ctx, call, &res, err)
+		}
+	}
+	return nil
+}
+
+// resolveProgram finds argv[0]: a path with a slash relative to dir, or a
+// name in PATH. It must be an executable file.
+func resolveProgram(p, dir string) (string, error) {
+	if !strings.ContainsRune(p, '/') && !strings.ContainsRune(p, filepath.Separator) {
+		found, err := exec.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("%q is not in PATH: %w", p, err)
+		}
+		return found, nil
+	}
+	if !filepath.IsAbs(p) {
+		if dir == "" {
+			wd, err := os.Getwd()
+			if err != nil {
+				return "", err
+			}
+			dir = wd
+		}
+		p = filepath.Join(dir, p)
+	}
+	st, err := os.Stat(p)
+	switch {
+	case err != nil:
+		return "", err
+	case st.IsDir():
+		return "", fmt.Errorf("%s is a directory", p)
+	case st.Mode()&0o111 == 0:
+		return "", fmt.Errorf("%s is not executable (chmod +x it)", p)
+	}
+	return p, nil
+}
+
+// environ is the hook's whole environment: the allowlisted variables that
+// are set in the kernel's.
+func (ch *commandHook) environ() []string {
+	env := make([]string, 0, len(ch.env))
+	for _, name := range ch.env {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}
+
+func (ch *commandHook) input(c *kernel.Call, res *kernel.Result, err error) ([]byte, error) {
+	in := Input{
+		Version: 1, Hook: ch.name, Phase: ch.phase, CallID: c.ID, Approved: c.Approved,
+		Tool: ToolInfo{Name: c.Tool.Name, Tier: string(c.Tool.Tier), Source: c.Tool.Source, Tags: c.Tool.Tags},
+		Args: c.Args,
+	}
+	if in.Tool.Tags == nil {
+		in.Tool.Tags = []string{}
+	}
+	if len(in.Args) == 0 {
+		in.Args = json.RawMessage(`{}`)
+	}
+	if c.State != nil {
+		in.SessionID, in.Turn = c.State.SessionID, c.State.Turn
+	}
+	if res != nil {
+		in.Result = &ResultInfo{Content: res.Content, IsError: res.IsError || err != nil}
+		if err != nil {
+			in.Result.Error = err.Error()
+		}
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// run runs the program once and turns its answer into a Verdict.
+func (ch *commandHook) run(ctx context.Context, c *kernel.Call, res *kernel.Result, rerr error) (Verdict, error) {
+	in, err := ch.input(c, res, rerr)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("encode the hook input: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, ch.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(rctx, ch.argv[0], ch.argv[1:]...)
+	cmd.Env = ch.environ() // never nil: nil would inherit everything
+	cmd.Stdin = bytes.NewReader(in)
+	stdout := &cappedBuffer{max: maxReply}
+	stderr := &cappedBuffer{max: maxStderr}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.WaitDelay = waitDelay
+	ownProcessGroup(cmd)
+	runErr := cmd.Run()
+	killProcessGroup(cmd) // whatever the hook left running
+	if ctx.Err() != nil {
+		return Verdict{}, ctx.Err()
+	}
+	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
+		return Verdict{}, fmt.Errorf("command timed out after %s (its process group was killed)", ch.timeout)
+	}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(runErr, &exit) && exit.ExitCode() == 2:
+		reason := strings.TrimSpace(stderr.String())
+		if reason == "" {
+			reason = ch.message
+		}
+		if reason == "" {
+			reason = "the hook exited with code 2"
+		}
+		return Verdict{Block: true, Reason: reason}, nil
+	case errors.As(runErr, &exit):
+		return Verdict{}, fmt.Errorf("command %s%s", exit.ProcessState, stderrSuffix(stderr))
+	case errors.Is(runErr, exec.ErrWaitDelay):
+		// It exited 0 but something it started kept the pipes open; the
+		// group is killed and the answer stands.
+	case runErr != nil:
+		return Verdict{}, fmt.Errorf("run command: %w", runErr)
+	}
+	if stdout.over {
+		return Verdict{}, fmt.Errorf("the reply is larger than %d bytes", maxReply)
+	}
+	return ch.verdict(stdout.Bytes())
+}
+
+func stderrSuffix(b *cappedBuffer) string {
+	s := strings.TrimSpace(b.String())
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+// verdict decodes and validates a reply.
+func (ch *commandHook) verdict(reply []byte) (Verdict, error) {
+	reply = bytes.TrimSpace(reply)
+	if len(reply) == 0 {
+		return Verdict{}, nil
+	}
+	out, err := ParseOutput(reply)
+	if err != nil {
+		return Verdict{}, err
+	}
+	v := Verdict{Reason: out.Reason, Context: out.AdditionalContext}
+	if out.Decision == "block" {
+		v.Block = true
+		if v.Reason == "" {
+			v.Reason = ch.message
+		}
+		return v, nil
+	}
+	if len(out.UpdatedArgs) > 0 {
+		if ch.phase == PhaseAfter {
+			return Verdict{}, errors.New("updated_args is only allowed in the before phase")
+		}
+		v.Args = out.UpdatedArgs
+	}
+	if out.UpdatedResult != nil {
+		v.Result = &kernel.Result{Content: out.UpdatedResult.Content, IsError: out.UpdatedResult.IsError}
+	}
+	return v, nil
+}
+
+// ParseOutput decodes a command hook's reply and validates it against
+// schemas/hook-output.schema.json; the error says what is wrong and where.
+func ParseOutput(reply []byte) (*Output, error) {
+	inst, err := decodeJSON(reply)
+	if err != nil {
+		return nil, fmt.Errorf("the reply is not JSON (%v): %q", err, excerpt(reply))
+	}
+	s, err := outputSchema()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Validate(inst); err != nil {
+		return nil, fmt.Errorf("the reply does not match schemas/hook-output.schema.json: %s", describe(err))
+	}
+	var out Output
+	if err := json.Unmarshal(reply, &out); err != nil {
+		return nil, fmt.Errorf("decode the reply: %w", err)
+	}
+	return &out, nil
+}
+
+// decodeJSON decodes one JSON value, numbers as json.Number, and rejects
+// trailing data.
+func decodeJSON(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the JSON value")
+	}
+	return v, nil
+}
+
+// describe lists a validation error's leaves as "at /path: message".
+func describe(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	var parts []string
+	var walk func(*jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			loc := e.InstanceLocation
+			if loc == "" {
+				loc = "/"
+			}
+			parts = append(parts, fmt.Sprintf("at %s: %s", loc, e.Message))
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return strings.Join(parts, "; ")
+}
+
+func excerpt(b []byte) string {
+	const n = 200
+	if len(b) <= n {
+		return string(b)
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return string(b[:cut]) + "..."
+}
+
+var outputSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
+	return loadSchema("hook-output.schema.json")
+})
+
+var inputSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
+	return loadSchema("hook-input.schema.json")
+})
+
+func loadSchema(name string) (*jsonschema.Schema, error) {
+	data, err := schemas.FS.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("load schemas/%s: %w", name, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	url := "mem:///schemas/" + name
+	if err := c.AddResource(url, bytes.NewReader(data)); err != nil {
+		return nil, fmt.Errorf("schemas/%s: %w", name, err)
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("schemas/%s: %w", name, err)
+	}
+	return s, nil
+}
+
+// cappedBuffer keeps the first max bytes written to it and notes the rest.
+type cappedBuffer struct {
+	bytes.Buffer
+	max  int
+	over bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.Len(); room < len(p) {
+		b.over = true
+		if room > 0 {
+			b.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}

@@ -1,0 +1,11 @@
+//go:build !unix
+
+package hooks
+
+import "os/exec"
+
+// ownProcessGroup is a no-op without Unix process groups: the timeout
+// kills the hook process only.
+func ownProcessGroup(*exec.Cmd) {}
+
+func killProcessGroup(*exec.Cmd) {}

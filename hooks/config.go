@@ -1,0 +1,177 @@
+package hooks
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Config is the hooks: section of kernel.yaml. Its zero value means the
+// defaults: the credential scrubber and the output limiter on, no rules.
+// A Config must not be modified after it was passed to NewChain or Reload.
+//
+//	hooks:
+//	  scrubber:
+//	    enabled: true                 # default true
+//	    high_entropy: true            # default true
+//	    extra_patterns: ['corp-[a-z0-9]{32}']
+//	    allow_patterns: ['AKIAIOSFODNN7EXAMPLE']
+//	  output_limit:
+//	    enabled: true                 # default true
+//	    max_bytes: 32768              # default 32768
+//	    head: 24576                   # default 3/4 of max_bytes
+//	    tail: 8192                    # default max_bytes - head
+//	  rules:
+//	    - name: no-rm
+//	      phase: before
+//	      match: tool == "run_command"
+//	      command: {argv: [examples/hooks/block-rm.sh], timeout: 5s, env: [PATH]}
+type Config struct {
+	Scrubber    ScrubberConfig    `yaml:"scrubber" json:"scrubber"`
+	OutputLimit OutputLimitConfig `yaml:"output_limit" json:"output_limit"`
+	// Rules run in order: the first rule's before hook runs first and its
+	// after hook last.
+	Rules []Rule `yaml:"rules" json:"rules"`
+}
+
+// ScrubberConfig configures the built-in credential scrubber (see
+// Scrubber). It runs on every result, errors included.
+type ScrubberConfig struct {
+	// Enabled defaults to true.
+	Enabled *bool `yaml:"enabled" json:"enabled,omitempty"`
+	// HighEntropy turns the high-entropy detector on (default true).
+	HighEntropy *bool `yaml:"high_entropy" json:"high_entropy,omitempty"`
+	// ExtraPatterns are Go regular expressions of more secrets. A match is
+	// replaced with [REDACTED]; when the pattern has a capturing group,
+	// only the first group is.
+	ExtraPatterns []string `yaml:"extra_patterns" json:"extra_patterns,omitempty"`
+	// AllowPatterns are Go regular expressions of text that is never
+	// redacted: a finding inside a match is dropped.
+	AllowPatterns []string `yaml:"allow_patterns" json:"allow_patterns,omitempty"`
+}
+
+// OutputLimitConfig configures the built-in output limiter: a result longer
+// than MaxBytes keeps its first Head and last Tail bytes, and the middle is
+// replaced by a marker line saying how much was cut.
+type OutputLimitConfig struct {
+	// Enabled defaults to true.
+	Enabled *bool `yaml:"enabled" json:"enabled,omitempty"`
+	// MaxBytes defaults to 32768.
+	MaxBytes int `yaml:"max_bytes" json:"max_bytes,omitempty"`
+	// Head defaults to 3/4 of MaxBytes, Tail to MaxBytes-Head; Head+Tail
+	// must not exceed MaxBytes.
+	Head int `yaml:"head" json:"head,omitempty"`
+	Tail int `yaml:"tail" json:"tail,omitempty"`
+}
+
+// DefaultMaxBytes is the output limiter's default limit.
+const DefaultMaxBytes = 32768
+
+// DefaultCommandTimeout bounds a command hook that sets no timeout.
+const DefaultCommandTimeout = 10 * time.Second
+
+// Rule is one configured hook. It has exactly one kind: Command,
+// BlockWhen, SetArgs, Redact or Truncate.
+type Rule struct {
+	// Name identifies the hook in events and errors: 1-64 characters of
+	// [A-Za-z0-9_.-], unique, not "scrubber" or "output_limit".
+	Name string `yaml:"name" json:"name"`
+	// Phase is "before" or "after". It is required for command and
+	// block_when hooks; set_args implies before, redact and truncate after.
+	Phase Phase `yaml:"phase" json:"phase,omitempty"`
+	// Match is an expr expression over Env that selects the calls the hook
+	// applies to; empty means every call.
+	Match string `yaml:"match" json:"match,omitempty"`
+	// Fail is fail_closed (the default) or fail_open: what happens when
+	// the hook itself fails (its matcher errs, its command times out or
+	// answers nonsense, its rewrite is invalid). Closed, the call is not
+	// run (before) or its result is withheld (after); open, the call goes
+	// on as if the hook were not there.
+	Fail FailMode `yaml:"fail" json:"fail,omitempty"`
+	// Message is the reason the model reads when a block_when hook blocks,
+	// or a command hook exits with code 2 and prints nothing on stderr.
+	Message string `yaml:"message" json:"message,omitempty"`
+
+	Command   *CommandConfig  `yaml:"command" json:"command,omitempty"`
+	BlockWhen string          `yaml:"block_when" json:"block_when,omitempty"`
+	SetArgs   string          `yaml:"set_args" json:"set_args,omitempty"`
+	Redact    []string        `yaml:"redact" json:"redact,omitempty"`
+	Truncate  *TruncateConfig `yaml:"truncate" json:"truncate,omitempty"`
+}
+
+// CommandConfig runs an external program as a hook (see docs/hooks.md for
+// the protocol).
+type CommandConfig struct {
+	// Argv is the program and its arguments. A program path with a slash
+	// is resolved against Options.Dir when relative; a bare name is looked
+	// up in PATH when the configuration is loaded.
+	Argv []string `yaml:"argv" json:"argv"`
+	// Timeout bounds one run (default 10s, at most 10m); the process
+	// group is killed when it expires.
+	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// Env names the environment variables the program gets, copied from
+	// the kernel's environment. Nothing else is passed, not even PATH.
+	Env []string `yaml:"env" json:"env,omitempty"`
+}
+
+// TruncateConfig keeps the first Head and last Tail bytes of a result longer
+// than Head+Tail.
+type TruncateConfig struct {
+	Head int `yaml:"head" json:"head"`
+	Tail int `yaml:"tail" json:"tail"`
+}
+
+// Phase says when a hook runs: before the policy decision, or after the
+// tool ran.
+type Phase string
+
+// The phases.
+const (
+	PhaseBefore Phase = "before"
+	PhaseAfter  Phase = "after"
+)
+
+// FailMode says what happens when a hook fails.
+type FailMode string
+
+// The failure modes.
+const (
+	FailClosed FailMode = "fail_closed"
+	FailOpen   FailMode = "fail_open"
+)
+
+// The names of the built-in hooks, as events and errors show them.
+const (
+	NameScrubber    = "scrubber"
+	NameOutputLimit = "output_limit"
+)
+
+// ConfigError is a bad hook configuration: Hook names the hook (a rule's
+// name, "scrubber" or "output_limit"), Field the field under hooks: (such as
+// "rules[2].command.timeout").
+type ConfigError struct {
+	Hook  string
+	Field string
+	Err   error
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	if e.Hook != "" {
+		fmt.Fprintf(&b, "hook %q: ", e.Hook)
+	}
+	fmt.Fprintf(&b, "hooks.%s: %v", e.Field, e.Err)
+	return b.String()
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func joinErrors(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+func enabled(b *bool) bool { return b == nil || *b }
