@@ -45,6 +45,8 @@ demo: build wasm plugins
 ## bench: benchmarks and soak runs (slow)
 bench: wasm plugins
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+	@# The crash soak: 500 SIGKILLs at random points of real runs.
+	$(GO) test -count=1 -run 'TestCrash$$' -long ./kernel/store/badger
 
 ## lint: gofmt and go vet
 lint:

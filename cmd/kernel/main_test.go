@@ -40,7 +40,7 @@ func cli(t *testing.T, args ...string) (string, string, error) {
 	return out.String(), errb.String(), err
 }
 
-const demoConfig = "../../examples/demo/kernel.yaml"
+const demoConfig = "testdata/basic/kernel.yaml"
 
 func TestDemoRun(t *testing.T) {
 	out, errOut, err := cli(t, "run", "--config", demoConfig, "What does this project do, and where is its entry point?")

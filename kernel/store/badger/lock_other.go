@@ -15,3 +15,5 @@ const (
 func probeLock(dir string) lockHolder { return heldByNobody }
 
 func lockedError(dir string, h lockHolder) error { return nil }
+
+func removeEmptyLogs(dir string) ([]string, error) { return nil, nil }

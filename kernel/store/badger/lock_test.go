@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	bdg "github.com/dgraph-io/badger/v4"
 
 	"github.com/agentkernel/agentkernel/kernel"
 )
@@ -114,4 +117,47 @@ func listing(t *testing.T, dir string) string {
 		fmt.Fprintf(&b, "%s:%d:%d ", e.Name(), fi.Size(), fi.ModTime().UnixNano())
 	}
 	return b.String()
+}
+
+// TestEmptyLogFiles: a process killed between creating a log file and
+// sizing it leaves an empty .vlog or .mem file, and Badger's next Open of
+// the store fails. A reader reads a snapshot without it (and without
+// touching the store); a writer removes it (it holds nothing) and opens.
+func TestEmptyLogFiles(t *testing.T) {
+	damaged := func(t *testing.T, name string) string {
+		dir := t.TempDir()
+		s := openAt(t, dir, Options{})
+		commitN(t, s, "kept", 3, kernel.SessionMeta{})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	for _, name := range []string{"000099.vlog", "000099.mem"} {
+		t.Run(name, func(t *testing.T) {
+			if db, err := bdg.Open(bdg.DefaultOptions(damaged(t, name)).WithLogger(nil)); err == nil {
+				_ = db.Close()
+				t.Fatalf("Badger opens a store with an empty %s: the repair is no longer needed", name)
+			}
+			dir := damaged(t, name)
+			before := listing(t, dir)
+			r := openAt(t, dir, Options{ReadOnly: true})
+			if se, err := r.Load(t.Context(), "kept"); err != nil || len(se.Messages) != 3 {
+				t.Fatalf("read-only with an empty %s: %v", name, err)
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if after := listing(t, dir); after != before {
+				t.Fatalf("a read-only Open changed the store:\nbefore %s\nafter  %s", before, after)
+			}
+			s := openAt(t, dir, Options{})
+			if se, err := s.Load(t.Context(), "kept"); err != nil || len(se.Messages) != 3 {
+				t.Fatalf("after the repair: %v", err)
+			}
+		})
+	}
 }

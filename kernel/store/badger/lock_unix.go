@@ -56,3 +56,39 @@ func lockedError(dir string, h lockHolder) error {
 	}
 	return fmt.Errorf("open session store %s: %w: %s holds it; wait for it to finish or use another store directory", dir, ErrLocked, holder)
 }
+
+// removeEmptyLogs removes the empty (0-byte) memtable and value logs of
+// dir, and returns their names, if no process holds the store. Badger
+// creates a log file and then sizes it; a process killed between the two
+// leaves an empty file that no entry can refer to (not even the file's
+// header was written), and Badger then refuses to open the store at all
+// ("Open existing file: … Create a new file"). Open calls it first.
+func removeEmptyLogs(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return nil, nil // held: not ours to repair
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".vlog") && !strings.HasSuffix(e.Name(), ".mem") {
+			continue
+		}
+		if fi, err := e.Info(); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return removed, err
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, nil
+}

@@ -50,7 +50,9 @@ func openSnapshot(dir string, opts Options, t tuning) (*Store, error) {
 			last = err
 			continue
 		}
-		bo := opts.badgerOptions(snap, t).WithReadOnly(false).WithNumCompactors(0).WithLogger(nil)
+		// No compaction in the copy, and so no reason to stall its flushes.
+		bo := opts.badgerOptions(snap, t).WithReadOnly(false).WithLogger(nil).
+			WithNumCompactors(0).WithNumLevelZeroTables(1000).WithNumLevelZeroTablesStall(1001)
 		db, err := bdg.Open(bo)
 		if err != nil {
 			_ = os.RemoveAll(snap)
@@ -91,6 +93,9 @@ func copyStore(dir string) (snap string, err error) {
 		}
 		for _, n := range names {
 			src, dst := filepath.Join(dir, n), filepath.Join(snap, n)
+			if fi, err := os.Stat(src); err == nil && fi.Size() == 0 && !st.link && st.suffix != "MANIFEST" && st.suffix != "KEYREGISTRY" {
+				continue // an empty log (see removeEmptyLogs): it holds nothing
+			}
 			if st.link {
 				err = os.Link(src, dst)
 				if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -191,12 +196,23 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// hasMemFiles reports whether dir has memtable logs: Badger removes them
-// at a clean Close, so their presence means a writer is running or
-// crashed.
-func hasMemFiles(dir string) bool {
-	names, err := filesWithSuffix(dir, ".mem")
-	return err == nil && len(names) > 0
+// unclean reports whether the last writer of dir did not close it: it left
+// memtable logs (Badger removes them at a clean Close; they are also there
+// while a writer runs) or an empty value log (see removeEmptyLogs).
+func unclean(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".mem") {
+			return true
+		}
+		if fi, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), ".vlog") && fi.Size() == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // removeStaleSnapshots removes snapshot copies older than an hour, left by

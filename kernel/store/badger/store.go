@@ -5,8 +5,9 @@
 // Every Commit is one Badger transaction holding all the step's messages,
 // the session's metadata and its pending approval, written with
 // SyncWrites: when Commit returns, the step survives kill -9 and power
-// loss, and a step is never half written. A store directory is held by one
-// process at a time; a second Open fails with ErrLocked.
+// loss, and a step is never half written. A store directory has one writer
+// at a time: a second read-write Open fails with ErrLocked, and a
+// read-only Open reads a snapshot.
 //
 // The lifecycle:
 //
@@ -20,12 +21,10 @@
 package badger
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -37,15 +36,17 @@ import (
 
 // Errors callers branch on with errors.Is.
 var (
-	// ErrLocked: another process (or another Store in this process) has
-	// the directory open.
+	// ErrLocked is returned by a read-write Open of a directory that
+	// another process (or another Store of this process) holds.
 	ErrLocked = errors.New("store is locked")
-	// ErrReadOnly: a write to a store opened with Options.ReadOnly.
+	// ErrReadOnly is returned by writes to a store opened with
+	// Options.ReadOnly.
 	ErrReadOnly = errors.New("store is read-only")
-	// ErrDiskFull: the file system has less free space than a write
-	// needs (see Options.MinFreeBytes). Nothing was written.
+	// ErrDiskFull is returned by a write that would leave the file system
+	// with less free space than Options.MinFreeBytes. Nothing was written.
 	ErrDiskFull = errors.New("not enough free disk space")
-	// ErrSessionExists: Import of a session whose id is taken.
+	// ErrSessionExists is returned by Import of a session whose id is
+	// taken.
 	ErrSessionExists = errors.New("session already exists")
 )
 
@@ -141,11 +142,15 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		// Badger would refuse (and log an error about) a store a writer
 		// holds or a crashed writer left: go straight to the snapshot.
-		if h := probeLock(dir); h == heldByWriter || h == heldByNobody && hasMemFiles(dir) {
+		if h := probeLock(dir); h == heldByWriter || h == heldByNobody && unclean(dir) {
 			return openSnapshot(dir, opts, t)
 		}
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open session store: %w", err)
+	} else if removed, err := removeEmptyLogs(dir); err != nil {
+		return nil, fmt.Errorf("open session store %s: %w", dir, err)
+	} else if len(removed) > 0 {
+		opts.Logger.Warn("removed empty log files a crash left behind", "dir", dir, "files", removed)
 	}
 	db, err := bdg.Open(opts.badgerOptions(dir, t))
 	// A writer waits up to a second for readers (short-lived commands such
@@ -157,7 +162,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		h := probeLock(dir)
 		switch {
-		case opts.ReadOnly && (h == heldByWriter || h == heldByNobody && hasMemFiles(dir)):
+		case opts.ReadOnly && (h == heldByWriter || h == heldByNobody && unclean(dir)):
 			return openSnapshot(dir, opts, t)
 		case h != heldByNobody:
 			return nil, lockedError(dir, h)
@@ -202,311 +207,6 @@ func (s *Store) Close() error {
 		}
 	})
 	return s.closeErr
-}
-
-// Load returns the session id: its metadata, its messages 1..LastSeq and
-// its pending approval. A damaged value fails with a *CorruptError naming
-// the session and the message's sequence number.
-func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
-	if err := checkID(id); err != nil {
-		return nil, fmt.Errorf("load session: %w: %w", err, kernel.ErrSessionNotFound)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var out *kernel.Session
-	err := s.db.View(func(txn *bdg.Txn) error {
-		meta, err := s.readMeta(txn, id)
-		if err != nil {
-			return err
-		}
-		if s.expired(&meta) {
-			return fmt.Errorf("session %q expired (ttl %s): %w", id, s.opts.TTL, kernel.ErrSessionNotFound)
-		}
-		msgs, err := readMessages(ctx, txn, id, meta.LastSeq)
-		if err != nil {
-			return err
-		}
-		out = &kernel.Session{Meta: meta, Messages: msgs}
-		item, err := txn.Get(pendingKey(id))
-		switch {
-		case errors.Is(err, bdg.ErrKeyNotFound):
-			return nil
-		case err != nil:
-			return err
-		}
-		return item.Value(func(v []byte) error {
-			a, err := decodePending(v)
-			if err != nil {
-				return &CorruptError{Session: id, Part: "pending", Err: err}
-			}
-			out.Pending = a
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load session: %w", err)
-	}
-	return out, nil
-}
-
-// readMeta reads and decodes the metadata of id.
-func (s *Store) readMeta(txn *bdg.Txn, id string) (kernel.SessionMeta, error) {
-	item, err := txn.Get(metaKey(id))
-	if errors.Is(err, bdg.ErrKeyNotFound) {
-		return kernel.SessionMeta{}, fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
-	}
-	if err != nil {
-		return kernel.SessionMeta{}, err
-	}
-	var meta kernel.SessionMeta
-	err = item.Value(func(v []byte) error {
-		var err error
-		meta, err = decodeMeta(v)
-		return err
-	})
-	if err != nil {
-		return kernel.SessionMeta{}, &CorruptError{Session: id, Part: "meta", Err: err}
-	}
-	meta.ID = id
-	return meta, nil
-}
-
-// readMessages reads messages 1..last of id. Keys past last are ignored:
-// they are leftovers of a write that never reached its commit point.
-func readMessages(ctx context.Context, txn *bdg.Txn, id string, last uint64) ([]kernel.Message, error) {
-	msgs := make([]kernel.Message, 0, last)
-	p := msgPrefix(id)
-	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
-	defer it.Close()
-	for it.Seek(msgKey(id, 1)); it.Valid() && uint64(len(msgs)) < last; it.Next() {
-		want := uint64(len(msgs)) + 1
-		if want%1024 == 0 && ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		item := it.Item()
-		seq, ok := parseMsgSeq(item.Key(), p)
-		if !ok || seq != want {
-			return nil, &CorruptError{Session: id, Part: "message", Seq: want, Err: errors.New("missing from the store")}
-		}
-		msgs = append(msgs, kernel.Message{Seq: seq})
-		err := item.Value(func(v []byte) error { return decodeMessage(v, &msgs[len(msgs)-1]) })
-		if err != nil {
-			return nil, &CorruptError{Session: id, Part: "message", Seq: seq, Err: err}
-		}
-	}
-	if n := uint64(len(msgs)); n < last {
-		return nil, &CorruptError{Session: id, Part: "message", Seq: n + 1, Err: fmt.Errorf("missing from the store (the metadata says %d messages)", last)}
-	}
-	return msgs, nil
-}
-
-// Commit stores step as one synced Badger transaction (see kernel.Store).
-// A step larger than one transaction allows is written in several, its
-// messages first and the metadata last: messages past the stored LastSeq
-// are invisible, so the step still appears all at once.
-func (s *Store) Commit(ctx context.Context, id string, step kernel.Step) error {
-	if err := checkID(id); err != nil {
-		return fmt.Errorf("commit session: %w", err)
-	}
-	if s.opts.ReadOnly {
-		return fmt.Errorf("commit session %s: %w", id, ErrReadOnly)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("commit session %s: %w", id, err)
-	}
-	msgs := step.Messages
-	for i := 1; i < len(msgs); i++ {
-		if msgs[i].Seq != msgs[0].Seq+uint64(i) {
-			return fmt.Errorf("session %q: message %d has seq %d, want %d: %w", id, i, msgs[i].Seq, msgs[0].Seq+uint64(i), kernel.ErrSeqConflict)
-		}
-	}
-	size := 0
-	for i := range msgs {
-		size += encodedSize(&msgs[i])
-	}
-	buf := make([]byte, 0, size)
-	vals := make([][]byte, len(msgs))
-	for i := range msgs {
-		start := len(buf)
-		buf = encodeMessage(buf, &msgs[i])
-		vals[i] = buf[start:len(buf):len(buf)]
-	}
-	if err := s.checkSpace(int64(len(buf)), len(msgs) == 0); err != nil {
-		return fmt.Errorf("commit session %s: %w", id, err)
-	}
-
-	mu := s.locks.of(id)
-	mu.Lock()
-	defer mu.Unlock()
-	txn := s.db.NewTransaction(true)
-	defer func() { txn.Discard() }()
-	var last uint64
-	switch old, err := s.readMeta(txn, id); {
-	case err == nil:
-		last = old.LastSeq
-	case !errors.Is(err, kernel.ErrSessionNotFound):
-		return fmt.Errorf("commit session %s: %w", id, err)
-	}
-	if len(msgs) > 0 && msgs[0].Seq != last+1 {
-		return fmt.Errorf("session %q: first message has seq %d, want %d: %w", id, msgs[0].Seq, last+1, kernel.ErrSeqConflict)
-	}
-	meta := step.Meta
-	meta.ID = id
-	meta.LastSeq = last + uint64(len(msgs))
-	metaVal, err := encodeMeta(&meta)
-	if err != nil {
-		return fmt.Errorf("commit session %s: encode meta: %w", id, err)
-	}
-	var pendVal []byte
-	if step.Pending != nil {
-		if pendVal, err = encodePending(step.Pending); err != nil {
-			return fmt.Errorf("commit session %s: encode pending approval: %w", id, err)
-		}
-	}
-	// finish adds the commit point (meta and pending) to txn.
-	finish := func(txn *bdg.Txn) error {
-		if step.ClearPending && pendVal == nil {
-			if err := txn.Delete(pendingKey(id)); err != nil {
-				return err
-			}
-		}
-		if pendVal != nil {
-			if err := txn.Set(pendingKey(id), pendVal); err != nil {
-				return err
-			}
-		}
-		return txn.Set(metaKey(id), metaVal)
-	}
-	err = nil
-	for i := range msgs {
-		if err = txn.Set(msgKey(id, msgs[i].Seq), vals[i]); err != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = finish(txn)
-	}
-	if errors.Is(err, bdg.ErrTxnTooBig) {
-		txn.Discard()
-		txn = s.db.NewTransaction(true)
-		err = s.commitLarge(&txn, id, msgs, vals, finish)
-	}
-	if err == nil {
-		err = txn.Commit()
-	}
-	if err != nil {
-		return fmt.Errorf("commit session %s: %w", id, err)
-	}
-	return nil
-}
-
-// commitLarge writes the messages of a step too large for one transaction
-// in as many synced transactions as they need, then leaves the commit
-// point in *txn for the caller to commit.
-func (s *Store) commitLarge(txn **bdg.Txn, id string, msgs []kernel.Message, vals [][]byte, finish func(*bdg.Txn) error) error {
-	for i := range msgs {
-		k := msgKey(id, msgs[i].Seq)
-		err := (*txn).Set(k, vals[i])
-		if errors.Is(err, bdg.ErrTxnTooBig) {
-			if err := (*txn).Commit(); err != nil {
-				return err
-			}
-			*txn = s.db.NewTransaction(true)
-			err = (*txn).Set(k, vals[i])
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := (*txn).Commit(); err != nil {
-		return err
-	}
-	*txn = s.db.NewTransaction(true)
-	return finish(*txn)
-}
-
-// List returns the metadata of every session, most recently updated
-// first. Sessions past the TTL are left out. A session whose metadata
-// cannot be decoded is listed with its id, StatusFailed, a title saying it
-// is corrupt and the error under LabelCorrupt, so one damaged session
-// neither hides the others nor disappears.
-func (s *Store) List(ctx context.Context) ([]kernel.SessionMeta, error) {
-	var out []kernel.SessionMeta
-	err := s.scan(ctx, func(e scanEntry) error {
-		switch {
-		case e.orphan:
-		case e.err != nil:
-			out = append(out, kernel.SessionMeta{
-				ID: e.id, Status: kernel.StatusFailed, Title: "(corrupt: " + e.err.Error() + ")",
-				Labels: map[string]string{LabelCorrupt: e.err.Error()},
-			})
-		case !s.expired(&e.meta):
-			out = append(out, e.meta)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	slices.SortStableFunc(out, func(a, b kernel.SessionMeta) int {
-		if c := b.Updated.Compare(a.Updated); c != 0 {
-			return c
-		}
-		return bytes.Compare([]byte(a.ID), []byte(b.ID))
-	})
-	return out, nil
-}
-
-// scanEntry is one session found by scan: its metadata, or the error
-// decoding it, or orphan (message keys without metadata: the remains of an
-// interrupted Delete or Import).
-type scanEntry struct {
-	id     string
-	meta   kernel.SessionMeta
-	err    error
-	orphan bool
-}
-
-// scan calls fn for every session, seeking from one session's metadata
-// straight to the next session, so it costs a few seeks per session
-// whatever the sessions' lengths.
-func (s *Store) scan(ctx context.Context, fn func(scanEntry) error) error {
-	return s.db.View(func(txn *bdg.Txn) error {
-		it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte(keyPrefix)})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			id, ok := idOf(it.Item().Key())
-			if !ok {
-				it.Next()
-				continue
-			}
-			mk := metaKey(id)
-			it.Seek(mk)
-			e := scanEntry{id: id}
-			if it.Valid() && bytes.Equal(it.Item().Key(), mk) {
-				e.err = it.Item().Value(func(v []byte) error {
-					m, err := decodeMeta(v)
-					e.meta = m
-					return err
-				})
-				if e.err != nil {
-					e.err = &CorruptError{Session: id, Part: "meta", Err: e.err}
-				}
-				e.meta.ID = id
-			} else {
-				e.orphan = true
-			}
-			if err := fn(e); err != nil {
-				return err
-			}
-			it.Seek(sessionEnd(id))
-		}
-		return nil
-	})
 }
 
 // Delete removes session id: its metadata and pending approval in one
@@ -569,46 +269,6 @@ func (s *Store) deleteMessages(ctx context.Context, id string, from uint64) erro
 		}
 	}
 	return wb.Flush()
-}
-
-func (s *Store) expired(m *kernel.SessionMeta) bool {
-	return s.opts.TTL > 0 && lastActive(m).Before(s.opts.Now().Add(-s.opts.TTL))
-}
-
-// lastActive is when a session was last updated (or created, for a
-// session whose Updated was never set).
-func lastActive(m *kernel.SessionMeta) time.Time {
-	if m.Updated.IsZero() {
-		return m.Created
-	}
-	return m.Updated
-}
-
-// checkSpace fails with ErrDiskFull when the store's file system has less
-// than the reserve plus n bytes free. A step without messages (a status
-// change) may use half the reserve, so a run that failed for lack of space
-// can still record that it failed.
-func (s *Store) checkSpace(n int64, metaOnly bool) error {
-	if s.reserve < 0 {
-		return nil
-	}
-	reserve := s.reserve
-	if metaOnly {
-		reserve /= 2
-	}
-	free, ok := freeBytes(s.dir)
-	if !ok || free >= reserve+n {
-		return nil
-	}
-	return fmt.Errorf("%w: %s has %s free, a write of %s needs %s more in reserve (Options.MinFreeBytes); free some space and retry",
-		ErrDiskFull, s.dir, mib(free), mib(n), mib(reserve))
-}
-
-func mib(n int64) string {
-	if n < 1<<20 {
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 var (

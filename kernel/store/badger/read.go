@@ -1,0 +1,207 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// Load returns the session id: its metadata, its messages 1..LastSeq and
+// its pending approval. A damaged value fails with a *CorruptError naming
+// the session and the message's sequence number.
+func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
+	if err := checkID(id); err != nil {
+		return nil, fmt.Errorf("load session: %w: %w", err, kernel.ErrSessionNotFound)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out *kernel.Session
+	err := s.db.View(func(txn *bdg.Txn) error {
+		meta, err := s.readMeta(txn, id)
+		if err != nil {
+			return err
+		}
+		if s.expired(&meta) {
+			return fmt.Errorf("session %q expired (ttl %s): %w", id, s.opts.TTL, kernel.ErrSessionNotFound)
+		}
+		msgs, err := readMessages(ctx, txn, id, meta.LastSeq)
+		if err != nil {
+			return err
+		}
+		out = &kernel.Session{Meta: meta, Messages: msgs}
+		item, err := txn.Get(pendingKey(id))
+		switch {
+		case errors.Is(err, bdg.ErrKeyNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			a, err := decodePending(v)
+			if err != nil {
+				return &CorruptError{Session: id, Part: "pending", Err: err}
+			}
+			out.Pending = a
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load session: %w", err)
+	}
+	return out, nil
+}
+
+// readMeta reads and decodes the metadata of id.
+func (s *Store) readMeta(txn *bdg.Txn, id string) (kernel.SessionMeta, error) {
+	item, err := txn.Get(metaKey(id))
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return kernel.SessionMeta{}, fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
+	}
+	if err != nil {
+		return kernel.SessionMeta{}, err
+	}
+	var meta kernel.SessionMeta
+	err = item.Value(func(v []byte) error {
+		var err error
+		meta, err = decodeMeta(v)
+		return err
+	})
+	if err != nil {
+		return kernel.SessionMeta{}, &CorruptError{Session: id, Part: "meta", Err: err}
+	}
+	meta.ID = id
+	return meta, nil
+}
+
+// readMessages reads messages 1..last of id. Keys past last are ignored:
+// they are leftovers of a write that never reached its commit point.
+func readMessages(ctx context.Context, txn *bdg.Txn, id string, last uint64) ([]kernel.Message, error) {
+	msgs := make([]kernel.Message, 0, min(last, 1<<16)) // last may be damaged
+	p := msgPrefix(id)
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
+	defer it.Close()
+	for it.Seek(msgKey(id, 1)); it.Valid() && uint64(len(msgs)) < last; it.Next() {
+		want := uint64(len(msgs)) + 1
+		if want%1024 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		item := it.Item()
+		seq, ok := parseMsgSeq(item.Key(), p)
+		if !ok || seq != want {
+			return nil, &CorruptError{Session: id, Part: "message", Seq: want, Err: errors.New("missing from the store")}
+		}
+		msgs = append(msgs, kernel.Message{Seq: seq})
+		err := item.Value(func(v []byte) error { return decodeMessage(v, &msgs[len(msgs)-1]) })
+		if err != nil {
+			return nil, &CorruptError{Session: id, Part: "message", Seq: seq, Err: err}
+		}
+	}
+	if n := uint64(len(msgs)); n < last {
+		return nil, &CorruptError{Session: id, Part: "message", Seq: n + 1, Err: fmt.Errorf("missing from the store (the metadata says %d messages)", last)}
+	}
+	return msgs, nil
+}
+
+// List returns the metadata of every session, most recently updated
+// first. Sessions past the TTL are left out. A session whose metadata
+// cannot be decoded is listed with its id, StatusFailed, a title saying it
+// is corrupt and the error under LabelCorrupt, so one damaged session
+// neither hides the others nor disappears.
+func (s *Store) List(ctx context.Context) ([]kernel.SessionMeta, error) {
+	var out []kernel.SessionMeta
+	err := s.scan(ctx, func(e scanEntry) error {
+		switch {
+		case e.orphan:
+		case e.err != nil:
+			out = append(out, kernel.SessionMeta{
+				ID: e.id, Status: kernel.StatusFailed, Title: "(corrupt: " + e.err.Error() + ")",
+				Labels: map[string]string{LabelCorrupt: e.err.Error()},
+			})
+		case !s.expired(&e.meta):
+			out = append(out, e.meta)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b kernel.SessionMeta) int {
+		if c := b.Updated.Compare(a.Updated); c != 0 {
+			return c
+		}
+		return bytes.Compare([]byte(a.ID), []byte(b.ID))
+	})
+	return out, nil
+}
+
+// scanEntry is one session found by scan: its metadata, or the error
+// decoding it, or orphan (message keys without metadata: the remains of an
+// interrupted Delete or Import).
+type scanEntry struct {
+	id     string
+	meta   kernel.SessionMeta
+	err    error
+	orphan bool
+}
+
+// scan calls fn for every session, seeking from one session's metadata
+// straight to the next session, so it costs a few seeks per session
+// whatever the sessions' lengths.
+func (s *Store) scan(ctx context.Context, fn func(scanEntry) error) error {
+	return s.db.View(func(txn *bdg.Txn) error {
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte(keyPrefix)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			id, ok := idOf(it.Item().Key())
+			if !ok {
+				it.Next()
+				continue
+			}
+			mk := metaKey(id)
+			it.Seek(mk)
+			e := scanEntry{id: id}
+			if it.Valid() && bytes.Equal(it.Item().Key(), mk) {
+				e.err = it.Item().Value(func(v []byte) error {
+					m, err := decodeMeta(v)
+					e.meta = m
+					return err
+				})
+				if e.err != nil {
+					e.err = &CorruptError{Session: id, Part: "meta", Err: e.err}
+				}
+				e.meta.ID = id
+			} else {
+				e.orphan = true
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+			it.Seek(sessionEnd(id))
+		}
+		return nil
+	})
+}
+
+func (s *Store) expired(m *kernel.SessionMeta) bool {
+	return s.opts.TTL > 0 && lastActive(m).Before(s.opts.Now().Add(-s.opts.TTL))
+}
+
+// lastActive is when a session was last updated (or created, for a
+// session whose Updated was never set).
+func lastActive(m *kernel.SessionMeta) time.Time {
+	if m.Updated.IsZero() {
+		return m.Created
+	}
+	return m.Updated
+}
