@@ -49,9 +49,13 @@ func cmdTools(ctx context.Context, args []string, env *cliEnv) error {
 		return enc.Encode(specs)
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tTIER\tSOURCE\tARGUMENTS\tDESCRIPTION")
+	fmt.Fprintln(tw, "NAME\tTIER\tSOURCE\tARGUMENTS\tGRANTED\tDESCRIPTION")
 	for _, s := range specs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Tier, s.Source, argSummary(s.Schema), clip(firstLine(s.Description), 60))
+		t, _ := a.tools.Lookup(s.Name)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Tier, s.Source, argSummary(s.Schema), capabilities(t), clip(firstLine(s.Description), 50))
+	}
+	for _, n := range a.warnings {
+		fmt.Fprintf(env.stderr, "warning: %s\n", n.Text)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

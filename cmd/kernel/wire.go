@@ -39,6 +39,9 @@ type app struct {
 	plugins       *subprocess.Host
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
+	// warnings are load-time notices (capabilities a module asked for and
+	// was not granted), shown once the renderer exists.
+	warnings []kernel.Notice
 }
 
 // newApp builds everything but the provider and the kernel: the registry of
@@ -107,6 +110,9 @@ func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string
 	if err != nil {
 		return err
 	}
+	for _, n := range a.warnings {
+		r.event(n)
+	}
 	res, err := fn(k)
 	r.endLine()
 	return runOutcome(res, err)
@@ -116,7 +122,10 @@ func (a *app) loadTools(ctx context.Context) error {
 	if err := a.loadBuiltins(); err != nil {
 		return err
 	}
-	return a.loadPlugins(ctx)
+	if err := a.loadPlugins(ctx); err != nil {
+		return err
+	}
+	return a.loadWASM(ctx)
 }
 
 func (a *app) loadBuiltins() error {

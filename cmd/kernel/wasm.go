@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/plugins/wasm"
+)
+
+func (cfg *Config) wasmConfigs() ([]wasm.ModuleConfig, error) {
+	var mcs []wasm.ModuleConfig
+	if err := decodeNode(&cfg.Tools.WASM, &mcs); err != nil {
+		return nil, &ConfigError{File: cfg.source(), Field: "tools.wasm", Msg: err.Error()}
+	}
+	return mcs, nil
+}
+
+// loadWASM compiles (or loads from the cache) every configured module and
+// registers its tools with the capabilities granted to them. A capability
+// a manifest requests and the config does not grant is reported, not given.
+func (a *app) loadWASM(ctx context.Context) error {
+	mcs, err := a.cfg.wasmConfigs()
+	if err != nil || len(mcs) == 0 {
+		return err
+	}
+	host, err := wasm.NewHost(ctx, wasm.HostConfig{CacheDir: filepath.Join(cacheDir(), "wasm"), Logger: a.log.Named("wasm")})
+	if err != nil {
+		return fmt.Errorf("start the WASM host: %w", err)
+	}
+	a.closers = append(a.closers, func() error { return host.Close(context.WithoutCancel(ctx)) })
+	for i, mc := range mcs {
+		tools, warnings, err := host.Load(ctx, mc)
+		if err != nil {
+			return fmt.Errorf("%s: tools.wasm[%d] (%s): %w", a.cfg.source(), i, mc.Path, err)
+		}
+		for _, w := range warnings {
+			a.warnings = append(a.warnings, kernel.Notice{Source: "wasm", Level: "warn", Text: w})
+		}
+		if err := a.tools.Register(tools...); err != nil {
+			return fmt.Errorf("%s: tools.wasm[%d] (%s): %w", a.cfg.source(), i, mc.Path, err)
+		}
+	}
+	return nil
+}
+
+// capabilities describes what a tool was granted, for `kernel tools`.
+func capabilities(t kernel.Tool) string {
+	if s, ok := wasm.Capabilities(t); ok {
+		return s
+	}
+	return "-"
+}
