@@ -42,8 +42,8 @@ proto:
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto
 
 ## test: every test, with the race detector
-test: wasm plugins
-	$(GO) test -race -count=1 ./...
+test: build wasm plugins
+	AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test -race -count=1 ./...
 
 ## demo: the main job, offline, with the scripted model and the embedded defaults
 demo: build wasm plugins
