@@ -30,6 +30,9 @@ type run struct {
 	deltaFn func(Delta)
 	lastGen generation
 	offered []ToolSpec
+	// persistCtx is the run's context without its cancellation: a
+	// cancelled run must still record how it ended.
+	persistCtx context.Context
 }
 
 // Run sends prompt to the model in the session sessionID (a new session when
@@ -361,6 +364,9 @@ func (r *run) lastUserText() string {
 
 func truncateTitle(s string) string {
 	const max = 60
+	if len(s) <= max && !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
 	rs := []rune(s)
 	for i, c := range rs {
 		if c == '\n' || c == '\r' {

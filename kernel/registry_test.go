@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/kerneltest"
+	"github.com/agentkernel/agentkernel/kernel/store/memory"
 )
 
 func TestRegisterErrors(t *testing.T) {
@@ -84,7 +85,7 @@ func BenchmarkRun(b *testing.B) {
 	for _, calls := range []int{1, 10} {
 		b.Run(fmt.Sprintf("calls=%d", calls), func(b *testing.B) {
 			prov := &benchProvider{calls: calls}
-			k := benchKernel(b, prov)
+			k, store := benchKernel(b, prov)
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -92,6 +93,11 @@ func BenchmarkRun(b *testing.B) {
 				res, err := k.Run(ctx, "", "what is in the workspace?")
 				if err != nil || res.StopReason != kernel.StopCompleted {
 					b.Fatal(res, err)
+				}
+				// Steady state: the store does not grow with b.N, so the
+				// number is a run's cost, not the GC's cost of b.N sessions.
+				if err := store.Delete(ctx, res.SessionID); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
@@ -108,10 +114,14 @@ func BenchmarkDispatch(b *testing.B) {
 			if mode == "no-call" {
 				prov.calls = 0
 			}
-			k := benchKernel(b, prov)
+			k, store := benchKernel(b, prov)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := k.Run(ctx, "", "go"); err != nil {
+				res, err := k.Run(ctx, "", "go")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := store.Delete(ctx, res.SessionID); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -119,7 +129,7 @@ func BenchmarkDispatch(b *testing.B) {
 	}
 }
 
-func benchKernel(b *testing.B, prov kernel.Provider) *kernel.Kernel {
+func benchKernel(b *testing.B, prov kernel.Provider) (*kernel.Kernel, kernel.SessionDeleter) {
 	reg := kernel.NewRegistry()
 	spec := kernel.ToolSpec{Name: "read_file", Description: "read", Tier: kernel.TierReadOnly, Source: "bench",
 		Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer"}},"required":["path"]}`)}
@@ -129,12 +139,13 @@ func benchKernel(b *testing.B, prov kernel.Provider) *kernel.Kernel {
 		b.Fatal(err)
 	}
 	events := 0
-	k, err := kernel.New(kernel.Config{Provider: prov, Store: newBenchStore(), Tools: reg, Model: "m",
+	store := memory.New()
+	k, err := kernel.New(kernel.Config{Provider: prov, Store: store, Tools: reg, Model: "m",
 		OnEvent: func(kernel.Event) { events++ }})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return k
+	return k, store
 }
 
 // benchProvider answers the first generation with `calls` tool calls and the

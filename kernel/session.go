@@ -134,7 +134,10 @@ func (r *run) commit(ctx context.Context, step Step) error {
 	meta.LastSeq = seq
 	meta.Updated = now
 	step.Meta = meta
-	if err := r.k.cfg.Store.Commit(context.WithoutCancel(ctx), r.meta.ID, step); err != nil {
+	if r.persistCtx == nil {
+		r.persistCtx = context.WithoutCancel(ctx)
+	}
+	if err := r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step); err != nil {
 		return fmt.Errorf("persist session %s: %w", r.meta.ID, err)
 	}
 	r.meta = meta

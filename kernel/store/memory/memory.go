@@ -61,7 +61,7 @@ func (s *Store) Commit(_ context.Context, id string, step kernel.Step) error {
 		}
 	}
 	if se == nil {
-		se = &session{msgs: make([]kernel.Message, 0, max(8, len(step.Messages)))}
+		se = &session{}
 		s.sessions[id] = se
 	}
 	se.msgs = append(se.msgs, step.Messages...)
