@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -218,8 +219,8 @@ func checkGuestPath(p string) error {
 		return fmt.Errorf("%q is not absolute", p)
 	case p == "/":
 		return errors.New("\"/\" cannot be a mount; use a directory such as /data")
-	case filepath.ToSlash(filepath.Clean(p)) != p:
-		return fmt.Errorf("%q is not clean (want %s)", p, filepath.ToSlash(filepath.Clean(p)))
+	case path.Clean(p) != p:
+		return fmt.Errorf("%q is not clean (want %s)", p, path.Clean(p))
 	}
 	return nil
 }

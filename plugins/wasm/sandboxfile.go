@@ -25,8 +25,6 @@ type rootFile struct {
 	closed bool
 }
 
-var _ experimentalsys.File = (*rootFile)(nil)
-
 func (f *rootFile) check(wantDir bool) experimentalsys.Errno {
 	switch {
 	case f.closed:
@@ -288,3 +286,5 @@ func timespec(ns int64) syscall.Timespec {
 	}
 	return syscall.NsecToTimespec(time.Unix(0, ns).UnixNano())
 }
+
+var _ experimentalsys.File = (*rootFile)(nil)

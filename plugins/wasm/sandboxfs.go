@@ -38,8 +38,6 @@ type rootFS struct {
 	readOnly bool
 }
 
-var _ experimentalsys.FS = (*rootFS)(nil)
-
 func newRootFS(root *os.Root, readOnly bool) *rootFS {
 	return &rootFS{root: root, readOnly: readOnly}
 }
@@ -266,3 +264,5 @@ func (r *rootFS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
 	}
 	return errno(r.root.Chtimes(name(p), time.Unix(0, atim), time.Unix(0, mtim)))
 }
+
+var _ experimentalsys.FS = (*rootFS)(nil)

@@ -10,9 +10,8 @@ import (
 
 // This file reads just enough of the WebAssembly binary format to refuse a
 // module before compiling it (unknown imports, threads, signatures that do
-// not match WASI) and to instrument function entries so that wazero's
-// termination check, which sits only at loop headers, also runs on every
-// call: a loop-free recursion then honours the deadline too.
+// not match WASI, missing entry points); instrument.go uses it to add
+// deadline checks to function entries.
 
 // Section ids of the binary format.
 const (
@@ -89,7 +88,8 @@ type wasmInfo struct {
 	imports   []wasmImport
 	funcTypes []uint32 // type index of each defined function
 	exports   map[string]wasmExport
-	shared    bool // a defined memory is shared (threads)
+	shared    bool   // a defined memory is shared (threads)
+	minPages  uint32 // the largest initial size of a memory, in 64 KiB pages
 
 	codeStart, codeEnd int // the code section's content, if any
 	bodies             int // number of function bodies
@@ -252,28 +252,29 @@ func (r *reader) valType() (byte, error) {
 	return 0, r.fail(fmt.Sprintf("unknown value type 0x%02x", c))
 }
 
-// limits reads memory or table limits and reports whether they are shared.
-func (r *reader) limits() (shared bool, err error) {
+// limits reads memory or table limits: the minimum and whether they are
+// shared.
+func (r *reader) limits() (minimum uint64, shared bool, err error) {
 	flags, err := r.byte()
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	if flags > 0x07 {
-		return false, r.fail(fmt.Sprintf("unknown limits flags 0x%02x", flags))
+		return 0, false, r.fail(fmt.Sprintf("unknown limits flags 0x%02x", flags))
 	}
 	bits := uint(32)
 	if flags&0x04 != 0 {
 		bits = 64
 	}
-	if _, err := r.uleb(bits); err != nil {
-		return false, err
+	if minimum, err = r.uleb(bits); err != nil {
+		return 0, false, err
 	}
 	if flags&0x01 != 0 {
 		if _, err := r.uleb(bits); err != nil {
-			return false, err
+			return 0, false, err
 		}
 	}
-	return flags&0x02 != 0, nil
+	return minimum, flags&0x02 != 0, nil
 }
 
 // parseWasm reads the sections the host checks. It does not validate the
@@ -379,10 +380,10 @@ func (w *wasmInfo) readImports(r *reader) error {
 			im.typeIndex, err = r.u32()
 		case externTable:
 			if _, err = r.valType(); err == nil {
-				_, err = r.limits()
+				_, _, err = r.limits()
 			}
 		case externMemory:
-			im.shared, err = r.limits()
+			_, im.shared, err = r.limits()
 		case externGlobal:
 			if _, err = r.valType(); err == nil {
 				_, err = r.byte()
@@ -423,11 +424,12 @@ func (w *wasmInfo) readMemories(r *reader) error {
 		return err
 	}
 	for i := uint32(0); i < n; i++ {
-		shared, err := r.limits()
+		minimum, shared, err := r.limits()
 		if err != nil {
 			return err
 		}
 		w.shared = w.shared || shared
+		w.minPages = max(w.minPages, uint32(min(minimum, 1<<32-1)))
 	}
 	return nil
 }
@@ -453,177 +455,4 @@ func (w *wasmInfo) readExports(r *reader) error {
 		w.exports[name] = wasmExport{kind: kind, index: idx}
 	}
 	return nil
-}
-
-// entryCheck is an empty loop: wazero checks for a closed module (deadline,
-// cancellation) at every loop header, so an empty loop at a function's
-// entry makes every call a check point.
-var entryCheck = []byte{0x03, 0x40, 0x0b} // loop (blocktype empty) end
-
-// needsEntryCheck reports whether a function body (its expression) must get
-// an entry check. The argument that the deadline is then always honoured: an
-// endless run either iterates a loop forever (checked at the loop header) or
-// executes endlessly many calls. Without iterating a loop one invocation
-// executes a bounded number of calls, so endlessly many calls come from
-// endlessly many invocations of functions that contain a call; each of those
-// passes a check before its first call, either at the loop header that its
-// straight-line prologue reaches (the shape of every Go function that calls
-// another) or at the inserted entry check. Bodies without a call opcode
-// byte anywhere are bounded leaves and stay as they are: looking for the
-// bytes, not decoding instructions, can only over-instrument.
-func needsEntryCheck(expr []byte) bool {
-	if reachesLoopFirst(expr) {
-		return false
-	}
-	for _, c := range expr {
-		if c >= 0x10 && c <= 0x15 { // call, call_indirect, return_call(_indirect), call_ref, return_call_ref
-			return true
-		}
-	}
-	return false
-}
-
-// reachesLoopFirst reports whether expr starts with straight-line
-// instructions (nop, block, local and global access, constants) followed by
-// a loop, so every execution passes that loop's header before doing
-// anything else.
-func reachesLoopFirst(expr []byte) bool {
-	r := &reader{b: expr}
-	for r.off < len(expr) {
-		op, _ := r.byte()
-		var err error
-		switch op {
-		case 0x03: // loop
-			return true
-		case 0x01: // nop
-		case 0x02: // block blocktype
-			err = r.blockType()
-		case 0x20, 0x21, 0x22, 0x23, 0x24: // local.get/set/tee, global.get/set
-			_, err = r.u32()
-		case 0x41: // i32.const
-			err = r.sleb(5)
-		case 0x42: // i64.const
-			err = r.sleb(10)
-		default:
-			return false
-		}
-		if err != nil {
-			return false
-		}
-	}
-	return false
-}
-
-// instrument returns b with entryCheck inserted at the start of every
-// function body that needsEntryCheck, and the number of bodies changed. When nothing changes it returns b itself. DWARF custom
-// sections are dropped from a changed binary because their code offsets no
-// longer hold.
-func instrument(b []byte, w *wasmInfo) ([]byte, int, error) {
-	if w.bodies == 0 {
-		return b, 0, nil
-	}
-	r := &reader{b: b[:w.codeEnd], off: w.codeStart}
-	if _, err := r.u32(); err != nil {
-		return nil, 0, err
-	}
-	type body struct {
-		start, end int // the body's bytes after its size
-		insertAt   int // where the expression starts; -1: unchanged
-	}
-	bodies := make([]body, 0, w.bodies)
-	changed := 0
-	for i := 0; i < w.bodies; i++ {
-		size, err := r.u32()
-		if err != nil {
-			return nil, 0, err
-		}
-		start := r.off
-		if _, err := r.bytes(size); err != nil {
-			return nil, 0, err
-		}
-		br := &reader{b: b[:start+int(size)], off: start}
-		groups, err := br.u32()
-		if err != nil {
-			return nil, 0, fmt.Errorf("function body %d: %w", i, err)
-		}
-		for g := uint32(0); g < groups; g++ {
-			if _, err := br.u32(); err != nil {
-				return nil, 0, fmt.Errorf("function body %d: %w", i, err)
-			}
-			if _, err := br.valType(); err != nil {
-				return nil, 0, fmt.Errorf("function body %d: %w", i, err)
-			}
-		}
-		bd := body{start: start, end: start + int(size), insertAt: -1}
-		if br.off >= bd.end {
-			return nil, 0, fmt.Errorf("function body %d: %w", i, br.fail("empty expression"))
-		}
-		if needsEntryCheck(b[br.off:bd.end]) {
-			bd.insertAt = br.off
-			changed++
-		}
-		bodies = append(bodies, bd)
-	}
-	if r.off != w.codeEnd {
-		return nil, 0, fmt.Errorf("code section: %w", r.fail("trailing bytes"))
-	}
-	if changed == 0 {
-		return b, 0, nil
-	}
-
-	var code bytes.Buffer
-	code.Grow(w.codeEnd - w.codeStart + changed*(len(entryCheck)+1))
-	code.Write(appendULEB(nil, uint64(w.bodies)))
-	for _, bd := range bodies {
-		size := bd.end - bd.start
-		if bd.insertAt < 0 {
-			code.Write(appendULEB(nil, uint64(size)))
-			code.Write(b[bd.start:bd.end])
-			continue
-		}
-		code.Write(appendULEB(nil, uint64(size+len(entryCheck))))
-		code.Write(b[bd.start:bd.insertAt])
-		code.Write(entryCheck)
-		code.Write(b[bd.insertAt:bd.end])
-	}
-
-	out := make([]byte, 0, len(b)+changed*(len(entryCheck)+1)+8)
-	out = append(out, b[:8]...)
-	sr := &reader{b: b, off: 8}
-	for sr.off < len(b) {
-		secStart := sr.off
-		id, _ := sr.byte()
-		size, _ := sr.u32()
-		contentStart := sr.off
-		sr.off += int(size)
-		switch {
-		case id == secCode:
-			out = append(out, secCode)
-			out = appendULEB(out, uint64(code.Len()))
-			out = append(out, code.Bytes()...)
-		case id == secCustom && isDebugSection(b[contentStart:sr.off]):
-			// dropped: offsets into the old code section
-		default:
-			out = append(out, b[secStart:sr.off]...)
-		}
-	}
-	return out, changed, nil
-}
-
-func isDebugSection(content []byte) bool {
-	r := &reader{b: content}
-	name, err := r.name()
-	return err == nil && strings.HasPrefix(name, ".debug_")
-}
-
-func appendULEB(b []byte, v uint64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			b = append(b, c|0x80)
-			continue
-		}
-		return append(b, c)
-	}
 }

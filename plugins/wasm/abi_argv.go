@@ -1,0 +1,66 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// callArgv runs an unmodified WASI program: the tool's templates turn the
+// arguments into argv and stdin, and stdout is the result. A non-zero exit
+// is a failed call whose message carries stderr, which is where such
+// programs explain themselves.
+func (t *tool) callArgv(ctx context.Context, cancel context.CancelCauseFunc, args json.RawMessage) (kernel.Result, error) {
+	argv, stdin, err := t.renderArgv(args)
+	if err != nil {
+		return kernel.Result{}, t.fail("invalid_args", err)
+	}
+	x := newInstanceIO(t.m.eff.maxOutput)
+	x.attach(ctx, cancel)
+	in, err := t.m.instantiate(ctx, x, bytes.NewReader(stdin), argv)
+	if in != nil {
+		in.close()
+	}
+	if err := describeExit(ctx, err, x, "run"); err != nil {
+		return kernel.Result{Content: err.Error(), IsError: true}, t.wrap(err)
+	}
+	return kernel.Result{Content: validUTF8(string(x.output()))}, nil
+}
+
+// renderArgv executes the argv templates over the call's arguments.
+// argv[0] is the module name; elements that render empty are left out.
+func (t *tool) renderArgv(args json.RawMessage) ([]string, []byte, error) {
+	var data map[string]any
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	if err := dec.Decode(&data); err != nil {
+		return nil, nil, fmt.Errorf("%w: arguments must be a JSON object: %v", kernel.ErrInvalidArgs, err)
+	}
+	argv := []string{t.m.name}
+	var b strings.Builder
+	for i, tpl := range t.def.args {
+		b.Reset()
+		if err := tpl.Execute(&b, data); err != nil {
+			return nil, nil, fmt.Errorf("render argv[%d] of tool %s: %w", i+1, t.spec.Name, err)
+		}
+		if s := b.String(); s != "" {
+			if strings.Contains(s, "<no value>") {
+				return nil, nil, fmt.Errorf("render argv[%d] of tool %s: %q prints an argument the call did not give; guard optional ones with {{if}}", i+1, t.spec.Name, t.def.Argv.Args[i])
+			}
+			argv = append(argv, s)
+		}
+	}
+	var stdin []byte
+	if t.def.stdin != nil {
+		var sb bytes.Buffer
+		if err := t.def.stdin.Execute(&sb, data); err != nil {
+			return nil, nil, fmt.Errorf("render stdin of tool %s: %w", t.spec.Name, err)
+		}
+		stdin = sb.Bytes()
+	}
+	return argv, stdin, nil
+}

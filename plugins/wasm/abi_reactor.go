@@ -1,0 +1,70 @@
+package wasm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// callReactor serves a call with a fresh, initialised reactor instance
+// (from the pool when one is ready) and discards the instance afterwards.
+//
+// The reactor ABI: the host calls agentkernel_alloc(len) for room in guest
+// memory, writes the request ({"tool","args"}, as for the json ABI) there,
+// and calls agentkernel_call(ptr, len). The result is (ptr<<32 | len) of a
+// {"content","is_error"} object (or plain text) in guest memory.
+func (t *tool) callReactor(ctx context.Context, cancel context.CancelCauseFunc, args json.RawMessage) (kernel.Result, error) {
+	req, err := t.request(args)
+	if err != nil {
+		return kernel.Result{}, err
+	}
+	in := t.m.pool.take()
+	if in == nil {
+		if in, err = t.m.newReactorInstance(ctx); err != nil {
+			return kernel.Result{Content: err.Error(), IsError: true}, t.wrap(err)
+		}
+	}
+	defer t.m.pool.discard(in)
+	in.io.attach(ctx, cancel)
+
+	out, err := reactorRoundTrip(ctx, in, req)
+	var ge *guestError
+	if err != nil && !errors.As(err, &ge) {
+		err = describeExit(ctx, err, in.io, "call")
+	} else if err == nil {
+		err = describeExit(ctx, nil, in.io, "call")
+	}
+	if err != nil {
+		return kernel.Result{Content: err.Error(), IsError: true}, t.wrap(err)
+	}
+	return parseResult(out), nil
+}
+
+// reactorRoundTrip passes req to the instance and copies its response out.
+func reactorRoundTrip(ctx context.Context, in *instance, req []byte) ([]byte, error) {
+	mem := in.mod.Memory()
+	res, err := in.alloc.Call(ctx, uint64(len(req)))
+	if err != nil {
+		return nil, err
+	}
+	ptr := uint32(res[0])
+	if !mem.Write(ptr, req) {
+		return nil, &guestError{code: "abi", msg: fmt.Sprintf("%s returned %d, which has no room for %d bytes in a %d-byte memory", exportAlloc, ptr, len(req), mem.Size()), stderr: in.io.stderrSummary()}
+	}
+	res, err = in.call.Call(ctx, uint64(ptr), uint64(len(req)))
+	if err != nil {
+		return nil, err
+	}
+	rptr, rlen := uint32(res[0]>>32), uint32(res[0])
+	if int(rlen) > in.io.maxOutput {
+		return nil, &guestError{code: "output_limit", msg: fmt.Sprintf("the result is %d bytes, over max_output_bytes (%d)", rlen, in.io.maxOutput), err: ErrOutputLimit}
+	}
+	out, ok := mem.Read(rptr, rlen)
+	if !ok {
+		return nil, &guestError{code: "abi", msg: fmt.Sprintf("%s returned %d bytes at %d, outside the %d-byte memory", exportCall, rlen, rptr, mem.Size())}
+	}
+	return append([]byte(nil), out...), nil
+}

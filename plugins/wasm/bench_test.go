@@ -1,0 +1,148 @@
+package wasm
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// latencies collects per-call durations and reports their percentiles.
+type latencies []time.Duration
+
+func (l latencies) report(b *testing.B, prefix string) {
+	if len(l) == 0 {
+		return
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	pct := func(p float64) float64 {
+		return float64(s[min(len(s)-1, int(float64(len(s))*p))].Microseconds())
+	}
+	b.ReportMetric(pct(0.50), prefix+"p50-µs")
+	b.ReportMetric(pct(0.99), prefix+"p99-µs")
+}
+
+// BenchmarkCompileCold compiles the attack fixture (a 3.9 MB Go module)
+// into an empty cache: what the first start after an upgrade costs.
+func BenchmarkCompileCold(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		dir := filepath.Join(b.TempDir(), "cache")
+		h, err := NewHost(context.Background(), HostConfig{CacheDir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if _, _, err := h.Load(context.Background(), ModuleConfig{Path: attackWasm}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		h.Close(context.Background())
+		b.StartTimer()
+	}
+}
+
+// BenchmarkLoadFromCache starts a Host and loads a module whose compiled
+// code is in the cache: what every kernel start costs per module.
+func BenchmarkLoadFromCache(b *testing.B) {
+	for _, p := range []string{attackWasm, "../../wasm-tools/jq/jq.wasm", "../../wasm-tools/js/js.wasm", gojqWasm} {
+		b.Run(filepathBase(p), func(b *testing.B) {
+			if _, err := os.Stat(p); err != nil {
+				b.Skipf("%v (run make wasm)", err)
+			}
+			warm := newTestHost(b)
+			load(b, warm, ModuleConfig{Path: p}) // fill the cache
+			for b.Loop() {
+				h, err := NewHost(context.Background(), HostConfig{CacheDir: testCacheDir})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := h.Load(context.Background(), ModuleConfig{Path: p}); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				h.Close(context.Background())
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkCallJSON: a json-ABI call, a fresh instance per call (the Go
+// runtime starts every time).
+func BenchmarkCallJSON(b *testing.B) {
+	h := newTestHost(b)
+	tools, _ := load(b, h, ModuleConfig{Path: attackWasm})
+	echo := tools["echo"]
+	args := json.RawMessage(`{"text":"hi"}`)
+	var lat latencies
+	for b.Loop() {
+		start := time.Now()
+		if _, err := echo.Call(context.Background(), args); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	lat.report(b, "")
+}
+
+// BenchmarkCallReactor: a reactor call served by a pre-warmed instance
+// (pool 4; the benchmark waits, untimed, for the pool to hold one), and the
+// same call instantiating on demand (pool 0), the naive fresh instance.
+func BenchmarkCallReactor(b *testing.B) {
+	for _, size := range []int{4, 0} {
+		name := "pooled"
+		if size == 0 {
+			name = "on-demand"
+		}
+		b.Run(name, func(b *testing.B) {
+			h := newTestHost(b)
+			tools, _ := load(b, h, ModuleConfig{Path: reactorWasm, Pool: size})
+			echo := tools["echo"]
+			p := echo.(*tool).m.pool
+			args := json.RawMessage(`{"text":"hi"}`)
+			var lat latencies
+			for b.Loop() {
+				if p != nil {
+					b.StopTimer()
+					for len(p.ready) < cap(p.ready) {
+						time.Sleep(100 * time.Microsecond)
+					}
+					b.StartTimer()
+				}
+				start := time.Now()
+				if _, err := echo.Call(context.Background(), args); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			lat.report(b, "")
+			if p != nil {
+				b.ReportMetric(float64(p.hits.Load())/float64(p.hits.Load()+p.misses.Load()), "pool-hit-ratio")
+			}
+		})
+	}
+}
+
+// BenchmarkDeadlineOverrun: how long after its deadline a runaway loop
+// returns (the caller's deadline, 20 ms after the call starts).
+func BenchmarkDeadlineOverrun(b *testing.B) {
+	tools := attackTools(b)
+	loop := tools["loop"]
+	var lat latencies
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		deadline, _ := ctx.Deadline()
+		_, err := loop.Call(ctx, json.RawMessage(`{}`))
+		lat = append(lat, time.Since(deadline))
+		cancel()
+		if err == nil {
+			b.Fatal("the loop returned")
+		}
+	}
+	lat.report(b, "overrun-")
+}

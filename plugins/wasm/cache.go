@@ -1,0 +1,290 @@
+package wasm
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/tetratelabs/wazero"
+)
+
+// The compilation cache. Layout:
+//
+//	<CacheDir>/                            0700
+//	  wazero-<version>/                    0700, the wazero in go.mod
+//	    <module sha256>/                   0700, one per module file
+//	      .lock                            flock: one compiler at a time
+//	      entries.sum                      size and CRC-32C of every entry
+//	      wazero-<version>-<arch>-<os>/    wazero's own file cache
+//	        <key>                          compiled code
+//
+// A module's directory is keyed by the wazero version and the sha256 of the
+// module file; wazero keys its entries by the (instrumented) binary and the
+// CPU's features. The version is in the path twice on purpose: wazero reads
+// its own from the binary's build information, which test binaries lack
+// (it then says "dev"), so it cannot tell two wazero releases apart there. wazero trusts what it reads: it
+// checks a CRC of the machine code only, not of the function offsets in
+// front of it, so a damaged entry could run garbage. Before wazero sees the
+// directory, verify compares every entry with entries.sum and deletes those
+// that differ or are not listed; wazero then recompiles them, and record
+// lists them again.
+
+const sumFile = "entries.sum"
+
+var (
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+	entryRE    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// ensurePrivateDir creates dir (and missing parents) with mode 0700. An
+// existing directory that other users can reach is refused rather than
+// changed: it may not be ours alone (think of a cache_dir set to /tmp).
+func ensurePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create cache directory: %w", err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("create cache directory: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("cache directory %s is not a directory", dir)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("cache directory %s has mode %04o: other users could plant compiled code in it; run chmod 700 %s or choose another directory", dir, perm, dir)
+	}
+	return nil
+}
+
+// moduleCache is one module's directory in the cache, locked against other
+// processes while it is verified, compiled into and recorded.
+type moduleCache struct {
+	dir  string
+	lock *os.File
+	log  hclog.Logger
+}
+
+// wazeroVersion is the wazero release in go.mod; a test keeps it in step.
+const wazeroVersion = "v1.12.0"
+
+// moduleCacheDir is the cache directory of the module file with this hash.
+func moduleCacheDir(cacheDir, sha string) string {
+	return filepath.Join(cacheDir, "wazero-"+wazeroVersion, sha)
+}
+
+func openModuleCache(cacheDir, sha string, log hclog.Logger) (*moduleCache, error) {
+	dir := moduleCacheDir(cacheDir, sha)
+	if err := ensurePrivateDir(dir); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open cache lock: %w", err)
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock cache directory %s: %w", dir, err)
+	}
+	return &moduleCache{dir: dir, lock: f, log: log}, nil
+}
+
+// unlock releases the directory to other processes.
+func (c *moduleCache) unlock() {
+	unlockFile(c.lock)
+	c.lock.Close()
+}
+
+type sumEntry struct {
+	size int64
+	crc  uint32
+}
+
+// entries lists the cache entries: wazero-*/<64 hex>. Temporary files of a
+// concurrent writer do not match and are left alone.
+func (c *moduleCache) entries() ([]string, error) {
+	subs, err := os.ReadDir(c.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range subs {
+		if !s.IsDir() || !strings.HasPrefix(s.Name(), "wazero-") {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(c.dir, s.Name()))
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			if f.Type().IsRegular() && entryRE.MatchString(f.Name()) {
+				out = append(out, s.Name()+"/"+f.Name())
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (c *moduleCache) readSums() map[string]sumEntry {
+	sums := map[string]sumEntry{}
+	f, err := os.Open(filepath.Join(c.dir, sumFile))
+	if err != nil {
+		return sums // missing: every entry is unverified
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 3 {
+			continue
+		}
+		crc, err1 := strconv.ParseUint(fields[0], 16, 32)
+		size, err2 := strconv.ParseInt(fields[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		sums[fields[2]] = sumEntry{size: size, crc: uint32(crc)}
+	}
+	return sums
+}
+
+// checksum is the size and CRC-32C of a file, read through a mapping when
+// the platform has them (entries are tens of megabytes).
+func checksum(path string) (sumEntry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return sumEntry{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return sumEntry{}, err
+	}
+	if b, err := mapFile(f, st.Size()); err == nil {
+		defer unmapMemory(b)
+		return sumEntry{size: int64(len(b)), crc: crc32.Checksum(b, castagnoli)}, nil
+	}
+	h := crc32.New(castagnoli)
+	n, err := io.CopyBuffer(h, f, make([]byte, 1<<20))
+	if err != nil {
+		return sumEntry{}, err
+	}
+	return sumEntry{size: n, crc: h.Sum32()}, nil
+}
+
+// verify deletes every entry that does not match entries.sum. It returns
+// the entries that matched and how many it deleted.
+func (c *moduleCache) verify() (map[string]sumEntry, int, error) {
+	names, err := c.entries()
+	if err != nil {
+		return nil, 0, fmt.Errorf("read cache directory %s: %w", c.dir, err)
+	}
+	sums := c.readSums()
+	good := map[string]sumEntry{}
+	removed := 0
+	for _, name := range names {
+		p := filepath.Join(c.dir, filepath.FromSlash(name))
+		want, listed := sums[name]
+		got, err := checksum(p)
+		if err == nil && listed && got == want {
+			good[name] = got
+			continue
+		}
+		why := "not listed in " + sumFile
+		switch {
+		case err != nil:
+			why = err.Error()
+		case listed && got.size != want.size:
+			why = fmt.Sprintf("size %d, recorded %d", got.size, want.size)
+		case listed:
+			why = fmt.Sprintf("CRC-32C %08x, recorded %08x", got.crc, want.crc)
+		}
+		c.log.Warn("compilation cache entry is damaged or unverified; recompiling", "entry", p, "reason", why)
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, removed, fmt.Errorf("remove damaged cache entry: %w", err)
+		}
+		removed++
+	}
+	return good, removed, nil
+}
+
+// record rewrites entries.sum from the entries now present; known holds
+// the sums verify already computed. Nothing is written when no entry is new
+// and none was deleted.
+func (c *moduleCache) record(known map[string]sumEntry, removed int) error {
+	names, err := c.entries()
+	if err != nil {
+		return fmt.Errorf("read cache directory %s: %w", c.dir, err)
+	}
+	var b strings.Builder
+	fresh := removed > 0
+	for _, name := range names {
+		s, ok := known[name]
+		if !ok {
+			fresh = true
+			if s, err = checksum(filepath.Join(c.dir, filepath.FromSlash(name))); err != nil {
+				return fmt.Errorf("checksum cache entry: %w", err)
+			}
+		}
+		fmt.Fprintf(&b, "%08x %d %s\n", s.crc, s.size, name)
+	}
+	if !fresh && len(names) == len(known) {
+		return nil
+	}
+	tmp, err := os.CreateTemp(c.dir, sumFile+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", sumFile, err)
+	}
+	if _, err := tmp.WriteString(b.String()); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", sumFile, err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", sumFile, err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(c.dir, sumFile)); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", sumFile, err)
+	}
+	return nil
+}
+
+// sharedCache is the wazero compilation cache of one module file, shared by
+// every Load of that file in a Host: the first Load verifies the directory
+// and reads the compiled code; later ones (other grants, another memory
+// cap) reuse the code wazero holds in memory.
+type sharedCache struct {
+	cache wazero.CompilationCache
+
+	mu       sync.Mutex
+	verified bool
+}
+
+// verifyOnce verifies the module's cache directory the first time it is
+// called (mc must be locked) and reports whether it did.
+func (c *sharedCache) verifyOnce(mc *moduleCache) (known map[string]sumEntry, removed int, first bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.verified {
+		return nil, 0, false, nil
+	}
+	known, removed, err = mc.verify()
+	if err != nil {
+		return nil, 0, false, err
+	}
+	c.verified = true
+	return known, removed, true, nil
+}

@@ -1,0 +1,7 @@
+//go:build unix && !linux
+
+package wasm
+
+const mapNoReserve = 0
+
+func populateMemory([]byte) {}

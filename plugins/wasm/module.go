@@ -1,0 +1,363 @@
+package wasm
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// wasiModule is the only import namespace a module may use.
+const wasiModule = "wasi_snapshot_preview1"
+
+// The reactor ABI's exports.
+const (
+	exportAlloc = "agentkernel_alloc" // (size i32) -> (ptr i32)
+	exportCall  = "agentkernel_call"  // (ptr i32, len i32) -> (ptr<<32 | len) i64
+	exportStart = "_start"
+	exportInit  = "_initialize"
+	exportWarm  = "agentkernel_warm" // optional: () -> (), run after _initialize
+)
+
+// ErrModule marks a module binary the host refuses to run.
+var ErrModule = errors.New("unsupported module")
+
+type moduleSpec struct {
+	name, path, sha string
+	bin             []byte
+	man             *manifest
+	eff             effective
+	pool            int
+	grants          *Grants
+}
+
+// module is a loaded module: its runtime (one per module, because the
+// memory cap is a runtime setting), its compiled code and its tools.
+type module struct {
+	h    *Host
+	name string
+	path string
+	sha  string
+	abi  string
+	eff  effective
+
+	runtime  wazero.Runtime
+	compiled wazero.CompiledModule
+	tools    []*tool
+	pool     *pool
+	capDesc  string
+}
+
+func newModule(ctx context.Context, h *Host, s moduleSpec) (m *module, err error) {
+	m = &module{h: h, name: s.name, path: s.path, sha: s.sha, abi: s.man.ABI, eff: s.eff}
+	defer func() {
+		if err != nil {
+			m.close(context.WithoutCancel(ctx))
+			m = nil
+		}
+	}()
+	for i := range m.eff.mounts {
+		mt := &m.eff.mounts[i]
+		root, err := os.OpenRoot(mt.host)
+		if err != nil {
+			idx := slices.IndexFunc(s.grants.FS, func(g FSGrant) bool { return g.Guest == mt.guest })
+			return m, fmt.Errorf("%w: grants.fs[%d].host: %v", ErrConfig, idx, err)
+		}
+		mt.root = root
+	}
+
+	info, err := parseWasm(s.bin)
+	if err != nil {
+		return m, fmt.Errorf("%w: %v", ErrModule, err)
+	}
+	if info.shared {
+		return m, fmt.Errorf("%w: it needs threads (a shared memory), which the sandbox does not support; build it without threads", ErrModule)
+	}
+	bin, _, err := instrument(s.bin, info)
+	if err != nil {
+		return m, fmt.Errorf("%w: %v", ErrModule, err)
+	}
+
+	cc, err := h.compilationCache(s.sha)
+	if err != nil {
+		return m, err
+	}
+	mc, err := openModuleCache(h.cacheDir, s.sha, h.log)
+	if err != nil {
+		return m, err
+	}
+	defer mc.unlock()
+	known, removed, first, err := cc.verifyOnce(mc)
+	if err != nil {
+		return m, err
+	}
+	// wazero's page limit is a backstop at twice the cap; the cap itself
+	// is enforced (and reported) by cappedAllocator, which sees every grow
+	// up to the backstop.
+	capPages := uint32(m.eff.memoryMB) * 16 // 64 KiB pages
+	pages := min(2*capPages, 65536)
+	if info.minPages > capPages {
+		return m, fmt.Errorf("%w: its memory starts at %d MiB, more than memory_mb %d", ErrModule, (info.minPages+15)/16, m.eff.memoryMB)
+	}
+	rc := wazero.NewRuntimeConfig().
+		WithCompilationCache(cc.cache).
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(pages).
+		WithMemoryCapacityFromMax(true)
+	m.runtime = wazero.NewRuntimeWithConfig(ctx, rc)
+
+	wasiCompiled, err := wasi_snapshot_preview1.NewBuilder(m.runtime).Compile(ctx)
+	if err != nil {
+		return m, fmt.Errorf("compile WASI: %w", err)
+	}
+	if err := checkImports(info, wasiCompiled.ExportedFunctions()); err != nil {
+		return m, err
+	}
+	if err := checkExports(info, m.abi); err != nil {
+		return m, err
+	}
+	if _, err := m.runtime.InstantiateModule(ctx, wasiCompiled, wazero.NewModuleConfig()); err != nil {
+		return m, fmt.Errorf("instantiate WASI: %w", err)
+	}
+	// wazero compiles functions on one goroutine unless told otherwise.
+	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
+	m.compiled, err = m.runtime.CompileModule(cctx, bin)
+	if err != nil {
+		return m, fmt.Errorf("%w: compile: %v", ErrModule, err)
+	}
+	if first {
+		if err := mc.record(known, removed); err != nil {
+			h.log.Warn("could not record the compilation cache's checksums", "module", s.name, "error", err)
+		}
+	}
+
+	m.capDesc = m.eff.String()
+	for i := range s.man.Tools {
+		m.tools = append(m.tools, newTool(m, &s.man.Tools[i]))
+	}
+	if m.abi == ABIReactor {
+		m.pool = newPool(m, s.pool)
+	}
+	return m, nil
+}
+
+// checkImports refuses imports other than the WASI functions wazero
+// provides, with their exact signatures.
+func checkImports(info *wasmInfo, wasi map[string]api.FunctionDefinition) error {
+	for _, im := range info.imports {
+		what := im.module + "." + im.name
+		if im.module == "wasi" && im.name == "thread-spawn" {
+			return fmt.Errorf("%w: it imports %s: it needs threads, which the sandbox does not support", ErrModule, what)
+		}
+		if im.module != wasiModule {
+			return fmt.Errorf("%w: unknown import %s: only %s functions are provided", ErrModule, what, wasiModule)
+		}
+		if im.kind != externFunc {
+			return fmt.Errorf("%w: unknown import %s: only %s functions are provided, not a %s", ErrModule, what, wasiModule, externName(im.kind))
+		}
+		def, ok := wasi[im.name]
+		if !ok {
+			return fmt.Errorf("%w: unknown import %s: %s has no function %q", ErrModule, what, wasiModule, im.name)
+		}
+		if int(im.typeIndex) >= len(info.types) {
+			return fmt.Errorf("%w: import %s has type index %d out of range", ErrModule, what, im.typeIndex)
+		}
+		want := funcType{params: valueTypes(def.ParamTypes()), results: valueTypes(def.ResultTypes())}
+		if got := info.types[im.typeIndex]; !slices.Equal(got.params, want.params) || !slices.Equal(got.results, want.results) {
+			return fmt.Errorf("%w: import %s has signature %s, want %s", ErrModule, what, got, want)
+		}
+	}
+	return nil
+}
+
+func valueTypes(ts []api.ValueType) []byte {
+	out := make([]byte, len(ts))
+	for i, t := range ts {
+		out[i] = byte(t)
+	}
+	return out
+}
+
+func externName(k byte) string {
+	switch k {
+	case externTable:
+		return "table"
+	case externMemory:
+		return "memory"
+	case externGlobal:
+		return "global"
+	case externTag:
+		return "tag"
+	}
+	return "function"
+}
+
+// checkExports checks the entry points of the module's ABI.
+func checkExports(info *wasmInfo, abi string) error {
+	want := func(name string, sig funcType, why string) error {
+		got, ok := info.exportedFunc(name)
+		if !ok {
+			return fmt.Errorf("%w: abi %q needs an exported function %s %s (%s)", ErrModule, abi, name, sig, why)
+		}
+		if !slices.Equal(got.params, sig.params) || !slices.Equal(got.results, sig.results) {
+			return fmt.Errorf("%w: export %s has signature %s, abi %q needs %s", ErrModule, name, got, abi, sig)
+		}
+		return nil
+	}
+	i32, i64 := byte(api.ValueTypeI32), byte(api.ValueTypeI64)
+	switch abi {
+	case ABIReactor:
+		if e, ok := info.exports["memory"]; !ok || e.kind != externMemory {
+			return fmt.Errorf("%w: abi %q needs the module to export its memory as \"memory\"", ErrModule, abi)
+		}
+		if _, ok := info.exports[exportStart]; ok {
+			return fmt.Errorf("%w: abi %q needs a reactor, but the module exports %s (a command); build it with -buildmode=c-shared", ErrModule, abi, exportStart)
+		}
+		if err := want(exportAlloc, funcType{params: []byte{i32}, results: []byte{i32}}, "the host asks it for room for the request"); err != nil {
+			return err
+		}
+		if _, ok := info.exports[exportWarm]; ok {
+			if err := want(exportWarm, funcType{}, "optional; the host calls it before the instance waits for its call"); err != nil {
+				return err
+			}
+		}
+		return want(exportCall, funcType{params: []byte{i32, i32}, results: []byte{i64}}, "the host calls it with the request")
+	default:
+		return want(exportStart, funcType{}, "a WASI command; build it as a program, not with -buildmode=c-shared")
+	}
+}
+
+// instance is one instantiated module serving at most one call.
+type instance struct {
+	mod api.Module
+	io  *instanceIO
+	mem *mappedMemory // nil unless the memory is a mapping
+
+	alloc, call api.Function // reactor entry points, resolved ahead of the call
+}
+
+func (in *instance) close() {
+	// The context only reaches close notifiers, which modules cannot set.
+	_ = in.mod.Close(context.Background())
+}
+
+// moduleConfig is the sandbox of one instance: exactly the effective
+// capabilities, nothing else.
+func (m *module) moduleConfig(x *instanceIO, stdin io.Reader, args []string) wazero.ModuleConfig {
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithArgs(args...).
+		WithStdin(stdin).
+		WithStdout(stdoutWriter{x}).
+		WithStderr(stderrWriter{x})
+	for _, v := range m.eff.env {
+		cfg = cfg.WithEnv(v.name, v.value)
+	}
+	fsc := wazero.NewFSConfig()
+	for _, mt := range m.eff.mounts {
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(newRootFS(mt.root, mt.readOnly), mt.guest)
+	}
+	cfg = cfg.WithFSConfig(fsc)
+	if m.eff.clock {
+		cfg = cfg.WithSysWalltime().WithSysNanotime().WithNanosleep(x.sleep)
+	}
+	if m.eff.random {
+		cfg = cfg.WithRandSource(rand.Reader)
+	}
+	if m.abi == ABIReactor {
+		cfg = cfg.WithStartFunctions(exportInit)
+	}
+	return cfg
+}
+
+// instantiate creates an instance; for a command module this runs the
+// whole program. The instance is returned even when the program failed, so
+// its output can be read; the caller closes it.
+func (m *module) instantiate(ctx context.Context, x *instanceIO, stdin io.Reader, args []string) (*instance, error) {
+	limit := uint64(m.eff.memoryMB) << 20
+	var mapped *mappedMemory
+	ctx = experimental.WithMemoryAllocator(ctx, cappedAllocator{limit: limit, mapped: &mapped, onLimit: func() {
+		x.fail(fmt.Errorf("%w: the guest asked for more than %d MiB (memory_mb)", ErrMemoryLimit, m.eff.memoryMB))
+	}})
+	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, m.moduleConfig(x, stdin, args))
+	if mod == nil {
+		return nil, err
+	}
+	return &instance{mod: mod, io: x, mem: mapped}, err
+}
+
+// newReactorInstance instantiates and initialises a reactor instance,
+// bounded by the module's timeout.
+func (m *module) newReactorInstance(ctx context.Context) (*instance, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, m.eff.timeout, fmt.Errorf("initialising module %s took longer than %s", m.name, m.eff.timeout))
+	defer cancel()
+	ictx, icancel := context.WithCancelCause(ctx)
+	defer icancel(nil)
+	x := newInstanceIO(m.eff.maxOutput)
+	x.attach(ictx, icancel)
+	in, err := m.instantiate(ictx, x, strings.NewReader(""), []string{m.name})
+	if err == nil {
+		in.alloc, in.call = in.mod.ExportedFunction(exportAlloc), in.mod.ExportedFunction(exportCall)
+		if warm := in.mod.ExportedFunction(exportWarm); warm != nil {
+			_, err = warm.Call(ictx)
+		}
+	}
+	if err == nil && in.mem != nil {
+		in.mem.prefault(uint64(in.mod.Memory().Size()))
+	}
+	if err != nil {
+		if in != nil {
+			in.close()
+		}
+		return nil, describeExit(ictx, err, x, "initialise")
+	}
+	return in, nil
+}
+
+func (m *module) startPool() {
+	if m.pool != nil {
+		m.pool.start()
+	}
+}
+
+func (m *module) stopPool() {
+	if m.pool != nil {
+		m.pool.stop()
+	}
+}
+
+// close releases everything the module holds. The Host calls it only when
+// no call is running.
+func (m *module) close(ctx context.Context) error {
+	m.stopPool()
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	if m.runtime != nil {
+		keep(m.runtime.Close(ctx))
+	}
+	for _, mt := range m.eff.mounts {
+		if mt.root != nil {
+			keep(mt.root.Close())
+		}
+	}
+	return first
+}
+
+// timeoutOf is the deadline of one call: the module's timeout.
+func (m *module) timeoutOf() time.Duration { return m.eff.timeout }
