@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 
 	"github.com/agentkernel/agentkernel/kernel"
 )
@@ -21,12 +19,9 @@ func cmdResolve(approve bool) func(context.Context, []string, *cliEnv) error {
 		cf.register(fs)
 		note := fs.String("note", "", "a note recorded with the decision")
 		events := fs.String("events", "", "also write every event as a JSON line to `FILE` (- for stderr)")
-		pos, err := parseInterspersed(fs, args)
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+		pos, err := parseArgs(fs, args)
 		if err != nil {
-			return exitError{code: 2}
+			return err
 		}
 		if len(pos) != 1 {
 			fs.Usage()

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,38 +34,17 @@ func cmdChat(ctx context.Context, args []string, env *cliEnv) error {
 	var cf commonFlags
 	cf.register(fs)
 	session := fs.String("session", "", "resume the session `ID`")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return exitError{code: 2}
-	}
-	cfg, err := cf.load()
-	if err != nil {
-		return err
-	}
-	a, err := newApp(ctx, cfg, env.stderr)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	if err := a.openStore(false); err != nil {
-		return err
-	}
-	if err := a.watchConfig(); err != nil {
-		return err
-	}
-	prov, err := a.provider()
-	if err != nil {
+	if _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	r := newRenderer(env, false, nil)
 	r.spin = isTerminal(env.stderr) // a spinner only where a person watches
 	defer r.stopSpinner()
-	k, err := a.kernel(prov, r.event)
+	a, k, err := startKernel(ctx, &cf, env, r)
 	if err != nil {
 		return err
 	}
+	defer a.Close()
 	c := &chat{env: env, app: a, k: k, r: r, sid: *session, interactive: isTerminal(env.stdin)}
 	if c.sid != "" {
 		if err := c.resume(ctx, c.sid); err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/agentkernel/agentkernel/kernel"
@@ -32,12 +31,9 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 	verbose := fs.Bool("v", false, "test: list every test, not only failures")
 	input := fs.String("input", "", "explain: the input case `FILE` (YAML)")
 	session := fs.String("session", "", "replay: the stored session `ID`")
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
+	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return exitError{code: 2}
+		return err
 	}
 	if len(pos) == 0 {
 		return exitError{code: 2, msg: "policy " + sub + " needs a policy file"}

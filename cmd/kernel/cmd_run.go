@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -19,12 +17,9 @@ func cmdRun(ctx context.Context, args []string, env *cliEnv) error {
 	session := fs.String("session", "", "continue the session `ID`")
 	events := fs.String("events", "", "also write every event as a JSON line to `FILE` (- for stderr)")
 	quiet := fs.Bool("quiet", false, "print only the answer")
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
+	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return exitError{code: 2}
+		return err
 	}
 	prompt := strings.TrimSpace(strings.Join(pos, " "))
 	if prompt == "-" {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,12 +36,9 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 	full := fs.Bool("full", false, "show: print tool results and arguments in full")
 	out := fs.String("o", "", "export: write to `FILE` instead of stdout")
 	olderThan := fs.String("older-than", "", "gc: delete sessions not updated for this `AGE` (e.g. 30d)")
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
+	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return exitError{code: 2}
+		return err
 	}
 	cfg, err := cf.load()
 	if err != nil {

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,12 +16,9 @@ func cmdTools(ctx context.Context, args []string, env *cliEnv) error {
 	var cf commonFlags
 	cf.register(fs)
 	asJSON := fs.Bool("json", false, "print the full specs, schemas included, as JSON")
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
+	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return exitError{code: 2}
+		return err
 	}
 	cfg, err := cf.load()
 	if err != nil {

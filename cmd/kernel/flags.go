@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -90,6 +91,19 @@ func newFlagSet(name, args string, w io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// parseArgs parses a command's flags and returns its positional arguments.
+// -h ends the program successfully after the usage; a bad flag with status 2.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	pos, err := parseInterspersed(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil, exitError{code: 0}
+	case err != nil:
+		return nil, exitError{code: 2}
+	}
+	return pos, nil
 }
 
 // parseInterspersed parses flags that may come before or after the

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -69,11 +67,8 @@ func cmdPlugins(ctx context.Context, args []string, env *cliEnv) error {
 	fs := newFlagSet("plugins verify", "", env.stderr)
 	var cf commonFlags
 	cf.register(fs)
-	if _, err := parseInterspersed(fs, args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return exitError{code: 2}
+	if _, err := parseArgs(fs, args[1:]); err != nil {
+		return err
 	}
 	cfg, err := cf.load()
 	if err != nil {

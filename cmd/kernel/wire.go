@@ -69,29 +69,44 @@ func newLogger(stderr io.Writer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "kernel", Output: stderr, Level: hclog.LevelFromString(envOr("KERNEL_LOG", "warn"))})
 }
 
-// withKernel builds the whole kernel from the flags (tools, store opened
-// for writing, provider, renderer), calls fn, and maps the outcome to the
-// exit status.
-func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string, quiet bool, fn func(*kernel.Kernel) (*kernel.RunResult, error)) error {
+// startKernel builds the whole kernel from the flags: tools, hooks and
+// policy, the store opened for writing, the config watcher, the provider,
+// with events going to r. The caller closes the app.
+func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer) (*app, *kernel.Kernel, error) {
 	cfg, err := cf.load()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	a, err := newApp(ctx, cfg, env.stderr)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer a.Close()
-	if err := a.openStore(false); err != nil {
-		return err
-	}
-	if err := a.watchConfig(); err != nil {
-		return err
-	}
-	prov, err := a.provider()
+	k, err := func() (*kernel.Kernel, error) {
+		if err := a.openStore(false); err != nil {
+			return nil, err
+		}
+		if err := a.watchConfig(); err != nil {
+			return nil, err
+		}
+		prov, err := a.provider()
+		if err != nil {
+			return nil, err
+		}
+		return a.kernel(prov, r.event)
+	}()
 	if err != nil {
-		return err
+		a.Close()
+		return nil, nil, err
 	}
+	for _, n := range a.warnings {
+		r.event(n)
+	}
+	return a, k, nil
+}
+
+// withKernel starts the kernel for one run (`run`, `approve`, `reject`),
+// calls fn, and maps the outcome to the exit status.
+func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string, quiet bool, fn func(*kernel.Kernel) (*kernel.RunResult, error)) error {
 	var ev io.Writer
 	switch events {
 	case "":
@@ -106,16 +121,40 @@ func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string
 		ev = f
 	}
 	r := newRenderer(env, quiet, ev)
-	k, err := a.kernel(prov, r.event)
+	a, k, err := startKernel(ctx, cf, env, r)
 	if err != nil {
 		return err
 	}
-	for _, n := range a.warnings {
-		r.event(n)
-	}
+	defer a.Close()
 	res, err := fn(k)
 	r.endLine()
 	return runOutcome(res, err)
+}
+
+// redact is what scrubs argument values in logs: the credential scrubber
+// once the hooks are configured, otherwise nothing is logged verbatim.
+func (a *app) redact(s string) string {
+	if a.scrub != nil {
+		return a.scrub(s)
+	}
+	return "[not logged]"
+}
+
+// Close releases everything the app opened, last opened first.
+func (a *app) Close() error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		errs = append(errs, a.closers[i]())
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 func (a *app) loadTools(ctx context.Context) error {
@@ -182,30 +221,4 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		ApprovalTTL:   a.cfg.Limits.ApprovalTTL,
 		OnEvent:       onEvent,
 	})
-}
-
-// redact is what scrubs argument values in logs: the credential scrubber
-// once the hooks are configured, otherwise nothing is logged verbatim.
-func (a *app) redact(s string) string {
-	if a.scrub != nil {
-		return a.scrub(s)
-	}
-	return "[not logged]"
-}
-
-// Close releases everything the app opened, last opened first.
-func (a *app) Close() error {
-	var errs []error
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		errs = append(errs, a.closers[i]())
-	}
-	a.closers = nil
-	return errors.Join(errs...)
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
