@@ -46,10 +46,15 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 		} else {
 			var wg sync.WaitGroup
 			for n := i; n < j; n++ {
+				p := r.prepare(calls[n], json.RawMessage(calls[n].Arguments), false)
+				if p.call == nil { // failed before the chain: nothing to wait for
+					outs[n] = r.finish(ctx, &p)
+					continue
+				}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					outs[n] = r.execute(ctx, calls[n], json.RawMessage(calls[n].Arguments), false)
+					outs[n] = r.finish(ctx, &p)
 				}()
 			}
 			wg.Wait()
@@ -123,34 +128,60 @@ func (r *run) announce(batch []ToolCall) {
 	}
 }
 
-// execute takes one call through the pipeline: parse, surface, validate,
-// then the hook chain around policy and execution.
-func (r *run) execute(ctx context.Context, tc ToolCall, args json.RawMessage, approved bool) (out callOut) {
+// execute takes one call through the whole pipeline.
+func (r *run) execute(ctx context.Context, tc ToolCall, args json.RawMessage, approved bool) callOut {
+	p := r.prepare(tc, args, approved)
+	return r.finish(ctx, &p)
+}
+
+// prepared is a call after the pipeline's first three steps: either a Call
+// ready for the hook chain or the error that stopped it.
+type prepared struct {
+	tc    ToolCall
+	args  json.RawMessage
+	call  *Call
+	err   error
+	start time.Time
+}
+
+// prepare parses, checks the tool was offered, and validates: pure CPU work
+// the loop does on its own goroutine, whose stack is already grown (the
+// schema validator recurses; fresh goroutines would grow theirs every time).
+func (r *run) prepare(tc ToolCall, args json.RawMessage, approved bool) prepared {
 	k := r.k
-	start := time.Now()
-	out.args = args
-	var res Result
-	var err error
-	var call *Call
+	p := prepared{tc: tc, args: args, start: time.Now()}
 	e, known := k.cfg.Tools.byName[tc.Name]
 	switch {
 	case !known:
-		err = &ToolError{Tool: tc.Name, Code: "unknown_tool", Err: fmt.Errorf("%w %q; the available tools are: %s", ErrUnknownTool, tc.Name, r.offeredNames())}
+		p.err = &ToolError{Tool: tc.Name, Code: "unknown_tool", Err: fmt.Errorf("%w %q; the available tools are: %s", ErrUnknownTool, tc.Name, r.offeredNames())}
 	case !approved && !r.isOffered(tc.Name):
-		err = &ToolError{Tool: tc.Name, Code: "denied", Err: fmt.Errorf("%w: %s is not available now", ErrNotOffered, tc.Name)}
+		p.err = &ToolError{Tool: tc.Name, Code: "denied", Err: fmt.Errorf("%w: %s is not available now", ErrNotOffered, tc.Name)}
 	default:
 		v, verr := e.validate(args)
 		if verr != nil {
-			err = &ToolError{Tool: tc.Name, Code: "invalid_args", Err: verr}
+			p.err = &ToolError{Tool: tc.Name, Code: "invalid_args", Err: verr}
 			break
 		}
-		call = &Call{ID: tc.ID, Tool: e.spec, Args: args, State: &r.st, Approved: approved, value: v, validate: e.validate, emit: k.emit}
-		res, err = k.chain.Handle(ctx, call)
-		out.args = call.Args
+		p.call = &Call{ID: tc.ID, Tool: e.spec, Args: args, State: &r.st, Approved: approved, value: v, validate: e.validate, emit: k.emit}
 	}
-	out.rec = CallRecord{ID: tc.ID, Tool: tc.Name, Args: string(out.args), Duration: time.Since(start)}
-	if call != nil {
-		out.rec.Decision = call.decision
+	return p
+}
+
+// finish runs a prepared call through the hook chain around policy and
+// execution, and turns the outcome into the tool message and audit record.
+func (r *run) finish(ctx context.Context, p *prepared) (out callOut) {
+	k := r.k
+	tc := p.tc
+	out.args = p.args
+	var res Result
+	err := p.err
+	if p.call != nil {
+		res, err = k.chain.Handle(ctx, p.call)
+		out.args = p.call.Args
+	}
+	out.rec = CallRecord{ID: tc.ID, Tool: tc.Name, Args: string(out.args), Duration: time.Since(p.start)}
+	if p.call != nil {
+		out.rec.Decision = p.call.decision
 	}
 	var ask *ApprovalRequiredError
 	switch {

@@ -166,3 +166,22 @@ func (p *benchProvider) Stream(_ context.Context, req kernel.Request, emit func(
 }
 
 var callIDs = []string{"c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"}
+
+// BenchmarkValidate is the schema-validation step alone (parse + validate
+// the arguments of the benchmark's read_file call), for attributing
+// BenchmarkDispatch.
+func BenchmarkValidate(b *testing.B) {
+	reg := kernel.NewRegistry()
+	spec := kernel.ToolSpec{Name: "read_file", Description: "read", Tier: kernel.TierReadOnly, Source: "bench",
+		Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer"}},"required":["path"]}`)}
+	if err := reg.Register(kernel.NewTool(spec, nil)); err != nil {
+		b.Fatal(err)
+	}
+	args := json.RawMessage(`{"path":"main.go","limit":20}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := reg.Validate("read_file", args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
