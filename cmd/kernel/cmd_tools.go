@@ -90,7 +90,11 @@ func argSummary(schema json.RawMessage) string {
 		if req[n] {
 			star = "*"
 		}
-		parts[i] = fmt.Sprintf("%s%s:%v", n, star, s.Properties[n].Type)
+		typ := s.Properties[n].Type
+		if typ == nil {
+			typ = "any"
+		}
+		parts[i] = fmt.Sprintf("%s%s:%v", n, star, typ)
 	}
 	return strings.Join(parts, ", ")
 }
