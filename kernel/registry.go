@@ -200,14 +200,22 @@ func jsonKind(v any) string {
 	return "object"
 }
 
-// describeValidation flattens a jsonschema error into "path: message" lines
-// joined by "; ", leaves only (the causes that say what is actually wrong).
-func describeValidation(err error) string {
+// SchemaProblem is one leaf of a JSON Schema violation: where in the
+// instance ("/" for the root) and what is wrong.
+type SchemaProblem struct {
+	Location string
+	Message  string
+}
+
+// SchemaProblems flattens a jsonschema validation error into its leaves,
+// the causes that say what is actually wrong, in order and without
+// repeats. It returns nil for any other error.
+func SchemaProblems(err error) []SchemaProblem {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return err.Error()
+		return nil
 	}
-	var parts []string
+	var out []SchemaProblem
 	var walk func(*jsonschema.ValidationError)
 	walk = func(v *jsonschema.ValidationError) {
 		if len(v.Causes) == 0 {
@@ -215,7 +223,7 @@ func describeValidation(err error) string {
 			if loc == "" {
 				loc = "/"
 			}
-			parts = append(parts, loc+": "+strings.Replace(v.Message, ", but got ", ", got ", 1))
+			out = append(out, SchemaProblem{Location: loc, Message: strings.Replace(v.Message, ", but got ", ", got ", 1)})
 			return
 		}
 		for _, c := range v.Causes {
@@ -223,6 +231,19 @@ func describeValidation(err error) string {
 		}
 	}
 	walk(ve)
-	parts = slices.Compact(parts)
+	return slices.Compact(out)
+}
+
+// describeValidation renders a schema violation as "path: message" parts
+// joined by "; ".
+func describeValidation(err error) string {
+	probs := SchemaProblems(err)
+	if probs == nil {
+		return err.Error()
+	}
+	parts := make([]string, len(probs))
+	for i, p := range probs {
+		parts[i] = p.Location + ": " + p.Message
+	}
 	return strings.Join(parts, "; ")
 }

@@ -240,14 +240,14 @@ func validateNode(name string, root *yaml.Node, schema *jsonschema.Schema) error
 		return &ConfigError{File: name, Msg: err.Error()}
 	}
 	verr := schema.Validate(inst)
-	var ve *jsonschema.ValidationError
-	if !errors.As(verr, &ve) {
+	probs := kernel.SchemaProblems(verr)
+	if probs == nil {
 		return verr
 	}
 	var errs []error
-	for _, leaf := range leaves(ve) {
-		ptr := leaf.InstanceLocation
-		msg := strings.Replace(leaf.Message, ", but got ", ", got ", 1)
+	for _, leaf := range probs {
+		ptr := strings.TrimSuffix(leaf.Location, "/")
+		msg := leaf.Message
 		if strings.HasPrefix(msg, "additionalProperties ") {
 			// Point at the unknown key itself.
 			if f := between(msg, "'", "'"); f != "" {
@@ -263,17 +263,6 @@ func validateNode(name string, root *yaml.Node, schema *jsonschema.Schema) error
 		errs = append(errs, ce)
 	}
 	return errors.Join(errs...)
-}
-
-func leaves(ve *jsonschema.ValidationError) []*jsonschema.ValidationError {
-	if len(ve.Causes) == 0 {
-		return []*jsonschema.ValidationError{ve}
-	}
-	var out []*jsonschema.ValidationError
-	for _, c := range ve.Causes {
-		out = append(out, leaves(c)...)
-	}
-	return out
 }
 
 func between(s, a, b string) string {

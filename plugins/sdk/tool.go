@@ -209,33 +209,17 @@ func (t *Tool) validate(args json.RawMessage) error {
 
 // describeValidation flattens a schema violation into "path: message" parts.
 func describeValidation(err error) string {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
+	probs := kernel.SchemaProblems(err)
+	if probs == nil {
 		return err.Error()
 	}
-	var parts []string
-	var walk func(*jsonschema.ValidationError)
-	walk = func(v *jsonschema.ValidationError) {
-		if len(v.Causes) == 0 {
-			loc := v.InstanceLocation
-			if loc == "" {
-				loc = "/"
-			}
-			parts = append(parts, loc+": "+v.Message)
-			return
-		}
-		for _, c := range v.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
 	out := "invalid arguments"
-	for i, p := range parts {
+	for i, p := range probs {
+		sep := "; "
 		if i == 0 {
-			out += ": " + p
-		} else {
-			out += "; " + p
+			sep = ": "
 		}
+		out += sep + p.Location + ": " + p.Message
 	}
 	return out
 }

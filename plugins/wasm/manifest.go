@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -225,27 +224,14 @@ func jsonSyntaxError(data []byte, err error) string {
 // describeSchemaError flattens a validation error into "path: message"
 // parts, the leaves only.
 func describeSchemaError(err error) string {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
+	probs := kernel.SchemaProblems(err)
+	if probs == nil {
 		return err.Error()
 	}
-	var parts []string
-	var walk func(*jsonschema.ValidationError)
-	walk = func(v *jsonschema.ValidationError) {
-		if len(v.Causes) == 0 {
-			loc := v.InstanceLocation
-			if loc == "" {
-				loc = "/"
-			}
-			parts = append(parts, pointerToField(loc)+": "+v.Message)
-			return
-		}
-		for _, c := range v.Causes {
-			walk(c)
-		}
+	parts := make([]string, len(probs))
+	for i, p := range probs {
+		parts[i] = pointerToField(p.Location) + ": " + p.Message
 	}
-	walk(ve)
-	parts = slices.Compact(parts)
 	return strings.Join(parts, "; ")
 }
 
