@@ -20,14 +20,10 @@ With --config, tool names are checked against the configured tools;
 without it, against the built-in tools. See docs/policy.md.`
 
 func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(env.stdout, policyUsage)
+	sub, args, fs, cf, ok := subcommand("policy", policyUsage, args, env)
+	if !ok {
 		return nil
 	}
-	sub, args := args[0], args[1:]
-	fs := newFlagSet("policy "+sub, "FILE", env.stderr)
-	var cf commonFlags
-	cf.register(fs)
 	verbose := fs.Bool("v", false, "test: list every test, not only failures")
 	input := fs.String("input", "", "explain: the input case `FILE` (YAML)")
 	session := fs.String("session", "", "replay: the stored session `ID`")

@@ -25,14 +25,10 @@ const sessionsUsage = `Usage: kernel sessions SUBCOMMAND [flags]
 Flags: --config FILE, --store DIR`
 
 func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(env.stdout, sessionsUsage)
+	sub, args, fs, cf, ok := subcommand("sessions", sessionsUsage, args, env)
+	if !ok {
 		return nil
 	}
-	sub, args := args[0], args[1:]
-	fs := newFlagSet("sessions "+sub, "", env.stderr)
-	var cf commonFlags
-	cf.register(fs)
 	full := fs.Bool("full", false, "show: print tool results and arguments in full")
 	out := fs.String("o", "", "export: write to `FILE` instead of stdout")
 	olderThan := fs.String("older-than", "", "gc: delete sessions not updated for this `AGE` (e.g. 30d)")

@@ -93,6 +93,21 @@ func newFlagSet(name, args string, w io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// subcommand splits `kernel GROUP SUB [flags]`: with no SUB or -h it prints
+// the group's usage and returns ok false; otherwise a FlagSet for SUB with
+// the common flags registered.
+func subcommand(group, usageText string, args []string, env *cliEnv) (sub string, rest []string, fs *flag.FlagSet, cf *commonFlags, ok bool) {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(env.stdout, usageText)
+		return "", nil, nil, nil, false
+	}
+	sub = args[0]
+	fs = newFlagSet(group+" "+sub, "", env.stderr)
+	cf = &commonFlags{}
+	cf.register(fs)
+	return sub, args[1:], fs, cf, true
+}
+
 // parseArgs parses a command's flags and returns its positional arguments.
 // -h ends the program successfully after the usage; a bad flag with status 2.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
