@@ -125,34 +125,44 @@ type namedExpr struct {
 // varsDoc keeps vars in file order: a var may use the vars before it.
 type varsDoc []namedExpr
 
-func (v *varsDoc) decodeNode(d *ydec, n *yaml.Node, where string) {
+// namedEntries walks a mapping of name: value in file order, reporting a
+// node that is not a mapping (expect says what it should hold), keys that
+// are not names (or not identifiers, when ident is set) and names defined
+// twice (what names them: "var", "surface set"); fn gets the rest.
+func (d *ydec) namedEntries(n *yaml.Node, where, expect, what string, ident bool, fn func(k, v *yaml.Node)) {
 	if isNull(n) {
 		return
 	}
 	if n.Kind != yaml.MappingNode {
-		d.errAt(n, where, "expected a mapping of name: expression, got %s", kindName(n))
+		d.errAt(n, where, "expected a mapping of %s, got %s", expect, kindName(n))
 		return
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := d.resolve(n.Content[i])
-		if k == nil || k.Kind != yaml.ScalarNode {
+		k, v := d.resolve(n.Content[i]), d.resolve(n.Content[i+1])
+		if k == nil || v == nil || k.Kind != yaml.ScalarNode {
 			d.errAt(n.Content[i], where, "keys must be names")
 			continue
 		}
-		if !identRE.MatchString(k.Value) {
-			d.errAt(k, where, "%q is not a valid var name (letters, digits and _, not starting with a digit)", k.Value)
+		if ident && !identRE.MatchString(k.Value) {
+			d.errAt(k, where, "%q is not a valid %s name (letters, digits and _, not starting with a digit)", k.Value, what)
 			continue
 		}
 		if seen[k.Value] {
-			d.errAt(k, where, "var %q is defined twice", k.Value)
+			d.errAt(k, where, "%s %q is defined twice", what, k.Value)
 			continue
 		}
 		seen[k.Value] = true
-		e := namedExpr{Name: str{V: k.Value, At: posOf(k), Set: true}}
-		e.Expr.decodeNode(d, d.resolve(n.Content[i+1]), where+"."+k.Value)
-		*v = append(*v, e)
+		fn(k, v)
 	}
+}
+
+func (v *varsDoc) decodeNode(d *ydec, n *yaml.Node, where string) {
+	d.namedEntries(n, where, "name: expression", "var", true, func(k, val *yaml.Node) {
+		e := namedExpr{Name: str{V: k.Value, At: posOf(k), Set: true}}
+		e.Expr.decodeNode(d, val, where+"."+k.Value)
+		*v = append(*v, e)
+	})
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -168,36 +178,14 @@ type constDef struct {
 type constsDoc []constDef
 
 func (c *constsDoc) decodeNode(d *ydec, n *yaml.Node, where string) {
-	if isNull(n) {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		d.errAt(n, where, "expected a mapping of name: value, got %s", kindName(n))
-		return
-	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := d.resolve(n.Content[i]), d.resolve(n.Content[i+1])
-		if k == nil || val == nil || k.Kind != yaml.ScalarNode {
-			d.errAt(n.Content[i], where, "keys must be names")
-			continue
-		}
-		if !identRE.MatchString(k.Value) {
-			d.errAt(k, where, "%q is not a valid budget constant name (letters, digits and _, not starting with a digit)", k.Value)
-			continue
-		}
-		if seen[k.Value] {
-			d.errAt(k, where, "budget constant %q is defined twice", k.Value)
-			continue
-		}
-		seen[k.Value] = true
+	d.namedEntries(n, where, "name: value", "budget constant", true, func(k, val *yaml.Node) {
 		v, err := constValue(val)
 		if err != nil {
 			d.errAt(val, where+"."+k.Value, "%v", err)
-			continue
+			return
 		}
 		*c = append(*c, constDef{Name: k.Value, At: posOf(k), Value: v})
-	}
+	})
 }
 
 // constValue types a budget constant: integers, numbers, booleans, strings,
@@ -244,33 +232,15 @@ type namedSet struct {
 type setsDoc []namedSet
 
 func (s *setsDoc) decodeNode(d *ydec, n *yaml.Node, where string) {
-	if isNull(n) {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		d.errAt(n, where, "expected a mapping of set name: [tool names or globs], got %s", kindName(n))
-		return
-	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := d.resolve(n.Content[i])
-		if k == nil || k.Kind != yaml.ScalarNode {
-			d.errAt(n.Content[i], where, "keys must be names")
-			continue
-		}
-		if seen[k.Value] {
-			d.errAt(k, where, "surface set %q is defined twice", k.Value)
-			continue
-		}
-		seen[k.Value] = true
+	d.namedEntries(n, where, "set name: [tool names or globs]", "surface set", false, func(k, val *yaml.Node) {
 		ns := namedSet{Name: str{V: k.Value, At: posOf(k), Set: true}, Tools: []str{}}
 		var tools []str
-		d.decode(n.Content[i+1], reflectValue(&tools), where+"."+k.Value)
+		d.decode(val, reflectValue(&tools), where+"."+k.Value)
 		if tools != nil {
 			ns.Tools = tools
 		}
 		*s = append(*s, ns)
-	}
+	})
 }
 
 // parseFile parses src into a fileDoc, collecting every syntax problem.
