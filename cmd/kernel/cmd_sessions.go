@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -78,6 +79,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if err != nil {
 			return err
 		}
+		_ = a.Close() // let go of the store before printing (a pager may wait)
 		if len(list) == 0 {
 			fmt.Fprintln(env.stderr, "no sessions yet")
 			return nil
@@ -89,6 +91,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if err != nil {
 			return err
 		}
+		_ = a.Close() // let go of the store before printing (a pager may wait)
 		writeTranscript(env.stdout, s, *full)
 		return nil
 	case "export":
@@ -96,16 +99,16 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if !ok {
 			return errors.New("export needs the badger store")
 		}
-		w := env.stdout
-		if *out != "" {
-			f, err := os.Create(*out)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			w = f
+		var buf bytes.Buffer
+		if err := bs.Export(ctx, pos[0], &buf); err != nil {
+			return err
 		}
-		return bs.Export(ctx, pos[0], w)
+		_ = a.Close() // let go of the store before writing
+		if *out == "" {
+			_, err := env.stdout.Write(buf.Bytes())
+			return err
+		}
+		return writePrivateFile(*out, buf.Bytes())
 	case "import":
 		bs, ok := a.store.(*badger.Store)
 		if !ok {

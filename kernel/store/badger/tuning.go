@@ -48,6 +48,9 @@ func (o *Options) badgerOptions(dir string, t tuning) bdg.Options {
 		WithLogger(hclogAdapter{o.Logger}).
 		WithMetricsEnabled(false).
 		WithNumVersionsToKeep(1).
+		// A damaged value fails its read (and only its message) instead
+		// of reaching the codec as other bytes.
+		WithVerifyValueChecksum(true).
 		// Every writer of a session holds its lock (see locks), so Badger's
 		// optimistic conflict detection would only cost memory.
 		WithDetectConflicts(false).
