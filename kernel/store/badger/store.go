@@ -197,7 +197,7 @@ func Open(dir string, opts Options) (*Store, error) {
 
 // readerWait is how long a writer's Open waits for the readers of a free
 // store to let go of it.
-const readerWait = 10 * time.Second
+var readerWait = 10 * time.Second
 
 // openBeside opens a read-only Store on a store it cannot lock: through
 // the writer's reader socket when a writer answers on it, or else on a
