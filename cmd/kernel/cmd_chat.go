@@ -255,7 +255,7 @@ func writeSessionTable(w io.Writer, list []kernel.SessionMeta, current string) {
 		if m.ID == current {
 			mark = " *"
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t$%.4f\t%s\n", m.ID, mark, m.Updated.Local().Format(time.DateTime), m.Status, m.Turns, m.CostUSD, clip(m.Title, 50))
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t$%.4f\t%s\n", m.ID, mark, m.Updated.Local().Format(time.DateTime), statusText(m), m.Turns, m.CostUSD, clip(m.Title, 50))
 	}
 	tw.Flush()
 }

@@ -22,6 +22,8 @@ const sessionsUsage = `Usage: kernel sessions SUBCOMMAND [flags]
   import FILE             add an exported session (- reads stdin)
   rm ID...                delete sessions
   gc --older-than AGE     delete sessions not updated for AGE (30d, 12h, 90m)
+  fsck [--repair] [ID...] check every stored value's checksum, per session;
+                          --repair stores placeholders for lost messages
 
 Flags: --config FILE, --store DIR`
 
@@ -33,6 +35,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 	full := fs.Bool("full", false, "show: print tool results and arguments in full")
 	out := fs.String("o", "", "export: write to `FILE` instead of stdout")
 	olderThan := fs.String("older-than", "", "gc: delete sessions not updated for this `AGE` (e.g. 30d)")
+	repair := fs.Bool("repair", false, "fsck: replace damaged messages with placeholders for good")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -58,7 +61,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if *olderThan == "" {
 			err = exitError{code: 2, msg: "sessions gc needs --older-than AGE (e.g. 30d)"}
 		}
-	case "ls":
+	case "ls", "fsck":
 	default:
 		fmt.Fprintln(env.stderr, sessionsUsage)
 		err = exitError{code: 2, msg: fmt.Sprintf("unknown sessions subcommand %q", sub)}
@@ -160,6 +163,12 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 			fmt.Fprintf(env.stderr, "%d sessions older than %s removed\n", len(removed), *olderThan)
 		}
 		return err
+	case "fsck":
+		bs, ok := a.store.(*badger.Store)
+		if !ok {
+			return errors.New("fsck needs the badger store")
+		}
+		return runFsck(ctx, env, bs, pos, *repair)
 	}
 	return fmt.Errorf("sessions %s: not implemented", sub)
 }
