@@ -73,3 +73,30 @@ func statusText(m kernel.SessionMeta) string {
 	}
 	return string(m.Status)
 }
+
+// reclaimSpace compacts the store after `sessions rm` and `sessions gc`
+// so the removed sessions' disk space comes back, and says how much.
+func reclaimSpace(ctx context.Context, env *cliEnv, st kernel.Store) {
+	bs, ok := st.(*badger.Store)
+	if !ok {
+		return
+	}
+	r, err := bs.Reclaim(ctx)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "reclaiming disk space failed: %v\n", err)
+		return
+	}
+	fmt.Fprintf(env.stderr, "store %s: %s in %d files -> %s in %d files\n", bs.Dir(), humanBytes(r.Before), r.FilesBefore, humanBytes(r.After), r.FilesAfter)
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

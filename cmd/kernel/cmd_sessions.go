@@ -145,6 +145,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 			}
 			fmt.Fprintln(env.stdout, "removed", id)
 		}
+		reclaimSpace(ctx, env, a.store)
 		return errors.Join(errs...)
 	case "gc":
 		age, err := badger.ParseAge(*olderThan)
@@ -161,6 +162,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		}
 		if err == nil {
 			fmt.Fprintf(env.stderr, "%d sessions older than %s removed\n", len(removed), *olderThan)
+			reclaimSpace(ctx, env, a.store)
 		}
 		return err
 	case "fsck":
