@@ -203,7 +203,7 @@ var readerWait = 10 * time.Second
 // the writer's reader socket when a writer answers on it, or else on a
 // snapshot copy.
 func openBeside(dir string, opts Options, t tuning) (*Store, error) {
-	if probeLock(dir) == heldByWriter {
+	if probeLock(dir) == heldByWriter && !noSocket {
 		if r, ok := dialRemote(dir); ok {
 			opts.ReadOnly = true
 			return &Store{dir: dir, remote: r, opts: opts, reserve: -1, stop: make(chan struct{})}, nil
