@@ -85,6 +85,9 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 		if err := a.openStore(false); err != nil {
 			return nil, err
 		}
+		if err := a.requireStoreSpace(); err != nil {
+			return nil, err
+		}
 		if err := a.watchConfig(); err != nil {
 			return nil, err
 		}
