@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 
+	bdg "github.com/dgraph-io/badger/v4"
+
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -44,7 +46,7 @@ func largeSession(t *testing.T, s *Store, id string, n, size int) {
 func TestDamagedValueLogKept(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	s := openAt(t, dir, Options{})
+	s := openAt(t, dir, Options{Tune: vlogTune})
 	largeSession(t, s, "big", 28, 20<<10)
 	commitN(t, s, "small", 3, kernel.SessionMeta{Updated: t0})
 	if err := s.Close(); err != nil {
@@ -71,7 +73,7 @@ func TestDamagedValueLogKept(t *testing.T) {
 	}
 	size := int64(len(b))
 
-	s2, err := Open(dir, Options{Logger: quietLogger()})
+	s2, err := Open(dir, Options{Logger: quietLogger(), Tune: vlogTune})
 	if err != nil {
 		t.Fatalf("open after the damage: %v", err)
 	}
@@ -151,7 +153,7 @@ func TestDamagedValueLogKept(t *testing.T) {
 // gone is swept by the next writer at once.
 func TestSnapshotLeaks(t *testing.T) {
 	dir := t.TempDir()
-	s := openAt(t, dir, Options{})
+	s := openAt(t, dir, Options{Tune: vlogTune})
 	largeSession(t, s, "big", 4, 20<<10)
 	commitN(t, s, "small", 3, kernel.SessionMeta{Updated: t0})
 	if err := s.Close(); err != nil {
@@ -278,3 +280,8 @@ func checkModes(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 }
+
+// vlogTune puts values of 1 KiB or more in the value log, as the CLI
+// tuning once did for 16 KiB: the tests of value-log damage and GC need
+// values there.
+func vlogTune(o bdg.Options) bdg.Options { return o.WithValueThreshold(1 << 10) }

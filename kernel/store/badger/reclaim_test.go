@@ -19,7 +19,7 @@ func TestReclaim(t *testing.T) {
 	}
 	const sessions = 40
 	fillStore := func(dir string, keep func(i int) bool) {
-		s := openAt(t, dir, Options{})
+		s := openAt(t, dir, Options{Tune: vlogTune})
 		for i := range sessions {
 			if !keep(i) {
 				continue
@@ -46,7 +46,7 @@ func TestReclaim(t *testing.T) {
 	keptSize, _ := StoreSize(kept)
 
 	now := t0.Add(1001 * time.Hour)
-	s := openAt(t, full, Options{Now: func() time.Time { return now }})
+	s := openAt(t, full, Options{Tune: vlogTune, Now: func() time.Time { return now }})
 	removed, err := s.GC(t.Context(), 10*time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -107,7 +107,9 @@ type Store struct {
 	db       *bdg.DB
 	opts     Options
 	reserve  int64
-	locks    locks
+	// baseTable is the tuning's table size (for tooManyTables).
+	baseTable int64
+	locks     locks
 
 	gcMu      sync.Mutex // one GC at a time
 	stop      chan struct{}
@@ -183,7 +185,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		removeStaleSnapshots(dir)
 		fixFileModes(dir, opts.Logger)
 	}
-	s := &Store{dir: dir, db: db, opts: opts, reserve: opts.MinFreeBytes, stop: make(chan struct{})}
+	s := &Store{dir: dir, db: db, opts: opts, reserve: opts.MinFreeBytes, baseTable: t.baseTable, stop: make(chan struct{})}
 	if s.reserve == 0 {
 		s.reserve = t.reserve()
 	}
@@ -229,6 +231,11 @@ func (s *Store) Close() error {
 		if !s.opts.ReadOnly {
 			s.gcMu.Lock()
 			s.valueLogGC()
+			if s.tooManyTables(s.baseTable) {
+				if err := s.mergeTables(); err != nil {
+					s.opts.Logger.Warn("cannot merge the store's tables", "dir", s.dir, "error", err)
+				}
+			}
 			s.gcMu.Unlock()
 		}
 		if err := s.db.Close(); err != nil && s.snapshot == "" {

@@ -22,7 +22,12 @@ type tuning struct {
 	baseLevel      int64
 	blockCache     int64
 	compactors     int
-	valueThreshold int64 // values of this size or more go to the value log
+	// valueThreshold: values of this size or more go to the value log.
+	// The CLI's is Badger's maximum (1 MiB): every process writes to a
+	// value-log file of its own, so smaller thresholds left one more
+	// file per process that wrote a large value, which only GC of
+	// garbage ever removed; in tables, compaction bounds them.
+	valueThreshold int64
 	vlogFile       int64
 	compression    options.CompressionType
 }
@@ -31,7 +36,7 @@ var (
 	cliTuning = tuning{
 		memTable: 8 << 20, memTables: 2, l0Tables: 4, l0Stall: 12,
 		baseTable: 2 << 20, baseLevel: 8 << 20, blockCache: 4 << 20, compactors: 2,
-		valueThreshold: 16 << 10, vlogFile: 64 << 20, compression: options.None,
+		valueThreshold: 1 << 20, vlogFile: 64 << 20, compression: options.None,
 	}
 	serverTuning = tuning{
 		memTable: 64 << 20, memTables: 5, l0Tables: 5, l0Stall: 15,
@@ -66,6 +71,9 @@ func (o *Options) badgerOptions(dir string, t tuning) bdg.Options {
 		WithNumCompactors(t.compactors).
 		WithValueThreshold(t.valueThreshold).
 		WithValueLogFileSize(t.vlogFile).
+		// A CLI process is too short for background compaction: without
+		// this every process left one more level-0 table behind.
+		WithCompactL0OnClose(true).
 		WithNumGoroutines(2)
 	if o.Tune != nil {
 		b = o.Tune(b)
