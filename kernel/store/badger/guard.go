@@ -110,7 +110,7 @@ func newestVlog(dir string) (string, uint32, bool) {
 // scanVlog reads a value log and returns the damage in it, or nil for a
 // file that is whole up to its end (or up to a torn last write).
 func scanVlog(path string) (*vlogDamage, error) {
-	b, err := os.ReadFile(path)
+	b, err := readData(path)
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
-
 // churnTune makes the writer compact all the time: tiny memtables and
 // tables, so flushes, compactions (which delete tables by truncating
 // them) and value-log GC (which deletes value logs) happen every few

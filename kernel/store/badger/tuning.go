@@ -14,14 +14,14 @@ import (
 // and exits, so it wants a fast open and little memory; a server keeps the
 // store open for days and wants throughput and cache.
 type tuning struct {
-	memTable       int64 // also bounds one transaction: Badger allows 15% of it
-	memTables      int
-	l0Tables       int
-	l0Stall        int
-	baseTable      int64
-	baseLevel      int64
-	blockCache     int64
-	compactors     int
+	memTable   int64 // also bounds one transaction: Badger allows 15% of it
+	memTables  int
+	l0Tables   int
+	l0Stall    int
+	baseTable  int64
+	baseLevel  int64
+	blockCache int64
+	compactors int
 	// valueThreshold: values of this size or more go to the value log.
 	// The CLI's is Badger's maximum (1 MiB): every process writes to a
 	// value-log file of its own, so smaller thresholds left one more
@@ -77,6 +77,11 @@ func (o *Options) badgerOptions(dir string, t tuning) bdg.Options {
 		WithNumGoroutines(2)
 	if o.Tune != nil {
 		b = o.Tune(b)
+	}
+	// Badger refuses a threshold above the largest batch (15% of the
+	// memtable), which a Tune with a smaller memtable can cause.
+	if maxBatch := b.MemTableSize * 15 / 100; b.ValueThreshold > maxBatch {
+		b = b.WithValueThreshold(maxBatch)
 	}
 	return b
 }
