@@ -60,7 +60,7 @@ func openSnapshot(dir string, opts Options, t tuning) (*Store, error) {
 		}
 		// No compaction in the copy, and so no reason to stall its flushes.
 		bo := opts.badgerOptions(snap, t).WithReadOnly(false).WithLogger(nil).
-			WithNumCompactors(0).WithNumLevelZeroTables(1000).WithNumLevelZeroTablesStall(1001)
+			WithNumCompactors(0).WithNumLevelZeroTables(1000).WithNumLevelZeroTablesStall(1001).WithCompactL0OnClose(false)
 		db, err := bdg.Open(bo)
 		if err != nil {
 			removeSnapshot(snap, lock)
