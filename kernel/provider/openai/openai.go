@@ -59,14 +59,23 @@ type Config struct {
 	// no limit of its own: the caller's context bounds the call. Reasoning
 	// models can think for minutes before their first token, so be generous.
 	IdleTimeout time.Duration
+	// Request shapes every request: parallel_tool_calls, tool_choice,
+	// reasoning_effort. The zero value sends none of them.
+	Request RequestOptions
+	// Models overrides Request for the named models (the request's model,
+	// which is a fallback's name when the kernel falls back): each setting
+	// an override sets replaces the default's.
+	Models map[string]RequestOptions
 }
 
 // Provider is a kernel.Provider for OpenAI-compatible Chat Completions
 // servers. It is safe for concurrent use.
 type Provider struct {
-	client  oa.Client
-	baseURL string
-	idle    time.Duration
+	client   oa.Client
+	baseURL  string
+	idle     time.Duration
+	defaults RequestOptions
+	models   map[string]RequestOptions
 }
 
 // New checks cfg and returns a Provider. Errors name the offending field
@@ -94,6 +103,16 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.IdleTimeout < 0 {
 		return nil, fmt.Errorf("openai: idle timeout %s is negative", cfg.IdleTimeout)
+	}
+	if err := cfg.Request.check("model"); err != nil {
+		return nil, err
+	}
+	models := make(map[string]RequestOptions, len(cfg.Models))
+	for name, o := range cfg.Models {
+		if err := o.check("model.overrides." + name); err != nil {
+			return nil, err
+		}
+		models[name] = o
 	}
 
 	env := cfg.APIKeyEnv
@@ -133,7 +152,7 @@ func New(cfg Config) (*Provider, error) {
 		}
 		opts = append(opts, option.WithHeader(k, v))
 	}
-	return &Provider{client: oa.Client{Options: opts}, baseURL: base, idle: cfg.IdleTimeout}, nil
+	return &Provider{client: oa.Client{Options: opts}, baseURL: base, idle: cfg.IdleTimeout, defaults: cfg.Request, models: models}, nil
 }
 
 // errIdle is the cancellation cause when IdleTimeout fires.
@@ -151,6 +170,7 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 	if err != nil {
 		return kernel.Response{}, &kernel.ProviderError{Provider: Name, Code: "invalid_request", Message: err.Error(), Err: err}
 	}
+	p.options(req.Model).apply(&params, offeredNames(req.Tools))
 	if emit == nil {
 		emit = func(kernel.Delta) {}
 	}
