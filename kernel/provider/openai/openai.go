@@ -194,8 +194,10 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 		return kernel.Response{}, p.failure(parent, ctx, err, "send request")
 	}
 	defer res.Body.Close()
-	if err := checkContentType(res); err != nil {
-		return kernel.Response{}, err
+	if isJSON(res) {
+		// A server that ignored "stream": true (or reports errors with
+		// 200): read the body as a whole completion, or as an error.
+		return p.completion(parent, ctx, res, names, emit)
 	}
 
 	var onLine func()
@@ -260,6 +262,7 @@ func statusMiddleware(req *http.Request, next option.MiddlewareNext) (*http.Resp
 	defer res.Body.Close()
 	body, rerr := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 	pe := httpError(res.StatusCode, body)
+	pe.RetryAfter = retryAfter(res.Header, time.Now())
 	if rerr != nil && len(body) == 0 {
 		pe.Err = rerr
 	}
@@ -289,21 +292,9 @@ func (p *Provider) failure(parent, ctx context.Context, err error, what string) 
 		Message: fmt.Sprintf("%s to %s: %v", what, p.baseURL, err), Err: err}
 }
 
-// checkContentType rejects a successful response that is plain JSON: a
-// server that ignored stream=true, or one that reports errors with 200.
-func checkContentType(res *http.Response) error {
+func isJSON(res *http.Response) bool {
 	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
-	if mt != "application/json" {
-		return nil
-	}
-	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-	if code, msg, ok := parseErrorBody(body); ok {
-		pe := &kernel.ProviderError{Provider: Name, StatusCode: res.StatusCode, Code: code, Message: msg}
-		pe.Retryable = retryableCode(code)
-		return pe
-	}
-	return &kernel.ProviderError{Provider: Name, StatusCode: res.StatusCode, Code: "not_a_stream",
-		Message: "the server answered with application/json instead of an event stream; does it support \"stream\": true?"}
+	return mt == "application/json"
 }
 
 func isLoopback(u *url.URL) bool {
