@@ -189,8 +189,8 @@ func TestSessionOllamaIndexZeroParallelCalls(t *testing.T) {
 }
 
 // TestSessionDeepSeekReasoningEcho: DeepSeek's thinking mode answers 400
-// unless the tool-calling turn's reasoning_content comes back; the server
-// here enforces it the way DeepSeek does.
+// (testdata/deepseek_v3.2_missing_reasoning.json) unless the tool-calling
+// turn's reasoning_content comes back on the second request.
 func TestSessionDeepSeekReasoningEcho(t *testing.T) {
 	s := newSession(t, "deepseek-reasoner",
 		openaitest.Raw(fixture(t, "deepseek_v3.2_thinking_tool_call.sse")),
