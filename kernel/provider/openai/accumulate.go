@@ -26,11 +26,11 @@ type accumulator struct {
 	reasoning strings.Builder
 	// reasoningField is the delta field the reasoning came in.
 	reasoningField string
-	calls     []*callAcc // in order of first appearance
-	usage     kernel.Usage
-	finish    string
-	model     string
-	chunks    int
+	calls          []*callAcc // in order of first appearance
+	usage          kernel.Usage
+	finish         string
+	model          string
+	chunks         int
 }
 
 // callAcc is one tool call being assembled.
