@@ -347,25 +347,29 @@ func (r *run) unanswered(reason string) []Message {
 
 // withoutFailed leaves out of a request every Failed marker and the user
 // message it answers, so that a request never carries two user messages in
-// a row. It returns msgs itself when there is nothing to leave out.
+// a row. A session written before markers existed may still end a failed
+// turn with a bare user message: when two user messages meet, the earlier
+// one is left out too. It returns msgs itself when there is nothing to
+// leave out.
 func withoutFailed(msgs []Message) []Message {
-	n := 0
+	clean := true
 	for i := range msgs {
-		if msgs[i].Failed != "" {
-			n++
+		if msgs[i].Failed != "" || i > 0 && msgs[i].Role == RoleUser && msgs[i-1].Role == RoleUser {
+			clean = false
+			break
 		}
 	}
-	if n == 0 {
+	if clean {
 		return msgs
 	}
-	out := make([]Message, 0, len(msgs)-n)
+	out := make([]Message, 0, len(msgs))
 	for _, m := range msgs {
+		k := len(out)
+		if k > 0 && out[k-1].Role == RoleUser && (m.Failed != "" || m.Role == RoleUser) {
+			out = out[:k-1] // the prompt that got no answer
+		}
 		if m.Failed == "" {
 			out = append(out, m)
-			continue
-		}
-		if k := len(out); k > 0 && out[k-1].Role == RoleUser {
-			out = out[:k-1]
 		}
 	}
 	return out

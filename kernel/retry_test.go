@@ -395,3 +395,27 @@ func TestFailedTurnNeverTwoUserMessages(t *testing.T) {
 		t.Errorf("stored %d messages, want the failed exchange kept (4)", len(got))
 	}
 }
+
+// TestOldFailedTurnWithoutMarker: a session whose failed turn left a bare
+// user message (written before failed markers existed) still never sends
+// two user messages in a row.
+func TestOldFailedTurnWithoutMarker(t *testing.T) {
+	h := newRetryHarness(t, kernel.RetryPolicy{}, nil, step{text: "answer"})
+	ctx := context.Background()
+	id := "old-session"
+	now := time.Now()
+	err := h.store.Commit(ctx, id, kernel.Step{
+		Meta:     kernel.SessionMeta{ID: id, Status: kernel.StatusFailed, LastSeq: 1, Created: now, Updated: now},
+		Messages: []kernel.Message{{Seq: 1, Role: kernel.RoleUser, Content: "lost question", Time: now}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.k.Run(ctx, id, "new question"); err != nil {
+		t.Fatal(err)
+	}
+	sent := h.p.reqs[0]
+	if len(sent) != 1 || sent[0].Content != "new question" {
+		t.Errorf("request %+v, want only the new prompt", sent)
+	}
+}

@@ -142,3 +142,21 @@ func TestConfigRequestShaping(t *testing.T) {
 		t.Errorf("bad reasoning_effort: %v\n%s", err, errOut)
 	}
 }
+
+// TestChatThinkingToggle: /thinking off folds the reasoning into one line.
+func TestChatThinkingToggle(t *testing.T) {
+	srv := openaitest.NewServer(t,
+		openaitest.Step{Reasoning: "FIRST-REASONING", Text: "One."},
+		openaitest.Step{Reasoning: "SECOND-REASONING", Text: "Two."})
+	in := "first\n/thinking off\nsecond\n/quit\n"
+	var out, errb bytes.Buffer
+	args := append([]string{"chat"}, openaiArgs(t, srv)...)
+	if err := run(t.Context(), args, strings.NewReader(in), &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	e := errb.String()
+	if !strings.Contains(e, "thinking: FIRST-REASONING") || strings.Contains(e, "SECOND-REASONING") ||
+		!strings.Contains(e, "thinking… (16 bytes hidden") {
+		t.Errorf("stderr:\n%s", e)
+	}
+}

@@ -22,6 +22,10 @@ type renderer struct {
 	midLine        bool // stdout holds a partial line
 	wroteAnswer    bool
 	reasoning      bool // stderr holds a partial reasoning line
+	// collapseReasoning shows reasoning as one "thinking…" line (chat's
+	// /thinking off); reasoningLen counts what it hides.
+	collapseReasoning bool
+	reasoningLen      int
 
 	mu                 sync.Mutex
 	spin               bool // show a spinner while the model thinks

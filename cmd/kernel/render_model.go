@@ -12,6 +12,8 @@ import (
 // reasoningDelta shows the model's reasoning on stderr while it streams,
 // dim, under a "thinking:" prefix; the answer that follows starts on its
 // own line. --quiet hides it; --events carries it as reasoning.delta.
+// With collapseReasoning (chat's /thinking off) only "thinking…" shows
+// while it streams, and its length once it ends.
 func (r *renderer) reasoningDelta(text string) {
 	if r.quiet || text == "" {
 		return
@@ -21,15 +23,25 @@ func (r *renderer) reasoningDelta(text string) {
 			fmt.Fprintln(r.stdout)
 			r.midLine = false
 		}
-		io.WriteString(r.stderr, r.paint("2", "thinking: "))
-		r.reasoning = true
+		r.reasoning, r.reasoningLen = true, 0
+		if r.collapseReasoning {
+			io.WriteString(r.stderr, r.paint("2", "thinking…"))
+		} else {
+			io.WriteString(r.stderr, r.paint("2", "thinking: "))
+		}
 	}
-	io.WriteString(r.stderr, r.paint("2", strings.ReplaceAll(text, "\n", "\n  ")))
+	r.reasoningLen += len(text)
+	if !r.collapseReasoning {
+		io.WriteString(r.stderr, r.paint("2", strings.ReplaceAll(text, "\n", "\n  ")))
+	}
 }
 
 // endReasoning ends a reasoning line on stderr.
 func (r *renderer) endReasoning() {
 	if r.reasoning {
+		if r.collapseReasoning {
+			io.WriteString(r.stderr, r.paint("2", fmt.Sprintf(" (%d bytes hidden; /thinking on shows them)", r.reasoningLen)))
+		}
 		fmt.Fprintln(r.stderr)
 		r.reasoning = false
 	}
@@ -65,4 +77,27 @@ func retryNotice(e kernel.ProviderRetry) string {
 		s += "; the partial answer above is discarded"
 	}
 	return s
+}
+
+// thinking is chat's /thinking: on shows reasoning as it streams, off folds
+// it into one line; without an argument it toggles.
+func (c *chat) thinking(arg string) error {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	switch arg {
+	case "on":
+		c.r.collapseReasoning = false
+	case "off":
+		c.r.collapseReasoning = true
+	case "":
+		c.r.collapseReasoning = !c.r.collapseReasoning
+	default:
+		return fmt.Errorf("/thinking takes on or off, not %q", arg)
+	}
+	state := "shown as it streams"
+	if c.r.collapseReasoning {
+		state = "folded into one line"
+	}
+	fmt.Fprintln(c.env.stderr, "reasoning: "+state)
+	return nil
 }
