@@ -26,14 +26,16 @@ var defaultsYAML []byte
 // Config is kernel.yaml, decoded after validation against
 // schemas/config.schema.json.
 type Config struct {
-	Model        ModelConfig  `yaml:"model"`
-	SystemPrompt string       `yaml:"system_prompt"`
-	Workspace    string       `yaml:"workspace"`
-	Limits       LimitsConfig `yaml:"limits"`
-	Store        yaml.Node    `yaml:"store"`
-	Policy       yaml.Node    `yaml:"policy"`
-	Tools        ToolsConfig  `yaml:"tools"`
-	Hooks        yaml.Node    `yaml:"hooks"`
+	Model        ModelConfig       `yaml:"model"`
+	SystemPrompt string            `yaml:"system_prompt"`
+	Workspace    string            `yaml:"workspace"`
+	Limits       LimitsConfig      `yaml:"limits"`
+	Store        yaml.Node         `yaml:"store"`
+	Policy       yaml.Node         `yaml:"policy"`
+	Tools        ToolsConfig       `yaml:"tools"`
+	Hooks        yaml.Node         `yaml:"hooks"`
+	Context      ContextSection    `yaml:"context"`
+	Compaction   CompactionSection `yaml:"compaction"`
 
 	// dir is the directory relative paths are resolved against: the config
 	// file's, or the working directory without one.
@@ -56,6 +58,7 @@ type ModelConfig struct {
 	ContextWindow int                     `yaml:"context_window"`
 	Timeout       time.Duration           `yaml:"timeout"`
 	Prices        map[string]kernel.Price `yaml:"prices"`
+	Catalog       string                  `yaml:"catalog"`
 }
 
 // LimitsConfig holds the run's hard limits.
@@ -130,7 +133,7 @@ func loadConfig(paths ...string) (*Config, error) {
 // paths where * matches any key or index. They are made absolute, against
 // the directory of the file that sets them, before decoding.
 var pathFields = []string{
-	"workspace", "model.script", "store.dir", "policy.file", "policy.decision_log",
+	"workspace", "model.script", "model.catalog", "store.dir", "policy.file", "policy.decision_log",
 	"tools.plugins.*.path", "tools.plugins.*.dir",
 	"tools.wasm.*.path", "tools.wasm.*.grants.fs.*.host",
 }
