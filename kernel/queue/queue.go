@@ -64,10 +64,19 @@ type Entry struct {
 	Kind string `json:"kind"`
 }
 
-// Open returns the queue kept in dir, creating it (mode 0700).
+// Open returns the queue kept in dir, creating it; the directory is made
+// 0700.
 func Open(dir string) (*Dir, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open queue: %w", err)
+	}
+	// Queued messages are prompts: for the owner's eyes only.
+	if st, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("open queue: %w", err)
+	} else if st.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("open queue: %w", err)
+		}
 	}
 	return &Dir{dir: dir, mine: map[string]bool{}}, nil
 }
