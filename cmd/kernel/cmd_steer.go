@@ -18,7 +18,7 @@ The message goes through the queue directory beside the session store, so
 it works while another kernel process runs the session. Flags: --config FILE, --store DIR`
 
 // cmdSteer queues, lists or cancels messages for a session.
-func cmdSteer(_ context.Context, args []string, env *cliEnv) error {
+func cmdSteer(ctx context.Context, args []string, env *cliEnv) error {
 	fs := newFlagSet("steer", "", env.stderr)
 	var cf commonFlags
 	cf.register(fs)
@@ -49,6 +49,19 @@ func cmdSteer(_ context.Context, args []string, env *cliEnv) error {
 		return err
 	}
 	sid := pos[0]
+	if !*list && *cancel == "" {
+		// A typo'd id would wait forever: check the session exists (a
+		// read-only snapshot works while a kernel holds the store).
+		a := &app{cfg: cfg, log: newLogger(env.stderr)}
+		if err := a.openStore(true); err != nil {
+			return err
+		}
+		_, err := a.store.Load(ctx, sid)
+		a.Close()
+		if err != nil {
+			return err
+		}
+	}
 	switch {
 	case *list:
 		es, err := q.List(sid)

@@ -84,6 +84,9 @@ func TestSteerFromSecondProcess(t *testing.T) {
 	if err != nil || strings.Count(show, "look in docs/ instead") != 1 {
 		t.Fatalf("stored %d times (%v):\n%s", strings.Count(show, "look in docs/ instead"), err, show)
 	}
+	if _, _, err := cli(t, "steer", "--store", store, "0000000000000000", "hello?"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("steer to an unknown session: %v", err)
+	}
 	left, _ := os.ReadDir(filepath.Join(filepath.Dir(store), filepath.Base(store)+"-queue", sid))
 	if len(left) != 0 {
 		t.Fatalf("queue not empty: %v", left)
