@@ -89,10 +89,7 @@ func (r *run) measure(rec *Compaction) int {
 	for i := range msgs {
 		n += countMessage(r.cx.count, &msgs[i])
 	}
-	if !r.cx.exact {
-		n = int(float64(n)*r.k.calib.get(r.k.cfg.Model) + 0.5)
-	}
-	return n
+	return r.calibrated(n)
 }
 
 // split picks where the kept part starts: the earliest user or assistant
@@ -121,15 +118,7 @@ func (r *run) split(rec *Compaction, keep int) (int, error) {
 		if m.Role == RoleCompaction {
 			continue
 		}
-		t := cx.tok[i]
-		if m.Role == RoleTool && m.Seq <= rec.TrimThrough {
-			if s, ok := trimText(m.Content, rec.TrimBytes); ok {
-				c := *m
-				c.Content = s
-				t = countMessage(cx.count, &c)
-			}
-		}
-		suffix += t
+		suffix += cx.trimmedTokens(m, cx.tok[i], rec)
 		if suffix > keep {
 			break
 		}

@@ -137,12 +137,8 @@ func (r *run) applyRecord() {
 		if i >= r.sysN && rec != nil && m.Seq <= rec.Through && m.Seq != rec.KeepUser {
 			continue
 		}
-		if rec != nil && m.Role == RoleTool && m.Seq <= rec.TrimThrough {
-			if t, ok := trimText(m.Content, rec.TrimBytes); ok {
-				c := *m
-				c.Content = t
-				cx.tok[i] = countMessage(cx.count, &c)
-			}
+		if rec != nil {
+			cx.tok[i] = cx.trimmedTokens(m, cx.tok[i], rec)
 		}
 		cx.sum += cx.tok[i]
 	}
@@ -155,6 +151,30 @@ func (r *run) applyRecord() {
 			cx.sum += perMessage + cx.count(SummaryPrefix+rec.Summary)
 		}
 	}
+}
+
+// trimmedTokens is what m takes once rec trims it (n, its count, when rec
+// leaves it whole).
+func (cx *ctxState) trimmedTokens(m *Message, n int, rec *Compaction) int {
+	if m.Role != RoleTool || m.Seq > rec.TrimThrough {
+		return n
+	}
+	t, ok := trimText(m.Content, rec.TrimBytes)
+	if !ok {
+		return n
+	}
+	c := *m
+	c.Content = t
+	return countMessage(cx.count, &c)
+}
+
+// calibrated scales a raw count by what the model's reported usage taught
+// (nothing with a real tokenizer).
+func (r *run) calibrated(raw int) int {
+	if r.cx.exact {
+		return raw
+	}
+	return int(float64(raw)*r.k.calib.get(r.k.cfg.Model) + 0.5)
 }
 
 // added accounts the message just appended to r.msgs.
@@ -197,10 +217,7 @@ func (r *run) useContext() ContextUse {
 	cx := r.cx
 	raw := cx.sum + cx.toolSum + perReply
 	cx.lastRaw = raw
-	used := raw
-	if !cx.exact {
-		used = int(float64(raw)*r.k.calib.get(r.k.cfg.Model) + 0.5)
-	}
+	used := r.calibrated(raw)
 	w := r.k.cfg.ContextWindow
 	u := ContextUse{Used: used, Window: w, Fraction: float64(used) / float64(w)}
 	r.st.Context = u
@@ -256,13 +273,7 @@ func (r *run) view() []Message {
 // are never separated from their results.
 func (r *run) drop(msgs []Message, tools []ToolSpec, limit int) ([]Message, error) {
 	cx := r.cx
-	count := func(ms []Message) int {
-		n := CountRequest(TokenizerFunc(cx.count), ms, tools)
-		if !cx.exact {
-			n = int(float64(n) * r.k.calib.get(r.k.cfg.Model))
-		}
-		return n
-	}
+	count := func(ms []Message) int { return r.calibrated(CountRequest(TokenizerFunc(cx.count), ms, tools)) }
 	sys := 0
 	for sys < len(msgs) && msgs[sys].Role == RoleSystem {
 		sys++
