@@ -84,12 +84,7 @@ func (r *run) compact(ctx context.Context, cc ContextConfig, force bool) error {
 
 // measure is the request's tokens if rec were applied.
 func (r *run) measure(rec *Compaction) int {
-	msgs := buildView(r.msgs[:r.sysN], r.msgs[r.sysN:], rec)
-	n := r.cx.toolSum + perReply
-	for i := range msgs {
-		n += countMessage(r.cx.count, &msgs[i])
-	}
-	return r.calibrated(n)
+	return r.calibrated(r.viewSum(rec, false) + r.cx.toolSum + perReply)
 }
 
 // split picks where the kept part starts: the earliest user or assistant
@@ -118,7 +113,7 @@ func (r *run) split(rec *Compaction, keep int) (int, error) {
 		if m.Role == RoleCompaction {
 			continue
 		}
-		suffix += cx.trimmedTokens(m, cx.tok[i], rec)
+		suffix += cx.trimmedTokens(i, m, cx.tok[i], rec)
 		if suffix > keep {
 			break
 		}

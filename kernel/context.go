@@ -89,10 +89,12 @@ type ctxState struct {
 	rec   *Compaction
 	start int
 	// tools is the tokens of the last offered tools by name.
-	tools    map[string]int
-	toolSum  int
-	toolKey  int // len of the last surface, with toolSum
-	lastRaw  int // the last request's uncalibrated count
+	tools   map[string]int
+	toolSum int
+	toolKey int // len of the last surface, with toolSum
+	lastRaw int // the last request's uncalibrated count
+	// trimmed caches the count of a trimmed tool result by index and size.
+	trimmed  map[[2]int]int
 	warnedAt bool
 }
 
@@ -126,38 +128,49 @@ func (r *run) initContext() {
 // messages it replaced count 0, the tool results it trims count trimmed.
 func (r *run) applyRecord() {
 	cx := r.cx
-	cx.sum = 0
-	rec := cx.rec
-	for i := range r.msgs {
-		m := &r.msgs[i]
-		if m.Role == RoleCompaction {
-			cx.tok[i] = 0
-			continue
-		}
-		if i >= r.sysN && rec != nil && m.Seq <= rec.Through && m.Seq != rec.KeepUser {
-			continue
-		}
-		if rec != nil {
-			cx.tok[i] = cx.trimmedTokens(m, cx.tok[i], rec)
-		}
-		cx.sum += cx.tok[i]
-	}
+	cx.sum = r.viewSum(cx.rec, true)
 	cx.start = r.sysN
-	if rec != nil {
-		for cx.start < len(r.msgs) && r.msgs[cx.start].Seq <= rec.Through {
+	if cx.rec != nil {
+		for cx.start < len(r.msgs) && r.msgs[cx.start].Seq <= cx.rec.Through {
 			cx.start++
-		}
-		if rec.Summary != "" {
-			cx.sum += perMessage + cx.count(SummaryPrefix+rec.Summary)
 		}
 	}
 }
 
+// viewSum is the tokens of the messages a request holds under rec, from
+// the cached counts; with update it keeps the trimmed counts.
+func (r *run) viewSum(rec *Compaction, update bool) int {
+	cx := r.cx
+	sum := 0
+	for i := range r.msgs {
+		m := &r.msgs[i]
+		if m.Role == RoleCompaction || rec != nil && i >= r.sysN && m.Seq <= rec.Through && m.Seq != rec.KeepUser {
+			continue
+		}
+		n := cx.tok[i]
+		if rec != nil {
+			n = cx.trimmedTokens(i, m, n, rec)
+			if update {
+				cx.tok[i] = n
+			}
+		}
+		sum += n
+	}
+	if rec != nil && rec.Summary != "" {
+		sum += perMessage + cx.count(SummaryPrefix+rec.Summary)
+	}
+	return sum
+}
+
 // trimmedTokens is what m takes once rec trims it (n, its count, when rec
 // leaves it whole).
-func (cx *ctxState) trimmedTokens(m *Message, n int, rec *Compaction) int {
+func (cx *ctxState) trimmedTokens(i int, m *Message, n int, rec *Compaction) int {
 	if m.Role != RoleTool || m.Seq > rec.TrimThrough {
 		return n
+	}
+	key := [2]int{i, rec.TrimBytes}
+	if t, ok := cx.trimmed[key]; ok {
+		return t
 	}
 	t, ok := trimText(m.Content, rec.TrimBytes)
 	if !ok {
@@ -165,7 +178,12 @@ func (cx *ctxState) trimmedTokens(m *Message, n int, rec *Compaction) int {
 	}
 	c := *m
 	c.Content = t
-	return countMessage(cx.count, &c)
+	n = countMessage(cx.count, &c)
+	if cx.trimmed == nil {
+		cx.trimmed = map[[2]int]int{}
+	}
+	cx.trimmed[key] = n
+	return n
 }
 
 // calibrated scales a raw count by what the model's reported usage taught
