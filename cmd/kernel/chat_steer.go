@@ -16,7 +16,7 @@ import (
 // steering is the chat's side of the session queue: lines typed while a
 // run works.
 type steering struct {
-	lines <-chan string // the chat's input; nil once it ended
+	lines <-chan string // the chat's terminal input; nil when piped or ended
 	mu    sync.Mutex
 	live  string   // the session of the running run
 	held  []string // lines typed before the run's session was known

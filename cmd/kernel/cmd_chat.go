@@ -78,7 +78,11 @@ func (c *chat) loop(ctx context.Context) error {
 	defer signal.Stop(sigs)
 
 	lines := make(chan string)
-	c.lines = lines
+	if c.interactive {
+		// A person typing while the agent works steers it; piped input is
+		// a script of prompts, run one after another.
+		c.lines = lines
+	}
 	readErr := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Add(1)
