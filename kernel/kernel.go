@@ -54,10 +54,20 @@ type Config struct {
 	ToolTimeout time.Duration
 	// Prices price usage per model name; a model without a price costs 0.
 	Prices map[string]Price
-	// ContextWindow, in tokens, makes the loop leave the oldest exchanges out
-	// of a request that would not fit (estimated at 4 bytes a token). Zero
-	// sends the whole history.
+	// ContextWindow, in tokens, turns on context accounting: thresholds,
+	// compaction and the hard limit (see ContextConfig). Zero sends the
+	// whole history.
 	ContextWindow int
+	// Tokenizer counts tokens for the context window; nil estimates 4
+	// bytes a token, calibrated per model against the usage the server
+	// reports.
+	Tokenizer Tokenizer
+	// Context sets the warn, compact and hard thresholds and the
+	// compaction (see ContextConfig).
+	Context ContextConfig
+	// Inbox, when set, delivers messages queued for a running session at
+	// its step boundaries (see Inbox).
+	Inbox Inbox
 	// ApprovalTTL is how long a pending approval stays valid (default 24h);
 	// an expired approval counts as rejected.
 	ApprovalTTL time.Duration
@@ -86,6 +96,7 @@ type Kernel struct {
 	// allSpecs are the registry's specs, computed once.
 	allSpecs []ToolSpec
 	retry    RetryPolicy
+	calib    calibration
 }
 
 // New checks cfg and builds a Kernel.

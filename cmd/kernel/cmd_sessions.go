@@ -17,7 +17,9 @@ import (
 const sessionsUsage = `Usage: kernel sessions SUBCOMMAND [flags]
 
   ls                      list sessions: id, updated, status, turns, cost, title
-  show ID [--full]        a readable transcript (tool results folded unless --full)
+  show ID [--full]        a readable transcript (tool results folded unless --full);
+                          --context prints what the model sees next (after compaction)
+  compact ID              summarise the session's older history now (docs/context.md)
   export ID [-o FILE]     the session as JSONL (schemas/session-export.schema.json)
   import FILE             add an exported session (- reads stdin)
   rm ID...                delete sessions
@@ -33,6 +35,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		return nil
 	}
 	full := fs.Bool("full", false, "show: print tool results and arguments in full")
+	showContext := fs.Bool("context", false, "show: print the messages of the next request, as compacted")
 	out := fs.String("o", "", "export: write to `FILE` instead of stdout")
 	olderThan := fs.String("older-than", "", "gc: delete sessions not updated for this `AGE` (e.g. 30d)")
 	repair := fs.Bool("repair", false, "fsck: replace damaged messages with placeholders for good")
@@ -51,7 +54,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		return nil
 	}
 	switch sub {
-	case "show", "export":
+	case "show", "export", "compact":
 		err = need(1, "a session id")
 	case "import":
 		err = need(1, "a file (- for stdin)")
@@ -68,6 +71,9 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	if err != nil {
 		return err
+	}
+	if sub == "compact" {
+		return compactSession(ctx, cf, env, pos[0])
 	}
 	a := &app{cfg: cfg}
 	a.log = newLogger(env.stderr)
@@ -95,6 +101,9 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 			return err
 		}
 		_ = a.Close() // let go of the store before printing (a pager may wait)
+		if *showContext {
+			return writeContext(env.stdout, s, cfg.SystemPrompt, *full)
+		}
 		writeTranscript(env.stdout, s, *full)
 		return nil
 	case "export":
@@ -210,6 +219,8 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 			} else {
 				fmt.Fprintf(w, "[%d] %s %s · %s · %s\n", msg.Seq, mark, msg.ToolName, fmtBytes(len(msg.Content)), clip(msg.Content, 70))
 			}
+		case kernel.RoleCompaction:
+			writeCompaction(w, &msg, full)
 		}
 	}
 	if s.Pending != nil {

@@ -26,6 +26,8 @@ type renderer struct {
 	// /thinking off); reasoningLen counts what it hides.
 	collapseReasoning bool
 	reasoningLen      int
+	// onSession, when set, learns the session of every run that starts.
+	onSession func(id string)
 
 	mu                 sync.Mutex
 	spin               bool // show a spinner while the model thinks
@@ -92,6 +94,9 @@ func (r *renderer) event(e kernel.Event) {
 	}
 	switch e := e.(type) {
 	case kernel.RunStarted:
+		if r.onSession != nil {
+			r.onSession(e.SessionID)
+		}
 		what := "session " + e.SessionID
 		switch {
 		case e.NewSession:
@@ -148,7 +153,18 @@ func (r *renderer) event(e kernel.Event) {
 	case kernel.HookFailed:
 		r.note("  %s %s failed on %s: %s", r.paint("31", "hook"), e.Hook, e.Tool, e.Error)
 	case kernel.ContextCompacted:
-		r.note("  %s left %d old messages out to fit the context window", r.paint("2", "context:"), e.Dropped)
+		switch e.Kind {
+		case "summarised":
+			r.note("  %s summarised %d old messages (%d → %d tokens, $%.4f)", r.paint("2", "context:"), e.Dropped, e.TokensBefore, e.TokensAfter, e.CostUSD)
+		case "trimmed":
+			r.note("  %s trimmed %d large tool results (%d → %d tokens)", r.paint("2", "context:"), e.Trimmed, e.TokensBefore, e.TokensAfter)
+		default:
+			r.note("  %s left %d old messages out to fit the context window", r.paint("2", "context:"), e.Dropped)
+		}
+	case kernel.ContextWarning:
+		r.note("  %s the next request takes %d of %d tokens (%.0f%%)", r.paint("33", "context:"), e.Used, e.Window, 100*e.Fraction)
+	case kernel.SteerDelivered:
+		r.note("  %s delivered: %s", r.paint("36", "steer"), clip(e.Text, 70))
 	case kernel.ProviderRetry:
 		r.endReasoning()
 		r.note("%s", r.paint("33", retryNotice(e)))

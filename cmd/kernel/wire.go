@@ -14,6 +14,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
+	"github.com/agentkernel/agentkernel/kernel/queue"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 	"github.com/agentkernel/agentkernel/policy"
@@ -36,6 +37,7 @@ type app struct {
 	sink   func(kernel.Event)
 	scrub  func(string) string
 
+	queue         *queue.Dir
 	plugins       *subprocess.Host
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
@@ -208,6 +210,15 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 	a.sinkMu.Lock()
 	a.sink = onEvent
 	a.sinkMu.Unlock()
+	ms, err := a.model()
+	if err != nil {
+		return nil, err
+	}
+	if a.queue == nil {
+		if a.queue, err = a.openQueue(); err != nil {
+			return nil, err
+		}
+	}
 	return kernel.New(kernel.Config{
 		Provider:      prov,
 		Store:         a.store,
@@ -219,8 +230,11 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		MaxTurns:      a.cfg.Limits.MaxTurns,
 		ModelTimeout:  a.cfg.Model.Timeout,
 		ToolTimeout:   a.cfg.Limits.ToolTimeout,
-		Prices:        a.cfg.Model.Prices,
-		ContextWindow: a.cfg.Model.ContextWindow,
+		Prices:        ms.prices,
+		ContextWindow: ms.window,
+		Tokenizer:     ms.tokenizer,
+		Context:       a.cfg.contextConfig(),
+		Inbox:         a.queue,
 		ApprovalTTL:   a.cfg.Limits.ApprovalTTL,
 		OnEvent:       onEvent,
 		Retry:         retryPolicy(a.cfg.Model.Retry),
