@@ -76,8 +76,6 @@ type Kernel struct {
 	cfg    Config
 	chain  Handler
 	emitMu sync.Mutex
-	// allSpecs are the registry's specs, computed once.
-	allSpecs []ToolSpec
 }
 
 // New checks cfg and builds a Kernel.
@@ -109,7 +107,7 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.Tools == nil {
 		cfg.Tools = NewRegistry()
 	}
-	k := &Kernel{cfg: cfg, allSpecs: cfg.Tools.Specs()}
+	k := &Kernel{cfg: cfg}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
 		h = cfg.Hooks[i](h)

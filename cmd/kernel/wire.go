@@ -15,6 +15,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
+	"github.com/agentkernel/agentkernel/plugins/mcp"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 	"github.com/agentkernel/agentkernel/policy"
 )
@@ -37,6 +38,7 @@ type app struct {
 	scrub  func(string) string
 
 	plugins       *subprocess.Host
+	mcp           *mcp.Host
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
 	// warnings are load-time notices (capabilities a module asked for and
@@ -164,7 +166,10 @@ func (a *app) loadTools(ctx context.Context) error {
 	if err := a.loadPlugins(ctx); err != nil {
 		return err
 	}
-	return a.loadWASM(ctx)
+	if err := a.loadWASM(ctx); err != nil {
+		return err
+	}
+	return a.loadMCP(ctx)
 }
 
 func (a *app) loadBuiltins() error {
