@@ -40,6 +40,7 @@ type server struct {
 
 	mu        sync.Mutex
 	sess      *mcp.ClientSession
+	gone      chan struct{} // closed when sess is found dead
 	pid       int
 	starting  *attempt
 	state     State
@@ -208,12 +209,14 @@ func (s *server) install(sess *mcp.ClientSession, pid int, start time.Time) *mcp
 		go sess.Close()
 		return sess
 	}
-	s.sess, s.pid, s.state = sess, pid, StateRunning
+	gone := make(chan struct{})
+	s.sess, s.gone, s.pid, s.state = sess, gone, pid, StateRunning
 	s.log.Debug("mcp server connected", "pid", pid, "in", time.Since(start))
 	s.h.wg.Add(1)
 	go func() {
 		defer s.h.wg.Done()
 		err := sess.Wait()
+		defer close(gone)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.sess != sess {
@@ -262,11 +265,25 @@ func (s *server) answered() {
 	}
 }
 
-// alive reports whether sess is still the server's live session.
-func (s *server) alive(sess *mcp.ClientSession) bool {
+// awaitGone waits (up to d) for the watcher of sess to find it dead and
+// reports whether it did: a call that failed because the server died
+// returns after the crash is counted and its stderr is in.
+func (s *server) awaitGone(sess *mcp.ClientSession, d time.Duration) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sess == sess
+	gone := s.gone
+	cur := s.sess
+	s.mu.Unlock()
+	if cur != sess {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-gone:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // close ends the session (and stops the process).

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -145,7 +147,8 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (kernel.Result, e
 			return kernel.Result{}, ctx.Err()
 		}
 		var werr error = err
-		if !t.s.alive(sess) || errors.Is(err, mcp.ErrConnectionClosed) {
+		disconnected := errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed)
+		if t.s.awaitGone(sess, goneWait(disconnected)) {
 			werr = fmt.Errorf("mcp server %s went away during the call (%w); the next call restarts it", t.s.cfg.Name, err)
 			if tail := t.s.stderr.lastLines(); tail != "" {
 				werr = fmt.Errorf("%w; its stderr ends: %s", werr, tail)
@@ -155,6 +158,15 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (kernel.Result, e
 	}
 	t.s.answered()
 	return toResult(res, t.s.cfg.MaxOutputBytes), nil
+}
+
+// goneWait is how long a failed call waits to learn whether the server
+// died: long when the error says the connection ended, a moment otherwise.
+func goneWait(disconnected bool) time.Duration {
+	if disconnected {
+		return 10 * time.Second
+	}
+	return 50 * time.Millisecond
 }
 
 // toResult maps an MCP result to the text the model reads: text as is,
