@@ -13,7 +13,9 @@ import (
 
 func srcTool(name, source, schema string) kernel.Tool {
 	return kernel.NewTool(kernel.ToolSpec{Name: name, Tier: kernel.TierReadOnly, Source: source, Schema: json.RawMessage(schema)},
-		func(context.Context, json.RawMessage) (kernel.Result, error) { return kernel.Result{Content: name}, nil })
+		func(context.Context, json.RawMessage) (kernel.Result, error) {
+			return kernel.Result{Content: name}, nil
+		})
 }
 
 func TestRegistrySync(t *testing.T) {
