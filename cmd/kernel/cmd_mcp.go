@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -264,6 +265,11 @@ func newMCPServer(k *kernel.Kernel, log hclog.Logger) *sdk.Server {
 	h := &mcpHost{k: k, log: log.Named("mcp-serve"), sessions: map[*sdk.ServerSession]*kernel.DirectSession{}}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "agentkernel", Title: "agentkernel (policy-guarded tools)", Version: version}, &sdk.ServerOptions{
 		Instructions: "Every call goes through the kernel's policy, hooks and credential scrubber. A denied call returns isError naming the policy rule.",
+		// The handshake-era versions: approvals use elicitation/create,
+		// which needs the client's initialize capabilities. The 2026-07-28
+		// protocol's multi-round-trip input requests are not implemented;
+		// its clients fall back to initialize.
+		SupportedProtocolVersions: slices.DeleteFunc(sdk.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" }),
 	})
 	for _, spec := range k.Tools().Specs() {
 		destructive := spec.Tier == kernel.TierPrivileged
