@@ -112,19 +112,11 @@ func mcpServe(ctx context.Context, cf *commonFlags, env *cliEnv, addr, tokenEnv,
 			return exitError{code: 2, msg: fmt.Sprintf("mcp serve --http needs a bearer token in the environment variable %s (--token-env)", tokenEnv)}
 		}
 	}
-	var ev io.Writer
-	switch events {
-	case "":
-	case "-":
-		ev = env.stderr
-	default:
-		f, err := os.Create(events)
-		if err != nil {
-			return fmt.Errorf("--events: %w", err)
-		}
-		defer f.Close()
-		ev = f
+	ev, closeEv, err := eventsWriter(events, env.stderr)
+	if err != nil {
+		return err
 	}
+	defer closeEv()
 	// stdout may be the protocol: nothing else is written to it.
 	r := newRenderer(&cliEnv{stdin: env.stdin, stdout: env.stderr, stderr: env.stderr}, true, ev)
 	cfg, err := cf.load()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -151,7 +150,7 @@ func serveStdio(t *testing.T, cfg, store string, opts *sdk.ClientOptions) (cs *s
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	var errb syncBuf
+	var errb ptyOutput
 	done := make(chan error, 1)
 	go func() {
 		done <- run(context.Background(), []string{"mcp", "serve", "--config", cfg, "--store", store}, inR, outW, &errb)
@@ -179,21 +178,10 @@ func serveStdio(t *testing.T, cfg, store string, opts *sdk.ClientOptions) (cs *s
 	}
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func (p *ptyOutput) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.buf.String()
 }
 
 func callText(t *testing.T, cs *sdk.ClientSession, name string, args any) (string, bool) {
@@ -340,7 +328,7 @@ func TestMCPServeHTTP(t *testing.T) {
 	cfg, _ := mcpSetup(t, "steps: [{text: x}]\n")
 	t.Setenv("KERNEL_MCP_TOKEN", "tok-123")
 	ctx, cancel := context.WithCancel(context.Background())
-	var errb syncBuf
+	var errb ptyOutput
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"mcp", "serve", "--http", "127.0.0.1:0", "--config", cfg, "--store", t.TempDir()}, strings.NewReader(""), io.Discard, &errb)

@@ -109,19 +109,11 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 // withKernel starts the kernel for one run (`run`, `approve`, `reject`),
 // calls fn, and maps the outcome to the exit status.
 func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string, quiet bool, fn func(*kernel.Kernel) (*kernel.RunResult, error)) error {
-	var ev io.Writer
-	switch events {
-	case "":
-	case "-":
-		ev = env.stderr
-	default:
-		f, err := os.Create(events)
-		if err != nil {
-			return fmt.Errorf("--events: %w", err)
-		}
-		defer f.Close()
-		ev = f
+	ev, closeEv, err := eventsWriter(events, env.stderr)
+	if err != nil {
+		return err
 	}
+	defer closeEv()
 	r := newRenderer(env, quiet, ev)
 	a, k, err := startKernel(ctx, cf, env, r)
 	if err != nil {
@@ -131,6 +123,21 @@ func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string
 	res, err := fn(k)
 	r.endLine()
 	return runOutcome(res, err)
+}
+
+// eventsWriter opens --events: "" is none, "-" is stderr, else a file.
+func eventsWriter(events string, stderr io.Writer) (io.Writer, func(), error) {
+	switch events {
+	case "":
+		return nil, func() {}, nil
+	case "-":
+		return stderr, func() {}, nil
+	}
+	f, err := os.Create(events)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--events: %w", err)
+	}
+	return f, func() { f.Close() }, nil
 }
 
 // redact is what scrubs argument values in logs: the credential scrubber
