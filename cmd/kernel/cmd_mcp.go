@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -74,6 +75,7 @@ func mcpList(ctx context.Context, cf *commonFlags, env *cliEnv, asJSON bool) err
 		return err
 	}
 	defer a.Close()
+	a.mcp.Connect(ctx)
 	servers := a.mcp.Servers()
 	if asJSON {
 		enc := json.NewEncoder(env.stdout)
@@ -216,6 +218,7 @@ func (a *app) loadMCP(ctx context.Context) error {
 	a.mcp = mcp.NewHost(mcp.HostConfig{
 		Logger:    a.log.Named("mcp"),
 		Workspace: a.cfg.path(a.cfg.Workspace),
+		CacheDir:  filepath.Join(cacheDir(), "mcp"),
 		OnNotice:  func(n kernel.Notice) { a.emit(n) },
 		OnToolsChanged: func(server string, ts []kernel.Tool, _ []mcp.Problem) {
 			for _, err := range tools.Sync("mcp:"+server, ts) {

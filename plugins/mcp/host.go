@@ -36,6 +36,10 @@ type HostConfig struct {
 	// out); the caller syncs its registry (kernel.Registry.Sync with
 	// source "mcp:<server>"). It is called from a goroutine the host owns.
 	OnToolsChanged func(server string, tools []kernel.Tool, problems []Problem)
+	// CacheDir, when set, keeps each server's last tool list (0600 files),
+	// so that Load needs no process and a stdio server starts at its first
+	// call. Empty means no cache: Load connects.
+	CacheDir string
 }
 
 // Host connects to the configured MCP servers and turns their tools into
@@ -98,8 +102,16 @@ func (h *Host) Load(ctx context.Context, sc ServerConfig) ([]kernel.Tool, []Prob
 	h.servers[cfg.Name] = s
 	h.order = append(h.order, cfg.Name)
 	h.mu.Unlock()
-	tools, problems, err := s.listTools(ctx)
-	if err != nil {
+	var (
+		tools    []kernel.Tool
+		problems []Problem
+	)
+	if cached, ok := h.readCache(cfg); ok {
+		tools, problems = s.convertAll(cached)
+		s.mu.Lock()
+		s.verify = true // list again at the first connection
+		s.mu.Unlock()
+	} else if tools, problems, err = s.listTools(ctx); err != nil {
 		return nil, nil, err
 	}
 	for _, p := range problems {
@@ -119,19 +131,25 @@ func (h *Host) begin() (func(), error) {
 	return h.wg.Done, nil
 }
 
-// refreshLater re-lists s's tools in the background after list_changed.
-func (h *Host) refreshLater(s *server) {
+// refreshLater re-lists s's tools in the background: after list_changed,
+// or at the first connection of a server whose tools came from the cache
+// (then only a difference is reported).
+func (h *Host) refreshLater(s *server, onlyIfChanged bool) {
 	done, err := h.begin()
 	if err != nil {
 		return
 	}
 	go func() {
 		defer done()
-		tools, problems, err := s.listTools(h.ctx)
+		remote, err := s.fetchTools(h.ctx)
 		if err != nil {
-			s.log.Error("refresh tools after list_changed", "error", err)
+			s.log.Error("refresh tools", "error", err)
 			return
 		}
+		if changed := h.writeCache(s.cfg, remote); onlyIfChanged && !changed {
+			return
+		}
+		tools, problems := s.convertAll(remote)
 		s.log.Info("tools changed", "tools", len(tools), "left_out", len(problems))
 		for _, p := range problems {
 			h.notice("warn", s.cfg.Name, p.String())
@@ -163,6 +181,21 @@ func (h *Host) Close() error {
 	h.stop()
 	h.wg.Wait()
 	return nil
+}
+
+// Connect connects every server that is not connected (starting stdio
+// servers), so that Servers shows their live state. A server that fails is
+// reported in its status, not here.
+func (h *Host) Connect(ctx context.Context) {
+	h.mu.Lock()
+	servers := make([]*server, 0, len(h.order))
+	for _, n := range h.order {
+		servers = append(servers, h.servers[n])
+	}
+	h.mu.Unlock()
+	for _, s := range servers {
+		_, _ = s.session(ctx)
+	}
 }
 
 // ServerStatus is what `kernel mcp ls` shows of one server.

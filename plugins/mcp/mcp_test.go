@@ -364,3 +364,38 @@ func contains(s []string, x string) bool {
 	}
 	return false
 }
+
+// With a cached tool list, Load starts nothing: the server starts at the
+// first call.
+func TestLazyStartFromCache(t *testing.T) {
+	cache := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "calls.log")
+	sc := mcp.ServerConfig{Name: "t", Command: []string{mcptest.Server(t), "-calls", calls}}
+	first := mcp.NewHost(mcp.HostConfig{CacheDir: cache})
+	if _, _, err := first.Load(context.Background(), sc); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+
+	h := mcp.NewHost(mcp.HostConfig{CacheDir: cache})
+	defer h.Close()
+	tools, _, err := h.Load(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := h.Servers()[0]; st.State != mcp.StateIdle || st.PID != 0 || len(st.Tools) != len(tools) || len(tools) < 5 {
+		t.Fatalf("after a cached load: %+v", st)
+	}
+	var echo kernel.Tool
+	for _, tl := range tools {
+		if tl.Spec().Name == "t.echo" {
+			echo = tl
+		}
+	}
+	if res, err := call(t, echo, `{"text":"lazy"}`); err != nil || res.Content != "lazy" {
+		t.Fatalf("first call: %q %v", res.Content, err)
+	}
+	if st := h.Servers()[0]; st.State != mcp.StateRunning || st.PID == 0 {
+		t.Errorf("after the first call: %+v", st)
+	}
+}

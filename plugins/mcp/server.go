@@ -49,6 +49,7 @@ type server struct {
 	lastError string
 	openUntil time.Time
 	closed    bool
+	verify    bool // tools came from the cache: list again once connected
 	// listed and problems are the last tool list: registered and left out.
 	listed   []ToolStatus
 	problems []Problem
@@ -68,7 +69,7 @@ func newServer(h *Host, cfg ServerConfig) *server {
 	s.stderr = &stderrLog{log: s.log}
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "agentkernel", Version: "1"}, &mcp.ClientOptions{
 		Capabilities:                &mcp.ClientCapabilities{}, // no roots, sampling or elicitation
-		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.h.refreshLater(s) },
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.h.refreshLater(s, false) },
 		ProgressNotificationHandler: s.onProgress,
 	})
 	return s
@@ -212,6 +213,10 @@ func (s *server) install(sess *mcp.ClientSession, pid int, start time.Time) *mcp
 	gone := make(chan struct{})
 	s.sess, s.gone, s.pid, s.state = sess, gone, pid, StateRunning
 	s.log.Debug("mcp server connected", "pid", pid, "in", time.Since(start))
+	if s.verify {
+		s.verify = false
+		s.h.refreshLater(s, true)
+	}
 	s.h.wg.Add(1)
 	go func() {
 		defer s.h.wg.Done()

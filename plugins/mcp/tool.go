@@ -17,17 +17,34 @@ import (
 // listTools lists the server's tools (connecting if needed, every page)
 // and converts those the allowlist admits.
 func (s *server) listTools(ctx context.Context) ([]kernel.Tool, []Problem, error) {
-	sess, err := s.session(ctx)
+	remote, err := s.fetchTools(ctx)
 	if err != nil {
 		return nil, nil, err
+	}
+	s.h.writeCache(s.cfg, remote)
+	tools, problems := s.convertAll(remote)
+	return tools, problems, nil
+}
+
+// fetchTools lists the server's tools, every page, connecting if needed.
+func (s *server) fetchTools(ctx context.Context) ([]*mcp.Tool, error) {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var remote []*mcp.Tool
 	for t, err := range sess.Tools(ctx, nil) {
 		if err != nil {
-			return nil, nil, fmt.Errorf("mcp server %s: list tools: %w", s.cfg.Name, err)
+			return nil, fmt.Errorf("mcp server %s: list tools: %w", s.cfg.Name, err)
 		}
 		remote = append(remote, t)
 	}
+	return remote, nil
+}
+
+// convertAll converts the tools the allowlist admits and records them
+// (and the ones left out) for Servers.
+func (s *server) convertAll(remote []*mcp.Tool) ([]kernel.Tool, []Problem) {
 	var (
 		tools    []kernel.Tool
 		problems []Problem
@@ -61,7 +78,7 @@ func (s *server) listTools(ctx context.Context) ([]kernel.Tool, []Problem, error
 	s.mu.Lock()
 	s.listed, s.problems = listed, problems
 	s.mu.Unlock()
-	return tools, problems, nil
+	return tools, problems
 }
 
 // convert makes a kernel tool of a server's tool.
