@@ -18,6 +18,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -108,6 +109,10 @@ func main() {
 				for i := 1; i <= 2; i++ {
 					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Message: "step", Progress: float64(i), Total: 2})
 				}
+				// The client handles notifications on its own goroutine and
+				// drops progress that arrives after the result: leave it
+				// time to handle these first.
+				time.Sleep(500 * time.Millisecond)
 			}
 			return text("done"), nil
 		})
