@@ -253,7 +253,7 @@ func (k *Kernel) Compact(ctx context.Context, sessionID string) (*Compaction, er
 	if err != nil {
 		return nil, err
 	}
-	r.setTools(k.allSpecs)
+	r.setTools(k.cfg.Tools.view())
 	cc := k.cfg.Context.withDefaults(k.cfg.ContextWindow)
 	if err := r.compact(ctx, cc, true); err != nil {
 		if errors.Is(err, errNothingToCompact) {

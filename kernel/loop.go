@@ -118,6 +118,9 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	if ctx.Err() != nil {
 		return r.done(ctx, StopCancelled, "")
 	}
+	if _, direct := r.meta.Labels[LabelDirect]; direct {
+		return r.done(ctx, StopCompleted, out.msg.Content) // no model to continue with
+	}
 	return r.loop(ctx)
 }
 
@@ -182,7 +185,7 @@ func (r *run) nextTurn() {
 
 // surface returns the tools offered in this generation.
 func (r *run) surface(ctx context.Context) []ToolSpec {
-	all := r.k.allSpecs
+	all := r.k.cfg.Tools.view()
 	if r.k.cfg.Policy == nil || len(all) == 0 {
 		return all
 	}

@@ -103,6 +103,7 @@ type ToolsConfig struct {
 	Builtin builtin.Config `yaml:"builtin"`
 	Plugins yaml.Node      `yaml:"plugins"`
 	WASM    yaml.Node      `yaml:"wasm"`
+	MCP     yaml.Node      `yaml:"mcp"`
 }
 
 // ConfigError is a configuration problem with its place.
