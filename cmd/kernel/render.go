@@ -21,6 +21,9 @@ type renderer struct {
 	color          bool
 	midLine        bool // stdout holds a partial line
 	wroteAnswer    bool
+	// scrub redacts credentials in everything written (default: the
+	// default scrubber); startKernel sets the configured one.
+	scrub func(string) string
 
 	mu                 sync.Mutex
 	spin               bool // show a spinner while the model thinks
@@ -58,7 +61,7 @@ func (r *renderer) note(format string, args ...any) {
 		return
 	}
 	r.endLine()
-	fmt.Fprintf(r.stderr, format+"\n", args...)
+	io.WriteString(r.stderr, r.scrubString(fmt.Sprintf(format+"\n", args...)))
 }
 
 func (r *renderer) endLine() {
@@ -81,7 +84,7 @@ func (r *renderer) event(e kernel.Event) {
 	}
 	if r.events != nil {
 		if b, err := kernel.MarshalEvent(e); err == nil {
-			r.events.Write(append(b, '\n'))
+			r.events.Write(append(r.scrubBytes(b), '\n'))
 		}
 	}
 	switch e := e.(type) {

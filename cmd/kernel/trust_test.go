@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentkernel/agentkernel/kernel/provider/openai/openaitest"
 )
 
 // writeFiles writes name → body under dir and returns dir.
@@ -49,5 +51,51 @@ func TestBuiltinEnableEmpty(t *testing.T) {
 	}
 	if strings.Contains(out, "run_command") || strings.Contains(out, "write_file") {
 		t.Fatalf("default offers a write tool:\n%s", out)
+	}
+}
+
+// fakeKey is shaped like an OpenAI project key; it is random, not real.
+const fakeKey = "sk-proj-Qm7vT2xLp9RkW4nZc8YhJ3bFd6GsA1eU5oNiXy0VtKqMwP"
+
+// TestProviderErrorScrubbed: a model server that echoes the key in its
+// error body does not get it printed, returned or written to the events.
+func TestProviderErrorScrubbed(t *testing.T) {
+	srv := openaitest.NewServer(t, openaitest.Error(401, "Incorrect API key provided: "+fakeKey+". You can find your API key at https://example.invalid."))
+	t.Setenv("AGENTKERNEL_TEST_KEY", fakeKey)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	out, errOut, err := cli(t, "run", "--provider", "openai", "--base-url", srv.URL(), "--api-key-env", "AGENTKERNEL_TEST_KEY",
+		"--model", "gpt-test", "--workspace", "../../examples/demo/workspace", "--store", t.TempDir(), "--events", events, "hi")
+	if err == nil {
+		t.Fatal("the run succeeded against a 401")
+	}
+	ev, rerr := os.ReadFile(events)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	for what, s := range map[string]string{"error": err.Error(), "stdout": out, "stderr": errOut, "events": string(ev)} {
+		if strings.Contains(s, fakeKey) || strings.Contains(s, fakeKey[8:30]) {
+			t.Errorf("%s carries the key:\n%s", what, s)
+		}
+	}
+	if !strings.Contains(string(ev), "run.failed") || !strings.Contains(err.Error(), "[REDACTED") {
+		t.Fatalf("error %q, events:\n%s", err, ev)
+	}
+	if fi, err := os.Stat(events); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("events file mode %v, %v; want 0600", fi.Mode(), err)
+	}
+}
+
+// TestAPIKeyFlagNotEchoed: a key passed by mistake to --api-key-env is
+// refused without being echoed.
+func TestAPIKeyFlagNotEchoed(t *testing.T) {
+	_, errOut, err := cli(t, "run", "--provider", "openai", "--api-key-env", fakeKey, "--store", t.TempDir(), "hi")
+	if err == nil {
+		t.Fatal("accepted a key as a variable name")
+	}
+	if strings.Contains(err.Error()+errOut, fakeKey[3:20]) {
+		t.Fatalf("the key was echoed: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(err.Error(), "--api-key-env") {
+		t.Fatalf("error does not name the flag: %v", err)
 	}
 }

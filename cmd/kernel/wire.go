@@ -66,7 +66,7 @@ func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
 // newLogger is the CLI's logger: warnings and errors on stderr, more with
 // KERNEL_LOG=debug.
 func newLogger(stderr io.Writer) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "kernel", Output: stderr, Level: hclog.LevelFromString(envOr("KERNEL_LOG", "warn"))})
+	return hclog.New(&hclog.LoggerOptions{Name: "kernel", Output: scrubWriter{stderr}, Level: hclog.LevelFromString(envOr("KERNEL_LOG", "warn"))})
 }
 
 // startKernel builds the whole kernel from the flags: tools, hooks and
@@ -98,6 +98,9 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 		a.Close()
 		return nil, nil, err
 	}
+	r.mu.Lock()
+	r.scrub = a.scrub
+	r.mu.Unlock()
 	for _, n := range a.warnings {
 		r.event(n)
 	}
@@ -113,7 +116,7 @@ func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string
 	case "-":
 		ev = env.stderr
 	default:
-		f, err := os.Create(events)
+		f, err := createPrivate(events)
 		if err != nil {
 			return fmt.Errorf("--events: %w", err)
 		}
