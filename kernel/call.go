@@ -22,6 +22,7 @@ type Call struct {
 	// origPaths maps a path-shaped argument to what the model typed when
 	// the kernel resolved it to a different real path (see PathResolver).
 	origPaths map[string]string
+	touched   []string
 
 	value    map[string]any
 	decision *Decision
@@ -81,6 +82,7 @@ func (c *Call) SetArgs(args json.RawMessage) error {
 		return err
 	}
 	c.args, c.value = args, v
+	c.resolvePaths()
 	return nil
 }
 

@@ -163,6 +163,7 @@ func (r *run) prepare(tc ToolCall, args json.RawMessage, approved bool) prepared
 			break
 		}
 		p.call = &Call{id: tc.ID, spec: e.spec, tool: e.tool, args: args, st: &r.st, approved: approved, value: v, validate: e.validate, emit: k.emit}
+		p.call.resolvePaths()
 	}
 	return p
 }
@@ -276,6 +277,7 @@ func (r *run) offeredNames() string {
 func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 	if k.cfg.Policy != nil && !c.approved {
 		d := k.cfg.Policy.Decide(ctx, c.st, c)
+		c.noteResolved(&d)
 		c.decision = &d
 		k.emitIf(func() Event { return PolicyDecided{CallID: c.id, Tool: c.spec.Name, Decision: d} })
 		switch d.Effect {

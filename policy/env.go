@@ -165,6 +165,9 @@ func (e *Env) fillCall(c *kernel.Call, ex *extractor) {
 	args := c.Value()
 	e.Call = CallEnv{ID: c.ID(), Tool: c.Tool().Name, Args: args}
 	ex.extract(args, &e.Call)
+	for _, p := range c.TouchedPaths() {
+		e.Call.Paths = append(e.Call.Paths, cleanPath(p))
+	}
 }
 
 // cleanPath normalises a path argument so that prefix tests cannot be
