@@ -26,14 +26,15 @@ var defaultsYAML []byte
 // Config is kernel.yaml, decoded after validation against
 // schemas/config.schema.json.
 type Config struct {
-	Model        ModelConfig  `yaml:"model"`
-	SystemPrompt string       `yaml:"system_prompt"`
-	Workspace    string       `yaml:"workspace"`
-	Limits       LimitsConfig `yaml:"limits"`
-	Store        yaml.Node    `yaml:"store"`
-	Policy       yaml.Node    `yaml:"policy"`
-	Tools        ToolsConfig  `yaml:"tools"`
-	Hooks        yaml.Node    `yaml:"hooks"`
+	Model        ModelConfig    `yaml:"model"`
+	SystemPrompt string         `yaml:"system_prompt"`
+	Workspace    string         `yaml:"workspace"`
+	Limits       LimitsConfig   `yaml:"limits"`
+	Store        yaml.Node      `yaml:"store"`
+	Policy       yaml.Node      `yaml:"policy"`
+	Tools        ToolsConfig    `yaml:"tools"`
+	Hooks        yaml.Node      `yaml:"hooks"`
+	Security     SecurityConfig `yaml:"security"`
 
 	// dir is the directory relative paths are resolved against: the config
 	// file's, or the working directory without one.
@@ -133,6 +134,7 @@ var pathFields = []string{
 	"workspace", "model.script", "store.dir", "policy.file", "policy.decision_log",
 	"tools.plugins.*.path", "tools.plugins.*.dir",
 	"tools.wasm.*.path", "tools.wasm.*.grants.fs.*.host",
+	"security.allow_writable.*",
 }
 
 // absolutize rewrites the path fields of one layer's document.

@@ -77,6 +77,9 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := cfg.checkProtected(); err != nil {
+		return nil, nil, err
+	}
 	a, err := newApp(ctx, cfg, env.stderr)
 	if err != nil {
 		return nil, nil, err
@@ -173,6 +176,7 @@ func (a *app) loadTools(ctx context.Context) error {
 func (a *app) loadBuiltins() error {
 	b := a.cfg.Tools.Builtin
 	b.Root = a.cfg.path(a.cfg.Workspace)
+	b.Protected = a.cfg.protectedPaths()
 	tools, closer, err := builtin.New(b)
 	if err != nil {
 		return fmt.Errorf("%s: tools.builtin: %w", a.cfg.source(), err)

@@ -81,6 +81,11 @@ type Config struct {
 	// Nil (the key omitted) means PATH, HOME and LANG; an empty, non-nil
 	// list means no variables at all.
 	CommandEnv []string `yaml:"command_env"`
+	// Protected are host paths (files or directories) write_file and
+	// edit_file refuse to change, wherever the model's path leads: the
+	// kernel's own files (policy, configuration, hooks, store). Set by the
+	// kernel, not by configuration.
+	Protected []string `yaml:"-"`
 }
 
 // Tool names, in the order New returns them.
@@ -166,6 +171,9 @@ type workspace struct {
 	maxFile        int
 	commandTimeout time.Duration
 	commandEnv     []string
+	// protected are the Config.Protected paths inside the root, real and
+	// relative to it.
+	protected []string
 	// writeMu serialises write_file and edit_file so an edit's
 	// read-modify-write never interleaves with another write.
 	writeMu sync.Mutex
@@ -216,6 +224,7 @@ func newWorkspace(cfg Config) (*workspace, error) {
 		return nil, fmt.Errorf("builtin: open root %q: %w", cfg.Root, err)
 	}
 	return &workspace{
+		protected:      protectedInside(dir, cfg.Protected),
 		root:           root,
 		dir:            dir,
 		maxRead:        orDefault(cfg.MaxReadBytes, DefaultMaxReadBytes),

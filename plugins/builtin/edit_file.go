@@ -69,6 +69,9 @@ func (t *EditFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Result
 	}
 	t.ws.writeMu.Lock()
 	defer t.ws.writeMu.Unlock()
+	if err := t.ws.refuseProtected("edit", p); err != nil {
+		return kernel.Result{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return kernel.Result{}, fmt.Errorf("edit %q: %w", p, err)
 	}

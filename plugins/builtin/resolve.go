@@ -3,6 +3,7 @@ package builtin
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
 	"path/filepath"
@@ -170,3 +171,49 @@ var (
 	_ kernel.PathResolver = (*WriteFile)(nil)
 	_ kernel.PathResolver = (*EditFile)(nil)
 )
+
+// protectedInside returns the protected paths that lie inside dir, real
+// (symbolic links resolved as far as they exist) and relative to it.
+func protectedInside(dir string, protected []string) []string {
+	realDir := realHostPath(dir)
+	var out []string
+	for _, p := range protected {
+		rel, err := filepath.Rel(realDir, realHostPath(p))
+		if err == nil && filepath.IsLocal(rel) {
+			out = append(out, filepath.ToSlash(rel))
+		}
+	}
+	return out
+}
+
+// realHostPath is p with symbolic links resolved as far as it exists.
+func realHostPath(p string) string {
+	p = filepath.Clean(p)
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	dir, base := filepath.Split(p)
+	if d := filepath.Clean(dir); dir == "" || d == p {
+		return p
+	} else {
+		return filepath.Join(realHostPath(d), base)
+	}
+}
+
+// refuseProtected fails a write whose real target is one of the kernel's
+// own files, or inside one of its directories.
+func (w *workspace) refuseProtected(verb, p string) error {
+	if len(w.protected) == 0 {
+		return nil
+	}
+	real, ok := w.resolve(p)
+	if !ok {
+		return nil // the write itself refuses a path that leaves the root
+	}
+	for _, q := range w.protected {
+		if real == q || strings.HasPrefix(real, q+"/") {
+			return fmt.Errorf("%s %q: it is one of the kernel's own files (%s); tools may never change it", verb, p, q)
+		}
+	}
+	return nil
+}

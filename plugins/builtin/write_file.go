@@ -67,6 +67,9 @@ func (t *WriteFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Resul
 	}
 	t.ws.writeMu.Lock()
 	defer t.ws.writeMu.Unlock()
+	if err := t.ws.refuseProtected("write", p); err != nil {
+		return kernel.Result{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return kernel.Result{}, fmt.Errorf("write %q: %w", p, err)
 	}
