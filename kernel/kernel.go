@@ -67,6 +67,8 @@ type Config struct {
 	OnEvent func(Event)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Context, when set, is recorded in every new session's metadata.
+	Context *SessionContext
 }
 
 // Kernel runs the agent loop. It is safe for concurrent use by runs of

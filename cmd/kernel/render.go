@@ -24,6 +24,9 @@ type renderer struct {
 	// scrub redacts credentials in everything written (default: the
 	// default scrubber); startKernel sets the configured one.
 	scrub func(string) string
+	// store is the session store's directory when it is not the default
+	// one: the approval hint must name it to work as printed.
+	store string
 
 	mu                 sync.Mutex
 	spin               bool // show a spinner while the model thinks
@@ -122,8 +125,9 @@ func (r *renderer) event(e kernel.Event) {
 		}
 	case kernel.ApprovalRequired:
 		a := e.Approval
-		r.note("%s %s %s — %s\n  approve: kernel approve %s    reject: kernel reject %s",
-			r.paint("33;1", "approval required:"), a.Call.Name, clip(string(a.Args), 100), a.Message, a.SessionID, a.SessionID)
+		r.note("%s %s — %s\n%s  approve: %s    reject: %s",
+			r.paint("33;1", "approval required:"), a.Call.Name, a.Message, indent(describeApproval(&a, nil)),
+			resumeHint("approve", a.SessionID, r.store), resumeHint("reject", a.SessionID, r.store))
 	case kernel.ApprovalResolved:
 		verb := "rejected"
 		if e.Approved {

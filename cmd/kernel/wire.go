@@ -103,6 +103,9 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 	}
 	r.mu.Lock()
 	r.scrub = a.scrub
+	if sc, err := cfg.storeConfig(); err == nil && sc.Kind != "memory" {
+		r.store = storeHint(sc.Dir)
+	}
 	r.mu.Unlock()
 	for _, n := range a.warnings {
 		r.event(n)
@@ -227,5 +230,6 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		ContextWindow: a.cfg.Model.ContextWindow,
 		ApprovalTTL:   a.cfg.Limits.ApprovalTTL,
 		OnEvent:       onEvent,
+		Context:       a.sessionContext(),
 	})
 }
