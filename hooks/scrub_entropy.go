@@ -48,7 +48,7 @@ func (f *finder) highEntropy() {
 func (f *finder) entropyToken(s, e int) {
 	t := f.text
 	core := strings.TrimRight(t[s:e], "=")
-	if f.isQuiet(s) || publicFormat(t, s, core) || blobLine(t, s, e) {
+	if f.isQuiet(s) || publicFormat(t, s, core) || blobLine(t, s, e) || benignBase64(t[s:e]) {
 		return
 	}
 	if !structured(core) {
