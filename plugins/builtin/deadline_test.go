@@ -92,3 +92,20 @@ func TestSearchReadChecksContext(t *testing.T) {
 		t.Fatalf("readFull of an endless file after cancellation: err = %v", err)
 	}
 }
+
+// TestWriteChecksContextPerChunk: a write cut by the deadline stops between
+// chunks and says the file is incomplete.
+func TestWriteChecksContextPerChunk(t *testing.T) {
+	e := newEnv(t, Config{})
+	root, err := os.OpenRoot(e.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err = writeRegular(ctx, root, "big.txt", make([]byte, 3*readChunk))
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "incomplete") {
+		t.Fatalf("write under a cancelled context: %v", err)
+	}
+}
