@@ -125,7 +125,7 @@ func (r *renderer) event(e kernel.Event) {
 		}
 	case kernel.ApprovalRequired:
 		a := e.Approval
-		r.note("%s %s — %s\n%s  approve: %s    reject: %s",
+		r.note("%s %s — %s\n%s\n  approve: %s    reject: %s",
 			r.paint("33;1", "approval required:"), a.Call.Name, a.Message, indent(describeApproval(&a, nil)),
 			resumeHint("approve", a.SessionID, r.store), resumeHint("reject", a.SessionID, r.store))
 	case kernel.ApprovalResolved:
