@@ -2,11 +2,8 @@ package hooks
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
-
-	"gopkg.in/yaml.v3"
 )
 
 // covered reports whether the findings cover every byte of every
@@ -41,16 +38,7 @@ func covered(found []Finding, text, secret string) bool {
 // class, at least 97% recall and 97% precision overall, and no partial
 // redaction (a secret counts as found only when all of it is covered).
 func TestScrubberUnseenCorpus(t *testing.T) {
-	data, err := os.ReadFile("testdata/scrub_unseen.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c corpus
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		t.Fatalf("testdata/scrub_unseen.yaml: %v", err)
-	}
+	c := loadCorpusFile(t, "testdata/scrub_unseen.yaml")
 	classes := map[string]bool{}
 	for _, e := range c.Secrets {
 		classes[e.Class] = true

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/agentkernel/agentkernel/plugins/builtin"
 )
 
 // SecurityConfig is the security section of kernel.yaml.
@@ -173,17 +175,7 @@ func (cfg *Config) protectedPaths() []string {
 }
 
 // realPath is p with symbolic links resolved as far as it exists.
-func realPath(p string) string {
-	p = filepath.Clean(p)
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	dir, base := filepath.Split(p)
-	if dir == "" || filepath.Clean(dir) == p {
-		return p
-	}
-	return filepath.Join(realPath(filepath.Clean(dir)), base)
-}
+func realPath(p string) string { return builtin.RealPath(p) }
 
 // within reports whether p is dir or below it.
 func within(p, dir string) bool {

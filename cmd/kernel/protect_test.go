@@ -7,9 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/agentkernel/agentkernel/kernel"
 )
 
 // TestSelfRewriteRefusedAtStart: with kernel.yaml and the policy inside a
@@ -86,23 +83,9 @@ func TestSelfRewriteRefusedAtReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	reloads := make(chan kernel.ConfigReloaded, 10)
-	a.sink = func(e kernel.Event) {
-		if r, ok := e.(kernel.ConfigReloaded); ok {
-			reloads <- r
-		}
-	}
-	if err := a.watchConfig(); err != nil {
-		t.Fatal(err)
-	}
+	wait := watchReloads(t, a)
 	write(base + "hooks:\n  rules:\n    - name: second\n      phase: before\n      command: {argv: [" + filepath.Join(ws, "hook.sh") + "]}\n")
-	var r kernel.ConfigReloaded
-	select {
-	case r = <-reloads:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no config.reloaded event")
-	}
-	if !strings.Contains(r.Error, "the script of hook second") || !strings.Contains(r.Error, "allow_writable") {
+	if r := wait(); !strings.Contains(r.Error, "the script of hook second") || !strings.Contains(r.Error, "allow_writable") {
 		t.Fatalf("reload event %+v", r)
 	}
 	if n := a.chain.Config().Rules[0].Name; n != "first" {

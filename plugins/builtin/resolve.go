@@ -175,10 +175,10 @@ var (
 // protectedInside returns the protected paths that lie inside dir, real
 // (symbolic links resolved as far as they exist) and relative to it.
 func protectedInside(dir string, protected []string) []string {
-	realDir := realHostPath(dir)
+	realDir := RealPath(dir)
 	var out []string
 	for _, p := range protected {
-		rel, err := filepath.Rel(realDir, realHostPath(p))
+		rel, err := filepath.Rel(realDir, RealPath(p))
 		if err == nil && filepath.IsLocal(rel) {
 			out = append(out, filepath.ToSlash(rel))
 		}
@@ -186,8 +186,9 @@ func protectedInside(dir string, protected []string) []string {
 	return out
 }
 
-// realHostPath is p with symbolic links resolved as far as it exists.
-func realHostPath(p string) string {
+// RealPath is the host path p with symbolic links resolved as far as it
+// exists (the missing tail is kept as written).
+func RealPath(p string) string {
 	p = filepath.Clean(p)
 	if r, err := filepath.EvalSymlinks(p); err == nil {
 		return r
@@ -196,7 +197,7 @@ func realHostPath(p string) string {
 	if d := filepath.Clean(dir); dir == "" || d == p {
 		return p
 	} else {
-		return filepath.Join(realHostPath(d), base)
+		return filepath.Join(RealPath(d), base)
 	}
 }
 
