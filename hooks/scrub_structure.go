@@ -6,66 +6,112 @@ import (
 )
 
 // Structure-aware detectors: credentials recognised by where they stand in
-// a command line or a call, not by their own shape.
+// a command line or a call, not by their own shape. Each regular
+// expression is anchored and run only where a cheap literal search found
+// its start, so the scan stays linear and fast on large outputs.
 var (
-	// curl -u user:pass, --user user:pass, --user=user:pass (also wget,
-	// http, git credential helpers): the part after the first ':'.
-	userFlagRE = regexp.MustCompile(`(?:^|[\s'"])(?:-u|--user|--proxy-user|-U)(?:=|[ \t]+)['"]?([^\s:'"]{1,256}):([^\s'"]{1,512})`)
-	// mysql -pSECRET (no space: the password is attached to -p).
-	mysqlRE = regexp.MustCompile(`\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n]*?\s-p([^\s'"]{1,512})`)
-	// sshpass -p SECRET.
-	sshpassRE = regexp.MustCompile(`\bsshpass\s+-p\s*['"]?([^\s'"]{1,512})`)
-	// A call whose first argument names a secret and whose second is a
-	// literal default: getenv("API_TOKEN", "value").
-	defaultArgRE = regexp.MustCompile(`\(\s*["']([A-Za-z0-9_.\-]{2,64})["']\s*,\s*["']([^"'\n]{4,512})["']\s*\)`)
+	// After "-u", "--user", "--proxy-user" or "-U": user:pass (the part
+	// after the first ':' is the secret).
+	userValueRE = regexp.MustCompile(`^(?:=|[ \t]+)['"]?[^\s:'"]{1,256}:([^\s'"]{1,512})`)
+	// After "mysql" (and friends) on the same line: " -pSECRET".
+	mysqlPassRE = regexp.MustCompile(`^[^\n]{0,512}?\s-p([^\s'"]{1,512})`)
+	// After "sshpass": " -p SECRET".
+	sshpassRE = regexp.MustCompile(`^\s+-p\s*['"]?([^\s'"]{1,512})`)
+	// After "(": "NAME", "literal default").
+	defaultArgRE = regexp.MustCompile(`^\(\s*["']([A-Za-z0-9_.\-]{2,64})["']\s*,\s*["']([^"'\n]{4,512})["']\s*\)`)
 	// Twilio-style pairs: an account id (AC + 32 hex) with a 32-hex secret
 	// near it.
-	twilioSIDRE = regexp.MustCompile(`\bAC[0-9a-f]{32}\b`)
-	hex32RE     = regexp.MustCompile(`\b[0-9a-f]{32}\b`)
+	hex32RE = regexp.MustCompile(`\b[0-9a-f]{32}\b`)
 )
+
+// window is t from i, at most n bytes.
+func window(t string, i, n int) string { return t[i:min(len(t), i+n)] }
+
+// eachIndex calls fn with every index of sub in t.
+func eachIndex(t, sub string, fn func(i int)) {
+	for off := 0; ; {
+		k := strings.Index(t[off:], sub)
+		if k < 0 {
+			return
+		}
+		fn(off + k)
+		off += k + len(sub)
+	}
+}
 
 // structures runs the structure-aware detectors.
 func (f *finder) structures() {
 	t := f.text
-	if strings.Contains(t, "-u") || strings.Contains(t, "-U") || strings.Contains(t, "--user") || strings.Contains(t, "--proxy-user") {
-		for _, m := range userFlagRE.FindAllStringSubmatchIndex(t, -1) {
-			if v := t[m[4]:m[5]]; !placeholder(v) {
-				f.add(m[4], m[5], "cli_credentials")
+	for _, flag := range []string{"-u", "-U", "--user", "--proxy-user"} {
+		eachIndex(t, flag, func(i int) {
+			if i > 0 && !strings.ContainsRune(" \t\n'\"", rune(t[i-1])) {
+				return // part of a longer word or flag
 			}
-		}
-	}
-	if strings.Contains(t, "-p") {
-		for _, m := range mysqlRE.FindAllStringSubmatchIndex(t, -1) {
-			if v := t[m[2]:m[3]]; len(v) >= 4 && !placeholder(v) {
-				f.add(m[2], m[3], "cli_credentials")
-			}
-		}
-		for _, m := range sshpassRE.FindAllStringSubmatchIndex(t, -1) {
-			if v := t[m[2]:m[3]]; !placeholder(v) {
-				f.add(m[2], m[3], "cli_credentials")
-			}
-		}
-	}
-	if strings.IndexByte(t, '(') >= 0 {
-		for _, m := range defaultArgRE.FindAllStringSubmatchIndex(t, -1) {
-			if keyKindOf(t[m[2]:m[3]]) == kindNone {
-				continue
-			}
-			if v := t[m[4]:m[5]]; plausibleValue(v, true, kindToken) {
-				f.add(m[4], m[5], "assignment")
-			}
-		}
-	}
-	if strings.Contains(t, "AC") {
-		for _, sid := range twilioSIDRE.FindAllStringIndex(t, -1) {
-			lo, hi := max(0, sid[0]-200), min(len(t), sid[1]+200)
-			for _, m := range hex32RE.FindAllStringIndex(t[lo:hi], -1) {
-				s, e := lo+m[0], lo+m[1]
-				if s == sid[0]+2 {
-					continue // the id's own digits
+			rest := i + len(flag)
+			if m := userValueRE.FindStringSubmatchIndex(window(t, rest, 1100)); m != nil {
+				if v := t[rest+m[2] : rest+m[3]]; !placeholder(v) {
+					f.add(rest+m[2], rest+m[3], "cli_credentials")
 				}
-				f.add(s, e, "paired_secret")
+			}
+		})
+	}
+	for _, prog := range []string{"mysql", "mariadb"} {
+		eachIndex(t, prog, func(i int) {
+			rest := i + len(prog)
+			if m := mysqlPassRE.FindStringSubmatchIndex(window(t, rest, 1100)); m != nil {
+				if v := t[rest+m[2] : rest+m[3]]; len(v) >= 4 && !placeholder(v) {
+					f.add(rest+m[2], rest+m[3], "cli_credentials")
+				}
+			}
+		})
+	}
+	eachIndex(t, "sshpass", func(i int) {
+		rest := i + len("sshpass")
+		if m := sshpassRE.FindStringSubmatchIndex(window(t, rest, 600)); m != nil {
+			if v := t[rest+m[2] : rest+m[3]]; !placeholder(v) {
+				f.add(rest+m[2], rest+m[3], "cli_credentials")
 			}
 		}
+	})
+	eachIndex(t, "(", func(i int) {
+		j := i + 1
+		for j < len(t) && (t[j] == ' ' || t[j] == '\t') {
+			j++
+		}
+		if j >= len(t) || (t[j] != '"' && t[j] != '\'') {
+			return
+		}
+		m := defaultArgRE.FindStringSubmatchIndex(window(t, i, 700))
+		if m == nil || keyKindOf(t[i+m[2]:i+m[3]]) == kindNone {
+			return
+		}
+		if v := t[i+m[4] : i+m[5]]; plausibleValue(v, true, kindToken) {
+			f.add(i+m[4], i+m[5], "assignment")
+		}
+	})
+	eachIndex(t, "AC", func(i int) {
+		if i > 0 && isAlnum(t[i-1]) || !isHexID(window(t, i+2, 33)) {
+			return
+		}
+		lo, hi := max(0, i-200), min(len(t), i+34+200)
+		for _, m := range hex32RE.FindAllStringIndex(t[lo:hi], -1) {
+			if s := lo + m[0]; s != i+2 {
+				f.add(s, lo+m[1], "paired_secret")
+			}
+		}
+	})
+}
+
+// isHexID reports 32 lowercase hex digits not followed by another
+// letter or digit.
+func isHexID(w string) bool {
+	if len(w) < 32 {
+		return false
 	}
+	for i := 0; i < 32; i++ {
+		if !isDigit(w[i]) && (w[i] < 'a' || w[i] > 'f') {
+			return false
+		}
+	}
+	return len(w) == 32 || !isAlnum(w[32])
 }
