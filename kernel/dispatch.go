@@ -154,7 +154,8 @@ func (r *run) prepare(tc ToolCall, args json.RawMessage, approved bool) prepared
 			p.err = &ToolError{Tool: tc.Name, Code: "invalid_args", Err: verr}
 			break
 		}
-		p.call = &Call{ID: tc.ID, Tool: e.spec, Args: args, State: &r.st, Approved: approved, value: v, validate: e.validate, emit: k.emit}
+		p.call = &Call{id: tc.ID, spec: e.spec, tool: e.tool, args: args, st: &r.st, approved: approved, value: v, validate: e.validate, emit: k.emit}
+		p.call.resolvePaths()
 	}
 	return p
 }
@@ -168,8 +169,8 @@ func (r *run) finish(ctx context.Context, p *prepared) (out callOut) {
 	var res Result
 	err := p.err
 	if p.call != nil {
-		res, err = k.chain.Handle(ctx, p.call)
-		out.args = p.call.Args
+		res, err = k.handle(ctx, p.call)
+		out.args = p.call.args
 	}
 	out.rec = CallRecord{ID: tc.ID, Tool: tc.Name, Args: string(out.args), Duration: time.Since(p.start)}
 	if p.call != nil {
@@ -266,10 +267,11 @@ func (r *run) offeredNames() string {
 // core is the innermost handler: the policy decision, then execution with
 // the call's deadline.
 func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
-	if k.cfg.Policy != nil && !c.Approved {
-		d := k.cfg.Policy.Decide(ctx, c.State, c)
+	if k.cfg.Policy != nil && !c.approved {
+		d := k.cfg.Policy.Decide(ctx, c.st, c)
+		c.noteResolved(&d)
 		c.decision = &d
-		k.emitIf(func() Event { return PolicyDecided{CallID: c.ID, Tool: c.Tool.Name, Decision: d} })
+		k.emitIf(func() Event { return PolicyDecided{CallID: c.id, Tool: c.spec.Name, Decision: d} })
 		switch d.Effect {
 		case EffectAllow:
 		case EffectAsk:
@@ -279,38 +281,37 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 			if d.Message != "" {
 				msg += ": " + d.Message
 			}
-			return Result{Content: msg, IsError: true}, &ToolError{Tool: c.Tool.Name, Code: "denied", Err: fmt.Errorf("%w: %s", ErrDenied, d.Message)}
+			return Result{Content: msg, IsError: true}, &ToolError{Tool: c.spec.Name, Code: "denied", Err: fmt.Errorf("%w: %s", ErrDenied, d.Message)}
 		}
 	}
-	e, ok := k.cfg.Tools.entry(c.Tool.Name)
-	if !ok { // its source withdrew it after the call was validated
-		return Result{}, &ToolError{Tool: c.Tool.Name, Code: "unknown_tool", Err: fmt.Errorf("%w %q: its source no longer offers it", ErrUnknownTool, c.Tool.Name)}
+	t := c.tool
+	if t == nil {
+		return Result{}, &ToolError{Tool: c.spec.Name, Code: "unknown_tool", Err: fmt.Errorf("%w %q: the call was not prepared by the kernel", ErrUnknownTool, c.spec.Name)}
 	}
-	t := e.tool
-	timeout := c.Tool.Timeout
+	timeout := c.spec.Timeout
 	if timeout <= 0 {
 		timeout = k.cfg.ToolTimeout
 	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if k.cfg.OnEvent != nil {
-		id, name := c.ID, c.Tool.Name
+		id, name := c.id, c.spec.Name
 		tctx = WithProgress(tctx, func(text string) { k.emit(ToolProgress{CallID: id, Tool: name, Text: text}) })
 	}
-	res, err := t.Call(tctx, c.Args)
+	res, err := t.Call(tctx, c.args)
 	if err == nil {
 		return res, nil
 	}
 	switch {
 	case ctx.Err() != nil:
-		return Result{Content: Cancelled, IsError: true}, &ToolError{Tool: c.Tool.Name, Code: "cancelled", Err: ErrCancelled}
+		return Result{Content: Cancelled, IsError: true}, &ToolError{Tool: c.spec.Name, Code: "cancelled", Err: ErrCancelled}
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
-		te := timeoutError(c.Tool.Name, timeout)
+		te := timeoutError(c.spec.Name, timeout)
 		return Result{Content: "error: " + te.Err.Error(), IsError: true}, te
 	}
 	var te *ToolError
 	if !errors.As(err, &te) {
-		te = &ToolError{Tool: c.Tool.Name, Code: "tool_error", Err: err}
+		te = &ToolError{Tool: c.spec.Name, Code: "tool_error", Err: err}
 	}
 	if res.Content == "" {
 		res.Content = "error: " + err.Error()

@@ -84,6 +84,9 @@ type Config struct {
 	// rate limits, server errors) after its retries. Each assistant message
 	// records the model that wrote it (Message.Model).
 	Fallbacks []string
+	// SessionContext, when set, is recorded in every new session's
+	// metadata.
+	SessionContext *SessionContext
 }
 
 // Kernel runs the agent loop. It is safe for concurrent use by runs of

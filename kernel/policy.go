@@ -102,6 +102,10 @@ type Decision struct {
 	Revision string        `json:"revision,omitempty"`
 	SHA256   string        `json:"sha256,omitempty"`
 	EvalTime time.Duration `json:"eval_time"`
+	// Resolved maps every path argument the kernel resolved to a different
+	// real path (a symbolic link, "..") to what the model typed; the rules
+	// judged the real path.
+	Resolved map[string]string `json:"resolved,omitempty"`
 }
 
 // BudgetPhase says when a budget is checked.

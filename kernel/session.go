@@ -33,7 +33,7 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 			r.sysN = 1
 		}
 		r.isNew = true
-		r.meta = SessionMeta{ID: NewID(), Model: k.cfg.Model, Status: StatusIdle, Created: now, Updated: now}
+		r.meta = SessionMeta{ID: NewID(), Model: k.cfg.Model, Status: StatusIdle, Created: now, Updated: now, Context: k.cfg.SessionContext}
 	} else {
 		s, err := k.cfg.Store.Load(ctx, sessionID)
 		if err != nil {

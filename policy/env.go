@@ -171,10 +171,14 @@ func (e *Env) fillTool(spec *kernel.ToolSpec) {
 // fillCall maps a call: its tool, its arguments, and the paths and command
 // the tool's schema marks (see extractor).
 func (e *Env) fillCall(c *kernel.Call, ex *extractor) {
-	e.fillTool(&c.Tool)
+	spec := c.Tool()
+	e.fillTool(&spec)
 	args := c.Value()
-	e.Call = CallEnv{ID: c.ID, Tool: c.Tool.Name, Args: args}
+	e.Call = CallEnv{ID: c.ID(), Tool: c.Tool().Name, Args: args}
 	ex.extract(args, &e.Call)
+	for _, p := range c.TouchedPaths() {
+		e.Call.Paths = append(e.Call.Paths, cleanPath(p))
+	}
 }
 
 // cleanPath normalises a path argument so that prefix tests cannot be

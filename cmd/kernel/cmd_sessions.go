@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -192,10 +193,6 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 	fmt.Fprintf(w, "created %s · updated %s · %d runs · %d turns · %d in / %d out tokens · $%.4f\n\n",
 		m.Created.Local().Format(time.DateTime), m.Updated.Local().Format(time.DateTime), m.Runs, m.Turns,
 		m.Usage.InputTokens, m.Usage.OutputTokens, m.CostUSD)
-	width := 100
-	if full {
-		width = 1 << 30
-	}
 	for _, msg := range s.Messages {
 		switch msg.Role {
 		case kernel.RoleUser:
@@ -206,7 +203,7 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 				fmt.Fprintln(w, indent(msg.Content))
 			}
 			for _, c := range msg.ToolCalls {
-				fmt.Fprintf(w, "    → %s %s\n", c.Name, clip(c.Arguments, width))
+				fmt.Fprintf(w, "    → %s\n%s", c.Name, formatArgs(json.RawMessage(c.Arguments), "        "))
 			}
 			fmt.Fprintln(w)
 		case kernel.RoleTool:
@@ -225,7 +222,12 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 	}
 	if s.Pending != nil {
 		p := s.Pending
-		fmt.Fprintf(w, "\nwaiting for approval: %s %s — %s\n  kernel approve %s    kernel reject %s\n", p.Call.Name, clip(string(p.Args), width), p.Message, m.ID, m.ID)
+		store := ""
+		if m.Context != nil {
+			store = m.Context.Store
+		}
+		fmt.Fprintf(w, "\nwaiting for approval:\n%s  approve: %s    reject: %s\n", indent(describeApproval(p, &m)),
+			resumeHint("approve", m.ID, storeHint(store)), resumeHint("reject", m.ID, storeHint(store)))
 	}
 }
 

@@ -36,6 +36,7 @@ type Config struct {
 	Hooks        yaml.Node         `yaml:"hooks"`
 	Context      ContextSection    `yaml:"context"`
 	Compaction   CompactionSection `yaml:"compaction"`
+	Security     SecurityConfig    `yaml:"security"`
 
 	// dir is the directory relative paths are resolved against: the config
 	// file's, or the working directory without one.
@@ -167,6 +168,7 @@ var pathFields = []string{
 	"workspace", "model.script", "model.catalog", "store.dir", "policy.file", "policy.decision_log",
 	"tools.plugins.*.path", "tools.plugins.*.dir",
 	"tools.wasm.*.path", "tools.wasm.*.grants.fs.*.host",
+	"security.allow_writable.*",
 }
 
 // absolutize rewrites the path fields of one layer's document.

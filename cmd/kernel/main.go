@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			return c.run(ctx, args[1:], env)
+			return scrubError(c.run(ctx, args[1:], env))
 		}
 	}
 	usage(stderr)

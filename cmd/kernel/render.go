@@ -28,6 +28,12 @@ type renderer struct {
 	reasoningLen      int
 	// onSession, when set, learns the session of every run that starts.
 	onSession func(id string)
+	// scrub redacts credentials in everything written (default: the
+	// default scrubber); startKernel sets the configured one.
+	scrub func(string) string
+	// store is the session store's directory when it is not the default
+	// one: the approval hint must name it to work as printed.
+	store string
 
 	mu                 sync.Mutex
 	spin               bool // show a spinner while the model thinks
@@ -65,7 +71,7 @@ func (r *renderer) note(format string, args ...any) {
 		return
 	}
 	r.endLine()
-	fmt.Fprintf(r.stderr, format+"\n", args...)
+	io.WriteString(r.stderr, r.scrubString(fmt.Sprintf(format+"\n", args...)))
 }
 
 func (r *renderer) endLine() {
@@ -89,7 +95,7 @@ func (r *renderer) event(e kernel.Event) {
 	}
 	if r.events != nil {
 		if b, err := kernel.MarshalEvent(e); err == nil {
-			r.events.Write(append(b, '\n'))
+			r.events.Write(append(r.scrubBytes(b), '\n'))
 		}
 	}
 	switch e := e.(type) {
@@ -134,8 +140,9 @@ func (r *renderer) event(e kernel.Event) {
 		}
 	case kernel.ApprovalRequired:
 		a := e.Approval
-		r.note("%s %s %s — %s\n  approve: kernel approve %s    reject: kernel reject %s",
-			r.paint("33;1", "approval required:"), a.Call.Name, clip(string(a.Args), 100), a.Message, a.SessionID, a.SessionID)
+		r.note("%s %s — %s\n%s\n  approve: %s    reject: %s",
+			r.paint("33;1", "approval required:"), a.Call.Name, a.Message, indent(describeApproval(&a, nil)),
+			resumeHint("approve", a.SessionID, r.store), resumeHint("reject", a.SessionID, r.store))
 	case kernel.ApprovalResolved:
 		verb := "rejected"
 		if e.Approved {

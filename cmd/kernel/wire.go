@@ -70,7 +70,7 @@ func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
 // newLogger is the CLI's logger: warnings and errors on stderr, more with
 // KERNEL_LOG=debug.
 func newLogger(stderr io.Writer) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "kernel", Output: stderr, Level: hclog.LevelFromString(envOr("KERNEL_LOG", "warn"))})
+	return hclog.New(&hclog.LoggerOptions{Name: "kernel", Output: scrubWriter{stderr}, Level: hclog.LevelFromString(envOr("KERNEL_LOG", "warn"))})
 }
 
 // startKernel builds the whole kernel from the flags: tools, hooks and
@@ -79,6 +79,9 @@ func newLogger(stderr io.Writer) hclog.Logger {
 func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer) (*app, *kernel.Kernel, error) {
 	cfg, err := cf.load()
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := cfg.checkProtected(); err != nil {
 		return nil, nil, err
 	}
 	a, err := newApp(ctx, cfg, env.stderr)
@@ -105,6 +108,12 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 		a.Close()
 		return nil, nil, err
 	}
+	r.mu.Lock()
+	r.scrub = a.scrub
+	if sc, err := cfg.storeConfig(); err == nil && sc.Kind != "memory" {
+		r.store = storeHint(sc.Dir)
+	}
+	r.mu.Unlock()
 	for _, n := range a.warnings {
 		r.event(n)
 	}
@@ -138,7 +147,7 @@ func eventsWriter(events string, stderr io.Writer) (io.Writer, func(), error) {
 	case "-":
 		return stderr, func() {}, nil
 	}
-	f, err := os.Create(events)
+	f, err := createPrivate(events)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--events: %w", err)
 	}
@@ -187,6 +196,7 @@ func (a *app) loadTools(ctx context.Context) error {
 func (a *app) loadBuiltins() error {
 	b := a.cfg.Tools.Builtin
 	b.Root = a.cfg.path(a.cfg.Workspace)
+	b.Protected = a.cfg.protectedPaths()
 	tools, closer, err := builtin.New(b)
 	if err != nil {
 		return fmt.Errorf("%s: tools.builtin: %w", a.cfg.source(), err)
@@ -232,24 +242,25 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		}
 	}
 	return kernel.New(kernel.Config{
-		Provider:      prov,
-		Store:         a.store,
-		Tools:         a.tools,
-		Policy:        a.policy,
-		Hooks:         a.hooks,
-		Model:         a.cfg.Model.Name,
-		SystemPrompt:  a.cfg.SystemPrompt,
-		MaxTurns:      a.cfg.Limits.MaxTurns,
-		ModelTimeout:  a.cfg.Model.Timeout,
-		ToolTimeout:   a.cfg.Limits.ToolTimeout,
-		Prices:        ms.prices,
-		ContextWindow: ms.window,
-		Tokenizer:     ms.tokenizer,
-		Context:       a.cfg.contextConfig(),
-		Inbox:         a.queue,
-		ApprovalTTL:   a.cfg.Limits.ApprovalTTL,
-		OnEvent:       onEvent,
-		Retry:         retryPolicy(a.cfg.Model.Retry),
-		Fallbacks:     a.cfg.Model.Fallbacks,
+		Provider:       prov,
+		Store:          a.store,
+		Tools:          a.tools,
+		Policy:         a.policy,
+		Hooks:          a.hooks,
+		Model:          a.cfg.Model.Name,
+		SystemPrompt:   a.cfg.SystemPrompt,
+		MaxTurns:       a.cfg.Limits.MaxTurns,
+		ModelTimeout:   a.cfg.Model.Timeout,
+		ToolTimeout:    a.cfg.Limits.ToolTimeout,
+		Prices:         ms.prices,
+		ContextWindow:  ms.window,
+		Tokenizer:      ms.tokenizer,
+		Context:        a.cfg.contextConfig(),
+		Inbox:          a.queue,
+		ApprovalTTL:    a.cfg.Limits.ApprovalTTL,
+		OnEvent:        onEvent,
+		Retry:          retryPolicy(a.cfg.Model.Retry),
+		Fallbacks:      a.cfg.Model.Fallbacks,
+		SessionContext: a.sessionContext(),
 	})
 }
