@@ -202,9 +202,9 @@ func TestLimits(t *testing.T) {
 	}{
 		{"cpu spin", func(g *sandbox.Grant) { g.CPU = sandbox.Duration(time.Second) }, []string{"sh", "-c", "while :; do :; done"}, "cpu"},
 		{"memory bomb", func(g *sandbox.Grant) { g.MemoryMB = 256 },
-			[]string{py, "-c", "x=[]\nwhile True: x.append(bytearray(1<<20))"}, "memory_mb"},
+			[]string{py, "-c", "x=[]\nwhile True: x.append(bytearray(8<<20))"}, "memory_mb"},
 		{"fork bomb", func(g *sandbox.Grant) { g.MaxProcs = 20 },
-			[]string{"sh", "-c", "i=0; while [ $i -lt 1000 ]; do sleep 600 & i=$((i+1)); done; exit 1"}, "max_procs"},
+			[]string{"sh", "-c", "i=0; while [ $i -lt 400 ]; do sleep 600 & i=$((i+1)); done; exit 1"}, "max_procs"},
 		{"wall clock", func(g *sandbox.Grant) { g.Timeout = sandbox.Duration(500 * time.Millisecond) }, []string{"sleep", "600"}, "timeout"},
 	}
 	for _, c := range cases {

@@ -68,7 +68,7 @@ func Command(ctx context.Context, g Grant, argv []string) (*Cmd, error) {
 	}
 	lim := g.limits()
 	sp := spec{
-		Argv: argv, Net: g.Net,
+		Argv: argv, Net: g.Net, HostPATH: os.Getenv("PATH"),
 		MountNS:     rep.Has(LayerMountNS),
 		LandlockABI: rep.LandlockABI,
 		Root:        rep.Root,
@@ -216,14 +216,15 @@ func (c *Cmd) Run() error {
 	return c.Wait()
 }
 
-// Outcome is how the program ended; valid after Wait.
+// Outcome is how the program ended. Call it once the launcher has exited
+// (after Wait, or after waiting on c.Process directly).
 func (c *Cmd) Outcome() Outcome {
 	c.collect()
 	return c.outcome
 }
 
 func (c *Cmd) collect() {
-	if c.collected || c.ProcessState == nil {
+	if c.collected {
 		return
 	}
 	c.collected = true

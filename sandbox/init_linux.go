@@ -248,8 +248,15 @@ func (l *launcher) landlock() error {
 // launcher's child, watches the limits, and reports.
 func (l *launcher) run() int {
 	sp := &l.sp
+	env := os.Environ() // before PATH may be borrowed below
 	path := sp.Argv[0]
 	if !strings.Contains(path, "/") {
+		if _, ok := os.LookupEnv("PATH"); !ok {
+			// The program gets no PATH: look it up in the kernel's, as
+			// os/exec does for a Cmd with no PATH in its Env.
+			os.Setenv("PATH", sp.HostPATH)
+			defer os.Unsetenv("PATH")
+		}
 		p, err := exec.LookPath(path)
 		if err != nil {
 			l.report(Outcome{Err: fmt.Sprintf("%s: not found in the PATH the program gets (%s)", path, os.Getenv("PATH"))})
@@ -260,7 +267,7 @@ func (l *launcher) run() int {
 	// The program starts traced: it stops right after its execve, before
 	// its first instruction, and gets its RLIMIT_AS then. The launcher's
 	// own Go runtime must not live under the program's memory limit.
-	attr := &os.ProcAttr{Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+	attr := &os.ProcAttr{Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
 		Sys: &syscall.SysProcAttr{Ptrace: true}}
 	var proc *os.Process
 	var err error
@@ -302,10 +309,7 @@ func (l *launcher) run() int {
 	o := Outcome{Exited: ws.Exited(), ExitCode: ws.ExitStatus(), Known: true}
 	code := ws.ExitStatus()
 	if ws.Signaled() {
-		o.Signal = unix.SignalName(ws.Signal())
-		if o.Signal == "" {
-			o.Signal = ws.Signal().String()
-		}
+		o.Signal = ws.Signal().String()
 		code = 128 + int(ws.Signal())
 	}
 	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())

@@ -16,6 +16,8 @@ type spec struct {
 	// exit, instead of running a program.
 	Probe bool     `json:"probe,omitempty"`
 	Argv  []string `json:"argv,omitempty"`
+	// HostPATH finds argv[0] when the program's environment has no PATH.
+	HostPATH string `json:"host_path,omitempty"`
 	// Rules are the resolved fs grant; BindRO the ro rules nested in rw
 	// ones, made read-only with bind mounts.
 	Rules  []specRule `json:"rules,omitempty"`
