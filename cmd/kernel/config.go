@@ -26,14 +26,15 @@ var defaultsYAML []byte
 // Config is kernel.yaml, decoded after validation against
 // schemas/config.schema.json.
 type Config struct {
-	Model        ModelConfig  `yaml:"model"`
-	SystemPrompt string       `yaml:"system_prompt"`
-	Workspace    string       `yaml:"workspace"`
-	Limits       LimitsConfig `yaml:"limits"`
-	Store        yaml.Node    `yaml:"store"`
-	Policy       yaml.Node    `yaml:"policy"`
-	Tools        ToolsConfig  `yaml:"tools"`
-	Hooks        yaml.Node    `yaml:"hooks"`
+	Model        ModelConfig   `yaml:"model"`
+	SystemPrompt string        `yaml:"system_prompt"`
+	Workspace    string        `yaml:"workspace"`
+	Limits       LimitsConfig  `yaml:"limits"`
+	Store        yaml.Node     `yaml:"store"`
+	Policy       yaml.Node     `yaml:"policy"`
+	Tools        ToolsConfig   `yaml:"tools"`
+	Hooks        yaml.Node     `yaml:"hooks"`
+	Sandbox      SandboxConfig `yaml:"sandbox"`
 
 	// dir is the directory relative paths are resolved against: the config
 	// file's, or the working directory without one.
@@ -133,6 +134,8 @@ var pathFields = []string{
 	"workspace", "model.script", "store.dir", "policy.file", "policy.decision_log",
 	"tools.plugins.*.path", "tools.plugins.*.dir",
 	"tools.wasm.*.path", "tools.wasm.*.grants.fs.*.host",
+	"tools.builtin.command_sandbox.fs.*.path", "tools.plugins.*.sandbox.fs.*.path",
+	"hooks.rules.*.command.sandbox.fs.*.path",
 }
 
 // absolutize rewrites the path fields of one layer's document.
