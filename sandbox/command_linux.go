@@ -121,6 +121,10 @@ func newCmd(ctx context.Context, sp spec, netns bool, rep Report) (*Cmd, error) 
 	cmd.Env = []string{}
 	cmd.ExtraFiles = []*os.File{specR, statusW}
 	cmd.SysProcAttr = sysProcAttr(rep, netns)
+	// The launcher dies with the thread that started it; callers that
+	// need that (plugins) start it from a thread that lives as long as
+	// they do.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	cmd.WaitDelay = 2 * time.Second
 	return &Cmd{Cmd: cmd, status: statusR, childEnds: []*os.File{specR, statusW}}, nil
 }

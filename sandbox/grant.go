@@ -460,13 +460,34 @@ func minLimit[T int | Duration](a, b T) T {
 	return min(a, b)
 }
 
-// SystemDirs are the program and library directories a default grant
-// makes read-only: what a dynamically linked program needs to start, and
-// /etc for its configuration (resolver, locale, certificates).
+// SystemDirs are what a default grant makes read-only: the program and
+// library directories, and the parts of /etc programs need to start and
+// resolve names (not all of /etc: it holds secrets such as /etc/shadow,
+// which the sandbox's uid 0 would own when the kernel runs as root).
 func SystemDirs() []FSRule {
 	var out []FSRule
-	for _, p := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"} {
+	for _, p := range []string{"/usr", "/bin", "/sbin"} {
 		out = append(out, FSRule{Path: p, Mode: "ro", Optional: true})
+	}
+	return append(append(out, LibraryDirs()...), etcFiles()...)
+}
+
+// LibraryDirs are the shared library directories and the dynamic loader's
+// cache: what a dynamically linked binary needs to start, nothing more.
+func LibraryDirs() []FSRule {
+	var out []FSRule
+	for _, p := range []string{"/lib", "/lib32", "/lib64", "/libx32", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/etc/ld.so.cache"} {
+		out = append(out, FSRule{Path: p, Mode: "ro", Optional: true})
+	}
+	return out
+}
+
+func etcFiles() []FSRule {
+	var out []FSRule
+	for _, p := range []string{"ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "hosts", "resolv.conf",
+		"localtime", "timezone", "ssl", "ca-certificates", "pki", "alternatives", "mime.types", "protocols", "services",
+		"terminfo", "inputrc", "locale.alias", "locale.conf", "default", "environment", "profile", "bash.bashrc", "shells"} {
+		out = append(out, FSRule{Path: "/etc/" + p, Mode: "ro", Optional: true})
 	}
 	return out
 }

@@ -1,6 +1,8 @@
 package subprocess
 
 import (
+	"errors"
+
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -8,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // PluginConfig configures one subprocess plugin: an entry of the
@@ -46,6 +50,12 @@ type PluginConfig struct {
 	// Start is "lazy" (the default: the plugin starts on its first call, or
 	// at Load when its tool list is not cached yet) or "eager" (at Load).
 	Start StartMode `yaml:"start,omitempty" json:"start,omitempty"`
+	// Sandbox is the plugin's grant (package sandbox). The plugin always
+	// gets its private binary read-only, go-plugin's socket directory
+	// read-write and the system library directories read-only (see
+	// PluginGrant); everything else, network included, only if granted
+	// here. Its env is ignored: Env is the allowlist.
+	Sandbox sandbox.Grant `yaml:"sandbox,omitempty" json:"sandbox,omitempty"`
 }
 
 // RestartPolicy configures supervision. A crash is the plugin process
@@ -128,6 +138,13 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 	}
 	if c.Timeout < 0 {
 		return bad("timeout", "must not be negative")
+	}
+	if err := c.Sandbox.Validate(); err != nil {
+		var ge *sandbox.GrantError
+		if errors.As(err, &ge) {
+			return bad("sandbox."+ge.Field, "%s", ge.Msg)
+		}
+		return bad("sandbox", "%v", err)
 	}
 	switch {
 	case c.MaxOutputBytes < 0 || c.MaxOutputBytes > MaxMaxOutputBytes:
