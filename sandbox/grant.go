@@ -496,7 +496,30 @@ func etcFiles() []FSRule {
 func (g Grant) Describe() string {
 	var parts []string
 	var fs []string
+	sys := map[string]bool{}
+	for _, r := range SystemDirs() {
+		sys[r.Path] = true
+	}
+	libs := map[string]bool{}
+	for _, r := range LibraryDirs() {
+		libs[r.Path] = true
+	}
+	shownSys, shownLibs := false, false
 	for _, r := range g.FS {
+		switch {
+		case libs[r.Path] && !r.Writable():
+			if !shownLibs {
+				fs = append(fs, "<library dirs>:ro")
+				shownLibs = true
+			}
+			continue
+		case sys[r.Path] && !r.Writable():
+			if !shownSys {
+				fs = append(fs, "<system dirs>:ro")
+				shownSys = true
+			}
+			continue
+		}
 		fs = append(fs, r.Path+":"+orRO(r.Mode))
 	}
 	if len(fs) == 0 {
