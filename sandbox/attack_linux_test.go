@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/sandbox"
+	"github.com/agentkernel/agentkernel/sandbox/sandboxtest"
 )
 
 func TestMain(m *testing.M) {
@@ -121,22 +121,7 @@ func TestWritesOutsideGrantFail(t *testing.T) {
 }
 
 func TestNetwork(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("reached\n"))
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := int(sandboxtest.Listener(t))
 	py, err := exec.LookPath("/usr/bin/python3")
 	if err != nil {
 		t.Skip("needs /usr/bin/python3 for the TCP client")

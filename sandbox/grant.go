@@ -103,7 +103,8 @@ type Net struct {
 	Bind []uint16 `yaml:"bind,omitempty" json:"bind,omitempty"`
 }
 
-// Duration is a time.Duration written as a Go duration string ("30s").
+// Duration is a time.Duration written as a Go duration string ("30s",
+// "1m30s") in YAML and JSON.
 type Duration time.Duration
 
 // D returns d as a time.Duration.
@@ -113,8 +114,8 @@ func (d Duration) String() string { return time.Duration(d).String() }
 
 func parseDuration(s string) (Duration, error) {
 	v, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("%q is not a duration such as \"30s\"", s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration such as \"30s\" or \"1m30s\"", s)
 	}
 	return Duration(v), nil
 }
@@ -277,6 +278,9 @@ func (g Grant) Validate() error {
 	}
 	if g.MemoryMB > 0 && g.MemoryMB < 16 {
 		return &GrantError{Field: "memory_mb", Msg: fmt.Sprintf("%d is below the minimum of 16", g.MemoryMB)}
+	}
+	if g.CPU < 0 || g.Timeout < 0 {
+		return &GrantError{Field: "cpu/timeout", Msg: "must not be negative"}
 	}
 	if g.CPU > 0 && g.CPU < Duration(time.Second) {
 		return &GrantError{Field: "cpu", Msg: "must be at least 1s (RLIMIT_CPU counts whole seconds)"}

@@ -45,18 +45,16 @@ type sandboxToolReport struct {
 }
 
 func cmdSandbox(ctx context.Context, args []string, env *cliEnv) error {
-	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(env.stderr, sandboxUsage)
-		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-			return nil
-		}
-		return exitError{code: 2, msg: fmt.Sprintf("unknown sandbox subcommand %q", args[0])}
+	sub, args, fs, cf, ok := subcommand("sandbox", sandboxUsage, args, env)
+	if !ok {
+		return nil
 	}
-	fs := newFlagSet("sandbox check", "", env.stderr)
-	var cf commonFlags
-	cf.register(fs)
+	if sub != "check" {
+		fmt.Fprintln(env.stderr, sandboxUsage)
+		return exitError{code: 2, msg: fmt.Sprintf("unknown sandbox subcommand %q", sub)}
+	}
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parseArgs(fs, args[1:]); err != nil {
+	if _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	cfg, err := cf.load()

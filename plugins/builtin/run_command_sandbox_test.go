@@ -4,13 +4,13 @@ package builtin
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentkernel/agentkernel/sandbox"
+	"github.com/agentkernel/agentkernel/sandbox/sandboxtest"
 )
 
 // The attacks of issue 11, through run_command with its default grant.
@@ -88,22 +88,7 @@ func TestRunCommandSandboxNetwork(t *testing.T) {
 	if _, err := os.Stat(py); err != nil {
 		t.Skip("needs /usr/bin/python3 for the TCP client")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("reached\n"))
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := int(sandboxtest.Listener(t))
 	args := map[string]any{"argv": []string{py, "-c", fmt.Sprintf(
 		"import socket; s=socket.create_connection(('127.0.0.1', %d), timeout=5); print(s.recv(100).decode())", port)}}
 	e := newEnv(t, Config{})
