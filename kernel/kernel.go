@@ -54,10 +54,20 @@ type Config struct {
 	ToolTimeout time.Duration
 	// Prices price usage per model name; a model without a price costs 0.
 	Prices map[string]Price
-	// ContextWindow, in tokens, makes the loop leave the oldest exchanges out
-	// of a request that would not fit (estimated at 4 bytes a token). Zero
-	// sends the whole history.
+	// ContextWindow, in tokens, turns on context accounting: thresholds,
+	// compaction and the hard limit (see ContextConfig). Zero sends the
+	// whole history.
 	ContextWindow int
+	// Tokenizer counts tokens for the context window; nil estimates 4
+	// bytes a token, calibrated per model against the usage the server
+	// reports.
+	Tokenizer Tokenizer
+	// Context sets the warn, compact and hard thresholds and the
+	// compaction (see ContextConfig).
+	Context ContextConfig
+	// Inbox, when set, delivers messages queued for a running session at
+	// its step boundaries (see Inbox).
+	Inbox Inbox
 	// ApprovalTTL is how long a pending approval stays valid (default 24h);
 	// an expired approval counts as rejected.
 	ApprovalTTL time.Duration
@@ -67,6 +77,13 @@ type Config struct {
 	OnEvent func(Event)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Retry says how failed model calls are retried (see RetryPolicy).
+	Retry RetryPolicy
+	// Fallbacks are models tried in order when Model is unavailable (an
+	// unknown model) or keeps failing with errors a wait may fix (overload,
+	// rate limits, server errors) after its retries. Each assistant message
+	// records the model that wrote it (Message.Model).
+	Fallbacks []string
 }
 
 // Kernel runs the agent loop. It is safe for concurrent use by runs of
@@ -78,6 +95,8 @@ type Kernel struct {
 	emitMu sync.Mutex
 	// allSpecs are the registry's specs, computed once.
 	allSpecs []ToolSpec
+	retry    RetryPolicy
+	calib    calibration
 }
 
 // New checks cfg and builds a Kernel.
@@ -109,7 +128,7 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.Tools == nil {
 		cfg.Tools = NewRegistry()
 	}
-	k := &Kernel{cfg: cfg, allSpecs: cfg.Tools.Specs()}
+	k := &Kernel{cfg: cfg, allSpecs: cfg.Tools.Specs(), retry: cfg.Retry.withDefaults()}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
 		h = cfg.Hooks[i](h)

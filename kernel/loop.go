@@ -21,8 +21,7 @@ type run struct {
 	// only appends to it.
 	msgs    []Message
 	sysN    int
-	tokens  []int // estimated tokens per message of msgs, when fitting
-	tokSum  int
+	cx      *ctxState // token accounting, with Config.ContextWindow
 	st      State
 	res     RunResult
 	started time.Time
@@ -33,6 +32,8 @@ type run struct {
 	// persistCtx is the run's context without its cancellation: a
 	// cancelled run must still record how it ended.
 	persistCtx context.Context
+	// retries counts the model-call retries of this run (RetryPolicy.Budget).
+	retries int
 }
 
 // Run sends prompt to the model in the session sessionID (a new session when
@@ -123,6 +124,9 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 func (r *run) loop(ctx context.Context) (*RunResult, error) {
 	k := r.k
 	for {
+		if _, err := r.steer(ctx); err != nil {
+			return r.fail(ctx, err)
+		}
 		if res, err, stop := r.checkBudget(ctx, BeforeModel); stop {
 			return res, err
 		}
@@ -144,7 +148,15 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 		}
 		r.completed(resp)
 		if final {
-			return r.done(ctx, StopCompleted, resp.Message.Content)
+			// A message queued while the model answered is the next step.
+			if more, err := r.steer(ctx); err != nil || !more {
+				if err != nil {
+					return r.fail(ctx, err)
+				}
+				return r.done(ctx, StopCompleted, resp.Message.Content)
+			}
+			r.meta.Status = StatusRunning
+			continue
 		}
 		if err := r.dispatch(ctx, resp.Message.ToolCalls, tools); err != nil {
 			return r.fail(ctx, err)
@@ -181,7 +193,10 @@ func (r *run) surface(ctx context.Context) []ToolSpec {
 // request only (the wrap-up instruction).
 func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (Response, error) {
 	k := r.k
-	msgs := r.fit()
+	msgs, err := r.request(ctx, tools)
+	if err != nil {
+		return Response{}, err
+	}
 	if extra != nil {
 		msgs = append(msgs[:len(msgs):len(msgs)], *extra)
 	}
@@ -195,33 +210,35 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 			Progress: r.progress("calling model"),
 		})
 	}
-	cctx, cancel := context.WithTimeout(ctx, k.cfg.ModelTimeout)
-	defer cancel()
 	start := time.Now()
-	resp, err := k.cfg.Provider.Stream(cctx, Request{Model: k.cfg.Model, Messages: msgs, Tools: tools}, r.deltaFn)
+	resp, err := r.callModel(ctx, Request{Model: k.cfg.Model, Messages: msgs, Tools: tools})
 	if err != nil {
-		if ctx.Err() != nil {
-			return Response{}, ctx.Err()
-		}
-		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
-			return Response{}, fmt.Errorf("model call timed out after %s: %w", k.cfg.ModelTimeout, err)
-		}
-		return Response{}, fmt.Errorf("model call: %w", err)
+		return Response{}, err
 	}
 	resp.Message.Role = RoleAssistant
 	resp.Message.Time = k.cfg.Now()
 	fixCallIDs(resp.Message.ToolCalls, r.st.Turn)
-	cost := k.price(resp.Model).Cost(resp.Usage)
-	r.meta.Turns++
-	r.meta.Usage = r.meta.Usage.Add(resp.Usage)
-	r.meta.CostUSD += cost
-	r.res.Usage = r.res.Usage.Add(resp.Usage)
-	r.res.CostUSD += cost
-	r.res.Turns++
-	r.st.Usage, r.st.CostUSD = r.meta.Usage, r.meta.CostUSD
-	r.st.RunUsage, r.st.RunCostUSD = r.res.Usage, r.res.CostUSD
-	r.lastGen = generation{usage: resp.Usage, cost: cost, dur: time.Since(start)}
+	r.accountGen(resp)
+	r.lastGen.dur = time.Since(start)
 	return resp, nil
+}
+
+// accountGen adds a generation's usage and cost to the session and the run,
+// and calibrates the token estimate against the usage the server reported.
+func (r *run) accountGen(resp Response) {
+	k := r.k
+	model := resp.Model
+	if _, ok := k.cfg.Prices[model]; !ok && resp.Message.Model != "" {
+		model = resp.Message.Model // a fallback's price, not the primary's
+	}
+	cost := k.price(model).Cost(resp.Usage)
+	r.meta.Turns++
+	r.res.Turns++
+	r.account(resp.Usage, cost)
+	if r.cx != nil && !r.cx.exact {
+		k.calib.observe(k.cfg.Model, r.cx.lastRaw, resp.Usage.InputTokens)
+	}
+	r.lastGen = generation{usage: resp.Usage, cost: cost}
 }
 
 type generation struct {
@@ -314,9 +331,13 @@ func (r *run) done(ctx context.Context, reason StopReason, output string) (*RunR
 	if reason == StopAwaitingApproval {
 		want = StatusAwaitingApproval
 	}
-	if r.meta.Status != want {
+	var marker []Message
+	if reason == StopCancelled {
+		marker = r.unanswered("cancelled before the model answered")
+	}
+	if r.meta.Status != want || marker != nil {
 		r.meta.Status = want
-		if err := r.commit(ctx, Step{}); err != nil {
+		if err := r.commit(ctx, Step{Messages: marker}); err != nil {
 			return r.fail(ctx, err)
 		}
 	}
@@ -340,12 +361,16 @@ func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
 		return r.done(ctx, StopCancelled, "")
 	}
 	r.res.StopReason = StopError
+	if errors.Is(err, ErrEmptyResponse) {
+		r.res.StopReason = StopEmptyResponse
+	}
 	r.res.Duration = time.Since(r.started)
 	if r.meta.Status != StatusFailed {
 		r.meta.Status = StatusFailed
-		_ = r.commit(ctx, Step{}) // best effort: the store may be what failed
+		_ = r.commit(ctx, Step{Messages: r.unanswered(err.Error())}) // best effort: the store may be what failed
 	}
-	r.k.emitIf(func() Event { return RunFailed{SessionID: r.meta.ID, StopReason: StopError, Error: err.Error()} })
+	reason := r.res.StopReason
+	r.k.emitIf(func() Event { return RunFailed{SessionID: r.meta.ID, StopReason: reason, Error: err.Error()} })
 	return &r.res, err
 }
 

@@ -50,6 +50,9 @@ type State struct {
 	ToolCounts map[string]int
 	// RunCalls lists this run's tool calls with their outcomes, in order.
 	RunCalls []CallOutcome
+	// Context is the next request's share of the context window (zero
+	// without Config.ContextWindow).
+	Context ContextUse
 }
 
 // CallOutcome is a finished tool call as policy sees it.

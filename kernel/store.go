@@ -33,6 +33,10 @@ type SessionMeta struct {
 	Usage   Usage             `json:"usage"`
 	CostUSD float64           `json:"cost_usd"`
 	Labels  map[string]string `json:"labels,omitempty"`
+	// Delivered are the IDs of the last queued messages delivered into the
+	// session (see Inbox), committed with them: a message the inbox offers
+	// again after a crash is not delivered twice.
+	Delivered []string `json:"delivered,omitempty"`
 }
 
 // Session is a stored conversation.

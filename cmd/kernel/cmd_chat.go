@@ -24,9 +24,15 @@ const chatHelp = `Type a prompt and press Enter. Commands:
   /approve [NOTE] approve the pending tool call and continue
   /reject [NOTE]  reject the pending tool call
   /usage          tokens and cost of this session
+  /thinking on|off show the model's reasoning as it streams, or fold it into one line
+  /compact        summarise the session's older history now
+  /queue          list the messages queued for this session
+  /cancel ID      cancel a queued message before it is delivered
   /help           this text
   /quit           leave (Ctrl-D too)
-Ctrl-C cancels the running turn and keeps you in the chat.`
+Ctrl-C cancels the running turn and keeps you in the chat.
+Typing while the agent works queues your message: it is delivered after the
+current tool round, before the next model call (or runs next if the run ends).`
 
 // cmdChat is an interactive REPL on the same loop as `kernel run`.
 func cmdChat(ctx context.Context, args []string, env *cliEnv) error {
@@ -46,6 +52,7 @@ func cmdChat(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	defer a.Close()
 	c := &chat{env: env, app: a, k: k, r: r, sid: *session, interactive: isTerminal(env.stdin)}
+	r.onSession = c.setRunning
 	if c.sid != "" {
 		if err := c.resume(ctx, c.sid); err != nil {
 			return err
@@ -61,6 +68,7 @@ type chat struct {
 	r           *renderer
 	sid         string
 	interactive bool
+	steering
 }
 
 func (c *chat) loop(ctx context.Context) error {
@@ -71,6 +79,11 @@ func (c *chat) loop(ctx context.Context) error {
 	defer signal.Stop(sigs)
 
 	lines := make(chan string)
+	if c.interactive {
+		// A person typing while the agent works steers it; piped input is
+		// a script of prompts, run one after another.
+		c.lines = lines
+	}
 	readErr := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -134,6 +147,7 @@ func (c *chat) loop(ctx context.Context) error {
 		c.turn(ctx, sigs, func(rctx context.Context) (*kernel.RunResult, error) {
 			return c.k.Run(rctx, c.sid, line)
 		})
+		c.followUps(ctx, sigs)
 	}
 }
 
@@ -156,7 +170,7 @@ func (c *chat) turn(ctx context.Context, sigs chan os.Signal, fn func(context.Co
 		}
 	}()
 	c.r.startSpinner()
-	res, err := fn(rctx)
+	res, err := c.whileRunning(rctx, fn)
 	c.r.stopSpinner()
 	close(done)
 	cancel()
@@ -202,6 +216,10 @@ func (c *chat) command(ctx context.Context, sigs chan os.Signal, line string) (q
 		})
 	case "/usage":
 		return false, c.usage(ctx)
+	case "/thinking":
+		return false, c.thinking(arg)
+	case "/compact", "/queue", "/cancel":
+		return false, c.steerCommand(ctx, name, arg)
 	default:
 		return false, fmt.Errorf("unknown command %s (/help lists them)", name)
 	}
@@ -255,7 +273,7 @@ func writeSessionTable(w io.Writer, list []kernel.SessionMeta, current string) {
 		if m.ID == current {
 			mark = " *"
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t$%.4f\t%s\n", m.ID, mark, m.Updated.Local().Format(time.DateTime), m.Status, m.Turns, m.CostUSD, clip(m.Title, 50))
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t$%.4f\t%s\n", m.ID, mark, m.Updated.Local().Format(time.DateTime), statusText(m), m.Turns, m.CostUSD, clip(m.Title, 50))
 	}
 	tw.Flush()
 }

@@ -26,15 +26,17 @@ var defaultsYAML []byte
 // Config is kernel.yaml, decoded after validation against
 // schemas/config.schema.json.
 type Config struct {
-	Model        ModelConfig   `yaml:"model"`
-	SystemPrompt string        `yaml:"system_prompt"`
-	Workspace    string        `yaml:"workspace"`
-	Limits       LimitsConfig  `yaml:"limits"`
-	Store        yaml.Node     `yaml:"store"`
-	Policy       yaml.Node     `yaml:"policy"`
-	Tools        ToolsConfig   `yaml:"tools"`
-	Hooks        yaml.Node     `yaml:"hooks"`
-	Sandbox      SandboxConfig `yaml:"sandbox"`
+	Model        ModelConfig       `yaml:"model"`
+	SystemPrompt string            `yaml:"system_prompt"`
+	Workspace    string            `yaml:"workspace"`
+	Limits       LimitsConfig      `yaml:"limits"`
+	Store        yaml.Node         `yaml:"store"`
+	Policy       yaml.Node         `yaml:"policy"`
+	Tools        ToolsConfig       `yaml:"tools"`
+	Hooks        yaml.Node         `yaml:"hooks"`
+	Context      ContextSection    `yaml:"context"`
+	Compaction   CompactionSection `yaml:"compaction"`
+	Sandbox      SandboxConfig     `yaml:"sandbox"`
 
 	// dir is the directory relative paths are resolved against: the config
 	// file's, or the working directory without one.
@@ -57,6 +59,37 @@ type ModelConfig struct {
 	ContextWindow int                     `yaml:"context_window"`
 	Timeout       time.Duration           `yaml:"timeout"`
 	Prices        map[string]kernel.Price `yaml:"prices"`
+	// IdleTimeout ends a stream that sends nothing for this long (0: none).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// Fallbacks are tried in order when the model is unavailable or keeps
+	// failing (docs/providers.md).
+	Fallbacks []string `yaml:"fallbacks"`
+	// Retry tunes the retries of failed model calls.
+	Retry RetryConfig `yaml:"retry"`
+	// The request shaping of docs/providers.md, for every model; Overrides
+	// sets them per model name.
+	ParallelToolCalls *bool                    `yaml:"parallel_tool_calls"`
+	ToolChoice        string                   `yaml:"tool_choice"`
+	ReasoningEffort   string                   `yaml:"reasoning_effort"`
+	Overrides         map[string]ModelOverride `yaml:"overrides"`
+	// Catalog is a model catalog file laid over the embedded one.
+	Catalog string `yaml:"catalog"`
+}
+
+// ModelOverride is the request shaping of one model.
+type ModelOverride struct {
+	ParallelToolCalls *bool  `yaml:"parallel_tool_calls"`
+	ToolChoice        string `yaml:"tool_choice"`
+	ReasoningEffort   string `yaml:"reasoning_effort"`
+}
+
+// RetryConfig is model.retry (kernel.RetryPolicy).
+type RetryConfig struct {
+	MaxAttempts   int           `yaml:"max_attempts"`
+	BaseDelay     time.Duration `yaml:"base_delay"`
+	MaxDelay      time.Duration `yaml:"max_delay"`
+	MaxRetryAfter time.Duration `yaml:"max_retry_after"`
+	Budget        int           `yaml:"budget"`
 }
 
 // LimitsConfig holds the run's hard limits.
@@ -131,7 +164,7 @@ func loadConfig(paths ...string) (*Config, error) {
 // paths where * matches any key or index. They are made absolute, against
 // the directory of the file that sets them, before decoding.
 var pathFields = []string{
-	"workspace", "model.script", "store.dir", "policy.file", "policy.decision_log",
+	"workspace", "model.script", "model.catalog", "store.dir", "policy.file", "policy.decision_log",
 	"tools.plugins.*.path", "tools.plugins.*.dir",
 	"tools.wasm.*.path", "tools.wasm.*.grants.fs.*.host",
 	"tools.builtin.command_sandbox.fs.*.path", "tools.plugins.*.sandbox.fs.*.path",

@@ -64,6 +64,7 @@ func commands() []command {
 		{"chat", "talk to the agent interactively", cmdChat},
 		{"sessions", "list, show, export, import and remove sessions", cmdSessions},
 		{"policy", "check, test, explain and replay policies", cmdPolicy},
+		{"steer", "queue a message for a running session, list or cancel queued ones", cmdSteer},
 		{"approve", "approve a session's pending tool call and continue", cmdResolve(true)},
 		{"reject", "reject a session's pending tool call", cmdResolve(false)},
 		{"tools", "list the tools the model can call", cmdTools},

@@ -14,6 +14,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
+	"github.com/agentkernel/agentkernel/kernel/queue"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 	"github.com/agentkernel/agentkernel/policy"
@@ -36,6 +37,7 @@ type app struct {
 	sink   func(kernel.Event)
 	scrub  func(string) string
 
+	queue         *queue.Dir
 	plugins       *subprocess.Host
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
@@ -83,6 +85,9 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 	}
 	k, err := func() (*kernel.Kernel, error) {
 		if err := a.openStore(false); err != nil {
+			return nil, err
+		}
+		if err := a.requireStoreSpace(); err != nil {
 			return nil, err
 		}
 		if err := a.watchConfig(); err != nil {
@@ -196,7 +201,7 @@ func (a *app) provider() (kernel.Provider, error) {
 		}
 		return scripted.New(s), nil
 	case "openai", "":
-		return openai.New(openai.Config{BaseURL: m.BaseURL, APIKeyEnv: m.APIKeyEnv})
+		return openai.New(openaiConfig(m))
 	}
 	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Msg: fmt.Sprintf("unknown provider %q (want openai or scripted)", m.Provider)}
 }
@@ -206,6 +211,15 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 	a.sinkMu.Lock()
 	a.sink = onEvent
 	a.sinkMu.Unlock()
+	ms, err := a.model()
+	if err != nil {
+		return nil, err
+	}
+	if a.queue == nil {
+		if a.queue, err = a.openQueue(); err != nil {
+			return nil, err
+		}
+	}
 	return kernel.New(kernel.Config{
 		Provider:      prov,
 		Store:         a.store,
@@ -217,9 +231,14 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		MaxTurns:      a.cfg.Limits.MaxTurns,
 		ModelTimeout:  a.cfg.Model.Timeout,
 		ToolTimeout:   a.cfg.Limits.ToolTimeout,
-		Prices:        a.cfg.Model.Prices,
-		ContextWindow: a.cfg.Model.ContextWindow,
+		Prices:        ms.prices,
+		ContextWindow: ms.window,
+		Tokenizer:     ms.tokenizer,
+		Context:       a.cfg.contextConfig(),
+		Inbox:         a.queue,
 		ApprovalTTL:   a.cfg.Limits.ApprovalTTL,
 		OnEvent:       onEvent,
+		Retry:         retryPolicy(a.cfg.Model.Retry),
+		Fallbacks:     a.cfg.Model.Fallbacks,
 	})
 }
