@@ -124,7 +124,7 @@ rules:
   - name: no-rm
     phase: before
     match: tool == "run_command"
-    command: {argv: [../examples/hooks/block-rm.sh], timeout: 5s}
+    command: {argv: [../examples/hooks/block-rm.sh], timeout: 60s}
 `
 	ch := mustChain(t, cfg)
 	tool := runCommandTool()
