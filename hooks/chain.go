@@ -1,6 +1,8 @@
 package hooks
 
 import (
+	"github.com/agentkernel/agentkernel/sandbox"
+
 	"context"
 	"fmt"
 	"regexp"
@@ -14,6 +16,12 @@ type Options struct {
 	// Dir resolves relative command paths (argv[0] with a slash): the
 	// directory of kernel.yaml. Empty means the working directory.
 	Dir string
+	// Workspace is granted read-only to command hooks (empty: not granted).
+	Workspace string
+	// AllowMissing is added to every command hook's grant: the sandbox
+	// layers the operator accepts to run without (kernel.yaml's
+	// sandbox.allow_missing).
+	AllowMissing []sandbox.Layer
 }
 
 // Chain is the configured hooks as one reloadable kernel.Hook: the

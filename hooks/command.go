@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/sandbox"
 	"github.com/agentkernel/agentkernel/schemas"
 )
 
@@ -102,6 +104,7 @@ type commandHook struct {
 	timeout time.Duration
 	env     []string
 	message string
+	grant   sandbox.Grant
 }
 
 func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []error {
@@ -134,6 +137,12 @@ func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []
 			bad(fmt.Sprintf("env[%d]", i), "%q is not an environment variable name (values come from the kernel's environment, never from the file)", name)
 		}
 	}
+	if len(ch.argv) > 0 {
+		ch.grant = HookGrant(c, opts, ch.argv[0])
+		if err := ch.grant.Validate(); err != nil {
+			bad("sandbox", "%v", err)
+		}
+	}
 	if len(errs) > 0 {
 		return errs
 	}
@@ -147,6 +156,24 @@ func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []
 		}
 	}
 	return nil
+}
+
+// HookGrant is a command hook's effective sandbox grant: the system
+// directories, the program file prog and opts.Workspace read-only, plus
+// c.Sandbox; env is c.Env.
+func HookGrant(c *CommandConfig, opts Options, prog string) sandbox.Grant {
+	g := c.Sandbox
+	fs := sandbox.SystemDirs()
+	if opts.Workspace != "" {
+		fs = append(fs, sandbox.FSRule{Path: opts.Workspace, Mode: "ro"})
+	}
+	if filepath.IsAbs(prog) {
+		fs = append(fs, sandbox.FSRule{Path: prog, Mode: "ro"})
+	}
+	g.FS = append(fs, g.FS...)
+	g.Env = slices.Clone(c.Env)
+	g.AllowMissing = append(slices.Clone(g.AllowMissing), opts.AllowMissing...)
+	return g
 }
 
 // resolveProgram finds argv[0]: a path with a slash relative to dir, or a
@@ -229,16 +256,19 @@ func (ch *commandHook) run(ctx context.Context, c *kernel.Call, res *kernel.Resu
 	}
 	rctx, cancel := context.WithTimeout(ctx, ch.timeout)
 	defer cancel()
-	cmd := exec.CommandContext(rctx, ch.argv[0], ch.argv[1:]...)
+	cmd, err := sandbox.Command(rctx, ch.grant, ch.argv)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("run command: %w", err)
+	}
 	cmd.Env = ch.environ() // never nil: nil would inherit everything
 	cmd.Stdin = bytes.NewReader(in)
 	stdout := &cappedBuffer{max: maxReply}
 	stderr := &cappedBuffer{max: maxStderr}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = waitDelay
-	ownProcessGroup(cmd)
+	killGroupOnCancel(cmd.Cmd)
 	runErr := cmd.Run()
-	killProcessGroup(cmd) // whatever the hook left running
+	killProcessGroup(cmd.Cmd) // the sandbox's init, and with it everything the hook left running
 	if ctx.Err() != nil {
 		return Verdict{}, ctx.Err()
 	}

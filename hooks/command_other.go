@@ -6,6 +6,6 @@ import "os/exec"
 
 // ownProcessGroup is a no-op without Unix process groups: the timeout
 // kills the hook process only.
-func ownProcessGroup(*exec.Cmd) {}
+func killGroupOnCancel(*exec.Cmd) {}
 
 func killProcessGroup(*exec.Cmd) {}

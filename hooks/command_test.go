@@ -23,24 +23,26 @@ func commandRule(name string, phase Phase, argv []string, extra string) string {
 }
 
 func TestCommandHookTimeoutFailsClosed(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "child.pid")
-	// The hook starts a child in its process group, records its pid, and
-	// hangs; the default PATH of sh finds sleep.
-	hang := shellHook(t, `sleep 60 & echo $! > "$1"; sleep 60`)
-	ch := mustChain(t, commandRule("slow", PhaseBefore, []string{hang, pidFile}, ", timeout: 500ms"))
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child.pid")
+	// The hook starts a child in its sandbox, records that it did, and
+	// hangs; the default PATH of sh finds sleep. Its grant lets it write
+	// dir.
+	hang := shellHook(t, `sleep 60.77 & echo started > "$1"; sleep 60.77`)
+	ch := mustChain(t, commandRule("slow", PhaseBefore, []string{hang, pidFile}, ", timeout: 10s, sandbox: {fs: [{path: "+dir+", mode: rw}]}"))
 	tool := newTextTool("echo", kernel.TierReadOnly, nil)
 	r := newRig(t, rigConfig{hooks: []kernel.Hook{ch.Hook()}, tools: []kernel.Tool{tool}},
 		kerneltest.Calls("echo", map[string]any{"text": "x"}), kerneltest.Text("ok"))
 	start := time.Now()
 	res := r.run()
-	if elapsed := time.Since(start); elapsed > 10*time.Second {
+	if elapsed := time.Since(start); elapsed > 60*time.Second {
 		t.Fatalf("the run took %s; the hook was not killed at its timeout", elapsed)
 	}
 	if len(tool.calls()) != 0 {
 		t.Fatal("the tool ran although its before hook timed out (fail_closed)")
 	}
 	m := r.toolMessage()
-	if !m.IsError || !strings.Contains(m.Content, `hook "slow"`) || !strings.Contains(m.Content, "timed out after 500ms") {
+	if !m.IsError || !strings.Contains(m.Content, `hook "slow"`) || !strings.Contains(m.Content, "timed out after 10s") {
 		t.Fatalf("model read %q", m.Content)
 	}
 	if res.Calls[0].Outcome != kernel.OutcomeError {
@@ -49,13 +51,30 @@ func TestCommandHookTimeoutFailsClosed(t *testing.T) {
 	if !r.hasEvent("hook.failed slow before echo open=false: command timed out") {
 		t.Fatalf("events %v", r.hookEvents())
 	}
-	// The hook's child, in its process group, was killed with it.
+	// The hook's child, in its sandbox, was killed with it.
 	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatalf("the hook did not record its child: %v", err)
+	if err != nil || string(b) != "started\n" {
+		t.Fatalf("the hook did not record its child: %q %v", b, err)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	waitGone(t, pid)
+	for _, pid := range hostProcessesWith("sleep\x0060.77") {
+		waitGone(t, pid)
+	}
+}
+
+// hostProcessesWith lists host pids whose command line contains tag.
+func hostProcessesWith(tag string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.Contains(string(b), tag) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // waitGone waits until pid is dead (gone, or a zombie nobody reaped yet).
@@ -105,7 +124,7 @@ rules:
   - name: no-rm
     phase: before
     match: tool == "run_command"
-    command: {argv: [../examples/hooks/block-rm.sh], timeout: 5s}
+    command: {argv: [../examples/hooks/block-rm.sh], timeout: 60s}
 `
 	ch := mustChain(t, cfg)
 	tool := runCommandTool()

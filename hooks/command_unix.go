@@ -7,10 +7,9 @@ import (
 	"syscall"
 )
 
-// ownProcessGroup starts the hook in a process group of its own, and makes
-// the timeout kill the whole group (whatever the hook started too).
-func ownProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+// killGroupOnCancel makes the timeout kill the hook's whole process group
+// (the sandbox's launcher leads it, so its PID namespace dies too).
+func killGroupOnCancel(cmd *exec.Cmd) {
 	cmd.Cancel = func() error {
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}

@@ -1,6 +1,8 @@
 package hooks
 
 import (
+	"github.com/agentkernel/agentkernel/sandbox"
+
 	"errors"
 	"fmt"
 	"strings"
@@ -113,6 +115,11 @@ type CommandConfig struct {
 	// Env names the environment variables the program gets, copied from
 	// the kernel's environment. Nothing else is passed, not even PATH.
 	Env []string `yaml:"env" json:"env,omitempty"`
+	// Sandbox adds to the hook's grant (package sandbox). By default the
+	// hook reads and runs the system directories, its own program file
+	// and (read-only) Options.Workspace; it writes nothing and has no
+	// network. Its env is ignored: Env is the allowlist.
+	Sandbox sandbox.Grant `yaml:"sandbox" json:"sandbox,omitempty"`
 }
 
 // TruncateConfig keeps the first Head and last Tail bytes of a result longer

@@ -1,6 +1,8 @@
 package hooks
 
 import (
+	"github.com/agentkernel/agentkernel/sandbox"
+
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 // script cannot do cleanly): run as "<test binary> hookhelper <mode>" it
 // plays one of the modes below instead of running the tests.
 func TestMain(m *testing.M) {
+	sandbox.Main()
 	if len(os.Args) > 2 && os.Args[1] == "hookhelper" {
 		os.Exit(hookHelper(os.Args[2], os.Args[3:]))
 	}

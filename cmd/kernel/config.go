@@ -37,6 +37,7 @@ type Config struct {
 	Context      ContextSection    `yaml:"context"`
 	Compaction   CompactionSection `yaml:"compaction"`
 	Security     SecurityConfig    `yaml:"security"`
+	Sandbox      SandboxConfig     `yaml:"sandbox"`
 
 	// dir is the directory relative paths are resolved against: the config
 	// file's, or the working directory without one.
@@ -169,6 +170,8 @@ var pathFields = []string{
 	"tools.plugins.*.path", "tools.plugins.*.dir",
 	"tools.wasm.*.path", "tools.wasm.*.grants.fs.*.host",
 	"security.allow_writable.*",
+	"tools.builtin.command_sandbox.fs.*.path", "tools.plugins.*.sandbox.fs.*.path",
+	"hooks.rules.*.command.sandbox.fs.*.path",
 }
 
 // absolutize rewrites the path fields of one layer's document.

@@ -30,7 +30,7 @@ func (a *app) loadHooks() error {
 	if err != nil {
 		return err
 	}
-	chain, err := hooks.NewChain(hc, hooks.Options{Dir: a.cfg.dir})
+	chain, err := hooks.NewChain(hc, a.cfg.hooksOptions())
 	if err != nil {
 		return fmt.Errorf("%s: %w", a.cfg.source(), err)
 	}

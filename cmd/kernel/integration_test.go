@@ -63,7 +63,7 @@ func TestOneHookEveryToolSource(t *testing.T) {
 	cfg := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\n" +
 		"hooks:\n  rules:\n    - name: canary\n      phase: after\n      match: 'true'\n      redact: ['CANARY-[0-9]+']\n" +
 		"tools:\n  builtin: {enable: [read_file]}\n" +
-		"  plugins:\n    - {name: git, path: " + filepath.Join(root, "bin/plugins/git") + ", sha256: " + strings.Fields(string(sum))[0] + ", dir: ws, env: [PATH, HOME]}\n" +
+		"  plugins:\n    - {name: git, path: " + filepath.Join(root, "bin/plugins/git") + ", sha256: " + strings.Fields(string(sum))[0] + ", dir: ws, env: [PATH, HOME], sandbox: {fs: [{path: /usr, mode: ro}, {path: ws, mode: ro}]}}\n" +
 		"  wasm:\n    - {path: " + filepath.Join(root, "wasm-tools/jq/jq.wasm") + ", grants: {fs: [{guest: /data, host: ws}], memory_mb: 128}}\n"
 	os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(script), 0o600)
 	os.WriteFile(filepath.Join(dir, "kernel.yaml"), []byte(cfg), 0o600)

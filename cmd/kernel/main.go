@@ -11,9 +11,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 func main() {
+	// First: when this binary was re-executed as a sandbox's launcher, this
+	// confines itself and runs the tool's program instead of the CLI.
+	sandbox.Main()
 	ctx, stop := context.Background(), func() {}
 	if len(os.Args) < 2 || os.Args[1] != "chat" { // chat handles Ctrl-C per turn
 		ctx, stop = interruptContext(ctx, os.Stderr)
@@ -65,6 +70,7 @@ func commands() []command {
 		{"tools", "list the tools the model can call", cmdTools},
 		{"plugins", "verify the configured plugins (pins, handshake, tools)", cmdPlugins},
 		{"mcp", "list MCP servers and their tools; serve the kernel's tools over MCP", cmdMCP},
+		{"sandbox", "show which sandbox layers hold here and what each native tool gets", cmdSandbox},
 		{"version", "print the version", cmdVersion},
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/agentkernel/agentkernel/sandbox"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -17,6 +19,7 @@ import (
 // TestMain lets the test binary act as the kernel CLI (KERNEL_TEST_MAIN=1),
 // so signal tests run a real process without a separate build.
 func TestMain(m *testing.M) {
+	sandbox.Main() // run_command, plugins and hooks re-execute this binary as their launcher
 	if os.Getenv("KERNEL_TEST_MAIN") == "1" {
 		main()
 		os.Exit(0)

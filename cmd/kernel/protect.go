@@ -40,6 +40,7 @@ type writableArea struct {
 var writableSources = []func(*Config) ([]writableArea, error){
 	(*Config).builtinWritable,
 	(*Config).wasmWritable,
+	(*Config).sandboxWritable,
 }
 
 // writeTools are the built-ins that can change files.
@@ -58,6 +59,26 @@ func (cfg *Config) builtinWritable() ([]writableArea, error) {
 		return nil, nil
 	}
 	return []writableArea{{dir: cfg.path(cfg.Workspace), by: "the read-write workspace (" + strings.Join(writers, ", ") + ")"}}, nil
+}
+
+// sandboxWritable is every read-write path of a native process's sandbox
+// grant: run_command's command_sandbox and each plugin's sandbox (the
+// workspace itself is builtinWritable's).
+func (cfg *Config) sandboxWritable() ([]writableArea, error) {
+	var out []writableArea
+	for _, p := range cfg.Tools.Builtin.CommandSandbox.WritablePaths() {
+		out = append(out, writableArea{dir: cfg.path(p), by: "run_command's sandbox grant (tools.builtin.command_sandbox)"})
+	}
+	pcs, err := cfg.pluginConfigs()
+	if err != nil {
+		return nil, err
+	}
+	for _, pc := range pcs {
+		for _, p := range pc.Sandbox.WritablePaths() {
+			out = append(out, writableArea{dir: p, by: "plugin " + pc.Name + "'s sandbox grant"})
+		}
+	}
+	return out, nil
 }
 
 // wasmWritable is every read-write directory mount of a WASM module.

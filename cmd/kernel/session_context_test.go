@@ -31,10 +31,6 @@ func approvalSetup(t *testing.T, content string) (conf, ws, store, id, errOut st
 	return conf, ws, store, sessionLine.FindStringSubmatch(errOut)[1], errOut
 }
 
-func yamlQuote(s string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) + `"`
-}
-
 // TestApproveFromAnotherDirectory: the printed hint, run as printed from
 // another directory without --config or --workspace, approves the call,
 // and the write lands in the session's workspace, not the current

@@ -197,6 +197,7 @@ func (a *app) loadBuiltins() error {
 	b := a.cfg.Tools.Builtin
 	b.Root = a.cfg.path(a.cfg.Workspace)
 	b.Protected = a.cfg.protectedPaths()
+	b.CommandSandbox.AllowMissing = append(b.CommandSandbox.AllowMissing, a.cfg.Sandbox.AllowMissing...)
 	tools, closer, err := builtin.New(b)
 	if err != nil {
 		return fmt.Errorf("%s: tools.builtin: %w", a.cfg.source(), err)

@@ -36,8 +36,20 @@ tools:
       dir: workspace
       env: [PATH, HOME]
       timeout: 30s
+      # Confined (docs/sandbox.md): git from /usr, the workspace read-only.
+      sandbox: {fs: [{path: /usr, mode: ro}, {path: workspace, mode: ro}]}
 LAYER
 k() { "$kernel" "$@" --config "$root/examples/demo/kernel.yaml" --config "$demo/demo.yaml"; }
+
+# Every native process below (run_command, the git plugin) runs confined;
+# refuse to go on if this machine cannot confine them.
+if ! k sandbox check --json | grep -q '"runs": false'; then
+  echo "sandbox: run_command and the git plugin run confined (user/PID/mount/net namespaces, Landlock, rlimits; kernel sandbox check)" >&2
+else
+  k sandbox check >&2
+  echo "sandbox: a native tool cannot be confined on this machine (see above)" >&2
+  exit 1
+fi
 step() { printf '\n\033[1m== %s\033[0m\n$ %s\n\n' "$1" "$2" >&2; }
 
 step "1. A question: built-in tools, the git plugin, jq in WASM; secrets arrive redacted" \

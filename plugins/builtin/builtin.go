@@ -7,11 +7,13 @@
 // (errors.Is(err, ErrEscapes)). Symbolic links that stay inside the
 // workspace work as usual.
 //
-// run_command is different in kind: it runs a real program with the
-// user's privileges. Its working directory is the workspace root, its
-// environment is an allowlist, it gets its own process group and the whole
-// group is killed when the command exits, times out or is cancelled. It is
-// not a sandbox: the program can read and write anything the user can.
+// run_command is different in kind: it runs a real program, confined by
+// the sandbox package (CommandGrant: the workspace read-write but its .git
+// read-only, the system directories read-only, no network, no other
+// process visible). Its working directory is the workspace root, its
+// environment is an allowlist, and everything it started is killed when
+// the command exits, times out or is cancelled. Test binaries that call
+// run_command must call sandbox.Main first in TestMain.
 //
 // Use:
 //
@@ -36,6 +38,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // Source is the ToolSpec.Source of every tool in this package.
@@ -86,6 +89,35 @@ type Config struct {
 	// kernel's own files (policy, configuration, hooks, store). Set by the
 	// kernel, not by configuration.
 	Protected []string `yaml:"-"`
+	// CommandSandbox adds to run_command's sandbox grant (package
+	// sandbox). Without it a command may write the workspace but not its
+	// .git (an fs rule granting <root>/.git rw lifts that), read and run
+	// the system's program and library directories, and nothing else; it
+	// has no network and sees no other process. Its limits and net apply
+	// as given; its env is ignored (CommandEnv is the allowlist).
+	CommandSandbox sandbox.Grant `yaml:"command_sandbox"`
+}
+
+// CommandGrant is run_command's effective sandbox grant for the
+// workspace root (absolute): the defaults plus cfg.CommandSandbox.
+func CommandGrant(root string, cfg Config) sandbox.Grant {
+	g := cfg.CommandSandbox
+	gitDir := filepath.Join(root, ".git")
+	fs := append(sandbox.SystemDirs(), sandbox.FSRule{Path: root, Mode: "rw"})
+	gitGranted := false
+	for _, r := range g.FS {
+		gitGranted = gitGranted || (r.Writable() && filepath.Clean(r.Path) == gitDir)
+	}
+	if !gitGranted {
+		fs = append(fs, sandbox.FSRule{Path: gitDir, Mode: "ro", Optional: true})
+	}
+	g.FS = append(fs, g.FS...)
+	env := defaultCommandEnv
+	if cfg.CommandEnv != nil { // empty, non-nil: no variables
+		env = cfg.CommandEnv
+	}
+	g.Env = slices.Clone(env)
+	return g
 }
 
 // Tool names, in the order New returns them.
@@ -173,7 +205,8 @@ type workspace struct {
 	commandEnv     []string
 	// protected are the Config.Protected paths inside the root, real and
 	// relative to it.
-	protected []string
+	protected    []string
+	commandGrant sandbox.Grant
 	// writeMu serialises write_file and edit_file so an edit's
 	// read-modify-write never interleaves with another write.
 	writeMu sync.Mutex
@@ -219,6 +252,10 @@ func newWorkspace(cfg Config) (*workspace, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("builtin: root %q is not a directory", cfg.Root)
 	}
+	grant := CommandGrant(dir, cfg)
+	if err := grant.Validate(); err != nil {
+		return nil, fmt.Errorf("builtin: command_sandbox: %w", err)
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("builtin: open root %q: %w", cfg.Root, err)
@@ -232,6 +269,7 @@ func newWorkspace(cfg Config) (*workspace, error) {
 		maxFile:        orDefault(cfg.MaxFileBytes, DefaultMaxFileBytes),
 		commandTimeout: orDefault(cfg.CommandTimeout, DefaultCommandTimeout),
 		commandEnv:     slices.Clone(env),
+		commandGrant:   grant,
 	}, nil
 }
 

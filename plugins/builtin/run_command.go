@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 const (
@@ -30,11 +31,8 @@ const (
 
 // RunCommand is the run_command tool: it runs a program (never a shell)
 // with the workspace root as working directory, an allowlisted
-// environment, its own process group and a timeout. It is safe for
-// concurrent use.
-//
-// It is not a sandbox: the program runs with the kernel's user's
-// privileges and can read and write anything that user can.
+// environment, its own process group and a timeout, confined by the
+// sandbox package (see CommandGrant). It is safe for concurrent use.
 type RunCommand struct{ ws *workspace }
 
 type runCommandArgs struct {
@@ -52,7 +50,8 @@ func (t *RunCommand) Spec() kernel.ToolSpec {
 			"pipes, redirections, globs, $VARS and ; mean nothing (run [\"sh\", \"-c\", \"...\"] explicitly if a shell is " +
 			"really needed). The program gets only a few environment variables and no stdin. When the program exits, " +
 			"times out or is cancelled, it and every process it started are killed. Long output keeps its beginning " +
-			"and end, with a marker for what was cut.",
+			"and end, with a marker for what was cut. It runs in a sandbox: it may write only inside the workspace " +
+			"(not .git), has no network and sees no other process; a limit that stops it is named in the result.",
 		Schema: json.RawMessage(fmt.Sprintf(`{
   "type": "object",
   "properties": {
@@ -105,13 +104,15 @@ func (t *RunCommand) Call(ctx context.Context, raw json.RawMessage) (kernel.Resu
 		return kernel.Result{}, fmt.Errorf("run %s: %w", a.Argv[0], err)
 	}
 
-	cmd := exec.Command(a.Argv[0], a.Argv[1:]...)
-	if cmd.Err != nil {
-		return kernel.Result{}, fmt.Errorf("run %s: %w (argv[0] must be a program on PATH or a path to an executable)", a.Argv[0], cmd.Err)
+	if _, err := exec.LookPath(a.Argv[0]); err != nil && !strings.Contains(a.Argv[0], "/") {
+		return kernel.Result{}, fmt.Errorf("run %s: %w (argv[0] must be a program on PATH or a path to an executable)", a.Argv[0], err)
+	}
+	cmd, err := sandbox.Command(context.WithoutCancel(ctx), t.ws.commandGrant, a.Argv)
+	if err != nil {
+		return kernel.Result{}, fmt.Errorf("run %s: %w", a.Argv[0], err)
 	}
 	cmd.Dir = t.ws.dir
 	cmd.Env = t.env()
-	cmd.SysProcAttr = groupAttr()
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return kernel.Result{}, fmt.Errorf("run %s: create output pipe: %w", a.Argv[0], err)
@@ -137,8 +138,11 @@ func (t *RunCommand) Call(ctx context.Context, raw json.RawMessage) (kernel.Resu
 
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// Killing the group kills the sandbox's init, and with it every
+	// process of its PID namespace, setsid or not.
 	state, werr := waitAndKillGroup(tctx, cmd.Process)
 	elapsed := time.Since(start)
+	outcome := cmd.Outcome()
 
 	// The group is dead; the pipe closes unless a process escaped the group.
 	done := make(chan struct{})
@@ -164,6 +168,15 @@ func (t *RunCommand) Call(ctx context.Context, raw json.RawMessage) (kernel.Resu
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
 		isErr = true
 		fmt.Fprintf(&b, "timed out after %s: the command and every process it started were killed\n", timeout)
+	case outcome.Known && outcome.Limit != nil:
+		isErr = true
+		fmt.Fprintf(&b, "stopped: %s\n", outcome.Limit)
+	case outcome.Known && outcome.Err != "":
+		isErr = true
+		fmt.Fprintf(&b, "not run: sandbox: %s\n", outcome.Err)
+	case outcome.Known && !outcome.Exited:
+		isErr = true
+		fmt.Fprintf(&b, "terminated: signal: %s\n", outcome.Signal)
 	case state.Exited():
 		fmt.Fprintf(&b, "exit code: %d\n", state.ExitCode())
 		isErr = state.ExitCode() != 0

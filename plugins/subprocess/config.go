@@ -1,13 +1,14 @@
 package subprocess
 
 import (
-	"encoding/json"
+	"errors"
+
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // PluginConfig configures one subprocess plugin: an entry of the
@@ -46,6 +47,12 @@ type PluginConfig struct {
 	// Start is "lazy" (the default: the plugin starts on its first call, or
 	// at Load when its tool list is not cached yet) or "eager" (at Load).
 	Start StartMode `yaml:"start,omitempty" json:"start,omitempty"`
+	// Sandbox is the plugin's grant (package sandbox). The plugin always
+	// gets its private binary read-only, go-plugin's socket directory
+	// read-write and the system library directories read-only (see
+	// PluginGrant); everything else, network included, only if granted
+	// here. Its env is ignored: Env is the allowlist.
+	Sandbox sandbox.Grant `yaml:"sandbox,omitempty" json:"sandbox,omitempty"`
 }
 
 // RestartPolicy configures supervision. A crash is the plugin process
@@ -129,6 +136,13 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 	if c.Timeout < 0 {
 		return bad("timeout", "must not be negative")
 	}
+	if err := c.Sandbox.Validate(); err != nil {
+		var ge *sandbox.GrantError
+		if errors.As(err, &ge) {
+			return bad("sandbox."+ge.Field, "%s", ge.Msg)
+		}
+		return bad("sandbox", "%v", err)
+	}
 	switch {
 	case c.MaxOutputBytes < 0 || c.MaxOutputBytes > MaxMaxOutputBytes:
 		return bad("max_output_bytes", "%d is outside 0..%d", c.MaxOutputBytes, MaxMaxOutputBytes)
@@ -164,51 +178,6 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s",
-// "1m30s") in YAML and JSON.
-type Duration time.Duration
-
-// D returns d as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-func (d Duration) String() string { return time.Duration(d).String() }
-
-func parseDuration(s string) (Duration, error) {
-	v, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration such as \"30s\" or \"1m30s\"", s)
-	}
-	return Duration(v), nil
-}
-
-// UnmarshalYAML reads a duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!int" || n.Tag == "!!float" {
-		return fmt.Errorf("line %d: want a duration string such as \"30s\", got %q", n.Line, n.Value)
-	}
-	v, err := parseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	*d = v
-	return nil
-}
-
-// MarshalYAML writes a duration string.
-func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
-
-// UnmarshalJSON reads a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration string such as \"30s\", got %s", b)
-	}
-	v, err := parseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = v
-	return nil
-}
-
-// MarshalJSON writes a duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+// "1m30s") in YAML and JSON: the sandbox's, so a plugin entry and its
+// sandbox grant read durations the same way.
+type Duration = sandbox.Duration

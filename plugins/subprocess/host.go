@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // HostConfig configures a Host. The zero value is usable: no logs, no
@@ -32,6 +33,10 @@ type HostConfig struct {
 	// closes; the CLI turns these into kernel.Notice events. It must not
 	// block and may be called from any goroutine.
 	OnNotice func(kernel.Notice)
+	// AllowMissing is added to every plugin's sandbox grant: the layers
+	// the operator accepts to run without (kernel.yaml's
+	// sandbox.allow_missing).
+	AllowMissing []sandbox.Layer
 }
 
 // Host runs subprocess plugins: it verifies each binary against its pin,

@@ -63,7 +63,9 @@ func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (
 			// c carries go-plugin's handshake environment, including the
 			// private socket directory it created under h.dir.
 			cmd.Env = append(allowedEnv(cfg.Env), c.Env...)
-			gr = newGroupRunner(cfg.Name, cmd, h.spawner)
+			grant := PluginGrant(cfg, exe, envValue(c.Env, plugin.EnvUnixSocketDir))
+			grant.AllowMissing = append(grant.AllowMissing, h.cfg.AllowMissing...)
+			gr = newGroupRunner(cfg.Name, cmd, h.spawner, grant)
 			return gr, nil
 		},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
@@ -204,6 +206,9 @@ func (i *instance) watch(s *supervisor) {
 	crashed := i.stopReason == ""
 	if crashed {
 		i.crash = crashText(i.runner.stderrTail())
+		if n := i.runner.sandboxNote; n != "" {
+			i.crash = strings.TrimRight(n+"\n"+i.crash, "\n")
+		}
 	}
 	crash := i.crash
 	i.mu.Unlock()

@@ -65,11 +65,18 @@ func TestEnvironmentIsNotInherited(t *testing.T) {
 func TestOwnProcessGroup(t *testing.T) {
 	h := newHost(t, subprocess.HostConfig{})
 	p := pidOf(t, load(t, h, misbehaveConfig()))
-	if p.PGID != p.PID {
-		t.Errorf("plugin pgid = %d, want its own group %d", p.PGID, p.PID)
+	// The plugin runs under the sandbox's init (pid 1 of its own PID
+	// namespace), in the launcher's process group, which the host leads
+	// from outside: a kill of the group takes everything.
+	if p.PPID != 1 {
+		t.Errorf("plugin ppid = %d, want the sandbox's init, 1", p.PPID)
 	}
-	if p.PPID != os.Getpid() {
-		t.Errorf("plugin ppid = %d, want the host %d", p.PPID, os.Getpid())
+	if p.PGID != 1 {
+		t.Errorf("plugin pgid = %d, want the launcher's group (1 in the namespace)", p.PGID)
+	}
+	self, _ := os.Readlink("/proc/self/ns/pid")
+	if p.NS == "" || p.NS == self {
+		t.Errorf("plugin PID namespace %q: want its own", p.NS)
 	}
 }
 
@@ -158,7 +165,7 @@ func helperHost() int {
 	}
 	var kids []int
 	_ = json.Unmarshal([]byte(res.Content), &kids)
-	fmt.Println(p.PID, kids[0])
+	fmt.Println(p.NS, kids[0])
 	time.Sleep(time.Minute) // killed long before
 	return 0
 }
@@ -186,18 +193,19 @@ func TestHostKilledPluginExits(t *testing.T) {
 	if err != nil {
 		t.Fatalf("helper host: %v", err)
 	}
-	var plugin, grandchild int
-	if _, err := fmt.Sscanf(line, "%d %d", &plugin, &grandchild); err != nil {
+	var ns string
+	var grandchild int
+	if _, err := fmt.Sscanf(line, "%s %d", &ns, &grandchild); err != nil {
 		t.Fatalf("helper host said %q", line)
 	}
-	if !alive(plugin) || !alive(grandchild) {
+	if len(nsProcs(ns)) < 2 || !nsAlive(ns, grandchild) {
 		t.Fatal("plugin or grandchild not running")
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	waitDead(t, 5*time.Second, plugin, grandchild)
+	waitNSDead(t, 5*time.Second, ns)
 }
 
 func TestConfigValidation(t *testing.T) {

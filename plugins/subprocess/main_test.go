@@ -1,6 +1,9 @@
 package subprocess_test
 
 import (
+	"github.com/agentkernel/agentkernel/sandbox"
+	"strconv"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -25,6 +28,7 @@ var misbehave struct {
 }
 
 func TestMain(m *testing.M) {
+	sandbox.Main()
 	if os.Getenv(helperHostEnv) != "" {
 		os.Exit(helperHost())
 	}
@@ -153,6 +157,63 @@ func waitDead(t testing.TB, d time.Duration, pids ...int) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("processes still alive after %s: %v", d, left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The plugin runs in its own PID namespace: the pids it reports are in
+// that namespace, and the host's /proc finds them by namespace.
+
+// nsProcs lists the live host pids in PID namespace ns, with their pid in
+// that namespace.
+func nsProcs(ns string) map[int]int {
+	out := map[int]int{} // ns pid -> host pid
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !alive(pid) {
+			continue
+		}
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); err != nil || l != ns {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				f := strings.Fields(rest)
+				if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
+					out[n] = pid
+				}
+			}
+		}
+	}
+	return out
+}
+
+// nsAlive reports whether the process nspid of namespace ns is running.
+func nsAlive(ns string, nspid int) bool {
+	_, ok := nsProcs(ns)[nspid]
+	return ok
+}
+
+// waitNSDead waits up to d for every process of PID namespace ns to be gone.
+func waitNSDead(t testing.TB, d time.Duration, ns string) {
+	t.Helper()
+	if ns == "" {
+		t.Fatal("the plugin reported no PID namespace")
+	}
+	deadline := time.Now().Add(d)
+	for {
+		left := nsProcs(ns)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the plugin's PID namespace still alive after %s: %v", d, left)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

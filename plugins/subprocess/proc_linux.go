@@ -6,15 +6,6 @@ import (
 	"unsafe"
 )
 
-// sysProcAttr puts the plugin in its own process group and gives it a
-// parent-death signal: SIGKILL, which the plugin cannot ignore, when the
-// thread that started it dies. Plugins are started from one locked thread
-// (see spawner) that lives as long as the Host, so that is when the kernel
-// process dies or the Host is closed.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
-
 // waitExited blocks until process pid has exited, without reaping it, so
 // its pid (and process group id) stays reserved until cmd.Wait.
 func waitExited(pid int) {

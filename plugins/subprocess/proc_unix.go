@@ -2,14 +2,6 @@
 
 package subprocess
 
-import "syscall"
-
-// sysProcAttr puts the plugin in its own process group. Systems other than
-// Linux have no parent-death signal; the SDK's parent watch covers them.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
-}
-
 // waitExited returns at once: cmd.Wait reaps, and the group is killed
 // right after.
 func waitExited(int) {}

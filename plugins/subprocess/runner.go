@@ -4,7 +4,6 @@ package subprocess
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-plugin/runner"
+
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // pipeGrace is how long the host waits, after a plugin exits and its
@@ -34,6 +35,8 @@ type groupRunner struct {
 	name  string
 	cmd   *exec.Cmd
 	spawn *spawner
+	grant sandbox.Grant // the plugin's effective sandbox grant
+	scmd  *sandbox.Cmd  // the confined process, once started
 
 	// The plugin's stdout and stderr are copied to pipes go-plugin reads
 	// (the handshake; logs under the plugin's name); stderr also to tail.
@@ -47,11 +50,14 @@ type groupRunner struct {
 	outDone chan struct{} // closed once stdout is fully copied
 	errDone chan struct{} // closed once stderr is fully copied
 	waitErr error         // set before done is closed
+	// sandboxNote names the sandbox limit that stopped the plugin, or why
+	// the sandbox could not start it; set before done is closed.
+	sandboxNote string
 }
 
-func newGroupRunner(name string, cmd *exec.Cmd, spawn *spawner) *groupRunner {
+func newGroupRunner(name string, cmd *exec.Cmd, spawn *spawner, grant sandbox.Grant) *groupRunner {
 	r := &groupRunner{
-		name: name, cmd: cmd, spawn: spawn,
+		name: name, cmd: cmd, spawn: spawn, grant: grant,
 		tail:    newTailBuffer(16 << 10),
 		done:    make(chan struct{}),
 		outDone: make(chan struct{}),
@@ -75,15 +81,16 @@ func (r *groupRunner) Start(ctx context.Context) error {
 		_ = outW.Close()
 		return fmt.Errorf("stderr pipe: %w", err)
 	}
-	var cmd *exec.Cmd
-	for attempt := 0; ; attempt++ {
-		cmd = &exec.Cmd{Path: r.cmd.Path, Args: r.cmd.Args, Env: r.cmd.Env, Dir: r.cmd.Dir,
-			Stdin: nil, Stdout: outW, Stderr: errW, SysProcAttr: sysProcAttr()}
-		err = r.spawn.do(cmd.Start)
-		if err == nil || !errors.Is(err, syscall.ETXTBSY) || attempt == 20 || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(time.Duration(attempt+1) * time.Millisecond)
+	// The plugin's private copy runs confined: the sandbox's launcher
+	// (this binary, re-executed) starts it in its own namespaces, under
+	// its grant, and retries a "text file busy" exec itself.
+	argv := append([]string{r.cmd.Path}, r.cmd.Args[1:]...)
+	scmd, err := sandbox.Command(context.Background(), r.grant, argv)
+	if err == nil {
+		scmd.Env, scmd.Dir = r.cmd.Env, r.cmd.Dir
+		scmd.Stdin, scmd.Stdout, scmd.Stderr = nil, outW, errW
+		scmd.WaitDelay = 0
+		err = r.spawn.do(scmd.Start)
 	}
 	_ = outW.Close()
 	_ = errW.Close()
@@ -92,8 +99,8 @@ func (r *groupRunner) Start(ctx context.Context) error {
 		_ = errR.Close()
 		return fmt.Errorf("exec plugin: %w", err)
 	}
-	r.cmd = cmd
-	r.pid = cmd.Process.Pid
+	r.scmd, r.cmd = scmd, scmd.Cmd
+	r.pid = scmd.Process.Pid
 	r.stdoutR, r.stderrR = outR, errR
 	go copyPipe(r.stdoutR, r.stdoutPW, nil, r.outDone)
 	go copyPipe(r.stderrR, r.stderrPW, r.tail, r.errDone)
@@ -110,6 +117,11 @@ func (r *groupRunner) wait() {
 	killGroup(r.pid)
 	err := r.cmd.Wait()
 	killGroup(r.pid) // where waitExited could not wait without reaping
+	if o := r.scmd.Outcome(); o.Known && (o.Limit != nil || o.Err != "") {
+		// The crash text leads with the limit that stopped the plugin, or
+		// why the sandbox could not start it.
+		r.sandboxNote = o.String()
+	}
 	r.waitErr = err
 	close(r.done)
 	// Normally both pipes are at EOF already; a process that escaped the

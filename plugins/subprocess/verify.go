@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -54,6 +55,9 @@ func copyVerified(cfg PluginConfig, dir string) (path, sum string, err error) {
 	if cfg.SHA256 == "" || subtle.ConstantTimeCompare([]byte(sum), []byte(cfg.SHA256)) != 1 {
 		return "", sum, &HashError{Plugin: cfg.Name, Path: cfg.Path, Expected: cfg.SHA256, Actual: sum}
 	}
+	if err := checkNative(dst.Name()); err != nil {
+		return "", sum, fmt.Errorf("plugin %q: %s: %w", cfg.Name, cfg.Path, err)
+	}
 	if err := os.Chmod(dst.Name(), 0o500); err != nil {
 		return "", "", fmt.Errorf("plugin %q: make private copy executable: %w", cfg.Name, err)
 	}
@@ -87,4 +91,23 @@ func privateDir(parent string) (string, error) {
 		return "", fmt.Errorf("run directory %s is too long for unix socket paths (at most %d bytes); choose a shorter one", parent, 107-38-len("/agentkernel-plugins-1234567890"))
 	}
 	return abs, nil
+}
+
+// ErrWrapper refuses a pinned file that is a script: a wrapper would exec
+// binaries nobody pinned. Pin the binary itself.
+var ErrWrapper = errors.New("is a script (#!), not a binary: wrapper scripts are refused because what they run is not pinned; pin the plugin binary itself")
+
+// checkNative refuses scripts: the file must not start with "#!".
+func checkNative(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, 2)
+	n, _ := io.ReadFull(f, head)
+	if n == 2 && string(head) == "#!" {
+		return ErrWrapper
+	}
+	return nil
 }

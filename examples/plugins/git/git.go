@@ -167,7 +167,10 @@ func checkPath(p string) error {
 }
 
 // safetyConfig turns off what a repository's own configuration could make
-// git run: fsmonitor hooks, hooks, pagers, external diff drivers.
+// git run: fsmonitor hooks, hooks, pagers, external diff drivers. Every
+// other program a repository names (filters, textconv, diff and merge
+// drivers, credential helpers, ssh commands...) is blanked by
+// hardenedEnv, key by key.
 var safetyConfig = []string{
 	"-c", "core.fsmonitor=false",
 	"-c", "core.hooksPath=/dev/null",
@@ -175,6 +178,49 @@ var safetyConfig = []string{
 	"-c", "diff.external=",
 	"-c", "color.ui=false",
 	"-c", "log.showSignature=false",
+	"-c", "core.sshCommand=",
+	"-c", "credential.helper=",
+	"-c", "core.askPass=",
+	"-c", "gpg.program=",
+}
+
+// programKeySuffixes end every configuration key whose value git may run
+// as a program (or whose value is a program's configuration).
+var programKeySuffixes = []string{
+	".clean", ".smudge", ".process", ".textconv", ".command", ".driver", ".program",
+	".helper", ".sshcommand", ".askpass", ".editor", ".pager", ".fsmonitor", ".hookspath",
+	".hook", ".proxy", ".gitproxy", ".alternaterefscommand", ".packobjectshook", ".cmd", ".tool",
+}
+
+// hardenedEnv is gitEnv plus, for every key of the repository's
+// configuration (includes followed) that names a program, an override to
+// the empty value. The overrides go through GIT_CONFIG_COUNT/KEY/VALUE,
+// which take the key verbatim: a "-c key=" argument would be misparsed for
+// a subsection holding "=". Reading the configuration runs nothing.
+func (g *git) hardenedEnv(ctx context.Context, bin string) ([]string, error) {
+	env := gitEnv()
+	cmd := sdk.Command(ctx, bin, "--no-pager", "-C", g.repo, "config", "--list", "--includes", "--name-only", "-z")
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		// No repository (or no configuration): nothing to neutralise.
+		return env, nil
+	}
+	n := 0
+	for _, key := range strings.Split(string(out), "\x00") {
+		key = strings.TrimSpace(key)
+		lower := strings.ToLower(key)
+		hit := false
+		for _, suf := range programKeySuffixes {
+			hit = hit || strings.HasSuffix(lower, suf)
+		}
+		if !hit {
+			continue
+		}
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", n, key), fmt.Sprintf("GIT_CONFIG_VALUE_%d=", n))
+		n++
+	}
+	return append(env, fmt.Sprintf("GIT_CONFIG_COUNT=%d", n)), nil
 }
 
 // run runs git with args in the repository, limited to pathspec if set,
@@ -195,8 +241,12 @@ func (g *git) run(ctx context.Context, args []string, pathspec string) (string, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
+	env, err := g.hardenedEnv(ctx, bin)
+	if err != nil {
+		return "", err
+	}
 	cmd := sdk.Command(ctx, bin, full...)
-	cmd.Env = gitEnv()
+	cmd.Env = env
 	out := &capBuffer{max: g.maxOutput}
 	var stderr capBuffer
 	stderr.max = 4 << 10

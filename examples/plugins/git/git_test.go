@@ -1,8 +1,11 @@
 package main
 
 import (
+	"github.com/agentkernel/agentkernel/sandbox"
+
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,7 +212,10 @@ func TestAsSubprocess(t *testing.T) {
 	needGit(t)
 	repo := makeRepo(t)
 	bin, sum := sdktest.Build(t, ".")
-	p := sdktest.Exec(t, subprocess.PluginConfig{Name: "git", Path: bin, SHA256: sum, Args: []string{"-repo", repo}})
+	// Confined: git and its helpers from the system directories, the
+	// repository read-only, nothing else.
+	grant := sandbox.Grant{FS: append(sandbox.SystemDirs(), sandbox.FSRule{Path: repo, Mode: "ro"})}
+	p := sdktest.Exec(t, subprocess.PluginConfig{Name: "git", Path: bin, SHA256: sum, Args: []string{"-repo", repo}, Sandbox: grant})
 	specs := p.Specs()
 	if len(specs) != 3 || specs[0].Name != "git.git_status" || specs[0].Source != "subprocess:git" {
 		t.Fatalf("specs = %+v", specs)
@@ -217,5 +223,50 @@ func TestAsSubprocess(t *testing.T) {
 	res, err := p.Call(context.Background(), "git_log", `{"max_count":1}`)
 	if err != nil || !strings.Contains(res.Content, "Add the entry point") {
 		t.Fatalf("git_log = %q, %v", res.Content, err)
+	}
+}
+
+// TestRepositoryFilterAttack is issue 11's attack: the model writes a
+// filter into .git/config and a .gitattributes naming it, then asks for a
+// diff. Plain git runs the filter; the plugin must not, whatever the
+// filter's (or textconv's) name, "=" in it included.
+func TestRepositoryFilterAttack(t *testing.T) {
+	needGit(t)
+	repo := makeRepo(t)
+	mark := filepath.Join(t.TempDir(), "ran")
+	script := filepath.Join(t.TempDir(), "evil.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$0 $*\" >> "+mark+"\ncat\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("[filter \"x\"]\n\tclean = %[1]s\n\tsmudge = %[1]s\n[filter \"a=b\"]\n\tclean = %[1]s\n[diff \"y\"]\n\ttextconv = %[1]s\n", script)
+	f, err := os.OpenFile(filepath.Join(repo, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(cfg)
+	f.Close()
+	if err := os.WriteFile(filepath.Join(repo, ".gitattributes"), []byte("*.md filter=x diff=y\n*.go filter=a=b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Sanity: plain git runs the filter on a diff.
+	cmd := exec.Command("git", "-C", repo, "diff")
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	_ = cmd.Run()
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatalf("plain git diff did not run the filter, so this test proves nothing: %v", err)
+	}
+	os.Remove(mark)
+
+	p := sdktest.Start(t, (&git{repo: repo, maxOutput: 64 << 10}).tools()...)
+	for _, c := range [][2]string{{"git_status", `{}`}, {"git_diff", `{}`}, {"git_diff", `{"stat":true}`}, {"git_diff", `{"staged":true}`}, {"git_log", `{}`}} {
+		if _, err := p.Call(context.Background(), c[0], c[1]); err != nil {
+			t.Fatalf("%s: %v", c[0], err)
+		}
+	}
+	if b, err := os.ReadFile(mark); err == nil {
+		t.Fatalf("the plugin let git run a repository-configured filter: %s", b)
 	}
 }

@@ -106,7 +106,15 @@ type procInfo struct {
 	PID  int `json:"pid"`
 	PGID int `json:"pgid"`
 	PPID int `json:"ppid"`
+	// NS is the PID namespace ("pid:[4026532…]"): the pids above are in it.
+	NS string `json:"ns"`
+	// Started tells two processes apart: pids and namespace inodes repeat.
+	Started int64 `json:"started"`
 }
+
+var started = time.Now().UnixNano()
+
+var spinSink int
 
 const textSchema = `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`
 
@@ -120,7 +128,8 @@ func tools() []*sdk.Tool {
 			func(_ context.Context, a textArgs) (string, error) { return fmt.Sprint(len(a.Text)), nil }),
 		sdk.JSON(sdk.Spec{Name: "pid", Description: "Returns its process ids.", Tier: sdk.ReadOnly},
 			func(context.Context, empty) (procInfo, error) {
-				return procInfo{PID: os.Getpid(), PGID: syscall.Getpgrp(), PPID: os.Getppid()}, nil
+				ns, _ := os.Readlink("/proc/self/ns/pid")
+				return procInfo{PID: os.Getpid(), PGID: syscall.Getpgrp(), PPID: os.Getppid(), NS: ns, Started: started}, nil
 			}),
 		sdk.Text(sdk.Spec{Name: "panic", Description: "Panics in the handler.", Schema: textSchema, Tier: sdk.ReadOnly},
 			func(_ context.Context, a textArgs) (string, error) { panic(a.Text) }),
@@ -167,6 +176,34 @@ func tools() []*sdk.Tool {
 			}),
 		sdk.Text(sdk.Spec{Name: "noise", Description: "Returns how many rounds of stdout noise were printed.", Tier: sdk.ReadOnly},
 			func(context.Context, empty) (string, error) { return fmt.Sprint(noiseLines.Load()), nil }),
+		// The attacks of the sandbox tests: each reports what it managed.
+		sdk.Text(sdk.Spec{Name: "read", Description: "Reads a file.", Schema: textSchema, Tier: sdk.ReadOnly},
+			func(_ context.Context, a textArgs) (string, error) {
+				b, err := os.ReadFile(a.Text)
+				return string(b), err
+			}),
+		sdk.Text(sdk.Spec{Name: "sh", Description: "Runs a shell script, returns its combined output.", Schema: textSchema, Tier: sdk.Privileged},
+			func(ctx context.Context, a textArgs) (string, error) {
+				c := exec.CommandContext(ctx, "/bin/sh", "-c", a.Text)
+				c.Env = []string{"PATH=/usr/bin:/bin"}
+				out, err := c.CombinedOutput()
+				return fmt.Sprintf("%s[%v]", out, err), nil
+			}),
+		sdk.Text(sdk.Spec{Name: "hog", Description: "Allocates memory until it dies.", Tier: sdk.ReadOnly},
+			func(context.Context, empty) (string, error) {
+				// Untouched pages cost address space, not memory: the
+				// machine is spared, the address-space limit is not.
+				var keep [][]byte
+				for {
+					keep = append(keep, make([]byte, 64<<20))
+				}
+			}),
+		sdk.Text(sdk.Spec{Name: "spin", Description: "Burns CPU forever.", Tier: sdk.ReadOnly},
+			func(context.Context, empty) (string, error) {
+				for n := 0; ; n++ {
+					spinSink = n
+				}
+			}),
 		sdk.Text(sdk.Spec{Name: "fail", Description: "Returns an error with a code.", Tier: sdk.ReadOnly},
 			func(_ context.Context, a failArgs) (string, error) { return "", sdk.Errorf(a.Code, "%s", a.Message) }),
 	}

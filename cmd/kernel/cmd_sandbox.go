@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentkernel/agentkernel/hooks"
+	"github.com/agentkernel/agentkernel/plugins/builtin"
+	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sandbox"
+)
+
+// SandboxConfig is kernel.yaml's sandbox section.
+type SandboxConfig struct {
+	// AllowMissing names the layers every native tool may run without
+	// where this machine lacks them: an explicit acceptance of that risk.
+	AllowMissing []sandbox.Layer `yaml:"allow_missing"`
+}
+
+// hooksOptions are the hook chain's options: paths against the config's
+// directory, the workspace readable by command hooks, the accepted risks.
+func (cfg *Config) hooksOptions() hooks.Options {
+	return hooks.Options{Dir: cfg.dir, Workspace: cfg.path(cfg.Workspace), AllowMissing: cfg.Sandbox.AllowMissing}
+}
+
+const sandboxUsage = `Usage: kernel sandbox check [--config FILE] [--json]
+
+Shows which confinement layers hold on this machine (namespaces, Landlock,
+process limit) and the grant each native tool runs under: run_command,
+every subprocess plugin and every command hook. A tool whose grant needs a
+missing layer does not run unless sandbox.allow_missing names the layer.
+See docs/sandbox.md.`
+
+// sandboxToolReport is one native tool in `kernel sandbox check`.
+type sandboxToolReport struct {
+	Tool  string `json:"tool"`
+	Grant string `json:"grant"`
+	// Runs is false when a layer the grant needs is missing here; Error
+	// says which and how to accept the risk.
+	Runs  bool   `json:"runs"`
+	Error string `json:"error,omitempty"`
+}
+
+func cmdSandbox(ctx context.Context, args []string, env *cliEnv) error {
+	sub, args, fs, cf, ok := subcommand("sandbox", sandboxUsage, args, env)
+	if !ok {
+		return nil
+	}
+	if sub != "check" {
+		fmt.Fprintln(env.stderr, sandboxUsage)
+		return exitError{code: 2, msg: fmt.Sprintf("unknown sandbox subcommand %q", sub)}
+	}
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	rep := sandbox.Check()
+	var tools []sandboxToolReport
+	add := func(name string, g sandbox.Grant) {
+		g.AllowMissing = append(g.AllowMissing, cfg.Sandbox.AllowMissing...)
+		r := sandboxToolReport{Tool: name, Grant: g.Describe(), Runs: true}
+		if err := rep.Missing(g); err != nil {
+			r.Runs, r.Error = false, err.Error()
+		}
+		tools = append(tools, r)
+	}
+	b := cfg.Tools.Builtin
+	add("run_command", builtin.CommandGrant(cfg.path(cfg.Workspace), b))
+	pcs, err := cfg.pluginConfigs()
+	if err != nil {
+		return err
+	}
+	for _, pc := range pcs {
+		add("plugin "+pc.Name, subprocess.PluginGrant(pc, "<private copy of "+filepath.Base(pc.Path)+">", "<go-plugin socket dir>"))
+	}
+	hc, err := cfg.hooksConfig()
+	if err != nil {
+		return err
+	}
+	for _, r := range hc.Rules {
+		if r.Command != nil && len(r.Command.Argv) > 0 {
+			add("hook "+r.Name, hooks.HookGrant(r.Command, cfg.hooksOptions(), r.Command.Argv[0]))
+		}
+	}
+	if *asJSON {
+		e := json.NewEncoder(env.stdout)
+		e.SetIndent("", "  ")
+		return e.Encode(struct {
+			Layers       []sandbox.LayerStatus `json:"layers"`
+			LandlockABI  int                   `json:"landlock_abi"`
+			Root         bool                  `json:"root"`
+			AllowMissing []sandbox.Layer       `json:"allow_missing"`
+			Tools        []sandboxToolReport   `json:"tools"`
+		}{rep.Layers, rep.LandlockABI, rep.Root, cfg.Sandbox.AllowMissing, tools})
+	}
+	fmt.Fprintln(env.stdout, "layers on this machine:")
+	for _, l := range rep.Layers {
+		mark := "ok     "
+		if !l.Active {
+			mark = "MISSING"
+		}
+		fmt.Fprintf(env.stdout, "  %s %-13s %s\n", mark, l.Layer, l.Detail)
+	}
+	if len(cfg.Sandbox.AllowMissing) > 0 {
+		var s []string
+		for _, l := range cfg.Sandbox.AllowMissing {
+			s = append(s, string(l))
+		}
+		fmt.Fprintf(env.stdout, "accepted missing (sandbox.allow_missing): %s\n", strings.Join(s, ", "))
+	}
+	fmt.Fprintln(env.stdout, "native tools:")
+	for _, t := range tools {
+		state := "confined"
+		if !t.Runs {
+			state = "REFUSED"
+		}
+		fmt.Fprintf(env.stdout, "  %s [%s]\n    %s\n", t.Tool, state, t.Grant)
+		if t.Error != "" {
+			fmt.Fprintf(env.stdout, "    %s\n", t.Error)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package sandbox_test
+
+import (
+	"context"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentkernel/agentkernel/sandbox"
+)
+
+// p50 reports the median of the loop's iterations as p50-ms.
+func p50(b *testing.B, d []time.Duration) {
+	slices.Sort(d)
+	if len(d) > 0 {
+		b.ReportMetric(float64(d[len(d)/2])/1e6, "p50-ms")
+	}
+}
+
+// BenchmarkTrueUnconfined is the baseline: fork and exec /bin/true.
+func BenchmarkTrueUnconfined(b *testing.B) {
+	var d []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		cmd := exec.Command("/bin/true")
+		cmd.Env = []string{}
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+		d = append(d, time.Since(start))
+	}
+	p50(b, d)
+}
+
+// BenchmarkTrueConfined runs /bin/true through the sandbox with
+// run_command's default shape of grant (new network namespace included):
+// the difference to BenchmarkTrueUnconfined is the added latency of
+// confinement.
+func BenchmarkTrueConfined(b *testing.B) { benchConfined(b, nil) }
+
+// BenchmarkTrueConfinedNet is the same with a net grant (no new network
+// namespace): the difference is the network namespace's cost.
+func BenchmarkTrueConfinedNet(b *testing.B) { benchConfined(b, &sandbox.Net{}) }
+
+func benchConfined(b *testing.B, net *sandbox.Net) {
+	ws := b.TempDir()
+	g := workspaceGrant(ws)
+	g.Net = net
+	sandbox.Check() // the one-time probe is not part of a call
+	var d []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		cmd, err := sandbox.Command(context.Background(), g, []string{"/bin/true"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd.Dir = ws
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+		d = append(d, time.Since(start))
+	}
+	p50(b, d)
+}

@@ -1,0 +1,370 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+// mainCalled is set by Main: without it a re-executed binary would run its
+// own main instead of the launcher.
+var mainCalled atomic.Bool
+
+// ErrNoMain is returned by Command when Main was not called first in the
+// binary's main (or the test binary's TestMain).
+var ErrNoMain = errors.New("sandbox: sandbox.Main() was not called first in main (or TestMain): the launcher cannot run")
+
+// Cmd is a program that runs confined. It embeds the *exec.Cmd that
+// starts the launcher; set Env, Dir, Stdin, Stdout and Stderr on it as
+// usual (Env starts empty, never the kernel's). Use Start, Wait and Run of
+// Cmd, not of the embedded exec.Cmd, to get the outcome and close the
+// launcher's descriptors; code that only has the *exec.Cmd (go-plugin's
+// ClientConfig.Cmd) still gets a confined process, and the descriptors are
+// closed by their finalizers.
+//
+// A Cmd is not safe for concurrent use.
+type Cmd struct {
+	*exec.Cmd
+	status    *os.File
+	childEnds []*os.File
+	outcome   Outcome
+	collected bool
+}
+
+// Command returns a Cmd that runs argv confined by g. argv[0] is looked up
+// in the PATH of the Cmd's Env when it has no slash. The process starts in
+// new user, PID, mount and (without net) network namespaces, with g's
+// rlimits, no_new_privs, no capabilities and g's Landlock rules; the
+// launcher stays as PID 1 and when the program exits everything it
+// started is killed.
+//
+// Command fails with a *MissingLayerError when a layer g needs is missing
+// here and g.AllowMissing does not name it, and with ErrNoMain when Main
+// was not called. ctx kills the launcher (and so everything) when done.
+func Command(ctx context.Context, g Grant, argv []string) (*Cmd, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, errors.New("sandbox: empty argv")
+	}
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	if !mainCalled.Load() {
+		return nil, ErrNoMain
+	}
+	rep := cachedCheck()
+	if err := rep.Missing(g); err != nil {
+		return nil, err
+	}
+	lim := g.limits()
+	sp := spec{
+		Argv: argv, Net: g.Net, HostPATH: os.Getenv("PATH"),
+		MountNS:     rep.Has(LayerMountNS),
+		LandlockABI: rep.LandlockABI,
+		Root:        rep.Root,
+		MemoryMB:    lim.MemoryMB, MaxProcs: lim.MaxProcs, MaxFileMB: lim.MaxFileMB, MaxOpenFiles: lim.MaxOpenFiles,
+		CPUSeconds: int((g.CPU.D() + time.Second - 1) / time.Second),
+		TimeoutNS:  int64(g.Timeout),
+	}
+	rules, bindRO, err := resolveRules(g.FS)
+	if err != nil {
+		return nil, err
+	}
+	sp.Rules, sp.BindRO = rules, bindRO
+	if len(bindRO) > 0 && !sp.MountNS {
+		// The nested ro rule cannot be enforced without a mount namespace:
+		// Landlock rules only add rights.
+		if !slices.Contains(g.AllowMissing, LayerMountNS) {
+			return nil, &MissingLayerError{Layer: LayerMountNS, Reason: "needed to make " + bindRO[0] + " read-only inside an rw grant"}
+		}
+	}
+	return newCmd(ctx, sp, g.Net == nil && rep.Has(LayerNetNS), rep)
+}
+
+func newCmd(ctx context.Context, sp spec, netns bool, rep Report) (*Cmd, error) {
+	b, err := json.Marshal(sp)
+	if err != nil {
+		return nil, err
+	}
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: spec pipe: %w", err)
+	}
+	if len(b) > 60<<10 {
+		specR.Close()
+		specW.Close()
+		return nil, errors.New("sandbox: the grant is too large")
+	}
+	_, err = specW.Write(b)
+	specW.Close()
+	if err != nil {
+		specR.Close()
+		return nil, fmt.Errorf("sandbox: write spec: %w", err)
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		specR.Close()
+		return nil, fmt.Errorf("sandbox: status pipe: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, "/proc/self/exe")
+	cmd.Args = []string{initArg0}
+	cmd.Env = []string{}
+	cmd.ExtraFiles = []*os.File{specR, statusW}
+	cmd.SysProcAttr = sysProcAttr(rep, netns)
+	// The launcher dies with the thread that started it; callers that
+	// need that (plugins) start it from a thread that lives as long as
+	// they do.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	cmd.WaitDelay = 2 * time.Second
+	return &Cmd{Cmd: cmd, status: statusR, childEnds: []*os.File{specR, statusW}}, nil
+}
+
+// sysProcAttr is the launcher's clone: its own process group and the
+// namespaces this machine offers.
+func sysProcAttr(rep Report, netns bool) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true}
+	if rep.Has(LayerPIDNS) {
+		a.Cloneflags |= syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC
+	}
+	if rep.Has(LayerMountNS) {
+		a.Cloneflags |= syscall.CLONE_NEWNS
+	}
+	if netns {
+		a.Cloneflags |= syscall.CLONE_NEWNET
+	}
+	if rep.Has(LayerUserNS) {
+		a.Cloneflags |= syscall.CLONE_NEWUSER
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+		a.GidMappingsEnableSetgroups = false
+	}
+	return a
+}
+
+// resolveRules checks every fs rule against the file system: absolute,
+// existing (optional ones are dropped when missing), directory or file.
+// It returns the ro rules that sit inside an rw rule, for bind mounts.
+func resolveRules(fs []FSRule) ([]specRule, []string, error) {
+	var out []specRule
+	for i, r := range fs {
+		p := filepath.Clean(r.Path)
+		st, err := os.Stat(p)
+		if err != nil {
+			if r.Optional && errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return nil, nil, &GrantError{Field: fmt.Sprintf("fs[%d].path", i), Msg: err.Error()}
+		}
+		out = append(out, specRule{Path: p, RW: r.Writable(), Dir: st.IsDir()})
+	}
+	var bind []string
+	for _, r := range out {
+		if r.RW {
+			continue
+		}
+		for _, w := range out {
+			if w.RW && w.Path != r.Path && within(r.Path, w.Path) {
+				bind = append(bind, r.Path)
+				break
+			}
+		}
+	}
+	return out, bind, nil
+}
+
+// Start starts the launcher and closes the host's copies of its descriptors.
+func (c *Cmd) Start() error {
+	err := c.Cmd.Start()
+	for _, f := range c.childEnds {
+		f.Close()
+	}
+	c.childEnds = nil
+	if err != nil {
+		c.status.Close()
+	}
+	return err
+}
+
+// Wait waits for the launcher (so for every process of the sandbox) and
+// collects the outcome. A limit that stopped the program is returned as a
+// *LimitError, a launch failure (a path outside the grant, a missing
+// program) as an error saying so; otherwise the *exec.ExitError of the
+// launcher, whose exit code is the program's.
+func (c *Cmd) Wait() error {
+	err := c.Cmd.Wait()
+	c.collect()
+	switch {
+	case c.outcome.Limit != nil:
+		return c.outcome.Limit
+	case c.outcome.Err != "":
+		return fmt.Errorf("sandbox: %s", c.outcome.Err)
+	}
+	return err
+}
+
+// Run starts and waits.
+func (c *Cmd) Run() error {
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return c.Wait()
+}
+
+// Outcome is how the program ended. Call it once the launcher has exited
+// (after Wait, or after waiting on c.Process directly).
+func (c *Cmd) Outcome() Outcome {
+	c.collect()
+	return c.outcome
+}
+
+func (c *Cmd) collect() {
+	if c.collected {
+		return
+	}
+	c.collected = true
+	defer c.status.Close()
+	_ = c.status.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	buf := make([]byte, 8192)
+	n, _ := c.status.Read(buf)
+	if n > 0 && json.Unmarshal(buf[:n], &c.outcome) == nil {
+		c.outcome.Known = true
+	}
+}
+
+var (
+	checkOnce sync.Once
+	checkRep  Report
+)
+
+func cachedCheck() Report {
+	checkOnce.Do(func() { checkRep = probe() })
+	return checkRep
+}
+
+// Check reports which layers hold on this machine. It launches a probe
+// through the launcher once per process and caches the answer. Main must
+// have been called.
+func Check() Report { return cachedCheck() }
+
+// probe finds the layers by trying them: the namespaces by starting the
+// launcher in probe mode with them, Landlock by asking the kernel.
+func probe() Report {
+	rep := Report{Root: os.Geteuid() == 0}
+	abi, err := ll.LandlockGetABIVersion()
+	if err != nil {
+		abi = 0
+	}
+	rep.LandlockABI = abi
+	set := func(l Layer, ok bool, detail string) {
+		rep.Layers = append(rep.Layers, LayerStatus{Layer: l, Active: ok, Detail: detail})
+	}
+	if !mainCalled.Load() {
+		for _, l := range Layers() {
+			set(l, false, "sandbox.Main was not called in this binary")
+		}
+		return rep
+	}
+	// Try all the namespaces, then without the user namespace (root only).
+	try := func(user bool) (probeResult, error) {
+		trial := Report{Layers: []LayerStatus{{LayerPIDNS, true, ""}, {LayerMountNS, true, ""}, {LayerUserNS, user, ""}}}
+		cmd, err := newCmd(context.Background(), spec{Probe: true, MountNS: true, Root: rep.Root}, true, trial)
+		if err != nil {
+			return probeResult{}, err
+		}
+		if err := cmd.Start(); err != nil {
+			return probeResult{}, err
+		}
+		werr := cmd.Cmd.Wait()
+		defer cmd.status.Close()
+		_ = cmd.status.SetReadDeadline(time.Now().Add(2 * time.Second))
+		buf := make([]byte, 4096)
+		n, _ := cmd.status.Read(buf)
+		var pr probeResult
+		if err := json.Unmarshal(buf[:n], &pr); err != nil {
+			return probeResult{}, fmt.Errorf("probe launcher: %v (%v)", werr, err)
+		}
+		return pr, nil
+	}
+	pr, err := try(true)
+	userOK, nsOK := err == nil, err == nil
+	userDetail := "a new user namespace: no capability outside it"
+	if err != nil {
+		userDetail = "cannot create a user namespace: " + err.Error()
+		if rep.Root {
+			pr, err = try(false)
+			nsOK = err == nil
+		}
+	}
+	nsDetail := "cannot create namespaces"
+	if err != nil {
+		nsDetail += ": " + err.Error()
+	}
+	set(LayerUserNS, userOK, userDetail)
+	if nsOK && pr.PID == 1 {
+		set(LayerPIDNS, true, "a new PID namespace: only the sandbox's processes are visible, all die with the program")
+	} else {
+		set(LayerPIDNS, false, nsDetail)
+	}
+	switch {
+	case !nsOK:
+		set(LayerMountNS, false, nsDetail)
+	case pr.MountNS != "":
+		set(LayerMountNS, false, pr.MountNS)
+	default:
+		set(LayerMountNS, true, "a new mount namespace: fresh /proc, private /tmp, read-only bind mounts")
+	}
+	if nsOK {
+		set(LayerNetNS, true, "a new, empty network namespace when the grant has no net")
+	} else {
+		set(LayerNetNS, false, nsDetail)
+	}
+	if abi >= 1 {
+		set(LayerLandlock, true, fmt.Sprintf("Landlock ABI %d: file system rules", abi))
+	} else {
+		set(LayerLandlock, false, "Landlock is not available (kernel < 5.13, or not in the lsm= boot list)")
+	}
+	if abi >= 4 {
+		set(LayerLandlockNet, true, fmt.Sprintf("Landlock ABI %d: TCP bind and connect rules", abi))
+	} else {
+		set(LayerLandlockNet, false, fmt.Sprintf("Landlock ABI %d has no network rules (needs 4, Linux 6.7+)", abi))
+	}
+	switch {
+	case !rep.Root:
+		set(LayerPIDLimit, true, "RLIMIT_NPROC (not root)")
+	case nsOK && pr.PIDLimit == "":
+		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: the PID namespace's pid_max (at least 301)")
+	default:
+		d := pr.PIDLimit
+		if !nsOK {
+			d = nsDetail
+		}
+		set(LayerPIDLimit, false, "running as root, where RLIMIT_NPROC does not apply, and the PID namespace's pid_max cannot be set: "+d)
+	}
+	return rep
+}
+
+// describeLimit names the limit that stopped a process, from what the
+// launcher observed. lim has defaults filled in.
+func describeLimit(lim Grant, sig syscall.Signal, cpu time.Duration, peakProcs int, peakVM int64, procCap int) *LimitError {
+	switch {
+	case lim.CPU > 0 && (sig == syscall.SIGXCPU || (sig == syscall.SIGKILL && cpu >= lim.CPU.D())):
+		return &LimitError{Limit: "cpu", Detail: fmt.Sprintf("the program used %s of CPU time, its limit is %s (cpu)", cpu.Round(time.Millisecond), lim.CPU)}
+	case sig == syscall.SIGXFSZ:
+		return &LimitError{Limit: "max_file_mb", Detail: fmt.Sprintf("the program wrote a file larger than %d MiB (max_file_mb)", lim.MaxFileMB)}
+	case procCap > 0 && peakProcs >= procCap:
+		return &LimitError{Limit: "max_procs", Detail: fmt.Sprintf("the sandbox reached %d processes, its limit (max_procs %d); further forks failed", peakProcs, lim.MaxProcs)}
+	case peakVM >= int64(lim.MemoryMB)<<20*85/100:
+		return &LimitError{Limit: "memory_mb", Detail: fmt.Sprintf("a process reached %d MiB of address space, its limit is %d MiB (memory_mb); further allocations failed", peakVM>>20, lim.MemoryMB)}
+	}
+	return nil
+}

@@ -1,0 +1,484 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	"golang.org/x/sys/unix"
+)
+
+// Main must be called first thing in main (and in TestMain of every test
+// binary that starts confined processes). In the kernel it only records
+// that the launcher is available and returns. When the binary was
+// re-executed by Command as a sandbox's launcher, Main never returns: it
+// confines itself, runs the program, reports and exits.
+func Main() {
+	mainCalled.Store(true)
+	if len(os.Args) == 0 || os.Args[0] != initArg0 {
+		return
+	}
+	os.Exit(runInit())
+}
+
+// launcher is the state of the sandbox's init.
+type launcher struct {
+	sp     spec
+	status *os.File
+}
+
+func (l *launcher) report(o Outcome) {
+	b, _ := json.Marshal(o)
+	_, _ = l.status.Write(b)
+}
+
+// runInit is the launcher, PID 1 of the sandbox. Order: mounts (fresh
+// /proc, private /tmp, ro binds), pid_max, rlimits, capabilities dropped,
+// no_new_privs and Landlock, then the program as its child; the launcher
+// reaps everything and exits with the program, which takes the rest of
+// the PID namespace with it.
+func runInit() int {
+	// Every per-thread setting (capabilities, securebits) is made on this
+	// thread, and the program is forked from it.
+	runtime.LockOSThread()
+	syscall.CloseOnExec(specFD)
+	syscall.CloseOnExec(statusFD)
+	l := &launcher{status: os.NewFile(statusFD, "status")}
+	b, err := io.ReadAll(io.LimitReader(os.NewFile(specFD, "spec"), 1<<20))
+	if err == nil {
+		err = json.Unmarshal(b, &l.sp)
+	}
+	if err != nil {
+		l.report(Outcome{Err: "read the launch spec: " + err.Error()})
+		return 126
+	}
+	if l.sp.Probe {
+		return l.probe()
+	}
+	if err := l.confine(); err != nil {
+		l.report(Outcome{Err: err.Error()})
+		return 126
+	}
+	return l.run()
+}
+
+func (l *launcher) probe() int {
+	pr := probeResult{PID: os.Getpid()}
+	if err := mountProc(); err != nil {
+		pr.MountNS = err.Error()
+	}
+	if l.sp.Root {
+		if err := setPIDMax(10); err != nil {
+			pr.PIDLimit = err.Error()
+		}
+	}
+	b, _ := json.Marshal(pr)
+	_, _ = l.status.Write(b)
+	return 0
+}
+
+func mountProc() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make / private: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount a fresh /proc: %w", err)
+	}
+	return nil
+}
+
+// setPIDMax bounds the PID namespace to n processes (pid_max n+2, at least
+// the kernel's minimum of 301).
+func setPIDMax(n int) error {
+	v := max(n+2, 301)
+	if err := os.WriteFile("/proc/sys/kernel/pid_max", []byte(strconv.Itoa(v)), 0); err != nil {
+		return fmt.Errorf("set the namespace's pid_max (Linux 6.14+): %w", err)
+	}
+	return nil
+}
+
+// confine applies every layer but the fork to the launcher itself; the
+// program inherits them.
+func (l *launcher) confine() error {
+	sp := &l.sp
+	if sp.MountNS {
+		if err := mountProc(); err != nil {
+			return err
+		}
+		if st, err := os.Stat("/tmp"); err == nil && st.IsDir() && !sp.ruleUnder("/tmp") {
+			opts := fmt.Sprintf("size=%dm,mode=1777", sp.MaxFileMB)
+			if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+				return fmt.Errorf("mount a private /tmp: %w", err)
+			}
+		}
+		for _, p := range sp.BindRO {
+			if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return fmt.Errorf("bind %s read-only: %w", p, err)
+			}
+			if err := unix.Mount("", p, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+				return fmt.Errorf("remount %s read-only: %w", p, err)
+			}
+		}
+	}
+	if sp.Root && sp.MountNS {
+		if err := setPIDMax(sp.MaxProcs); err != nil {
+			return err
+		}
+	}
+	for _, r := range []struct {
+		res int
+		v   uint64
+	}{
+		{unix.RLIMIT_NPROC, uint64(sp.MaxProcs)},
+		{unix.RLIMIT_FSIZE, uint64(sp.MaxFileMB) << 20},
+		{unix.RLIMIT_NOFILE, uint64(sp.MaxOpenFiles)},
+		{unix.RLIMIT_CORE, 0},
+	} {
+		// syscall.Setrlimit, not unix: it also stops os/exec from restoring
+		// the kernel's own RLIMIT_NOFILE in the program.
+		if err := syscall.Setrlimit(r.res, &syscall.Rlimit{Cur: r.v, Max: r.v}); err != nil {
+			return fmt.Errorf("setrlimit %d: %w", r.res, err)
+		}
+	}
+	if sp.CPUSeconds > 0 {
+		c := uint64(sp.CPUSeconds)
+		if err := syscall.Setrlimit(unix.RLIMIT_CPU, &syscall.Rlimit{Cur: c, Max: c + 1}); err != nil {
+			return fmt.Errorf("setrlimit cpu: %w", err)
+		}
+	}
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
+	return l.landlock()
+}
+
+// dropCapabilities leaves this thread (and so the program) no capability,
+// even as uid 0 of its user namespace: the bounding and ambient sets are
+// cleared, securebits keep exec from granting any back, then the thread's
+// sets are emptied.
+func dropCapabilities() error {
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	// NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, each locked; KEEP_CAPS locked off.
+	const bits = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, bits, 0, 0, 0); err != nil {
+		return fmt.Errorf("set securebits: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("drop capabilities: %w", err)
+	}
+	return nil
+}
+
+// landlock restricts the launcher (every thread) and so the program: the
+// fs rules, TCP ports, and (ABI 6+) no signals or abstract unix sockets
+// beyond the sandbox. no_new_privs is set by go-landlock.
+func (l *launcher) landlock() error {
+	sp := &l.sp
+	if sp.LandlockABI < 1 {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("set no_new_privs: %w", err)
+		}
+		return nil // allowed missing: checked by the host
+	}
+	cfg := []landlock.Config{landlock.V1, landlock.V1, landlock.V2, landlock.V3, landlock.V4, landlock.V5, landlock.V6, landlock.V7}[min(sp.LandlockABI, 7)]
+	var rules []landlock.Rule
+	for _, r := range sp.Rules {
+		var fr landlock.FSRule
+		switch {
+		case r.Dir && r.RW:
+			fr = landlock.RWDirs(r.Path)
+			if sp.LandlockABI >= 2 {
+				fr = fr.WithRefer()
+			}
+		case r.Dir:
+			fr = landlock.RODirs(r.Path)
+		case r.RW:
+			fr = landlock.RWFiles(r.Path)
+		default:
+			fr = landlock.ROFiles(r.Path)
+		}
+		if sp.LandlockABI >= 5 && strings.HasPrefix(r.Path, "/dev/") {
+			fr = fr.WithIoctlDev()
+		}
+		rules = append(rules, fr)
+	}
+	// The launcher's own devices and /proc: harmless, needed by most programs.
+	rules = append(rules,
+		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full").IgnoreIfMissing(),
+		landlock.ROFiles("/dev/random", "/dev/urandom").IgnoreIfMissing())
+	if sp.MountNS {
+		// Only the sandbox's processes are in this /proc; the private /tmp
+		// dies with the sandbox.
+		rules = append(rules, landlock.RODirs("/proc"))
+		if !sp.ruleUnder("/tmp") {
+			rules = append(rules, landlock.RWDirs("/tmp").IgnoreIfMissing())
+		}
+	}
+	if sp.Net != nil && sp.LandlockABI >= 4 {
+		for _, p := range sp.Net.Connect {
+			rules = append(rules, landlock.ConnectTCP(p))
+		}
+		for _, p := range sp.Net.Bind {
+			rules = append(rules, landlock.BindTCP(p))
+		}
+	}
+	if err := cfg.Restrict(rules...); err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	return nil
+}
+
+// run starts the program, reaps every process that ends up as the
+// launcher's child, watches the limits, and reports.
+func (l *launcher) run() int {
+	sp := &l.sp
+	env := os.Environ() // before PATH may be borrowed below
+	path := sp.Argv[0]
+	if !strings.Contains(path, "/") {
+		if _, ok := os.LookupEnv("PATH"); !ok {
+			// The program gets no PATH: look it up in the kernel's, as
+			// os/exec does for a Cmd with no PATH in its Env.
+			os.Setenv("PATH", sp.HostPATH)
+			defer os.Unsetenv("PATH")
+		}
+		p, err := exec.LookPath(path)
+		if err != nil {
+			l.report(Outcome{Err: fmt.Sprintf("%s: not found in the PATH the program gets (%s)", path, os.Getenv("PATH"))})
+			return 127
+		}
+		path = p
+	}
+	// The program starts traced: it stops right after its execve, before
+	// its first instruction, and gets its RLIMIT_AS then. The launcher's
+	// own Go runtime must not live under the program's memory limit.
+	attr := &os.ProcAttr{Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Sys: &syscall.SysProcAttr{Ptrace: true}}
+	var proc *os.Process
+	var err error
+	for attempt := 0; ; attempt++ {
+		proc, err = os.StartProcess(path, sp.Argv, attr)
+		if err == nil || !errors.Is(err, syscall.ETXTBSY) || attempt == 20 {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * time.Millisecond)
+	}
+	if err != nil {
+		msg := err.Error()
+		if errors.Is(err, syscall.EACCES) {
+			msg += " (the program is outside the sandbox's fs grant, or not executable)"
+		}
+		l.report(Outcome{Err: msg})
+		return 126
+	}
+	pid := proc.Pid
+	if err := l.limitMemory(pid); err != nil {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		l.report(Outcome{Err: err.Error()})
+		return 126
+	}
+
+	procCap := 0
+	if sp.MountNS {
+		procCap = sp.MaxProcs
+	}
+	w := newWatcher(sp.MountNS)
+	stopWatch := make(chan struct{})
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); w.loop(stopWatch) }()
+	ws, ru, timedOut := l.wait(pid)
+	close(stopWatch)
+	<-watchDone
+	w.sample() // the last look, before the rest of the namespace dies
+
+	o := Outcome{Exited: ws.Exited(), ExitCode: ws.ExitStatus(), Known: true}
+	code := ws.ExitStatus()
+	if ws.Signaled() {
+		o.Signal = ws.Signal().String()
+		code = 128 + int(ws.Signal())
+	}
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	lim := Grant{MemoryMB: sp.MemoryMB, MaxProcs: sp.MaxProcs, MaxFileMB: sp.MaxFileMB, CPU: Duration(time.Duration(sp.CPUSeconds) * time.Second)}
+	switch {
+	case timedOut:
+		o.Limit = &LimitError{Limit: "timeout", Detail: fmt.Sprintf("the sandbox ran longer than %s (timeout) and every process in it was killed", time.Duration(sp.TimeoutNS))}
+	case o.Signal != "" || o.ExitCode != 0:
+		var sig syscall.Signal
+		if ws.Signaled() {
+			sig = ws.Signal()
+		}
+		o.Limit = describeLimit(lim, sig, cpu, w.peakProcs, w.peakVM, procCap)
+	}
+	l.report(o)
+	return code
+}
+
+// limitMemory waits for the traced program's stop after execve, sets its
+// address-space limit and lets it go.
+func (l *launcher) limitMemory(pid int) error {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("wait for the program's exec: %w", err)
+		}
+		break
+	}
+	if !ws.Stopped() {
+		return fmt.Errorf("the program did not stop after exec (%v)", ws)
+	}
+	v := uint64(l.sp.MemoryMB) << 20
+	if err := unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: v, Max: v}, nil); err != nil {
+		return fmt.Errorf("set the program's memory limit: %w", err)
+	}
+	if err := unix.PtraceDetach(pid); err != nil {
+		return fmt.Errorf("release the program: %w", err)
+	}
+	return nil
+}
+
+// wait reaps every child of the launcher until the program pid exits,
+// killing the whole namespace at the timeout. It runs on the launcher's
+// locked thread: Landlock domains are per thread (before ABI 8), and only
+// this thread's domain is the program's, so only it may signal the
+// program under Landlock's signal scoping.
+func (l *launcher) wait(pid int) (ws unix.WaitStatus, ru unix.Rusage, timedOut bool) {
+	var deadline time.Time
+	if l.sp.TimeoutNS > 0 {
+		deadline = time.Now().Add(time.Duration(l.sp.TimeoutNS))
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		pidfd = -1
+	} else {
+		defer unix.Close(pidfd)
+	}
+	for {
+		wait := 100 * time.Millisecond
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				timedOut, deadline = true, time.Time{}
+				_ = unix.Kill(-1, unix.SIGKILL) // every process of the namespace but the launcher
+				left = wait
+			}
+			wait = min(wait, left)
+		}
+		if pidfd >= 0 {
+			fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+			_, _ = unix.Poll(fds, int(wait/time.Millisecond)+1)
+		} else {
+			time.Sleep(5 * time.Millisecond)
+		}
+		for {
+			var s unix.WaitStatus
+			var r unix.Rusage
+			wpid, err := unix.Wait4(-1, &s, unix.WNOHANG, &r)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil || wpid <= 0 {
+				break
+			}
+			if wpid == pid {
+				return s, r, timedOut
+			}
+		}
+	}
+}
+
+// watcher samples the sandbox's processes (its own /proc) for the peak
+// count and the peak address space, to name the limit that stopped a
+// program. Enforcement is the kernel's; this only explains.
+type watcher struct {
+	enabled   bool
+	peakProcs int
+	peakVM    int64
+	page      int64
+}
+
+func newWatcher(enabled bool) *watcher {
+	return &watcher{enabled: enabled, page: int64(os.Getpagesize())}
+}
+
+func (w *watcher) loop(stop <-chan struct{}) {
+	if !w.enabled {
+		return
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			w.sample()
+		}
+	}
+}
+
+func (w *watcher) sample() {
+	if !w.enabled {
+		return
+	}
+	d, err := os.Open("/proc")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	n := 0
+	buf := make([]byte, 128)
+	for _, name := range names {
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		n++
+		if name == "1" {
+			continue
+		}
+		f, err := os.Open("/proc/" + name + "/statm")
+		if err != nil {
+			continue
+		}
+		k, _ := f.Read(buf)
+		f.Close()
+		if i := strings.IndexByte(string(buf[:k]), ' '); i > 0 {
+			if pages, err := strconv.ParseInt(string(buf[:i]), 10, 64); err == nil && pages*w.page > w.peakVM {
+				w.peakVM = pages * w.page
+			}
+		}
+	}
+	if n > w.peakProcs {
+		w.peakProcs = n
+	}
+}
+
+// ruleUnder reports whether a granted path is dir or beneath it: a private
+// tmpfs there would hide it.
+func (sp *spec) ruleUnder(dir string) bool {
+	for _, r := range sp.Rules {
+		if within(r.Path, dir) {
+			return true
+		}
+	}
+	return false
+}

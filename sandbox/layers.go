@@ -1,0 +1,186 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Layer names one confinement mechanism. A grant needs some of them; where
+// the machine lacks one, Command refuses to start the process unless the
+// grant's AllowMissing names it.
+type Layer string
+
+// The layers, in the order the launcher applies them.
+const (
+	// LayerUserNS: a new user namespace, so the process holds no
+	// capability outside it (also when the kernel runs as root).
+	LayerUserNS Layer = "userns"
+	// LayerPIDNS: a new PID namespace; the process sees no other process,
+	// and everything it starts dies when it exits.
+	LayerPIDNS Layer = "pidns"
+	// LayerMountNS: a new mount namespace with a fresh /proc (only the
+	// sandbox's processes), a private /tmp and read-only bind mounts for
+	// ro rules nested in rw ones (workspace/.git).
+	LayerMountNS Layer = "mountns"
+	// LayerNetNS: a new, empty network namespace when the grant has no net.
+	LayerNetNS Layer = "netns"
+	// LayerLandlock: Landlock file system rules (the fs grant).
+	LayerLandlock Layer = "landlock"
+	// LayerLandlockNet: Landlock TCP bind/connect rules (ABI 4+).
+	LayerLandlockNet Layer = "landlock_net"
+	// LayerPIDLimit: max_procs. RLIMIT_NPROC does not apply to root, so
+	// as root the PID namespace's pid_max (Linux 6.14+) bounds it.
+	LayerPIDLimit Layer = "pid_limit"
+)
+
+// Layers returns every layer, in order.
+func Layers() []Layer {
+	return []Layer{LayerUserNS, LayerPIDNS, LayerMountNS, LayerNetNS, LayerLandlock, LayerLandlockNet, LayerPIDLimit}
+}
+
+func layerList() string {
+	var s []string
+	for _, l := range Layers() {
+		s = append(s, string(l))
+	}
+	return strings.Join(s, ", ")
+}
+
+// ErrLayerMissing is matched (errors.Is) by every *MissingLayerError.
+var ErrLayerMissing = errors.New("sandbox layer missing")
+
+// MissingLayerError refuses a process because a layer its grant needs is
+// not available on this machine and the grant does not accept that.
+type MissingLayerError struct {
+	Layer  Layer
+	Reason string // why the layer is missing here
+}
+
+func (e *MissingLayerError) Error() string {
+	return fmt.Sprintf("sandbox: layer %s is missing on this machine (%s); the process was not started. "+
+		"Run `kernel sandbox check`; to accept the risk explicitly, set `sandbox: {allow_missing: [%s]}` in kernel.yaml "+
+		"(or allow_missing in this tool's grant)", e.Layer, e.Reason, e.Layer)
+}
+
+// Is makes errors.Is(err, ErrLayerMissing) true.
+func (e *MissingLayerError) Is(target error) bool { return target == ErrLayerMissing }
+
+// ErrLimit is matched (errors.Is) by every *LimitError.
+var ErrLimit = errors.New("sandbox limit reached")
+
+// LimitError says which limit of the grant stopped the process.
+type LimitError struct {
+	// Limit is the grant field: "cpu", "memory_mb", "max_procs",
+	// "max_file_mb" or "timeout".
+	Limit  string
+	Detail string
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("sandbox limit %s reached: %s", e.Limit, e.Detail)
+}
+
+// Is makes errors.Is(err, ErrLimit) true.
+func (e *LimitError) Is(target error) bool { return target == ErrLimit }
+
+// Outcome is how a confined process ended, as its launcher saw it.
+type Outcome struct {
+	// Exited is true when the process called exit; ExitCode is then its
+	// status. Otherwise Signal names the signal that ended it.
+	Exited   bool   `json:"exited"`
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	// Limit is set when a limit of the grant stopped it.
+	Limit *LimitError `json:"limit,omitempty"`
+	// Err is set when the launcher could not start the process (a path
+	// outside the grant, a missing program) or failed to confine it.
+	Err string `json:"error,omitempty"`
+	// Known is false when the launcher died before reporting (it was
+	// killed from outside: a timeout or cancellation of the caller).
+	Known bool `json:"-"`
+}
+
+// String describes the outcome on one line.
+func (o Outcome) String() string {
+	switch {
+	case !o.Known:
+		return "killed from outside the sandbox"
+	case o.Err != "":
+		return "sandbox: " + o.Err
+	case o.Limit != nil:
+		return o.Limit.Error()
+	case o.Exited:
+		return fmt.Sprintf("exit code %d", o.ExitCode)
+	}
+	return "terminated by signal " + o.Signal
+}
+
+// LayerStatus is one layer on this machine.
+type LayerStatus struct {
+	Layer  Layer  `json:"layer"`
+	Active bool   `json:"active"`
+	Detail string `json:"detail"`
+}
+
+// Report is what Check found.
+type Report struct {
+	Layers []LayerStatus `json:"layers"`
+	// LandlockABI is the kernel's Landlock ABI version (0: none).
+	LandlockABI int `json:"landlock_abi"`
+	// Root is true when the kernel runs as root.
+	Root bool `json:"root"`
+}
+
+// Has reports whether layer l is active.
+func (r Report) Has(l Layer) bool {
+	for _, s := range r.Layers {
+		if s.Layer == l {
+			return s.Active
+		}
+	}
+	return false
+}
+
+func (r Report) detail(l Layer) string {
+	for _, s := range r.Layers {
+		if s.Layer == l {
+			return s.Detail
+		}
+	}
+	return "not probed"
+}
+
+// Needs returns the layers g needs, in order.
+func (g Grant) Needs() []Layer {
+	n := []Layer{LayerUserNS, LayerPIDNS, LayerMountNS}
+	if g.Net == nil {
+		n = append(n, LayerNetNS)
+	}
+	n = append(n, LayerLandlock, LayerLandlockNet, LayerPIDLimit)
+	return n
+}
+
+// Missing returns the first layer g needs that r lacks and g does not
+// allow to be missing, as a *MissingLayerError; nil when g can run here.
+func (r Report) Missing(g Grant) error {
+	for _, l := range g.Needs() {
+		if r.Has(l) {
+			continue
+		}
+		if l == LayerPIDLimit && !r.Root {
+			continue // RLIMIT_NPROC holds for a non-root user
+		}
+		if l == LayerLandlockNet && g.Net == nil && r.Has(LayerNetNS) {
+			continue // no network at all: the empty namespace suffices
+		}
+		allowed := false
+		for _, a := range g.AllowMissing {
+			allowed = allowed || a == l
+		}
+		if !allowed {
+			return &MissingLayerError{Layer: l, Reason: r.detail(l)}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package sandbox
+
+// initArg0 is argv[0] of the launcher: Main recognises it and becomes the
+// sandbox's init instead of running the program.
+const initArg0 = "agentkernel-sandbox-init"
+
+// The launcher's extra descriptors: the spec to read, the outcome to write.
+const (
+	specFD   = 3
+	statusFD = 4
+)
+
+// spec is what the host tells the launcher, as JSON on specFD.
+type spec struct {
+	// Probe asks the launcher to report which layers it could apply and
+	// exit, instead of running a program.
+	Probe bool     `json:"probe,omitempty"`
+	Argv  []string `json:"argv,omitempty"`
+	// HostPATH finds argv[0] when the program's environment has no PATH.
+	HostPATH string `json:"host_path,omitempty"`
+	// Rules are the resolved fs grant; BindRO the ro rules nested in rw
+	// ones, made read-only with bind mounts.
+	Rules  []specRule `json:"rules,omitempty"`
+	BindRO []string   `json:"bind_ro,omitempty"`
+	Net    *Net       `json:"net,omitempty"`
+
+	MountNS     bool `json:"mount_ns"`
+	LandlockABI int  `json:"landlock_abi"`
+	Root        bool `json:"root"`
+
+	MemoryMB     int   `json:"memory_mb"`
+	CPUSeconds   int   `json:"cpu_seconds"`
+	MaxProcs     int   `json:"max_procs"`
+	MaxFileMB    int   `json:"max_file_mb"`
+	MaxOpenFiles int   `json:"max_open_files"`
+	TimeoutNS    int64 `json:"timeout_ns"`
+}
+
+type specRule struct {
+	Path string `json:"path"`
+	RW   bool   `json:"rw"`
+	Dir  bool   `json:"dir"`
+}
+
+// probeResult is the launcher's answer to a probe.
+type probeResult struct {
+	MountNS  string `json:"mount_ns"` // "" when the fresh /proc was mounted, else why not
+	PIDLimit string `json:"pid_limit"`
+	PID      int    `json:"pid"`
+}
