@@ -216,6 +216,7 @@ func (a *app) loadMCP(ctx context.Context) error {
 	}
 	tools := a.tools
 	a.mcp = mcp.NewHost(mcp.HostConfig{
+		AllowMissing: a.cfg.Sandbox.AllowMissing,
 		Logger:    a.log.Named("mcp"),
 		Workspace: a.cfg.path(a.cfg.Workspace),
 		CacheDir:  filepath.Join(cacheDir(), "mcp"),

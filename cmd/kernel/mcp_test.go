@@ -54,7 +54,8 @@ tests:
 func mcpSetup(t *testing.T, script string) (cfgPath, calls string) {
 	t.Helper()
 	dir := t.TempDir()
-	calls = filepath.Join(dir, "calls.log")
+	os.Mkdir(filepath.Join(dir, "server"), 0o700) // the one directory the confined server may write
+	calls = filepath.Join(dir, "server", "calls.log")
 	os.MkdirAll(filepath.Join(dir, "ws"), 0o700)
 	os.WriteFile(filepath.Join(dir, "ws", "creds.txt"), []byte("aws key: AKIA6PYCDYBK155OXTZ7\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(mcpPolicy), 0o600)
@@ -63,6 +64,7 @@ func mcpSetup(t *testing.T, script string) (cfgPath, calls string) {
 		"hooks:\n  rules:\n    - name: canary\n      phase: after\n      match: 'true'\n      redact: ['CANARY-[0-9]+']\n" +
 		"tools:\n  builtin: {enable: [read_file, write_file]}\n" +
 		"  mcp:\n    - name: t\n      command: [" + mcptest.Server(t) + ", -broken-schemas, -calls, " + calls + "]\n" +
+		"      grant: {fs: [{path: server, mode: rw}]}\n" +
 		"      tiers: {echo: read_only}\n"
 	cfgPath = filepath.Join(dir, "kernel.yaml")
 	os.WriteFile(cfgPath, []byte(cfg), 0o600)

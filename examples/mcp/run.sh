@@ -15,7 +15,8 @@ store: {dir: store}
 tools:
   mcp:
     - name: notes
-      command: [$root/bin/mcp/mcp-testserver, -calls, $demo/server-calls.log]
+      command: [$root/bin/mcp/mcp-testserver, -calls, $demo/server/calls.log]
+      grant: {fs: [{path: $demo/server, mode: rw}]}   # confined: it may write only here
       tools: [echo, add, write_note]
       tiers: {echo: read_only, add: read_only}
       timeout: 10s
@@ -35,5 +36,5 @@ step "3. A human approves the pending note; the call reaches the server" "kernel
 k approve "$id" --note "fine"
 
 printf '\n== What reached the MCP server (the invalid and the denied call never did):\n' >&2
-cat "$demo/server-calls.log" >&2
+cat "$demo/server/calls.log" >&2
 printf '\nExplore: bin/kernel sessions show %s --store bin/demo-mcp/store\n' "$id" >&2

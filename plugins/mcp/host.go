@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // Errors callers branch on.
@@ -40,6 +41,9 @@ type HostConfig struct {
 	// so that Load needs no process and a stdio server starts at its first
 	// call. Empty means no cache: Load connects.
 	CacheDir string
+	// AllowMissing names the sandbox layers a stdio server may run without
+	// where this machine lacks them (sandbox: {allow_missing: [...]}).
+	AllowMissing []sandbox.Layer
 }
 
 // Host connects to the configured MCP servers and turns their tools into

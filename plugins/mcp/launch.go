@@ -3,30 +3,75 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // command builds the process of a stdio server. It is the only place this
 // package creates a process: the sandbox launcher (cfg.Grant) takes over
-// here. The process gets only the allowlisted environment, runs in cfg.Dir,
-// in its own process group (killed as a whole when the kernel stops it),
+// here: the server runs confined by serverGrant (package sandbox). It gets
+// only the allowlisted environment, runs in cfg.Dir, under the sandbox's
+// launcher (killed, with everything it started, when the kernel stops it),
 // and its stderr goes to the log, a line at a time, with the last lines
 // kept for crash reports.
-func command(ctx context.Context, cfg ServerConfig, stderr *stderrLog) (*exec.Cmd, error) {
-	cmd := exec.CommandContext(ctx, cfg.Command[0], cfg.Command[1:]...)
+func command(ctx context.Context, cfg ServerConfig, allowMissing []sandbox.Layer, stderr *stderrLog) (*exec.Cmd, error) {
+	g, err := serverGrant(cfg, allowMissing)
+	if err != nil {
+		return nil, err
+	}
+	scmd, err := sandbox.Command(ctx, g, cfg.Command)
+	if err != nil {
+		return nil, fmt.Errorf("mcp server %s: %w", cfg.Name, err)
+	}
+	cmd := scmd.Cmd
 	cmd.Dir = cfg.Dir
 	cmd.Env = allowedEnv(cfg.Env)
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The sandbox's launcher is PID 1 of the server's namespaces: killing
+	// it kills everything the server started.
 	cmd.Cancel = func() error { return killGroup(cmd) }
 	cmd.WaitDelay = 2 * time.Second
 	return cmd, nil
+}
+
+// serverGrant is a stdio server's sandbox grant: the system directories,
+// its program and its working directory read-only, plus the config's
+// grant (deny by default: no network, no writes); env is cfg.Env.
+func serverGrant(cfg ServerConfig, allowMissing []sandbox.Layer) (sandbox.Grant, error) {
+	var g sandbox.Grant
+	if !cfg.Grant.IsZero() {
+		b, err := yaml.Marshal(&cfg.Grant)
+		if err != nil {
+			return g, fmt.Errorf("mcp server %s: grant: %w", cfg.Name, err)
+		}
+		if g, err = sandbox.DecodeYAML(b); err != nil {
+			return g, fmt.Errorf("mcp server %s: grant: %w", cfg.Name, err)
+		}
+	}
+	fs := sandbox.SystemDirs()
+	if prog, err := exec.LookPath(cfg.Command[0]); err == nil {
+		if abs, err := filepath.Abs(prog); err == nil {
+			fs = append(fs, sandbox.FSRule{Path: abs, Mode: "ro"})
+		}
+	}
+	if cfg.Dir != "" {
+		fs = append(fs, sandbox.FSRule{Path: cfg.Dir, Mode: "ro"})
+	}
+	g.FS = append(fs, g.FS...)
+	g.Env = slices.Clone(cfg.Env)
+	g.AllowMissing = append(g.AllowMissing, allowMissing...)
+	return g, nil
 }
 
 // allowedEnv is the kernel's environment cut down to names.

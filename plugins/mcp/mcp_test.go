@@ -6,12 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"gopkg.in/yaml.v3"
 
 	"github.com/agentkernel/agentkernel/internal/mcptest"
 	"github.com/agentkernel/agentkernel/kernel"
@@ -63,6 +65,9 @@ func load(t *testing.T, sc mcp.ServerConfig, hc mcp.HostConfig) *fixture {
 	}
 	if sc.URL == "" && len(sc.Command) == 0 {
 		sc.Command = []string{mcptest.Server(t), "-calls", f.calls}
+		if sc.Grant.IsZero() {
+			sc.Grant = rwGrant(t, filepath.Dir(f.calls))
+		}
 	}
 	hc.Logger = hclog.New(&hclog.LoggerOptions{Output: f.log, Level: hclog.Debug})
 	f.host = mcp.NewHost(hc)
@@ -76,6 +81,17 @@ func load(t *testing.T, sc mcp.ServerConfig, hc mcp.HostConfig) *fixture {
 		f.tools[tl.Spec().Name] = tl
 	}
 	return f
+}
+
+// rwGrant is a sandbox grant (the grant: block of a server's config)
+// letting a stdio server write dir.
+func rwGrant(t *testing.T, dir string) yaml.Node {
+	t.Helper()
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte("fs:\n  - {path: "+strconv.Quote(dir)+", mode: rw}\n"), &n); err != nil {
+		t.Fatal(err)
+	}
+	return *n.Content[0]
 }
 
 func call(t *testing.T, tl kernel.Tool, args string) (kernel.Result, error) {
@@ -338,7 +354,7 @@ func TestEnvAllowlist(t *testing.T) {
 	os.WriteFile(script, []byte("#!/bin/sh\nenv > "+filepath.Join(dir, "env.txt")+"\n"), 0o700)
 	h := mcp.NewHost(mcp.HostConfig{})
 	defer h.Close()
-	_, _, err := h.Load(context.Background(), mcp.ServerConfig{Name: "e", Command: []string{script}, Env: []string{"MCP_VISIBLE"}})
+	_, _, err := h.Load(context.Background(), mcp.ServerConfig{Name: "e", Command: []string{script}, Env: []string{"MCP_VISIBLE"}, Grant: rwGrant(t, dir)})
 	if err == nil {
 		t.Fatal("a server that exits at once loaded")
 	}
@@ -397,5 +413,30 @@ func TestLazyStartFromCache(t *testing.T) {
 	}
 	if st := h.Servers()[0]; st.State != mcp.StateRunning || st.PID == 0 {
 		t.Errorf("after the first call: %+v", st)
+	}
+}
+
+// A stdio server runs confined: without a grant it can write nothing, not
+// even beside its own program, and cannot read the kernel's environment
+// through /proc. This fails if command() stops going through the sandbox.
+func TestServerConfined(t *testing.T) {
+	t.Setenv("MCP_KERNEL_SECRET", "kernel-only-value")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "escape.sh")
+	marker := filepath.Join(dir, "marker")
+	os.WriteFile(script, []byte("#!/bin/sh\n"+
+		"echo escaped > "+marker+"\n"+
+		"cat /proc/$PPID/environ /proc/1/environ 2>/dev/null | tr '\\0' '\\n' | grep MCP_KERNEL_SECRET >&2\n"), 0o700)
+	var log syncBuffer
+	h := mcp.NewHost(mcp.HostConfig{Logger: hclog.New(&hclog.LoggerOptions{Output: &log, Level: hclog.Debug})})
+	defer h.Close()
+	if _, _, err := h.Load(context.Background(), mcp.ServerConfig{Name: "x", Command: []string{script}}); err == nil {
+		t.Fatal("a server that exits at once loaded")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the confined server wrote outside its grant")
+	}
+	if strings.Contains(log.String(), "kernel-only-value") {
+		t.Fatalf("the confined server read the kernel's environment:\n%s", log.String())
 	}
 }

@@ -184,7 +184,7 @@ func (s *server) connect(ctx context.Context, wait time.Duration) (*mcp.ClientSe
 		return s.install(sess, 0, start), nil
 	}
 	// The process lives as long as the host, not as the call that started it.
-	cmd, err := command(s.h.ctx, s.cfg, s.stderr)
+	cmd, err := command(s.h.ctx, s.cfg, s.h.cfg.AllowMissing, s.stderr)
 	if err != nil {
 		return nil, err
 	}
