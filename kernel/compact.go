@@ -178,7 +178,7 @@ func (r *run) summarise(ctx context.Context, cc ContextConfig, prev string, msgs
 		}
 		c := k.price(model).Cost(resp.Usage)
 		usage, cost = usage.Add(resp.Usage), cost+c
-		r.addUsage(resp.Usage, c)
+		r.account(resp.Usage, c)
 		if strings.TrimSpace(resp.Message.Content) == "" {
 			return "", usage, cost, model, errors.New("compaction model returned an empty summary")
 		}
@@ -187,9 +187,9 @@ func (r *run) summarise(ctx context.Context, cc ContextConfig, prev string, msgs
 	return summary, usage, cost, model, nil
 }
 
-// addUsage adds a generation's usage and cost to the session and the run,
+// account adds a generation's usage and cost to the session and the run,
 // where budgets see them.
-func (r *run) addUsage(u Usage, cost float64) {
+func (r *run) account(u Usage, cost float64) {
 	r.meta.Usage = r.meta.Usage.Add(u)
 	r.meta.CostUSD += cost
 	r.res.Usage = r.res.Usage.Add(u)
@@ -253,7 +253,7 @@ func (k *Kernel) Compact(ctx context.Context, sessionID string) (*Compaction, er
 	if err != nil {
 		return nil, err
 	}
-	r.setTools(k.allSpecs)
+	r.setTools(k.cfg.Tools.view())
 	cc := k.cfg.Context.withDefaults(k.cfg.ContextWindow)
 	if err := r.compact(ctx, cc, true); err != nil {
 		if errors.Is(err, errNothingToCompact) {

@@ -83,15 +83,7 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 		step.Messages = append(step.Messages, outs[n].msg)
 	}
 	if asked >= 0 {
-		d := outs[asked].approval
-		now := k.cfg.Now()
-		a := &Approval{
-			ID: NewID(), SessionID: r.meta.ID, Call: calls[asked], Args: outs[asked].args,
-			Message: d.Message, DecisionID: d.ID, Created: now, Expires: now.Add(k.cfg.ApprovalTTL),
-		}
-		if len(d.Rules) > 0 {
-			a.RuleID = d.Rules[0]
-		}
+		a := r.newApproval(calls[asked], outs[asked].args, *outs[asked].approval)
 		step.Pending = a
 		r.meta.Status = StatusAwaitingApproval
 		r.pending = a
@@ -150,7 +142,7 @@ type prepared struct {
 func (r *run) prepare(tc ToolCall, args json.RawMessage, approved bool) prepared {
 	k := r.k
 	p := prepared{tc: tc, args: args, start: time.Now()}
-	e, known := k.cfg.Tools.byName[tc.Name]
+	e, known := k.cfg.Tools.entry(tc.Name)
 	switch {
 	case !known:
 		p.err = &ToolError{Tool: tc.Name, Code: "unknown_tool", Err: fmt.Errorf("%w %q; the available tools are: %s", ErrUnknownTool, tc.Name, r.offeredNames())}
@@ -290,7 +282,11 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 			return Result{Content: msg, IsError: true}, &ToolError{Tool: c.Tool.Name, Code: "denied", Err: fmt.Errorf("%w: %s", ErrDenied, d.Message)}
 		}
 	}
-	t := k.cfg.Tools.byName[c.Tool.Name].tool
+	e, ok := k.cfg.Tools.entry(c.Tool.Name)
+	if !ok { // its source withdrew it after the call was validated
+		return Result{}, &ToolError{Tool: c.Tool.Name, Code: "unknown_tool", Err: fmt.Errorf("%w %q: its source no longer offers it", ErrUnknownTool, c.Tool.Name)}
+	}
+	t := e.tool
 	timeout := c.Tool.Timeout
 	if timeout <= 0 {
 		timeout = k.cfg.ToolTimeout

@@ -93,10 +93,8 @@ type Kernel struct {
 	cfg    Config
 	chain  Handler
 	emitMu sync.Mutex
-	// allSpecs are the registry's specs, computed once.
-	allSpecs []ToolSpec
-	calib    calibration
-	retry    RetryPolicy
+	retry  RetryPolicy
+	calib  calibration
 }
 
 // New checks cfg and builds a Kernel.
@@ -128,7 +126,7 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.Tools == nil {
 		cfg.Tools = NewRegistry()
 	}
-	k := &Kernel{cfg: cfg, allSpecs: cfg.Tools.Specs(), retry: cfg.Retry.withDefaults()}
+	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults()}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
 		h = cfg.Hooks[i](h)

@@ -118,6 +118,9 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	if ctx.Err() != nil {
 		return r.done(ctx, StopCancelled, "")
 	}
+	if _, direct := r.meta.Labels[LabelDirect]; direct {
+		return r.done(ctx, StopCompleted, out.msg.Content) // no model to continue with
+	}
 	return r.loop(ctx)
 }
 
@@ -182,7 +185,7 @@ func (r *run) nextTurn() {
 
 // surface returns the tools offered in this generation.
 func (r *run) surface(ctx context.Context) []ToolSpec {
-	all := r.k.allSpecs
+	all := r.k.cfg.Tools.view()
 	if r.k.cfg.Policy == nil || len(all) == 0 {
 		return all
 	}
@@ -211,23 +214,21 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 		})
 	}
 	start := time.Now()
-	resp, err := r.callModel(ctx, Request{Model: k.cfg.Model, Messages: withoutFailed(msgs), Tools: tools})
+	resp, err := r.callModel(ctx, Request{Model: k.cfg.Model, Messages: msgs, Tools: tools})
 	if err != nil {
 		return Response{}, err
 	}
 	resp.Message.Role = RoleAssistant
 	resp.Message.Time = k.cfg.Now()
 	fixCallIDs(resp.Message.ToolCalls, r.st.Turn)
-	r.account(resp)
+	r.accountGen(resp)
 	r.lastGen.dur = time.Since(start)
-	if r.cx != nil && !r.cx.exact {
-		k.calib.observe(k.cfg.Model, r.cx.lastRaw, resp.Usage.InputTokens)
-	}
 	return resp, nil
 }
 
-// account adds a generation's usage and cost to the session and the run.
-func (r *run) account(resp Response) {
+// accountGen adds a generation's usage and cost to the session and the run,
+// and calibrates the token estimate against the usage the server reported.
+func (r *run) accountGen(resp Response) {
 	k := r.k
 	model := resp.Model
 	if _, ok := k.cfg.Prices[model]; !ok && resp.Message.Model != "" {
@@ -236,7 +237,10 @@ func (r *run) account(resp Response) {
 	cost := k.price(model).Cost(resp.Usage)
 	r.meta.Turns++
 	r.res.Turns++
-	r.addUsage(resp.Usage, cost)
+	r.account(resp.Usage, cost)
+	if r.cx != nil && !r.cx.exact {
+		k.calib.observe(k.cfg.Model, r.cx.lastRaw, resp.Usage.InputTokens)
+	}
 	r.lastGen = generation{usage: resp.Usage, cost: cost}
 }
 

@@ -82,11 +82,15 @@ func RequestMessages(systemPrompt string, stored []Message) ([]Message, error) {
 			break
 		}
 	}
-	return withoutFailed(buildView(sys, stored, rec)), nil
+	return buildView(sys, stored, rec), nil
 }
 
 // buildView applies rec to msgs (stored messages, no system message).
+//
+// Failed turns, and the prompts they left unanswered, are left out first
+// (withoutFailed), before the summary joins the system message.
 func buildView(sys, msgs []Message, rec *Compaction) []Message {
+	msgs = withoutFailed(msgs)
 	if rec == nil {
 		return append(sys[:len(sys):len(sys)], msgs...)
 	}

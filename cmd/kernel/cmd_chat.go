@@ -24,10 +24,10 @@ const chatHelp = `Type a prompt and press Enter. Commands:
   /approve [NOTE] approve the pending tool call and continue
   /reject [NOTE]  reject the pending tool call
   /usage          tokens and cost of this session
+  /thinking on|off show the model's reasoning as it streams, or fold it into one line
   /compact        summarise the session's older history now
   /queue          list the messages queued for this session
   /cancel ID      cancel a queued message before it is delivered
-  /thinking on|off show the model's reasoning as it streams, or fold it into one line
   /help           this text
   /quit           leave (Ctrl-D too)
 Ctrl-C cancels the running turn and keeps you in the chat.
@@ -216,10 +216,10 @@ func (c *chat) command(ctx context.Context, sigs chan os.Signal, line string) (q
 		})
 	case "/usage":
 		return false, c.usage(ctx)
-	case "/compact", "/queue", "/cancel":
-		return false, c.steerCommand(ctx, name, arg)
 	case "/thinking":
 		return false, c.thinking(arg)
+	case "/compact", "/queue", "/cancel":
+		return false, c.steerCommand(ctx, name, arg)
 	default:
 		return false, fmt.Errorf("unknown command %s (/help lists them)", name)
 	}

@@ -58,7 +58,6 @@ type ModelConfig struct {
 	ContextWindow int                     `yaml:"context_window"`
 	Timeout       time.Duration           `yaml:"timeout"`
 	Prices        map[string]kernel.Price `yaml:"prices"`
-	Catalog       string                  `yaml:"catalog"`
 	// IdleTimeout ends a stream that sends nothing for this long (0: none).
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// Fallbacks are tried in order when the model is unavailable or keeps
@@ -72,6 +71,8 @@ type ModelConfig struct {
 	ToolChoice        string                   `yaml:"tool_choice"`
 	ReasoningEffort   string                   `yaml:"reasoning_effort"`
 	Overrides         map[string]ModelOverride `yaml:"overrides"`
+	// Catalog is a model catalog file laid over the embedded one.
+	Catalog string `yaml:"catalog"`
 }
 
 // ModelOverride is the request shaping of one model.
@@ -102,6 +103,7 @@ type ToolsConfig struct {
 	Builtin builtin.Config `yaml:"builtin"`
 	Plugins yaml.Node      `yaml:"plugins"`
 	WASM    yaml.Node      `yaml:"wasm"`
+	MCP     yaml.Node      `yaml:"mcp"`
 }
 
 // ConfigError is a configuration problem with its place.

@@ -64,6 +64,7 @@ func commands() []command {
 		{"reject", "reject a session's pending tool call", cmdResolve(false)},
 		{"tools", "list the tools the model can call", cmdTools},
 		{"plugins", "verify the configured plugins (pins, handshake, tools)", cmdPlugins},
+		{"mcp", "list MCP servers and their tools; serve the kernel's tools over MCP", cmdMCP},
 		{"version", "print the version", cmdVersion},
 	}
 }

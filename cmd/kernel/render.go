@@ -20,14 +20,14 @@ type renderer struct {
 	quiet          bool
 	color          bool
 	midLine        bool // stdout holds a partial line
-	// onSession, when set, learns the session of every run that starts.
-	onSession   func(id string)
-	wroteAnswer bool
-	reasoning   bool // stderr holds a partial reasoning line
+	wroteAnswer    bool
+	reasoning      bool // stderr holds a partial reasoning line
 	// collapseReasoning shows reasoning as one "thinking…" line (chat's
 	// /thinking off); reasoningLen counts what it hides.
 	collapseReasoning bool
 	reasoningLen      int
+	// onSession, when set, learns the session of every run that starts.
+	onSession func(id string)
 
 	mu                 sync.Mutex
 	spin               bool // show a spinner while the model thinks

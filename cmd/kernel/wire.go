@@ -16,6 +16,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
 	"github.com/agentkernel/agentkernel/kernel/queue"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
+	"github.com/agentkernel/agentkernel/plugins/mcp"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 	"github.com/agentkernel/agentkernel/policy"
 )
@@ -39,6 +40,7 @@ type app struct {
 
 	queue         *queue.Dir
 	plugins       *subprocess.Host
+	mcp           *mcp.Host
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
 	// warnings are load-time notices (capabilities a module asked for and
@@ -112,19 +114,11 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 // withKernel starts the kernel for one run (`run`, `approve`, `reject`),
 // calls fn, and maps the outcome to the exit status.
 func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string, quiet bool, fn func(*kernel.Kernel) (*kernel.RunResult, error)) error {
-	var ev io.Writer
-	switch events {
-	case "":
-	case "-":
-		ev = env.stderr
-	default:
-		f, err := os.Create(events)
-		if err != nil {
-			return fmt.Errorf("--events: %w", err)
-		}
-		defer f.Close()
-		ev = f
+	ev, closeEv, err := eventsWriter(events, env.stderr)
+	if err != nil {
+		return err
 	}
+	defer closeEv()
 	r := newRenderer(env, quiet, ev)
 	a, k, err := startKernel(ctx, cf, env, r)
 	if err != nil {
@@ -134,6 +128,21 @@ func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string
 	res, err := fn(k)
 	r.endLine()
 	return runOutcome(res, err)
+}
+
+// eventsWriter opens --events: "" is none, "-" is stderr, else a file.
+func eventsWriter(events string, stderr io.Writer) (io.Writer, func(), error) {
+	switch events {
+	case "":
+		return nil, func() {}, nil
+	case "-":
+		return stderr, func() {}, nil
+	}
+	f, err := os.Create(events)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--events: %w", err)
+	}
+	return f, func() { f.Close() }, nil
 }
 
 // redact is what scrubs argument values in logs: the credential scrubber
@@ -169,7 +178,10 @@ func (a *app) loadTools(ctx context.Context) error {
 	if err := a.loadPlugins(ctx); err != nil {
 		return err
 	}
-	return a.loadWASM(ctx)
+	if err := a.loadWASM(ctx); err != nil {
+		return err
+	}
+	return a.loadMCP(ctx)
 }
 
 func (a *app) loadBuiltins() error {
