@@ -157,7 +157,10 @@ func (r *run) viewSum(rec *Compaction, update bool) int {
 		sum += n
 	}
 	if rec != nil && rec.Summary != "" {
-		sum += perMessage + cx.count(SummaryPrefix+rec.Summary)
+		sum += cx.count(SummarySeparator + SummaryPrefix + rec.Summary)
+		if r.sysN == 0 {
+			sum += perMessage
+		}
 	}
 	return sum
 }

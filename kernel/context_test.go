@@ -70,7 +70,7 @@ func TestSteeringExactlyOnceAfterCrash(t *testing.T) {
 	dir := t.TempDir()
 	store := memory.New()
 	q1, _ := queue.Open(dir)
-	prov := kerneltest.NewProvider(kerneltest.Text("one"), kerneltest.Text("two"), kerneltest.Text("three"))
+	prov := kerneltest.NewProvider(kerneltest.Text("one"), kerneltest.Text("two"), kerneltest.Text("three"), kerneltest.Text("four"))
 	k1, _ := kernel.New(kernel.Config{Provider: prov, Store: store, Inbox: lossyInbox{q1}})
 	ctx := context.Background()
 	res, err := k1.Run(ctx, "", "start")

@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
 // Inbox holds user messages queued for a session while it runs ("steering").
 // The loop takes them at each step boundary (after a tool round, before the
-// next generation, and when the model answers), commits them as user
-// messages in the order Take returns them, then calls Delivered.
+// next generation, and when the model answers), commits them as one user
+// message, in the order Take returns them, then calls Delivered.
 //
 // Take claims the queued messages of sessionID, oldest first; a claimed
 // message is not returned again, and can no longer be cancelled, unless it
@@ -37,7 +38,9 @@ const maxDelivered = 64
 // was delivered.
 func (r *run) steer(ctx context.Context) (bool, error) {
 	in := r.k.cfg.Inbox
-	if in == nil || r.isNew && r.meta.LastSeq == 0 {
+	// Right after a prompt the message waits for the next boundary: two
+	// user messages in a row read as a prompt left unanswered.
+	if in == nil || len(r.msgs) == r.sysN || r.msgs[len(r.msgs)-1].Role == RoleUser {
 		return false, nil
 	}
 	qs, err := in.Take(ctx, r.meta.ID)
@@ -47,7 +50,6 @@ func (r *run) steer(ctx context.Context) (bool, error) {
 	if len(qs) == 0 {
 		return false, nil
 	}
-	var msgs []Message
 	var fresh []Queued
 	ids := make([]string, 0, len(qs))
 	delivered := slices.Clone(r.meta.Delivered)
@@ -58,9 +60,14 @@ func (r *run) steer(ctx context.Context) (bool, error) {
 		}
 		delivered = append(delivered, q.ID)
 		fresh = append(fresh, q)
-		msgs = append(msgs, Message{Role: RoleUser, Content: q.Text})
 	}
-	if len(msgs) > 0 {
+	if len(fresh) > 0 {
+		// Several queued messages become one user message, in order.
+		texts := make([]string, len(fresh))
+		for i, q := range fresh {
+			texts[i] = q.Text
+		}
+		msgs := []Message{{Role: RoleUser, Content: strings.Join(texts, "\n\n")}}
 		if len(delivered) > maxDelivered {
 			delivered = delivered[len(delivered)-maxDelivered:]
 		}
@@ -68,16 +75,16 @@ func (r *run) steer(ctx context.Context) (bool, error) {
 		if err := r.commit(ctx, Step{Messages: msgs}); err != nil {
 			return false, err
 		}
-		r.st.Prompt = msgs[len(msgs)-1].Content
+		r.st.Prompt = msgs[0].Content
 		if r.k.cfg.OnEvent != nil {
-			first := len(r.msgs) - len(fresh)
-			for j, q := range fresh {
-				r.k.emit(SteerDelivered{SessionID: r.meta.ID, ID: q.ID, Seq: r.msgs[first+j].Seq, Text: q.Text})
+			seq := r.msgs[len(r.msgs)-1].Seq
+			for _, q := range fresh {
+				r.k.emit(SteerDelivered{SessionID: r.meta.ID, ID: q.ID, Seq: seq, Text: q.Text})
 			}
 		}
 	}
 	if err := in.Delivered(context.WithoutCancel(ctx), r.meta.ID, ids); err != nil {
-		return len(msgs) > 0, fmt.Errorf("mark queued messages delivered: %w", err)
+		return len(fresh) > 0, fmt.Errorf("mark queued messages delivered: %w", err)
 	}
-	return len(msgs) > 0, nil
+	return len(fresh) > 0, nil
 }

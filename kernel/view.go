@@ -53,13 +53,17 @@ func ParseCompaction(m *Message) (*Compaction, error) {
 	return &c, nil
 }
 
-// SummaryPrefix starts the message that carries a summary to the model.
+// SummarySeparator joins the summary to the system prompt.
+const SummarySeparator = "\n\n"
+
+// SummaryPrefix starts the summary in the system message of a request.
 const SummaryPrefix = "Summary of the earlier conversation (the kernel compacted it to fit the context window):\n\n"
 
 // RequestMessages returns the messages of the next request as the kernel
 // builds them from a stored history: systemPrompt (when set), then stored
 // as the latest compaction record in it says (all of it when there is
-// none). It is what `kernel sessions show --context` prints. A request that
+// none), without failed turns. It is what `kernel sessions show --context`
+// prints. A request that
 // still exceeds the hard limit also leaves out its oldest exchanges; that
 // step is not recorded.
 func RequestMessages(systemPrompt string, stored []Message) ([]Message, error) {
@@ -84,8 +88,7 @@ func RequestMessages(systemPrompt string, stored []Message) ([]Message, error) {
 // buildView applies rec to msgs (stored messages, no system message).
 //
 // Failed turns, and the prompts they left unanswered, are left out first
-// (withoutFailed): the summary is a user message of its own and must not be
-// taken for an unanswered prompt.
+// (withoutFailed), before the summary joins the system message.
 func buildView(sys, msgs []Message, rec *Compaction) []Message {
 	msgs = withoutFailed(msgs)
 	if rec == nil {
@@ -94,7 +97,13 @@ func buildView(sys, msgs []Message, rec *Compaction) []Message {
 	out := make([]Message, 0, len(sys)+2+len(msgs))
 	out = append(out, sys...)
 	if rec.Summary != "" {
-		out = append(out, Message{Role: RoleUser, Content: SummaryPrefix + rec.Summary})
+		// The summary joins the system message: a separate user message
+		// before the kept request would read as a prompt left unanswered.
+		if len(out) > 0 {
+			out[len(out)-1].Content += SummarySeparator + SummaryPrefix + rec.Summary
+		} else {
+			out = append(out, Message{Role: RoleSystem, Content: SummaryPrefix + rec.Summary})
+		}
 	}
 	for i := range msgs {
 		m := &msgs[i]

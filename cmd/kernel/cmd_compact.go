@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/agentkernel/agentkernel/kernel"
 )
@@ -79,7 +80,11 @@ func writeContext(w io.Writer, s *kernel.Session, systemPrompt string, full bool
 		if m.Seq != 0 {
 			label = fmt.Sprintf("#%d %s", m.Seq, m.Role)
 		}
-		fmt.Fprintf(w, "%3d  %-16s %s\n", i+1, label, clip(m.Content, width))
+		content, summary, _ := strings.Cut(m.Content, kernel.SummaryPrefix)
+		fmt.Fprintf(w, "%3d  %-16s %s\n", i+1, label, clip(content, width))
+		if summary != "" {
+			fmt.Fprintf(w, "     + summary    %s\n", clip(summary, width))
+		}
 		for _, c := range m.ToolCalls {
 			fmt.Fprintf(w, "     → %s %s\n", c.Name, clip(c.Arguments, width))
 		}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai/openaitest"
 )
 
@@ -38,7 +37,7 @@ func TestSessionsCompact(t *testing.T) {
 		t.Fatalf("%v\n%s", err, show)
 	}
 	ctxOut, _, err := cli(t, "sessions", "show", sid, "--context", "--store", store)
-	if err != nil || !strings.Contains(ctxOut, kernel.SummaryPrefix[:40]) || !strings.Contains(ctxOut, "#1 user") || !strings.Contains(ctxOut, "#2 assistant") {
+	if err != nil || !strings.Contains(ctxOut, "+ summary    The user greeted the agent") || !strings.Contains(ctxOut, "#1 user") || !strings.Contains(ctxOut, "#2 assistant") {
 		t.Fatalf("%v\n%s", err, ctxOut)
 	}
 }
