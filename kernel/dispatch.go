@@ -301,6 +301,11 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 		id, name := c.ID, c.Tool.Name
 		tctx = WithProgress(tctx, func(text string) { k.emit(ToolProgress{CallID: id, Tool: name, Text: text}) })
 	}
+	release, qerr := k.limit.acquire(tctx) // the wait counts against the deadline
+	if qerr != nil {
+		return k.limit.queueError(c.Tool.Name, timeout, qerr)
+	}
+	defer release()
 	res, err := t.Call(tctx, c.Args)
 	if err == nil {
 		return res, nil
@@ -309,6 +314,10 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 	case ctx.Err() != nil:
 		return Result{Content: Cancelled, IsError: true}, &ToolError{Tool: c.Tool.Name, Code: "cancelled", Err: ErrCancelled}
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
+		if own, ok := ownTimeout(res, err); ok {
+			res.IsError = true
+			return res, own
+		}
 		te := timeoutError(c.Tool.Name, timeout)
 		return Result{Content: "error: " + te.Err.Error(), IsError: true}, te
 	}

@@ -220,5 +220,7 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		ContextWindow: a.cfg.Model.ContextWindow,
 		ApprovalTTL:   a.cfg.Limits.ApprovalTTL,
 		OnEvent:       onEvent,
+
+		MaxConcurrentTools: a.cfg.Limits.MaxConcurrentTools,
 	})
 }

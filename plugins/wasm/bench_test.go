@@ -37,7 +37,7 @@ func BenchmarkCompileCold(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		if _, _, err := h.Load(context.Background(), ModuleConfig{Path: attackWasm}); err != nil {
+		if _, _, err := loadReady(h, ModuleConfig{Path: attackWasm}); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
@@ -61,7 +61,7 @@ func BenchmarkLoadFromCache(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, _, err := h.Load(context.Background(), ModuleConfig{Path: p}); err != nil {
+				if _, _, err := loadReady(h, ModuleConfig{Path: p}); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
