@@ -185,11 +185,13 @@ func (m *module) load(ctx context.Context) error {
 	if info.shared {
 		return fmt.Errorf("%w: it needs threads (a shared memory), which the sandbox does not support; build it without threads", ErrModule)
 	}
-	// wazero's page limit is a backstop at twice the cap; the cap itself
-	// is enforced (and reported) by cappedAllocator, which sees every grow
-	// up to the backstop.
+	// wazero's page limit is the whole 32-bit space, so that every grow,
+	// however large, reaches cappedAllocator, which enforces the cap and
+	// reports it as memory_limit (a lower backstop would refuse a single
+	// large grow itself, and the guest would die of "out of memory"
+	// instead). The allocator reserves the cap, never what wazero asks.
 	capPages := uint32(m.eff.memoryMB) * 16 // 64 KiB pages
-	pages := min(2*capPages, 65536)
+	const pages = 65536
 	if info.minPages > capPages {
 		return fmt.Errorf("%w: its memory starts at %d MiB, more than memory_mb %d", ErrModule, (info.minPages+15)/16, m.eff.memoryMB)
 	}
