@@ -1,9 +1,14 @@
 package wasm
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // growModule asks for pages more pages in one memory.grow and exits 0
@@ -36,4 +41,63 @@ func TestSingleGrowPastTheCap(t *testing.T) {
 	}
 	within, _ := load(t, h, ModuleConfig{Path: writeModule(t, growModule(15), ""), Grants: grants})
 	within.mustCall(t, "run", `{}`)
+}
+
+// TestLazyLoad: Load reads the manifest only. A module whose binary is
+// not WebAssembly at all loads, registers its tools and is not touched
+// until its first call, which fails with the reason (as every later call
+// does, without reading it again); the tool then reports unhealthy.
+func TestLazyLoad(t *testing.T) {
+	h := newTestHost(t)
+	p := writeModule(t, []byte("#!/bin/sh\necho not wasm\n"), "")
+	tools, _, err := h.Load(context.Background(), ModuleConfig{Path: p})
+	if err != nil {
+		t.Fatalf("Load read the binary: %v", err)
+	}
+	m := tools[0].(*tool).m
+	if m.started.Load() {
+		t.Fatal("Load started loading the module")
+	}
+	if health, _ := Health(tools[0]); health != "" {
+		t.Fatalf("health %q before any call, want healthy", health)
+	}
+	for range 2 {
+		res, err := tools[0].Call(context.Background(), json.RawMessage(`{}`))
+		if te := toolError(t, err); te.Code != "unavailable" || !errors.Is(err, ErrModule) || !strings.Contains(res.Content, "no \\0asm magic") {
+			t.Fatalf("%+v, %v; want unavailable naming the bad binary", res, err)
+		}
+	}
+	if health, _ := Health(tools[0]); !strings.Contains(health, "unhealthy: load wasm module fixture") {
+		t.Fatalf("health %q, want unhealthy", health)
+	}
+}
+
+// TestFiftyParallelCalls: 50 calls of a trivial tool at once all succeed:
+// max_concurrency queues them instead of letting 50 instances fight over
+// the CPU until their deadlines. The deadline is generous for -race on a
+// loaded machine; the point is that none is lost.
+func TestFiftyParallelCalls(t *testing.T) {
+	h := newTestHost(t)
+	tools, _ := load(t, h, ModuleConfig{Path: reactorWasm, Pool: 2, MaxConcurrency: 2, Grants: Grants{Timeout: Duration(5 * time.Minute)}})
+	m := tools["echo"].(*tool).m
+	errs := make([]error, 50)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			res, err := tools["echo"].Call(context.Background(), json.RawMessage(`{"text":"ok"}`))
+			if err == nil && res.Content != "ok" {
+				err = fmt.Errorf("result %q", res.Content)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if len(m.slots) != 0 || cap(m.slots) != 2 {
+		t.Fatalf("slots %d/%d after the calls, want 0/2", len(m.slots), cap(m.slots))
+	}
 }
