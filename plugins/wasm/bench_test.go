@@ -172,4 +172,3 @@ func BenchmarkStartUnused(b *testing.B) {
 		}
 	}
 }
-
