@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,8 @@ const sessionsUsage = `Usage: kernel sessions SUBCOMMAND [flags]
   import FILE             add an exported session (- reads stdin)
   rm ID...                delete sessions
   gc --older-than AGE     delete sessions not updated for AGE (30d, 12h, 90m)
+  fsck [--repair] [ID...] check every stored value's checksum, per session;
+                          --repair stores placeholders for lost messages
 
 Flags: --config FILE, --store DIR`
 
@@ -32,6 +35,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 	full := fs.Bool("full", false, "show: print tool results and arguments in full")
 	out := fs.String("o", "", "export: write to `FILE` instead of stdout")
 	olderThan := fs.String("older-than", "", "gc: delete sessions not updated for this `AGE` (e.g. 30d)")
+	repair := fs.Bool("repair", false, "fsck: replace damaged messages with placeholders for good")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -57,7 +61,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if *olderThan == "" {
 			err = exitError{code: 2, msg: "sessions gc needs --older-than AGE (e.g. 30d)"}
 		}
-	case "ls":
+	case "ls", "fsck":
 	default:
 		fmt.Fprintln(env.stderr, sessionsUsage)
 		err = exitError{code: 2, msg: fmt.Sprintf("unknown sessions subcommand %q", sub)}
@@ -78,6 +82,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if err != nil {
 			return err
 		}
+		_ = a.Close() // let go of the store before printing (a pager may wait)
 		if len(list) == 0 {
 			fmt.Fprintln(env.stderr, "no sessions yet")
 			return nil
@@ -89,6 +94,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if err != nil {
 			return err
 		}
+		_ = a.Close() // let go of the store before printing (a pager may wait)
 		writeTranscript(env.stdout, s, *full)
 		return nil
 	case "export":
@@ -96,16 +102,16 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if !ok {
 			return errors.New("export needs the badger store")
 		}
-		w := env.stdout
-		if *out != "" {
-			f, err := os.Create(*out)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			w = f
+		var buf bytes.Buffer
+		if err := bs.Export(ctx, pos[0], &buf); err != nil {
+			return err
 		}
-		return bs.Export(ctx, pos[0], w)
+		_ = a.Close() // let go of the store before writing
+		if *out == "" {
+			_, err := env.stdout.Write(buf.Bytes())
+			return err
+		}
+		return writePrivateFile(*out, buf.Bytes())
 	case "import":
 		bs, ok := a.store.(*badger.Store)
 		if !ok {
@@ -139,6 +145,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 			}
 			fmt.Fprintln(env.stdout, "removed", id)
 		}
+		reclaimSpace(ctx, env, a.store)
 		return errors.Join(errs...)
 	case "gc":
 		age, err := badger.ParseAge(*olderThan)
@@ -155,8 +162,15 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		}
 		if err == nil {
 			fmt.Fprintf(env.stderr, "%d sessions older than %s removed\n", len(removed), *olderThan)
+			reclaimSpace(ctx, env, a.store)
 		}
 		return err
+	case "fsck":
+		bs, ok := a.store.(*badger.Store)
+		if !ok {
+			return errors.New("fsck needs the badger store")
+		}
+		return runFsck(ctx, env, bs, pos, *repair)
 	}
 	return fmt.Errorf("sessions %s: not implemented", sub)
 }

@@ -20,6 +20,8 @@ type commonFlags struct {
 	provider  string
 	script    string
 	timeout   time.Duration
+	idle      time.Duration
+	fallbacks stringList
 	store     string
 	policy    string
 }
@@ -34,6 +36,8 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.provider, "provider", "", "model provider: openai or scripted (model.provider)")
 	fs.StringVar(&c.script, "script", "", "script `FILE` for the scripted provider (model.script)")
 	fs.DurationVar(&c.timeout, "model-timeout", 0, "deadline of one model call (model.timeout)")
+	fs.DurationVar(&c.idle, "model-idle-timeout", 0, "end a model stream that sends nothing for this long (model.idle_timeout)")
+	fs.Var(&c.fallbacks, "fallback", "fallback model `NAME`, tried when the model is unavailable; repeatable (model.fallbacks)")
 	fs.StringVar(&c.policy, "policy", "", "policy `FILE` (policy.file; see docs/policy.md)")
 	fs.StringVar(&c.store, "store", "", "session store `DIR` (store.dir; default $XDG_DATA_HOME/agentkernel)")
 }
@@ -77,6 +81,12 @@ func (c *commonFlags) load() (*Config, error) {
 	}
 	if c.timeout > 0 {
 		cfg.Model.Timeout = c.timeout
+	}
+	if c.idle > 0 {
+		cfg.Model.IdleTimeout = c.idle
+	}
+	if len(c.fallbacks) > 0 {
+		cfg.Model.Fallbacks = c.fallbacks
 	}
 	return cfg, nil
 }
