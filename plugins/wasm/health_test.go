@@ -63,20 +63,31 @@ func TestBreaker(t *testing.T) {
 // unhealthy, calls fail fast with the reason, and the pool stops trying
 // (no instantiation, so no CPU, while idle).
 func TestPoolBreaker(t *testing.T) {
-	for _, tc := range []struct{ mode, reason string }{
-		{"fail-init", "module exited with code 3"},
-		{"hang-init", "initialising module reactor took longer than 300ms"},
+	// The failing one gets minutes: under -race on a loaded machine its Go
+	// runtime must reach the exit, not a deadline.
+	for _, tc := range []struct {
+		mode, reason string
+		timeout      time.Duration
+	}{
+		{"fail-init", "module exited with code 3", 3 * time.Minute},
+		{"hang-init", "initialising module reactor took longer than 300ms", 300 * time.Millisecond},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			h := newTestHost(t)
 			tools, _, err := h.Load(context.Background(), ModuleConfig{Path: reactorWasm, Pool: 2, Warm: true,
-				Grants: Grants{Env: map[string]string{"AK_VISIBLE": tc.mode}, Timeout: Duration(300 * time.Millisecond)}})
+				Grants: Grants{Env: map[string]string{"AK_VISIBLE": tc.mode}, Timeout: Duration(tc.timeout)}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			echo := tools[0]
 			m := echo.(*tool).m
-			waitFor(t, "the breaker to open", func() bool { open, _ := m.health.isOpen(); return open })
+			deadline := time.Now().Add(10 * time.Minute)
+			for open, _ := m.health.isOpen(); !open; open, _ = m.health.isOpen() {
+				if time.Now().After(deadline) {
+					t.Fatal("the breaker did not open")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
 			health, _ := Health(echo)
 			if !strings.HasPrefix(health, "unhealthy: ") || !strings.Contains(health, tc.reason) {
 				t.Errorf("health %q, want unhealthy naming %q", health, tc.reason)

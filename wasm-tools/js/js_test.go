@@ -77,7 +77,7 @@ func TestModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close(ctx)
-	tools, _, err := h.Load(ctx, wasm.ModuleConfig{Path: "js.wasm", Pool: 1, Grants: wasm.Grants{MemoryMB: 96, Timeout: wasm.Duration(10 * time.Second)}})
+	tools, _, err := h.Load(ctx, wasm.ModuleConfig{Path: "js.wasm", Pool: 1, Grants: wasm.Grants{MemoryMB: 96, Timeout: wasm.Duration(2 * time.Minute)}})
 	if err != nil {
 		t.Fatal(err)
 	}
