@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 KERNEL  := $(BIN)/kernel
 
-.PHONY: all build test demo bench lint wasm plugins proto clean
+.PHONY: all build test demo demo-mcp bench lint wasm plugins proto clean
 
 all: build
 
@@ -48,6 +48,11 @@ test: build wasm plugins
 ## demo: the main job, offline, with the scripted model and the embedded defaults
 demo: build wasm plugins
 	@bash examples/demo/run.sh
+
+## demo-mcp: an MCP server's tools under policy, offline (a Go SDK server from this repo)
+demo-mcp: build
+	$(GO) build -o $(BIN)/mcp/mcp-testserver ./internal/mcptest/server
+	@bash examples/mcp/run.sh
 
 ## bench: benchmarks and soak runs (slow)
 bench: wasm plugins

@@ -309,7 +309,7 @@ func (g *guard) Handle(ctx context.Context, c *kernel.Call) (kernel.Result, erro
 		var cut bool
 		res.Content, cut = TruncateMiddle(res.Content, g.comp.head, g.comp.tail, NameOutputLimit)
 		if cut {
-			c.Emit(kernel.HookRewrote{Hook: NameOutputLimit, Phase: string(PhaseAfter), CallID: c.ID, Tool: c.Tool.Name, What: "truncated"})
+			c.Emit(kernel.HookRewrote{Hook: NameOutputLimit, Phase: string(PhaseAfter), CallID: c.ID(), Tool: c.Tool().Name, What: "truncated"})
 		}
 	}
 	return res, err
@@ -340,7 +340,7 @@ func (in *innerScrub) Handle(ctx context.Context, c *kernel.Call) (kernel.Result
 func scrubContent(s *Scrubber, c *kernel.Call, content string) string {
 	out, n := s.Scrub(content)
 	if n > 0 {
-		c.Emit(kernel.HookRewrote{Hook: NameScrubber, Phase: string(PhaseAfter), CallID: c.ID, Tool: c.Tool.Name, What: "redacted"})
+		c.Emit(kernel.HookRewrote{Hook: NameScrubber, Phase: string(PhaseAfter), CallID: c.ID(), Tool: c.Tool().Name, What: "redacted"})
 	}
 	return out
 }

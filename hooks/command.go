@@ -195,9 +195,9 @@ func (ch *commandHook) environ() []string {
 
 func (ch *commandHook) input(c *kernel.Call, res *kernel.Result, err error) ([]byte, error) {
 	in := Input{
-		Version: 1, Hook: ch.name, Phase: ch.phase, CallID: c.ID, Approved: c.Approved,
-		Tool: ToolInfo{Name: c.Tool.Name, Tier: string(c.Tool.Tier), Source: c.Tool.Source, Tags: c.Tool.Tags},
-		Args: c.Args,
+		Version: 1, Hook: ch.name, Phase: ch.phase, CallID: c.ID(), Approved: c.Approved(),
+		Tool: ToolInfo{Name: c.Tool().Name, Tier: string(c.Tool().Tier), Source: c.Tool().Source, Tags: c.Tool().Tags},
+		Args: c.Args(),
 	}
 	if in.Tool.Tags == nil {
 		in.Tool.Tags = []string{}
@@ -205,8 +205,8 @@ func (ch *commandHook) input(c *kernel.Call, res *kernel.Result, err error) ([]b
 	if len(in.Args) == 0 {
 		in.Args = json.RawMessage(`{}`)
 	}
-	if c.State != nil {
-		in.SessionID, in.Turn = c.State.SessionID, c.State.Turn
+	if c.State() != nil {
+		in.SessionID, in.Turn = c.State().SessionID, c.State().Turn
 	}
 	if res != nil {
 		in.Result = &ResultInfo{Content: res.Content, IsError: res.IsError || err != nil}

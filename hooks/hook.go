@@ -217,21 +217,21 @@ func (h *hook) block(c *kernel.Call, reason string) (kernel.Result, error) {
 	if reason == "" {
 		reason = "no reason given"
 	}
-	c.Emit(kernel.HookBlocked{Hook: h.name, Phase: string(h.phase), CallID: c.ID, Tool: c.Tool.Name, Reason: reason})
+	c.Emit(kernel.HookBlocked{Hook: h.name, Phase: string(h.phase), CallID: c.ID(), Tool: c.Tool().Name, Reason: reason})
 	be := &BlockError{Hook: h.name, Phase: h.phase, Reason: reason}
 	msg := be.Error()
 	if h.phase == PhaseAfter {
 		msg = fmt.Sprintf("result withheld by hook %q: %s", h.name, reason)
 	}
-	return kernel.Result{Content: msg, IsError: true}, &kernel.ToolError{Tool: c.Tool.Name, Code: "blocked", Err: be}
+	return kernel.Result{Content: msg, IsError: true}, &kernel.ToolError{Tool: c.Tool().Name, Code: "blocked", Err: be}
 }
 
 func (h *hook) rewrote(c *kernel.Call, what string) {
-	c.Emit(kernel.HookRewrote{Hook: h.name, Phase: string(h.phase), CallID: c.ID, Tool: c.Tool.Name, What: what})
+	c.Emit(kernel.HookRewrote{Hook: h.name, Phase: string(h.phase), CallID: c.ID(), Tool: c.Tool().Name, What: what})
 }
 
 func (h *hook) failed(c *kernel.Call, err error) {
-	c.Emit(kernel.HookFailed{Hook: h.name, Phase: string(h.phase), CallID: c.ID, Tool: c.Tool.Name, Error: err.Error(), FailOpen: h.failOpen})
+	c.Emit(kernel.HookFailed{Hook: h.name, Phase: string(h.phase), CallID: c.ID(), Tool: c.Tool().Name, Error: err.Error(), FailOpen: h.failOpen})
 }
 
 // beforeFailed applies the failure mode to a before hook that failed.
@@ -245,7 +245,7 @@ func (h *hook) beforeFailed(ctx context.Context, c *kernel.Call, next kernel.Han
 	}
 	he := &HookError{Hook: h.name, Phase: h.phase, Err: err}
 	return kernel.Result{Content: fmt.Sprintf("not run: %v", he), IsError: true},
-		&kernel.ToolError{Tool: c.Tool.Name, Code: "hook_failed", Err: he}
+		&kernel.ToolError{Tool: c.Tool().Name, Code: "hook_failed", Err: he}
 }
 
 // afterFailed applies the failure mode to an after hook that failed.
@@ -259,12 +259,12 @@ func (h *hook) afterFailed(ctx context.Context, c *kernel.Call, res kernel.Resul
 	}
 	he := &HookError{Hook: h.name, Phase: h.phase, Err: herr}
 	return kernel.Result{Content: fmt.Sprintf("result withheld: %v", he), IsError: true},
-		&kernel.ToolError{Tool: c.Tool.Name, Code: "hook_failed", Err: he}
+		&kernel.ToolError{Tool: c.Tool().Name, Code: "hook_failed", Err: he}
 }
 
 func cancelled(c *kernel.Call) (kernel.Result, error) {
 	return kernel.Result{Content: kernel.Cancelled, IsError: true},
-		&kernel.ToolError{Tool: c.Tool.Name, Code: "cancelled", Err: kernel.ErrCancelled}
+		&kernel.ToolError{Tool: c.Tool().Name, Code: "cancelled", Err: kernel.ErrCancelled}
 }
 
 func awaitsApproval(err error) bool {

@@ -46,14 +46,14 @@ var envs = sync.Pool{New: func() any { return new(Env) }}
 func envFor(c *kernel.Call, phase Phase, res *kernel.Result, err error) *Env {
 	e := envs.Get().(*Env)
 	*e = Env{
-		Tool: c.Tool.Name, Tier: string(c.Tool.Tier), Source: c.Tool.Source, Tags: c.Tool.Tags,
-		Args: c.Value(), Phase: string(phase), Approved: c.Approved,
+		Tool: c.Tool().Name, Tier: string(c.Tool().Tier), Source: c.Tool().Source, Tags: c.Tool().Tags,
+		Args: c.Value(), Phase: string(phase), Approved: c.Approved(),
 	}
 	if e.Args == nil {
 		e.Args = map[string]any{}
 	}
-	if c.State != nil {
-		e.Session, e.Turn = c.State.SessionID, c.State.Turn
+	if c.State() != nil {
+		e.Session, e.Turn = c.State().SessionID, c.State().Turn
 	}
 	if res != nil {
 		e.Result, e.IsError = res.Content, res.IsError || err != nil

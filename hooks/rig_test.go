@@ -197,7 +197,7 @@ func (p *policyFake) Surface(_ context.Context, _ *kernel.State, tools []kernel.
 
 func (p *policyFake) Decide(_ context.Context, _ *kernel.State, c *kernel.Call) kernel.Decision {
 	p.mu.Lock()
-	p.decided = append(p.decided, c.Tool.Name+" "+string(c.Args))
+	p.decided = append(p.decided, c.Tool().Name+" "+string(c.Args()))
 	p.mu.Unlock()
 	return kernel.Decision{ID: "d1", Effect: p.effect, Message: p.message, Rules: []string{"r1"}}
 }

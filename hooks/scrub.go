@@ -48,7 +48,17 @@ type Finding struct {
 //     read as words (identifiers, paths) or as a known public format
 //     (certificates, SSH public keys, go.sum and SRI hashes, crypt hashes,
 //     ULIDs, data: URIs, wrapped base64 blocks);
-//  6. the configured extra patterns.
+//  6. the configured extra patterns;
+//  7. structure: the password of "curl -u user:pass" and --user, "mysql
+//     -pPASS", "sshpass -p PASS", a literal default of a secret-named
+//     lookup (getenv("API_TOKEN", "...")), and a 32-hex secret beside a
+//     Twilio-style account id.
+//
+// Placeholders are recognised by shape, not by a leading '$': mostly one
+// filler character (X, x, 0, *), EXAMPLE, <...>, ${...}, {{...}}, $(...),
+// $NAME, __name__, "your-..."; such findings are dropped whatever found
+// them. Base64 tokens that decode to a known file signature or to text are
+// not reported by the entropy detector.
 //
 // A Scrubber is immutable and safe for concurrent use.
 type Scrubber struct {
@@ -105,6 +115,7 @@ func (s *Scrubber) Find(text string) []Finding {
 	f.urlCredentials()
 	f.formats()
 	f.assignments()
+	f.structures()
 	if s.entropy {
 		f.highEntropy()
 	}
@@ -122,7 +133,12 @@ func (s *Scrubber) Find(text string) []Finding {
 	if len(f.out) == 0 {
 		return nil
 	}
-	out := f.out
+	out := slices.DeleteFunc(f.out, func(x Finding) bool {
+		return x.Class != "private_key" && placeholderShape(text[x.Start:x.End])
+	})
+	if len(out) == 0 {
+		return nil
+	}
 	slices.SortFunc(out, func(a, b Finding) int { return a.Start - b.Start })
 	out = dropOverMarkers(text, out)
 	if len(s.allow) > 0 {

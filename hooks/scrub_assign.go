@@ -48,6 +48,9 @@ var keywords = []keyword{
 	{word: "credentials", kind: kindToken},
 	{word: "credential", kind: kindToken},
 	{word: "auth", kind: kindToken, boundary: true},
+	{word: "pass", kind: kindPassword, boundary: true},
+	{word: "pwd", kind: kindPassword, boundary: true},
+	{word: "pw", kind: kindPassword, boundary: true},
 	{word: "authorization", kind: kindAuth},
 }
 
@@ -190,6 +193,9 @@ func (f *finder) assignmentAt(s, e int) {
 		for ve < limit && t[ve] != '<' && t[ve] != '\n' {
 			ve++
 		}
+		if ve >= len(t) || t[ve] != '<' {
+			return // no closing tag: "<name>" was a placeholder, not an element
+		}
 	case t[j] == '"' || t[j] == '\'' || t[j] == '`':
 		q := t[j]
 		vs = j + 1
@@ -279,8 +285,11 @@ func plausibleValue(v string, quoted bool, kind keyKind) bool {
 // placeholder reports values that stand for a credential without being
 // one: variables, templates, masks, types, booleans, empty markers.
 func placeholder(v string) bool {
+	if varRef(v) || placeholderShape(v) {
+		return true
+	}
 	switch v[0] {
-	case '$', '%', '<', '[', '{', '@':
+	case '<', '[', '{', '@':
 		return true
 	}
 	masked := true

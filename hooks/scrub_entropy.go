@@ -52,7 +52,8 @@ func (f *finder) entropyToken(s, e int) {
 		return
 	}
 	if !structured(core) {
-		if randomLooking(core) {
+		// Decoding is the last test: only tokens that would be reported.
+		if randomLooking(core) && !benignBase64(t[s:e]) {
 			f.add(s, e, ClassHighEntropy)
 		}
 		return
@@ -72,7 +73,7 @@ func (f *finder) entropyToken(s, e int) {
 		i = j + 1
 	}
 	for k := 0; k < len(segs); k++ {
-		if segs[k].e-segs[k].s < entropyMinLen || !randomLooking(t[segs[k].s:segs[k].e]) {
+		if segs[k].e-segs[k].s < entropyMinLen || !randomLooking(t[segs[k].s:segs[k].e]) || benignBase64(t[s:e]) {
 			continue
 		}
 		a, b := k, k

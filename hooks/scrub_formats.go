@@ -183,8 +183,8 @@ func (f *finder) urlCredentials() {
 			continue
 		}
 		pw := t[colon+1 : at]
-		if pw == "" || placeholder(pw) {
-			continue
+		if pw == "" || placeholder(pw) || pw == t[p+3:colon] {
+			continue // no password, a placeholder, or a documented default (guest:guest)
 		}
 		f.add(colon+1, at, "url_credentials")
 		i = at
@@ -261,6 +261,7 @@ var formats = []format{
 	{prefix: "shpca_", class: "shopify_token", body: isHex, min: 32, max: 32},
 	{prefix: "shppa_", class: "shopify_token", body: isHex, min: 32, max: 32},
 	{prefix: "pypi-AgEIcHlwaS5vcmc", class: "pypi_token", body: isB64URL, min: 50, max: 512},
+	{prefix: "key-", class: "mailgun_key", body: isHex, min: 32, max: 32},
 }
 
 // formatsByByte indexes formats by the first byte of their prefix.
@@ -319,7 +320,7 @@ func (f *finder) formats() {
 	t := f.text
 	for i := 0; i < len(t); i++ {
 		c := t[i]
-		if classes[c]&cStart == 0 || (i > 0 && isAlnum(t[i-1])) {
+		if classes[c]&cStart == 0 || (i > 0 && isAlnum(t[i-1]) && !(isDigit(c) && strings.HasSuffix(t[:i], "/bot"))) {
 			continue
 		}
 		if end := f.formatAt(i); end > i {

@@ -23,9 +23,11 @@ type corpus struct {
 	Lookalikes []corpusEntry `yaml:"lookalikes"`
 }
 
-func loadCorpus(t testing.TB) corpus {
+func loadCorpus(t testing.TB) corpus { return loadCorpusFile(t, "testdata/scrub_corpus.yaml") }
+
+func loadCorpusFile(t testing.TB, path string) corpus {
 	t.Helper()
-	data, err := os.ReadFile("testdata/scrub_corpus.yaml")
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +35,7 @@ func loadCorpus(t testing.TB) corpus {
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
-		t.Fatalf("testdata/scrub_corpus.yaml: %v", err)
+		t.Fatalf("%s: %v", path, err)
 	}
 	return c
 }

@@ -83,15 +83,7 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 		step.Messages = append(step.Messages, outs[n].msg)
 	}
 	if asked >= 0 {
-		d := outs[asked].approval
-		now := k.cfg.Now()
-		a := &Approval{
-			ID: NewID(), SessionID: r.meta.ID, Call: calls[asked], Args: outs[asked].args,
-			Message: d.Message, DecisionID: d.ID, Created: now, Expires: now.Add(k.cfg.ApprovalTTL),
-		}
-		if len(d.Rules) > 0 {
-			a.RuleID = d.Rules[0]
-		}
+		a := r.newApproval(calls[asked], outs[asked].args, *outs[asked].approval)
 		step.Pending = a
 		r.meta.Status = StatusAwaitingApproval
 		r.pending = a
@@ -150,7 +142,7 @@ type prepared struct {
 func (r *run) prepare(tc ToolCall, args json.RawMessage, approved bool) prepared {
 	k := r.k
 	p := prepared{tc: tc, args: args, start: time.Now()}
-	e, known := k.cfg.Tools.byName[tc.Name]
+	e, known := k.cfg.Tools.entry(tc.Name)
 	switch {
 	case !known:
 		p.err = &ToolError{Tool: tc.Name, Code: "unknown_tool", Err: fmt.Errorf("%w %q; the available tools are: %s", ErrUnknownTool, tc.Name, r.offeredNames())}
@@ -162,7 +154,8 @@ func (r *run) prepare(tc ToolCall, args json.RawMessage, approved bool) prepared
 			p.err = &ToolError{Tool: tc.Name, Code: "invalid_args", Err: verr}
 			break
 		}
-		p.call = &Call{ID: tc.ID, Tool: e.spec, Args: args, State: &r.st, Approved: approved, value: v, validate: e.validate, emit: k.emit}
+		p.call = &Call{id: tc.ID, spec: e.spec, tool: e.tool, args: args, st: &r.st, approved: approved, value: v, validate: e.validate, emit: k.emit}
+		p.call.resolvePaths()
 	}
 	return p
 }
@@ -176,8 +169,8 @@ func (r *run) finish(ctx context.Context, p *prepared) (out callOut) {
 	var res Result
 	err := p.err
 	if p.call != nil {
-		res, err = k.chain.Handle(ctx, p.call)
-		out.args = p.call.Args
+		res, err = k.handle(ctx, p.call)
+		out.args = p.call.args
 	}
 	out.rec = CallRecord{ID: tc.ID, Tool: tc.Name, Args: string(out.args), Duration: time.Since(p.start)}
 	if p.call != nil {
@@ -274,10 +267,11 @@ func (r *run) offeredNames() string {
 // core is the innermost handler: the policy decision, then execution with
 // the call's deadline.
 func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
-	if k.cfg.Policy != nil && !c.Approved {
-		d := k.cfg.Policy.Decide(ctx, c.State, c)
+	if k.cfg.Policy != nil && !c.approved {
+		d := k.cfg.Policy.Decide(ctx, c.st, c)
+		c.noteResolved(&d)
 		c.decision = &d
-		k.emitIf(func() Event { return PolicyDecided{CallID: c.ID, Tool: c.Tool.Name, Decision: d} })
+		k.emitIf(func() Event { return PolicyDecided{CallID: c.id, Tool: c.spec.Name, Decision: d} })
 		switch d.Effect {
 		case EffectAllow:
 		case EffectAsk:
@@ -287,43 +281,46 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 			if d.Message != "" {
 				msg += ": " + d.Message
 			}
-			return Result{Content: msg, IsError: true}, &ToolError{Tool: c.Tool.Name, Code: "denied", Err: fmt.Errorf("%w: %s", ErrDenied, d.Message)}
+			return Result{Content: msg, IsError: true}, &ToolError{Tool: c.spec.Name, Code: "denied", Err: fmt.Errorf("%w: %s", ErrDenied, d.Message)}
 		}
 	}
-	t := k.cfg.Tools.byName[c.Tool.Name].tool
-	timeout := c.Tool.Timeout
+	t := c.tool
+	if t == nil {
+		return Result{}, &ToolError{Tool: c.spec.Name, Code: "unknown_tool", Err: fmt.Errorf("%w %q: the call was not prepared by the kernel", ErrUnknownTool, c.spec.Name)}
+	}
+	timeout := c.spec.Timeout
 	if timeout <= 0 {
 		timeout = k.cfg.ToolTimeout
 	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if k.cfg.OnEvent != nil {
-		id, name := c.ID, c.Tool.Name
+		id, name := c.id, c.spec.Name
 		tctx = WithProgress(tctx, func(text string) { k.emit(ToolProgress{CallID: id, Tool: name, Text: text}) })
 	}
 	release, qerr := k.limit.acquire(tctx) // the wait counts against the deadline
 	if qerr != nil {
-		return k.limit.queueError(c.Tool.Name, timeout, qerr)
+		return k.limit.queueError(c.spec.Name, timeout, qerr)
 	}
 	defer release()
-	res, err := t.Call(tctx, c.Args)
+	res, err := t.Call(tctx, c.args)
 	if err == nil {
 		return res, nil
 	}
 	switch {
 	case ctx.Err() != nil:
-		return Result{Content: Cancelled, IsError: true}, &ToolError{Tool: c.Tool.Name, Code: "cancelled", Err: ErrCancelled}
+		return Result{Content: Cancelled, IsError: true}, &ToolError{Tool: c.spec.Name, Code: "cancelled", Err: ErrCancelled}
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
 		if own, ok := ownTimeout(res, err); ok {
 			res.IsError = true
 			return res, own
 		}
-		te := timeoutError(c.Tool.Name, timeout)
+		te := timeoutError(c.spec.Name, timeout)
 		return Result{Content: "error: " + te.Err.Error(), IsError: true}, te
 	}
 	var te *ToolError
 	if !errors.As(err, &te) {
-		te = &ToolError{Tool: c.Tool.Name, Code: "tool_error", Err: err}
+		te = &ToolError{Tool: c.spec.Name, Code: "tool_error", Err: err}
 	}
 	if res.Content == "" {
 		res.Content = "error: " + err.Error()

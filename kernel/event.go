@@ -140,12 +140,41 @@ type BudgetExceeded struct {
 	BudgetNotice
 }
 
-// ContextCompacted is sent when old messages were left out of a request to
-// fit the model's context window.
+// ContextCompacted is sent when the context was compacted to fit the
+// model's window. Kind is "trimmed" (large tool results cut to head and
+// tail), "summarised" (Dropped messages up to Through replaced by a summary
+// the compaction Model wrote, at Usage and CostUSD) or "dropped" (old
+// exchanges left out of one request, nothing recorded).
 type ContextCompacted struct {
-	Dropped         int `json:"dropped"`
-	Kept            int `json:"kept"`
-	EstimatedTokens int `json:"estimated_tokens"`
+	Dropped         int           `json:"dropped"`
+	Kept            int           `json:"kept"`
+	EstimatedTokens int           `json:"estimated_tokens"`
+	Kind            string        `json:"kind,omitempty"`
+	Trimmed         int           `json:"trimmed,omitempty"`
+	Through         uint64        `json:"through,omitempty"`
+	TokensBefore    int           `json:"tokens_before,omitempty"`
+	TokensAfter     int           `json:"tokens_after,omitempty"`
+	Model           string        `json:"model,omitempty"`
+	Usage           Usage         `json:"usage,omitzero"`
+	CostUSD         float64       `json:"cost_usd,omitempty"`
+	Duration        time.Duration `json:"duration,omitempty"`
+}
+
+// ContextWarning is a request reaching the warn threshold of the context
+// window (once per run).
+type ContextWarning struct {
+	Used     int     `json:"used"`
+	Window   int     `json:"window"`
+	Fraction float64 `json:"fraction"`
+}
+
+// SteerDelivered is a queued user message delivered into a running session
+// at a step boundary.
+type SteerDelivered struct {
+	SessionID string `json:"session_id"`
+	ID        string `json:"id"`
+	Seq       uint64 `json:"seq"`
+	Text      string `json:"text"`
 }
 
 // ProviderRetry is sent before a failed model call is tried again, or,
@@ -252,6 +281,8 @@ func (ApprovalResolved) Type() string { return "approval.resolved" }
 func (BudgetWarning) Type() string    { return "budget.warning" }
 func (BudgetExceeded) Type() string   { return "budget.exceeded" }
 func (ContextCompacted) Type() string { return "context.compacted" }
+func (ContextWarning) Type() string   { return "context.warning" }
+func (SteerDelivered) Type() string   { return "steer.delivered" }
 func (ProviderRetry) Type() string    { return "provider.retry" }
 func (RunCompleted) Type() string     { return "run.completed" }
 func (RunFailed) Type() string        { return "run.failed" }
@@ -276,6 +307,8 @@ func (ApprovalResolved) isEvent() {}
 func (BudgetWarning) isEvent()    {}
 func (BudgetExceeded) isEvent()   {}
 func (ContextCompacted) isEvent() {}
+func (ContextWarning) isEvent()   {}
+func (SteerDelivered) isEvent()   {}
 func (ProviderRetry) isEvent()    {}
 func (RunCompleted) isEvent()     {}
 func (RunFailed) isEvent()        {}

@@ -58,10 +58,20 @@ type Config struct {
 	MaxConcurrentTools int
 	// Prices price usage per model name; a model without a price costs 0.
 	Prices map[string]Price
-	// ContextWindow, in tokens, makes the loop leave the oldest exchanges out
-	// of a request that would not fit (estimated at 4 bytes a token). Zero
-	// sends the whole history.
+	// ContextWindow, in tokens, turns on context accounting: thresholds,
+	// compaction and the hard limit (see ContextConfig). Zero sends the
+	// whole history.
 	ContextWindow int
+	// Tokenizer counts tokens for the context window; nil estimates 4
+	// bytes a token, calibrated per model against the usage the server
+	// reports.
+	Tokenizer Tokenizer
+	// Context sets the warn, compact and hard thresholds and the
+	// compaction (see ContextConfig).
+	Context ContextConfig
+	// Inbox, when set, delivers messages queued for a running session at
+	// its step boundaries (see Inbox).
+	Inbox Inbox
 	// ApprovalTTL is how long a pending approval stays valid (default 24h);
 	// an expired approval counts as rejected.
 	ApprovalTTL time.Duration
@@ -78,6 +88,9 @@ type Config struct {
 	// rate limits, server errors) after its retries. Each assistant message
 	// records the model that wrote it (Message.Model).
 	Fallbacks []string
+	// SessionContext, when set, is recorded in every new session's
+	// metadata.
+	SessionContext *SessionContext
 }
 
 // Kernel runs the agent loop. It is safe for concurrent use by runs of
@@ -88,9 +101,8 @@ type Kernel struct {
 	chain  Handler
 	limit  *toolLimiter // nil: no cap
 	emitMu sync.Mutex
-	// allSpecs are the registry's specs, computed once.
-	allSpecs []ToolSpec
-	retry    RetryPolicy
+	retry  RetryPolicy
+	calib  calibration
 }
 
 // New checks cfg and builds a Kernel.
@@ -125,7 +137,7 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.MaxConcurrentTools < 0 {
 		return nil, errors.New("kernel: Config.MaxConcurrentTools must not be negative")
 	}
-	k := &Kernel{cfg: cfg, allSpecs: cfg.Tools.Specs(), retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools)}
+	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools)}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
 		h = cfg.Hooks[i](h)

@@ -424,7 +424,7 @@ func TestContextWindowFitting(t *testing.T) {
 	for range 4 {
 		replies = append(replies, kerneltest.Text(big))
 	}
-	h := newHarness(t, kernel.Config{ContextWindow: 400, SystemPrompt: "be brief"}, replies...)
+	h := newHarness(t, kernel.Config{ContextWindow: 400, SystemPrompt: "be brief", Context: kernel.ContextConfig{Compact: 1}}, replies...)
 	id := ""
 	for i := range 4 {
 		res, err := h.k.Run(context.Background(), id, fmt.Sprintf("q%d %s", i, big))

@@ -21,8 +21,7 @@ type run struct {
 	// only appends to it.
 	msgs    []Message
 	sysN    int
-	tokens  []int // estimated tokens per message of msgs, when fitting
-	tokSum  int
+	cx      *ctxState // token accounting, with Config.ContextWindow
 	st      State
 	res     RunResult
 	started time.Time
@@ -119,12 +118,18 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	if ctx.Err() != nil {
 		return r.done(ctx, StopCancelled, "")
 	}
+	if _, direct := r.meta.Labels[LabelDirect]; direct {
+		return r.done(ctx, StopCompleted, out.msg.Content) // no model to continue with
+	}
 	return r.loop(ctx)
 }
 
 func (r *run) loop(ctx context.Context) (*RunResult, error) {
 	k := r.k
 	for {
+		if _, err := r.steer(ctx); err != nil {
+			return r.fail(ctx, err)
+		}
 		if res, err, stop := r.checkBudget(ctx, BeforeModel); stop {
 			return res, err
 		}
@@ -146,7 +151,15 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 		}
 		r.completed(resp)
 		if final {
-			return r.done(ctx, StopCompleted, resp.Message.Content)
+			// A message queued while the model answered is the next step.
+			if more, err := r.steer(ctx); err != nil || !more {
+				if err != nil {
+					return r.fail(ctx, err)
+				}
+				return r.done(ctx, StopCompleted, resp.Message.Content)
+			}
+			r.meta.Status = StatusRunning
+			continue
 		}
 		if err := r.dispatch(ctx, resp.Message.ToolCalls, tools); err != nil {
 			return r.fail(ctx, err)
@@ -172,7 +185,7 @@ func (r *run) nextTurn() {
 
 // surface returns the tools offered in this generation.
 func (r *run) surface(ctx context.Context) []ToolSpec {
-	all := r.k.allSpecs
+	all := r.k.cfg.Tools.view()
 	if r.k.cfg.Policy == nil || len(all) == 0 {
 		return all
 	}
@@ -183,7 +196,10 @@ func (r *run) surface(ctx context.Context) []ToolSpec {
 // request only (the wrap-up instruction).
 func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (Response, error) {
 	k := r.k
-	msgs := r.fit()
+	msgs, err := r.request(ctx, tools)
+	if err != nil {
+		return Response{}, err
+	}
 	if extra != nil {
 		msgs = append(msgs[:len(msgs):len(msgs)], *extra)
 	}
@@ -198,20 +214,21 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 		})
 	}
 	start := time.Now()
-	resp, err := r.callModel(ctx, Request{Model: k.cfg.Model, Messages: withoutFailed(msgs), Tools: tools})
+	resp, err := r.callModel(ctx, Request{Model: k.cfg.Model, Messages: msgs, Tools: tools})
 	if err != nil {
 		return Response{}, err
 	}
 	resp.Message.Role = RoleAssistant
 	resp.Message.Time = k.cfg.Now()
 	fixCallIDs(resp.Message.ToolCalls, r.st.Turn)
-	r.account(resp)
+	r.accountGen(resp)
 	r.lastGen.dur = time.Since(start)
 	return resp, nil
 }
 
-// account adds a generation's usage and cost to the session and the run.
-func (r *run) account(resp Response) {
+// accountGen adds a generation's usage and cost to the session and the run,
+// and calibrates the token estimate against the usage the server reported.
+func (r *run) accountGen(resp Response) {
 	k := r.k
 	model := resp.Model
 	if _, ok := k.cfg.Prices[model]; !ok && resp.Message.Model != "" {
@@ -219,13 +236,11 @@ func (r *run) account(resp Response) {
 	}
 	cost := k.price(model).Cost(resp.Usage)
 	r.meta.Turns++
-	r.meta.Usage = r.meta.Usage.Add(resp.Usage)
-	r.meta.CostUSD += cost
-	r.res.Usage = r.res.Usage.Add(resp.Usage)
-	r.res.CostUSD += cost
 	r.res.Turns++
-	r.st.Usage, r.st.CostUSD = r.meta.Usage, r.meta.CostUSD
-	r.st.RunUsage, r.st.RunCostUSD = r.res.Usage, r.res.CostUSD
+	r.account(resp.Usage, cost)
+	if r.cx != nil && !r.cx.exact {
+		k.calib.observe(k.cfg.Model, r.cx.lastRaw, resp.Usage.InputTokens)
+	}
 	r.lastGen = generation{usage: resp.Usage, cost: cost}
 }
 

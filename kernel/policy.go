@@ -50,6 +50,9 @@ type State struct {
 	ToolCounts map[string]int
 	// RunCalls lists this run's tool calls with their outcomes, in order.
 	RunCalls []CallOutcome
+	// Context is the next request's share of the context window (zero
+	// without Config.ContextWindow).
+	Context ContextUse
 }
 
 // CallOutcome is a finished tool call as policy sees it.
@@ -99,6 +102,10 @@ type Decision struct {
 	Revision string        `json:"revision,omitempty"`
 	SHA256   string        `json:"sha256,omitempty"`
 	EvalTime time.Duration `json:"eval_time"`
+	// Resolved maps every path argument the kernel resolved to a different
+	// real path (a symbolic link, "..") to what the model typed; the rules
+	// judged the real path.
+	Resolved map[string]string `json:"resolved,omitempty"`
 }
 
 // BudgetPhase says when a budget is checked.

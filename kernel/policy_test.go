@@ -37,11 +37,11 @@ func (p *fakePolicy) Surface(_ context.Context, _ *kernel.State, tools []kernel.
 
 func (p *fakePolicy) Decide(_ context.Context, _ *kernel.State, c *kernel.Call) kernel.Decision {
 	p.decisions++
-	e, ok := p.effects[c.Tool.Name]
+	e, ok := p.effects[c.Tool().Name]
 	if !ok {
 		return kernel.Decision{ID: "d", Effect: kernel.EffectAllow, Default: true}
 	}
-	return kernel.Decision{ID: "d-" + c.Tool.Name, Effect: e, Rules: []string{"rule-" + c.Tool.Name}, Message: string(e) + " " + c.Tool.Name}
+	return kernel.Decision{ID: "d-" + c.Tool().Name, Effect: e, Rules: []string{"rule-" + c.Tool().Name}, Message: string(e) + " " + c.Tool().Name}
 }
 
 func (p *fakePolicy) Budget(_ context.Context, st *kernel.State, phase kernel.BudgetPhase) kernel.BudgetVerdict {

@@ -9,16 +9,23 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
 // Registry holds the tools a kernel can call, each with its compiled
-// argument schema. Build it before the kernel starts: Register is not safe
-// for concurrent use with anything else; every other method is.
+// argument schema. It is safe for concurrent use: Register and Sync (tool
+// sources whose tool lists change at run time, such as MCP servers) may run
+// while the kernel reads it; the loop takes a fresh view of the tools before
+// every generation.
 type Registry struct {
+	mu     sync.RWMutex
 	byName map[string]*entry
 	order  []*entry
+	// specs caches Specs for the loop; rebuilt on every change, never
+	// modified in place.
+	specs []ToolSpec
 }
 
 type entry struct {
@@ -39,6 +46,8 @@ func NewRegistry() *Registry { return &Registry{byName: map[string]*entry{}} }
 // nothing from that call is registered. A name already taken is an error
 // wrapping ErrDuplicateTool.
 func (r *Registry) Register(tools ...Tool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	added := make([]*entry, 0, len(tools))
 	seen := map[string]bool{}
 	for _, t := range tools {
@@ -56,6 +65,7 @@ func (r *Registry) Register(tools ...Tool) error {
 		r.byName[e.spec.Name] = e
 		r.order = append(r.order, e)
 	}
+	r.specs = nil
 	return nil
 }
 
@@ -106,7 +116,7 @@ func CompileSchema(name string, schema json.RawMessage) (*jsonschema.Schema, err
 
 // Lookup returns the named tool.
 func (r *Registry) Lookup(name string) (Tool, bool) {
-	e, ok := r.byName[name]
+	e, ok := r.entry(name)
 	if !ok {
 		return nil, false
 	}
@@ -115,7 +125,7 @@ func (r *Registry) Lookup(name string) (Tool, bool) {
 
 // Spec returns the named tool's spec, with its schema defaulted.
 func (r *Registry) Spec(name string) (ToolSpec, bool) {
-	e, ok := r.byName[name]
+	e, ok := r.entry(name)
 	if !ok {
 		return ToolSpec{}, false
 	}
@@ -125,6 +135,8 @@ func (r *Registry) Spec(name string) (ToolSpec, bool) {
 // Specs returns every tool's spec in registration order. The slice is the
 // caller's.
 func (r *Registry) Specs() []ToolSpec {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	out := make([]ToolSpec, len(r.order))
 	for i, e := range r.order {
 		out[i] = e.spec
@@ -133,10 +145,16 @@ func (r *Registry) Specs() []ToolSpec {
 }
 
 // Len is the number of tools.
-func (r *Registry) Len() int { return len(r.order) }
+func (r *Registry) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.order)
+}
 
 // Names returns the tool names in registration order.
 func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	out := make([]string, len(r.order))
 	for i, e := range r.order {
 		out[i] = e.spec.Name
@@ -149,7 +167,7 @@ func (r *Registry) Names() []string {
 // violation lists every failing path, e.g. "/count: expected integer, got
 // string".
 func (r *Registry) Validate(name string, args json.RawMessage) (map[string]any, error) {
-	e, ok := r.byName[name]
+	e, ok := r.entry(name)
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
 	}

@@ -251,12 +251,12 @@ func (r *run) callModel(ctx context.Context, req Request) (Response, error) {
 				if !emptyRetried && r.retries < pol.Budget {
 					emptyRetried = true
 					r.retries++
-					r.account(resp) // the empty answer was paid for
+					r.accountGen(resp) // the empty answer was paid for
 					r.emitRetry(attempt+1, 0, "empty_response", model, "", streamed, ErrEmptyResponse)
 					attempt--
 					continue
 				}
-				r.account(resp)
+				r.accountGen(resp)
 				return Response{}, ErrEmptyResponse
 			}
 			if ctx.Err() != nil {

@@ -33,7 +33,7 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 			r.sysN = 1
 		}
 		r.isNew = true
-		r.meta = SessionMeta{ID: NewID(), Model: k.cfg.Model, Status: StatusIdle, Created: now, Updated: now}
+		r.meta = SessionMeta{ID: NewID(), Model: k.cfg.Model, Status: StatusIdle, Created: now, Updated: now, Context: k.cfg.SessionContext}
 	} else {
 		s, err := k.cfg.Store.Load(ctx, sessionID)
 		if err != nil {
@@ -63,6 +63,9 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 			r.countTool(m.ToolName)
 		}
 	}
+	if r.ctxOn() {
+		r.initContext()
+	}
 	if err := r.repair(ctx); err != nil {
 		return nil, err
 	}
@@ -86,7 +89,7 @@ func (r *run) repair(ctx context.Context) error {
 			last = i
 			break
 		}
-		if r.msgs[i].Role != RoleTool {
+		if r.msgs[i].Role != RoleTool && r.msgs[i].Role != RoleCompaction {
 			return nil
 		}
 	}
@@ -144,10 +147,8 @@ func (r *run) commit(ctx context.Context, step Step) error {
 	r.isNew = false
 	for _, m := range step.Messages {
 		r.msgs = append(r.msgs, m)
-		if r.tokens != nil {
-			t := estimateTokens(&m)
-			r.tokens = append(r.tokens, t)
-			r.tokSum += t
+		if r.cx != nil {
+			r.added()
 		}
 	}
 	return nil
@@ -163,69 +164,6 @@ func (r *run) onDelta(d Delta) {
 	} else {
 		k.emit(MessageDelta{Text: d.Text})
 	}
-}
-
-// fit returns the messages of the next request: the whole history, or when
-// it would not fit Config.ContextWindow, the system message and the most
-// recent exchanges that do (an exchange starts at a user message, so tool
-// calls are never separated from their results).
-func (r *run) fit() []Message {
-	window := r.k.cfg.ContextWindow
-	if window <= 0 {
-		return r.msgs
-	}
-	if r.tokens == nil {
-		r.tokens = make([]int, len(r.msgs), cap(r.msgs))
-		for i := range r.msgs {
-			r.tokens[i] = estimateTokens(&r.msgs[i])
-			r.tokSum += r.tokens[i]
-		}
-	}
-	budget := window * 3 / 4 // leave a quarter for the answer
-	if r.tokSum <= budget {
-		return r.msgs
-	}
-	sys := 0
-	for i := 0; i < r.sysN; i++ {
-		sys += r.tokens[i]
-	}
-	start, dropped := -1, sys
-	lastUser := -1
-	for i := r.sysN; i < len(r.msgs); i++ {
-		if r.msgs[i].Role == RoleUser {
-			lastUser = i
-			if r.tokSum-dropped+sys <= budget {
-				start = i
-				break
-			}
-		}
-		dropped += r.tokens[i]
-	}
-	if start < 0 {
-		start = lastUser
-	}
-	if start <= r.sysN {
-		return r.msgs
-	}
-	out := make([]Message, 0, r.sysN+len(r.msgs)-start)
-	out = append(out, r.msgs[:r.sysN]...)
-	out = append(out, r.msgs[start:]...)
-	est := 0
-	for i := range out {
-		est += estimateTokens(&out[i])
-	}
-	r.k.emitIf(func() Event {
-		return ContextCompacted{Dropped: start - r.sysN, Kept: len(out) - r.sysN, EstimatedTokens: est}
-	})
-	return out
-}
-
-func estimateTokens(m *Message) int {
-	n := len(m.Content)
-	for _, c := range m.ToolCalls {
-		n += len(c.Name) + len(c.Arguments)
-	}
-	return n/4 + 4
 }
 
 // NewID returns a new identifier: 16 characters of Crockford base32, the

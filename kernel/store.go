@@ -33,6 +33,38 @@ type SessionMeta struct {
 	Usage   Usage             `json:"usage"`
 	CostUSD float64           `json:"cost_usd"`
 	Labels  map[string]string `json:"labels,omitempty"`
+	// Delivered are the IDs of the last queued messages delivered into the
+	// session (see Inbox), committed with them: a message the inbox offers
+	// again after a crash is not delivered twice.
+	Delivered []string `json:"delivered,omitempty"`
+	// Context is what the session was started with (workspace, config
+	// files, policy, model, store), so approvals and later runs resume in
+	// the same place. Absent in sessions written before it existed.
+	Context *SessionContext `json:"context,omitempty"`
+}
+
+// SessionContext records the setting a session runs in. The kernel stores
+// Config.Context with a new session; it does not interpret it.
+type SessionContext struct {
+	Workspace string `json:"workspace,omitempty"`
+	// Config are the configuration files laid over the defaults, in order.
+	Config []RecordedFile `json:"config,omitempty"`
+	// Policy is the policy file and PolicyRevision its revision.
+	Policy         *RecordedFile `json:"policy,omitempty"`
+	PolicyRevision string        `json:"policy_revision,omitempty"`
+	Provider       string        `json:"provider,omitempty"`
+	Model          string        `json:"model,omitempty"`
+	BaseURL        string        `json:"base_url,omitempty"`
+	APIKeyEnv      string        `json:"api_key_env,omitempty"`
+	// Script is the scripted provider's script.
+	Script *RecordedFile `json:"script,omitempty"`
+	Store  string        `json:"store,omitempty"`
+}
+
+// RecordedFile is a file and the SHA-256 of its content when recorded.
+type RecordedFile struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // Session is a stored conversation.

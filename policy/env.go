@@ -24,6 +24,8 @@ type Env struct {
 	Turn    TurnEnv    `expr:"turn"`
 	Tool    ToolEnv    `expr:"tool"`
 	Call    CallEnv    `expr:"call"`
+	// Context is the next request's share of the model's context window.
+	Context ContextEnv `expr:"context"`
 	// Now is the time of the decision (the kernel's clock; the test case's
 	// now in tests), so time-based rules are deterministic under test.
 	Now time.Time `expr:"now"`
@@ -82,6 +84,14 @@ type CallOutcome struct {
 	Outcome string `expr:"outcome" json:"outcome"`
 }
 
+// ContextEnv is the context window as the next request uses it: Used
+// tokens of Window (0 when the window is unknown), Fraction their ratio.
+type ContextEnv struct {
+	Used     int     `expr:"used"`
+	Window   int     `expr:"window"`
+	Fraction float64 `expr:"fraction"`
+}
+
 // ToolEnv is the tool being decided on (a rule, a drop rule), or the zero
 // value (select rules, budgets).
 type ToolEnv struct {
@@ -133,6 +143,7 @@ func (e *Env) fillState(st *kernel.State) {
 		CostUSD: st.CostUSD, Elapsed: since(st.Now, st.SessionCreated),
 		ToolCalls: st.ToolCounts, Labels: st.Labels,
 	}
+	e.Context = ContextEnv{Used: st.Context.Used, Window: st.Context.Window, Fraction: st.Context.Fraction}
 	calls, tools := e.Turn.Calls[:0], e.Turn.Tools[:0]
 	for _, c := range st.RunCalls {
 		calls = append(calls, CallOutcome{Tool: c.Tool, Outcome: string(c.Outcome)})
@@ -160,10 +171,14 @@ func (e *Env) fillTool(spec *kernel.ToolSpec) {
 // fillCall maps a call: its tool, its arguments, and the paths and command
 // the tool's schema marks (see extractor).
 func (e *Env) fillCall(c *kernel.Call, ex *extractor) {
-	e.fillTool(&c.Tool)
+	spec := c.Tool()
+	e.fillTool(&spec)
 	args := c.Value()
-	e.Call = CallEnv{ID: c.ID, Tool: c.Tool.Name, Args: args}
+	e.Call = CallEnv{ID: c.ID(), Tool: c.Tool().Name, Args: args}
 	ex.extract(args, &e.Call)
+	for _, p := range c.TouchedPaths() {
+		e.Call.Paths = append(e.Call.Paths, cleanPath(p))
+	}
 }
 
 // cleanPath normalises a path argument so that prefix tests cannot be

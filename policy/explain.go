@@ -105,8 +105,8 @@ func (p *Policy) Explain(in Input) (*Explanation, error) {
 		if err != nil {
 			return nil, err
 		}
-		e = p.entry(call.Tool.Name)
-		env.fillCall(call, e.extractor(call.Tool.Schema))
+		e = p.entry(call.Tool().Name)
+		env.fillCall(call, e.extractor(call.Tool().Schema))
 	}
 	for _, v := range p.vars {
 		x.Vars = append(x.Vars, p.probe(m, env, "v."+v.name))

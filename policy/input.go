@@ -28,6 +28,9 @@ type Input struct {
 	// Tool overrides the spec of call.tool (tier, source, tags).
 	Tool ToolInput `yaml:"tool"`
 	Call CallInput `yaml:"call"`
+	// Context is the context window's use (context.used, .window,
+	// .fraction; a fraction alone is enough).
+	Context ContextInput `yaml:"context"`
 	// Tools are candidate tools for the surface (besides those named in a
 	// test's offered and not_offered).
 	Tools []string `yaml:"tools"`
@@ -124,6 +127,13 @@ func (in *Input) check(ps *problems, at pos, where string) {
 	}
 }
 
+// ContextInput is a test input's context window use.
+type ContextInput struct {
+	Used     int     `yaml:"used"`
+	Window   int     `yaml:"window"`
+	Fraction float64 `yaml:"fraction"`
+}
+
 // state builds the kernel.State the input describes.
 func (in *Input) state() *kernel.State {
 	now := in.Now
@@ -152,6 +162,10 @@ func (in *Input) state() *kernel.State {
 	}
 	if st.Labels == nil {
 		st.Labels = map[string]string{}
+	}
+	st.Context = kernel.ContextUse{Used: in.Context.Used, Window: in.Context.Window, Fraction: in.Context.Fraction}
+	if st.Context.Fraction == 0 && st.Context.Window > 0 {
+		st.Context.Fraction = float64(st.Context.Used) / float64(st.Context.Window)
 	}
 	for k, v := range in.Session.ToolCalls {
 		st.ToolCounts[k] = v

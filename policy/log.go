@@ -51,7 +51,7 @@ func (l *DecisionLog) Err() error {
 }
 
 func (l *DecisionLog) write(p *Policy, st *kernel.State, c *kernel.Call, d kernel.Decision) {
-	rec := LogRecord{Time: l.now().UTC(), Policy: p.name, CallID: c.ID, Tool: c.Tool.Name, Decision: d}
+	rec := LogRecord{Time: l.now().UTC(), Policy: p.name, CallID: c.ID(), Tool: c.Tool().Name, Decision: d}
 	if st != nil {
 		rec.Session, rec.Turn, rec.Round = st.SessionID, st.Run, st.Turn
 	}

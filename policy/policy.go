@@ -286,10 +286,10 @@ func (p *Policy) newTrace() *trace {
 // match. Dry-run rules are evaluated and reported, never acted on.
 func (p *Policy) Decide(_ context.Context, st *kernel.State, c *kernel.Call) kernel.Decision {
 	start := time.Now()
-	e := p.entry(c.Tool.Name)
+	e := p.entry(c.Tool().Name)
 	env := getEnv()
 	env.fillState(st)
-	env.fillCall(c, e.extractor(c.Tool.Schema))
+	env.fillCall(c, e.extractor(c.Tool().Schema))
 	m := vmPool.Get().(*vm.VM)
 	d := p.decide(m, env, e, nil)
 	vmPool.Put(m)

@@ -163,8 +163,8 @@ func (p *Policy) runTest(m *vm.VM, t *testDoc, cov *coverage) TestResult {
 		tr := p.newTrace()
 		env := new(Env)
 		env.fillState(st)
-		e := p.entry(call.Tool.Name)
-		env.fillCall(call, e.extractor(call.Tool.Schema))
+		e := p.entry(call.Tool().Name)
+		env.fillCall(call, e.extractor(call.Tool().Schema))
 		d := p.decide(m, env, e, tr)
 		for i, r := range tr.rules {
 			if r.ran && (r.matched || r.err != nil && p.rules[i].effect != kernel.EffectAllow) {
@@ -187,7 +187,7 @@ func (p *Policy) runTest(m *vm.VM, t *testDoc, cov *coverage) TestResult {
 			fail("message = %q, want it to contain %q", d.Message, *x.MessageContains)
 		}
 		for i, r := range tr.rules {
-			if r.err != nil && p.rules[i].appliesTo(call.Tool.Name) {
+			if r.err != nil && p.rules[i].appliesTo(call.Tool().Name) {
 				fail("rule %s: %v", p.rules[i].id, r.err)
 			}
 		}

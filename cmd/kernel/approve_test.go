@@ -56,7 +56,7 @@ func TestApproveAndRejectUnderCodingPolicy(t *testing.T) {
 		if approve {
 			verb = "approve"
 		}
-		out, errOut, err := cli(t, verb, "--config", conf, "--store", store, id, "--note", "ok by me")
+		out, errOut, err := cli(t, verb, "--config", conf, "--store", store, "--yes", id, "--note", "ok by me")
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", verb, err, errOut)
 		}

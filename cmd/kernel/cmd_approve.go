@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/agentkernel/agentkernel/kernel"
 )
@@ -18,6 +19,8 @@ func cmdResolve(approve bool) func(context.Context, []string, *cliEnv) error {
 		var cf commonFlags
 		cf.register(fs)
 		note := fs.String("note", "", "a note recorded with the decision")
+		accept := fs.Bool("accept-changed", false, "resume even if a file the session recorded (configuration, policy, script) changed since it started")
+		yes := fs.Bool("yes", false, "approve without showing the call and asking (for scripts)")
 		events := fs.String("events", "", "also write every event as a JSON line to `FILE` (- for stderr)")
 		pos, err := parseArgs(fs, args)
 		if err != nil {
@@ -26,6 +29,22 @@ func cmdResolve(approve bool) func(context.Context, []string, *cliEnv) error {
 		if len(pos) != 1 {
 			fs.Usage()
 			return exitError{code: 2, msg: name + " needs exactly one session id"}
+		}
+		if err := cf.resume(ctx, pos[0], *accept, env.stderr); err != nil {
+			return err
+		}
+		s, err := cf.loadSession(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if s != nil && s.Pending == nil {
+			return fmt.Errorf("session %s: %w", pos[0], kernel.ErrNoApproval)
+		}
+		if s != nil && !*yes {
+			fmt.Fprintf(env.stderr, "session %s is waiting for approval:\n%s", pos[0], describeApproval(s.Pending, &s.Meta))
+			if approve && !confirm(env.stdin, env.stderr, "run this call?") {
+				return exitError{code: 1, msg: "not approved: nothing ran (answer y, or pass --yes in scripts)"}
+			}
 		}
 		return withKernel(ctx, &cf, env, *events, false, func(k *kernel.Kernel) (*kernel.RunResult, error) {
 			return k.Resolve(ctx, pos[0], approve, *note)

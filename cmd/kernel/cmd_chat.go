@@ -25,9 +25,14 @@ const chatHelp = `Type a prompt and press Enter. Commands:
   /reject [NOTE]  reject the pending tool call
   /usage          tokens and cost of this session
   /thinking on|off show the model's reasoning as it streams, or fold it into one line
+  /compact        summarise the session's older history now
+  /queue          list the messages queued for this session
+  /cancel ID      cancel a queued message before it is delivered
   /help           this text
   /quit           leave (Ctrl-D too)
-Ctrl-C cancels the running turn and keeps you in the chat.`
+Ctrl-C cancels the running turn and keeps you in the chat.
+Typing while the agent works queues your message: it is delivered after the
+current tool round, before the next model call (or runs next if the run ends).`
 
 // cmdChat is an interactive REPL on the same loop as `kernel run`.
 func cmdChat(ctx context.Context, args []string, env *cliEnv) error {
@@ -47,6 +52,7 @@ func cmdChat(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	defer a.Close()
 	c := &chat{env: env, app: a, k: k, r: r, sid: *session, interactive: isTerminal(env.stdin)}
+	r.onSession = c.setRunning
 	if c.sid != "" {
 		if err := c.resume(ctx, c.sid); err != nil {
 			return err
@@ -62,6 +68,7 @@ type chat struct {
 	r           *renderer
 	sid         string
 	interactive bool
+	steering
 }
 
 func (c *chat) loop(ctx context.Context) error {
@@ -72,6 +79,11 @@ func (c *chat) loop(ctx context.Context) error {
 	defer signal.Stop(sigs)
 
 	lines := make(chan string)
+	if c.interactive {
+		// A person typing while the agent works steers it; piped input is
+		// a script of prompts, run one after another.
+		c.lines = lines
+	}
 	readErr := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -135,6 +147,7 @@ func (c *chat) loop(ctx context.Context) error {
 		c.turn(ctx, sigs, func(rctx context.Context) (*kernel.RunResult, error) {
 			return c.k.Run(rctx, c.sid, line)
 		})
+		c.followUps(ctx, sigs)
 	}
 }
 
@@ -157,7 +170,7 @@ func (c *chat) turn(ctx context.Context, sigs chan os.Signal, fn func(context.Co
 		}
 	}()
 	c.r.startSpinner()
-	res, err := fn(rctx)
+	res, err := c.whileRunning(rctx, fn)
 	c.r.stopSpinner()
 	close(done)
 	cancel()
@@ -205,6 +218,8 @@ func (c *chat) command(ctx context.Context, sigs chan os.Signal, line string) (q
 		return false, c.usage(ctx)
 	case "/thinking":
 		return false, c.thinking(arg)
+	case "/compact", "/queue", "/cancel":
+		return false, c.steerCommand(ctx, name, arg)
 	default:
 		return false, fmt.Errorf("unknown command %s (/help lists them)", name)
 	}

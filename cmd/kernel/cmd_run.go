@@ -17,6 +17,7 @@ func cmdRun(ctx context.Context, args []string, env *cliEnv) error {
 	session := fs.String("session", "", "continue the session `ID`")
 	events := fs.String("events", "", "also write every event as a JSON line to `FILE` (- for stderr)")
 	quiet := fs.Bool("quiet", false, "print only the answer")
+	accept := fs.Bool("accept-changed", false, "with --session: resume even if a file the session recorded changed since it started")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -32,6 +33,11 @@ func cmdRun(ctx context.Context, args []string, env *cliEnv) error {
 	if prompt == "" {
 		fs.Usage()
 		return exitError{code: 2, msg: "run needs a prompt (or - to read it from stdin)"}
+	}
+	if *session != "" {
+		if err := cf.resume(ctx, *session, *accept, env.stderr); err != nil {
+			return err
+		}
 	}
 	return withKernel(ctx, &cf, env, *events, *quiet, func(k *kernel.Kernel) (*kernel.RunResult, error) {
 		return k.Run(ctx, *session, prompt)

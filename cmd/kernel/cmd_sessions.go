@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +18,9 @@ import (
 const sessionsUsage = `Usage: kernel sessions SUBCOMMAND [flags]
 
   ls                      list sessions: id, updated, status, turns, cost, title
-  show ID [--full]        a readable transcript (tool results folded unless --full)
+  show ID [--full]        a readable transcript (tool results folded unless --full);
+                          --context prints what the model sees next (after compaction)
+  compact ID              summarise the session's older history now (docs/context.md)
   export ID [-o FILE]     the session as JSONL (schemas/session-export.schema.json)
   import FILE             add an exported session (- reads stdin)
   rm ID...                delete sessions
@@ -33,6 +36,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		return nil
 	}
 	full := fs.Bool("full", false, "show: print tool results and arguments in full")
+	showContext := fs.Bool("context", false, "show: print the messages of the next request, as compacted")
 	out := fs.String("o", "", "export: write to `FILE` instead of stdout")
 	olderThan := fs.String("older-than", "", "gc: delete sessions not updated for this `AGE` (e.g. 30d)")
 	repair := fs.Bool("repair", false, "fsck: replace damaged messages with placeholders for good")
@@ -51,7 +55,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		return nil
 	}
 	switch sub {
-	case "show", "export":
+	case "show", "export", "compact":
 		err = need(1, "a session id")
 	case "import":
 		err = need(1, "a file (- for stdin)")
@@ -68,6 +72,9 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	if err != nil {
 		return err
+	}
+	if sub == "compact" {
+		return compactSession(ctx, cf, env, pos[0])
 	}
 	a := &app{cfg: cfg}
 	a.log = newLogger(env.stderr)
@@ -95,6 +102,9 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 			return err
 		}
 		_ = a.Close() // let go of the store before printing (a pager may wait)
+		if *showContext {
+			return writeContext(env.stdout, s, cfg.SystemPrompt, *full)
+		}
 		writeTranscript(env.stdout, s, *full)
 		return nil
 	case "export":
@@ -183,10 +193,6 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 	fmt.Fprintf(w, "created %s · updated %s · %d runs · %d turns · %d in / %d out tokens · $%.4f\n\n",
 		m.Created.Local().Format(time.DateTime), m.Updated.Local().Format(time.DateTime), m.Runs, m.Turns,
 		m.Usage.InputTokens, m.Usage.OutputTokens, m.CostUSD)
-	width := 100
-	if full {
-		width = 1 << 30
-	}
 	for _, msg := range s.Messages {
 		switch msg.Role {
 		case kernel.RoleUser:
@@ -197,7 +203,7 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 				fmt.Fprintln(w, indent(msg.Content))
 			}
 			for _, c := range msg.ToolCalls {
-				fmt.Fprintf(w, "    → %s %s\n", c.Name, clip(c.Arguments, width))
+				fmt.Fprintf(w, "    → %s\n%s", c.Name, formatArgs(json.RawMessage(c.Arguments), "        "))
 			}
 			fmt.Fprintln(w)
 		case kernel.RoleTool:
@@ -210,11 +216,18 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 			} else {
 				fmt.Fprintf(w, "[%d] %s %s · %s · %s\n", msg.Seq, mark, msg.ToolName, fmtBytes(len(msg.Content)), clip(msg.Content, 70))
 			}
+		case kernel.RoleCompaction:
+			writeCompaction(w, &msg, full)
 		}
 	}
 	if s.Pending != nil {
 		p := s.Pending
-		fmt.Fprintf(w, "\nwaiting for approval: %s %s — %s\n  kernel approve %s    kernel reject %s\n", p.Call.Name, clip(string(p.Args), width), p.Message, m.ID, m.ID)
+		store := ""
+		if m.Context != nil {
+			store = m.Context.Store
+		}
+		fmt.Fprintf(w, "\nwaiting for approval:\n%s  approve: %s    reject: %s\n", indent(describeApproval(p, &m)),
+			resumeHint("approve", m.ID, storeHint(store)), resumeHint("reject", m.ID, storeHint(store)))
 	}
 }
 

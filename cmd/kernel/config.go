@@ -26,14 +26,17 @@ var defaultsYAML []byte
 // Config is kernel.yaml, decoded after validation against
 // schemas/config.schema.json.
 type Config struct {
-	Model        ModelConfig  `yaml:"model"`
-	SystemPrompt string       `yaml:"system_prompt"`
-	Workspace    string       `yaml:"workspace"`
-	Limits       LimitsConfig `yaml:"limits"`
-	Store        yaml.Node    `yaml:"store"`
-	Policy       yaml.Node    `yaml:"policy"`
-	Tools        ToolsConfig  `yaml:"tools"`
-	Hooks        yaml.Node    `yaml:"hooks"`
+	Model        ModelConfig       `yaml:"model"`
+	SystemPrompt string            `yaml:"system_prompt"`
+	Workspace    string            `yaml:"workspace"`
+	Limits       LimitsConfig      `yaml:"limits"`
+	Store        yaml.Node         `yaml:"store"`
+	Policy       yaml.Node         `yaml:"policy"`
+	Tools        ToolsConfig       `yaml:"tools"`
+	Hooks        yaml.Node         `yaml:"hooks"`
+	Context      ContextSection    `yaml:"context"`
+	Compaction   CompactionSection `yaml:"compaction"`
+	Security     SecurityConfig    `yaml:"security"`
 
 	// dir is the directory relative paths are resolved against: the config
 	// file's, or the working directory without one.
@@ -69,6 +72,8 @@ type ModelConfig struct {
 	ToolChoice        string                   `yaml:"tool_choice"`
 	ReasoningEffort   string                   `yaml:"reasoning_effort"`
 	Overrides         map[string]ModelOverride `yaml:"overrides"`
+	// Catalog is a model catalog file laid over the embedded one.
+	Catalog string `yaml:"catalog"`
 }
 
 // ModelOverride is the request shaping of one model.
@@ -101,6 +106,7 @@ type ToolsConfig struct {
 	Builtin builtin.Config `yaml:"builtin"`
 	Plugins yaml.Node      `yaml:"plugins"`
 	WASM    yaml.Node      `yaml:"wasm"`
+	MCP     yaml.Node      `yaml:"mcp"`
 }
 
 // ConfigError is a configuration problem with its place.
@@ -161,9 +167,10 @@ func loadConfig(paths ...string) (*Config, error) {
 // paths where * matches any key or index. They are made absolute, against
 // the directory of the file that sets them, before decoding.
 var pathFields = []string{
-	"workspace", "model.script", "store.dir", "policy.file", "policy.decision_log",
+	"workspace", "model.script", "model.catalog", "store.dir", "policy.file", "policy.decision_log",
 	"tools.plugins.*.path", "tools.plugins.*.dir",
 	"tools.wasm.*.path", "tools.wasm.*.grants.fs.*.host",
+	"security.allow_writable.*",
 }
 
 // absolutize rewrites the path fields of one layer's document.

@@ -56,6 +56,11 @@ func (c *commonFlags) load() (*Config, error) {
 	}
 	set(&cfg.Model.Name, c.model)
 	set(&cfg.Model.BaseURL, c.baseURL)
+	if c.apiKeyEnv != "" && !isEnvName(c.apiKeyEnv) {
+		// Never echo it: a key pasted here by mistake must not reach the
+		// terminal, the logs or the shell history of a bug report.
+		return nil, errors.New("--api-key-env: not an environment variable name; it names the variable that holds the key (e.g. OPENAI_API_KEY), never the key itself (the value is not shown)")
+	}
 	set(&cfg.Model.APIKeyEnv, c.apiKeyEnv)
 	set(&cfg.Model.Provider, c.provider)
 	if c.workspace != "" {

@@ -49,6 +49,9 @@ func (a *app) reloadHooks() {
 		if err != nil {
 			return err
 		}
+		if err := cfg.checkProtected(); err != nil {
+			return err
+		}
 		hc, err := cfg.hooksConfig()
 		if err != nil {
 			return err

@@ -112,7 +112,7 @@ func TestMakeDemo(t *testing.T) {
 	if t.Failed() {
 		t.Logf("demo output:\n%s", out)
 	}
-	for _, secret := range []string{"Tr0ub4dor", "AKIAIOSFODNN7EXAMPLE", "reports-db01"} {
+	for _, secret := range []string{"Tr0ub4dor", "AKIA6PYCDYBK155OXTZ7", "reports-db01"} {
 		data, _ := exec.Command(filepath.Join(root, "bin/kernel"), "sessions", "export", "--store", filepath.Join(root, "bin/demo/store"),
 			strings.Fields(string(mustRun(t, filepath.Join(root, "bin/kernel"), "sessions", "ls", "--store", filepath.Join(root, "bin/demo/store"))))[6]).Output()
 		if len(data) == 0 || strings.Contains(string(data), secret) {

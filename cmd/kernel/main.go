@@ -59,10 +59,12 @@ func commands() []command {
 		{"chat", "talk to the agent interactively", cmdChat},
 		{"sessions", "list, show, export, import and remove sessions", cmdSessions},
 		{"policy", "check, test, explain and replay policies", cmdPolicy},
+		{"steer", "queue a message for a running session, list or cancel queued ones", cmdSteer},
 		{"approve", "approve a session's pending tool call and continue", cmdResolve(true)},
 		{"reject", "reject a session's pending tool call", cmdResolve(false)},
 		{"tools", "list the tools the model can call", cmdTools},
 		{"plugins", "verify the configured plugins (pins, handshake, tools)", cmdPlugins},
+		{"mcp", "list MCP servers and their tools; serve the kernel's tools over MCP", cmdMCP},
 		{"version", "print the version", cmdVersion},
 	}
 }
@@ -75,7 +77,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			return c.run(ctx, args[1:], env)
+			return scrubError(c.run(ctx, args[1:], env))
 		}
 	}
 	usage(stderr)

@@ -48,6 +48,9 @@ func (a *app) loadPolicy() error {
 			return fmt.Errorf("policy.decision_log: %w", err)
 		}
 		a.closers = append(a.closers, f.Close)
+		if err := f.Chmod(0o600); err != nil { // an existing log may be wider
+			return fmt.Errorf("policy.decision_log: %w", err)
+		}
 		opts.Log = policy.NewDecisionLog(f, a.redact)
 	}
 	w, err := policy.NewWatcher(policy.WatcherConfig{Path: pc.File, Options: opts,

@@ -36,6 +36,23 @@ func TestHooksReloadWithConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
+	wait := watchReloads(t, a)
+	ruleName := func() string { return a.chain.Config().Rules[0].Name }
+	write("second")
+	if r := wait(); r.Error != "" || ruleName() != "second" {
+		t.Fatalf("valid rewrite: event %+v, rule %s", r, ruleName())
+	}
+	os.WriteFile(cfgPath, []byte("hooks:\n  rules:\n    - name: broken\n      phase: sideways\n"), 0o600)
+	r := wait()
+	if r.Error == "" || !strings.Contains(r.Error, "phase") || ruleName() != "second" {
+		t.Fatalf("broken rewrite: event %+v, rule %s", r, ruleName())
+	}
+}
+
+// watchReloads starts a's config watcher and returns a function that waits
+// for the next config.reloaded event.
+func watchReloads(t *testing.T, a *app) func() kernel.ConfigReloaded {
+	t.Helper()
 	reloads := make(chan kernel.ConfigReloaded, 10)
 	a.sink = func(e kernel.Event) {
 		if r, ok := e.(kernel.ConfigReloaded); ok {
@@ -45,23 +62,13 @@ func TestHooksReloadWithConfig(t *testing.T) {
 	if err := a.watchConfig(); err != nil {
 		t.Fatal(err)
 	}
-	ruleName := func() string { return a.chain.Config().Rules[0].Name }
-	wait := func() kernel.ConfigReloaded {
+	return func() kernel.ConfigReloaded {
 		select {
 		case r := <-reloads:
 			return r
-		case <-time.After(10 * time.Second):
+		case <-time.After(20 * time.Second):
 			t.Fatal("no config.reloaded event")
 		}
 		return kernel.ConfigReloaded{}
-	}
-	write("second")
-	if r := wait(); r.Error != "" || ruleName() != "second" {
-		t.Fatalf("valid rewrite: event %+v, rule %s", r, ruleName())
-	}
-	os.WriteFile(cfgPath, []byte("hooks:\n  rules:\n    - name: broken\n      phase: sideways\n"), 0o600)
-	r := wait()
-	if r.Error == "" || !strings.Contains(r.Error, "phase") || ruleName() != "second" {
-		t.Fatalf("broken rewrite: event %+v, rule %s", r, ruleName())
 	}
 }

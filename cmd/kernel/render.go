@@ -26,6 +26,14 @@ type renderer struct {
 	// /thinking off); reasoningLen counts what it hides.
 	collapseReasoning bool
 	reasoningLen      int
+	// onSession, when set, learns the session of every run that starts.
+	onSession func(id string)
+	// scrub redacts credentials in everything written (default: the
+	// default scrubber); startKernel sets the configured one.
+	scrub func(string) string
+	// store is the session store's directory when it is not the default
+	// one: the approval hint must name it to work as printed.
+	store string
 
 	mu                 sync.Mutex
 	spin               bool // show a spinner while the model thinks
@@ -63,7 +71,7 @@ func (r *renderer) note(format string, args ...any) {
 		return
 	}
 	r.endLine()
-	fmt.Fprintf(r.stderr, format+"\n", args...)
+	io.WriteString(r.stderr, r.scrubString(fmt.Sprintf(format+"\n", args...)))
 }
 
 func (r *renderer) endLine() {
@@ -87,11 +95,14 @@ func (r *renderer) event(e kernel.Event) {
 	}
 	if r.events != nil {
 		if b, err := kernel.MarshalEvent(e); err == nil {
-			r.events.Write(append(b, '\n'))
+			r.events.Write(append(r.scrubBytes(b), '\n'))
 		}
 	}
 	switch e := e.(type) {
 	case kernel.RunStarted:
+		if r.onSession != nil {
+			r.onSession(e.SessionID)
+		}
 		what := "session " + e.SessionID
 		switch {
 		case e.NewSession:
@@ -129,8 +140,9 @@ func (r *renderer) event(e kernel.Event) {
 		}
 	case kernel.ApprovalRequired:
 		a := e.Approval
-		r.note("%s %s %s — %s\n  approve: kernel approve %s    reject: kernel reject %s",
-			r.paint("33;1", "approval required:"), a.Call.Name, clip(string(a.Args), 100), a.Message, a.SessionID, a.SessionID)
+		r.note("%s %s — %s\n%s\n  approve: %s    reject: %s",
+			r.paint("33;1", "approval required:"), a.Call.Name, a.Message, indent(describeApproval(&a, nil)),
+			resumeHint("approve", a.SessionID, r.store), resumeHint("reject", a.SessionID, r.store))
 	case kernel.ApprovalResolved:
 		verb := "rejected"
 		if e.Approved {
@@ -148,7 +160,18 @@ func (r *renderer) event(e kernel.Event) {
 	case kernel.HookFailed:
 		r.note("  %s %s failed on %s: %s", r.paint("31", "hook"), e.Hook, e.Tool, e.Error)
 	case kernel.ContextCompacted:
-		r.note("  %s left %d old messages out to fit the context window", r.paint("2", "context:"), e.Dropped)
+		switch e.Kind {
+		case "summarised":
+			r.note("  %s summarised %d old messages (%d → %d tokens, $%.4f)", r.paint("2", "context:"), e.Dropped, e.TokensBefore, e.TokensAfter, e.CostUSD)
+		case "trimmed":
+			r.note("  %s trimmed %d large tool results (%d → %d tokens)", r.paint("2", "context:"), e.Trimmed, e.TokensBefore, e.TokensAfter)
+		default:
+			r.note("  %s left %d old messages out to fit the context window", r.paint("2", "context:"), e.Dropped)
+		}
+	case kernel.ContextWarning:
+		r.note("  %s the next request takes %d of %d tokens (%.0f%%)", r.paint("33", "context:"), e.Used, e.Window, 100*e.Fraction)
+	case kernel.SteerDelivered:
+		r.note("  %s delivered: %s", r.paint("36", "steer"), clip(e.Text, 70))
 	case kernel.ProviderRetry:
 		r.endReasoning()
 		r.note("%s", r.paint("33", retryNotice(e)))

@@ -14,7 +14,9 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
+	"github.com/agentkernel/agentkernel/kernel/queue"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
+	"github.com/agentkernel/agentkernel/plugins/mcp"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 	"github.com/agentkernel/agentkernel/policy"
 )
@@ -36,7 +38,9 @@ type app struct {
 	sink   func(kernel.Event)
 	scrub  func(string) string
 
+	queue         *queue.Dir
 	plugins       *subprocess.Host
+	mcp           *mcp.Host
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
 	// warnings are load-time notices (capabilities a module asked for and
@@ -66,7 +70,7 @@ func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
 // newLogger is the CLI's logger: warnings and errors on stderr, more with
 // KERNEL_LOG=debug.
 func newLogger(stderr io.Writer) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "kernel", Output: stderr, Level: hclog.LevelFromString(envOr("KERNEL_LOG", "warn"))})
+	return hclog.New(&hclog.LoggerOptions{Name: "kernel", Output: scrubWriter{stderr}, Level: hclog.LevelFromString(envOr("KERNEL_LOG", "warn"))})
 }
 
 // startKernel builds the whole kernel from the flags: tools, hooks and
@@ -75,6 +79,9 @@ func newLogger(stderr io.Writer) hclog.Logger {
 func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer) (*app, *kernel.Kernel, error) {
 	cfg, err := cf.load()
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := cfg.checkProtected(); err != nil {
 		return nil, nil, err
 	}
 	a, err := newApp(ctx, cfg, env.stderr)
@@ -101,6 +108,12 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 		a.Close()
 		return nil, nil, err
 	}
+	r.mu.Lock()
+	r.scrub = a.scrub
+	if sc, err := cfg.storeConfig(); err == nil && sc.Kind != "memory" {
+		r.store = storeHint(sc.Dir)
+	}
+	r.mu.Unlock()
 	for _, n := range a.warnings {
 		r.event(n)
 	}
@@ -110,19 +123,11 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 // withKernel starts the kernel for one run (`run`, `approve`, `reject`),
 // calls fn, and maps the outcome to the exit status.
 func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string, quiet bool, fn func(*kernel.Kernel) (*kernel.RunResult, error)) error {
-	var ev io.Writer
-	switch events {
-	case "":
-	case "-":
-		ev = env.stderr
-	default:
-		f, err := os.Create(events)
-		if err != nil {
-			return fmt.Errorf("--events: %w", err)
-		}
-		defer f.Close()
-		ev = f
+	ev, closeEv, err := eventsWriter(events, env.stderr)
+	if err != nil {
+		return err
 	}
+	defer closeEv()
 	r := newRenderer(env, quiet, ev)
 	a, k, err := startKernel(ctx, cf, env, r)
 	if err != nil {
@@ -132,6 +137,21 @@ func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string
 	res, err := fn(k)
 	r.endLine()
 	return runOutcome(res, err)
+}
+
+// eventsWriter opens --events: "" is none, "-" is stderr, else a file.
+func eventsWriter(events string, stderr io.Writer) (io.Writer, func(), error) {
+	switch events {
+	case "":
+		return nil, func() {}, nil
+	case "-":
+		return stderr, func() {}, nil
+	}
+	f, err := createPrivate(events)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--events: %w", err)
+	}
+	return f, func() { f.Close() }, nil
 }
 
 // redact is what scrubs argument values in logs: the credential scrubber
@@ -167,12 +187,16 @@ func (a *app) loadTools(ctx context.Context) error {
 	if err := a.loadPlugins(ctx); err != nil {
 		return err
 	}
-	return a.loadWASM(ctx)
+	if err := a.loadWASM(ctx); err != nil {
+		return err
+	}
+	return a.loadMCP(ctx)
 }
 
 func (a *app) loadBuiltins() error {
 	b := a.cfg.Tools.Builtin
 	b.Root = a.cfg.path(a.cfg.Workspace)
+	b.Protected = a.cfg.protectedPaths()
 	tools, closer, err := builtin.New(b)
 	if err != nil {
 		return fmt.Errorf("%s: tools.builtin: %w", a.cfg.source(), err)
@@ -208,23 +232,36 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 	a.sinkMu.Lock()
 	a.sink = onEvent
 	a.sinkMu.Unlock()
+	ms, err := a.model()
+	if err != nil {
+		return nil, err
+	}
+	if a.queue == nil {
+		if a.queue, err = a.openQueue(); err != nil {
+			return nil, err
+		}
+	}
 	return kernel.New(kernel.Config{
-		Provider:      prov,
-		Store:         a.store,
-		Tools:         a.tools,
-		Policy:        a.policy,
-		Hooks:         a.hooks,
-		Model:         a.cfg.Model.Name,
-		SystemPrompt:  a.cfg.SystemPrompt,
-		MaxTurns:      a.cfg.Limits.MaxTurns,
-		ModelTimeout:  a.cfg.Model.Timeout,
-		ToolTimeout:   a.cfg.Limits.ToolTimeout,
-		Prices:        a.cfg.Model.Prices,
-		ContextWindow: a.cfg.Model.ContextWindow,
-		ApprovalTTL:   a.cfg.Limits.ApprovalTTL,
-		OnEvent:       onEvent,
-		Retry:         retryPolicy(a.cfg.Model.Retry),
-		Fallbacks:     a.cfg.Model.Fallbacks,
+		Provider:       prov,
+		Store:          a.store,
+		Tools:          a.tools,
+		Policy:         a.policy,
+		Hooks:          a.hooks,
+		Model:          a.cfg.Model.Name,
+		SystemPrompt:   a.cfg.SystemPrompt,
+		MaxTurns:       a.cfg.Limits.MaxTurns,
+		ModelTimeout:   a.cfg.Model.Timeout,
+		ToolTimeout:    a.cfg.Limits.ToolTimeout,
+		Prices:         ms.prices,
+		ContextWindow:  ms.window,
+		Tokenizer:      ms.tokenizer,
+		Context:        a.cfg.contextConfig(),
+		Inbox:          a.queue,
+		ApprovalTTL:    a.cfg.Limits.ApprovalTTL,
+		OnEvent:        onEvent,
+		Retry:          retryPolicy(a.cfg.Model.Retry),
+		Fallbacks:      a.cfg.Model.Fallbacks,
+		SessionContext: a.sessionContext(),
 
 		MaxConcurrentTools: a.cfg.Limits.MaxConcurrentTools,
 	})

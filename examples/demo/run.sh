@@ -49,8 +49,8 @@ step "2. A change in the same session: policy denies rm -rf and asks before edit
   "kernel run --session $id \"Fix the broken setup link in docs/guide.md\""
 k run --session "$id" "Fix the broken setup link in docs/guide.md"
 
-step "3. A human approves; the edit runs and the run continues" "kernel approve $id"
-k approve "$id" --note "README.md has the setup steps"
+step "3. A human approves; the edit runs and the run continues" "kernel approve --yes $id"
+k approve --yes "$id" --note "README.md has the setup steps"
 
 printf '\n== The edit, in the demo copy of the workspace:\n' >&2
 git -C "$demo/workspace" --no-pager diff --stat >&2

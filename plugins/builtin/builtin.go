@@ -50,7 +50,7 @@ const (
 )
 
 // defaultCommandEnv is the environment allowlist of run_command when
-// Config.CommandEnv is empty.
+// Config.CommandEnv is nil.
 var defaultCommandEnv = []string{"PATH", "HOME", "LANG"}
 
 // Config configures New. The zero value of every field but Root means the
@@ -59,8 +59,9 @@ type Config struct {
 	// Root is the workspace directory every tool is confined to. Required.
 	// A relative Root is resolved against the current directory once, in New.
 	Root string `yaml:"root"`
-	// Enable names the tools to build, in any order; empty means all of
-	// them (see Names). An unknown name is an error.
+	// Enable names the tools to build, in any order. Nil (the key omitted)
+	// means all of them (see Names); an empty, non-nil list ("enable: []")
+	// means none. An unknown name is an error.
 	Enable []string `yaml:"enable"`
 	// MaxReadBytes caps the text one read_file call returns (default 64 KiB).
 	MaxReadBytes int `yaml:"max_read_bytes"`
@@ -77,8 +78,14 @@ type Config struct {
 	CommandTimeout time.Duration `yaml:"command_timeout"`
 	// CommandEnv names the environment variables run_command passes to the
 	// program, with the kernel's values; every other variable is dropped.
-	// Empty means PATH, HOME and LANG.
+	// Nil (the key omitted) means PATH, HOME and LANG; an empty, non-nil
+	// list means no variables at all.
 	CommandEnv []string `yaml:"command_env"`
+	// Protected are host paths (files or directories) write_file and
+	// edit_file refuse to change, wherever the model's path leads: the
+	// kernel's own files (policy, configuration, hooks, store). Set by the
+	// kernel, not by configuration.
+	Protected []string `yaml:"-"`
 }
 
 // Tool names, in the order New returns them.
@@ -133,7 +140,7 @@ func New(cfg Config) ([]kernel.Tool, io.Closer, error) {
 	}
 	var tools []kernel.Tool
 	for _, n := range allNames {
-		if len(enabled) > 0 && !enabled[n] {
+		if cfg.Enable != nil && !enabled[n] {
 			continue
 		}
 		switch n {
@@ -164,6 +171,9 @@ type workspace struct {
 	maxFile        int
 	commandTimeout time.Duration
 	commandEnv     []string
+	// protected are the Config.Protected paths inside the root, real and
+	// relative to it.
+	protected []string
 	// writeMu serialises write_file and edit_file so an edit's
 	// read-modify-write never interleaves with another write.
 	writeMu sync.Mutex
@@ -190,7 +200,7 @@ func newWorkspace(cfg Config) (*workspace, error) {
 		return nil, fmt.Errorf("builtin: command_timeout %s is below the minimum of 1s", cfg.CommandTimeout)
 	}
 	env := defaultCommandEnv
-	if len(cfg.CommandEnv) > 0 {
+	if cfg.CommandEnv != nil {
 		env = cfg.CommandEnv
 	}
 	for i, name := range cfg.CommandEnv {
@@ -214,6 +224,7 @@ func newWorkspace(cfg Config) (*workspace, error) {
 		return nil, fmt.Errorf("builtin: open root %q: %w", cfg.Root, err)
 	}
 	return &workspace{
+		protected:      protectedInside(dir, cfg.Protected),
 		root:           root,
 		dir:            dir,
 		maxRead:        orDefault(cfg.MaxReadBytes, DefaultMaxReadBytes),

@@ -310,3 +310,24 @@ command_env: [PATH, GOPATH]
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
 }
+
+// TestEnableEmptyMeansNone: "enable: []" builds no tool at all; only an
+// omitted list means all six.
+func TestEnableEmptyMeansNone(t *testing.T) {
+	tools, closer, err := New(Config{Root: t.TempDir(), Enable: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	if len(tools) != 0 {
+		t.Fatalf("enable: [] built %d tools", len(tools))
+	}
+	all, closer2, err := New(Config{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer2.Close()
+	if len(all) != len(Names()) {
+		t.Fatalf("omitted enable built %d tools, want %d", len(all), len(Names()))
+	}
+}

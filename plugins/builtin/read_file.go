@@ -98,7 +98,7 @@ func (t *ReadFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Result
 		return kernel.Result{Content: fmt.Sprintf("[read_file: %q is empty]", p)}, nil
 	}
 
-	lr := lineReader{br: br, max: min(maxLineBytes, t.ws.maxRead)}
+	lr := lineReader{ctx: ctx, br: br, max: min(maxLineBytes, t.ws.maxRead), countCap: int64(t.ws.maxFile)}
 	var out strings.Builder
 	var entry []byte
 	line, shown := 0, 0
@@ -118,6 +118,9 @@ func (t *ReadFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Result
 			break
 		}
 		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return kernel.Result{}, fmt.Errorf("read %q: %w", p, cerr)
+			}
 			return kernel.Result{}, fsError("read", p, err)
 		}
 		line++
@@ -142,12 +145,20 @@ func (t *ReadFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Result
 	}
 	rest, err := lr.countRest(ctx)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return kernel.Result{}, fmt.Errorf("read %q: %w", p, cerr)
+		}
 		return kernel.Result{}, fsError("read", p, err)
 	}
 	if rest == 0 {
 		return kernel.Result{Content: out.String()}, nil
 	}
 	last := a.Offset + shown - 1
+	if rest < 0 { // not counted to the end: the file is larger than the count cap
+		fmt.Fprintf(&out, "[read_file: showed lines %d-%d; the file goes on (more than %s left, lines not counted; reached the %s). Call read_file with offset=%d to continue.]",
+			a.Offset, last, humanSize(int64(t.ws.maxFile)), reason, last+1)
+		return kernel.Result{Content: out.String()}, nil
+	}
 	fmt.Fprintf(&out, "[read_file: showed lines %d-%d of %d; %d more lines not shown (reached the %s). Call read_file with offset=%d to continue.]",
 		a.Offset, last, last+rest, rest, reason, last+1)
 	return kernel.Result{Content: out.String()}, nil
@@ -175,9 +186,14 @@ func appendNumbered(b []byte, n int, text []byte, cut int) []byte {
 
 // lineReader reads lines of at most max bytes, counting what it cuts.
 type lineReader struct {
+	// ctx is checked for every chunk read, so a single huge line does not
+	// outlive the call's deadline.
+	ctx context.Context
 	br  *bufio.Reader
 	max int
-	buf []byte
+	// countCap is how many bytes countRest reads before giving up.
+	countCap int64
+	buf      []byte
 	// unread makes the line last returned count again in countRest.
 	unread bool
 }
@@ -188,6 +204,11 @@ func (lr *lineReader) next() (line []byte, cut int, err error) {
 	lr.buf = lr.buf[:0]
 	started := false
 	for {
+		if lr.ctx != nil {
+			if err := lr.ctx.Err(); err != nil {
+				return nil, 0, err
+			}
+		}
 		chunk, err := lr.br.ReadSlice('\n')
 		if len(chunk) > 0 {
 			started = true
@@ -222,8 +243,10 @@ func (lr *lineReader) next() (line []byte, cut int, err error) {
 }
 
 // countRest counts the lines left after the last one next returned (plus
-// that one if unread is set), without keeping them.
+// that one if unread is set), without keeping them. It reads at most
+// countCap bytes (when set) and returns -1 when the file goes on beyond.
 func (lr *lineReader) countRest(ctx context.Context) (int, error) {
+	var read int64
 	n := 0
 	if lr.unread {
 		n = 1
@@ -234,7 +257,11 @@ func (lr *lineReader) countRest(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
+		if lr.countCap > 0 && read >= lr.countCap {
+			return -1, nil
+		}
 		k, err := lr.br.Read(buf)
+		read += int64(k)
 		if k > 0 {
 			n += bytes.Count(buf[:k], []byte("\n"))
 			last = buf[k-1]

@@ -137,7 +137,10 @@ func (t *Search) Call(ctx context.Context, raw json.RawMessage) (kernel.Result, 
 				return nil
 			}
 		}
-		h, skip := t.scan(p, match, &st, &buf)
+		h, skip := t.scan(ctx, p, match, &st, &buf)
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
 		if skip || h.count == 0 {
 			return nil
 		}
@@ -170,7 +173,7 @@ func (t *Search) Call(ctx context.Context, raw json.RawMessage) (kernel.Result, 
 
 // scan reads one file and collects its matching lines. skip reports a file
 // that was not searched (binary, too large, unreadable); st counts why.
-func (t *Search) scan(p string, match matcher, st *searchStats, buf *[]byte) (h fileHits, skip bool) {
+func (t *Search) scan(ctx context.Context, p string, match matcher, st *searchStats, buf *[]byte) (h fileHits, skip bool) {
 	f, fi, err := t.ws.openRegular("search", p)
 	if err != nil {
 		st.unreadable++
@@ -187,7 +190,7 @@ func (t *Search) scan(p string, match matcher, st *searchStats, buf *[]byte) (h 
 	if cap(*buf) < need {
 		*buf = make([]byte, need)
 	}
-	data, err := readFull(f, (*buf)[:need], t.ws.maxFile+1)
+	data, err := readFull(ctx, f, (*buf)[:need], t.ws.maxFile+1)
 	if err != nil {
 		st.unreadable++
 		return h, true
@@ -206,6 +209,9 @@ func (t *Search) scan(p string, match matcher, st *searchStats, buf *[]byte) (h 
 	}
 	h.path = p
 	for n := 1; len(data) > 0; n++ {
+		if n%4096 == 0 && ctx.Err() != nil {
+			return h, true // the walk reports the deadline
+		}
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			line, data = data[:i], data[i+1:]
@@ -224,6 +230,10 @@ func (t *Search) scan(p string, match matcher, st *searchStats, buf *[]byte) (h 
 	return h, false
 }
 
+// readChunk is the most one read or write does between two checks of the
+// call's context.
+const readChunk = 1 << 20
+
 // matcher decides which lines match. file, when set, is a quick test a
 // whole file must pass to contain any matching line.
 type matcher struct {
@@ -232,11 +242,15 @@ type matcher struct {
 }
 
 // readFull reads f into buf, growing it while the file has more (it may
-// have grown since its stat), up to limit bytes.
-func readFull(f io.Reader, buf []byte, limit int) ([]byte, error) {
+// have grown since its stat), up to limit bytes, checking ctx before every
+// chunk of at most readChunk bytes.
+func readFull(ctx context.Context, f io.Reader, buf []byte, limit int) ([]byte, error) {
 	buf = buf[:min(len(buf), limit)]
 	n := 0
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		if n == len(buf) {
 			if n >= limit {
 				return buf[:n], nil
@@ -244,7 +258,7 @@ func readFull(f io.Reader, buf []byte, limit int) ([]byte, error) {
 			grow := min(2*len(buf)+1, limit) - len(buf)
 			buf = slices.Grow(buf, grow)[:len(buf)+grow]
 		}
-		k, err := f.Read(buf[n:])
+		k, err := f.Read(buf[n:min(len(buf), n+readChunk)])
 		n += k
 		if errors.Is(err, io.EOF) {
 			return buf[:n], nil

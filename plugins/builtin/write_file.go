@@ -67,6 +67,9 @@ func (t *WriteFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Resul
 	}
 	t.ws.writeMu.Lock()
 	defer t.ws.writeMu.Unlock()
+	if err := t.ws.refuseProtected("write", p); err != nil {
+		return kernel.Result{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return kernel.Result{}, fmt.Errorf("write %q: %w", p, err)
 	}
@@ -87,7 +90,7 @@ func (t *WriteFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Resul
 			return kernel.Result{}, fsError("create directory", dir, err)
 		}
 	}
-	if err := writeRegular(t.ws.root, p, []byte(*a.Content)); err != nil {
+	if err := writeRegular(ctx, t.ws.root, p, []byte(*a.Content)); err != nil {
 		return kernel.Result{}, err
 	}
 	what := "created"
@@ -100,7 +103,9 @@ func (t *WriteFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Resul
 // writeRegular writes data to p in place (keeping its mode, and writing
 // through a symbolic link that stays inside the root), creating it 0644.
 // O_NONBLOCK keeps a FIFO swapped in at p from blocking the call.
-func writeRegular(root *os.Root, p string, data []byte) error {
+// The data goes out in chunks with a check of ctx before each; a write cut
+// by the deadline leaves a partial file and says so.
+func writeRegular(ctx context.Context, root *os.Root, p string, data []byte) error {
 	f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|oNonblock, 0o644)
 	if err != nil {
 		return fsError("write", p, err)
@@ -109,9 +114,20 @@ func writeRegular(root *os.Root, p string, data []byte) error {
 		f.Close()
 		return fmt.Errorf("write %q: not a regular file (%s)", p, fileKind(fi.Mode()))
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fsError("write", p, err)
+	for off := 0; off < len(data) || off == 0; {
+		if err := ctx.Err(); err != nil {
+			f.Close()
+			return fmt.Errorf("write %q: stopped after %d of %d bytes, the file is incomplete: %w", p, off, len(data), err)
+		}
+		end := min(len(data), off+readChunk)
+		if _, err := f.Write(data[off:end]); err != nil {
+			f.Close()
+			return fsError("write", p, err)
+		}
+		if end == off {
+			break
+		}
+		off = end
 	}
 	if err := f.Close(); err != nil {
 		return fsError("write", p, err)

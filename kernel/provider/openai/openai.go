@@ -120,7 +120,7 @@ func New(cfg Config) (*Provider, error) {
 		env = DefaultAPIKeyEnv
 	}
 	if !validEnvName(env) {
-		return nil, fmt.Errorf("openai: api_key_env %q is not an environment variable name", env)
+		return nil, errors.New("openai: api_key_env is not an environment variable name; it names the variable that holds the key, never the key itself (the value is not shown)")
 	}
 	key := os.Getenv(env)
 	if key == "" && !isLoopback(u) {

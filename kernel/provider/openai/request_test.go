@@ -244,7 +244,7 @@ func TestNew(t *testing.T) {
 		{"not a URL", Config{BaseURL: "http://a b/"}, `base_url "http://a b/"`, false},
 		{"credentials in URL", Config{BaseURL: "https://user:pw@example.com/v1", APIKeyEnv: "AGENTKERNEL_TEST_KEY"}, "must not carry credentials", false},
 		{"query", Config{BaseURL: "https://example.com/v1?x=1", APIKeyEnv: "AGENTKERNEL_TEST_KEY"}, "must not have a query", false},
-		{"bad env name", Config{APIKeyEnv: "MY-KEY"}, `api_key_env "MY-KEY" is not an environment variable name`, false},
+		{"bad env name", Config{APIKeyEnv: "MY-KEY"}, `api_key_env is not an environment variable name`, false},
 		{"bad header name", Config{APIKeyEnv: "AGENTKERNEL_TEST_KEY", Headers: map[string]string{"X Bad": "v"}}, `headers: "X Bad" is not a valid header name`, false},
 		{"header injection", Config{APIKeyEnv: "AGENTKERNEL_TEST_KEY", Headers: map[string]string{"X-Ok": "a\r\nX-Evil: 1"}}, "the value of X-Ok contains a line break", false},
 		{"negative idle", Config{APIKeyEnv: "AGENTKERNEL_TEST_KEY", IdleTimeout: -1}, "idle timeout -1ns is negative", false},

@@ -303,8 +303,12 @@ func checkMessage(m *exportMessage, want uint64) error {
 		if m.ToolCallID == "" {
 			return errors.New("a tool message needs tool_call_id")
 		}
+	case kernel.RoleCompaction:
+		if _, err := kernel.ParseCompaction(&m.Message); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("role %q is not one of user, assistant, tool, system", m.Role)
+		return fmt.Errorf("role %q is not one of user, assistant, tool, system, compaction", m.Role)
 	}
 	if len(m.ToolCalls) > 0 && m.Role != kernel.RoleAssistant {
 		return fmt.Errorf("a %s message has tool_calls; only assistant messages do", m.Role)

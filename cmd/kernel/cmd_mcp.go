@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/plugins/mcp"
+)
+
+const mcpUsage = `Usage: kernel mcp ls [--json] [flags]
+       kernel mcp serve [--http ADDR --token-env NAME] [--events FILE] [flags]
+
+  ls      connect to the configured MCP servers (tools.mcp) and list each
+          one's state and the tools the kernel registered from it
+  serve   be an MCP server: offer the kernel's tools (built-ins, plugins,
+          WASM, proxied MCP tools) to an MCP client, every call through the
+          kernel's pipeline (schema, hooks, policy, scrubber, decision log);
+          each client connection is stored as a session. Speaks stdio, or
+          streamable HTTP on ADDR with --http (the client must send
+          "Authorization: Bearer <token>", the token read from the
+          environment variable --token-env, default KERNEL_MCP_TOKEN).
+
+See docs/mcp.md.`
+
+func cmdMCP(ctx context.Context, args []string, env *cliEnv) error {
+	sub, args, fs, cf, ok := subcommand("mcp", mcpUsage, args, env)
+	if !ok {
+		return nil
+	}
+	asJSON := fs.Bool("json", false, "ls: print JSON")
+	addr := fs.String("http", "", "serve: streamable HTTP on `ADDR` (e.g. 127.0.0.1:8931) instead of stdio")
+	tokenEnv := fs.String("token-env", "KERNEL_MCP_TOKEN", "serve --http: the environment variable holding the bearer token clients must send")
+	events := fs.String("events", "", "serve: write every event as a JSON line to `FILE` (- for stderr)")
+	if _, err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	switch sub {
+	case "ls":
+		return mcpList(ctx, cf, env, *asJSON)
+	case "serve":
+		return mcpServe(ctx, cf, env, *addr, *tokenEnv, *events)
+	}
+	fmt.Fprintln(env.stderr, mcpUsage)
+	return exitError{code: 2, msg: fmt.Sprintf("unknown mcp subcommand %q", sub)}
+}
+
+func mcpList(ctx context.Context, cf *commonFlags, env *cliEnv, asJSON bool) error {
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	if n, _ := cfg.mcpConfigs(); len(n) == 0 {
+		fmt.Fprintf(env.stderr, "%s configures no MCP servers (tools.mcp)\n", cfg.source())
+		return nil
+	}
+	a, err := newApp(ctx, cfg, env.stderr)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	a.mcp.Connect(ctx)
+	servers := a.mcp.Servers()
+	if asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(servers)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	for _, s := range servers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.State, s.Transport, s.Target)
+		for _, t := range s.Tools {
+			hints := "-"
+			if len(t.Hints) > 0 {
+				hints = "hints: " + strings.Join(t.Hints, ",")
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.Name, t.Tier, hints, clip(firstLine(t.Description), 50))
+		}
+		for _, p := range s.Problems {
+			fmt.Fprintf(tw, "  %s\tLEFT OUT\t%s\t\n", p.Tool, clip(p.Reason, 60))
+		}
+	}
+	return tw.Flush()
+}
+
+// noModel is the provider of `kernel mcp serve`: the client is the agent.
+type noModel struct{}
+
+func (noModel) Stream(context.Context, kernel.Request, func(kernel.Delta)) (kernel.Response, error) {
+	return kernel.Response{}, errors.New("kernel mcp serve has no model: its client is the agent")
+}
+
+func mcpServe(ctx context.Context, cf *commonFlags, env *cliEnv, addr, tokenEnv, events string) error {
+	token := ""
+	if addr != "" {
+		token = os.Getenv(tokenEnv)
+		if token == "" {
+			return exitError{code: 2, msg: fmt.Sprintf("mcp serve --http needs a bearer token in the environment variable %s (--token-env)", tokenEnv)}
+		}
+	}
+	ev, closeEv, err := eventsWriter(events, env.stderr)
+	if err != nil {
+		return err
+	}
+	defer closeEv()
+	// stdout may be the protocol: nothing else is written to it.
+	r := newRenderer(&cliEnv{stdin: env.stdin, stdout: env.stderr, stderr: env.stderr}, true, ev)
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	a, err := newApp(ctx, cfg, env.stderr)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := a.openStore(false); err != nil {
+		return err
+	}
+	k, err := a.kernel(noModel{}, r.event)
+	if err != nil {
+		return err
+	}
+	for _, n := range a.warnings {
+		r.event(n)
+	}
+	srv := newMCPServer(k, a.log)
+	if addr == "" {
+		t := &sdk.IOTransport{Reader: io.NopCloser(env.stdin), Writer: nopWriteCloser{env.stdout}}
+		err := srv.Run(ctx, t)
+		if ctx.Err() != nil || errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	}
+	return serveMCPHTTP(ctx, srv, addr, token, env.stderr)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// serveMCPHTTP serves streamable HTTP until ctx ends. Every request must
+// carry the bearer token.
+func serveMCPHTTP(ctx context.Context, srv *sdk.Server, addr, token string, stderr io.Writer) error {
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	want := "Bearer " + token
+	auth := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !constantTimeEqual(req.Header.Get("Authorization"), want) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agentkernel"`)
+			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, req)
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("mcp serve --http: %w", err)
+	}
+	fmt.Fprintf(stderr, "kernel: MCP server listening on http://%s/mcp\n", ln.Addr())
+	hs := &http.Server{Handler: auth, ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	err = hs.Serve(ln)
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func (cfg *Config) mcpConfigs() ([]mcp.ServerConfig, error) {
+	var scs []mcp.ServerConfig
+	if err := decodeNode(&cfg.Tools.MCP, &scs); err != nil {
+		return nil, &ConfigError{File: cfg.source(), Field: "tools.mcp", Msg: err.Error()}
+	}
+	for i, sc := range scs {
+		if err := sc.Validate(); err != nil {
+			return nil, &ConfigError{File: cfg.source(), Field: fmt.Sprintf("tools.mcp[%d]", i), Msg: err.Error()}
+		}
+	}
+	return scs, nil
+}
+
+// loadMCP connects to every configured MCP server and registers its tools
+// as "<server>.<tool>". A tool left out (bad or huge schema) is a warning;
+// a server that cannot be reached is an error. When a server's tool list
+// changes, the registry follows (between generations).
+func (a *app) loadMCP(ctx context.Context) error {
+	scs, err := a.cfg.mcpConfigs()
+	if err != nil || len(scs) == 0 {
+		return err
+	}
+	tools := a.tools
+	a.mcp = mcp.NewHost(mcp.HostConfig{
+		Logger:    a.log.Named("mcp"),
+		Workspace: a.cfg.path(a.cfg.Workspace),
+		CacheDir:  filepath.Join(cacheDir(), "mcp"),
+		OnNotice:  func(n kernel.Notice) { a.emit(n) },
+		OnToolsChanged: func(server string, ts []kernel.Tool, _ []mcp.Problem) {
+			for _, err := range tools.Sync("mcp:"+server, ts) {
+				a.log.Warn("mcp tool left out after list_changed", "server", server, "error", err)
+			}
+			a.emit(kernel.Notice{Source: "mcp:" + server, Level: "info", Text: fmt.Sprintf("mcp server %s changed its tools; %d registered", server, len(ts))})
+		},
+	})
+	a.closers = append(a.closers, a.mcp.Close)
+	for i, sc := range scs {
+		ts, problems, err := a.mcp.Load(ctx, sc)
+		if err != nil {
+			return fmt.Errorf("%s: tools.mcp[%d] (%s): %w", a.cfg.source(), i, sc.Name, err)
+		}
+		for _, p := range problems {
+			a.warnings = append(a.warnings, kernel.Notice{Source: "mcp:" + sc.Name, Level: "warn", Text: p.String()})
+		}
+		if err := a.tools.Register(ts...); err != nil {
+			return fmt.Errorf("%s: tools.mcp[%d] (%s): %w", a.cfg.source(), i, sc.Name, err)
+		}
+	}
+	return nil
+}
+
+// mcpHost is the state of `kernel mcp serve`: one direct session per client
+// connection, opened at the connection's first call.
+type mcpHost struct {
+	k   *kernel.Kernel
+	log hclog.Logger
+
+	mu       sync.Mutex
+	sessions map[*sdk.ServerSession]*kernel.DirectSession
+}
+
+// newMCPServer builds the MCP server that offers every tool of k's registry.
+// The SDK does not validate arguments here (tools are added raw): the
+// kernel's pipeline does, like for a model's calls.
+func newMCPServer(k *kernel.Kernel, log hclog.Logger) *sdk.Server {
+	h := &mcpHost{k: k, log: log.Named("mcp-serve"), sessions: map[*sdk.ServerSession]*kernel.DirectSession{}}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "agentkernel", Title: "agentkernel (policy-guarded tools)", Version: version}, &sdk.ServerOptions{
+		Instructions: "Every call goes through the kernel's policy, hooks and credential scrubber. A denied call returns isError naming the policy rule.",
+		// The handshake-era versions: approvals use elicitation/create,
+		// which needs the client's initialize capabilities. The 2026-07-28
+		// protocol's multi-round-trip input requests are not implemented;
+		// its clients fall back to initialize.
+		SupportedProtocolVersions: slices.DeleteFunc(sdk.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" }),
+	})
+	for _, spec := range k.Tools().Specs() {
+		destructive := spec.Tier == kernel.TierPrivileged
+		srv.AddTool(&sdk.Tool{
+			Name: spec.Name, Description: spec.Description, InputSchema: json.RawMessage(spec.Schema),
+			Annotations: &sdk.ToolAnnotations{ReadOnlyHint: spec.Tier == kernel.TierReadOnly, DestructiveHint: &destructive},
+		}, h.handler(spec.Name))
+	}
+	return srv
+}
+
+// session returns the direct session of a client connection, opening it at
+// the first call.
+func (h *mcpHost) session(ctx context.Context, ss *sdk.ServerSession) (*kernel.DirectSession, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if d, ok := h.sessions[ss]; ok {
+		return d, nil
+	}
+	client := "mcp-client"
+	if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
+		client = p.ClientInfo.Name
+	}
+	d, err := h.k.OpenDirect(ctx, client, "mcp serve: "+client, map[string]string{"mcp_session": ss.ID()})
+	if err != nil {
+		return nil, err
+	}
+	h.sessions[ss] = d
+	h.log.Info("client session", "client", client, "session", d.ID())
+	return d, nil
+}
+
+func (h *mcpHost) handler(name string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		d, err := h.session(ctx, req.Session)
+		if err != nil {
+			return nil, err
+		}
+		res, err := d.Call(ctx, name, req.Params.Arguments, h.approver(req.Session))
+		if err != nil {
+			return nil, err
+		}
+		text := res.Result.Content
+		if res.Outcome == kernel.OutcomeDenied && res.Decision != nil && len(res.Decision.Rules) > 0 {
+			text += " [policy rule: " + strings.Join(res.Decision.Rules, ", ") + "]"
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, IsError: res.Result.IsError}, nil
+	}
+}
+
+// approver asks the client's user through elicitation when the client
+// supports it; otherwise it is nil, and an ask leaves the approval pending
+// in the session for `kernel approve`.
+func (h *mcpHost) approver(ss *sdk.ServerSession) kernel.Approver {
+	p := ss.InitializeParams()
+	if p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
+		return nil
+	}
+	return func(ctx context.Context, tool string, args json.RawMessage, d kernel.Decision) (bool, error) {
+		msg := fmt.Sprintf("The kernel's policy asks for approval to run %s with %s", tool, args)
+		if d.Message != "" {
+			msg += ": " + d.Message
+		}
+		if len(d.Rules) > 0 {
+			msg += " (rule " + strings.Join(d.Rules, ", ") + ")"
+		}
+		res, err := ss.Elicit(ctx, &sdk.ElicitParams{Message: msg, RequestedSchema: json.RawMessage(`{"type":"object","properties":{}}`)})
+		if err != nil {
+			return false, err
+		}
+		return res.Action == "accept", nil
+	}
+}
+
+func constantTimeEqual(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/catalog"
+	"github.com/agentkernel/agentkernel/kernel/queue"
+	"github.com/agentkernel/agentkernel/kernel/tokenizer"
+)
+
+// ContextSection is the context section of kernel.yaml: thresholds as
+// fractions of the model's context window.
+type ContextSection struct {
+	Warn       float64 `yaml:"warn"`
+	Compact    float64 `yaml:"compact"`
+	Hard       float64 `yaml:"hard"`
+	Keep       float64 `yaml:"keep"`
+	TrimTokens int     `yaml:"trim_tokens"`
+}
+
+// CompactionSection is the compaction section: who summarises, and how.
+type CompactionSection struct {
+	Model  string `yaml:"model"`
+	Prompt string `yaml:"prompt"`
+}
+
+// modelSetup is what the catalog and the config say about the model.
+type modelSetup struct {
+	window    int
+	prices    map[string]kernel.Price
+	tokenizer kernel.Tokenizer
+	entry     catalog.Model
+	known     bool
+}
+
+// model resolves the model's window, prices and tokenizer: the catalog
+// (embedded, then model.catalog) fills what kernel.yaml does not set;
+// explicit model.context_window and model.prices win.
+func (a *app) model() (modelSetup, error) {
+	var files []string
+	if a.cfg.Model.Catalog != "" {
+		files = append(files, a.cfg.path(a.cfg.Model.Catalog))
+	}
+	cat, err := catalog.Load(files...)
+	if err != nil {
+		return modelSetup{}, fmt.Errorf("%s: %w", a.cfg.source(), err)
+	}
+	ms := modelSetup{prices: cat.Prices()}
+	maps.Copy(ms.prices, a.cfg.Model.Prices)
+	ms.entry, ms.known = cat.Lookup(a.cfg.Model.Name)
+	ms.window = a.cfg.Model.ContextWindow
+	if ms.window == 0 && ms.known {
+		ms.window = ms.entry.ContextWindow
+	}
+	if ms.known && ms.entry.Tokenizer != "" {
+		enc, err := tokenizer.Get(ms.entry.Tokenizer)
+		if err != nil {
+			return modelSetup{}, err
+		}
+		ms.tokenizer = enc
+	}
+	return ms, nil
+}
+
+// contextConfig is the kernel's ContextConfig from the config.
+func (cfg *Config) contextConfig() kernel.ContextConfig {
+	c := cfg.Context
+	return kernel.ContextConfig{Warn: c.Warn, Compact: c.Compact, Hard: c.Hard, Keep: c.Keep, TrimTokens: c.TrimTokens,
+		Model: cfg.Compaction.Model, Prompt: cfg.Compaction.Prompt}
+}
+
+// queueDir is where messages for running sessions are queued: beside the
+// Badger directory (never inside it), or a private temporary directory
+// for the memory store.
+func (cfg *Config) queueDir() (dir string, temp bool, err error) {
+	sc, err := cfg.storeConfig()
+	if err != nil {
+		return "", false, err
+	}
+	if sc.Kind == "memory" {
+		d, err := os.MkdirTemp("", "agentkernel-queue-")
+		return d, true, err
+	}
+	return filepath.Join(filepath.Dir(sc.Dir), filepath.Base(sc.Dir)+"-queue"), false, nil
+}
+
+// openQueue opens the session queue and registers its cleanup.
+func (a *app) openQueue() (*queue.Dir, error) {
+	dir, temp, err := a.cfg.queueDir()
+	if err != nil {
+		return nil, err
+	}
+	q, err := queue.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if temp {
+		a.closers = append(a.closers, func() error { return os.RemoveAll(dir) })
+	}
+	return q, nil
+}

@@ -1,0 +1,117 @@
+package hooks
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Structure-aware detectors: credentials recognised by where they stand in
+// a command line or a call, not by their own shape. Each regular
+// expression is anchored and run only where a cheap literal search found
+// its start, so the scan stays linear and fast on large outputs.
+var (
+	// After "-u", "--user", "--proxy-user" or "-U": user:pass (the part
+	// after the first ':' is the secret).
+	userValueRE = regexp.MustCompile(`^(?:=|[ \t]+)['"]?[^\s:'"]{1,256}:([^\s'"]{1,512})`)
+	// After "mysql" (and friends) on the same line: " -pSECRET".
+	mysqlPassRE = regexp.MustCompile(`^[^\n]{0,512}?\s-p([^\s'"]{1,512})`)
+	// After "sshpass": " -p SECRET".
+	sshpassRE = regexp.MustCompile(`^\s+-p\s*['"]?([^\s'"]{1,512})`)
+	// After "(": "NAME", "literal default").
+	defaultArgRE = regexp.MustCompile(`^\(\s*["']([A-Za-z0-9_.\-]{2,64})["']\s*,\s*["']([^"'\n]{4,512})["']\s*\)`)
+	// Twilio-style pairs: an account id (AC + 32 hex) with a 32-hex secret
+	// near it.
+	hex32RE = regexp.MustCompile(`\b[0-9a-f]{32}\b`)
+)
+
+// window is t from i, at most n bytes.
+func window(t string, i, n int) string { return t[i:min(len(t), i+n)] }
+
+// eachIndex calls fn with every index of sub in t.
+func eachIndex(t, sub string, fn func(i int)) {
+	for off := 0; ; {
+		k := strings.Index(t[off:], sub)
+		if k < 0 {
+			return
+		}
+		fn(off + k)
+		off += k + len(sub)
+	}
+}
+
+// structures runs the structure-aware detectors.
+func (f *finder) structures() {
+	t := f.text
+	for _, flag := range []string{"-u", "-U", "--user", "--proxy-user"} {
+		eachIndex(t, flag, func(i int) {
+			if i > 0 && !strings.ContainsRune(" \t\n'\"", rune(t[i-1])) {
+				return // part of a longer word or flag
+			}
+			rest := i + len(flag)
+			if m := userValueRE.FindStringSubmatchIndex(window(t, rest, 1100)); m != nil {
+				if v := t[rest+m[2] : rest+m[3]]; !placeholder(v) {
+					f.add(rest+m[2], rest+m[3], "cli_credentials")
+				}
+			}
+		})
+	}
+	for _, prog := range []string{"mysql", "mariadb"} {
+		eachIndex(t, prog, func(i int) {
+			rest := i + len(prog)
+			if m := mysqlPassRE.FindStringSubmatchIndex(window(t, rest, 1100)); m != nil {
+				if v := t[rest+m[2] : rest+m[3]]; len(v) >= 4 && !placeholder(v) {
+					f.add(rest+m[2], rest+m[3], "cli_credentials")
+				}
+			}
+		})
+	}
+	eachIndex(t, "sshpass", func(i int) {
+		rest := i + len("sshpass")
+		if m := sshpassRE.FindStringSubmatchIndex(window(t, rest, 600)); m != nil {
+			if v := t[rest+m[2] : rest+m[3]]; !placeholder(v) {
+				f.add(rest+m[2], rest+m[3], "cli_credentials")
+			}
+		}
+	})
+	eachIndex(t, "(", func(i int) {
+		j := i + 1
+		for j < len(t) && (t[j] == ' ' || t[j] == '\t') {
+			j++
+		}
+		if j >= len(t) || (t[j] != '"' && t[j] != '\'') {
+			return
+		}
+		m := defaultArgRE.FindStringSubmatchIndex(window(t, i, 700))
+		if m == nil || keyKindOf(t[i+m[2]:i+m[3]]) == kindNone {
+			return
+		}
+		if v := t[i+m[4] : i+m[5]]; plausibleValue(v, true, kindToken) {
+			f.add(i+m[4], i+m[5], "assignment")
+		}
+	})
+	eachIndex(t, "AC", func(i int) {
+		if i > 0 && isAlnum(t[i-1]) || !isHexID(window(t, i+2, 33)) {
+			return
+		}
+		lo, hi := max(0, i-200), min(len(t), i+34+200)
+		for _, m := range hex32RE.FindAllStringIndex(t[lo:hi], -1) {
+			if s := lo + m[0]; s != i+2 {
+				f.add(s, lo+m[1], "paired_secret")
+			}
+		}
+	})
+}
+
+// isHexID reports 32 lowercase hex digits not followed by another
+// letter or digit.
+func isHexID(w string) bool {
+	if len(w) < 32 {
+		return false
+	}
+	for i := 0; i < 32; i++ {
+		if !isDigit(w[i]) && (w[i] < 'a' || w[i] > 'f') {
+			return false
+		}
+	}
+	return len(w) == 32 || !isAlnum(w[32])
+}

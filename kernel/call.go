@@ -1,0 +1,122 @@
+package kernel
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+)
+
+// Call is one tool call on its way through the pipeline, after its arguments
+// were parsed and validated. Hooks and policy receive it. It is closed: the
+// tool, its spec and whether a human approved it are fixed when the kernel
+// prepares the call, and the core runs exactly that tool; the only change a
+// hook can make is the documented rewrite SetArgs, which re-validates. Only
+// the goroutine running the call may call SetArgs.
+type Call struct {
+	id       string
+	spec     ToolSpec
+	tool     Tool // what the core runs; nil for calls built by NewCall
+	args     json.RawMessage
+	st       *State
+	approved bool
+	// origPaths maps a path-shaped argument to what the model typed when
+	// the kernel resolved it to a different real path (see PathResolver).
+	origPaths map[string]string
+	touched   []string
+
+	value    map[string]any
+	decision *Decision
+	validate func(json.RawMessage) (map[string]any, error)
+	emit     func(Event)
+}
+
+// ID returns the model's tool_call_id.
+func (c *Call) ID() string { return c.id }
+
+// Tool returns the spec of the tool the call runs. The spec is a copy:
+// changing it changes nothing.
+func (c *Call) Tool() ToolSpec {
+	s := c.spec
+	s.Tags = slices.Clone(s.Tags)
+	return s
+}
+
+// Args returns the current arguments, valid against Tool().Schema. The
+// slice must not be modified; change the arguments with SetArgs.
+func (c *Call) Args() json.RawMessage { return c.args }
+
+// State returns a copy of the run as policy sees it; changing the copy
+// changes nothing.
+func (c *Call) State() *State {
+	if c.st == nil {
+		return nil
+	}
+	s := *c.st
+	s.ToolCounts = maps.Clone(s.ToolCounts)
+	s.RunCalls = slices.Clone(s.RunCalls)
+	return &s
+}
+
+// Approved reports whether a human approved the call: policy is not asked
+// again, but hooks still run.
+func (c *Call) Approved() bool { return c.approved }
+
+// Value returns the arguments decoded as JSON (numbers as float64). It must
+// not be modified.
+func (c *Call) Value() map[string]any { return c.value }
+
+// ResolvedPaths returns, for every path-shaped argument the kernel resolved
+// to a different real path, the argument's name and what the model typed.
+// It is empty when every path was used as typed.
+func (c *Call) ResolvedPaths() map[string]string { return maps.Clone(c.origPaths) }
+
+// SetArgs replaces the arguments after validating them against the tool's
+// schema; invalid arguments are an error naming the failing paths and leave
+// the call unchanged.
+func (c *Call) SetArgs(args json.RawMessage) error {
+	if c.validate == nil {
+		return errNoValidator
+	}
+	v, err := c.validate(args)
+	if err != nil {
+		return err
+	}
+	c.args, c.value = args, v
+	c.resolvePaths()
+	return nil
+}
+
+// Emit sends an event on the run's event stream (hooks use it for
+// hook.blocked, hook.rewrote and hook.failed). It is safe for concurrent use.
+func (c *Call) Emit(e Event) {
+	if c.emit != nil {
+		c.emit(e)
+	}
+}
+
+// CallOptions are the optional parts of a Call built by NewCall.
+type CallOptions struct {
+	// Approved marks the call as approved by a human.
+	Approved bool
+}
+
+// NewCall builds a Call outside the loop, for tests of hooks and policies.
+// validate may be nil, in which case SetArgs fails.
+func NewCall(id string, spec ToolSpec, args json.RawMessage, st *State, validate func(json.RawMessage) (map[string]any, error), emit func(Event), opts ...CallOptions) (*Call, error) {
+	c := &Call{id: id, spec: spec, st: st, validate: validate, emit: emit}
+	for _, o := range opts {
+		c.approved = c.approved || o.Approved
+	}
+	if validate != nil {
+		if err := c.SetArgs(args); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	v, err := decodeObject(args)
+	if err != nil {
+		return nil, err
+	}
+	c.args, c.value = args, v
+	return c, nil
+}

@@ -1,0 +1,240 @@
+package mcp
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/plugins/subprocess"
+)
+
+// ServerConfig configures one MCP server: an entry of the tools.mcp list in
+// kernel.yaml. Exactly one of Command (a stdio server the kernel starts) and
+// URL (a streamable HTTP server) is set. The zero value of every optional
+// field means the documented default.
+type ServerConfig struct {
+	// Name namespaces the server's tools ("name.tool"): 1–32 characters of
+	// [a-z0-9_-], starting with a letter.
+	Name string `yaml:"name" json:"name"`
+	// Command is the stdio server's argv. "{workspace}" in any element is
+	// replaced by the kernel's workspace directory.
+	Command []string `yaml:"command,omitempty" json:"command,omitempty"`
+	// Env lists the names of the kernel's environment variables the server
+	// process may see; nothing else is inherited.
+	Env []string `yaml:"env,omitempty" json:"env,omitempty"`
+	// Dir is the stdio server's working directory (default the workspace).
+	Dir string `yaml:"dir,omitempty" json:"dir,omitempty"`
+	// Grant is the sandbox manifest that confines a stdio server (see
+	// docs/sandbox.md). It is kept as written and handed to the sandbox
+	// launcher.
+	Grant yaml.Node `yaml:"grant,omitempty" json:"-"`
+	// URL is a streamable HTTP server's endpoint.
+	URL string `yaml:"url,omitempty" json:"url,omitempty"`
+	// Headers are sent with every HTTP request; "${env:NAME}" in a value is
+	// replaced by the kernel's environment variable NAME (which must be set).
+	Headers map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
+	// Tools, when set, is the allowlist of the server's tools (names as the
+	// server spells them) the kernel registers; the others are ignored.
+	Tools []string `yaml:"tools,omitempty" json:"tools,omitempty"`
+	// Tiers set the tier of tools by their server name. The server's
+	// annotations are hints shown by `kernel mcp ls`, never trusted: a tool
+	// without an entry gets DefaultTier.
+	Tiers map[string]kernel.Tier `yaml:"tiers,omitempty" json:"tiers,omitempty"`
+	// DefaultTier is the tier of tools Tiers does not name (default
+	// side_effecting: an unknown tool runs alone and policy treats it as
+	// able to change things; set privileged for a server you trust less).
+	DefaultTier kernel.Tier `yaml:"default_tier,omitempty" json:"default_tier,omitempty"`
+	// Timeout bounds one call of any of the server's tools (default: the
+	// kernel's tool timeout). At the deadline the kernel sends
+	// notifications/cancelled and the call fails.
+	Timeout subprocess.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	// StartTimeout bounds connecting: starting the process or reaching the
+	// URL, and the initialize handshake (default 30s).
+	StartTimeout subprocess.Duration `yaml:"start_timeout,omitempty" json:"start_timeout,omitempty"`
+	// MaxOutputBytes caps a result's content (default 256 KiB).
+	MaxOutputBytes int `yaml:"max_output_bytes,omitempty" json:"max_output_bytes,omitempty"`
+	// MaxSchemaBytes caps a tool's inputSchema (default 64 KiB); a tool
+	// with a larger one is reported and left out.
+	MaxSchemaBytes int `yaml:"max_schema_bytes,omitempty" json:"max_schema_bytes,omitempty"`
+	// Restart says how a crashed stdio server is restarted, as for plugins.
+	Restart subprocess.RestartPolicy `yaml:"restart,omitempty" json:"restart,omitempty"`
+}
+
+// The defaults of ServerConfig.
+const (
+	DefaultTier           = kernel.TierSideEffecting
+	DefaultMaxOutputBytes = 256 << 10
+	DefaultMaxSchemaBytes = 64 << 10
+	DefaultStartTimeout   = subprocess.Duration(30 * time.Second)
+)
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	envRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	envRefRE = regexp.MustCompile(`\$\{env:([^}]*)\}`)
+)
+
+// ConfigError is a problem in one server's configuration.
+type ConfigError struct {
+	Server string
+	Field  string
+	Msg    string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("mcp server %q: %s: %s", e.Server, e.Field, e.Msg)
+}
+
+// Validate checks c without starting anything.
+func (c ServerConfig) Validate() error {
+	_, err := c.normalize("")
+	return err
+}
+
+// normalize validates c and returns it with defaults set and {workspace}
+// expanded.
+func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
+	bad := func(field, format string, args ...any) (ServerConfig, error) {
+		return ServerConfig{}, &ConfigError{Server: c.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	if !nameRE.MatchString(c.Name) {
+		return bad("name", "%q must be 1-32 characters of a-z 0-9 _ -, starting with a letter", c.Name)
+	}
+	switch {
+	case len(c.Command) == 0 && c.URL == "":
+		return bad("command", "set command (a stdio server) or url (a streamable HTTP server)")
+	case len(c.Command) > 0 && c.URL != "":
+		return bad("url", "set command or url, not both")
+	case len(c.Command) > 0 && strings.TrimSpace(c.Command[0]) == "":
+		return bad("command[0]", "is empty")
+	}
+	if c.URL != "" {
+		u, err := url.Parse(c.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("url", "%q is not an http(s) URL", c.URL)
+		}
+		if len(c.Env) > 0 {
+			return bad("env", "is for stdio servers (command); an HTTP server's process is not the kernel's")
+		}
+		if !c.Grant.IsZero() {
+			return bad("grant", "is for stdio servers (command); an HTTP server's process is not the kernel's")
+		}
+	}
+	if len(c.Headers) > 0 && c.URL == "" {
+		return bad("headers", "are for HTTP servers (url)")
+	}
+	for k, v := range c.Headers {
+		for _, m := range envRefRE.FindAllStringSubmatch(v, -1) {
+			if !envRE.MatchString(m[1]) {
+				return bad("headers."+k, "%q is not an environment variable name in ${env:NAME}", m[1])
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for i, n := range c.Env {
+		if !envRE.MatchString(n) {
+			return bad(fmt.Sprintf("env[%d]", i), "%q is not an environment variable name (list names only, not NAME=value)", n)
+		}
+		if seen[n] {
+			return bad(fmt.Sprintf("env[%d]", i), "%q is listed twice", n)
+		}
+		seen[n] = true
+	}
+	for name, t := range c.Tiers {
+		if !t.Valid() {
+			return bad("tiers."+name, "%q is not one of read_only, side_effecting, privileged", t)
+		}
+	}
+	switch {
+	case c.DefaultTier == "":
+		c.DefaultTier = DefaultTier
+	case !c.DefaultTier.Valid():
+		return bad("default_tier", "%q is not one of read_only, side_effecting, privileged", c.DefaultTier)
+	}
+	switch {
+	case c.Timeout < 0:
+		return bad("timeout", "must not be negative")
+	case c.StartTimeout < 0:
+		return bad("start_timeout", "must not be negative")
+	case c.MaxOutputBytes < 0:
+		return bad("max_output_bytes", "must not be negative")
+	case c.MaxSchemaBytes < 0:
+		return bad("max_schema_bytes", "must not be negative")
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = DefaultStartTimeout
+	}
+	if c.MaxOutputBytes == 0 {
+		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if c.MaxSchemaBytes == 0 {
+		c.MaxSchemaBytes = DefaultMaxSchemaBytes
+	}
+	r := &c.Restart
+	switch {
+	case r.MaxCrashes < 0:
+		return bad("restart.max_crashes", "must not be negative")
+	case r.Backoff < 0 || r.Cooldown < 0:
+		return bad("restart", "durations must not be negative")
+	}
+	if r.MaxCrashes == 0 {
+		r.MaxCrashes = subprocess.DefaultMaxCrashes
+	}
+	if r.Backoff == 0 {
+		r.Backoff = subprocess.Duration(subprocess.DefaultBackoff)
+	}
+	if r.Cooldown == 0 {
+		r.Cooldown = subprocess.Duration(subprocess.DefaultCooldown)
+	}
+	if workspace != "" {
+		argv := make([]string, len(c.Command))
+		for i, a := range c.Command {
+			argv[i] = strings.ReplaceAll(a, "{workspace}", workspace)
+		}
+		c.Command = argv
+		if c.Dir == "" && len(c.Command) > 0 {
+			c.Dir = workspace
+		}
+	}
+	return c, nil
+}
+
+// headers expands ${env:NAME} in the configured headers; an unset variable
+// is an error naming it.
+func (c ServerConfig) headers() (map[string]string, error) {
+	out := make(map[string]string, len(c.Headers))
+	for k, v := range c.Headers {
+		var missing string
+		out[k] = envRefRE.ReplaceAllStringFunc(v, func(m string) string {
+			name := envRefRE.FindStringSubmatch(m)[1]
+			val, ok := os.LookupEnv(name)
+			if !ok && missing == "" {
+				missing = name
+			}
+			return val
+		})
+		if missing != "" {
+			return nil, &ConfigError{Server: c.Name, Field: "headers." + k, Msg: fmt.Sprintf("environment variable %s is not set", missing)}
+		}
+	}
+	return out, nil
+}
+
+// allowed reports whether the server's tool name is in the allowlist.
+func (c ServerConfig) allowed(name string) bool {
+	if len(c.Tools) == 0 {
+		return true
+	}
+	for _, t := range c.Tools {
+		if t == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,352 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// State is where a server is in its life.
+type State string
+
+// The states of a server.
+const (
+	StateIdle     State = "idle"     // configured, not started (or stopped cleanly)
+	StateRunning  State = "running"  // connected
+	StateCrashed  State = "crashed"  // the last connection died; the next call restarts it
+	StateOpen     State = "disabled" // circuit breaker open after repeated crashes
+	StateClosed   State = "closed"   // the host is closed
+	StateStarting State = "starting" // connecting
+)
+
+// server owns one configured MCP server: at most one connection (and, for
+// stdio, its process), which it opens on demand, reopens after a crash with
+// backoff, and stops opening (circuit breaker) after too many consecutive
+// crashes. Safe for concurrent use.
+type server struct {
+	h      *Host
+	cfg    ServerConfig
+	log    hclog.Logger
+	client *mcp.Client
+	stderr *stderrLog
+
+	mu        sync.Mutex
+	sess      *mcp.ClientSession
+	gone      chan struct{} // closed when sess is found dead
+	pid       int
+	starting  *attempt
+	state     State
+	crashes   int // consecutive
+	lastCrash time.Time
+	lastError string
+	openUntil time.Time
+	closed    bool
+	verify    bool // tools came from the cache: list again once connected
+	// listed and problems are the last tool list: registered and left out.
+	listed   []ToolStatus
+	problems []Problem
+
+	progressMu sync.Mutex
+	progress   map[string]func(string)
+	nextToken  atomic.Int64
+}
+
+type attempt struct {
+	done chan struct{}
+	err  error
+}
+
+func newServer(h *Host, cfg ServerConfig) *server {
+	s := &server{h: h, cfg: cfg, log: h.log.Named(cfg.Name), state: StateIdle, progress: map[string]func(string){}}
+	s.stderr = &stderrLog{log: s.log}
+	s.client = mcp.NewClient(&mcp.Implementation{Name: "agentkernel", Version: "1"}, &mcp.ClientOptions{
+		Capabilities:                &mcp.ClientCapabilities{}, // no roots, sampling or elicitation
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.h.refreshLater(s, false) },
+		ProgressNotificationHandler: s.onProgress,
+	})
+	return s
+}
+
+// session returns a live session, connecting first if needed: it waits for
+// a connection in progress, waits out the backoff after a crash, and
+// refuses while the circuit breaker is open.
+func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
+	for {
+		s.mu.Lock()
+		switch {
+		case s.closed:
+			s.mu.Unlock()
+			return nil, ErrClosed
+		case s.sess != nil:
+			sess := s.sess
+			s.mu.Unlock()
+			return sess, nil
+		case s.starting != nil:
+			a := s.starting
+			s.mu.Unlock()
+			select {
+			case <-a.done:
+				if a.err != nil && ctx.Err() == nil && !errors.Is(a.err, context.Canceled) {
+					return nil, a.err
+				}
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		now := time.Now()
+		if s.crashes >= s.cfg.Restart.MaxCrashes && now.Before(s.openUntil) {
+			err := fmt.Errorf("%w: server %s failed %d times in a row (last: %s); its tools are disabled until %s, then the kernel tries again",
+				ErrUnavailable, s.cfg.Name, s.crashes, s.lastError, s.openUntil.Format(time.TimeOnly))
+			s.mu.Unlock()
+			return nil, err
+		}
+		wait := s.backoffLocked(now)
+		a := &attempt{done: make(chan struct{})}
+		s.starting, s.state = a, StateStarting
+		s.mu.Unlock()
+
+		sess, err := s.connect(ctx, wait)
+
+		s.mu.Lock()
+		s.starting = nil
+		a.err = err
+		close(a.done)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, ErrClosed) {
+				s.recordCrashLocked(err)
+			} else if s.state == StateStarting {
+				s.state = StateIdle
+			}
+			s.mu.Unlock()
+			return nil, err
+		}
+		s.mu.Unlock()
+		return sess, nil
+	}
+}
+
+// backoffLocked is the wait before the next start: Backoff after one
+// crash, doubled for each further one, capped at Cooldown.
+func (s *server) backoffLocked(now time.Time) time.Duration {
+	if s.crashes == 0 {
+		return 0
+	}
+	d := s.cfg.Restart.Backoff.D()
+	for i := 1; i < s.crashes && d < s.cfg.Restart.Cooldown.D(); i++ {
+		d *= 2
+	}
+	d = min(d, s.cfg.Restart.Cooldown.D())
+	return max(0, s.lastCrash.Add(d).Sub(now))
+}
+
+// connect waits out the backoff, starts the process or reaches the URL,
+// completes the initialize handshake and installs the session with a
+// watcher that notices when it dies.
+func (s *server) connect(ctx context.Context, wait time.Duration) (*mcp.ClientSession, error) {
+	done, err := s.h.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.h.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout.D())
+	defer cancel()
+	if s.cfg.URL != "" {
+		hdr, err := s.cfg.headers()
+		if err != nil {
+			return nil, err
+		}
+		t := &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: headerTransport{hdr, http.DefaultTransport}}, MaxRetries: -1}
+		sess, err := s.client.Connect(cctx, t, nil)
+		if err != nil {
+			return nil, s.startError(err)
+		}
+		return s.install(sess, 0, start), nil
+	}
+	// The process lives as long as the host, not as the call that started it.
+	cmd, err := command(s.h.ctx, s.cfg, s.stderr)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := s.client.Connect(cctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
+	if err != nil {
+		_ = killGroup(cmd)
+		return nil, s.startError(err)
+	}
+	return s.install(sess, cmd.Process.Pid, start), nil
+}
+
+func (s *server) startError(err error) error {
+	if tail := s.stderr.lastLines(); tail != "" {
+		return fmt.Errorf("start mcp server %s: %w; its stderr ends: %s", s.cfg.Name, err, tail)
+	}
+	return fmt.Errorf("start mcp server %s: %w", s.cfg.Name, err)
+}
+
+func (s *server) install(sess *mcp.ClientSession, pid int, start time.Time) *mcp.ClientSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		go sess.Close()
+		return sess
+	}
+	gone := make(chan struct{})
+	s.sess, s.gone, s.pid, s.state = sess, gone, pid, StateRunning
+	s.log.Debug("mcp server connected", "pid", pid, "in", time.Since(start))
+	if s.verify {
+		s.verify = false
+		s.h.refreshLater(s, true)
+	}
+	s.h.wg.Add(1)
+	go func() {
+		defer s.h.wg.Done()
+		err := sess.Wait()
+		defer close(gone)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.sess != sess {
+			return
+		}
+		s.sess, s.pid = nil, 0
+		if s.closed {
+			return
+		}
+		why := "connection closed"
+		if err != nil {
+			why = err.Error()
+		}
+		if tail := s.stderr.lastLines(); tail != "" && s.cfg.URL == "" {
+			why += "; its stderr ends: " + tail
+		}
+		s.log.Error("mcp server went away", "error", why)
+		s.recordCrashLocked(errors.New(why))
+	}()
+	return sess
+}
+
+// recordCrashLocked counts a failure and opens the circuit breaker once
+// MaxCrashes are reached in a row.
+func (s *server) recordCrashLocked(err error) {
+	s.crashes++
+	s.lastCrash = time.Now()
+	s.lastError = err.Error()
+	s.state = StateCrashed
+	if s.crashes >= s.cfg.Restart.MaxCrashes {
+		s.openUntil = s.lastCrash.Add(s.cfg.Restart.Cooldown.D())
+		s.state = StateOpen
+		s.h.notice("error", s.cfg.Name, fmt.Sprintf("mcp server %s failed %d times in a row; its tools are unavailable until %s",
+			s.cfg.Name, s.crashes, s.openUntil.Format(time.TimeOnly)))
+	}
+}
+
+// answered is called when the server answered a call: it is healthy.
+func (s *server) answered() {
+	s.mu.Lock()
+	n := s.crashes
+	s.crashes = 0
+	s.mu.Unlock()
+	if n >= s.cfg.Restart.MaxCrashes {
+		s.h.notice("info", s.cfg.Name, fmt.Sprintf("mcp server %s answers again; its tools are available", s.cfg.Name))
+	}
+}
+
+// awaitGone waits (up to d) for the watcher of sess to find it dead and
+// reports whether it did: a call that failed because the server died
+// returns after the crash is counted and its stderr is in.
+func (s *server) awaitGone(sess *mcp.ClientSession, d time.Duration) bool {
+	s.mu.Lock()
+	gone := s.gone
+	cur := s.sess
+	s.mu.Unlock()
+	if cur != sess {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-gone:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// close ends the session (and stops the process).
+func (s *server) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.state = StateClosed
+	sess := s.sess
+	s.sess = nil
+	s.mu.Unlock()
+	if sess != nil {
+		_ = sess.Close()
+	}
+}
+
+// withProgress registers fn for the progress notifications of one call and
+// returns its token and the function that unregisters it.
+func (s *server) withProgress(fn func(string)) (string, func()) {
+	tok := s.cfg.Name + "-" + strconv.FormatInt(s.nextToken.Add(1), 10)
+	s.progressMu.Lock()
+	s.progress[tok] = fn
+	s.progressMu.Unlock()
+	return tok, func() {
+		s.progressMu.Lock()
+		delete(s.progress, tok)
+		s.progressMu.Unlock()
+	}
+}
+
+func (s *server) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	p := req.Params
+	tok, _ := p.ProgressToken.(string)
+	s.progressMu.Lock()
+	fn := s.progress[tok]
+	s.progressMu.Unlock()
+	if fn == nil {
+		return
+	}
+	text := p.Message
+	switch {
+	case p.Total > 0:
+		text = fmt.Sprintf("%s (%g/%g)", text, p.Progress, p.Total)
+	case p.Progress > 0:
+		text = fmt.Sprintf("%s (%g)", text, p.Progress)
+	}
+	fn(text)
+}
+
+// headerTransport adds the configured headers to every request.
+type headerTransport struct {
+	h    map[string]string
+	next http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.h {
+		req.Header.Set(k, v)
+	}
+	return t.next.RoundTrip(req)
+}
