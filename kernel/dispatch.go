@@ -298,6 +298,11 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 		id, name := c.id, c.spec.Name
 		tctx = WithProgress(tctx, func(text string) { k.emit(ToolProgress{CallID: id, Tool: name, Text: text}) })
 	}
+	release, qerr := k.limit.acquire(tctx) // the wait counts against the deadline
+	if qerr != nil {
+		return k.limit.queueError(c.spec.Name, timeout, qerr)
+	}
+	defer release()
 	res, err := t.Call(tctx, c.args)
 	if err == nil {
 		return res, nil
@@ -306,6 +311,10 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 	case ctx.Err() != nil:
 		return Result{Content: Cancelled, IsError: true}, &ToolError{Tool: c.spec.Name, Code: "cancelled", Err: ErrCancelled}
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
+		if own, ok := ownTimeout(res, err); ok {
+			res.IsError = true
+			return res, own
+		}
 		te := timeoutError(c.spec.Name, timeout)
 		return Result{Content: "error: " + te.Err.Error(), IsError: true}, te
 	}

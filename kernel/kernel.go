@@ -52,6 +52,10 @@ type Config struct {
 	// ToolTimeout bounds a tool call whose spec sets no timeout (default 2
 	// minutes).
 	ToolTimeout time.Duration
+	// MaxConcurrentTools caps the tool executions running at once across
+	// every source and run of this Kernel; more wait in line, and the wait
+	// counts against each call's deadline. Zero means no cap.
+	MaxConcurrentTools int
 	// Prices price usage per model name; a model without a price costs 0.
 	Prices map[string]Price
 	// ContextWindow, in tokens, turns on context accounting: thresholds,
@@ -95,6 +99,7 @@ type Config struct {
 type Kernel struct {
 	cfg    Config
 	chain  Handler
+	limit  *toolLimiter // nil: no cap
 	emitMu sync.Mutex
 	retry  RetryPolicy
 	calib  calibration
@@ -129,7 +134,10 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.Tools == nil {
 		cfg.Tools = NewRegistry()
 	}
-	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults()}
+	if cfg.MaxConcurrentTools < 0 {
+		return nil, errors.New("kernel: Config.MaxConcurrentTools must not be negative")
+	}
+	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools)}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
 		h = cfg.Hooks[i](h)

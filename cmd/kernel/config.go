@@ -98,6 +98,8 @@ type LimitsConfig struct {
 	MaxTurns    int           `yaml:"max_turns"`
 	ToolTimeout time.Duration `yaml:"tool_timeout"`
 	ApprovalTTL time.Duration `yaml:"approval_ttl"`
+	// MaxConcurrentTools caps tool executions running at once (0: no cap).
+	MaxConcurrentTools int `yaml:"max_concurrent_tools"`
 }
 
 // ToolsConfig lists the tool sources.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/wasm"
@@ -17,9 +18,11 @@ func (cfg *Config) wasmConfigs() ([]wasm.ModuleConfig, error) {
 	return mcs, nil
 }
 
-// loadWASM compiles (or loads from the cache) every configured module and
-// registers its tools with the capabilities granted to them. A capability
-// a manifest requests and the config does not grant is reported, not given.
+// loadWASM reads every configured module's manifest and registers its
+// tools with the capabilities granted to them; a module is compiled (or
+// read from the cache) on its first call, or in the background when its
+// entry says warm: true. A capability a manifest requests and the config
+// does not grant is reported, not given.
 func (a *app) loadWASM(ctx context.Context) error {
 	mcs, err := a.cfg.wasmConfigs()
 	if err != nil || len(mcs) == 0 {
@@ -48,6 +51,9 @@ func (a *app) loadWASM(ctx context.Context) error {
 // capabilities describes what a tool was granted, for `kernel tools`.
 func capabilities(t kernel.Tool) string {
 	if s, ok := wasm.Capabilities(t); ok {
+		if h, _ := wasm.Health(t); h != "" {
+			s += " " + strings.ToUpper(h[:1]) + h[1:]
+		}
 		return s
 	}
 	return "-"

@@ -263,5 +263,7 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		Retry:          retryPolicy(a.cfg.Model.Retry),
 		Fallbacks:      a.cfg.Model.Fallbacks,
 		SessionContext: a.sessionContext(),
+
+		MaxConcurrentTools: a.cfg.Limits.MaxConcurrentTools,
 	})
 }

@@ -40,6 +40,12 @@ func (t *tool) renderArgv(args json.RawMessage) ([]string, []byte, error) {
 	if err := dec.Decode(&data); err != nil {
 		return nil, nil, fmt.Errorf("%w: arguments must be a JSON object: %v", kernel.ErrInvalidArgs, err)
 	}
+	// text/template prints a value the arguments lack as "<no value>". It
+	// is a missing argument only if no argument says it itself.
+	given := mentionsNoValue(data)
+	missing := func(what, tpl string) error {
+		return fmt.Errorf("%w: render %s of tool %s: %q prints an argument the call did not give (the manifest should guard optional ones with {{if}})", kernel.ErrInvalidArgs, what, t.spec.Name, tpl)
+	}
 	argv := []string{t.m.name}
 	var b strings.Builder
 	for i, tpl := range t.def.args {
@@ -48,8 +54,8 @@ func (t *tool) renderArgv(args json.RawMessage) ([]string, []byte, error) {
 			return nil, nil, fmt.Errorf("render argv[%d] of tool %s: %w", i+1, t.spec.Name, err)
 		}
 		if s := b.String(); s != "" {
-			if strings.Contains(s, "<no value>") {
-				return nil, nil, fmt.Errorf("render argv[%d] of tool %s: %q prints an argument the call did not give; guard optional ones with {{if}}", i+1, t.spec.Name, t.def.Argv.Args[i])
+			if !given && strings.Contains(s, noValue) {
+				return nil, nil, missing(fmt.Sprintf("argv[%d]", i+1), t.def.Argv.Args[i])
 			}
 			argv = append(argv, s)
 		}
@@ -60,7 +66,35 @@ func (t *tool) renderArgv(args json.RawMessage) ([]string, []byte, error) {
 		if err := t.def.stdin.Execute(&sb, data); err != nil {
 			return nil, nil, fmt.Errorf("render stdin of tool %s: %w", t.spec.Name, err)
 		}
+		if !given && bytes.Contains(sb.Bytes(), []byte(noValue)) {
+			return nil, nil, missing("stdin", *t.def.Argv.Stdin)
+		}
 		stdin = sb.Bytes()
 	}
 	return argv, stdin, nil
+}
+
+// noValue is what text/template prints for a missing map entry.
+const noValue = "<no value>"
+
+// mentionsNoValue reports whether any string (key or value) in decoded
+// JSON contains noValue.
+func mentionsNoValue(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.Contains(v, noValue)
+	case map[string]any:
+		for k, e := range v {
+			if strings.Contains(k, noValue) || mentionsNoValue(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if mentionsNoValue(e) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -21,10 +21,25 @@ func (t *tool) callReactor(ctx context.Context, cancel context.CancelCauseFunc, 
 	if err != nil {
 		return kernel.Result{}, err
 	}
-	in := t.m.pool.take()
+	probe, err := t.m.health.admit()
+	if err != nil {
+		return kernel.Result{Content: err.Error(), IsError: true}, t.fail("unavailable", err)
+	}
+	var in *instance
+	if !probe {
+		in = t.m.pool.take()
+	}
 	if in == nil {
 		if in, err = t.m.newReactorInstance(ctx); err != nil {
+			// The caller giving up is not the module's fault; an
+			// initialisation that outlasts the call's deadline is.
+			if probe || !errors.Is(ctx.Err(), context.Canceled) {
+				t.m.health.failure(err)
+			}
 			return kernel.Result{Content: err.Error(), IsError: true}, t.wrap(err)
+		}
+		if t.m.health.success() {
+			t.m.pool.wakeUp()
 		}
 	}
 	defer t.m.pool.discard(in)

@@ -3,6 +3,7 @@ package wasm
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -63,6 +64,22 @@ func TestRenderArgv(t *testing.T) {
 	_, _, err = tl.renderArgv(json.RawMessage(`{"obj": 1, "n": 2}`))
 	if err == nil || !strings.Contains(err.Error(), "guard optional ones with {{if}}") {
 		t.Errorf("a missing argument printed: %v", err)
+	}
+	// An argument that itself says "<no value>" is an argument like any other.
+	argv, _, err = tl.renderArgv(json.RawMessage(`{"word": "<no value>", "obj": 1, "n": 2}`))
+	if err != nil || argv[2] != "<no value>" {
+		t.Errorf("an argument containing <no value>: %q, %v; want it passed through", argv, err)
+	}
+	// An unguarded stdin template fails the same way instead of sending
+	// "<no value>" to the program.
+	man2, err := ms.parseManifest("t.json", []byte(`{"name": "prog", "abi": "argv", "tools": [{"name": "t", "description": "d", "tier": "read_only",
+		"argv": {"args": [], "stdin": "{{.input}}"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl2 := &tool{m: &module{name: "prog"}, def: &man2.Tools[0], spec: kernel.ToolSpec{Name: "t"}}
+	if _, stdin, err := tl2.renderArgv(json.RawMessage(`{}`)); !errors.Is(err, kernel.ErrInvalidArgs) || !strings.Contains(fmt.Sprint(err), "render stdin") {
+		t.Errorf("stdin %q, error %v; want a missing-argument error", stdin, err)
 	}
 	if _, _, err := tl.renderArgv(json.RawMessage(`[1]`)); !errors.Is(err, kernel.ErrInvalidArgs) {
 		t.Errorf("non-object arguments: %v", err)

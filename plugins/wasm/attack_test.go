@@ -14,14 +14,16 @@ import (
 
 // TestAttacks runs every misbehaving tool of the attack fixture, as a json
 // command and as a pooled reactor: each is stopped or refused with the
-// right error, and the next call to the same module succeeds. The runaway
-// ones get a 500ms deadline from the caller; the module's own timeout is
-// left long so that the healthy call after them has room on a loaded
-// machine (TestRecursionBomb covers the module's timeout). They run one
-// after another: spinning guests in parallel on two cores would only
-// measure the scheduler.
+// right error, and the next call to the same module succeeds. Only the
+// runaway ones (loop, sleep, stdin) get a 500ms deadline from the caller;
+// the others must be stopped by their own limit, so they run under the
+// module's timeout, left minutes long: under -race on a loaded machine a
+// guest can take seconds to fill 32 MiB, and a deadline it could reach
+// first would report the wrong cause (TestRecursionBomb covers the
+// module's timeout). They run one after another: spinning guests in
+// parallel on two cores would only measure the scheduler.
 func TestAttacks(t *testing.T) {
-	grants := Grants{Timeout: Duration(10 * time.Second), MemoryMB: 32, MaxOutputBytes: 64 << 10, Clock: true}
+	grants := Grants{Timeout: Duration(3 * time.Minute), MemoryMB: 32, MaxOutputBytes: 64 << 10, Clock: true}
 	h := newTestHost(t)
 	jsonTools, _ := load(t, h, ModuleConfig{Path: attackWasm, Grants: grants})
 	reactorTools, _ := load(t, h, ModuleConfig{Path: reactorWasm, Pool: 2, Grants: grants})
@@ -35,10 +37,11 @@ func TestAttacks(t *testing.T) {
 		code     string // kernel.ToolError code
 		sentinel error
 		mention  string
+		runaway  bool // stopped by the caller's deadline, not a limit
 	}{
-		{tool: "loop", code: "timeout", sentinel: kernel.ErrToolTimeout},
-		{tool: "sleep", code: "timeout", sentinel: kernel.ErrToolTimeout},
-		{tool: "stdin", code: "timeout", sentinel: kernel.ErrToolTimeout},
+		{tool: "loop", code: "timeout", sentinel: kernel.ErrToolTimeout, runaway: true},
+		{tool: "sleep", code: "timeout", sentinel: kernel.ErrToolTimeout, runaway: true},
+		{tool: "stdin", code: "timeout", sentinel: kernel.ErrToolTimeout, runaway: true},
 		{tool: "memory", code: "memory_limit", sentinel: ErrMemoryLimit, mention: "32 MiB"},
 		{tool: "stdout_flood", code: "output_limit", sentinel: ErrOutputLimit, mention: "stdout is over 65536 bytes"},
 		{tool: "stderr_flood", code: "output_limit", sentinel: ErrOutputLimit, mention: "stderr is over 65536 bytes"},
@@ -51,12 +54,16 @@ func TestAttacks(t *testing.T) {
 				if tc.tool == "exit" {
 					args = `{"code": 7}`
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				ctx, cancel := context.WithCancel(context.Background())
+				if tc.runaway {
+					ctx, cancel = context.WithTimeout(ctx, 500*time.Millisecond)
+				}
 				defer cancel()
-				res, err := callWithin(ctx, t, tools[tc.tool], args, 30*time.Second)
+				start := time.Now()
+				res, err := callWithin(ctx, t, tools[tc.tool], args, 4*time.Minute)
 				te := toolError(t, err)
 				if te.Code != tc.code {
-					t.Fatalf("code %q (%v), want %q", te.Code, err, tc.code)
+					t.Fatalf("code %q (%v) after %s, want %q", te.Code, err, time.Since(start), tc.code)
 				}
 				if tc.sentinel != nil && !errors.Is(err, tc.sentinel) {
 					t.Errorf("error %v does not wrap %v", err, tc.sentinel)
@@ -133,12 +140,15 @@ func TestGuestPanicIsAToolResult(t *testing.T) {
 
 // TestNoStateBetweenCalls: 100 concurrent calls of a tool that increments
 // package state all see a fresh instance, for a json command and for a
-// pooled reactor.
+// pooled reactor. 100 Go runtimes starting at once under -race on two busy
+// cores take tens of seconds, so the calls get minutes: this test is about
+// state, not speed.
 func TestNoStateBetweenCalls(t *testing.T) {
 	h := newTestHost(t)
+	grants := Grants{Timeout: Duration(5 * time.Minute)}
 	for _, mc := range []ModuleConfig{
-		{Path: attackWasm},
-		{Path: reactorWasm, Pool: 4},
+		{Path: attackWasm, Grants: grants},
+		{Path: reactorWasm, Pool: 4, Grants: grants},
 	} {
 		t.Run(filepathBase(mc.Path), func(t *testing.T) {
 			tools, _ := load(t, h, mc)

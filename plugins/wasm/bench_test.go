@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,7 +38,7 @@ func BenchmarkCompileCold(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		if _, _, err := h.Load(context.Background(), ModuleConfig{Path: attackWasm}); err != nil {
+		if _, _, err := loadReady(h, ModuleConfig{Path: attackWasm}); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
@@ -61,7 +62,7 @@ func BenchmarkLoadFromCache(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, _, err := h.Load(context.Background(), ModuleConfig{Path: p}); err != nil {
+				if _, _, err := loadReady(h, ModuleConfig{Path: p}); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
@@ -145,4 +146,29 @@ func BenchmarkDeadlineOverrun(b *testing.B) {
 		}
 	}
 	lat.report(b, "overrun-")
+}
+
+// BenchmarkStartUnused: what a run that calls no WASM tool pays for jq,
+// js and gojq configured: a new Host, three Loads (manifests only) and
+// Close.
+func BenchmarkStartUnused(b *testing.B) {
+	paths := []string{"../../wasm-tools/jq/jq.wasm", "../../wasm-tools/js/js.wasm", gojqWasm}
+	// CPU time as well as wall time: on a shared machine the wall time is
+	// mostly waiting for a core.
+	cpu0 := cpuTime()
+	defer func() { b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op") }()
+	for b.Loop() {
+		h, err := NewHost(context.Background(), HostConfig{CacheDir: testCacheDir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range paths {
+			if _, _, err := h.Load(context.Background(), ModuleConfig{Path: p, Pool: map[bool]int{true: 2}[strings.Contains(p, "js.wasm")]}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := h.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

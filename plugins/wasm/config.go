@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -25,6 +26,11 @@ const (
 	// all a 32-bit WebAssembly memory can address.
 	MaxMemoryMB = 4096
 )
+
+// DefaultMaxConcurrency is a module's max_concurrency when none is set:
+// twice the CPUs Go may use, at least 4. Guests compute; more of them at
+// once than cores only makes every one of them later.
+func DefaultMaxConcurrency() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
 
 // HostConfig configures a Host. The zero value is ready to use.
 type HostConfig struct {
@@ -53,6 +59,13 @@ type ModuleConfig struct {
 	// ready. Each is used for exactly one call. Zero instantiates on demand.
 	// Only reactor modules can be pooled.
 	Pool int `yaml:"pool,omitempty" json:"pool,omitempty"`
+	// MaxConcurrency caps the calls of the module's tools that run at
+	// once; more wait, and the wait counts against their deadline. Zero
+	// means DefaultMaxConcurrency().
+	MaxConcurrency int `yaml:"max_concurrency,omitempty" json:"max_concurrency,omitempty"`
+	// Warm loads the module in the background right after start instead
+	// of on its first call (then the pool, if any, fills).
+	Warm bool `yaml:"warm,omitempty" json:"warm,omitempty"`
 	// Grants are the capabilities the operator allows. Anything not
 	// granted is denied.
 	Grants Grants `yaml:"grants,omitempty" json:"grants,omitempty"`
@@ -174,6 +187,9 @@ func (c *ModuleConfig) validate() error {
 	}
 	if c.Pool < 0 || c.Pool > 64 {
 		return bad("pool", "%d is not between 0 and 64", c.Pool)
+	}
+	if c.MaxConcurrency < 0 || c.MaxConcurrency > 1024 {
+		return bad("max_concurrency", "%d is not between 0 and 1024", c.MaxConcurrency)
 	}
 	g := &c.Grants
 	seen := map[string]bool{}

@@ -2,11 +2,8 @@ package wasm
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -64,8 +61,10 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 // CacheDir is the directory compiled modules are kept in.
 func (h *Host) CacheDir() string { return h.cacheDir }
 
-// Load reads a module and its manifest, checks them, compiles the module
-// (from the cache when it can) and returns its tools. The warnings name
+// Load reads a module's manifest, checks it and the configuration, opens
+// the granted directories and returns the module's tools. It does not read
+// the module itself: the first call does (see Ready), or a background
+// warm-up when mc.Warm is set. The warnings name
 // every capability the manifest requested that the grants do not give (and
 // grants nothing requested); the module loads without them. Errors name the
 // file and field at fault. The tools stay usable until Close.
@@ -89,15 +88,6 @@ func (h *Host) load(ctx context.Context, mc ModuleConfig) (*module, []string, er
 	if err := mc.validate(); err != nil {
 		return nil, nil, err
 	}
-	bin, err := os.ReadFile(mc.Path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read module: %w", err)
-	}
-	sum := sha256.Sum256(bin)
-	sha := hex.EncodeToString(sum[:])
-	if mc.SHA256 != "" && !strings.EqualFold(mc.SHA256, sha) {
-		return nil, nil, fmt.Errorf("%w: sha256: %s is pinned but the file's sha256 is %s", ErrConfig, strings.ToLower(mc.SHA256), sha)
-	}
 	mpath := manifestPath(mc.Path)
 	mdata, err := os.ReadFile(mpath)
 	if err != nil {
@@ -106,9 +96,6 @@ func (h *Host) load(ctx context.Context, mc ModuleConfig) (*module, []string, er
 	man, err := h.schema.parseManifest(mpath, mdata)
 	if err != nil {
 		return nil, nil, err
-	}
-	if man.SHA256 != "" && man.SHA256 != sha {
-		return nil, nil, fmt.Errorf("%s: %w: sha256: %s is pinned but %s has sha256 %s", mpath, ErrManifest, man.SHA256, mc.Path, sha)
 	}
 	if mc.Pool > 0 && man.ABI != ABIReactor {
 		return nil, nil, fmt.Errorf("%w: pool: only reactor modules can be pooled, and %s has abi %q", ErrConfig, mpath, man.ABI)
@@ -126,8 +113,12 @@ func (h *Host) load(ctx context.Context, mc ModuleConfig) (*module, []string, er
 	if name == "" {
 		name = man.Name
 	}
+	maxConc := mc.MaxConcurrency
+	if maxConc == 0 {
+		maxConc = DefaultMaxConcurrency()
+	}
 	m, err := newModule(ctx, h, moduleSpec{
-		name: name, path: mc.Path, sha: sha, bin: bin, man: man, eff: eff, pool: mc.Pool, grants: &mc.Grants,
+		name: name, path: mc.Path, sha: mc.SHA256, man: man, eff: eff, pool: mc.Pool, maxConcurrency: maxConc, grants: &mc.Grants,
 	})
 	if err != nil {
 		return nil, warnings, err
@@ -140,8 +131,24 @@ func (h *Host) load(ctx context.Context, mc ModuleConfig) (*module, []string, er
 	}
 	h.modules = append(h.modules, m)
 	h.mu.Unlock()
-	m.startPool()
+	if mc.Warm {
+		m.startLoad()
+	}
 	return m, warnings, nil
+}
+
+// Ready loads the module of a tool this package made, if nothing has yet,
+// and waits for it: the binary is read, checked against its pins and the
+// sandbox's rules, and compiled (or read from the compilation cache). Load
+// does none of that, so that a run pays only for the modules it calls;
+// Ready reports at once what the first call would. It returns nil for
+// other tools.
+func Ready(ctx context.Context, t any) error {
+	wt, ok := t.(*tool)
+	if !ok {
+		return nil
+	}
+	return wt.m.ready(ctx)
 }
 
 // compilationCache returns the module's shared compilation cache, creating
@@ -199,7 +206,11 @@ func (h *Host) Close(ctx context.Context) error {
 
 	h.lifeStop()
 	for _, m := range modules {
-		m.stopPool()
+		select {
+		case <-m.loaded: // the pool, if any, exists
+			m.stopPool()
+		default: // loading (Close waits for it below) or never loaded
+		}
 	}
 	idle := make(chan struct{})
 	go func() {

@@ -13,7 +13,8 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
-// TestLoadRejects: modules and configurations the host refuses at load,
+// TestLoadRejects: modules and configurations the host refuses, at load
+// or (for what only the binary shows) when the module is first readied,
 // each with an error that says what is wrong.
 func TestLoadRejects(t *testing.T) {
 	h := newTestHost(t)
@@ -104,7 +105,7 @@ func TestLoadRejects(t *testing.T) {
 			if tc.mc != nil {
 				mc = tc.mc(p)
 			}
-			tools, _, err := h.Load(context.Background(), mc)
+			tools, _, err := loadReady(h, mc)
 			if err == nil {
 				t.Fatalf("loaded %d tools; want an error", len(tools))
 			}
@@ -186,7 +187,7 @@ func TestRegistersWithKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec, ok := reg.Spec("fs")
-	if !ok || spec.Source != "wasm:fixture" || spec.Tier != kernel.TierSideEffecting || spec.Timeout != 5*time.Second {
+	if !ok || spec.Source != "wasm:fixture" || spec.Tier != kernel.TierSideEffecting || spec.Timeout != DefaultTimeout {
 		t.Fatalf("spec %+v", spec)
 	}
 	if _, err := reg.Validate("echo", json.RawMessage(`{"text": 3}`)); !errors.Is(err, kernel.ErrInvalidArgs) {

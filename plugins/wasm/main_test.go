@@ -81,7 +81,7 @@ type loaded map[string]kernel.Tool
 
 func load(t testing.TB, h *Host, mc ModuleConfig) (loaded, []string) {
 	t.Helper()
-	tools, warnings, err := h.Load(context.Background(), mc)
+	tools, warnings, err := loadReady(h, mc)
 	if err != nil {
 		t.Fatalf("load %s: %v", mc.Path, err)
 	}
@@ -90,6 +90,16 @@ func load(t testing.TB, h *Host, mc ModuleConfig) (loaded, []string) {
 		out[tl.Spec().Name] = tl
 	}
 	return out, warnings
+}
+
+// loadReady loads a module and, unlike Load alone, compiles it, so that
+// every error Load defers to the first call is returned here.
+func loadReady(h *Host, mc ModuleConfig) ([]kernel.Tool, []string, error) {
+	tools, warnings, err := h.Load(context.Background(), mc)
+	if err == nil && len(tools) > 0 {
+		err = Ready(context.Background(), tools[0])
+	}
+	return tools, warnings, err
 }
 
 func (l loaded) call(t testing.TB, name, args string) (kernel.Result, error) {
@@ -131,7 +141,7 @@ func attackTools(t testing.TB) loaded {
 			return
 		}
 		sharedAttack.h = h
-		tools, _, err := h.Load(context.Background(), ModuleConfig{Path: attackWasm, Grants: Grants{
+		tools, _, err := loadReady(h, ModuleConfig{Path: attackWasm, Grants: Grants{
 			Timeout: Duration(sharedTimeout), MemoryMB: 32, MaxOutputBytes: 64 << 10,
 		}})
 		if err != nil {

@@ -3,6 +3,8 @@ package wasm
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -35,33 +39,49 @@ const (
 var ErrModule = errors.New("unsupported module")
 
 type moduleSpec struct {
-	name, path, sha string
-	bin             []byte
+	name, path, sha string // sha: the operator's pin, or empty
 	man             *manifest
 	eff             effective
 	pool            int
+	maxConcurrency  int
 	grants          *Grants
 }
 
 // module is a loaded module: its runtime (one per module, because the
 // memory cap is a runtime setting), its compiled code and its tools.
+//
+// Loading is lazy: newModule reads nothing but the manifest and opens the
+// granted directories; the binary is read, checked and compiled (or its
+// compiled code read from the cache) by the first call, or in the
+// background when the operator asks for warm-up, never by a run that does
+// not call it. Every call waits for that one compile.
 type module struct {
 	h    *Host
 	name string
 	path string
-	sha  string
 	abi  string
 	eff  effective
+	spec moduleSpec
 
+	loadOnce sync.Once
+	started  atomic.Bool
+	loaded   chan struct{} // closed when load has finished
+	loadErr  error         // set before loaded is closed
+
+	// Set by load, read only after loaded is closed.
+	sha      string
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule
-	tools    []*tool
 	pool     *pool
-	capDesc  string
+
+	tools   []*tool
+	capDesc string
+	slots   chan struct{} // max_concurrency: one token per running call
+	health  breaker
 }
 
 func newModule(ctx context.Context, h *Host, s moduleSpec) (m *module, err error) {
-	m = &module{h: h, name: s.name, path: s.path, sha: s.sha, abi: s.man.ABI, eff: s.eff}
+	m = &module{h: h, name: s.name, path: s.path, abi: s.man.ABI, eff: s.eff, spec: s, loaded: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			m.close(context.WithoutCancel(ctx))
@@ -77,39 +97,127 @@ func newModule(ctx context.Context, h *Host, s moduleSpec) (m *module, err error
 		}
 		mt.root = root
 	}
+	if st, err := os.Stat(s.path); err != nil {
+		return m, fmt.Errorf("read module: %w", err)
+	} else if !st.Mode().IsRegular() {
+		return m, fmt.Errorf("read module: %s is not a regular file", s.path)
+	}
+	m.capDesc = m.eff.String()
+	if s.maxConcurrency > 0 {
+		m.slots = make(chan struct{}, s.maxConcurrency)
+	}
+	for i := range s.man.Tools {
+		m.tools = append(m.tools, newTool(m, &s.man.Tools[i]))
+	}
+	return m, nil
+}
 
-	info, err := parseWasm(s.bin)
+// startLoad begins loading the module in the background, once.
+func (m *module) startLoad() {
+	m.loadOnce.Do(func() {
+		m.started.Store(true)
+		if !m.h.enter() {
+			m.loadErr = ErrClosed
+			close(m.loaded)
+			return
+		}
+		go func() {
+			defer m.h.leave()
+			start := time.Now()
+			err := m.load(m.h.life)
+			if err != nil {
+				err = fmt.Errorf("load wasm module %s (%s): %w", m.name, m.path, err)
+				m.h.log.Error("loading a WASM module failed", "module", m.name, "error", err)
+			} else {
+				m.h.log.Debug("WASM module loaded", "module", m.name, "took", time.Since(start))
+				if m.abi == ABIReactor {
+					m.pool = newPool(m, m.spec.pool)
+				}
+			}
+			m.loadErr = err
+			close(m.loaded)
+			if err == nil && m.h.life.Err() == nil {
+				m.startPool()
+			}
+		}()
+	})
+}
+
+// ready loads the module if no one has yet and waits for it, or for ctx.
+func (m *module) ready(ctx context.Context) error {
+	m.startLoad()
+	select {
+	case <-m.loaded:
+		return m.loadErr
+	default:
+	}
+	select {
+	case <-m.loaded:
+		return m.loadErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// load reads, checks and compiles the module. It runs once, on the goroutine
+// startLoad starts.
+func (m *module) load(ctx context.Context) error {
+	s := m.spec
+	bin, err := os.ReadFile(s.path)
 	if err != nil {
-		return m, fmt.Errorf("%w: %v", ErrModule, err)
+		return fmt.Errorf("read module: %w", err)
+	}
+	sum := sha256.Sum256(bin)
+	sha := hex.EncodeToString(sum[:])
+	if s.sha != "" && !strings.EqualFold(s.sha, sha) {
+		return fmt.Errorf("%w: sha256: %s is pinned but the file's sha256 is %s", ErrConfig, strings.ToLower(s.sha), sha)
+	}
+	if s.man.SHA256 != "" && s.man.SHA256 != sha {
+		return fmt.Errorf("%s: %w: sha256: %s is pinned but %s has sha256 %s", manifestPath(s.path), ErrManifest, s.man.SHA256, s.path, sha)
+	}
+	m.sha = sha
+	h := m.h
+
+	info, err := parseWasm(bin)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrModule, err)
 	}
 	if info.shared {
-		return m, fmt.Errorf("%w: it needs threads (a shared memory), which the sandbox does not support; build it without threads", ErrModule)
+		return fmt.Errorf("%w: it needs threads (a shared memory), which the sandbox does not support; build it without threads", ErrModule)
 	}
-	bin, _, err := instrument(s.bin, info)
+	// wazero's page limit is the whole 32-bit space, so that every grow,
+	// however large, reaches cappedAllocator, which enforces the cap and
+	// reports it as memory_limit (a lower backstop would refuse a single
+	// large grow itself, and the guest would die of "out of memory"
+	// instead). The allocator reserves the cap, never what wazero asks.
+	capPages := uint32(m.eff.memoryMB) * 16 // 64 KiB pages
+	const pages = 65536
+	if info.minPages > capPages {
+		return fmt.Errorf("%w: its memory starts at %d MiB, more than memory_mb %d", ErrModule, (info.minPages+15)/16, m.eff.memoryMB)
+	}
+	if err := checkImports(info, wasiFunctions()); err != nil {
+		return err
+	}
+	if err := checkExports(info, m.abi); err != nil {
+		return err
+	}
+	bin, _, err = instrument(bin, info)
 	if err != nil {
-		return m, fmt.Errorf("%w: %v", ErrModule, err)
+		return fmt.Errorf("%w: %v", ErrModule, err)
 	}
 
-	cc, err := h.compilationCache(s.sha)
+	cc, err := h.compilationCache(sha)
 	if err != nil {
-		return m, err
+		return err
 	}
-	mc, err := openModuleCache(h.cacheDir, s.sha, h.log)
+	mc, err := openModuleCache(h.cacheDir, sha, h.log)
 	if err != nil {
-		return m, err
+		return err
 	}
 	defer mc.unlock()
 	known, removed, first, err := cc.verifyOnce(mc)
 	if err != nil {
-		return m, err
-	}
-	// wazero's page limit is a backstop at twice the cap; the cap itself
-	// is enforced (and reported) by cappedAllocator, which sees every grow
-	// up to the backstop.
-	capPages := uint32(m.eff.memoryMB) * 16 // 64 KiB pages
-	pages := min(2*capPages, 65536)
-	if info.minPages > capPages {
-		return m, fmt.Errorf("%w: its memory starts at %d MiB, more than memory_mb %d", ErrModule, (info.minPages+15)/16, m.eff.memoryMB)
+		return err
 	}
 	rc := wazero.NewRuntimeConfig().
 		WithCompilationCache(cc.cache).
@@ -117,41 +225,35 @@ func newModule(ctx context.Context, h *Host, s moduleSpec) (m *module, err error
 		WithMemoryLimitPages(pages).
 		WithMemoryCapacityFromMax(true)
 	m.runtime = wazero.NewRuntimeWithConfig(ctx, rc)
-
-	wasiCompiled, err := wasi_snapshot_preview1.NewBuilder(m.runtime).Compile(ctx)
-	if err != nil {
-		return m, fmt.Errorf("compile WASI: %w", err)
-	}
-	if err := checkImports(info, wasiCompiled.ExportedFunctions()); err != nil {
-		return m, err
-	}
-	if err := checkExports(info, m.abi); err != nil {
-		return m, err
-	}
-	if _, err := m.runtime.InstantiateModule(ctx, wasiCompiled, wazero.NewModuleConfig()); err != nil {
-		return m, fmt.Errorf("instantiate WASI: %w", err)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.runtime); err != nil {
+		return fmt.Errorf("instantiate WASI: %w", err)
 	}
 	// wazero compiles functions on one goroutine unless told otherwise.
 	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
 	m.compiled, err = m.runtime.CompileModule(cctx, bin)
 	if err != nil {
-		return m, fmt.Errorf("%w: compile: %v", ErrModule, err)
+		return fmt.Errorf("%w: compile: %v", ErrModule, err)
 	}
 	if first {
 		if err := mc.record(known, removed); err != nil {
 			h.log.Warn("could not record the compilation cache's checksums", "module", s.name, "error", err)
 		}
 	}
-
-	m.capDesc = m.eff.String()
-	for i := range s.man.Tools {
-		m.tools = append(m.tools, newTool(m, &s.man.Tools[i]))
-	}
-	if m.abi == ABIReactor {
-		m.pool = newPool(m, s.pool)
-	}
-	return m, nil
+	return nil
 }
+
+// wasiFunctions are the functions of wazero's WASI preview1, read once
+// from a throwaway interpreter runtime (no machine code is compiled).
+var wasiFunctions = sync.OnceValue(func() map[string]api.FunctionDefinition {
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer r.Close(ctx)
+	c, err := wasi_snapshot_preview1.NewBuilder(r).Compile(ctx)
+	if err != nil {
+		panic("wazero cannot compile its own WASI module: " + err.Error())
+	}
+	return c.ExportedFunctions()
+})
 
 // checkImports refuses imports other than the WASI functions wazero
 // provides, with their exact signatures.

@@ -108,12 +108,19 @@ func (p *pool) refill() {
 		p.closeUsed()
 		for len(p.ready) < cap(p.ready) {
 			p.closeUsed()
+			if open, _ := p.m.health.isOpen(); open {
+				break // calls probe the module now; wait for one to wake us
+			}
 			in, err := p.m.newReactorInstance(p.m.h.life)
 			if err != nil {
 				select {
 				case <-p.quit:
 					return
 				default:
+				}
+				if p.m.health.failure(err) {
+					p.m.h.log.Error("pre-warming a WASM instance keeps failing: the module is unhealthy until a call's retry succeeds", "module", p.m.name, "error", err)
+					break
 				}
 				p.m.h.log.Error("pre-warming a WASM instance failed", "module", p.m.name, "error", err, "retry_in", backoff)
 				t := time.NewTimer(backoff)
@@ -126,6 +133,7 @@ func (p *pool) refill() {
 				backoff = min(2*backoff, 10*time.Second)
 				continue
 			}
+			p.m.health.success()
 			backoff = 100 * time.Millisecond
 			select {
 			case p.ready <- in:
@@ -141,6 +149,17 @@ func (p *pool) refill() {
 		case <-p.quit:
 			return
 		}
+	}
+}
+
+// wakeUp makes the refill goroutine look at the pool again.
+func (p *pool) wakeUp() {
+	if p == nil {
+		return
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 }
 

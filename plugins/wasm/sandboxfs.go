@@ -175,11 +175,59 @@ func (r *rootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 }
 
 // Rename implements experimentalsys.FS. Both names are inside the mount.
+// A symlink is moved only if its target stays inside the mount (see
+// safeTarget): moving an escaping link that the operator or a host tool
+// left there would plant it where host programs do not expect it.
 func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
 	if r.readOnly {
 		return experimentalsys.EROFS
 	}
+	if e := r.refuseEscapingLink(name(from)); e != 0 {
+		return e
+	}
 	return errno(r.root.Rename(name(from), name(to)))
+}
+
+// refuseEscapingLink returns EPERM when p is a symlink whose target could
+// resolve outside the mount from the host's point of view.
+func (r *rootFS) refuseEscapingLink(p string) experimentalsys.Errno {
+	st, err := r.root.Lstat(p)
+	if err != nil || st.Mode()&fs.ModeSymlink == 0 {
+		return 0
+	}
+	target, err := r.root.Readlink(p)
+	if err != nil {
+		return errno(err)
+	}
+	return r.safeTarget(path.Dir(p), target)
+}
+
+// safeTarget returns 0 if a symlink in directory dir (a name inside the
+// root) pointing at target resolves inside the mount for anyone, the host
+// included: target is relative, has no ".." element, and does not pass
+// through an existing symlink (which could lead anywhere). Otherwise EPERM.
+func (r *rootFS) safeTarget(dir, target string) experimentalsys.Errno {
+	if target == "" || path.IsAbs(target) || strings.Contains(target, "\\") {
+		return experimentalsys.EPERM
+	}
+	p := dir
+	for _, elem := range strings.Split(target, "/") {
+		if elem == ".." {
+			return experimentalsys.EPERM
+		}
+		if elem == "" || elem == "." {
+			continue
+		}
+		p = path.Join(p, elem)
+		st, err := r.root.Lstat(p)
+		if err != nil {
+			break // nothing there (yet): nothing to pass through
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			return experimentalsys.EPERM
+		}
+	}
+	return 0
 }
 
 // Rmdir implements experimentalsys.FS.
@@ -218,25 +266,26 @@ func (r *rootFS) Link(oldPath, newPath string) experimentalsys.Errno {
 	if r.readOnly {
 		return experimentalsys.EROFS
 	}
+	// A hard link to a symlink is a copy of the symlink: refuse copying
+	// one that leaves the mount.
+	if e := r.refuseEscapingLink(name(oldPath)); e != 0 {
+		return e
+	}
 	return errno(r.root.Link(name(oldPath), name(newPath)))
 }
 
-// Symlink implements experimentalsys.FS. A target that is absolute or has a
-// ".." element is refused with EPERM: following such a link inside the
-// sandbox would fail anyway, but outside it (a host program that does not
-// confine paths) it could lead anywhere. Links made of downward names only
-// resolve inside the mount, even through each other.
+// Symlink implements experimentalsys.FS. A target that is absolute, has a
+// ".." element or passes through an existing symlink is refused with
+// EPERM (see safeTarget): following such a link inside the sandbox would
+// fail anyway, but outside it (a host program that does not confine
+// paths) it could lead anywhere. Links made of downward names through
+// real directories only resolve inside the mount, even through each other.
 func (r *rootFS) Symlink(target, link string) experimentalsys.Errno {
 	if r.readOnly {
 		return experimentalsys.EROFS
 	}
-	if target == "" || path.IsAbs(target) || strings.Contains(target, "\\") {
-		return experimentalsys.EPERM
-	}
-	for _, elem := range strings.Split(target, "/") {
-		if elem == ".." {
-			return experimentalsys.EPERM
-		}
+	if e := r.safeTarget(path.Dir(name(link)), target); e != 0 {
+		return e
 	}
 	return errno(r.root.Symlink(target, name(link)))
 }

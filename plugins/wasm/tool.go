@@ -61,6 +61,22 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (kernel.Result, e
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
+	// Queue for the module's max_concurrency and for its compiled code;
+	// both waits count against the call's deadline.
+	if t.m.slots != nil {
+		select {
+		case t.m.slots <- struct{}{}:
+			defer func() { <-t.m.slots }()
+		case <-ctx.Done():
+			return t.waitFailed(ctx, fmt.Sprintf("waiting for one of the %d call slots of module %s (max_concurrency)", cap(t.m.slots), t.m.name))
+		}
+	}
+	if err := t.m.ready(ctx); err != nil {
+		if ctx.Err() != nil {
+			return t.waitFailed(ctx, "waiting for module "+t.m.name+" to load (compiling, or reading the compilation cache)")
+		}
+		return kernel.Result{Content: err.Error(), IsError: true}, t.fail("unavailable", err)
+	}
 	switch t.m.abi {
 	case ABIReactor:
 		return t.callReactor(ctx, cancel, args)
@@ -69,6 +85,17 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (kernel.Result, e
 	default:
 		return t.callJSON(ctx, cancel, args)
 	}
+}
+
+// waitFailed is a call whose deadline or cancellation came while it was
+// still waiting to start.
+func (t *tool) waitFailed(ctx context.Context, what string) (kernel.Result, error) {
+	err := stoppedError(ctx, &instanceIO{})
+	var ge *guestError
+	if errors.As(err, &ge) {
+		ge.msg += " while " + what
+	}
+	return kernel.Result{Content: err.Error(), IsError: true}, t.wrap(err)
 }
 
 // request is what json and reactor modules receive.

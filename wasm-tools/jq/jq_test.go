@@ -83,6 +83,9 @@ func TestModule(t *testing.T) {
 	if len(warnings) != 0 || len(tools) != 1 {
 		t.Fatalf("%d tools, warnings %q", len(tools), warnings)
 	}
+	if err := wasm.Ready(ctx, tools[0]); err != nil {
+		t.Fatal(err)
+	}
 	jq := tools[0]
 	if caps, _ := wasm.Capabilities(jq); caps != "fs=/data:ro memory=128MiB timeout=5s output=256KiB" {
 		t.Errorf("capabilities %q", caps)

@@ -24,6 +24,17 @@ import (
 )
 
 func init() {
+	// A reactor whose initialisation fails or never ends, on request (the
+	// pool breaker's tests grant AK_VISIBLE to choose).
+	switch os.Getenv("AK_VISIBLE") {
+	case "fail-init":
+		fmt.Fprintln(os.Stderr, "initialisation fails on purpose")
+		os.Exit(3)
+	case "hang-init":
+		for {
+			counter++
+		}
+	}
 	sdk.Handle(handle)
 	sdk.Warm(func() { _ = sdk.DecodeArgs([]byte(`{"text": "warm", "code": 0}`), &args{}) })
 }
