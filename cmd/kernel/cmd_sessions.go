@@ -15,8 +15,8 @@ import (
 
 const sessionsUsage = `Usage: kernel sessions SUBCOMMAND [flags]
 
-  ls                      list sessions: id, updated, status, turns, cost, title
-  show ID [--full]        a readable transcript (tool results folded unless --full)
+  ls [--json]             list sessions: id, updated, status, turns, cost, title
+  show ID [--full|--json] a readable transcript (tool results folded unless --full)
   export ID [-o FILE]     the session as JSONL (schemas/session-export.schema.json)
   import FILE             add an exported session (- reads stdin)
   rm ID...                delete sessions
@@ -32,6 +32,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 	full := fs.Bool("full", false, "show: print tool results and arguments in full")
 	out := fs.String("o", "", "export: write to `FILE` instead of stdout")
 	olderThan := fs.String("older-than", "", "gc: delete sessions not updated for this `AGE` (e.g. 30d)")
+	asJSON := fs.Bool("json", false, "ls, show: print JSON instead of text")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -78,6 +79,9 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if err != nil {
 			return err
 		}
+		if *asJSON {
+			return writeJSON(env, sessionList(list))
+		}
 		if len(list) == 0 {
 			fmt.Fprintln(env.stderr, "no sessions yet")
 			return nil
@@ -88,6 +92,9 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		s, err := a.store.Load(ctx, pos[0])
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			return writeJSON(env, sessionJSON(s))
 		}
 		writeTranscript(env.stdout, s, *full)
 		return nil

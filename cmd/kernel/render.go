@@ -21,6 +21,9 @@ type renderer struct {
 	color          bool
 	midLine        bool // stdout holds a partial line
 	wroteAnswer    bool
+	// held is the text of the message being streamed under --quiet: it is
+	// printed only if the message turns out to be the answer (no tool calls).
+	held strings.Builder
 
 	mu                 sync.Mutex
 	spin               bool // show a spinner while the model thinks
@@ -97,10 +100,24 @@ func (r *renderer) event(e kernel.Event) {
 	case kernel.ModelRequest:
 		r.note("%s", r.paint("2", e.Progress))
 	case kernel.MessageDelta:
+		if r.quiet {
+			r.held.WriteString(e.Text)
+			return
+		}
 		io.WriteString(r.stdout, e.Text)
 		r.midLine = !strings.HasSuffix(e.Text, "\n")
 		r.wroteAnswer = true
 	case kernel.MessageCompleted:
+		if r.quiet {
+			text := r.held.String()
+			r.held.Reset()
+			if len(e.Message.ToolCalls) > 0 || text == "" {
+				return // intermediate text before tool calls: not the answer
+			}
+			io.WriteString(r.stdout, text)
+			r.midLine = !strings.HasSuffix(text, "\n")
+			r.wroteAnswer = true
+		}
 		r.endLine()
 	case kernel.ToolStarted:
 		r.note("  %s %s %s", r.paint("36", "→"), e.Tool, clip(e.Args, 100))
