@@ -88,7 +88,7 @@ func policyTests(paths []string, opts policy.Options) (out []policyTestJSON, ok 
 			f.Tests = append(f.Tests, policyTestCase{Name: r.Name, Line: r.Line, Passed: r.Passed(), Failures: r.Failures})
 		}
 		for _, u := range rep.Untested {
-			f.Untested = append(f.Untested, u.Error())
+			f.Untested = append(f.Untested, u.String())
 		}
 		ok = ok && f.Passed
 		out = append(out, f)
