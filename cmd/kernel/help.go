@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +19,19 @@ const (
 	exitUsage     = 2   // the command line is wrong: unknown command, flag or value
 	exitInterrupt = 130 // cancelled with Ctrl-C (SIGINT) or SIGTERM
 )
+
+// exitStatus maps a command's error to the process's exit status and the
+// message for stderr (empty when there is nothing more to say).
+func exitStatus(err error) (int, string) {
+	if err == nil {
+		return exitOK, ""
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code, ee.msg
+	}
+	return exitFailure, errorText(err)
+}
 
 // usageError is a wrong command line: exit status 2.
 func usageError(format string, args ...any) error {

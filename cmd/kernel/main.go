@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,17 +20,11 @@ func main() {
 	}
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		var ee exitError
-		if errors.As(err, &ee) {
-			if ee.msg != "" {
-				fmt.Fprintln(os.Stderr, "kernel: "+ee.msg)
-			}
-			os.Exit(ee.code)
-		}
-		fmt.Fprintln(os.Stderr, "kernel: "+errorText(err))
-		os.Exit(exitFailure)
+	code, msg := exitStatus(err)
+	if msg != "" {
+		fmt.Fprintln(os.Stderr, "kernel: "+msg)
 	}
+	os.Exit(code)
 }
 
 // exitError ends the program with a specific code.
