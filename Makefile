@@ -102,7 +102,7 @@ $(BIN)/plugins/git: $(GIT_PLUGIN_SRC) $(GOMOD)
 
 $(BIN)/plugins/git.sha256: $(BIN)/plugins/git
 	$(call say,pin,"$@ (the sha256 kernel.yaml pins)")
-	$(Q)cd $(BIN)/plugins && sha256sum git > git.sha256
+	$(Q)cd $(BIN)/plugins && { sha256sum git 2>/dev/null || shasum -a 256 git; } > git.sha256
 
 ## proto: regenerate the plugin protocol's Go code (needs protoc; make test does not)
 proto:
