@@ -148,11 +148,27 @@ type ContextCompacted struct {
 	EstimatedTokens int `json:"estimated_tokens"`
 }
 
-// ProviderRetry is sent before a failed model call is tried again.
+// ProviderRetry is sent before a failed model call is tried again, or,
+// when Fallback is set, before the next model is tried instead.
 type ProviderRetry struct {
+	// Attempt is the number of the call about to be made (2 for the first
+	// retry; 1 for the first call to a fallback).
 	Attempt int           `json:"attempt"`
 	Delay   time.Duration `json:"delay"`
 	Error   string        `json:"error"`
+	// Cause names the failure: the HTTP status ("429", "503") or a code
+	// ("stream_cut", "stream_idle", "connection", "empty_response",
+	// "model_missing").
+	Cause      string `json:"cause,omitempty"`
+	StatusCode int    `json:"status_code,omitempty"`
+	// Model is the model that failed; Fallback, when set, the one tried next.
+	Model    string `json:"model,omitempty"`
+	Fallback string `json:"fallback,omitempty"`
+	// Superseded counts the bytes of text and reasoning the failed attempt
+	// had already streamed (message.delta, reasoning.delta): they are void,
+	// and the retry streams its answer from the start. Nothing of the
+	// failed attempt is stored.
+	Superseded int `json:"superseded,omitempty"`
 }
 
 // RunCompleted closes a run that stopped for any reason but an error.

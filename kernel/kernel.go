@@ -67,6 +67,13 @@ type Config struct {
 	OnEvent func(Event)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Retry says how failed model calls are retried (see RetryPolicy).
+	Retry RetryPolicy
+	// Fallbacks are models tried in order when Model is unavailable (an
+	// unknown model) or keeps failing with errors a wait may fix (overload,
+	// rate limits, server errors) after its retries. Each assistant message
+	// records the model that wrote it (Message.Model).
+	Fallbacks []string
 }
 
 // Kernel runs the agent loop. It is safe for concurrent use by runs of
@@ -78,6 +85,7 @@ type Kernel struct {
 	emitMu sync.Mutex
 	// allSpecs are the registry's specs, computed once.
 	allSpecs []ToolSpec
+	retry    RetryPolicy
 }
 
 // New checks cfg and builds a Kernel.
@@ -109,7 +117,7 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.Tools == nil {
 		cfg.Tools = NewRegistry()
 	}
-	k := &Kernel{cfg: cfg, allSpecs: cfg.Tools.Specs()}
+	k := &Kernel{cfg: cfg, allSpecs: cfg.Tools.Specs(), retry: cfg.Retry.withDefaults()}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
 		h = cfg.Hooks[i](h)

@@ -307,8 +307,9 @@ func TestCancelDuringModelCall(t *testing.T) {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
 	sess := checkHistory(t, h.store, res.SessionID)
-	if len(sess.Messages) != 1 || sess.Meta.Status != kernel.StatusIdle {
-		t.Fatalf("after cancel: %d messages, status %s", len(sess.Messages), sess.Meta.Status)
+	// The prompt and the kernel's marker for the turn that got no answer.
+	if len(sess.Messages) != 2 || sess.Messages[1].Failed == "" || sess.Meta.Status != kernel.StatusIdle {
+		t.Fatalf("after cancel: %d messages %+v, status %s", len(sess.Messages), sess.Messages, sess.Meta.Status)
 	}
 }
 

@@ -36,6 +36,8 @@ type run struct {
 	// persistCtx is the run's context without its cancellation: a
 	// cancelled run must still record how it ended.
 	persistCtx context.Context
+	// retries counts the model-call retries of this run (RetryPolicy.Budget).
+	retries int
 }
 
 // Run sends prompt to the model in the session sessionID (a new session when
@@ -199,23 +201,27 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 			Progress: r.progress("calling model"),
 		})
 	}
-	cctx, cancel := context.WithTimeout(ctx, k.cfg.ModelTimeout)
-	defer cancel()
 	start := time.Now()
-	resp, err := k.cfg.Provider.Stream(cctx, Request{Model: k.cfg.Model, Messages: msgs, Tools: tools}, r.deltaFn)
+	resp, err := r.callModel(ctx, Request{Model: k.cfg.Model, Messages: withoutFailed(msgs), Tools: tools})
 	if err != nil {
-		if ctx.Err() != nil {
-			return Response{}, ctx.Err()
-		}
-		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
-			return Response{}, fmt.Errorf("model call timed out after %s: %w", k.cfg.ModelTimeout, err)
-		}
-		return Response{}, fmt.Errorf("model call: %w", err)
+		return Response{}, err
 	}
 	resp.Message.Role = RoleAssistant
 	resp.Message.Time = k.cfg.Now()
 	fixCallIDs(resp.Message.ToolCalls, r.st.Turn)
-	cost := k.price(resp.Model).Cost(resp.Usage)
+	r.account(resp)
+	r.lastGen.dur = time.Since(start)
+	return resp, nil
+}
+
+// account adds a generation's usage and cost to the session and the run.
+func (r *run) account(resp Response) {
+	k := r.k
+	model := resp.Model
+	if _, ok := k.cfg.Prices[model]; !ok && resp.Message.Model != "" {
+		model = resp.Message.Model // a fallback's price, not the primary's
+	}
+	cost := k.price(model).Cost(resp.Usage)
 	r.meta.Turns++
 	r.meta.Usage = r.meta.Usage.Add(resp.Usage)
 	r.meta.CostUSD += cost
@@ -224,8 +230,7 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 	r.res.Turns++
 	r.st.Usage, r.st.CostUSD = r.meta.Usage, r.meta.CostUSD
 	r.st.RunUsage, r.st.RunCostUSD = r.res.Usage, r.res.CostUSD
-	r.lastGen = generation{usage: resp.Usage, cost: cost, dur: time.Since(start)}
-	return resp, nil
+	r.lastGen = generation{usage: resp.Usage, cost: cost}
 }
 
 type generation struct {
@@ -318,9 +323,13 @@ func (r *run) done(ctx context.Context, reason StopReason, output string) (*RunR
 	if reason == StopAwaitingApproval {
 		want = StatusAwaitingApproval
 	}
-	if r.meta.Status != want {
+	var marker []Message
+	if reason == StopCancelled {
+		marker = r.unanswered("cancelled before the model answered")
+	}
+	if r.meta.Status != want || marker != nil {
 		r.meta.Status = want
-		if err := r.commit(ctx, Step{}); err != nil {
+		if err := r.commit(ctx, Step{Messages: marker}); err != nil {
 			return r.fail(ctx, err)
 		}
 	}
@@ -344,12 +353,16 @@ func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
 		return r.done(ctx, StopCancelled, "")
 	}
 	r.res.StopReason = StopError
+	if errors.Is(err, ErrEmptyResponse) {
+		r.res.StopReason = StopEmptyResponse
+	}
 	r.res.Duration = time.Since(r.started)
 	if r.meta.Status != StatusFailed {
 		r.meta.Status = StatusFailed
-		_ = r.commit(ctx, Step{}) // best effort: the store may be what failed
+		_ = r.commit(ctx, Step{Messages: r.unanswered(err.Error())}) // best effort: the store may be what failed
 	}
-	r.k.emitIf(func() Event { return RunFailed{SessionID: r.meta.ID, StopReason: StopError, Error: err.Error()} })
+	reason := r.res.StopReason
+	r.k.emitIf(func() Event { return RunFailed{SessionID: r.meta.ID, StopReason: reason, Error: err.Error()} })
 	return &r.res, err
 }
 

@@ -25,7 +25,9 @@ type Message struct {
 	// result a tool message carries back to the model.
 	Content string `json:"content,omitempty"`
 	// Reasoning is the model's reasoning ("thinking") text when the provider
-	// exposes it. It is kept for transcripts and never sent back.
+	// exposes it. It is kept for transcripts; providers send it back only
+	// where the server requires it (an assistant message with tool calls,
+	// in the current exchange), in the field named by ReasoningField.
 	Reasoning string `json:"reasoning,omitempty"`
 	// ToolCalls are the calls an assistant message asks for.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
@@ -36,6 +38,18 @@ type Message struct {
 	// invalid arguments, denial, tool error, cancellation).
 	IsError bool      `json:"is_error,omitempty"`
 	Time    time.Time `json:"time,omitzero"`
+	// Model is the model that wrote an assistant message: the configured
+	// model, or the fallback that answered instead.
+	Model string `json:"model,omitempty"`
+	// ReasoningField is the wire field the reasoning arrived in
+	// ("reasoning_content" or "reasoning"), for providers that echo it.
+	ReasoningField string `json:"reasoning_field,omitempty"`
+	// Failed marks an assistant message the kernel wrote for a turn that
+	// got no answer (the model call failed, or the run was cancelled before
+	// it answered); it holds the reason. Failed messages, and the prompt
+	// they answer, are kept in the session but left out of requests, so
+	// the next prompt never follows another user message.
+	Failed string `json:"failed,omitempty"`
 }
 
 // ToolCall is one call the model asked for.

@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Provider streams one model response. Stream sends req to the model, calls
@@ -61,6 +62,9 @@ type ProviderError struct {
 	Code       string // the API's error code or type, when it sent one
 	Message    string
 	Retryable  bool
+	// RetryAfter is how long the server asked the client to wait (the
+	// Retry-After header), zero when it did not say.
+	RetryAfter time.Duration
 	Err        error
 }
 

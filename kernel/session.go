@@ -103,7 +103,7 @@ func (r *run) repair(ctx context.Context) error {
 		if answered[c.ID] || (r.pending != nil && r.pending.Call.ID == c.ID) {
 			continue
 		}
-		fix = append(fix, Message{Role: RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: Interrupted, IsError: true, Time: now})
+		fix = append(fix, Message{Role: RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: r.k.interruptedResult(ctx, c, r.msgs[last].Time), IsError: true, Time: now})
 	}
 	if len(fix) == 0 {
 		return nil

@@ -24,6 +24,7 @@ const chatHelp = `Type a prompt and press Enter. Commands:
   /approve [NOTE] approve the pending tool call and continue
   /reject [NOTE]  reject the pending tool call
   /usage          tokens and cost of this session
+  /thinking on|off show the model's reasoning as it streams, or fold it into one line
   /help           this text
   /quit           leave (Ctrl-D too)
 Ctrl-C cancels the running turn and keeps you in the chat.`
@@ -202,6 +203,8 @@ func (c *chat) command(ctx context.Context, sigs chan os.Signal, line string) (q
 		})
 	case "/usage":
 		return false, c.usage(ctx)
+	case "/thinking":
+		return false, c.thinking(arg)
 	default:
 		return false, fmt.Errorf("unknown command %s (/help lists them)", name)
 	}
@@ -255,7 +258,7 @@ func writeSessionTable(w io.Writer, list []kernel.SessionMeta, current string) {
 		if m.ID == current {
 			mark = " *"
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t$%.4f\t%s\n", m.ID, mark, m.Updated.Local().Format(time.DateTime), m.Status, m.Turns, m.CostUSD, clip(m.Title, 50))
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t$%.4f\t%s\n", m.ID, mark, m.Updated.Local().Format(time.DateTime), statusText(m), m.Turns, m.CostUSD, clip(m.Title, 50))
 	}
 	tw.Flush()
 }

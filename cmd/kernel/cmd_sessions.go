@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,8 @@ const sessionsUsage = `Usage: kernel sessions SUBCOMMAND [flags]
   import FILE             add an exported session (- reads stdin)
   rm ID...                delete sessions
   gc --older-than AGE     delete sessions not updated for AGE (30d, 12h, 90m)
+  fsck [--repair] [ID...] check every stored value's checksum, per session;
+                          --repair stores placeholders for lost messages
 
 Flags: --config FILE, --store DIR`
 
@@ -33,6 +36,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 	out := fs.String("o", "", "export: write to `FILE` instead of stdout")
 	olderThan := fs.String("older-than", "", "gc: delete sessions not updated for this `AGE` (e.g. 30d)")
 	asJSON := fs.Bool("json", false, "ls, show: print JSON instead of text")
+	repair := fs.Bool("repair", false, "fsck: replace damaged messages with placeholders for good")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -58,7 +62,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if *olderThan == "" {
 			err = exitError{code: 2, msg: "sessions gc needs --older-than AGE (e.g. 30d)"}
 		}
-	case "ls":
+	case "ls", "fsck":
 	default:
 		fmt.Fprintln(env.stderr, sessionsUsage)
 		err = exitError{code: 2, msg: fmt.Sprintf("unknown sessions subcommand %q", sub)}
@@ -79,6 +83,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if err != nil {
 			return err
 		}
+		_ = a.Close() // let go of the store before printing (a pager may wait)
 		if *asJSON {
 			return writeJSON(env, sessionList(list))
 		}
@@ -93,6 +98,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if err != nil {
 			return err
 		}
+		_ = a.Close() // let go of the store before printing (a pager may wait)
 		if *asJSON {
 			return writeJSON(env, sessionJSON(s))
 		}
@@ -103,16 +109,16 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if !ok {
 			return errors.New("export needs the badger store")
 		}
-		w := env.stdout
-		if *out != "" {
-			f, err := os.Create(*out)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			w = f
+		var buf bytes.Buffer
+		if err := bs.Export(ctx, pos[0], &buf); err != nil {
+			return err
 		}
-		return bs.Export(ctx, pos[0], w)
+		_ = a.Close() // let go of the store before writing
+		if *out == "" {
+			_, err := env.stdout.Write(buf.Bytes())
+			return err
+		}
+		return writePrivateFile(*out, buf.Bytes())
 	case "import":
 		bs, ok := a.store.(*badger.Store)
 		if !ok {
@@ -146,6 +152,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 			}
 			fmt.Fprintln(env.stdout, "removed", id)
 		}
+		reclaimSpace(ctx, env, a.store)
 		return errors.Join(errs...)
 	case "gc":
 		age, err := badger.ParseAge(*olderThan)
@@ -162,8 +169,15 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		}
 		if err == nil {
 			fmt.Fprintf(env.stderr, "%d sessions older than %s removed\n", len(removed), *olderThan)
+			reclaimSpace(ctx, env, a.store)
 		}
 		return err
+	case "fsck":
+		bs, ok := a.store.(*badger.Store)
+		if !ok {
+			return errors.New("fsck needs the badger store")
+		}
+		return runFsck(ctx, env, bs, pos, *repair)
 	}
 	return fmt.Errorf("sessions %s: not implemented", sub)
 }

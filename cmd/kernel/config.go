@@ -62,6 +62,35 @@ type ModelConfig struct {
 	ContextWindow int                     `yaml:"context_window"`
 	Timeout       time.Duration           `yaml:"timeout"`
 	Prices        map[string]kernel.Price `yaml:"prices"`
+	// IdleTimeout ends a stream that sends nothing for this long (0: none).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// Fallbacks are tried in order when the model is unavailable or keeps
+	// failing (docs/providers.md).
+	Fallbacks []string `yaml:"fallbacks"`
+	// Retry tunes the retries of failed model calls.
+	Retry RetryConfig `yaml:"retry"`
+	// The request shaping of docs/providers.md, for every model; Overrides
+	// sets them per model name.
+	ParallelToolCalls *bool                    `yaml:"parallel_tool_calls"`
+	ToolChoice        string                   `yaml:"tool_choice"`
+	ReasoningEffort   string                   `yaml:"reasoning_effort"`
+	Overrides         map[string]ModelOverride `yaml:"overrides"`
+}
+
+// ModelOverride is the request shaping of one model.
+type ModelOverride struct {
+	ParallelToolCalls *bool  `yaml:"parallel_tool_calls"`
+	ToolChoice        string `yaml:"tool_choice"`
+	ReasoningEffort   string `yaml:"reasoning_effort"`
+}
+
+// RetryConfig is model.retry (kernel.RetryPolicy).
+type RetryConfig struct {
+	MaxAttempts   int           `yaml:"max_attempts"`
+	BaseDelay     time.Duration `yaml:"base_delay"`
+	MaxDelay      time.Duration `yaml:"max_delay"`
+	MaxRetryAfter time.Duration `yaml:"max_retry_after"`
+	Budget        int           `yaml:"budget"`
 }
 
 // LimitsConfig holds the run's hard limits.

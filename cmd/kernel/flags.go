@@ -21,6 +21,8 @@ type commonFlags struct {
 	provider  oneOf
 	script    string
 	timeout   positiveDuration
+	idle      positiveDuration
+	fallbacks stringList
 	store     string
 	policy    string
 	logLevel  oneOf
@@ -37,6 +39,8 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.Var(&c.provider, "provider", "model provider: openai or scripted (model.provider)")
 	fs.StringVar(&c.script, "script", "", "script `FILE` for the scripted provider (model.script)")
 	fs.Var(&c.timeout, "model-timeout", "deadline of one model call, e.g. 90s or 5m (model.timeout)")
+	fs.Var(&c.idle, "model-idle-timeout", "end a model stream that sends nothing for this long, e.g. 30s (model.idle_timeout)")
+	fs.Var(&c.fallbacks, "fallback", "fallback model `NAME`, tried when the model is unavailable; repeatable (model.fallbacks)")
 	fs.StringVar(&c.policy, "policy", "", "policy `FILE` (policy.file; see docs/policy.md)")
 	fs.StringVar(&c.store, "store", "", "session store `DIR` (store.dir; default $XDG_DATA_HOME/agentkernel)")
 	c.logLevel.allowed = logLevels
@@ -87,6 +91,12 @@ func (c *commonFlags) load() (*Config, error) {
 	// script, not as the defaults' OpenAI model.
 	if cfg.Model.Provider == "scripted" && c.model == "" && !cfg.modelNameSet {
 		cfg.Model.Name = "scripted"
+	}
+	if c.idle.set {
+		cfg.Model.IdleTimeout = c.idle.d
+	}
+	if len(c.fallbacks) > 0 {
+		cfg.Model.Fallbacks = c.fallbacks
 	}
 	return cfg, nil
 }

@@ -21,6 +21,11 @@ type renderer struct {
 	color          bool
 	midLine        bool // stdout holds a partial line
 	wroteAnswer    bool
+	reasoning      bool // stderr holds a partial reasoning line
+	// collapseReasoning shows reasoning as one "thinking…" line (chat's
+	// /thinking off); reasoningLen counts what it hides.
+	collapseReasoning bool
+	reasoningLen      int
 	// held is the text of the message being streamed under --quiet: it is
 	// printed only if the message turns out to be the answer (no tool calls).
 	held strings.Builder
@@ -65,6 +70,7 @@ func (r *renderer) note(format string, args ...any) {
 }
 
 func (r *renderer) endLine() {
+	r.endReasoning()
 	if r.midLine {
 		fmt.Fprintln(r.stdout)
 		r.midLine = false
@@ -99,7 +105,10 @@ func (r *renderer) event(e kernel.Event) {
 		r.note("%s · model %s", r.paint("1", what), e.Model)
 	case kernel.ModelRequest:
 		r.note("%s", r.paint("2", e.Progress))
+	case kernel.ReasoningDelta:
+		r.reasoningDelta(e.Text)
 	case kernel.MessageDelta:
+		r.endReasoning()
 		if r.quiet {
 			r.held.WriteString(e.Text)
 			return
@@ -108,6 +117,7 @@ func (r *renderer) event(e kernel.Event) {
 		r.midLine = !strings.HasSuffix(e.Text, "\n")
 		r.wroteAnswer = true
 	case kernel.MessageCompleted:
+		r.endReasoning()
 		if r.quiet {
 			text := r.held.String()
 			r.held.Reset()
@@ -157,7 +167,8 @@ func (r *renderer) event(e kernel.Event) {
 	case kernel.ContextCompacted:
 		r.note("  %s left %d old messages out to fit the context window", r.paint("2", "context:"), e.Dropped)
 	case kernel.ProviderRetry:
-		r.note("  %s attempt %d in %s: %s", r.paint("33", "retrying model call:"), e.Attempt, e.Delay, e.Error)
+		r.endReasoning()
+		r.note("%s", r.paint("33", retryNotice(e)))
 	case kernel.ConfigReloaded:
 		if e.Error != "" {
 			r.note("  %s %s reload failed, keeping the previous one: %s", r.paint("31", "config:"), e.What, e.Error)
@@ -175,6 +186,9 @@ func (r *renderer) event(e kernel.Event) {
 			r.paint("1", string(e.StopReason)), e.Turns, e.Usage.InputTokens, e.Usage.OutputTokens, e.CostUSD, fmtDuration(e.Duration))
 	case kernel.RunFailed:
 		r.endLine()
+		if e.StopReason == kernel.StopEmptyResponse && !r.quiet {
+			fmt.Fprintf(r.stderr, "%s · the model answered with nothing, twice\n", r.paint("31;1", string(e.StopReason)))
+		}
 	}
 }
 

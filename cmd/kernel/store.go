@@ -87,3 +87,13 @@ func decodeNode(n *yaml.Node, v any) error {
 }
 
 var _ kernel.Store = (*badger.Store)(nil)
+
+// requireStoreSpace fails when the store's volume cannot hold one step
+// (1 MiB on top of the store's reserve): before a run announces its
+// session.
+func (a *app) requireStoreSpace() error {
+	if bs, ok := a.store.(*badger.Store); ok {
+		return bs.CheckSpace(1 << 20)
+	}
+	return nil
+}

@@ -85,6 +85,9 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 		if err := a.openStore(false); err != nil {
 			return nil, err
 		}
+		if err := a.requireStoreSpace(); err != nil {
+			return nil, err
+		}
 		if err := a.watchConfig(); err != nil {
 			return nil, err
 		}
@@ -195,7 +198,7 @@ func (a *app) provider() (kernel.Provider, error) {
 		}
 		return scripted.New(s), nil
 	case "openai", "":
-		return openai.New(openai.Config{BaseURL: m.BaseURL, APIKeyEnv: m.APIKeyEnv})
+		return openai.New(openaiConfig(m))
 	}
 	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Msg: fmt.Sprintf("unknown provider %q (want openai or scripted)", m.Provider)}
 }
@@ -220,5 +223,7 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		ContextWindow: a.cfg.Model.ContextWindow,
 		ApprovalTTL:   a.cfg.Limits.ApprovalTTL,
 		OnEvent:       onEvent,
+		Retry:         retryPolicy(a.cfg.Model.Retry),
+		Fallbacks:     a.cfg.Model.Fallbacks,
 	})
 }

@@ -24,11 +24,13 @@ type accumulator struct {
 	emit      func(kernel.Delta)
 	text      strings.Builder
 	reasoning strings.Builder
-	calls     []*callAcc // in order of first appearance
-	usage     kernel.Usage
-	finish    string
-	model     string
-	chunks    int
+	// reasoningField is the delta field the reasoning came in.
+	reasoningField string
+	calls          []*callAcc // in order of first appearance
+	usage          kernel.Usage
+	finish         string
+	model          string
+	chunks         int
 }
 
 // callAcc is one tool call being assembled.
@@ -55,6 +57,9 @@ func (a *accumulator) add(data []byte, line int) error {
 	}
 	a.chunks++
 	if f, ok := c.JSON.ExtraFields["error"]; ok && f.Raw() != "null" {
+		return streamError(data, line)
+	}
+	if c.JSON.Object.Raw() == `"error"` { // vLLM before 0.10: the error object itself, as a chunk
 		return streamError(data, line)
 	}
 	if err := check(line, "model", c.JSON.Model, "a string"); err != nil {
@@ -109,11 +114,14 @@ func (a *accumulator) addChoice(ch *oa.ChatCompletionChunkChoice, path string, l
 		return err
 	}
 
-	r, err := reasoningText(d, path, line)
+	r, field, err := reasoningText(d, path, line)
 	if err != nil {
 		return err
 	}
 	if r != "" {
+		if a.reasoningField == "" {
+			a.reasoningField = field
+		}
 		a.reasoning.WriteString(r)
 		a.emit(kernel.Delta{Kind: kernel.DeltaReasoning, Text: r})
 	}
@@ -138,28 +146,37 @@ func (a *accumulator) addChoice(ch *oa.ChatCompletionChunkChoice, path string, l
 // reasoningText reads the delta's reasoning fragment: "reasoning_content"
 // (DeepSeek, vLLM, llama.cpp) or else "reasoning" (OpenRouter, Ollama).
 // openai-go keeps both among the delta's extra fields.
-func reasoningText(d *oa.ChatCompletionChunkChoiceDelta, path string, line int) (string, error) {
+func reasoningText(d *oa.ChatCompletionChunkChoiceDelta, path string, line int) (text, field string, err error) {
+	return reasoningFields(d.JSON.ExtraFields, path, line)
+}
+
+// reasoningFields reads "reasoning_content" or else "reasoning" from a
+// delta's or a message's extra fields, and says which it was.
+func reasoningFields(extra map[string]respjson.Field, path string, line int) (text, field string, err error) {
 	for _, key := range [2]string{"reasoning_content", "reasoning"} {
-		f, ok := d.JSON.ExtraFields[key]
+		f, ok := extra[key]
 		if !ok || f.Raw() == "null" || f.Raw() == "" {
 			continue
 		}
 		var s string
 		if err := json.Unmarshal([]byte(f.Raw()), &s); err != nil {
-			return "", malformed(line, fmt.Sprintf("%s.%s is not a string: %s", path, key, excerpt([]byte(f.Raw()))))
+			return "", "", malformed(line, fmt.Sprintf("%s.%s is not a string: %s", path, key, excerpt([]byte(f.Raw()))))
 		}
 		if s != "" {
-			return s, nil
+			return s, key, nil
 		}
 	}
-	return "", nil
+	return "", "", nil
 }
 
 // addCall folds one tool-call fragment in. Fragments are keyed by index; the
 // id and name arrive with the first fragment of a call and the arguments in
-// pieces. A fragment without an index (or with -1, as some servers send for a
-// lone call) starts a new call when it brings a new id and continues the
-// latest call otherwise.
+// pieces. A fragment that brings an id different from its call's starts a
+// new call even when its index repeats (Ollama from 0.4.7 to 0.20 puts
+// index 0 on every parallel call). A fragment without an index (or with -1,
+// as some servers send for a lone call) starts a new call when it brings a
+// new id and continues the latest call otherwise. A numeric id (some
+// llama.cpp forks) is read as its decimal text.
 func (a *accumulator) addCall(tc *oa.ChatCompletionChunkChoiceDeltaToolCall, path string, line int) error {
 	if !isObjectString(tc.RawJSON()) {
 		return malformed(line, path+" is not an object")
@@ -167,7 +184,10 @@ func (a *accumulator) addCall(tc *oa.ChatCompletionChunkChoiceDeltaToolCall, pat
 	if err := check(line, path+".index", tc.JSON.Index, "an integer"); err != nil {
 		return err
 	}
-	if err := check(line, path+".id", tc.JSON.ID, "a string"); err != nil {
+	id := tc.ID
+	if raw := tc.JSON.ID.Raw(); !tc.JSON.ID.Valid() && isNumber(raw) {
+		id = raw
+	} else if err := check(line, path+".id", tc.JSON.ID, "a string"); err != nil {
 		return err
 	}
 	if err := check(line, path+".function", tc.JSON.Function, "an object"); err != nil {
@@ -186,22 +206,25 @@ func (a *accumulator) addCall(tc *oa.ChatCompletionChunkChoiceDeltaToolCall, pat
 		if tc.Index >= maxToolCalls {
 			return malformed(line, fmt.Sprintf("%s.index %d is out of range (at most %d tool calls)", path, tc.Index, maxToolCalls))
 		}
-		c = a.call(tc.Index)
+		c = a.find(tc.Index)
+		if c == nil || (id != "" && c.id != "" && id != c.id) {
+			c = a.newCall(tc.Index)
+		}
 	} else {
 		if tc.JSON.Index.Valid() && tc.Index != -1 {
 			return malformed(line, fmt.Sprintf("%s.index %d is negative", path, tc.Index))
 		}
-		if n := len(a.calls); n > 0 && (tc.ID == "" || tc.ID == a.calls[n-1].id) {
+		if n := len(a.calls); n > 0 && (id == "" || id == a.calls[n-1].id) {
 			c = a.calls[n-1]
 		} else {
-			c = a.call(a.nextIndex())
+			c = a.newCall(a.nextIndex())
 		}
 	}
 	if c == nil {
 		return malformed(line, fmt.Sprintf("more than %d tool calls", maxToolCalls))
 	}
 	if c.id == "" {
-		c.id = tc.ID
+		c.id = id
 	}
 	switch name := fn.Name; {
 	case name == "" || name == c.name:
@@ -213,14 +236,19 @@ func (a *accumulator) addCall(tc *oa.ChatCompletionChunkChoiceDeltaToolCall, pat
 	return nil
 }
 
-// call returns the call with the given index, adding it if it is new, or nil
-// when there are too many calls.
-func (a *accumulator) call(index int64) *callAcc {
+// find returns the latest call with the given index, or nil.
+func (a *accumulator) find(index int64) *callAcc {
 	for i := len(a.calls) - 1; i >= 0; i-- {
 		if a.calls[i].index == index {
 			return a.calls[i]
 		}
 	}
+	return nil
+}
+
+// newCall adds a call with the given index, or returns nil when there are
+// too many calls. Calls that share an index keep the order they came in.
+func (a *accumulator) newCall(index int64) *callAcc {
 	if len(a.calls) >= maxToolCalls {
 		return nil
 	}
@@ -296,9 +324,10 @@ func (a *accumulator) response() (kernel.Response, error) {
 			Message: fmt.Sprintf("the server ended the response with finish_reason \"error\" after %d chunks", a.chunks)}
 	}
 	msg := kernel.Message{
-		Role:      kernel.RoleAssistant,
-		Content:   a.text.String(),
-		Reasoning: a.reasoning.String(),
+		Role:           kernel.RoleAssistant,
+		Content:        a.text.String(),
+		Reasoning:      a.reasoning.String(),
+		ReasoningField: a.reasoningField,
 	}
 	if len(a.calls) > 0 {
 		sort.SliceStable(a.calls, func(i, j int) bool { return a.calls[i].index < a.calls[j].index })
@@ -334,6 +363,12 @@ func isObject(data []byte) bool {
 		return c == '{'
 	}
 	return false
+}
+
+// isNumber reports whether raw is a JSON number.
+func isNumber(raw string) bool {
+	var n json.Number
+	return raw != "" && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') && json.Unmarshal([]byte(raw), &n) == nil
 }
 
 func isObjectString(s string) bool {

@@ -103,6 +103,7 @@ func retryableCode(code string) bool {
 	switch code {
 	case "invalid_request_error", "invalid_api_key", "authentication_error", "permission_error",
 		"not_found_error", "model_not_found", "context_length_exceeded", "insufficient_quota",
+		"exceed_context_size_error", "unsupported_parameter", "unsupported_value",
 		"invalid_prompt", "content_filter", "BadRequestError", "NotFoundError":
 		return false
 	}

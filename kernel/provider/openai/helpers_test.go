@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // hangLimit bounds any single Stream call in these tests: a call that takes
 // longer has hung. It is a guard, not a performance assertion.
-const hangLimit = 10 * time.Second
+const hangLimit = 30 * time.Second
 
 // result is what one Stream call produced, as the golden files record it.
 type result struct {

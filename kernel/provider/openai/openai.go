@@ -59,14 +59,23 @@ type Config struct {
 	// no limit of its own: the caller's context bounds the call. Reasoning
 	// models can think for minutes before their first token, so be generous.
 	IdleTimeout time.Duration
+	// Request shapes every request: parallel_tool_calls, tool_choice,
+	// reasoning_effort. The zero value sends none of them.
+	Request RequestOptions
+	// Models overrides Request for the named models (the request's model,
+	// which is a fallback's name when the kernel falls back): each setting
+	// an override sets replaces the default's.
+	Models map[string]RequestOptions
 }
 
 // Provider is a kernel.Provider for OpenAI-compatible Chat Completions
 // servers. It is safe for concurrent use.
 type Provider struct {
-	client  oa.Client
-	baseURL string
-	idle    time.Duration
+	client   oa.Client
+	baseURL  string
+	idle     time.Duration
+	defaults RequestOptions
+	models   map[string]RequestOptions
 }
 
 // New checks cfg and returns a Provider. Errors name the offending field
@@ -94,6 +103,16 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.IdleTimeout < 0 {
 		return nil, fmt.Errorf("openai: idle timeout %s is negative", cfg.IdleTimeout)
+	}
+	if err := cfg.Request.check("model"); err != nil {
+		return nil, err
+	}
+	models := make(map[string]RequestOptions, len(cfg.Models))
+	for name, o := range cfg.Models {
+		if err := o.check("model.overrides." + name); err != nil {
+			return nil, err
+		}
+		models[name] = o
 	}
 
 	env := cfg.APIKeyEnv
@@ -133,7 +152,7 @@ func New(cfg Config) (*Provider, error) {
 		}
 		opts = append(opts, option.WithHeader(k, v))
 	}
-	return &Provider{client: oa.Client{Options: opts}, baseURL: base, idle: cfg.IdleTimeout}, nil
+	return &Provider{client: oa.Client{Options: opts}, baseURL: base, idle: cfg.IdleTimeout, defaults: cfg.Request, models: models}, nil
 }
 
 // errIdle is the cancellation cause when IdleTimeout fires.
@@ -151,6 +170,7 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 	if err != nil {
 		return kernel.Response{}, &kernel.ProviderError{Provider: Name, Code: "invalid_request", Message: err.Error(), Err: err}
 	}
+	p.options(req.Model).apply(&params, offeredNames(req.Tools))
 	if emit == nil {
 		emit = func(kernel.Delta) {}
 	}
@@ -174,8 +194,10 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 		return kernel.Response{}, p.failure(parent, ctx, err, "send request")
 	}
 	defer res.Body.Close()
-	if err := checkContentType(res); err != nil {
-		return kernel.Response{}, err
+	if isJSON(res) {
+		// A server that ignored "stream": true (or reports errors with
+		// 200): read the body as a whole completion, or as an error.
+		return p.completion(parent, ctx, res, names, emit)
 	}
 
 	var onLine func()
@@ -240,6 +262,7 @@ func statusMiddleware(req *http.Request, next option.MiddlewareNext) (*http.Resp
 	defer res.Body.Close()
 	body, rerr := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 	pe := httpError(res.StatusCode, body)
+	pe.RetryAfter = retryAfter(res.Header, time.Now())
 	if rerr != nil && len(body) == 0 {
 		pe.Err = rerr
 	}
@@ -269,21 +292,9 @@ func (p *Provider) failure(parent, ctx context.Context, err error, what string) 
 		Message: fmt.Sprintf("%s to %s: %v", what, p.baseURL, err), Err: err}
 }
 
-// checkContentType rejects a successful response that is plain JSON: a
-// server that ignored stream=true, or one that reports errors with 200.
-func checkContentType(res *http.Response) error {
+func isJSON(res *http.Response) bool {
 	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
-	if mt != "application/json" {
-		return nil
-	}
-	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-	if code, msg, ok := parseErrorBody(body); ok {
-		pe := &kernel.ProviderError{Provider: Name, StatusCode: res.StatusCode, Code: code, Message: msg}
-		pe.Retryable = retryableCode(code)
-		return pe
-	}
-	return &kernel.ProviderError{Provider: Name, StatusCode: res.StatusCode, Code: "not_a_stream",
-		Message: "the server answered with application/json instead of an event stream; does it support \"stream\": true?"}
+	return mt == "application/json"
 }
 
 func isLoopback(u *url.URL) bool {

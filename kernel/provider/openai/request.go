@@ -25,10 +25,7 @@ func buildParams(req kernel.Request) (oa.ChatCompletionNewParams, toolname.Map, 
 		return params, toolname.Map{}, errors.New("the request has no messages")
 	}
 
-	offered := make([]string, len(req.Tools))
-	for i, t := range req.Tools {
-		offered[i] = t.Name
-	}
+	offered := offeredNames(req.Tools)
 	var history []string
 	for _, m := range req.Messages {
 		for _, tc := range m.ToolCalls {
@@ -40,6 +37,14 @@ func buildParams(req kernel.Request) (oa.ChatCompletionNewParams, toolname.Map, 
 		return params, toolname.Map{}, err
 	}
 
+	// Reasoning is echoed only within the current exchange: after the last
+	// user message.
+	lastUser := -1
+	for i, m := range req.Messages {
+		if m.Role == kernel.RoleUser {
+			lastUser = i
+		}
+	}
 	msgs := make([]oa.ChatCompletionMessageParamUnion, 0, len(req.Messages))
 	for i, m := range req.Messages {
 		switch m.Role {
@@ -48,7 +53,7 @@ func buildParams(req kernel.Request) (oa.ChatCompletionNewParams, toolname.Map, 
 		case kernel.RoleUser:
 			msgs = append(msgs, oa.UserMessage(m.Content))
 		case kernel.RoleAssistant:
-			msgs = append(msgs, assistantMessage(m))
+			msgs = append(msgs, assistantMessage(m, i > lastUser))
 		case kernel.RoleTool:
 			if m.ToolCallID == "" {
 				return params, toolname.Map{}, fmt.Errorf("message %d: tool message (tool %q) has no tool_call_id", i, m.ToolName)
@@ -77,13 +82,25 @@ func buildParams(req kernel.Request) (oa.ChatCompletionNewParams, toolname.Map, 
 			}
 			params.Tools[i] = oa.ChatCompletionFunctionTool(fd)
 		}
-		params.ParallelToolCalls = oa.Bool(true)
 	}
 	return params, names, nil
 }
 
-// assistantMessage maps an assistant message. Reasoning is never sent back.
-func assistantMessage(m kernel.Message) oa.ChatCompletionMessageParamUnion {
+func offeredNames(tools []kernel.ToolSpec) []string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// assistantMessage maps an assistant message. Its reasoning is sent back
+// only when it has tool calls and belongs to the current exchange (echo),
+// in the field it arrived in: DeepSeek's thinking mode answers 400 when the
+// reasoning_content of a tool-calling turn is missing, and servers that do
+// not need it ignore it. Arguments that are not a JSON object are sent as
+// one that quotes them (see argumentsForWire).
+func assistantMessage(m kernel.Message, echo bool) oa.ChatCompletionMessageParamUnion {
 	var a oa.ChatCompletionAssistantMessageParam
 	if m.Content != "" || len(m.ToolCalls) == 0 {
 		a.Content.OfString = oa.String(m.Content)
@@ -91,10 +108,7 @@ func assistantMessage(m kernel.Message) oa.ChatCompletionMessageParamUnion {
 	if len(m.ToolCalls) > 0 {
 		a.ToolCalls = make([]oa.ChatCompletionMessageToolCallUnionParam, len(m.ToolCalls))
 		for i, tc := range m.ToolCalls {
-			args := tc.Arguments
-			if strings.TrimSpace(args) == "" {
-				args = "{}" // the kernel reads "" as {}; servers may not
-			}
+			args := argumentsForWire(tc.Arguments)
 			a.ToolCalls[i] = oa.ChatCompletionMessageToolCallUnionParam{
 				OfFunction: &oa.ChatCompletionMessageFunctionToolCallParam{
 					ID: tc.ID,
@@ -106,7 +120,42 @@ func assistantMessage(m kernel.Message) oa.ChatCompletionMessageParamUnion {
 			}
 		}
 	}
+	if echo && m.Reasoning != "" && len(m.ToolCalls) > 0 {
+		field := m.ReasoningField
+		if field != "reasoning" {
+			field = "reasoning_content"
+		}
+		a.SetExtraFields(map[string]any{field: m.Reasoning})
+	}
 	return oa.ChatCompletionMessageParamUnion{OfAssistant: &a}
+}
+
+// invalidArguments is what is sent back in place of arguments that are not
+// a JSON object. The history keeps what the model sent; strict servers
+// (Ollama, vLLM with some templates) parse the history's arguments and
+// answer 400 to anything but an object.
+type invalidArguments struct {
+	Error string `json:"error"`
+	Sent  string `json:"arguments_as_sent"`
+}
+
+// argumentsForWire is a call's arguments as they go back to the server: as
+// the model sent them when they are a JSON object, {} when empty (the
+// kernel reads empty as {}), and otherwise an object with an error note
+// that quotes them.
+func argumentsForWire(args string) string {
+	trimmed := strings.TrimSpace(args)
+	if trimmed == "" {
+		return "{}"
+	}
+	if trimmed[0] == '{' && json.Valid([]byte(trimmed)) {
+		return args
+	}
+	b, err := json.Marshal(invalidArguments{Error: "these arguments were not a valid JSON object, so the call was not run", Sent: args})
+	if err != nil { // unreachable: two strings always marshal
+		return "{}"
+	}
+	return string(b)
 }
 
 // parameters turns a tool's JSON Schema into the function's "parameters".

@@ -59,8 +59,8 @@ func TestStreamRequest(t *testing.T) {
 					t.Errorf("%q is not a valid OpenAI function name", n)
 				}
 			}
-			if p := r.Chat.ParallelToolCalls; p == nil || !*p {
-				t.Error("parallel_tool_calls is not true")
+			if _, ok := r.Fields["parallel_tool_calls"]; ok {
+				t.Error("parallel_tool_calls sent although model.parallel_tool_calls is unset")
 			}
 			msgs := r.Chat.Messages
 			if len(msgs) != 8 {

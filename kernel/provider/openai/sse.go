@@ -82,7 +82,14 @@ func (s *sseReader) next() (sseEvent, error) {
 			value = value[1:]
 		}
 		switch string(field) {
-		case "data":
+		case "data", "error":
+			// "error:" is not an SSE field: llama.cpp's server before
+			// b4800 or so wrote its in-stream errors that way (a line
+			// "error: {...}", then "data: [DONE]"). It is read as the
+			// data of an error event.
+			if field[0] == 'e' {
+				ev.name = "error"
+			}
 			if hasData {
 				s.data = append(s.data, '\n')
 			} else {

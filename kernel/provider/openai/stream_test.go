@@ -160,6 +160,8 @@ func TestStreamHTTPErrors(t *testing.T) {
 		{"408", 408, `{"error":{"message":"Request timed out.","type":"timeout","param":null,"code":null}}`, "timeout", "Request timed out", true},
 		{"409", 409, `{"error":{"message":"conflict","type":"conflict","param":null,"code":null}}`, "conflict", "conflict", true},
 		{"422 vllm", 422, `{"object":"error","message":"[{'type': 'missing', 'loc': ('body', 'messages')}]","type":"BadRequestError","param":null,"code":422}`, "BadRequestError", "missing", false},
+		{"400 o3-mini parallel_tool_calls", 400, string(readFile(t, "openai_o3-mini_unsupported_parameter.json")), "unsupported_parameter", "'parallel_tool_calls' is not supported", false},
+		{"400 deepseek missing reasoning", 400, string(readFile(t, "deepseek_v3.2_missing_reasoning.json")), "invalid_request_error", "Missing `reasoning_content`", false},
 		{"429 rate limit", 429, string(readFile(t, "error_429.json")), "rate_limit_exceeded", "Rate limit reached", true},
 		{"429 quota", 429, string(readFile(t, "error_429_quota.json")), "insufficient_quota", "exceeded your current quota", false},
 		{"500", 500, string(readFile(t, "error_500.json")), "server_error", "The server had an error", true},

@@ -165,9 +165,11 @@ func BenchmarkList(b *testing.B) {
 }
 
 // BenchmarkOpenSnapshot opens a store read-only while this process holds
-// it for writing (as `kernel sessions ls` next to a running `kernel chat`):
-// each Open copies the store's logs and links its tables.
+// it for writing, without the writer's socket (as `kernel sessions ls`
+// next to a writer that does not answer): each Open copies the store.
 func BenchmarkOpenSnapshot(b *testing.B) {
+	noSocket = true
+	defer func() { noSocket = false }()
 	dir := b.TempDir()
 	fill(b, dir, "big", 10_000)
 	w := openAt(b, dir, Options{})

@@ -161,3 +161,18 @@ func mib(n int64) string {
 	}
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
+
+// CheckSpace fails with ErrDiskFull when the store's file system cannot
+// hold one more step of step bytes on top of the reserve (see
+// Options.MinFreeBytes). `kernel run` and `chat` call it before a session
+// is announced, so a full volume fails at once instead of after printing
+// "session … (new)".
+func (s *Store) CheckSpace(step int64) error {
+	if s.opts.ReadOnly {
+		return nil
+	}
+	if err := s.checkSpace(step, false); err != nil {
+		return fmt.Errorf("session store: %w", err)
+	}
+	return nil
+}

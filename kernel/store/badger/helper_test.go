@@ -52,6 +52,10 @@ func TestHelperProcess(t *testing.T) {
 		err = helperOpen(os.Getenv("STORE_DIR"), os.Getenv("READ_ONLY") == "1")
 	case "hold":
 		err = helperHold(os.Getenv("STORE_DIR"))
+	case "churn":
+		err = helperChurn(os.Getenv("STORE_DIR"))
+	case "reads":
+		err = helperReads(os.Getenv("STORE_DIR"), os.Getenv("READS"), os.Getenv("NO_SOCKET") == "1")
 	case "diskfull":
 		err = helperDiskFull(os.Getenv("STORE_DIR"), os.Getenv("MIN_FREE"))
 	default:

@@ -34,7 +34,7 @@ func TestSecondProcess(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != 4 {
 			t.Fatalf("helper exit %v, want 4 (ErrLocked); output %q", err, out)
 		}
-		want := fmt.Sprintf("open session store %s: store is locked: another kernel (pid %d) holds it; wait for it to finish or use another store directory", dir, os.Getpid())
+		want := fmt.Sprintf("open session store %s: store is locked: another kernel (pid %d, %q) holds it; wait for it to finish or use another store directory", dir, os.Getpid(), commandOf(os.Getpid()))
 		if got := strings.TrimSpace(string(out)); got != want {
 			t.Fatalf("the second process said\n%q\nwant\n%q", got, want)
 		}
@@ -68,7 +68,7 @@ func TestSecondProcess(t *testing.T) {
 			t.Fatalf("helper said %q, %v", line, err)
 		}
 		_, err = Open(dir, Options{Logger: quietLogger()})
-		want := fmt.Sprintf("another kernel (pid %d) holds it", cmd.Process.Pid)
+		want := fmt.Sprintf("another kernel (pid %d, %q) holds it", cmd.Process.Pid, commandOf(cmd.Process.Pid))
 		if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), dir) {
 			_ = cmd.Process.Kill()
 			t.Fatalf("Open while another process holds the store = %v, want ErrLocked naming %s and %q", err, dir, want)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -23,7 +24,11 @@ func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if s.remote != nil {
+		return s.remoteLoad(ctx, id)
+	}
 	var out *kernel.Session
+	var damaged map[uint64]string
 	err := s.db.View(func(txn *bdg.Txn) error {
 		meta, err := s.readMeta(txn, id)
 		if err != nil {
@@ -32,9 +37,17 @@ func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
 		if s.expired(&meta) {
 			return fmt.Errorf("session %q expired (ttl %s): %w", id, s.opts.TTL, kernel.ErrSessionNotFound)
 		}
-		msgs, err := readMessages(ctx, txn, id, meta.LastSeq)
+		msgs, lost, err := readMessages(ctx, txn, id, meta.LastSeq)
 		if err != nil {
 			return err
+		}
+		if lost != nil {
+			meta.Labels = maps.Clone(meta.Labels)
+			if meta.Labels == nil {
+				meta.Labels = map[string]string{}
+			}
+			meta.Labels[LabelDamaged] = damageLabel(lost)
+			damaged = lost
 		}
 		out = &kernel.Session{Meta: meta, Messages: msgs}
 		item, err := txn.Get(pendingKey(id))
@@ -55,6 +68,20 @@ func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load session: %w", err)
+	}
+	if damaged != nil && !s.opts.ReadOnly {
+		if err := updateDamage(s.dir, func(d damageRecord) {
+			if d[id] == nil {
+				d[id] = map[uint64]string{}
+			}
+			for seq, what := range damaged {
+				if _, known := d[id][seq]; !known {
+					d[id][seq] = what
+				}
+			}
+		}); err != nil {
+			s.opts.Logger.Warn("cannot record damaged messages", "session", id, "error", err)
+		}
 	}
 	return out, nil
 }
@@ -82,32 +109,48 @@ func (s *Store) readMeta(txn *bdg.Txn, id string) (kernel.SessionMeta, error) {
 }
 
 // readMessages reads messages 1..last of id. Keys past last are ignored:
-// they are leftovers of a write that never reached its commit point.
-func readMessages(ctx context.Context, txn *bdg.Txn, id string, last uint64) ([]kernel.Message, error) {
-	msgs := make([]kernel.Message, 0, min(last, 1<<16)) // last may be damaged
+// they are leftovers of a write that never reached its commit point. A
+// message whose value cannot be read gets a placeholder (damage.go), and
+// lost says which and why.
+func readMessages(ctx context.Context, txn *bdg.Txn, id string, last uint64) (msgs []kernel.Message, lost map[uint64]string, err error) {
+	msgs = make([]kernel.Message, 0, min(last, 1<<16)) // last may be damaged
 	p := msgPrefix(id)
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
 	defer it.Close()
 	for it.Seek(msgKey(id, 1)); it.Valid() && uint64(len(msgs)) < last; it.Next() {
 		want := uint64(len(msgs)) + 1
 		if want%1024 == 0 && ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		item := it.Item()
 		seq, ok := parseMsgSeq(item.Key(), p)
 		if !ok || seq != want {
-			return nil, &CorruptError{Session: id, Part: "message", Seq: want, Err: errors.New("missing from the store")}
+			return nil, nil, &CorruptError{Session: id, Part: "message", Seq: want, Err: errors.New("missing from the store")}
 		}
 		msgs = append(msgs, kernel.Message{Seq: seq})
 		err := item.Value(func(v []byte) error { return decodeMessage(v, &msgs[len(msgs)-1]) })
 		if err != nil {
-			return nil, &CorruptError{Session: id, Part: "message", Seq: seq, Err: err}
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			if lost == nil {
+				lost = map[uint64]string{}
+			}
+			lost[seq] = err.Error()
+			msgs[len(msgs)-1] = placeholder(msgs[:len(msgs)-1], seq, err)
 		}
 	}
 	if n := uint64(len(msgs)); n < last {
-		return nil, &CorruptError{Session: id, Part: "message", Seq: n + 1, Err: fmt.Errorf("missing from the store (the metadata says %d messages)", last)}
+		return nil, nil, &CorruptError{Session: id, Part: "message", Seq: n + 1, Err: fmt.Errorf("missing from the store (the metadata says %d messages)", last)}
 	}
-	return msgs, nil
+	if lost != nil {
+		lostSet := make(map[uint64]bool, len(lost))
+		for s := range lost {
+			lostSet[s] = true
+		}
+		fixPlaceholders(msgs, lostSet)
+	}
+	return msgs, lost, nil
 }
 
 // List returns the metadata of every session, most recently updated
@@ -116,6 +159,9 @@ func readMessages(ctx context.Context, txn *bdg.Txn, id string, last uint64) ([]
 // is corrupt and the error under LabelCorrupt, so one damaged session
 // neither hides the others nor disappears.
 func (s *Store) List(ctx context.Context) ([]kernel.SessionMeta, error) {
+	if s.remote != nil {
+		return s.remoteList(ctx)
+	}
 	var out []kernel.SessionMeta
 	err := s.scan(ctx, func(e scanEntry) error {
 		switch {
@@ -133,6 +179,7 @@ func (s *Store) List(ctx context.Context) ([]kernel.SessionMeta, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
+	flagDamaged(s.dir, out)
 	slices.SortStableFunc(out, func(a, b kernel.SessionMeta) int {
 		if c := b.Updated.Compare(a.Updated); c != 0 {
 			return c

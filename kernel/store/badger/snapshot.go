@@ -16,11 +16,19 @@ import (
 // Badger cannot open a store read-only while a writer holds it (the
 // writer's exclusive flock excludes the reader's shared one), nor one whose
 // last writer crashed (its memtable log needs a truncation, which a reader
-// may not do). A read-only Open then reads a snapshot instead: a private
-// copy of the store, made inside the store directory so table files can be
-// hard-linked (or in $TMPDIR, copied, when this user may not write the
-// store directory), opened read-write (which recovers the copied logs) and
-// removed at Close. No file of the store itself is ever written.
+// may not do). A read-only Open of a store held by a writer asks the
+// writer (serve.go); when no writer answers — a crashed writer's store, or
+// a writer without a socket — it reads a snapshot instead: a private copy
+// of the store, made inside the store directory (or in $TMPDIR when this
+// user may not write the store directory), opened read-write (which
+// recovers the copied logs) and removed at Close. No file of the store
+// itself is ever written.
+//
+// Every file is copied, never hard-linked: Badger deletes a table by
+// truncating it to zero bytes first, and a link shares the inode, so a
+// reader that mapped a linked table died with SIGBUS when the writer
+// compacted it away. A file truncated while it is copied is detected (its
+// size changed) and the copy retried.
 //
 // The copy is consistent because of the order of the steps, given how a
 // Badger writer changes its files:
@@ -28,7 +36,7 @@ import (
 //  1. the memtable logs (*.mem) are copied first: they hold every write
 //     not yet flushed to a table;
 //  2. then MANIFEST (the list of live tables) and KEYREGISTRY;
-//  3. then every table (*.sst, immutable) is hard-linked: a memtable flushed
+//  3. then every table (*.sst, immutable) is copied: a memtable flushed
 //     after step 1 is in a table that MANIFEST may or may not list, and both
 //     are fine; a table compacted away after step 2 is missing, and Badger
 //     refuses the copy ("file does not exist"): retry;
@@ -45,83 +53,119 @@ const snapshotPrefix = ".snapshot-"
 func openSnapshot(dir string, opts Options, t tuning) (*Store, error) {
 	var last error
 	for range 5 {
-		snap, err := copyStore(dir)
+		snap, lock, err := copyStore(dir)
 		if err != nil {
 			last = err
 			continue
 		}
 		// No compaction in the copy, and so no reason to stall its flushes.
 		bo := opts.badgerOptions(snap, t).WithReadOnly(false).WithLogger(nil).
-			WithNumCompactors(0).WithNumLevelZeroTables(1000).WithNumLevelZeroTablesStall(1001)
+			WithNumCompactors(0).WithNumLevelZeroTables(1000).WithNumLevelZeroTablesStall(1001).WithCompactL0OnClose(false)
 		db, err := bdg.Open(bo)
 		if err != nil {
-			_ = os.RemoveAll(snap)
+			removeSnapshot(snap, lock)
 			last = err
 			continue
 		}
 		opts.ReadOnly = true
-		return &Store{dir: dir, snapshot: snap, db: db, opts: opts, reserve: -1, stop: make(chan struct{})}, nil
+		return &Store{dir: dir, snapshot: snap, snapLock: lock, db: db, opts: opts, reserve: -1, stop: make(chan struct{})}, nil
 	}
-	return nil, fmt.Errorf("open session store %s read-only: a writer holds it, and taking a snapshot failed: %w", dir, last)
+	return nil, fmt.Errorf("open session store %s read-only: a writer holds it or did not close it, and taking a snapshot failed: %w", dir, last)
 }
 
-// copyStore makes the snapshot copy of dir and returns its directory.
-func copyStore(dir string) (snap string, err error) {
+// snapshotLock is the file in a snapshot directory its reader holds an
+// exclusive flock on while it uses the snapshot: a directory whose lock is
+// free belongs to a reader that is gone.
+const snapshotLock = ".reader"
+
+// copyFault, when set (by tests), is called before each step of
+// copyStore and fails the copy with the error it returns.
+var copyFault func(step string) error
+
+// copyStore makes the snapshot copy of dir and returns its directory and
+// the locked file that marks it in use. On error nothing is left behind.
+func copyStore(dir string) (snap string, lock *os.File, err error) {
+	fault := func(step string) error {
+		if copyFault != nil {
+			return copyFault(step)
+		}
+		return nil
+	}
+	if err := fault("list"); err != nil {
+		return "", nil, err
+	}
 	vlogsBefore, err := filesWithSuffix(dir, ".vlog")
 	if err != nil {
-		return "", err
+		return "", nil, err
+	}
+	if err := fault("mkdir"); err != nil {
+		return "", nil, err
 	}
 	snap, err = os.MkdirTemp(dir, snapshotPrefix)
 	if err != nil { // a directory this user may not write: copy to $TMPDIR
 		if snap, err = os.MkdirTemp("", "agentkernel"+snapshotPrefix); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
+	// The deferred cleanup reads the directory from its own variable: a
+	// "return "", nil, err" clears the named results before it runs.
+	made := snap
 	defer func() {
 		if err != nil {
-			_ = os.RemoveAll(snap)
+			removeSnapshot(made, lock)
+			snap, lock = "", nil
 		}
 	}()
-	steps := []struct {
-		suffix string
-		link   bool
-	}{{".mem", false}, {"MANIFEST", false}, {"KEYREGISTRY", false}, {".sst", true}, {".vlog", false}}
-	for _, st := range steps {
-		names, err := filesWithSuffix(dir, st.suffix)
-		if err != nil {
-			return "", err
+	if err = fault("lock"); err != nil {
+		return "", nil, err
+	}
+	if lock, err = lockSnapshot(snap); err != nil {
+		return "", nil, err
+	}
+	steps := []string{".mem", "MANIFEST", "KEYREGISTRY", ".sst", ".vlog"}
+	for _, suffix := range steps {
+		if err = fault(suffix); err != nil {
+			return "", nil, err
+		}
+		names, lerr := filesWithSuffix(dir, suffix)
+		if lerr != nil {
+			return "", nil, lerr
 		}
 		for _, n := range names {
 			src, dst := filepath.Join(dir, n), filepath.Join(snap, n)
-			if fi, err := os.Stat(src); err == nil && fi.Size() == 0 && !st.link && st.suffix != "MANIFEST" && st.suffix != "KEYREGISTRY" {
+			if fi, serr := os.Stat(src); serr == nil && fi.Size() == 0 && suffix != "MANIFEST" && suffix != "KEYREGISTRY" {
 				continue // an empty log (see removeEmptyLogs): it holds nothing
 			}
-			if st.link {
-				err = os.Link(src, dst)
-				if err != nil && !errors.Is(err, os.ErrNotExist) {
-					err = copyFile(src, dst) // no hard links here: copy
-				}
-			} else {
-				err = copyFile(src, dst)
-			}
-			if errors.Is(err, os.ErrNotExist) && st.suffix == ".mem" {
+			cerr := copyFile(src, dst)
+			if errors.Is(cerr, os.ErrNotExist) && suffix == ".mem" {
 				continue // flushed meanwhile: its data is in a table
 			}
-			if err != nil {
-				return "", fmt.Errorf("snapshot %s: %w", n, err)
+			if cerr != nil {
+				return "", nil, fmt.Errorf("snapshot %s: %w", n, cerr)
 			}
 		}
+	}
+	if err = fault("verify"); err != nil {
+		return "", nil, err
 	}
 	vlogsAfter, err := filesWithSuffix(dir, ".vlog")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	for _, v := range vlogsBefore {
 		if !slices.Contains(vlogsAfter, v) {
-			return "", fmt.Errorf("snapshot: value log %s was collected while copying", v)
+			return "", nil, fmt.Errorf("snapshot: value log %s was collected while copying", v)
 		}
 	}
-	return snap, nil
+	return snap, lock, nil
+}
+
+// removeSnapshot removes a snapshot directory and releases its lock.
+func removeSnapshot(snap string, lock *os.File) {
+	_ = os.RemoveAll(snap)
+	if lock != nil {
+		_ = lock.Close()
+	}
 }
 
 func filesWithSuffix(dir, suffix string) ([]string, error) {
@@ -138,8 +182,13 @@ func filesWithSuffix(dir, suffix string) ([]string, error) {
 	return out, nil
 }
 
+// errShrank is a file truncated (deleted, for Badger) while it was
+// copied: the copy is not the file, so the snapshot is retried.
+var errShrank = errors.New("the file was truncated while it was copied")
+
 // copyFile copies src to dst, keeping holes: Badger's logs are large
-// sparse files that are mostly holes.
+// sparse files that are mostly holes. It fails with errShrank when src
+// changed size meanwhile.
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
@@ -157,6 +206,10 @@ func copyFile(src, dst string) error {
 	if err := copySparse(out, in, fi.Size()); err != nil {
 		out.Close()
 		return err
+	}
+	if after, err := in.Stat(); err != nil || after.Size() < fi.Size() {
+		out.Close()
+		return errShrank
 	}
 	if err := out.Truncate(fi.Size()); err != nil {
 		out.Close()
@@ -215,8 +268,10 @@ func unclean(dir string) bool {
 	return false
 }
 
-// removeStaleSnapshots removes snapshot copies older than an hour, left by
-// readers that crashed.
+// removeStaleSnapshots removes the snapshot copies of readers that are
+// gone (crashed, or killed): those whose lock file no process holds. A
+// directory without its lock file is one being created, unless it is more
+// than a minute old.
 func removeStaleSnapshots(dir string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -226,8 +281,15 @@ func removeStaleSnapshots(dir string) {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), snapshotPrefix) {
 			continue
 		}
-		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
-			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		p := filepath.Join(dir, e.Name())
+		if snapshotInUse(p) {
+			continue
 		}
+		if fi, err := e.Info(); err == nil {
+			if _, err := os.Stat(filepath.Join(p, snapshotLock)); err != nil && time.Since(fi.ModTime()) < time.Minute {
+				continue // being made: its lock comes next
+			}
+		}
+		_ = os.RemoveAll(p)
 	}
 }

@@ -8,3 +8,6 @@ import "os"
 func copySparse(out, in *os.File, size int64) error {
 	return copyRange(out, in, 0, size, make([]byte, 256<<10))
 }
+
+// readData reads path.
+func readData(path string) ([]byte, error) { return os.ReadFile(path) }

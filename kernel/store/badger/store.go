@@ -99,11 +99,17 @@ type Options struct {
 // use.
 type Store struct {
 	dir      string
-	snapshot string // the private copy a read-only Store reads, if any
+	snapshot string   // the private copy a read-only Store reads, if any
+	snapLock *os.File // held while the snapshot is in use
+	remote   *remote  // the writer a read-only Store asks, if any
+	srv      *server  // the reader socket of a read-write Store
+	beside   besideState
 	db       *bdg.DB
 	opts     Options
 	reserve  int64
-	locks    locks
+	// baseTable is the tuning's table size (for tooManyTables).
+	baseTable int64
+	locks     locks
 
 	gcMu      sync.Mutex // one GC at a time
 	stop      chan struct{}
@@ -141,21 +147,27 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open session store %s read-only: %w", dir, err)
 		}
 		// Badger would refuse (and log an error about) a store a writer
-		// holds or a crashed writer left: go straight to the snapshot.
+		// holds or a crashed writer left: ask the writer, or read a copy.
 		if h := probeLock(dir); h == heldByWriter || h == heldByNobody && unclean(dir) {
-			return openSnapshot(dir, opts, t)
+			return openBeside(dir, opts, t)
 		}
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("open session store: %w", err)
+	} else if err := prepareDir(dir, opts.Logger); err != nil {
+		return nil, err
 	} else if removed, err := removeEmptyLogs(dir); err != nil {
 		return nil, fmt.Errorf("open session store %s: %w", dir, err)
 	} else if len(removed) > 0 {
 		opts.Logger.Warn("removed empty log files a crash left behind", "dir", dir, "files", removed)
 	}
+	if !opts.ReadOnly {
+		if err := guardNewestLog(dir, opts.Logger); err != nil {
+			return nil, err
+		}
+	}
 	db, err := bdg.Open(opts.badgerOptions(dir, t))
-	// A writer waits up to a second for readers (short-lived commands such
-	// as `kernel sessions ls`) to let go of the store.
-	for wait := time.Now().Add(time.Second); err != nil && !opts.ReadOnly && probeLock(dir) == heldByReaders && time.Now().Before(wait); {
+	// A writer waits for readers of a free store (short-lived commands
+	// such as `kernel sessions ls`, which let go before they print) to
+	// finish.
+	for wait := time.Now().Add(readerWait); err != nil && !opts.ReadOnly && probeLock(dir) == heldByReaders && time.Now().Before(wait); {
 		time.Sleep(20 * time.Millisecond)
 		db, err = bdg.Open(opts.badgerOptions(dir, t))
 	}
@@ -163,7 +175,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		h := probeLock(dir)
 		switch {
 		case opts.ReadOnly && (h == heldByWriter || h == heldByNobody && unclean(dir)):
-			return openSnapshot(dir, opts, t)
+			return openBeside(dir, opts, t)
 		case h != heldByNobody:
 			return nil, lockedError(dir, h)
 		}
@@ -171,16 +183,35 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if !opts.ReadOnly {
 		removeStaleSnapshots(dir)
+		fixFileModes(dir, opts.Logger)
 	}
-	s := &Store{dir: dir, db: db, opts: opts, reserve: opts.MinFreeBytes, stop: make(chan struct{})}
+	s := &Store{dir: dir, db: db, opts: opts, reserve: opts.MinFreeBytes, baseTable: t.baseTable, stop: make(chan struct{})}
 	if s.reserve == 0 {
 		s.reserve = t.reserve()
 	}
 	if !opts.ReadOnly {
+		s.serve()
 		s.wg.Add(1)
 		go s.gcLoop()
 	}
 	return s, nil
+}
+
+// readerWait is how long a writer's Open waits for the readers of a free
+// store to let go of it.
+var readerWait = 10 * time.Second
+
+// openBeside opens a read-only Store on a store it cannot lock: through
+// the writer's reader socket when a writer answers on it, or else on a
+// snapshot copy.
+func openBeside(dir string, opts Options, t tuning) (*Store, error) {
+	if probeLock(dir) == heldByWriter && !noSocket {
+		if r, ok := dialRemote(dir); ok {
+			opts.ReadOnly = true
+			return &Store{dir: dir, remote: r, opts: opts, reserve: -1, stop: make(chan struct{})}, nil
+		}
+	}
+	return openSnapshot(dir, opts, t)
 }
 
 // Dir is the store's directory.
@@ -192,17 +223,33 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
+		if s.remote != nil {
+			s.closeErr = s.closeBeside()
+			return
+		}
+		s.stopServing()
 		if !s.opts.ReadOnly {
 			s.gcMu.Lock()
 			s.valueLogGC()
+			if s.tooManyTables(s.baseTable) {
+				if err := s.mergeTables(); err != nil {
+					s.opts.Logger.Warn("cannot merge the store's tables", "dir", s.dir, "error", err)
+				}
+			}
 			s.gcMu.Unlock()
 		}
 		if err := s.db.Close(); err != nil && s.snapshot == "" {
 			s.closeErr = fmt.Errorf("close session store %s: %w", s.dir, err)
 		}
+		if !s.opts.ReadOnly {
+			fixFileModes(s.dir, s.opts.Logger)
+		}
 		if s.snapshot != "" {
 			if err := os.RemoveAll(s.snapshot); err != nil {
 				s.closeErr = fmt.Errorf("close session store %s: remove snapshot: %w", s.dir, err)
+			}
+			if s.snapLock != nil {
+				_ = s.snapLock.Close()
 			}
 		}
 	})

@@ -14,15 +14,20 @@ import (
 // and exits, so it wants a fast open and little memory; a server keeps the
 // store open for days and wants throughput and cache.
 type tuning struct {
-	memTable       int64 // also bounds one transaction: Badger allows 15% of it
-	memTables      int
-	l0Tables       int
-	l0Stall        int
-	baseTable      int64
-	baseLevel      int64
-	blockCache     int64
-	compactors     int
-	valueThreshold int64 // values of this size or more go to the value log
+	memTable   int64 // also bounds one transaction: Badger allows 15% of it
+	memTables  int
+	l0Tables   int
+	l0Stall    int
+	baseTable  int64
+	baseLevel  int64
+	blockCache int64
+	compactors int
+	// valueThreshold: values of this size or more go to the value log.
+	// The CLI's is Badger's maximum (1 MiB): every process writes to a
+	// value-log file of its own, so smaller thresholds left one more
+	// file per process that wrote a large value, which only GC of
+	// garbage ever removed; in tables, compaction bounds them.
+	valueThreshold int64
 	vlogFile       int64
 	compression    options.CompressionType
 }
@@ -31,7 +36,7 @@ var (
 	cliTuning = tuning{
 		memTable: 8 << 20, memTables: 2, l0Tables: 4, l0Stall: 12,
 		baseTable: 2 << 20, baseLevel: 8 << 20, blockCache: 4 << 20, compactors: 2,
-		valueThreshold: 16 << 10, vlogFile: 64 << 20, compression: options.None,
+		valueThreshold: 1 << 20, vlogFile: 64 << 20, compression: options.None,
 	}
 	serverTuning = tuning{
 		memTable: 64 << 20, memTables: 5, l0Tables: 5, l0Stall: 15,
@@ -48,6 +53,9 @@ func (o *Options) badgerOptions(dir string, t tuning) bdg.Options {
 		WithLogger(hclogAdapter{o.Logger}).
 		WithMetricsEnabled(false).
 		WithNumVersionsToKeep(1).
+		// A damaged value fails its read (and only its message) instead
+		// of reaching the codec as other bytes.
+		WithVerifyValueChecksum(true).
 		// Every writer of a session holds its lock (see locks), so Badger's
 		// optimistic conflict detection would only cost memory.
 		WithDetectConflicts(false).
@@ -63,9 +71,17 @@ func (o *Options) badgerOptions(dir string, t tuning) bdg.Options {
 		WithNumCompactors(t.compactors).
 		WithValueThreshold(t.valueThreshold).
 		WithValueLogFileSize(t.vlogFile).
+		// A CLI process is too short for background compaction: without
+		// this every process left one more level-0 table behind.
+		WithCompactL0OnClose(true).
 		WithNumGoroutines(2)
 	if o.Tune != nil {
 		b = o.Tune(b)
+	}
+	// Badger refuses a threshold above the largest batch (15% of the
+	// memtable), which a Tune with a smaller memtable can cause.
+	if maxBatch := b.MemTableSize * 15 / 100; b.ValueThreshold > maxBatch {
+		b = b.WithValueThreshold(maxBatch)
 	}
 	return b
 }

@@ -24,12 +24,14 @@ type Request struct {
 
 // ChatRequest is the part of a chat completion request tests look at.
 type ChatRequest struct {
-	Model             string         `json:"model"`
-	Stream            bool           `json:"stream"`
-	StreamOptions     *StreamOptions `json:"stream_options"`
-	ParallelToolCalls *bool          `json:"parallel_tool_calls"`
-	Messages          []Message      `json:"messages"`
-	Tools             []Tool         `json:"tools"`
+	Model             string          `json:"model"`
+	Stream            bool            `json:"stream"`
+	StreamOptions     *StreamOptions  `json:"stream_options"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ReasoningEffort   string          `json:"reasoning_effort"`
+	Messages          []Message       `json:"messages"`
+	Tools             []Tool          `json:"tools"`
 }
 
 // StreamOptions is the request's stream_options.
@@ -44,6 +46,11 @@ type Message struct {
 	Content    Content        `json:"content"`
 	ToolCalls  []WireToolCall `json:"tool_calls"`
 	ToolCallID string         `json:"tool_call_id"`
+	// ReasoningContent and Reasoning are an assistant message's reasoning
+	// echoed back (DeepSeek, vLLM and llama.cpp name it reasoning_content;
+	// Ollama and OpenRouter reasoning).
+	ReasoningContent string `json:"reasoning_content"`
+	Reasoning        string `json:"reasoning"`
 }
 
 // WireToolCall is a tool call of an assistant message, as sent.

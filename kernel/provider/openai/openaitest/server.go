@@ -25,6 +25,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai/internal/toolname"
@@ -56,6 +57,16 @@ type Step struct {
 	// Body is the error body; empty means an OpenAI-shaped error naming
 	// the status.
 	Body string
+	// Header holds extra response headers (Retry-After on a 429).
+	Header http.Header
+	// Delay paces a rendered or recorded stream: the server waits this
+	// long before each event, as a slow model does. A client gone away
+	// ends the wait.
+	Delay time.Duration
+	// Stall, with SSE or a reply, stops sending after this many events and
+	// holds the connection open until the client leaves (a server that
+	// hangs mid-stream).
+	Stall int
 
 	// SSE, when not empty, is written verbatim as the response body (a
 	// recorded stream, "data: ...\n\n" events ending with "data: [DONE]").
@@ -119,9 +130,20 @@ type Server struct {
 	t   testing.TB
 	srv *httptest.Server
 
-	mu    sync.Mutex
-	steps []Step
-	reqs  []Request
+	mu     sync.Mutex
+	steps  []Step
+	reqs   []Request
+	strict bool
+}
+
+// StrictHistory makes the server check every request's history the way
+// Ollama does: each assistant tool call's arguments must parse as a JSON
+// object, or the request is answered 400 "invalid tool call arguments"
+// (Ollama's own message) and the step is not consumed.
+func (s *Server) StrictHistory() {
+	s.mu.Lock()
+	s.strict = true
+	s.mu.Unlock()
 }
 
 // NewServer starts a server on 127.0.0.1 that answers with steps, one per
@@ -180,6 +202,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
+	if s.strict {
+		for _, m := range req.Chat.Messages {
+			for _, tc := range m.ToolCalls {
+				var obj map[string]any
+				if json.Unmarshal([]byte(tc.Function.Arguments), &obj) != nil || obj == nil {
+					s.mu.Unlock()
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusBadRequest)
+					io.WriteString(w, `{"error":{"message":"invalid tool call arguments","type":"invalid_request_error","param":null,"code":null}}`)
+					return
+				}
+			}
+		}
+	}
 	n := len(s.reqs) // 0-based number of this request
 	s.reqs = append(s.reqs, req)
 	var step Step
@@ -201,6 +237,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "openaitest: only streaming requests are served")
 		return
 	}
+	for k, v := range step.Header {
+		w.Header()[k] = v
+	}
 	switch {
 	case step.Status != 0:
 		body := step.Body
@@ -211,20 +250,32 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(step.Status)
 		io.WriteString(w, body)
 	case step.SSE != "":
-		writeStream(w, splitEvents(step.SSE))
+		writeStream(w, r, step, splitEvents(step.SSE))
 	default:
-		writeStream(w, render(step, &req, n+1))
+		writeStream(w, r, step, render(step, &req, n+1))
 	}
 }
 
 // writeStream writes events one by one, flushing each, as a real server
-// streams them.
-func writeStream(w http.ResponseWriter, events []string) {
+// streams them, paced and stalled as the step says.
+func writeStream(w http.ResponseWriter, r *http.Request, step Step, events []string) {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	for _, ev := range events {
+	rc.Flush()
+	for i, ev := range events {
+		if step.Stall > 0 && i == step.Stall {
+			<-r.Context().Done() // hold the connection until the client leaves
+			return
+		}
+		if step.Delay > 0 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(step.Delay):
+			}
+		}
 		if _, err := io.WriteString(w, ev); err != nil {
 			return // the client went away
 		}

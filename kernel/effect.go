@@ -1,0 +1,68 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Interrupted side effects, made knowable. A round's tool calls are stored
+// with the assistant message that makes them, in the same transaction
+// that starts the round and before any of them runs: that message is the
+// intent record. When the kernel stopped before a call returned, repair
+// answers it; a tool that can tell whether a call with those arguments
+// ran implements SideEffectChecker, and the result then says "completed
+// before the crash" or "did not run" instead of "may or may not have
+// run" (Interrupted). Any Tool registered in-process may implement it (the
+// built-in write_file and edit_file do); a tool without it, subprocess
+// plugins included for now, keeps Interrupted.
+
+// SideEffect is what a SideEffectChecker found out about an interrupted call.
+type SideEffect int
+
+const (
+	// SideEffectUnknown: the tool cannot tell (the result says Interrupted).
+	SideEffectUnknown SideEffect = iota
+	// SideEffectCompleted: the call's effect is in place.
+	SideEffectCompleted
+	// SideEffectNotRun: the call's effect is absent and nothing it would have
+	// touched changed since the round started.
+	SideEffectNotRun
+)
+
+// SideEffectChecker is an optional interface of a Tool: CheckSideEffect tells
+// whether a call with args, intended at since (when the round started),
+// completed. It must only read, and must answer SideEffectUnknown unless it
+// is sure; detail says what it checked ("docs/a.md has the 120 bytes the
+// call writes (sha256 …)").
+type SideEffectChecker interface {
+	CheckSideEffect(ctx context.Context, args json.RawMessage, since time.Time) (e SideEffect, detail string)
+}
+
+// The results repair gives an interrupted call whose outcome is known.
+const (
+	InterruptedCompleted = "interrupted: the kernel stopped before this call returned a result, but it completed before the crash: "
+	InterruptedNotRun    = "interrupted: the kernel stopped before this call ran; it did not run (run it again if it is still needed): "
+)
+
+// interruptedResult is the result repair stores for call c of a round
+// that started at since: Interrupted, unless the tool can tell.
+func (k *Kernel) interruptedResult(ctx context.Context, c ToolCall, since time.Time) string {
+	t, ok := k.cfg.Tools.Lookup(c.Name)
+	if !ok {
+		return Interrupted
+	}
+	oc, ok := t.(SideEffectChecker)
+	if !ok {
+		return Interrupted
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	switch e, detail := oc.CheckSideEffect(ctx, json.RawMessage(c.Arguments), since); e {
+	case SideEffectCompleted:
+		return InterruptedCompleted + detail
+	case SideEffectNotRun:
+		return InterruptedNotRun + detail
+	}
+	return Interrupted
+}

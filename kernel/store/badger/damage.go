@@ -1,0 +1,204 @@
+package badger
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// A damaged message. Load gives a session whose message cannot be read (a
+// value-log checksum mismatch, a value our own codec rejects) a
+// placeholder in its place that says what was lost, and labels the
+// session (LabelDamaged), so the session still loads and can be resumed.
+// The damage found is recorded in quarantine/damage.json, which List
+// reads to flag the sessions, `kernel sessions fsck` rewrites, and
+// `fsck --repair` empties as it stores the placeholders for good.
+
+// LabelDamaged is the label List and Load put on a session with messages
+// that cannot be read; its value lists them ("message 4: …; message 9: …").
+const LabelDamaged = "store.damaged"
+
+// damageFile is the damage record in the quarantine directory.
+const damageFile = "damage.json"
+
+// damageRecord is quarantine/damage.json: per session, the damaged
+// messages and what is known of each.
+type damageRecord map[string]map[uint64]string
+
+var damageMu sync.Mutex // one writer of damage.json per process
+
+func readDamage(dir string) damageRecord {
+	b, err := os.ReadFile(filepath.Join(dir, quarantineDir, damageFile))
+	if err != nil {
+		return nil
+	}
+	var d damageRecord
+	if json.Unmarshal(b, &d) != nil {
+		return nil
+	}
+	return d
+}
+
+// updateDamage edits the record under damageMu and writes it atomically.
+func updateDamage(dir string, edit func(damageRecord)) error {
+	damageMu.Lock()
+	defer damageMu.Unlock()
+	d := readDamage(dir)
+	if d == nil {
+		d = damageRecord{}
+	}
+	edit(d)
+	for id, m := range d {
+		if len(m) == 0 {
+			delete(d, id)
+		}
+	}
+	q := filepath.Join(dir, quarantineDir)
+	if len(d) == 0 {
+		if err := os.Remove(filepath.Join(q, damageFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	if err := os.MkdirAll(q, 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(q, damageFile+".tmp*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	tmp.Close()
+	return os.Rename(tmp.Name(), filepath.Join(q, damageFile))
+}
+
+// recordDamagePending records one damaged message (the store need not be
+// open).
+func recordDamagePending(dir, id string, seq uint64, what string) error {
+	return updateDamage(dir, func(d damageRecord) {
+		if d[id] == nil {
+			d[id] = map[uint64]string{}
+		}
+		d[id][seq] = what
+	})
+}
+
+// damageLabel is the LabelDamaged value for the damaged messages m.
+func damageLabel(m map[uint64]string) string {
+	seqs := make([]uint64, 0, len(m))
+	for s := range m {
+		seqs = append(seqs, s)
+	}
+	slices.Sort(seqs)
+	parts := make([]string, len(seqs))
+	for i, s := range seqs {
+		parts[i] = fmt.Sprintf("message %d: %s", s, m[s])
+	}
+	return strings.Join(parts, "; ")
+}
+
+// flagDamaged labels the sessions of list the damage record names.
+func flagDamaged(dir string, list []kernel.SessionMeta) {
+	d := readDamage(dir)
+	if len(d) == 0 {
+		return
+	}
+	for i := range list {
+		if m := d[list[i].ID]; len(m) > 0 {
+			labels := make(map[string]string, len(list[i].Labels)+1)
+			for k, v := range list[i].Labels {
+				labels[k] = v
+			}
+			labels[LabelDamaged] = damageLabel(m)
+			list[i].Labels = labels
+		}
+	}
+}
+
+// placeholder returns the message that stands in for message seq of msgs
+// (the messages before it), which cannot be read because of cause, and
+// what it says was lost. Its role keeps the conversation valid for a
+// provider: a lost tool result is an error result for the call still
+// unanswered; a lost message followed by tool results (an assistant's
+// tool calls) is filled in by fixPlaceholders once they are read; any
+// other is a user note.
+func placeholder(msgs []kernel.Message, seq uint64, cause error) kernel.Message {
+	text := fmt.Sprintf("[message %d of this session could not be read and was lost: its stored value is damaged (%v). Run `kernel sessions fsck` for details.]", seq, cause)
+	m := kernel.Message{Seq: seq, Role: kernel.RoleUser, Content: text, IsError: true}
+	if id, name, ok := unansweredCall(msgs); ok {
+		m.Role, m.ToolCallID, m.ToolName = kernel.RoleTool, id, name
+		m.Content = fmt.Sprintf("[the result of this call was lost: message %d could not be read, its stored value is damaged (%v). The call may or may not have run.]", seq, cause)
+	}
+	return m
+}
+
+// unansweredCall returns the first tool call of the last assistant
+// message of msgs that no later tool result answers.
+func unansweredCall(msgs []kernel.Message) (id, name string, ok bool) {
+	answered := map[string]bool{}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		switch msgs[i].Role {
+		case kernel.RoleTool:
+			answered[msgs[i].ToolCallID] = true
+		case kernel.RoleAssistant:
+			for _, c := range msgs[i].ToolCalls {
+				if !answered[c.ID] {
+					return c.ID, c.Name, true
+				}
+			}
+			return "", "", false
+		default:
+			return "", "", false
+		}
+	}
+	return "", "", false
+}
+
+// fixPlaceholders turns a user-note placeholder that tool results follow
+// into the assistant message that made those calls (its content says what
+// was lost), so the results still answer a call.
+func fixPlaceholders(msgs []kernel.Message, lost map[uint64]bool) {
+	for i := range msgs {
+		if !lost[msgs[i].Seq] || msgs[i].Role != kernel.RoleUser {
+			continue
+		}
+		var calls []kernel.ToolCall
+		for j := i + 1; j < len(msgs) && msgs[j].Role == kernel.RoleTool; j++ {
+			calls = append(calls, kernel.ToolCall{ID: msgs[j].ToolCallID, Name: msgs[j].ToolName, Arguments: "{}"})
+		}
+		if len(calls) > 0 {
+			msgs[i].Role, msgs[i].ToolCalls, msgs[i].IsError = kernel.RoleAssistant, calls, false
+		}
+	}
+}
+
+// sortedIDs returns the keys of d, sorted.
+func (d damageRecord) sortedIDs() []string {
+	ids := make([]string, 0, len(d))
+	for id := range d {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
