@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -154,7 +155,7 @@ func TestDocCommands(t *testing.T) {
 				}
 				args = append(args, w)
 			}
-			needsModel := (args[0] == "run" || args[0] == "chat") && !contains(args, "--script")
+			needsModel := (args[0] == "run" || args[0] == "chat") && !slices.Contains(args, "--script")
 			if needsModel {
 				// Everything up to the model call: the same flags, no prompt.
 				var flags []string
@@ -179,15 +180,6 @@ func TestDocCommands(t *testing.T) {
 			}
 		})
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestGoInstallFromClone is the README's install line, from the checkout:
