@@ -3,33 +3,106 @@ GO      ?= go
 BIN     := bin
 KERNEL  := $(BIN)/kernel
 
-.PHONY: all build test demo demo-mcp bench lint wasm plugins proto clean
+.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp
+
+# Every step prints one line saying what it does; V=1 shows the commands too.
+Q   := $(if $(V),,@)
+say  = @printf '  %-9s %s\n' $(1) $(2)
 
 all: build
 
-## build: the kernel CLI in bin/kernel
-build:
-	$(GO) build -o $(KERNEL) ./cmd/kernel
+# Real file targets: a second `make demo` or `make test` with nothing
+# changed rebuilds nothing. Each target depends on the sources it is built
+# from (the local packages it imports, go.mod and go.sum); `go build` itself
+# is incremental on top of that.
+GOMOD       := go.mod go.sum
+KERNEL_SRC  := $(shell find cmd kernel plugins hooks policy schemas -name '*.go' -not -path '*/testdata/*' -not -name '*_test.go' 2>/dev/null) \
+               cmd/kernel/defaults.yaml $(wildcard schemas/*.json)
+WASM_SDK    := $(wildcard wasm-tools/sdk/*.go)
+GIT_PLUGIN_SRC := $(wildcard examples/plugins/git/*.go kernel/*.go plugins/sdk/*.go plugins/sdk/pluginpb/*.go)
 
-## wasm: WASM tools in wasm-tools/ and the WASM test fixtures (GOOS=wasip1)
-wasm:
-	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -o wasm-tools/jq/jq.wasm ./wasm-tools/jq
-	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o wasm-tools/js/js.wasm ./wasm-tools/js
-	@# gojq's own command line, unmodified, from the module proxy (version pinned in wasm-tools/gojq/go.mod)
-	cd wasm-tools/gojq && GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -o gojq.wasm github.com/itchyny/gojq/cmd/gojq
-	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -o plugins/wasm/testdata/attack/attack.wasm ./plugins/wasm/testdata/attack
-	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o plugins/wasm/testdata/reactor/reactor.wasm ./plugins/wasm/testdata/attack
-	@# compile the tools into the kernel's cache ($$XDG_CACHE_HOME/agentkernel/wasm) so the kernel starts fast,
-	@# and everything again for the tests: a test binary has no build information, so its wazero says "dev"
-	$(GO) run ./plugins/wasm/internal/precompile -q wasm-tools/jq/jq.wasm wasm-tools/js/js.wasm wasm-tools/gojq/gojq.wasm
-	$(GO) run -ldflags=-X=github.com/tetratelabs/wazero/internal/version.version=dev ./plugins/wasm/internal/precompile -q \
-	  wasm-tools/jq/jq.wasm wasm-tools/js/js.wasm wasm-tools/gojq/gojq.wasm \
-	  plugins/wasm/testdata/attack/attack.wasm plugins/wasm/testdata/reactor/reactor.wasm
+# The WASM tools the kernel ships, and the modules only the tests load.
+WASM_TOOLS  := wasm-tools/jq/jq.wasm wasm-tools/js/js.wasm wasm-tools/gojq/gojq.wasm
+WASM_TEST   := plugins/wasm/testdata/attack/attack.wasm plugins/wasm/testdata/reactor/reactor.wasm
+WASM_HOST_SRC := $(wildcard plugins/wasm/*.go plugins/wasm/internal/precompile/*.go)
+# The kernel's compilation cache (plugins/wasm.DefaultCacheDir). The
+# precompile stamps live in it, under this checkout's path, so a wiped cache
+# is filled again and two checkouts do not share stamps.
+WASM_CACHE  := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/agentkernel/wasm
+STAMPS      := $(WASM_CACHE)/make-stamps$(CURDIR)
+PRECOMPILE     := $(BIN)/tools/precompile
+PRECOMPILE_DEV := $(BIN)/tools/precompile-dev
+
+## build: the kernel CLI in bin/kernel
+build: $(KERNEL)
+
+# -buildvcs=auto: `kernel version` reports the commit when built from a
+# git checkout (GOFLAGS may say -buildvcs=false), and a tarball still builds.
+$(KERNEL): $(KERNEL_SRC) $(GOMOD)
+	$(call say,build,"$@ (the kernel CLI)")
+	$(Q)$(GO) build -buildvcs=auto -o $@ ./cmd/kernel
+
+## install: go install ./cmd/kernel (into $$GOBIN, else $$GOPATH/bin)
+install:
+	$(GO) install -buildvcs=auto ./cmd/kernel
+
+## wasm: WASM tools in wasm-tools/ and the WASM test fixtures (GOOS=wasip1),
+## compiled ahead into the kernel's cache
+wasm: $(WASM_TOOLS) $(WASM_TEST) $(WASM_TOOLS:%=$(STAMPS)/%.kernel) $(WASM_TOOLS:%=$(STAMPS)/%.test) $(WASM_TEST:%=$(STAMPS)/%.test)
+
+wasm-tools/jq/jq.wasm: $(wildcard wasm-tools/jq/*.go) $(WASM_SDK) $(GOMOD)
+	$(call say,wasm,"$@ (GOOS=wasip1 go build)")
+	$(Q)GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -o $@ ./wasm-tools/jq
+
+wasm-tools/js/js.wasm: $(wildcard wasm-tools/js/*.go) $(WASM_SDK) $(GOMOD)
+	$(call say,wasm,"$@ (GOOS=wasip1 go build, a reactor module)")
+	$(Q)GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o $@ ./wasm-tools/js
+
+# gojq's own command line, unmodified, from the module proxy (version pinned
+# in wasm-tools/gojq/go.mod)
+wasm-tools/gojq/gojq.wasm: wasm-tools/gojq/go.mod wasm-tools/gojq/go.sum
+	$(call say,wasm,"$@ (gojq's own command line, GOOS=wasip1)")
+	$(Q)cd wasm-tools/gojq && GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -o gojq.wasm github.com/itchyny/gojq/cmd/gojq
+
+plugins/wasm/testdata/attack/attack.wasm: $(wildcard plugins/wasm/testdata/attack/*.go) $(WASM_SDK) $(GOMOD)
+	$(call say,wasm,"$@ (test fixture)")
+	$(Q)GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -o $@ ./plugins/wasm/testdata/attack
+
+plugins/wasm/testdata/reactor/reactor.wasm: $(wildcard plugins/wasm/testdata/attack/*.go) $(WASM_SDK) $(GOMOD)
+	$(call say,wasm,"$@ (test fixture, reactor)")
+	$(Q)GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o $@ ./plugins/wasm/testdata/attack
+
+# Compile the tools into the kernel's cache so the kernel starts fast, and
+# everything again for the tests: a test binary has no build information, so
+# its wazero says "dev". The first time this takes minutes on a small machine.
+$(PRECOMPILE): $(WASM_HOST_SRC) $(GOMOD)
+	$(call say,build,"$@ (fills the WASM compilation cache)")
+	$(Q)$(GO) build -o $@ ./plugins/wasm/internal/precompile
+
+$(PRECOMPILE_DEV): $(WASM_HOST_SRC) $(GOMOD)
+	$(call say,build,"$@ (the same, for test binaries' wazero)")
+	$(Q)$(GO) build -ldflags=-X=github.com/tetratelabs/wazero/internal/version.version=dev -o $@ ./plugins/wasm/internal/precompile
+
+$(STAMPS)/%.kernel: % $(PRECOMPILE)
+	$(call say,precompile,"$< for the kernel (slow the first time: a minute or more per module)")
+	$(Q)$(PRECOMPILE) -q $<
+	$(Q)mkdir -p $(@D) && touch $@
+
+$(STAMPS)/%.test: % $(PRECOMPILE_DEV)
+	$(call say,precompile,"$< for the tests (slow the first time)")
+	$(Q)$(PRECOMPILE_DEV) -q $<
+	$(Q)mkdir -p $(@D) && touch $@
 
 ## plugins: plugin binaries used by the demo and the tests
-plugins:
-	$(GO) build -trimpath -ldflags="-s -w" -o $(BIN)/plugins/git ./examples/plugins/git
-	cd $(BIN)/plugins && sha256sum git > git.sha256
+plugins: $(BIN)/plugins/git.sha256
+
+$(BIN)/plugins/git: $(GIT_PLUGIN_SRC) $(GOMOD)
+	$(call say,plugin,"$@ (subprocess plugin)")
+	$(Q)$(GO) build -trimpath -ldflags="-s -w" -o $@ ./examples/plugins/git
+
+$(BIN)/plugins/git.sha256: $(BIN)/plugins/git
+	$(call say,pin,"$@ (the sha256 kernel.yaml pins)")
+	$(Q)cd $(BIN)/plugins && { sha256sum git 2>/dev/null || shasum -a 256 git; } > git.sha256
 
 ## proto: regenerate the plugin protocol's Go code (needs protoc; make test does not)
 proto:
@@ -43,7 +116,8 @@ proto:
 
 ## test: every test, with the race detector
 test: build wasm plugins
-	AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test -race -count=1 ./...
+	$(call say,test,"go test -race ./... (every package)")
+	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test -race -count=1 -timeout 45m ./...
 
 ## demo: the main job, offline, with the scripted model and the embedded defaults
 demo: build wasm plugins
@@ -65,5 +139,10 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+## fresh-check: clone this checkout into a temp dir with empty Go and XDG
+## caches and run `make demo` and `make test` there, cold then warm, timed
+fresh-check:
+	@bash scripts/fresh-check.sh
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(WASM_TOOLS) $(WASM_TEST) $(WASM_CACHE)/.stamp-kernel $(WASM_CACHE)/.stamp-test

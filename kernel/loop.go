@@ -29,6 +29,9 @@ type run struct {
 	deltaFn func(Delta)
 	lastGen generation
 	offered []ToolSpec
+	// turnsBefore is how many turns this prompt had before an approval
+	// resumed it; progress counts on from there (display only).
+	turnsBefore int
 	// persistCtx is the run's context without its cancellation: a
 	// cancelled run must still record how it ended.
 	persistCtx context.Context
@@ -89,6 +92,7 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	}
 	r.st.Run = r.meta.Runs
 	r.st.Prompt = r.lastUserText()
+	r.turnsBefore = r.turnsSinceUser()
 	k.emitIf(func() Event {
 		return RunStarted{SessionID: r.meta.ID, Model: k.cfg.Model, MaxTurns: k.cfg.MaxTurns, Resumed: true}
 	})
@@ -410,7 +414,7 @@ func truncateTitle(s string) string {
 
 // progress prefixes what with "[turn/max] ".
 func (r *run) progress(what string) string {
-	return "[" + strconv.Itoa(r.st.Turn) + "/" + strconv.Itoa(r.k.cfg.MaxTurns) + "] " + what
+	return "[" + strconv.Itoa(r.turnsBefore+r.st.Turn) + "/" + strconv.Itoa(r.turnsBefore+r.k.cfg.MaxTurns) + "] " + what
 }
 
 // emitIf builds and sends an event only when someone listens, so a kernel

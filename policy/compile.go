@@ -84,6 +84,7 @@ func (c *compiler) compileSrc(src string, want resultKind, upto int) (prog *vm.P
 	}
 	in := &inliner{c: c, upto: upto}
 	opts := []expr.Option{expr.Env(exprEnv), expr.DisableBuiltin("now"), expr.Patch(in)}
+	opts = append(opts, exprFuncs...)
 	switch want {
 	case wantBool:
 		opts = append(opts, expr.AsBool())

@@ -77,7 +77,7 @@ func TestApproveAndRejectUnderCodingPolicy(t *testing.T) {
 
 // TestPolicyCommands exercises check, test and explain on the examples.
 func TestPolicyCommands(t *testing.T) {
-	out, _, err := cli(t, "policy", "test", "../../examples/policies/coding.yaml", "../../examples/policies/ci-bot.yaml")
+	out, _, err := cli(t, "policy", "test", "--config", "../../examples/kernel.yaml", "../../examples/policies/coding.yaml", "../../examples/policies/ci-bot.yaml")
 	if err != nil || !strings.Contains(out, "ok  \t../../examples/policies/coding.yaml") {
 		t.Fatalf("policy test: %v\n%s", err, out)
 	}

@@ -217,10 +217,10 @@ func (a *app) loadMCP(ctx context.Context) error {
 	tools := a.tools
 	a.mcp = mcp.NewHost(mcp.HostConfig{
 		AllowMissing: a.cfg.Sandbox.AllowMissing,
-		Logger:    a.log.Named("mcp"),
-		Workspace: a.cfg.path(a.cfg.Workspace),
-		CacheDir:  filepath.Join(cacheDir(), "mcp"),
-		OnNotice:  func(n kernel.Notice) { a.emit(n) },
+		Logger:       a.log.Named("mcp"),
+		Workspace:    a.cfg.path(a.cfg.Workspace),
+		CacheDir:     filepath.Join(cacheDir(), "mcp"),
+		OnNotice:     func(n kernel.Notice) { a.emit(n) },
 		OnToolsChanged: func(server string, ts []kernel.Tool, _ []mcp.Problem) {
 			for _, err := range tools.Sync("mcp:"+server, ts) {
 				a.log.Warn("mcp tool left out after list_changed", "server", server, "error", err)

@@ -5,19 +5,19 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/policy"
 )
 
 const policyUsage = `Usage: kernel policy SUBCOMMAND [flags]
 
   check FILE                      parse, compile and lint a policy
-  test [-v] FILE...               run the policies' own tests (exit 1 on failure)
+  test [-v|--json] FILE...        run the policies' own tests (exit 1 on failure)
   explain FILE --input CASE.yaml  show how every rule evaluates for one input
   replay FILE --session ID        re-decide a stored session's tool calls under FILE
 
-With --config, tool names are checked against the configured tools;
-without it, against the built-in tools. See docs/policy.md.`
+Tool names are checked against the tools ` + "`kernel run`" + ` with the same flags
+would register (--config, or the discovered kernel.yaml; the embedded
+defaults enable read_file, list_dir and search). See docs/policy.md.`
 
 func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 	sub, args, fs, cf, ok := subcommand("policy", policyUsage, args, env)
@@ -25,6 +25,7 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 		return nil
 	}
 	verbose := fs.Bool("v", false, "test: list every test, not only failures")
+	asJSON := fs.Bool("json", false, "test: print the results as JSON")
 	input := fs.String("input", "", "explain: the input case `FILE` (YAML)")
 	session := fs.String("session", "", "replay: the stored session `ID`")
 	pos, err := parseArgs(fs, args)
@@ -34,26 +35,20 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 	if len(pos) == 0 {
 		return exitError{code: 2, msg: "policy " + sub + " needs a policy file"}
 	}
-	// The tools a policy is linted against: the configured ones with
-	// --config, else the built-ins.
-	var specs []kernel.ToolSpec
-	var a *app
-	if len(cf.config) > 0 || sub == "replay" {
-		cfg, err := cf.load()
-		if err != nil {
-			return err
-		}
-		a, err = newApp(ctx, cfg, env.stderr)
-		if err != nil {
-			return err
-		}
-		defer a.Close()
-		specs = a.tools.Specs()
+	// The tools a policy is linted against are the ones `kernel run` with
+	// the same flags would register (the same configuration discovery and
+	// tool loading), so check and run agree.
+	cfg, err := cf.load()
+	if err != nil {
+		return err
 	}
+	a, err := newToolsApp(ctx, cfg, env.stderr)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	specs := a.tools.Specs()
 	opts := policy.Options{Tools: specs}
-	if specs == nil {
-		opts.Tools = policy.BuiltinSpecs()
-	}
 	switch sub {
 	case "check":
 		var errs []error
@@ -69,6 +64,16 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 		}
 		return nil
 	case "test":
+		if *asJSON {
+			res, ok := policyTests(pos, opts)
+			if err := writeJSON(env, res); err != nil {
+				return err
+			}
+			if !ok {
+				return exitError{code: exitFailure}
+			}
+			return nil
+		}
 		if !policy.TestFiles(env.stdout, pos, opts, *verbose) {
 			return exitError{code: 1}
 		}

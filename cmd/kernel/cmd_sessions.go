@@ -17,8 +17,8 @@ import (
 
 const sessionsUsage = `Usage: kernel sessions SUBCOMMAND [flags]
 
-  ls                      list sessions: id, updated, status, turns, cost, title
-  show ID [--full]        a readable transcript (tool results folded unless --full);
+  ls [--json]             list sessions: id, updated, status, turns, cost, title
+  show ID [--full|--json] a readable transcript (tool results folded unless --full);
                           --context prints what the model sees next (after compaction)
   compact ID              summarise the session's older history now (docs/context.md)
   export ID [-o FILE]     the session as JSONL (schemas/session-export.schema.json)
@@ -39,6 +39,7 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 	showContext := fs.Bool("context", false, "show: print the messages of the next request, as compacted")
 	out := fs.String("o", "", "export: write to `FILE` instead of stdout")
 	olderThan := fs.String("older-than", "", "gc: delete sessions not updated for this `AGE` (e.g. 30d)")
+	asJSON := fs.Bool("json", false, "ls, show: print JSON instead of text")
 	repair := fs.Bool("repair", false, "fsck: replace damaged messages with placeholders for good")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -90,6 +91,9 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 			return err
 		}
 		_ = a.Close() // let go of the store before printing (a pager may wait)
+		if *asJSON {
+			return writeJSON(env, sessionList(list))
+		}
 		if len(list) == 0 {
 			fmt.Fprintln(env.stderr, "no sessions yet")
 			return nil
@@ -104,6 +108,9 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		_ = a.Close() // let go of the store before printing (a pager may wait)
 		if *showContext {
 			return writeContext(env.stdout, s, cfg.SystemPrompt, *full)
+		}
+		if *asJSON {
+			return writeJSON(env, sessionJSON(s))
 		}
 		writeTranscript(env.stdout, s, *full)
 		return nil

@@ -7,12 +7,10 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-
-	"github.com/agentkernel/agentkernel/kernel"
 )
 
 func cmdTools(ctx context.Context, args []string, env *cliEnv) error {
-	fs := newFlagSet("tools", "[NAME]", env.stderr)
+	fs := newFlagSet("tools", "[NAME...]", env.stderr)
 	var cf commonFlags
 	cf.register(fs)
 	asJSON := fs.Bool("json", false, "print the full specs, schemas included, as JSON")
@@ -31,17 +29,23 @@ func cmdTools(ctx context.Context, args []string, env *cliEnv) error {
 	defer a.Close()
 	specs := a.tools.Specs()
 	if len(pos) > 0 {
-		spec, ok := a.tools.Spec(pos[0])
-		if !ok {
-			return fmt.Errorf("no tool %q (kernel tools lists them)", pos[0])
+		specs = nil
+		var missing []string
+		for _, name := range pos {
+			spec, ok := a.tools.Spec(name)
+			if !ok {
+				missing = append(missing, fmt.Sprintf("%q", name))
+				continue
+			}
+			specs = append(specs, spec)
 		}
-		specs = []kernel.ToolSpec{spec}
+		if len(missing) > 0 {
+			return fmt.Errorf("no tool %s (kernel tools lists them)", strings.Join(missing, ", "))
+		}
 		*asJSON = true
 	}
 	if *asJSON {
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(specs)
+		return writeJSON(env, toolsJSON(specs))
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tTIER\tSOURCE\tARGUMENTS\tGRANTED\tDESCRIPTION")

@@ -48,6 +48,12 @@ type Config struct {
 	storeDir string
 	// policyFile is --policy, which wins over policy.file.
 	policyFile string
+	// layers are the files considered, in order (cmd_config.go).
+	layers []configLayer
+	// modelNameSet is true when a file sets model.name.
+	modelNameSet bool
+	// logLevel is --log-level, else $KERNEL_LOG, else warn.
+	logLevel string
 }
 
 // ModelConfig selects and prices the model.
@@ -133,7 +139,7 @@ func (e *ConfigError) Error() string {
 }
 
 // loadConfig reads the embedded defaults and lays each file over them, in
-// order. Each layer is validated against the schema first, so an error
+// order; with no files, the ones found by discovery (configLayers). Each layer is validated against the schema first, so an error
 // names the file, line and field; its relative paths are resolved against
 // its own directory.
 func loadConfig(paths ...string) (*Config, error) {
@@ -146,7 +152,12 @@ func loadConfig(paths ...string) (*Config, error) {
 		return nil, fmt.Errorf("embedded defaults are invalid (a build problem): %w", err)
 	}
 	cfg.dir = wd
-	for _, path := range paths {
+	cfg.layers = configLayers(paths)
+	for _, l := range cfg.layers {
+		if !l.Found {
+			continue
+		}
+		path := l.Path
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("read config: %w", err)
@@ -255,6 +266,9 @@ func (cfg *Config) layer(name, dir string, data []byte) error {
 	}
 	if err := validateNode(name, &root, configSchema); err != nil {
 		return err
+	}
+	if name != "(embedded defaults)" && setsField(root.Content[0], "model.name") {
+		cfg.modelNameSet = true
 	}
 	absolutize(root.Content[0], dir)
 	if err := root.Content[0].Decode(cfg); err != nil {

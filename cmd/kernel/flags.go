@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -16,14 +17,15 @@ type commonFlags struct {
 	baseURL   string
 	apiKeyEnv string
 	workspace string
-	maxTurns  int
-	provider  string
+	maxTurns  positiveInt
+	provider  oneOf
 	script    string
-	timeout   time.Duration
-	idle      time.Duration
+	timeout   positiveDuration
+	idle      positiveDuration
 	fallbacks stringList
 	store     string
 	policy    string
+	logLevel  oneOf
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -32,14 +34,17 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.baseURL, "base-url", "", "OpenAI-compatible API base `URL`, e.g. http://127.0.0.1:11434/v1 (model.base_url)")
 	fs.StringVar(&c.apiKeyEnv, "api-key-env", "", "environment `VARIABLE` holding the API key (model.api_key_env)")
 	fs.StringVar(&c.workspace, "workspace", "", "`DIR` the built-in tools are confined to (workspace)")
-	fs.IntVar(&c.maxTurns, "max-turns", 0, "maximum model turns per run (limits.max_turns)")
-	fs.StringVar(&c.provider, "provider", "", "model provider: openai or scripted (model.provider)")
+	fs.Var(&c.maxTurns, "max-turns", "maximum model turns per run, at least 1 (limits.max_turns)")
+	c.provider.allowed = []string{"openai", "scripted"}
+	fs.Var(&c.provider, "provider", "model provider: openai or scripted (model.provider)")
 	fs.StringVar(&c.script, "script", "", "script `FILE` for the scripted provider (model.script)")
-	fs.DurationVar(&c.timeout, "model-timeout", 0, "deadline of one model call (model.timeout)")
-	fs.DurationVar(&c.idle, "model-idle-timeout", 0, "end a model stream that sends nothing for this long (model.idle_timeout)")
+	fs.Var(&c.timeout, "model-timeout", "deadline of one model call, e.g. 90s or 5m (model.timeout)")
+	fs.Var(&c.idle, "model-idle-timeout", "end a model stream that sends nothing for this long, e.g. 30s (model.idle_timeout)")
 	fs.Var(&c.fallbacks, "fallback", "fallback model `NAME`, tried when the model is unavailable; repeatable (model.fallbacks)")
 	fs.StringVar(&c.policy, "policy", "", "policy `FILE` (policy.file; see docs/policy.md)")
 	fs.StringVar(&c.store, "store", "", "session store `DIR` (store.dir; default $XDG_DATA_HOME/agentkernel)")
+	c.logLevel.allowed = logLevels
+	fs.Var(&c.logLevel, "log-level", "log `LEVEL` on stderr: "+strings.Join(logLevels, ", ")+" (default $KERNEL_LOG, else warn)")
 }
 
 // load reads the configuration and applies the flags over it. Flag paths
@@ -47,6 +52,9 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 func (c *commonFlags) load() (*Config, error) {
 	cfg, err := loadConfig(c.config...)
 	if err != nil {
+		return nil, err
+	}
+	if cfg.logLevel, err = logLevel(c.logLevel.v); err != nil {
 		return nil, err
 	}
 	set := func(dst *string, v string) {
@@ -62,13 +70,13 @@ func (c *commonFlags) load() (*Config, error) {
 		return nil, errors.New("--api-key-env: not an environment variable name; it names the variable that holds the key (e.g. OPENAI_API_KEY), never the key itself (the value is not shown)")
 	}
 	set(&cfg.Model.APIKeyEnv, c.apiKeyEnv)
-	set(&cfg.Model.Provider, c.provider)
+	set(&cfg.Model.Provider, c.provider.v)
 	if c.workspace != "" {
 		cfg.Workspace = absPath(c.workspace)
 	}
 	if c.script != "" {
 		cfg.Model.Script = absPath(c.script)
-		if c.provider == "" {
+		if c.provider.v == "" {
 			cfg.Model.Provider = "scripted"
 		}
 	}
@@ -78,17 +86,19 @@ func (c *commonFlags) load() (*Config, error) {
 	if c.store != "" {
 		cfg.storeDir = absPath(c.store)
 	}
-	if c.maxTurns < 0 {
-		return nil, fmt.Errorf("--max-turns must be positive, got %d", c.maxTurns)
+	if c.maxTurns.set {
+		cfg.Limits.MaxTurns = c.maxTurns.n
 	}
-	if c.maxTurns > 0 {
-		cfg.Limits.MaxTurns = c.maxTurns
+	if c.timeout.set {
+		cfg.Model.Timeout = c.timeout.d
 	}
-	if c.timeout > 0 {
-		cfg.Model.Timeout = c.timeout
+	// A scripted run that names no model is labelled (and priced) as the
+	// script, not as the defaults' OpenAI model.
+	if cfg.Model.Provider == "scripted" && c.model == "" && !cfg.modelNameSet {
+		cfg.Model.Name = "scripted"
 	}
-	if c.idle > 0 {
-		cfg.Model.IdleTimeout = c.idle
+	if c.idle.set {
+		cfg.Model.IdleTimeout = c.idle.d
 	}
 	if len(c.fallbacks) > 0 {
 		cfg.Model.Fallbacks = c.fallbacks
@@ -103,8 +113,9 @@ func newFlagSet(name, args string, w io.Writer) *flag.FlagSet {
 	fs.SetOutput(w)
 	fs.Usage = func() {
 		fmt.Fprintf(w, "Usage: kernel %s [flags] %s\n\nFlags:\n", name, args)
-		fs.PrintDefaults()
+		printFlags(w, fs)
 	}
+	recordFlagSet(w, fs)
 	return fs
 }
 
@@ -114,6 +125,7 @@ func newFlagSet(name, args string, w io.Writer) *flag.FlagSet {
 func subcommand(group, usageText string, args []string, env *cliEnv) (sub string, rest []string, fs *flag.FlagSet, cf *commonFlags, ok bool) {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(env.stdout, usageText)
+		recordGroupUsage(env.stdout, usageText)
 		return "", nil, nil, nil, false
 	}
 	sub = args[0]
@@ -126,12 +138,21 @@ func subcommand(group, usageText string, args []string, env *cliEnv) (sub string
 // parseArgs parses a command's flags and returns its positional arguments.
 // -h ends the program successfully after the usage; a bad flag with status 2.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	if !helpRequested(args) {
+		// A bad flag prints its error and where the flags are, not all of them.
+		full := fs.Usage
+		fs.Usage = func() { fmt.Fprintf(fs.Output(), "Run `kernel help %s` for its flags.\n", fs.Name()) }
+		defer func() { fs.Usage = full }()
+	}
 	pos, err := parseInterspersed(fs, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return nil, exitError{code: 0}
 	case err != nil:
-		return nil, exitError{code: 2}
+		return nil, exitError{code: exitUsage}
+	}
+	if err := checkFlagOwners(fs); err != nil {
+		return nil, err
 	}
 	return pos, nil
 }
@@ -157,4 +178,78 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 			continue
 		}
 	}
+}
+
+// positiveInt is an int flag that must be above zero: `--max-turns 0` and
+// `--max-turns -1` are usage errors, not silently the default.
+type positiveInt struct {
+	n   int
+	set bool
+}
+
+func (p *positiveInt) String() string {
+	if p == nil || !p.set {
+		return ""
+	}
+	return strconv.Itoa(p.n)
+}
+
+func (p *positiveInt) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return errors.New("not a whole number")
+	}
+	if n <= 0 {
+		return fmt.Errorf("must be at least 1, got %d", n)
+	}
+	p.n, p.set = n, true
+	return nil
+}
+
+// positiveDuration is a duration flag that must be above zero.
+type positiveDuration struct {
+	d   time.Duration
+	set bool
+}
+
+func (p *positiveDuration) String() string {
+	if p == nil || !p.set {
+		return ""
+	}
+	return p.d.String()
+}
+
+func (p *positiveDuration) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return errors.New("not a duration (e.g. 90s, 5m, 1h30m)")
+	}
+	if d <= 0 {
+		return fmt.Errorf("must be more than zero, got %s", v)
+	}
+	p.d, p.set = d, true
+	return nil
+}
+
+// oneOf is a string flag with a fixed set of values.
+type oneOf struct {
+	v       string
+	allowed []string
+}
+
+func (o *oneOf) String() string {
+	if o == nil {
+		return ""
+	}
+	return o.v
+}
+
+func (o *oneOf) Set(v string) error {
+	for _, a := range o.allowed {
+		if v == a {
+			o.v = v
+			return nil
+		}
+	}
+	return fmt.Errorf("want one of %s", strings.Join(o.allowed, ", "))
 }

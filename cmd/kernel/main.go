@@ -7,10 +7,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/agentkernel/agentkernel/sandbox"
 )
@@ -25,17 +25,11 @@ func main() {
 	}
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		var ee exitError
-		if errors.As(err, &ee) {
-			if ee.msg != "" {
-				fmt.Fprintln(os.Stderr, "kernel: "+ee.msg)
-			}
-			os.Exit(ee.code)
-		}
-		fmt.Fprintln(os.Stderr, "kernel: "+oneLine(err))
-		os.Exit(1)
+	code, msg := exitStatus(err)
+	if msg != "" {
+		fmt.Fprintln(os.Stderr, "kernel: "+msg)
 	}
+	os.Exit(code)
 }
 
 // exitError ends the program with a specific code.
@@ -72,22 +66,30 @@ func commands() []command {
 		{"mcp", "list MCP servers and their tools; serve the kernel's tools over MCP", cmdMCP},
 		{"sandbox", "show which sandbox layers hold here and what each native tool gets", cmdSandbox},
 		{"version", "print the version", cmdVersion},
+		{"init", "write a commented kernel.yaml and a starter policy", cmdInit},
+		{"config", "show the configuration files in effect and the result", cmdConfig},
+		{"completion", "print shell completion for bash, zsh or fish", cmdCompletion},
+		{"help", "show the commands, or one command's flags", cmdHelp},
 	}
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	env := &cliEnv{stdin: stdin, stdout: stdout, stderr: stderr}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		usage(stdout)
 		return nil
 	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return scrubError(c.run(ctx, args[1:], env))
-		}
+	if args[0] == "--version" || args[0] == "-version" {
+		return cmdVersion(ctx, args[1:], env)
 	}
-	usage(stderr)
-	return fmt.Errorf("unknown command %q", args[0])
+	c, ok := findCommand(args[0])
+	if !ok {
+		return usageError("unknown command %q (kernel help lists them)", args[0])
+	}
+	if helpRequested(args[1:]) {
+		env.stderr = stdout // asked-for help is output, not a diagnostic
+	}
+	return scrubError(c.run(ctx, args[1:], env))
 }
 
 func usage(w io.Writer) {
@@ -95,27 +97,16 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun `kernel COMMAND -h` for a command's flags. See README.md for the configuration.")
+	fmt.Fprintln(w, "\nRun `kernel help COMMAND` (or `kernel COMMAND --help`) for a command's flags.\nExit status: 0 success, 1 failure, 2 usage error, 130 interrupted. See README.md.")
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
-func cmdVersion(_ context.Context, _ []string, env *cliEnv) error {
-	fmt.Fprintln(env.stdout, "kernel", version)
-	return nil
+// errorText is a failure's message for stderr: an error made of several
+// problems keeps one per line (with their caret lines), not run together.
+func errorText(err error) string {
+	return strings.TrimRight(err.Error(), "\n")
 }
 
-// oneLine flattens an error for the one-line failure message.
+// oneLine flattens an error for a one-line message (chat, events).
 func oneLine(err error) string {
-	s := err.Error()
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\n' {
-			out = append(out, ';', ' ')
-			continue
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }

@@ -53,12 +53,13 @@ func (a *app) loadPlugins(ctx context.Context) error {
 
 const pluginsUsage = `Usage: kernel plugins verify [--config FILE]
 
-Checks every configured plugin: its sha256 pin, that it starts and
-completes the handshake, and the tools it describes.`
+  verify                  check every configured plugin: its sha256 pin, that it
+                          starts and completes the handshake, and its tools`
 
 func cmdPlugins(ctx context.Context, args []string, env *cliEnv) error {
 	if len(args) == 0 || args[0] != "verify" {
 		fmt.Fprintln(env.stderr, pluginsUsage)
+		recordGroupUsage(env.stderr, pluginsUsage)
 		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 			return nil
 		}

@@ -34,6 +34,9 @@ type renderer struct {
 	// store is the session store's directory when it is not the default
 	// one: the approval hint must name it to work as printed.
 	store string
+	// held is the text of the message being streamed under --quiet: it is
+	// printed only if the message turns out to be the answer (no tool calls).
+	held strings.Builder
 
 	mu                 sync.Mutex
 	spin               bool // show a spinner while the model thinks
@@ -117,11 +120,25 @@ func (r *renderer) event(e kernel.Event) {
 		r.reasoningDelta(e.Text)
 	case kernel.MessageDelta:
 		r.endReasoning()
+		if r.quiet {
+			r.held.WriteString(e.Text)
+			return
+		}
 		io.WriteString(r.stdout, e.Text)
 		r.midLine = !strings.HasSuffix(e.Text, "\n")
 		r.wroteAnswer = true
 	case kernel.MessageCompleted:
 		r.endReasoning()
+		if r.quiet {
+			text := r.held.String()
+			r.held.Reset()
+			if len(e.Message.ToolCalls) > 0 || text == "" {
+				return // intermediate text before tool calls: not the answer
+			}
+			io.WriteString(r.stdout, text)
+			r.midLine = !strings.HasSuffix(text, "\n")
+			r.wroteAnswer = true
+		}
 		r.endLine()
 	case kernel.ToolStarted:
 		r.note("  %s %s %s", r.paint("36", "→"), e.Tool, clip(e.Args, 100))

@@ -45,7 +45,7 @@ func TestSandboxAttacksThroughTheCLI(t *testing.T) {
 	evilConfig := string(gitConfig) + "[filter \"x\"]\n\tclean = sh -c 'id > " + marker + "; cat'\n"
 	script := `steps:
   - tool_calls:
-      - {name: write_file, args: {path: .git/config, content: ` + yamlQuote(evilConfig) + `}}
+      - {name: write_file, args: {path: .git/config, content: ` + yamlDQuote(evilConfig) + `}}
       - {name: write_file, args: {path: .gitattributes, content: "* filter=x\n"}}
       - {name: write_file, args: {path: README.md, content: "# changed\n"}}
   - tool_calls:
@@ -107,8 +107,8 @@ func TestSandboxAttacksThroughTheCLI(t *testing.T) {
 	}
 }
 
-// yamlQuote renders s as a double-quoted YAML scalar.
-func yamlQuote(s string) string {
+// yamlDQuote renders s as a double-quoted YAML scalar.
+func yamlDQuote(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
 	return `"` + r.Replace(s) + `"`
 }

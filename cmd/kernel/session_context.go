@@ -92,8 +92,8 @@ func (c *commonFlags) resume(ctx context.Context, id string, accept bool, stderr
 		c.policy = rc.Policy.Path
 		changed = append(changed, fileChanged("policy", rc.Policy)...)
 	}
-	if c.provider == "" {
-		c.provider = rc.Provider
+	if c.provider.v == "" {
+		c.provider.v = rc.Provider
 	}
 	if c.model == "" {
 		c.model = rc.Model

@@ -18,7 +18,7 @@ func approvalSetup(t *testing.T, content string) (conf, ws, store, id, errOut st
 	if err := os.Mkdir(ws, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	script := "steps:\n  - tool_calls:\n      - name: write_file\n        args: {path: NOTES.md, content: " + strings.TrimSpace(yamlQuote(content)) + "}\n  - match: {role: tool}\n    text: \"Wrote NOTES.md.\"\n"
+	script := "steps:\n  - tool_calls:\n      - name: write_file\n        args: {path: NOTES.md, content: " + strings.TrimSpace(yamlDQuote(content)) + "}\n  - match: {role: tool}\n    text: \"Wrote NOTES.md.\"\n"
 	cfg := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\npolicy: {file: " +
 		absPath("../../examples/policies/coding.yaml") + "}\ntools:\n  builtin:\n    enable: [read_file, list_dir, search, write_file, edit_file, run_command]\n"
 	writeFiles(t, dir, map[string]string{"script.yaml": script, "kernel.yaml": cfg})

@@ -21,6 +21,8 @@ type StoreConfig struct {
 	// Dir is the Badger directory (default $XDG_DATA_HOME/agentkernel).
 	Dir            string `yaml:"dir"`
 	badger.Options `yaml:",inline"`
+	// defaultDir is true when neither --store nor store.dir chose Dir.
+	defaultDir bool
 }
 
 func (cfg *Config) storeConfig() (StoreConfig, error) {
@@ -36,7 +38,7 @@ func (cfg *Config) storeConfig() (StoreConfig, error) {
 		if err != nil {
 			return sc, fmt.Errorf("find the default session store: %w (set store.dir or --store)", err)
 		}
-		sc.Dir = d
+		sc.Dir, sc.defaultDir = d, true
 	} else {
 		sc.Dir = cfg.path(sc.Dir)
 	}
@@ -56,6 +58,11 @@ func (a *app) openStore(readOnly bool) error {
 	}
 	if readOnly {
 		if _, err := os.Stat(filepath.Join(sc.Dir, "MANIFEST")); errors.Is(err, fs.ErrNotExist) {
+			// A store chosen by --store or store.dir that does not exist
+			// is a typo, not an empty store.
+			if _, err := os.Stat(sc.Dir); errors.Is(err, fs.ErrNotExist) && !sc.defaultDir {
+				return fmt.Errorf("no session store at %s: the directory does not exist (check --store or store.dir)", sc.Dir)
+			}
 			a.store = memory.New() // never written: nothing to read
 			return nil
 		}

@@ -51,7 +51,7 @@ type app struct {
 // newApp builds everything but the provider and the kernel: the registry of
 // tools, the store, the policy and the hooks.
 func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
-	a := &app{cfg: cfg, tools: kernel.NewRegistry(), log: newLogger(stderr)}
+	a := &app{cfg: cfg, tools: kernel.NewRegistry(), log: newLevelLogger(stderr, cfg.logLevel)}
 	if err := a.loadTools(ctx); err != nil {
 		a.Close()
 		return nil, err

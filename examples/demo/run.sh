@@ -50,7 +50,10 @@ else
   echo "sandbox: a native tool cannot be confined on this machine (see above)" >&2
   exit 1
 fi
-step() { printf '\n\033[1m== %s\033[0m\n$ %s\n\n' "$1" "$2" >&2; }
+# Bold headings only on a terminal (and never with NO_COLOR set).
+bold='' reset=''
+if [ -t 2 ] && [ -z "${NO_COLOR:-}" ]; then bold=$'\033[1m' reset=$'\033[0m'; fi
+step() { printf '\n%s== %s%s\n$ %s\n\n' "$bold" "$1" "$reset" "$2" >&2; }
 
 step "1. A question: built-in tools, the git plugin, jq in WASM; secrets arrive redacted" \
   'kernel run "What does this project do, what changed recently, and how is the nightly report deployed?"'

@@ -2,6 +2,7 @@ package sdk_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -29,6 +30,26 @@ func readmeBlock(t *testing.T, name string) string {
 	return string(m[1])
 }
 
+// pluginGoMod is the README plugin's go.mod as a test can build it offline:
+// the main module's go.mod with the module renamed, agentkernel required and
+// replaced by the local tree. Keeping the main module's whole require block
+// (indirect requirements included) pins every module to the version the main
+// module resolved, so the build loads no go.mod the main module's build did
+// not; what `go mod tidy` would write for a real plugin is a subset of it.
+func pluginGoMod(root string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	mod := string(b)
+	re := regexp.MustCompile(`(?m)^module\s+\S+\s*$`)
+	if !re.MatchString(mod) {
+		return "", fmt.Errorf("%s/go.mod has no module line", root)
+	}
+	return re.ReplaceAllString(mod, "module example.com/hello-plugin") +
+		"\nrequire github.com/agentkernel/agentkernel v0.0.0\n\nreplace github.com/agentkernel/agentkernel => " + root + "\n", nil
+}
+
 // TestReadme builds the README's plugin the way the README says (a module
 // of its own that requires agentkernel through a replace directive; the
 // repository's go.sum stands in for `go mod tidy`, which would need the
@@ -42,7 +63,10 @@ func TestReadme(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	gomod := "module example.com/hello-plugin\n\ngo 1.26\n\nrequire github.com/agentkernel/agentkernel v0.0.0\n\nreplace github.com/agentkernel/agentkernel => " + root + "\n"
+	gomod, err := pluginGoMod(root)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +76,11 @@ func TestReadme(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Setenv("GOFLAGS", "-mod=mod")
+	// The module's requirements are the main module's, resolved: building
+	// it needs exactly the modules building this test needed, so it never
+	// reaches for one the module cache happens to lack (and the proxy is off
+	// to prove it: no test touches the network).
+	t.Setenv("GOFLAGS", "-mod=readonly")
 	t.Setenv("GOPROXY", "off")
 	bin := filepath.Join(dir, "hello-plugin")
 	if err := sdktest.BuildTo(bin, dir); err != nil {

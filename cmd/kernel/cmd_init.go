@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// initConfigYAML is the kernel.yaml `kernel init` writes. %s is the
+// workspace line.
+const initConfigYAML = `# kernel.yaml — written by ` + "`kernel init`" + `. Every field is optional: what
+# this file leaves out comes from the embedded defaults (` + "`kernel config show`" + `
+# prints the result). The schema: schemas/config.schema.json in the
+# agentkernel repository. Relative paths are relative to this file.
+#
+# This file and the policy beside it are kept OUTSIDE the workspace, so
+# the agent's own tools can never rewrite the rules it runs under.
+
+model:
+  provider: openai              # openai (any OpenAI-compatible server) or scripted
+  name: gpt-4o-mini
+  # base_url: http://127.0.0.1:11434/v1   # Ollama, vLLM, llama.cpp, LM Studio...
+  api_key_env: OPENAI_API_KEY   # the variable's NAME; the key never goes in a file
+  timeout: 5m                   # one model call
+
+# The only directory the built-in tools can reach.
+%s
+
+limits:
+  max_turns: 8                  # model turns per run
+  tool_timeout: 2m              # a tool call whose tool sets no timeout
+  approval_ttl: 24h             # how long a call may wait for ` + "`kernel approve`" + `
+
+tools:
+  builtin:
+    # read_file, list_dir and search only read; write_file, edit_file and
+    # run_command change things, and the policy asks before they run.
+    enable: [read_file, list_dir, search, write_file, edit_file, run_command]
+
+policy:
+  file: policy.yaml             # see docs/policy.md; reloaded when it changes
+
+# store:
+#   dir: ~/.local/share/agentkernel   # sessions (the default)
+`
+
+// initPolicyYAML is the starter policy: everything that reads is allowed,
+// everything that changes waits for a human, recursive deletion is denied.
+const initPolicyYAML = `# policy.yaml — the starter policy written by ` + "`kernel init`" + `.
+# Reading is allowed; every change waits for your approval
+# (` + "`kernel approve SESSION`" + `); recursive forced deletion is refused.
+# Check it with ` + "`kernel policy check policy.yaml`" + ` and run its tests with
+# ` + "`kernel policy test policy.yaml`" + `. The format: docs/policy.md.
+name: starter
+revision: "1"
+
+defaults:
+  tool_call: allow
+
+rules:
+  - id: no-rm-rf
+    description: recursive forced deletion
+    effect: deny
+    tools: [run_command]
+    when: call.command matches ` + "`(^|[\\s;&|])rm\\s+-[a-zA-Z]*([rR][a-zA-Z]*f|f[a-zA-Z]*[rR])`" + `
+    message: '"destructive command refused: " + call.command'
+
+  - id: ask-before-changes
+    description: every write, edit and command waits for a human
+    effect: ask
+    tools: [write_file, edit_file, run_command]
+    message: '"the agent wants to run " + tool.name'
+
+tests:
+  - name: reading is allowed
+    input:
+      call: {tool: read_file, args: {path: README.md}}
+    expect: {decision: allow}
+  - name: a write waits for approval
+    input:
+      call: {tool: write_file, args: {path: notes.txt, content: hi}}
+    expect: {decision: ask, rules: [ask-before-changes]}
+  - name: rm -rf is refused
+    input:
+      call: {tool: run_command, args: {argv: [rm, -rf, build]}}
+    expect: {decision: deny, rules: [no-rm-rf]}
+`
+
+// cmdInit is `kernel init`: a commented kernel.yaml and a starter policy,
+// written outside the workspace.
+func cmdInit(_ context.Context, args []string, env *cliEnv) error {
+	flags := newFlagSet("init", "", env.stderr)
+	dir := flags.String("dir", "", "where to write kernel.yaml and policy.yaml (`DIR`; default the user's config directory, $XDG_CONFIG_HOME/agentkernel)")
+	workspace := flags.String("workspace", "", "the workspace `DIR` to write into kernel.yaml (default: none, so each run uses its working directory)")
+	force := flags.Bool("force", false, "overwrite existing files")
+	pos, err := parseArgs(flags, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("init takes no arguments (use --dir and --workspace), got %q", pos[0])
+	}
+	target := *dir
+	if target == "" {
+		base, err := userConfigDir()
+		if err != nil {
+			return fmt.Errorf("find the user's config directory: %w (use --dir)", err)
+		}
+		target = filepath.Join(base, "agentkernel")
+	}
+	target = absPath(target)
+	wsLine := "# workspace: /path/to/project   # default: the directory you run kernel in"
+	ws := ""
+	if *workspace != "" {
+		ws = absPath(*workspace)
+		if st, err := os.Stat(ws); err != nil || !st.IsDir() {
+			return fmt.Errorf("--workspace %s: not a directory", ws)
+		}
+		wsLine = "workspace: " + yamlQuote(ws)
+	} else if *dir != "" {
+		// A project-level config: the workspace is the working directory
+		// at init time, which must not contain the config.
+		ws, _ = os.Getwd()
+	}
+	if ws != "" && within(target, ws) {
+		return usageError("refusing to write %s inside the workspace %s: the agent's tools could rewrite its own configuration; use a --dir outside it", target, ws)
+	}
+	files := []struct{ name, text string }{
+		{"kernel.yaml", fmt.Sprintf(initConfigYAML, wsLine)},
+		{"policy.yaml", initPolicyYAML},
+	}
+	if !*force {
+		for _, f := range files {
+			p := filepath.Join(target, f.name)
+			if _, err := os.Stat(p); err == nil {
+				return fmt.Errorf("%s exists; keep it, or run kernel init --force to overwrite it", p)
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	if err := os.MkdirAll(target, 0o700); err != nil {
+		return err
+	}
+	for _, f := range files {
+		p := filepath.Join(target, f.name)
+		if err := os.WriteFile(p, []byte(f.text), 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stdout, "wrote %s\n", p)
+	}
+	next := "kernel config show"
+	if *dir != "" {
+		next += " --config " + filepath.Join(target, "kernel.yaml")
+	}
+	fmt.Fprintf(env.stderr, "next: export OPENAI_API_KEY=...; %s; kernel run \"...\"\n", next)
+	return nil
+}
+
+// yamlQuote quotes a path for a YAML scalar.
+func yamlQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
