@@ -233,7 +233,7 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 		if m.Context != nil {
 			store = m.Context.Store
 		}
-		fmt.Fprintf(w, "\nwaiting for approval:\n%s  approve: %s    reject: %s\n", indent(describeApproval(p, &m)),
+		fmt.Fprintf(w, "\nwaiting for approval:\n%s\n  approve: %s    reject: %s\n", indent(describeApproval(p, &m)),
 			resumeHint("approve", m.ID, storeHint(store)), resumeHint("reject", m.ID, storeHint(store)))
 	}
 }

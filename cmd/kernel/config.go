@@ -184,7 +184,7 @@ var pathFields = []string{
 	"tools.wasm.*.path", "tools.wasm.*.grants.fs.*.host",
 	"security.allow_writable.*",
 	"tools.builtin.command_sandbox.fs.*.path", "tools.plugins.*.sandbox.fs.*.path",
-	"hooks.rules.*.command.sandbox.fs.*.path",
+	"hooks.rules.*.command.sandbox.fs.*.path", "tools.mcp.*.grant.fs.*.path",
 }
 
 // absolutize rewrites the path fields of one layer's document.

@@ -270,7 +270,7 @@ func TestMCPServeStdio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"read_file", "[REDACTED]", "t.echo", "denied by policy: nothing about secrets", "waiting for approval: t.write_note"} {
+	for _, want := range []string{"read_file", "[REDACTED]", "t.echo", "denied by policy: nothing about secrets", "waiting for approval:\n    tool: t.write_note"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stored session lacks %q:\n%s", want, out)
 		}
@@ -280,7 +280,7 @@ func TestMCPServeStdio(t *testing.T) {
 	}
 	// The pending approval resolves with `kernel approve`: the call runs
 	// (reaching the server) and the session ends without a model.
-	_, errOut, err := cli(t, "approve", "--config", cfg, "--store", store, id)
+	_, errOut, err := cli(t, "approve", "--yes", "--config", cfg, "--store", store, id)
 	if err != nil {
 		t.Fatalf("approve: %v\n%s", err, errOut)
 	}

@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 kernel="$root/bin/kernel"
 demo="$root/bin/demo-mcp"
 rm -rf "$demo"
-mkdir -p "$demo/workspace"
+mkdir -p "$demo/workspace" "$demo/server"
 cat > "$demo/demo.yaml" <<LAYER
 workspace: workspace
 store: {dir: store}
@@ -22,7 +22,10 @@ tools:
       timeout: 10s
 LAYER
 k() { "$kernel" "$@" --config "$root/examples/mcp/kernel.yaml" --config "$demo/demo.yaml"; }
-step() { printf '\n\033[1m== %s\033[0m\n$ %s\n\n' "$1" "$2" >&2; }
+# Bold headings only on a terminal (and never with NO_COLOR set).
+bold='' reset=''
+if [ -t 2 ] && [ -z "${NO_COLOR:-}" ]; then bold=$'\033[1m' reset=$'\033[0m'; fi
+step() { printf '\n%s== %s%s\n$ %s\n\n' "$bold" "$1" "$reset" "$2" >&2; }
 
 step "1. The MCP server's tools as the kernel registered them (tiers are the operator's)" "kernel mcp ls"
 k mcp ls
@@ -32,8 +35,8 @@ step "2. A run: the model calls MCP tools through the one pipeline" \
 k run "Say hello, add 19 and 23, and store my notes" || true
 id=$(k sessions ls 2>/dev/null | awk 'NR==2 {print $1}')
 
-step "3. A human approves the pending note; the call reaches the server" "kernel approve $id"
-k approve "$id" --note "fine"
+step "3. A human approves the pending note; the call reaches the server" "kernel approve --yes $id"
+k approve --yes "$id" --note "fine"
 
 printf '\n== What reached the MCP server (the invalid and the denied call never did):\n' >&2
 cat "$demo/server/calls.log" >&2
