@@ -62,7 +62,8 @@ func (cfg *Config) builtinWritable() ([]writableArea, error) {
 }
 
 // sandboxWritable is every read-write path of a native process's sandbox
-// grant: run_command's command_sandbox and each plugin's sandbox (the
+// grant: run_command's command_sandbox, each plugin's sandbox and each MCP
+// stdio server's grant (the
 // workspace itself is builtinWritable's).
 func (cfg *Config) sandboxWritable() ([]writableArea, error) {
 	var out []writableArea
@@ -76,6 +77,19 @@ func (cfg *Config) sandboxWritable() ([]writableArea, error) {
 	for _, pc := range pcs {
 		for _, p := range pc.Sandbox.WritablePaths() {
 			out = append(out, writableArea{dir: p, by: "plugin " + pc.Name + "'s sandbox grant"})
+		}
+	}
+	scs, err := cfg.mcpConfigs()
+	if err != nil {
+		return nil, err
+	}
+	for _, sc := range scs {
+		g, err := sc.ConfiguredGrant()
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range g.WritablePaths() {
+			out = append(out, writableArea{dir: p, by: "MCP server " + sc.Name + "'s sandbox grant"})
 		}
 	}
 	return out, nil

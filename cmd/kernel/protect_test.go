@@ -92,3 +92,30 @@ func TestSelfRewriteRefusedAtReload(t *testing.T) {
 		t.Fatalf("the hooks were reloaded: rule %s", n)
 	}
 }
+
+// TestSandboxGrantsCannotExposeKernelFiles: a read-write sandbox grant of a
+// native tool source (run_command's command_sandbox, an MCP stdio server's
+// grant) that covers the policy makes the kernel refuse to start, naming the
+// grant. Without sandboxWritable in writableSources this starts.
+func TestSandboxGrantsCannotExposeKernelFiles(t *testing.T) {
+	for name, grant := range map[string]string{
+		"command_sandbox": "tools:\n  builtin:\n    enable: [read_file]\n    command_sandbox: {fs: [{path: conf, mode: rw}]}\n",
+		"mcp":             "tools:\n  builtin:\n    enable: [read_file]\n  mcp:\n    - name: s\n      command: [/bin/true]\n      grant: {fs: [{path: conf, mode: rw}]}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir, ws := t.TempDir(), t.TempDir()
+			writeFiles(t, dir, map[string]string{
+				"conf/policy.yaml": "name: p\nrevision: \"1\"\ndefaults:\n  tool_call: allow\n",
+				"script.yaml":      "steps:\n  - text: done\n",
+				"kernel.yaml":      "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: " + ws + "\npolicy: {file: conf/policy.yaml}\n" + grant,
+			})
+			_, errOut, err := cli(t, "run", "--config", filepath.Join(dir, "kernel.yaml"), "--store", t.TempDir(), "go")
+			if !errors.Is(err, ErrProtectedWritable) {
+				t.Fatalf("started with the policy inside a sandbox rw grant: %v\n%s", err, errOut)
+			}
+			if !strings.Contains(err.Error(), "sandbox grant") {
+				t.Errorf("error does not name the grant: %v", err)
+			}
+		})
+	}
+}

@@ -45,19 +45,30 @@ func command(ctx context.Context, cfg ServerConfig, allowMissing []sandbox.Layer
 	return cmd, nil
 }
 
+// ConfiguredGrant decodes the server's grant block as written (the zero
+// Grant without one): what the operator added to the default grant.
+func (c ServerConfig) ConfiguredGrant() (sandbox.Grant, error) {
+	var g sandbox.Grant
+	if c.Grant.IsZero() {
+		return g, nil
+	}
+	b, err := yaml.Marshal(&c.Grant)
+	if err != nil {
+		return g, fmt.Errorf("mcp server %s: grant: %w", c.Name, err)
+	}
+	if g, err = sandbox.DecodeYAML(b); err != nil {
+		return g, fmt.Errorf("mcp server %s: grant: %w", c.Name, err)
+	}
+	return g, nil
+}
+
 // serverGrant is a stdio server's sandbox grant: the system directories,
 // its program and its working directory read-only, plus the config's
 // grant (deny by default: no network, no writes); env is cfg.Env.
 func serverGrant(cfg ServerConfig, allowMissing []sandbox.Layer) (sandbox.Grant, error) {
-	var g sandbox.Grant
-	if !cfg.Grant.IsZero() {
-		b, err := yaml.Marshal(&cfg.Grant)
-		if err != nil {
-			return g, fmt.Errorf("mcp server %s: grant: %w", cfg.Name, err)
-		}
-		if g, err = sandbox.DecodeYAML(b); err != nil {
-			return g, fmt.Errorf("mcp server %s: grant: %w", cfg.Name, err)
-		}
+	g, err := cfg.ConfiguredGrant()
+	if err != nil {
+		return g, err
 	}
 	fs := sandbox.SystemDirs()
 	if prog, err := exec.LookPath(cfg.Command[0]); err == nil {
