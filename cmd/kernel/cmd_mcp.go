@@ -121,11 +121,7 @@ func mcpServe(ctx context.Context, cf *commonFlags, env *cliEnv, addr, tokenEnv,
 	defer closeEv()
 	// stdout may be the protocol: nothing else is written to it.
 	r := newRenderer(&cliEnv{stdin: env.stdin, stdout: env.stderr, stderr: env.stderr}, true, ev)
-	cfg, err := cf.load()
-	if err != nil {
-		return err
-	}
-	a, err := newApp(ctx, cfg, env.stderr)
+	a, err := loadApp(ctx, cf, env, true)
 	if err != nil {
 		return err
 	}

@@ -18,11 +18,7 @@ func cmdTools(ctx context.Context, args []string, env *cliEnv) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := cf.load()
-	if err != nil {
-		return err
-	}
-	a, err := newApp(ctx, cfg, env.stderr)
+	a, err := loadApp(ctx, &cf, env, false)
 	if err != nil {
 		return err
 	}

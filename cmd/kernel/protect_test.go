@@ -119,3 +119,18 @@ func TestSandboxGrantsCannotExposeKernelFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPServeRefusesWritableKernelFiles: `kernel mcp serve` runs tools
+// like `run`, so it refuses a configuration whose policy a tool could
+// rewrite (it skipped the check before loadApp).
+func TestMCPServeRefusesWritableKernelFiles(t *testing.T) {
+	ws := t.TempDir()
+	writeFiles(t, ws, map[string]string{
+		"policy.yaml": "name: p\nrevision: \"1\"\ndefaults:\n  tool_call: allow\n",
+		"kernel.yaml": "workspace: .\npolicy: {file: policy.yaml}\ntools:\n  builtin:\n    enable: [read_file, write_file]\n",
+	})
+	_, errOut, err := cli(t, "mcp", "serve", "--config", filepath.Join(ws, "kernel.yaml"), "--store", t.TempDir())
+	if !errors.Is(err, ErrProtectedWritable) {
+		t.Fatalf("mcp serve started with its policy inside the writable workspace: %v\n%s", err, errOut)
+	}
+}

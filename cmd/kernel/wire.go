@@ -50,6 +50,23 @@ type app struct {
 
 // newApp builds everything but the provider and the kernel: the registry of
 // tools, the store, the policy and the hooks.
+// loadApp loads the configuration the flags name and builds the app on
+// it. protect refuses a configuration in which a tool could write the
+// kernel's own files (checkProtected): every command that runs tools asks
+// for it; listing commands need not.
+func loadApp(ctx context.Context, cf *commonFlags, env *cliEnv, protect bool) (*app, error) {
+	cfg, err := cf.load()
+	if err != nil {
+		return nil, err
+	}
+	if protect {
+		if err := cfg.checkProtected(); err != nil {
+			return nil, err
+		}
+	}
+	return newApp(ctx, cfg, env.stderr)
+}
+
 func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
 	a := &app{cfg: cfg, tools: kernel.NewRegistry(), log: newLevelLogger(stderr, cfg.logLevel)}
 	if err := a.loadTools(ctx); err != nil {
@@ -77,14 +94,7 @@ func newLogger(stderr io.Writer) hclog.Logger {
 // policy, the store opened for writing, the config watcher, the provider,
 // with events going to r. The caller closes the app.
 func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer) (*app, *kernel.Kernel, error) {
-	cfg, err := cf.load()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := cfg.checkProtected(); err != nil {
-		return nil, nil, err
-	}
-	a, err := newApp(ctx, cfg, env.stderr)
+	a, err := loadApp(ctx, cf, env, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -110,7 +120,7 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 	}
 	r.mu.Lock()
 	r.scrub = a.scrub
-	if sc, err := cfg.storeConfig(); err == nil && sc.Kind != "memory" {
+	if sc, err := a.cfg.storeConfig(); err == nil && sc.Kind != "memory" {
 		r.store = storeHint(sc.Dir)
 	}
 	r.mu.Unlock()
