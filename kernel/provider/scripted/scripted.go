@@ -135,11 +135,14 @@ func (st *Step) compile() error {
 		if args == nil {
 			args = map[string]any{}
 		}
-		b, err := json.Marshal(args)
-		if err != nil {
+		// As a model writes them: "<", ">" and "&" literal, not \u003c.
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(args); err != nil {
 			return fmt.Errorf("tool call %d (%s): args: %w", i+1, c.Name, err)
 		}
-		st.args = append(st.args, string(b))
+		st.args = append(st.args, strings.TrimSuffix(b.String(), "\n"))
 	}
 	if m := st.Match; m != nil {
 		if m.Role != "" && m.Role != kernel.RoleUser && m.Role != kernel.RoleTool {

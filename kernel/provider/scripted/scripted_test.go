@@ -108,6 +108,19 @@ func TestRawArgsAreSentVerbatim(t *testing.T) {
 	}
 }
 
+// Arguments are encoded as a model writes them: a shell command's "<", ">"
+// and "&" stay literal, so transcripts and approval prompts show them.
+func TestArgsKeepShellCharacters(t *testing.T) {
+	s, err := scripted.Parse("sh.yaml", []byte("steps:\n  - tool_calls: [{name: x, args: {cmd: 'a < b > c && d'}}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := scripted.New(s).Stream(context.Background(), kernel.Request{}, func(kernel.Delta) {})
+	if err != nil || resp.Message.ToolCalls[0].Arguments != `{"cmd":"a < b > c && d"}` {
+		t.Fatalf("%q %v", resp.Message.ToolCalls[0].Arguments, err)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(script))
 	f.Add([]byte("steps:\n  - text: x\n"))
