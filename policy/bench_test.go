@@ -167,9 +167,11 @@ func BenchmarkLoad(b *testing.B) {
 // one or a few tools each (tools: lists, tool.name conditions, or no tools
 // at all), when-expressions over call arguments, paths, argv, the tool's
 // tier, session counters and labels, and a var. One rule in 10 applies to
-// every tool (a ticket number in the arguments), one in 200 to every tool
-// with a path prefix, and one in 20 is an unconditional deny of a tool of
-// its own. Every rule is reachable and tested, so the file loads.
+// every tool with a ticket number in the arguments, one in 20 to every tool
+// with a path prefix, one in 200 to every tool with a regular expression on
+// the command (which no index splits: every test evaluates these), and one
+// in 20 is an unconditional deny of a tool of its own. Every rule is
+// reachable and tested, so the file loads.
 func genLoadPolicy(n int) string {
 	var b, t strings.Builder
 	b.WriteString("name: load\nrevision: \"1\"\ndefaults: {tool_call: allow}\n")
@@ -207,13 +209,16 @@ func genLoadPolicy(n int) string {
 			// Every tool: a ticket number in the arguments.
 			when, in = fmt.Sprintf(`call.args.ticket == "T-%d" && session.turns < 500`, i), fmt.Sprintf(`{ticket: T-%d}`, i)
 		case 9:
-			if i%200 != 9 {
+			// Every tool: a path prefix.
+			when, in = fmt.Sprintf(`any(call.paths, {# startsWith "g%d/"})`, i), fmt.Sprintf(`{path: g%d/x}`, i)
+		case 19:
+			if i%200 != 19 {
 				tools = fmt.Sprintf("[%s]", tool)
 				when, in = fmt.Sprintf(`call.args.k == "k%d"`, i), fmt.Sprintf(`{k: k%d}`, i)
 				break
 			}
-			// Every tool, a condition no index splits: a path prefix.
-			when, in = fmt.Sprintf(`any(call.paths, {# startsWith "g%d/"})`, i), fmt.Sprintf(`{path: g%d/x}`, i)
+			// Every tool, a condition no index splits.
+			when, in = fmt.Sprintf(`call.command matches "^tool%d( |$)"`, i), fmt.Sprintf(`{argv: [tool%d, x]}`, i)
 		default:
 			tools = fmt.Sprintf("[%s]", tool)
 			when, in = fmt.Sprintf(`call.args.k == "k%d"`, i), fmt.Sprintf(`{k: k%d}`, i)

@@ -86,9 +86,15 @@ func (p *Policy) rulesFor(name string) []*rule {
 // a constant, and where nothing the when evaluates before it can fail.
 // When the subject's value in a test's input is known and differs, the
 // rule evaluates to false without error, so the test need not run it.
+//
+// A prefix guard is the other kind: any(call.paths, {# startsWith "p"}) or
+// call.command startsWith "p" (typed strings, so startsWith cannot fail):
+// the test runs the rule only when one of the call's paths (its command)
+// starts with the prefix.
 type guard struct {
 	subject string // the path as an expression: call["args"]["ticket"]
-	value   any    // normalised with indexKey
+	value   any    // normalised with indexKey; the prefix for a prefix guard
+	prefix  string // "paths" or "command" for a prefix guard, else ""
 }
 
 // findGuard returns the guard of a rule's when, if it has one: the first
@@ -100,6 +106,9 @@ func findGuard(n ast.Node) (guard, bool) {
 	flattenAnd(n, &conj)
 	for _, c := range conj {
 		if g, ok := guardOf(c); ok {
+			return g, true
+		}
+		if g, ok := prefixGuardOf(c); ok {
 			return g, true
 		}
 		if s := analyze(c); s.names == nil || s.rest {
@@ -130,6 +139,43 @@ func guardOf(n ast.Node) (guard, bool) {
 		}
 		if v, ok := literal(side[1]); ok {
 			return guard{subject: subj, value: v}, true
+		}
+	}
+	return guard{}, false
+}
+
+func prefixGuardOf(n ast.Node) (guard, bool) {
+	switch n := n.(type) {
+	case *ast.BuiltinNode: // any(call.paths, {# startsWith "p"})
+		if n.Name != "any" || len(n.Arguments) != 2 {
+			return guard{}, false
+		}
+		if s, ok := subjectPath(n.Arguments[0]); !ok || s != `call["paths"]` {
+			return guard{}, false
+		}
+		pred, ok := n.Arguments[1].(*ast.PredicateNode)
+		if !ok {
+			return guard{}, false
+		}
+		b, ok := pred.Node.(*ast.BinaryNode)
+		if !ok || b.Operator != "startsWith" {
+			return guard{}, false
+		}
+		if ptr, ok := b.Left.(*ast.PointerNode); !ok || ptr.Name != "" {
+			return guard{}, false
+		}
+		if lit, ok := b.Right.(*ast.StringNode); ok {
+			return guard{prefix: "paths", value: lit.Value}, true
+		}
+	case *ast.BinaryNode: // call.command startsWith "p"
+		if n.Operator != "startsWith" {
+			return guard{}, false
+		}
+		if s, ok := subjectPath(n.Left); !ok || s != `call["command"]` {
+			return guard{}, false
+		}
+		if lit, ok := n.Right.(*ast.StringNode); ok {
+			return guard{prefix: "command", value: lit.Value}, true
 		}
 	}
 	return guard{}, false
@@ -228,7 +274,16 @@ type testIndex struct {
 	// subjectsOf lists the subjects guarding the rules of a tool ("": of
 	// wide rules).
 	subjectsOf map[string][]int
+	// prefixes has bit 1 (paths) and 2 (command) set for a tool whose
+	// rules have prefix guards; their buckets' subject is prefixPaths or
+	// prefixCommand and their value the prefix.
+	prefixes map[string]int
 }
+
+const (
+	prefixPaths   = -1
+	prefixCommand = -2
+)
 
 type bucketKey struct {
 	tool    string
@@ -248,6 +303,7 @@ func (p *Policy) newTestIndex() *testIndex {
 	x := &testIndex{
 		p: p, subjIdx: map[string]int{}, buckets: map[bucketKey][]*rule{},
 		all: map[bucketKey][]*rule{}, unguarded: map[string][]*rule{}, subjectsOf: map[string][]int{},
+		prefixes: map[string]int{},
 	}
 	for _, r := range p.rules {
 		tools := []string{""}
@@ -261,6 +317,18 @@ func (p *Policy) newTestIndex() *testIndex {
 		if !ok {
 			for _, t := range tools {
 				x.unguarded[t] = append(x.unguarded[t], r)
+			}
+			continue
+		}
+		if g.prefix != "" {
+			s := prefixPaths
+			if g.prefix == "command" {
+				s = prefixCommand
+			}
+			for _, t := range tools {
+				k := bucketKey{tool: t, subject: s, value: g.value}
+				x.buckets[k] = append(x.buckets[k], r)
+				x.prefixes[t] |= 1 << -s
 			}
 			continue
 		}
@@ -317,9 +385,24 @@ func (x *testIndex) candidates(m *vm.VM, env *Env, tool string, epoch int) []*ru
 			}
 			add(x.buckets[bucketKey{tool: t, subject: s, value: sp.value}])
 		}
+		if bits := x.prefixes[t]; bits != 0 {
+			byPrefix := func(subject int, strs []string) {
+				for _, str := range strs {
+					for i := 0; i <= len(str); i++ {
+						add(x.buckets[bucketKey{tool: t, subject: subject, value: str[:i]}])
+					}
+				}
+			}
+			if bits&(1<<-prefixPaths) != 0 {
+				byPrefix(prefixPaths, env.Call.Paths)
+			}
+			if bits&(1<<-prefixCommand) != 0 {
+				byPrefix(prefixCommand, []string{env.Call.Command})
+			}
+		}
 	}
 	slices.SortFunc(out, func(a, b *rule) int { return a.index - b.index })
-	return out
+	return slices.Compact(out) // a rule may come from several paths
 }
 
 // entryOf groups rules (in file order) the way Decide evaluates them.

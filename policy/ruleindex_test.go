@@ -40,6 +40,12 @@ var (
 		`call.args.flag == true`,
 		`call.args.k == 5`,
 		`any(call.paths, {# startsWith "p"})`,
+		`any(call.paths, {# startsWith "p/"})`,
+		`any(call.paths, {# startsWith "q"}) && call.args.k == "v1"`,
+		`tool.name == "a" && any(call.paths, {# startsWith ""})`,
+		`call.command startsWith "rm"`,
+		`call.command startsWith "rm -rf" && call.args.k == "v2"`,
+		`any(call.paths, {# startsWith "p"}) || call.args.k == "v1"`,
 		`tool.tier == "read_only" && call.args.k == "v2"`,
 		`call.args.k != "v1"`,
 		`call.args.n == 1 || call.args.k == "v1"`,
@@ -49,7 +55,8 @@ var (
 		`call.args.x.y > 0 && call.args.k == "v2"`,
 	}
 	randArgs = []string{"{}", "{k: v1}", "{k: v2, n: 1}", "{n: 2}", "{x: {y: 1}}", "{x: s}", "{k: 5}", "{n: 1.0}",
-		"{flag: true}", "{path: p/x}", "{k: v1, x: {y: 1}}", "{k: v1, x: s}", "{k: v1, n: 3}", "{argv: [rm, x]}"}
+		"{flag: true}", "{path: p/x}", "{k: v1, x: {y: 1}}", "{k: v1, x: s}", "{k: v1, n: 3}", "{argv: [rm, x]}",
+		"{argv: [rm, -rf, /]}", "{path: q/z}", "{paths: [p/a, q/b]}", "{path: p}", "{k: v1, path: q}"}
 	randCallTools = []string{"a", "b", "c", "g1", "g2", "read_file", "other"}
 )
 
