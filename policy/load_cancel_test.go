@@ -46,7 +46,7 @@ func (c *cancelAfter) Err() error {
 // while it runs its tests: each returns the context's error, naming the
 // file and the stage, and no policy.
 func TestLoadCancelled(t *testing.T) {
-	const rules = 1000
+	const rules = 300
 	src := []byte(genLoadPolicy(rules))
 	// How often a whole load asks: the compiler once per expression, the
 	// tests once per 64 tests and at the end.
@@ -64,8 +64,10 @@ func TestLoadCancelled(t *testing.T) {
 		stage string
 	}{
 		{"before the start", 1, "cancelled while loading"},
-		{"while compiling", 300, "cancelled while compiling"},
-		{"while testing", total - 10, "cancelled while testing"},
+		{"while compiling", 100, "cancelled while compiling"},
+		// The tests ask every 64 tests and once at the end: the last
+		// rules/64 questions are theirs.
+		{"while testing", total - rules/64, "cancelled while testing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := newCancelAfter(tc.after)
