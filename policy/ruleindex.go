@@ -261,7 +261,6 @@ func indexKey(v any) (any, bool) {
 // testIndex finds, for one test's call, the rules that can match it. It
 // is built for one run of the tests.
 type testIndex struct {
-	p        *Policy
 	subjects []*subjectProg
 	subjIdx  map[string]int
 	// buckets holds the guarded rules under (tool, subject, value), the
@@ -301,7 +300,7 @@ type subjectProg struct {
 
 func (p *Policy) newTestIndex() *testIndex {
 	x := &testIndex{
-		p: p, subjIdx: map[string]int{}, buckets: map[bucketKey][]*rule{},
+		subjIdx: map[string]int{}, buckets: map[bucketKey][]*rule{},
 		all: map[bucketKey][]*rule{}, unguarded: map[string][]*rule{}, subjectsOf: map[string][]int{},
 		prefixes: map[string]int{},
 	}
