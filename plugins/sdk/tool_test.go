@@ -68,7 +68,9 @@ func TestTypedTools(t *testing.T) {
 		{"not JSON", greet(), `{`, "", sdk.CodeInvalidArgs, "not valid JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := tc.tool.Call(ctx, []byte(tc.args))
+			// Through sdktest: the arguments are validated as the kernel
+			// validates them before a call reaches the plugin.
+			res, err := sdktest.Start(t, tc.tool).Call(ctx, tc.tool.Spec().Name, tc.args)
 			if tc.wantCode == "" {
 				if err != nil || res.Content != tc.want {
 					t.Fatalf("Call = %q, %v; want %q", res.Content, err, tc.want)
@@ -79,6 +81,24 @@ func TestTypedTools(t *testing.T) {
 				t.Fatalf("err = %v (code %s), want code %s mentioning %q", err, sdk.CodeOf(err), tc.wantCode, tc.wantText)
 			}
 		})
+	}
+}
+
+// TestDirectCallChecksOnlyTheObject: a Tool called directly (not through
+// the kernel or sdktest) decodes the arguments but does not check the
+// schema, which would need a JSON Schema library in every plugin binary.
+func TestDirectCallChecksOnlyTheObject(t *testing.T) {
+	ctx := context.Background()
+	if res, err := greet().Call(ctx, []byte(`{"name":"x","shout":true}`)); err != nil || res.Content != "hello x\n" {
+		t.Errorf("extra field, called directly = %q, %v; the schema is the kernel's to check", res.Content, err)
+	}
+	for _, args := range []string{`[1]`, `{`, `"x"`} {
+		if _, err := greet().Call(ctx, []byte(args)); sdk.CodeOf(err) != sdk.CodeInvalidArgs {
+			t.Errorf("Call(%s) = %v, want code %s", args, err, sdk.CodeInvalidArgs)
+		}
+	}
+	if _, err := greet().Call(ctx, []byte(`{"name":7}`)); sdk.CodeOf(err) != sdk.CodeInvalidArgs {
+		t.Errorf("undecodable args: %v, want code %s", err, sdk.CodeInvalidArgs)
 	}
 }
 
