@@ -124,7 +124,7 @@ func newCompiler(assertFormat bool) *jsonschema.Compiler {
 	c.Draft = jsonschema.Draft2020
 	c.AssertFormat = assertFormat
 	c.LoadURL = func(u string) (io.ReadCloser, error) {
-		return nil, fmt.Errorf("$ref %q: a schema must be self-contained (remote and file references are not loaded)", u)
+		return nil, fmt.Errorf("remote $ref %q is not allowed: a schema must be self-contained", u)
 	}
 	return c
 }
