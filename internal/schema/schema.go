@@ -4,13 +4,11 @@
 // the same loader and the same error rendering.
 //
 // The settings: draft 2020-12 unless a schema's $schema says otherwise;
-// every $ref must resolve inside the schema itself (or, for the embedded
-// schemas, inside schemas/): remote and file loads are refused, so
-// compiling never touches the network or the disk. Formats ("date-time",
-// "uri", ...) are asserted for the project's own documents, whose schemas
-// use them on purpose, and are annotations (the draft 2020-12 default) in
-// tool argument schemas, which come from plugins and MCP servers that use
-// them loosely.
+// "format" is asserted ("date-time", "email", "uri", ...: a value that does
+// not match its format is a violation; jsonschema/v5 does this for a schema
+// without a $schema vocabulary, and every set-up did it before there was
+// one); every $ref must resolve inside the schema itself: remote and file
+// loads are refused, so compiling never touches the network or the disk.
 package schema
 
 import (
@@ -119,10 +117,10 @@ func leaves(ve *jsonschema.ValidationError) []Problem {
 }
 
 // newCompiler is the one compiler set-up.
-func newCompiler(assertFormat bool) *jsonschema.Compiler {
+func newCompiler() *jsonschema.Compiler {
 	c := jsonschema.NewCompiler()
 	c.Draft = jsonschema.Draft2020
-	c.AssertFormat = assertFormat
+	c.AssertFormat = true
 	c.LoadURL = func(u string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("remote $ref %q is not allowed: a schema must be self-contained", u)
 	}
@@ -151,17 +149,17 @@ func CompileTool(name string, data []byte) (*Schema, error) {
 	if t, ok := top["type"]; ok && t != "object" {
 		return nil, fmt.Errorf("schema type must be \"object\" (tool arguments are a JSON object), got %v", t)
 	}
-	s, err := compile(newCompiler(false), "mem:///tools/"+name+".json", data)
+	s, err := compile(newCompiler(), "mem:///tools/"+name+".json", data)
 	if err != nil {
 		return nil, fmt.Errorf("invalid schema: %w", err)
 	}
 	return s, nil
 }
 
-// Compile compiles a document schema (formats asserted). name only labels
-// the schema in errors.
+// Compile compiles a document schema. name only labels the schema in
+// errors.
 func Compile(name string, data []byte) (*Schema, error) {
-	s, err := compile(newCompiler(true), "mem:///"+name, data)
+	s, err := compile(newCompiler(), "mem:///"+name, data)
 	if err != nil {
 		return nil, fmt.Errorf("schema %s: %w", name, err)
 	}
@@ -180,7 +178,7 @@ func Embedded(file string) (*Schema, error) {
 			if err != nil {
 				return nil, fmt.Errorf("schemas/%s: %w", file, err)
 			}
-			s, err := compile(newCompiler(true), "mem:///schemas/"+file, data)
+			s, err := compile(newCompiler(), "mem:///schemas/"+file, data)
 			if err != nil {
 				return nil, fmt.Errorf("schemas/%s: %w", file, err)
 			}
