@@ -10,5 +10,6 @@
 //
 // The kernel re-exports these names (kernel.ToolSpec is tool.Spec,
 // kernel.Result is tool.Result, ...), so code written against the kernel
-// keeps working unchanged.
+// keeps working unchanged. Why the plugin side does not validate arguments
+// itself: RATIONALE.md, "The tool contract package and one schema set-up".
 package tool

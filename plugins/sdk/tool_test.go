@@ -3,6 +3,8 @@ package sdk_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -254,5 +256,38 @@ func TestInProcess(t *testing.T) {
 	}
 	if _, err := p.Call(ctx, "nope", `{}`); !errors.Is(err, kernel.ErrUnknownTool) {
 		t.Errorf("unknown tool: %v", err)
+	}
+}
+
+// fatalTB records the first Fatalf instead of failing the test.
+type fatalTB struct {
+	*testing.T
+	msg string
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// TestKernelRefusesWhatTheSDKCannotCheck: a schema that is a JSON object
+// but not a valid JSON Schema passes the SDK's own check (it links no
+// schema compiler); sdktest, like the kernel loading the plugin, refuses it
+// and names the tool.
+func TestKernelRefusesWhatTheSDKCannotCheck(t *testing.T) {
+	bad := sdk.Text(sdk.Spec{Name: "bad", Tier: sdk.ReadOnly, Schema: `{"type":"object","properties":{"n":{"type":"nope"}}}`},
+		func(context.Context, struct{}) (string, error) { return "ran", nil })
+	if err := sdk.Register(nopRegistrar{}, bad); err != nil {
+		t.Fatalf("the SDK cannot judge the schema, yet refused it: %v", err)
+	}
+	ftb := &fatalTB{T: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sdktest.Start(ftb, bad)
+	}()
+	<-done
+	if !strings.Contains(ftb.msg, `register tool "bad"`) || !strings.Contains(ftb.msg, "invalid schema") {
+		t.Fatalf("sdktest.Start: %q, want the kernel's refusal naming the tool", ftb.msg)
 	}
 }
