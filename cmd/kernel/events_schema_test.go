@@ -59,29 +59,8 @@ func TestEventsFileMatchesSchema(t *testing.T) {
 		seen[ty] = true
 	}
 
-	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	script := `steps:
-  - tool_calls:
-      - name: run_command
-        args: {argv: [rm, -rf, build]}
-  - match: {role: tool, contains: "destructive command refused"}
-    tool_calls:
-      - name: write_file
-        args: {path: NOTES.md, content: "remember the milk\n"}
-  - match: {role: tool}
-    text: "Wrote NOTES.md."
-`
-	cfg := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\npolicy: {file: " +
-		absPath("../../examples/policies/coding.yaml") + "}\ntools:\n  builtin:\n    enable: [read_file, list_dir, search, write_file, edit_file, run_command]\n"
-	for name, body := range map[string]string{"script.yaml": script, "kernel.yaml": cfg} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conf, store := filepath.Join(dir, "kernel.yaml"), t.TempDir()
+	conf, _ := codingPolicyFixture(t)
+	store := t.TempDir()
 	runEv, approveEv := filepath.Join(tmp, "run.jsonl"), filepath.Join(tmp, "approve.jsonl")
 	_, errOut, err := cli(t, "run", "--config", conf, "--store", store, "--events", runEv, "add a note")
 	if err != nil {
@@ -110,4 +89,36 @@ func TestEventsFileMatchesSchema(t *testing.T) {
 			t.Errorf("no %s event in the scenarios (saw %v)", want, slices.Sorted(maps.Keys(seen)))
 		}
 	}
+}
+
+// codingPolicyFixture writes a scripted session under
+// examples/policies/coding.yaml: the model first tries `rm -rf build`
+// (denied), then writes NOTES.md outside src/ (awaits approval), then
+// answers "Wrote NOTES.md.". It returns the kernel.yaml and the workspace.
+func codingPolicyFixture(t *testing.T) (conf, ws string) {
+	t.Helper()
+	dir := t.TempDir()
+	ws = filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	script := `steps:
+  - tool_calls:
+      - name: run_command
+        args: {argv: [rm, -rf, build]}
+  - match: {role: tool, contains: "destructive command refused"}
+    tool_calls:
+      - name: write_file
+        args: {path: NOTES.md, content: "remember the milk\n"}
+  - match: {role: tool}
+    text: "Wrote NOTES.md."
+`
+	cfg := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\npolicy: {file: " +
+		absPath("../../examples/policies/coding.yaml") + "}\ntools:\n  builtin:\n    enable: [read_file, list_dir, search, write_file, edit_file, run_command]\n"
+	for name, body := range map[string]string{"script.yaml": script, "kernel.yaml": cfg} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "kernel.yaml"), ws
 }
