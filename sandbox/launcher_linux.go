@@ -79,9 +79,9 @@ func findLauncher() *launcherExe {
 // UseLauncher makes Command start path as every sandbox's launcher (a
 // build of cmd/sandbox-init from the same sources). The file is opened
 // once, must be a regular file writable by nobody but its owner (this
-// user or root), and must hash to wantSHA256 when that is not empty; the
-// opened descriptor is what runs, so the file checked is the file
-// executed. An empty path goes back to re-executing this binary.
+// user or root), and must hash to wantSHA256 when that is not empty; it
+// runs from a sealed in-memory copy, so the bytes checked are the bytes
+// executed, whatever happens to the file afterwards. An empty path goes back to re-executing this binary.
 func UseLauncher(path, wantSHA256 string) error {
 	var l *launcherExe
 	if path == "" {
@@ -124,18 +124,36 @@ func openLauncher(path, wantSHA256 string) (*launcherExe, error) {
 	case sys == nil || (int(sys.Uid) != os.Geteuid() && sys.Uid != 0):
 		return fail("owned by another user")
 	}
+	// The launcher runs from a sealed copy in memory: what was hashed is
+	// what runs, whoever can write the file later.
+	mfd, err := unix.MemfdCreate("agentkernel-sandbox-init", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
+	if errors.Is(err, unix.EINVAL) { // before Linux 6.3: no MFD_EXEC, memfds are executable
+		mfd, err = unix.MemfdCreate("agentkernel-sandbox-init", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	}
+	if err != nil {
+		return fail("memfd: " + err.Error())
+	}
+	mem := os.NewFile(uintptr(mfd), "agentkernel-sandbox-init")
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(io.MultiWriter(h, mem), f); err != nil {
+		mem.Close()
 		return fail(err.Error())
 	}
+	f.Close()
 	sum := hex.EncodeToString(h.Sum(nil))
 	if wantSHA256 != "" && sum != wantSHA256 {
-		return fail(fmt.Sprintf("sha256 %s, the kernel was built with %s (run make build)", sum, wantSHA256))
+		mem.Close()
+		return nil, fmt.Errorf("launcher %s: sha256 %s, the kernel was built with %s (run make build)", path, sum, wantSHA256)
+	}
+	seals := unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+	if _, err := unix.FcntlInt(mem.Fd(), unix.F_ADD_SEALS, seals); err != nil {
+		mem.Close()
+		return nil, fmt.Errorf("launcher %s: seal the copy: %w", path, err)
 	}
 	// A high descriptor: exec.Cmd moves the child's stdio and ExtraFiles
 	// to 0..4, which must not clobber it before the execve.
-	nfd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 100)
-	f.Close()
+	nfd, err := unix.FcntlInt(mem.Fd(), unix.F_DUPFD_CLOEXEC, 100)
+	mem.Close()
 	if err != nil {
 		return nil, fmt.Errorf("launcher %s: %w", path, err)
 	}

@@ -99,3 +99,36 @@ func TestLauncherIsWhatRuns(t *testing.T) {
 		t.Fatal("the program ran although the launcher was /bin/true")
 	}
 }
+
+// TestLauncherRewrittenAfterCheck: rewriting the launcher's file after the
+// kernel checked it changes nothing (it runs from a sealed copy). Without
+// the copy, the rewritten file (a script writing a marker) would run,
+// unconfined, as the sandbox's init.
+func TestLauncherRewrittenAfterCheck(t *testing.T) {
+	p, sum := dedicatedLauncher(t)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	copyPath := filepath.Join(dir, sandbox.LauncherName)
+	if err := os.WriteFile(copyPath, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := sandbox.UseLauncher(copyPath, sum); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sandbox.UseLauncher("", "") })
+	marker := filepath.Join(dir, "pwned")
+	if err := os.WriteFile(copyPath, []byte("#!/bin/sh\necho x > "+marker+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws := newWorkspace(t)
+	out, err := run(t, workspaceGrant(ws), ws, "sh", "-c", "echo ok")
+	if err != nil || out != "ok\n" {
+		t.Fatalf("confined run after the rewrite: %v %q", err, out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the rewritten launcher file ran")
+	}
+}
