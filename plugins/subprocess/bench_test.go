@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // BenchmarkStart measures what starting a plugin costs.
@@ -37,6 +39,34 @@ func BenchmarkStart(b *testing.B) {
 		}
 	})
 	b.Run("restart", func(b *testing.B) {
+		h := newHost(b, subprocess.HostConfig{})
+		exe, done, err := subprocess.VerifyCopy(h, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer done()
+		for b.Loop() {
+			kill, err := subprocess.StartProcess(h, cfg, exe)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			kill()
+			b.StartTimer()
+		}
+	})
+	// restart-launcher: restart with the dedicated launcher the kernel
+	// uses (bin/agentkernel-sandbox-init, from make build) as the
+	// sandbox's init instead of a re-exec of this test binary.
+	b.Run("restart-launcher", func(b *testing.B) {
+		p, err := filepath.Abs(filepath.Join("..", "..", "bin", sandbox.LauncherName))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := sandbox.UseLauncher(p, ""); err != nil {
+			b.Skipf("%v: run make build first", err)
+		}
+		defer sandbox.UseLauncher("", "")
 		h := newHost(b, subprocess.HostConfig{})
 		exe, done, err := subprocess.VerifyCopy(h, cfg)
 		if err != nil {
