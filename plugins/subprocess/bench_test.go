@@ -39,21 +39,7 @@ func BenchmarkStart(b *testing.B) {
 		}
 	})
 	b.Run("restart", func(b *testing.B) {
-		h := newHost(b, subprocess.HostConfig{})
-		exe, done, err := subprocess.VerifyCopy(h, cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer done()
-		for b.Loop() {
-			kill, err := subprocess.StartProcess(h, cfg, exe)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			kill()
-			b.StartTimer()
-		}
+		benchRestart(b, cfg)
 	})
 	// restart-launcher: restart with the dedicated launcher the kernel
 	// uses (bin/agentkernel-sandbox-init, from make build) as the
@@ -67,21 +53,7 @@ func BenchmarkStart(b *testing.B) {
 			b.Skipf("%v: run make build first", err)
 		}
 		defer sandbox.UseLauncher("", "")
-		h := newHost(b, subprocess.HostConfig{})
-		exe, done, err := subprocess.VerifyCopy(h, cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer done()
-		for b.Loop() {
-			kill, err := subprocess.StartProcess(h, cfg, exe)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			kill()
-			b.StartTimer()
-		}
+		benchRestart(b, cfg)
 	})
 	b.Run("verify", func(b *testing.B) {
 		h := newHost(b, subprocess.HostConfig{})
@@ -94,6 +66,25 @@ func BenchmarkStart(b *testing.B) {
 			done()
 		}
 	})
+}
+
+// benchRestart starts the verified copy of cfg's binary b.N times.
+func benchRestart(b *testing.B, cfg subprocess.PluginConfig) {
+	h := newHost(b, subprocess.HostConfig{})
+	exe, done, err := subprocess.VerifyCopy(h, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer done()
+	for b.Loop() {
+		kill, err := subprocess.StartProcess(h, cfg, exe)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		kill()
+		b.StartTimer()
+	}
 }
 
 func fileSize(b *testing.B, path string) int64 {
