@@ -78,6 +78,9 @@ func cmdSandbox(ctx context.Context, args []string, env *cliEnv) error {
 		return err
 	}
 	for _, pc := range pcs {
+		if eff, _, err := subprocess.EffectiveConfig(pc); err == nil {
+			pc = eff // requested ∩ granted
+		}
 		add("plugin "+pc.Name, subprocess.PluginGrant(pc, "<private copy of "+filepath.Base(pc.Path)+">", "<go-plugin socket dir>"))
 	}
 	hc, err := cfg.hooksConfig()

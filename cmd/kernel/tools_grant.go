@@ -24,6 +24,9 @@ func nativeGrants(cfg *Config) map[string]string {
 	out["run_command"] = withGlobal(builtin.CommandGrant(cfg.path(cfg.Workspace), cfg.Tools.Builtin))
 	if pcs, err := cfg.pluginConfigs(); err == nil {
 		for _, pc := range pcs {
+			if eff, _, err := subprocess.EffectiveConfig(pc); err == nil {
+				pc = eff // requested ∩ granted
+			}
 			out["subprocess:"+pc.Name] = withGlobal(subprocess.PluginGrant(pc, "<private copy of "+filepath.Base(pc.Path)+">", "<go-plugin socket dir>"))
 		}
 	}
