@@ -19,12 +19,8 @@ import (
 // its reach (this fails if the requests are ignored), and each request the
 // config does not grant is reported at load, naming the plugin.
 func TestPluginRequestsIntersectGrant(t *testing.T) {
-	both, onlyGranted, onlyRequested := t.TempDir(), t.TempDir(), t.TempDir()
-	for _, d := range []string{both, onlyGranted, onlyRequested} {
-		if err := os.WriteFile(filepath.Join(d, "f"), []byte("secret-"+filepath.Base(d)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d := secretDirs(t, 3)
+	both, onlyGranted, onlyRequested := d[0], d[1], d[2]
 	b, err := os.ReadFile(misbehave.path)
 	if err != nil {
 		t.Fatal(err)
@@ -74,4 +70,18 @@ func TestPluginRequestsIntersectGrant(t *testing.T) {
 			t.Errorf("no load warning %q in:\n%s", want, all)
 		}
 	}
+}
+
+// secretDirs makes n directories, each with a file f holding "secret-...".
+func secretDirs(t *testing.T, n int) []string {
+	t.Helper()
+	var dirs []string
+	for range n {
+		d := t.TempDir()
+		if err := os.WriteFile(filepath.Join(d, "f"), []byte("secret-"+filepath.Base(d)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	return dirs
 }
