@@ -2,6 +2,7 @@
 GO      ?= go
 BIN     := bin
 KERNEL  := $(BIN)/kernel
+LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
 .PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp
 
@@ -38,9 +39,16 @@ build: $(KERNEL)
 
 # -buildvcs=auto: `kernel version` reports the commit when built from a
 # git checkout (GOFLAGS may say -buildvcs=false), and a tarball still builds.
-$(KERNEL): $(KERNEL_SRC) $(GOMOD)
-	$(call say,build,"$@ (the kernel CLI)")
-	$(Q)$(GO) build -buildvcs=auto -o $@ ./cmd/kernel
+$(KERNEL): $(KERNEL_SRC) $(GOMOD) $(LAUNCHER)
+	$(call say,build,"$@ (the kernel CLI, pinned to $(LAUNCHER))")
+	$(Q)$(GO) build -buildvcs=auto -ldflags "-X github.com/agentkernel/agentkernel/sandbox.launcherSHA256=$$(sha256sum $(LAUNCHER) | cut -d' ' -f1)" -o $@ ./cmd/kernel
+
+# The sandbox's dedicated launcher (PID 1 of every sandbox), next to the
+# kernel, which links in its sha256 and uses it only when the hash matches
+# (else it re-executes itself, ~4x slower to start; docs/sandbox.md).
+$(LAUNCHER): $(wildcard sandbox/*.go cmd/sandbox-init/*.go) $(GOMOD)
+	$(call say,build,"$@ (the sandbox launcher)")
+	$(Q)$(GO) build -trimpath -o $@ ./cmd/sandbox-init
 
 ## install: go install ./cmd/kernel (into $$GOBIN, else $$GOPATH/bin)
 install:
