@@ -170,8 +170,8 @@ func TestModule(t *testing.T) {
 	}
 
 	res, err = call(ctx, st, "x = [1,\n  2,\n  3 4]")
-	if err != nil || !res.IsError || !strings.Contains(decode(t, res.Content).Error, "script.star:3:5:") {
-		t.Fatalf("syntax error: %+v, %v; want an error at script.star:3:5", res, err)
+	if err != nil || !res.IsError || !strings.Contains(decode(t, res.Content).Error, "script.star:3:6: got int literal") {
+		t.Fatalf("syntax error: %+v, %v; want an error at script.star:3:6", res, err)
 	}
 
 	// The step cap ends an endless loop inside the guest: an error result
@@ -255,7 +255,7 @@ func TestParallel(t *testing.T) {
 				errs <- fmt.Errorf("call %d: %+v, %v", i, res, err)
 				return
 			}
-			if got, want := string(decode(t, res.Content).Result), fmt.Sprint(i*(i+1)/2); got != want {
+			if got, want := string(decode(t, res.Content).Result), fmt.Sprint(i*(i+1)/2 + i); got != want {
 				errs <- fmt.Errorf("call %d: result %s, want %s", i, got, want)
 			}
 		})
