@@ -272,7 +272,7 @@ func TestParallel(t *testing.T) {
 // starlark call costs. Reports p50 and p99.
 func BenchmarkSmallScript(b *testing.B) {
 	st := loadModule(b, 2, time.Minute)
-	script := "words = input_words = ['b', 'a', 'c', 'a']\ncounts = {}\nfor w in words:\n    counts[w] = counts.get(w, 0) + 1\nresult = sorted(counts.items())"
+	script := "words = ['b', 'a', 'c', 'a']\ncounts = {}\nfor w in words:\n    counts[w] = counts.get(w, 0) + 1\nresult = sorted(counts.items())"
 	var lat []time.Duration
 	for b.Loop() {
 		start := time.Now()
