@@ -207,9 +207,11 @@ func TestModule(t *testing.T) {
 // TestNoHostAccess: a script has no way to the host's files or
 // environment. The marker file and variable exist on the host; every way
 // a Starlark script could name them fails, and the marker never reaches
-// the result. Would fail if the interpreter got an open/getenv built-in,
-// a load() that reads files, or the module inherited the host's
-// environment.
+// the result. It would fail if the interpreter got a built-in that reads
+// files or the environment (open, getenv, an os module) or a load() that
+// reads files. That the module itself sees no host files and no host
+// environment, whatever code it runs, is the sandbox's attack tests
+// (plugins/wasm/attack_test.go).
 func TestNoHostAccess(t *testing.T) {
 	const marker = "starlark-host-secret-5c1d"
 	t.Setenv("STARLARK_TEST_SECRET", marker)
