@@ -257,7 +257,10 @@ func TestParallel(t *testing.T) {
 				errs <- fmt.Errorf("call %d: %+v, %v", i, res, err)
 				return
 			}
-			if got, want := string(decode(t, res.Content).Result), fmt.Sprint(i*(i+1)/2 + i); got != want {
+			var o outcome // not decode: t.Fatal must not be called off the test's goroutine
+			if err := json.Unmarshal([]byte(res.Content), &o); err != nil {
+				errs <- fmt.Errorf("call %d: %q: %v", i, res.Content, err)
+			} else if got, want := string(o.Result), fmt.Sprint(i*(i+1)/2+i); got != want {
 				errs <- fmt.Errorf("call %d: result %s, want %s", i, got, want)
 			}
 		})
