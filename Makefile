@@ -23,7 +23,7 @@ WASM_SDK    := $(wildcard wasm-tools/sdk/*.go)
 GIT_PLUGIN_SRC := $(wildcard examples/plugins/git/*.go kernel/*.go plugins/sdk/*.go plugins/sdk/pluginpb/*.go)
 
 # The WASM tools the kernel ships, and the modules only the tests load.
-WASM_TOOLS  := wasm-tools/jq/jq.wasm wasm-tools/js/js.wasm wasm-tools/gojq/gojq.wasm
+WASM_TOOLS  := wasm-tools/jq/jq.wasm wasm-tools/js/js.wasm wasm-tools/gojq/gojq.wasm wasm-tools/starlark/starlark.wasm
 WASM_TEST   := plugins/wasm/testdata/attack/attack.wasm plugins/wasm/testdata/reactor/reactor.wasm
 WASM_HOST_SRC := $(wildcard plugins/wasm/*.go plugins/wasm/internal/precompile/*.go)
 # The kernel's compilation cache (plugins/wasm.DefaultCacheDir). The
@@ -65,6 +65,10 @@ wasm-tools/jq/jq.wasm: $(wildcard wasm-tools/jq/*.go) $(WASM_SDK) $(GOMOD)
 wasm-tools/js/js.wasm: $(wildcard wasm-tools/js/*.go) $(WASM_SDK) $(GOMOD)
 	$(call say,wasm,"$@ (GOOS=wasip1 go build, a reactor module)")
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o $@ ./wasm-tools/js
+
+wasm-tools/starlark/starlark.wasm: $(wildcard wasm-tools/starlark/*.go) $(WASM_SDK) $(GOMOD)
+	$(call say,wasm,"$@ (GOOS=wasip1 go build, a reactor module)")
+	$(Q)GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o $@ ./wasm-tools/starlark
 
 # gojq's own command line, unmodified, from the module proxy (version pinned
 # in wasm-tools/gojq/go.mod)
