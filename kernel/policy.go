@@ -28,20 +28,18 @@ type State struct {
 	Labels    map[string]string
 	// Prompt is the latest user text.
 	Prompt string
-	// Run is the number of this user prompt in the session, from 1.
+	// Run is the number of the current run (user prompt) in the session,
+	// from 1.
 	Run int
-	// Turn is the number of the current model generation in this run, from
-	// 1; MaxTurns is the run's hard cap. SessionTurns counts generations in
-	// the whole session, this one included.
-	Turn         int
-	MaxTurns     int
-	SessionTurns int
-	// Usage and CostUSD are the session's totals; RunUsage and RunCostUSD
-	// this run's.
-	Usage      Usage
-	CostUSD    float64
-	RunUsage   Usage
-	RunCostUSD float64
+	// Turn is the number of the current turn (model generation) in this
+	// run, from 1; it continues across an approval that resumes the run.
+	// MaxTurns is the run's hard cap.
+	Turn     int
+	MaxTurns int
+	// SessionTotals are the session's turns (the current one included),
+	// tokens and cost; RunTotals this run's (RunTotals.Turns == Turn).
+	SessionTotals Totals
+	RunTotals     Totals
 	// SessionCreated and RunStarted, with Now, give elapsed times.
 	SessionCreated time.Time
 	RunStarted     time.Time

@@ -138,9 +138,9 @@ func (e *Env) fillState(st *kernel.State) {
 	}
 	e.Now = st.Now
 	e.Session = SessionEnv{
-		ID: st.SessionID, Model: st.Model, Turns: st.SessionTurns,
-		TokensIn: int(st.Usage.InputTokens), TokensOut: int(st.Usage.OutputTokens), Tokens: int(st.Usage.Total()),
-		CostUSD: st.CostUSD, Elapsed: since(st.Now, st.SessionCreated),
+		ID: st.SessionID, Model: st.Model, Turns: st.SessionTotals.Turns,
+		TokensIn: int(st.SessionTotals.Usage.InputTokens), TokensOut: int(st.SessionTotals.Usage.OutputTokens), Tokens: int(st.SessionTotals.Usage.Total()),
+		CostUSD: st.SessionTotals.CostUSD, Elapsed: since(st.Now, st.SessionCreated),
 		ToolCalls: st.ToolCounts, Labels: st.Labels,
 	}
 	e.Context = ContextEnv{Used: st.Context.Used, Window: st.Context.Window, Fraction: st.Context.Fraction}
@@ -151,8 +151,8 @@ func (e *Env) fillState(st *kernel.State) {
 	}
 	e.Turn = TurnEnv{
 		Number: st.Run, Round: st.Turn, MaxRounds: st.MaxTurns, Prompt: st.Prompt,
-		TokensIn: int(st.RunUsage.InputTokens), TokensOut: int(st.RunUsage.OutputTokens), Tokens: int(st.RunUsage.Total()),
-		CostUSD: st.RunCostUSD, Elapsed: since(st.Now, st.RunStarted),
+		TokensIn: int(st.RunTotals.Usage.InputTokens), TokensOut: int(st.RunTotals.Usage.OutputTokens), Tokens: int(st.RunTotals.Usage.Total()),
+		CostUSD: st.RunTotals.CostUSD, Elapsed: since(st.Now, st.RunStarted),
 		Tools: tools, Calls: calls,
 	}
 }

@@ -148,16 +148,18 @@ func (in *Input) state() *kernel.State {
 		round = 1
 	}
 	if maxRounds == 0 {
-		maxRounds = 8
+		maxRounds = kernel.DefaultMaxTurns
 	}
 	st := &kernel.State{
 		SessionID: in.Session.ID, Model: in.Session.Model, Labels: in.Session.Labels, Prompt: in.Turn.Prompt,
-		Run: number, Turn: round, MaxTurns: maxRounds, SessionTurns: max(in.Session.Turns, round),
-		Usage:      kernel.Usage{InputTokens: int64(in.Session.TokensIn), OutputTokens: int64(in.Session.TokensOut)},
-		CostUSD:    max(in.Session.CostUSD, in.Turn.CostUSD),
-		RunUsage:   kernel.Usage{InputTokens: int64(in.Turn.TokensIn), OutputTokens: int64(in.Turn.TokensOut)},
-		RunCostUSD: in.Turn.CostUSD,
-		Now:        now, SessionCreated: now.Add(-max(in.Session.Elapsed, in.Turn.Elapsed)), RunStarted: now.Add(-in.Turn.Elapsed),
+		Run: number, Turn: round, MaxTurns: maxRounds,
+		SessionTotals: kernel.Totals{Turns: max(in.Session.Turns, round),
+			Usage:   kernel.Usage{InputTokens: int64(in.Session.TokensIn), OutputTokens: int64(in.Session.TokensOut)},
+			CostUSD: max(in.Session.CostUSD, in.Turn.CostUSD)},
+		RunTotals: kernel.Totals{Turns: round,
+			Usage:   kernel.Usage{InputTokens: int64(in.Turn.TokensIn), OutputTokens: int64(in.Turn.TokensOut)},
+			CostUSD: in.Turn.CostUSD},
+		Now: now, SessionCreated: now.Add(-max(in.Session.Elapsed, in.Turn.Elapsed)), RunStarted: now.Add(-in.Turn.Elapsed),
 		ToolCounts: map[string]int{},
 	}
 	if st.Labels == nil {
