@@ -55,8 +55,8 @@ type State struct {
 
 // CallOutcome is a finished tool call as policy sees it.
 type CallOutcome struct {
-	Tool    string  `json:"tool"`
-	Outcome Outcome `json:"outcome"`
+	Tool    string  `json:"tool" yaml:"tool"`
+	Outcome Outcome `json:"outcome" yaml:"outcome"`
 }
 
 // Outcome is how a tool call ended.
@@ -73,6 +73,31 @@ const (
 	OutcomeNeedsReview Outcome = "awaiting_approval"
 	OutcomeRejected    Outcome = "rejected"
 )
+
+// outcomes lists every Outcome, in the order docs name them.
+var outcomes = []Outcome{OutcomeOK, OutcomeError, OutcomeDenied, OutcomeBlocked, OutcomeCancelled, OutcomeDeferred, OutcomeNeedsReview, OutcomeRejected}
+
+// Valid reports whether o is one of the outcomes.
+func (o Outcome) Valid() bool {
+	for _, x := range outcomes {
+		if o == x {
+			return true
+		}
+	}
+	return false
+}
+
+// OutcomeNames lists the outcomes for messages: "ok, error, ...".
+func OutcomeNames() string {
+	s := ""
+	for i, o := range outcomes {
+		if i > 0 {
+			s += ", "
+		}
+		s += string(o)
+	}
+	return s
+}
 
 // Effect is a policy verdict on a tool call.
 type Effect string
