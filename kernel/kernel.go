@@ -45,7 +45,8 @@ type Config struct {
 	// SystemPrompt, when set, is the first message of every request. It is
 	// not stored in the session.
 	SystemPrompt string
-	// MaxTurns caps the generations of one run (default 8).
+	// MaxTurns caps the turns (model generations) of one run (default
+	// DefaultMaxTurns).
 	MaxTurns int
 	// ModelTimeout bounds one provider call (default 5 minutes).
 	ModelTimeout time.Duration
@@ -117,7 +118,7 @@ func New(cfg Config) (*Kernel, error) {
 		return nil, errors.New("kernel: Config.MaxTurns must not be negative")
 	}
 	if cfg.MaxTurns == 0 {
-		cfg.MaxTurns = 8
+		cfg.MaxTurns = DefaultMaxTurns
 	}
 	if cfg.ModelTimeout == 0 {
 		cfg.ModelTimeout = 5 * time.Minute

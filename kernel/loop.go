@@ -29,9 +29,6 @@ type run struct {
 	deltaFn func(Delta)
 	lastGen generation
 	offered []ToolSpec
-	// turnsBefore is how many turns this prompt had before an approval
-	// resumed it; progress counts on from there (display only).
-	turnsBefore int
 	// persistCtx is the run's context without its cancellation: a
 	// cancelled run must still record how it ended.
 	persistCtx context.Context
@@ -61,13 +58,11 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (*RunResult,
 		}
 	}
 	now := k.cfg.Now()
-	r.meta.Runs++
+	r.st.startRun(r.st.Run+1, prompt, now)
 	r.meta.Status = StatusRunning
 	if r.meta.Title == "" {
 		r.meta.Title = truncateTitle(prompt)
 	}
-	r.st.Run = r.meta.Runs
-	r.st.Prompt = prompt
 	k.emitIf(func() Event {
 		return RunStarted{SessionID: r.meta.ID, Model: k.cfg.Model, Prompt: prompt, MaxTurns: k.cfg.MaxTurns, NewSession: r.isNew}
 	})
@@ -90,9 +85,9 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	if r.pending == nil {
 		return nil, fmt.Errorf("session %s: %w", r.meta.ID, ErrNoApproval)
 	}
-	r.st.Run = r.meta.Runs
-	r.st.Prompt = r.lastUserText()
-	r.turnsBefore = r.turnsSinceUser()
+	// open rebuilt the run the approval interrupted (its number, prompt,
+	// turns and calls): the loop continues it, turn numbering and the
+	// max_turns cap included.
 	k.emitIf(func() Event {
 		return RunStarted{SessionID: r.meta.ID, Model: k.cfg.Model, MaxTurns: k.cfg.MaxTurns, Resumed: true}
 	})
@@ -111,6 +106,7 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	}
 	p := r.pending
 	out := r.execute(ctx, p.Call, p.Args, true)
+	r.st.finishCall(p.Call.Name, out.rec.Outcome, true)
 	r.meta.Status = StatusRunning
 	k.emitIf(func() Event {
 		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Approved: true, Note: note}
@@ -181,9 +177,7 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 }
 
 func (r *run) nextTurn() {
-	r.st.Turn++
-	r.st.SessionTurns = r.meta.Turns + 1
-	r.st.Now = r.k.cfg.Now()
+	r.st.startTurn(r.k.cfg.Now())
 	r.k.emitIf(func() Event { return TurnStarted{Turn: r.st.Turn, MaxTurns: r.k.cfg.MaxTurns} })
 }
 
@@ -239,9 +233,7 @@ func (r *run) accountGen(resp Response) {
 		model = resp.Message.Model // a fallback's price, not the primary's
 	}
 	cost := k.price(model).Cost(resp.Usage)
-	r.meta.Turns++
-	r.res.Turns++
-	r.account(resp.Usage, cost)
+	r.st.account(resp.Usage, cost)
 	if r.cx != nil && !r.cx.exact {
 		k.calib.observe(k.cfg.Model, r.cx.lastRaw, resp.Usage.InputTokens)
 	}
@@ -350,7 +342,7 @@ func (r *run) done(ctx context.Context, reason StopReason, output string) (*RunR
 	}
 	r.res.StopReason = reason
 	r.res.Output = output
-	r.res.Duration = time.Since(r.started)
+	r.settle()
 	r.res.Pending = r.pending
 	r.k.emitIf(func() Event {
 		return RunCompleted{SessionID: r.meta.ID, StopReason: reason, Output: output, Usage: r.res.Usage,
@@ -371,7 +363,7 @@ func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
 	if errors.Is(err, ErrEmptyResponse) {
 		r.res.StopReason = StopEmptyResponse
 	}
-	r.res.Duration = time.Since(r.started)
+	r.settle()
 	if r.meta.Status != StatusFailed {
 		r.meta.Status = StatusFailed
 		_ = r.commit(ctx, Step{Messages: r.unanswered(err.Error())}) // best effort: the store may be what failed
@@ -381,17 +373,15 @@ func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
 	return &r.res, err
 }
 
-func (r *run) expired() bool {
-	return r.pending != nil && !r.pending.Expires.IsZero() && r.k.cfg.Now().After(r.pending.Expires)
+// settle fills the result's totals and duration from the run's state.
+func (r *run) settle() {
+	t := r.st.RunTotals
+	r.res.Turns, r.res.Usage, r.res.CostUSD = t.Turns, t.Usage, t.CostUSD
+	r.res.Duration = time.Since(r.started)
 }
 
-func (r *run) lastUserText() string {
-	for i := len(r.msgs) - 1; i >= r.sysN; i-- {
-		if r.msgs[i].Role == RoleUser {
-			return r.msgs[i].Content
-		}
-	}
-	return ""
+func (r *run) expired() bool {
+	return r.pending != nil && !r.pending.Expires.IsZero() && r.k.cfg.Now().After(r.pending.Expires)
 }
 
 func truncateTitle(s string) string {
@@ -414,7 +404,7 @@ func truncateTitle(s string) string {
 
 // progress prefixes what with "[turn/max] ".
 func (r *run) progress(what string) string {
-	return "[" + strconv.Itoa(r.turnsBefore+r.st.Turn) + "/" + strconv.Itoa(r.turnsBefore+r.k.cfg.MaxTurns) + "] " + what
+	return "[" + strconv.Itoa(r.st.Turn) + "/" + strconv.Itoa(r.st.MaxTurns) + "] " + what
 }
 
 // emitIf builds and sends an event only when someone listens, so a kernel
@@ -442,6 +432,7 @@ func (r *run) reject(ctx context.Context, reason string, beforePrompt bool) erro
 		return err
 	}
 	r.pending = nil
+	r.st.finishCall(p.Call.Name, OutcomeRejected, true)
 	r.res.Output = answer
 	if answer != "" && r.k.cfg.OnEvent != nil {
 		// The kernel wrote this answer; consumers see it like a model's.

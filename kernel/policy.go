@@ -28,20 +28,18 @@ type State struct {
 	Labels    map[string]string
 	// Prompt is the latest user text.
 	Prompt string
-	// Run is the number of this user prompt in the session, from 1.
+	// Run is the number of the current run (user prompt) in the session,
+	// from 1.
 	Run int
-	// Turn is the number of the current model generation in this run, from
-	// 1; MaxTurns is the run's hard cap. SessionTurns counts generations in
-	// the whole session, this one included.
-	Turn         int
-	MaxTurns     int
-	SessionTurns int
-	// Usage and CostUSD are the session's totals; RunUsage and RunCostUSD
-	// this run's.
-	Usage      Usage
-	CostUSD    float64
-	RunUsage   Usage
-	RunCostUSD float64
+	// Turn is the number of the current turn (model generation) in this
+	// run, from 1; it continues across an approval that resumes the run.
+	// MaxTurns is the run's hard cap.
+	Turn     int
+	MaxTurns int
+	// SessionTotals are the session's turns (the current one included),
+	// tokens and cost; RunTotals this run's (RunTotals.Turns == Turn).
+	SessionTotals Totals
+	RunTotals     Totals
 	// SessionCreated and RunStarted, with Now, give elapsed times.
 	SessionCreated time.Time
 	RunStarted     time.Time
@@ -57,8 +55,8 @@ type State struct {
 
 // CallOutcome is a finished tool call as policy sees it.
 type CallOutcome struct {
-	Tool    string  `json:"tool"`
-	Outcome Outcome `json:"outcome"`
+	Tool    string  `json:"tool" yaml:"tool"`
+	Outcome Outcome `json:"outcome" yaml:"outcome"`
 }
 
 // Outcome is how a tool call ended.
@@ -75,6 +73,31 @@ const (
 	OutcomeNeedsReview Outcome = "awaiting_approval"
 	OutcomeRejected    Outcome = "rejected"
 )
+
+// outcomes lists every Outcome, in the order docs name them.
+var outcomes = []Outcome{OutcomeOK, OutcomeError, OutcomeDenied, OutcomeBlocked, OutcomeCancelled, OutcomeDeferred, OutcomeNeedsReview, OutcomeRejected}
+
+// Valid reports whether o is one of the outcomes.
+func (o Outcome) Valid() bool {
+	for _, x := range outcomes {
+		if o == x {
+			return true
+		}
+	}
+	return false
+}
+
+// OutcomeNames lists the outcomes for messages: "ok, error, ...".
+func OutcomeNames() string {
+	s := ""
+	for i, o := range outcomes {
+		if i > 0 {
+			s += ", "
+		}
+		s += string(o)
+	}
+	return s
+}
 
 // Effect is a policy verdict on a tool call.
 type Effect string
