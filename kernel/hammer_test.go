@@ -250,6 +250,7 @@ func verifyHammerSession(t *testing.T, sess *kernel.Session, plans []hammerPlan,
 			t.Fatalf("session %s: want the prompt of %s, got %s %q", sess.Meta.ID, p.key, m.Role, m.Content)
 		}
 		if p.cancel == "model" {
+			turns++ // the generation in flight counts (Totals.Turns)
 			if m := next("marker of " + p.key); m.Role != kernel.RoleAssistant || m.Failed == "" {
 				t.Fatalf("%s: want a Failed marker after the prompt of a run cancelled in the model call, got %+v", p.key, m)
 			}
