@@ -27,8 +27,11 @@ type run struct {
 	started time.Time
 	warned  map[string]bool
 	deltaFn func(Delta)
-	lastGen generation
-	offered []ToolSpec
+	// streamed counts the text bytes onDelta passed on in the current
+	// model call (ProviderRetry.Superseded).
+	streamed int
+	lastGen  generation
+	offered  []ToolSpec
 	// persistCtx is the run's context without its cancellation: a
 	// cancelled run must still record how it ended.
 	persistCtx context.Context
@@ -66,7 +69,7 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (*RunResult,
 	k.emitIf(func() Event {
 		return RunStarted{SessionID: r.meta.ID, Model: k.cfg.Model, Prompt: prompt, MaxTurns: k.cfg.MaxTurns, NewSession: r.isNew}
 	})
-	if err := r.commit(ctx, Step{Messages: []Message{{Role: RoleUser, Content: prompt, Time: now}}}); err != nil {
+	if err := r.commitMsg(ctx, Message{Role: RoleUser, Content: prompt, Time: now}, Step{}); err != nil {
 		return r.fail(ctx, err)
 	}
 	return r.loop(ctx)
@@ -111,7 +114,7 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	k.emitIf(func() Event {
 		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Approved: true, Note: note}
 	})
-	if err := r.commit(ctx, Step{Messages: []Message{out.msg}, ClearPending: true}); err != nil {
+	if err := r.commitMsg(ctx, out.msg, Step{ClearPending: true}); err != nil {
 		return r.fail(ctx, err)
 	}
 	r.pending = nil
@@ -146,7 +149,7 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 		if final {
 			r.meta.Status = StatusIdle
 		}
-		if err := r.commit(ctx, Step{Messages: []Message{resp.Message}}); err != nil {
+		if err := r.commitMsg(ctx, resp.Message, Step{}); err != nil {
 			return r.fail(ctx, err)
 		}
 		r.completed(resp)
@@ -211,16 +214,26 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 			Progress: r.progress("calling model"),
 		})
 	}
-	start := time.Now()
+	// One clock reading per step: the turn's start serves unless building
+	// the request may have taken time (context fitting can compact).
+	start := r.st.Now
+	if !k.realClock || r.cx != nil {
+		start = time.Now()
+	}
 	resp, err := r.callModel(ctx, Request{Model: k.cfg.Model, Messages: msgs, Tools: tools})
 	if err != nil {
 		return Response{}, err
 	}
+	end := k.cfg.Now()
 	resp.Message.Role = RoleAssistant
-	resp.Message.Time = k.cfg.Now()
+	resp.Message.Time = end
 	fixCallIDs(resp.Message.ToolCalls, r.st.Turn)
 	r.accountGen(resp)
-	r.lastGen.dur = time.Since(start)
+	if k.realClock {
+		r.lastGen.dur = end.Sub(start)
+	} else {
+		r.lastGen.dur = time.Since(start)
+	}
 	return resp, nil
 }
 
@@ -315,7 +328,7 @@ func (r *run) checkBudget(ctx context.Context, phase BudgetPhase) (res *RunResul
 	}
 	resp.Message.ToolCalls = nil // none were offered; keep the history valid
 	r.meta.Status = StatusIdle
-	if err := r.commit(ctx, Step{Messages: []Message{resp.Message}}); err != nil {
+	if err := r.commitMsg(ctx, resp.Message, Step{}); err != nil {
 		res, err := r.fail(ctx, err)
 		return res, err, true
 	}

@@ -20,7 +20,10 @@ const Cancelled = "cancelled: the run was cancelled before this call finished"
 // Interrupted result, made durable before anything else happens.
 func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 	now := k.cfg.Now()
-	r := &run{k: k, started: time.Now()}
+	r := &run{k: k, started: now}
+	if !k.realClock {
+		r.started = time.Now()
+	}
 	r.deltaFn = r.onDelta
 	if sessionID == "" {
 		// A new session: room for the prompt and a few turns without growing.
@@ -108,6 +111,7 @@ func (r *run) onDelta(d Delta) {
 	if k.cfg.OnEvent == nil || d.Text == "" {
 		return
 	}
+	r.streamed += len(d.Text)
 	if d.Kind == DeltaReasoning {
 		k.emit(ReasoningDelta{Text: d.Text})
 	} else {
