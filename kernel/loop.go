@@ -27,16 +27,16 @@ type run struct {
 	started time.Time
 	warned  map[string]bool
 	deltaFn func(Delta)
-	// streamed counts the text bytes onDelta passed on in the current
-	// model call (ProviderRetry.Superseded).
-	streamed int
-	lastGen  generation
-	offered  []ToolSpec
+	lastGen generation
+	offered []ToolSpec
 	// persistCtx is the run's context without its cancellation: a
 	// cancelled run must still record how it ended.
 	persistCtx context.Context
 	// retries counts the model-call retries of this run (RetryPolicy.Budget).
 	retries int
+	// streamed counts the text bytes onDelta passed on in the current
+	// model call (ProviderRetry.Superseded).
+	streamed int
 }
 
 // Run sends prompt to the model in the session sessionID (a new session when
