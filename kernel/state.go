@@ -1,13 +1,45 @@
 package kernel
 
-import (
-	"strings"
-	"time"
-)
+import "time"
 
 // DefaultMaxTurns is the hard cap on the turns of one run when
 // Config.MaxTurns is 0 (the CLI's limits.max_turns).
 const DefaultMaxTurns = 8
+
+// State is what policy sees of a run. The loop owns it and updates it
+// between steps; it is read-only to everyone else.
+type State struct {
+	SessionID string
+	Model     string
+	Labels    map[string]string
+	// Prompt is the latest user text.
+	Prompt string
+	// Run is the number of the current run (user prompt) in the session,
+	// from 1.
+	Run int
+	// Turn is the number of the current turn (model generation) in this
+	// run, from 1; it continues across an approval that resumes the run.
+	// MaxTurns is the run's hard cap.
+	Turn     int
+	MaxTurns int
+	// SessionTotals are the session's turns (the current one included),
+	// tokens and cost; RunTotals this run's: RunTotals.Turns is Turn, and
+	// its tokens and cost count from when the run started or an approval
+	// resumed it (the store keeps no usage per message).
+	SessionTotals Totals
+	RunTotals     Totals
+	// SessionCreated and RunStarted, with Now, give elapsed times.
+	SessionCreated time.Time
+	RunStarted     time.Time
+	Now            time.Time
+	// ToolCounts counts the session's tool calls by tool name.
+	ToolCounts map[string]int
+	// RunCalls lists this run's tool calls with their outcomes, in order.
+	RunCalls []CallOutcome
+	// Context is the next request's share of the context window (zero
+	// without Config.ContextWindow).
+	Context ContextUse
+}
 
 // Totals counts what a session, or one run of it, has used: its turns
 // (model generations, the one in flight included), tokens and cost. The
@@ -122,37 +154,4 @@ func (st *State) syncMeta(meta *SessionMeta) {
 	meta.Turns = st.SessionTotals.Turns
 	meta.Usage = st.SessionTotals.Usage
 	meta.CostUSD = st.SessionTotals.CostUSD
-}
-
-// StoredOutcome classifies a stored tool result: the outcome the loop
-// recorded for it and a short description (ran, denied, not offered,
-// rejected, interrupted, ...). The store keeps the result text, not the
-// outcome, so the texts the loop writes are what tells them apart.
-func StoredOutcome(m *Message) (Outcome, string) {
-	c := m.Content
-	switch {
-	case !m.IsError:
-		return OutcomeOK, "ran"
-	case strings.HasPrefix(c, "denied by policy"):
-		return OutcomeDenied, "denied"
-	case strings.Contains(c, ErrNotOffered.Error()):
-		return OutcomeDenied, "not offered"
-	case strings.HasPrefix(c, "not run: rejected"):
-		return OutcomeRejected, "rejected"
-	case strings.HasPrefix(c, "not run: approval expired"):
-		return OutcomeRejected, "approval expired"
-	case strings.HasPrefix(c, "not run: "):
-		return OutcomeDeferred, "deferred"
-	case c == Interrupted:
-		return OutcomeCancelled, "interrupted"
-	case c == Cancelled:
-		return OutcomeCancelled, "cancelled"
-	case strings.Contains(c, ErrInvalidArgs.Error()):
-		return OutcomeError, "invalid arguments"
-	case strings.Contains(c, ErrUnknownTool.Error()):
-		return OutcomeError, "unknown tool"
-	case strings.Contains(c, ErrBlocked.Error()):
-		return OutcomeBlocked, "blocked by a hook"
-	}
-	return OutcomeError, "ran (tool error)"
 }

@@ -22,10 +22,10 @@ import (
 type Env struct {
 	Session SessionEnv `expr:"session"`
 	Run     RunEnv     `expr:"run"`
-	// Turn is the deprecated name of Run (see TurnEnv); it points at Run.
-	Turn *TurnEnv `expr:"turn"`
-	Tool ToolEnv  `expr:"tool"`
-	Call CallEnv  `expr:"call"`
+	// Turn is the deprecated name of Run (see TurnEnv).
+	Turn TurnEnv `expr:"turn"`
+	Tool ToolEnv `expr:"tool"`
+	Call CallEnv `expr:"call"`
 	// Context is the next request's share of the model's context window.
 	Context ContextEnv `expr:"context"`
 	// Now is the time of the decision (the kernel's clock; the test case's
@@ -81,24 +81,15 @@ type RunEnv struct {
 	Phase string `expr:"phase"`
 }
 
-// TurnEnv is RunEnv under its deprecated names, accepted for one release
-// and reported by `kernel policy check`: turn.number is run.number,
-// turn.round is run.turn, turn.max_rounds is run.max_turns, and every
-// other turn.<field> is run.<field>. Its fields are RunEnv's (only the
-// expr names differ), so Env.Turn points at Env.Run without a copy.
+// TurnEnv is RunEnv under its deprecated name turn, accepted for one
+// release and reported by `kernel policy check`: turn.number is
+// run.number, turn.round is run.turn, turn.max_rounds is run.max_turns,
+// and every other turn.<field> is run.<field> (read through the embedded
+// pointer to Env.Run, so a field added to RunEnv needs nothing here).
 type TurnEnv struct {
-	Number    int           `expr:"number"`
-	Turn      int           `expr:"round"`
-	MaxTurns  int           `expr:"max_rounds"`
-	Prompt    string        `expr:"prompt"`
-	TokensIn  int           `expr:"tokens_in"`
-	TokensOut int           `expr:"tokens_out"`
-	Tokens    int           `expr:"tokens"`
-	CostUSD   float64       `expr:"cost_usd"`
-	Elapsed   time.Duration `expr:"elapsed"`
-	Tools     []string      `expr:"tools"`
-	Calls     []CallOutcome `expr:"calls"`
-	Phase     string        `expr:"phase"`
+	*RunEnv
+	Round     int `expr:"round"`
+	MaxRounds int `expr:"max_rounds"`
 }
 
 // deprecatedRunFields maps each turn.<field> to its run.<field>.
@@ -150,11 +141,7 @@ type CallEnv struct {
 // allocate more than the derived slices.
 var envPool = sync.Pool{New: func() any { return new(Env) }}
 
-func getEnv() *Env {
-	e := envPool.Get().(*Env)
-	e.Turn = (*TurnEnv)(&e.Run)
-	return e
-}
+func getEnv() *Env { return envPool.Get().(*Env) }
 
 func putEnv(e *Env) {
 	calls, tools := e.Run.Calls[:0], e.Run.Tools[:0]
@@ -165,8 +152,8 @@ func putEnv(e *Env) {
 
 // fillState maps the kernel's State into e (session, turn, now).
 func (e *Env) fillState(st *kernel.State) {
-	e.Turn = (*TurnEnv)(&e.Run)
 	if st == nil {
+		e.fillTurn()
 		return
 	}
 	e.Now = st.Now
@@ -188,6 +175,12 @@ func (e *Env) fillState(st *kernel.State) {
 		CostUSD: st.RunTotals.CostUSD, Elapsed: since(st.Now, st.RunStarted),
 		Tools: tools, Calls: calls,
 	}
+	e.fillTurn()
+}
+
+// fillTurn sets the deprecated turn section from the run section.
+func (e *Env) fillTurn() {
+	e.Turn = TurnEnv{RunEnv: &e.Run, Round: e.Run.Turn, MaxRounds: e.Run.MaxTurns}
 }
 
 func since(now, then time.Time) time.Duration {

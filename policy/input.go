@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,19 +73,32 @@ type RunInput struct {
 	Calls     []kernel.CallOutcome `yaml:"calls"`
 }
 
-// TurnInput is RunInput under the deprecated names. At is where it was
-// written (zero when it was not).
+// TurnInput is RunInput under its deprecated name turn, where round is
+// turn and max_rounds is max_turns. It decodes into its RunInput (see
+// decodeNode); At is set when the section was written.
 type TurnInput struct {
-	At        pos                  `yaml:"-"`
-	Number    int                  `yaml:"number"`
-	Round     int                  `yaml:"round"`
-	MaxRounds int                  `yaml:"max_rounds"`
-	Prompt    string               `yaml:"prompt"`
-	TokensIn  int                  `yaml:"tokens_in"`
-	TokensOut int                  `yaml:"tokens_out"`
-	CostUSD   float64              `yaml:"cost_usd"`
-	Elapsed   time.Duration        `yaml:"elapsed"`
-	Calls     []kernel.CallOutcome `yaml:"calls"`
+	RunInput
+}
+
+// deprecatedInputFields maps the turn section's old keys to run's.
+var deprecatedInputFields = map[string]string{"round": "turn", "max_rounds": "max_turns"}
+
+// decodeNode decodes a turn: section as a run: section with the old keys
+// renamed (a shallow copy of the mapping: the file's nodes are unchanged).
+func (t *TurnInput) decodeNode(d *ydec, n *yaml.Node, where string) {
+	if n.Kind == yaml.MappingNode {
+		c := *n
+		c.Content = slices.Clone(n.Content)
+		for i := 0; i+1 < len(c.Content); i += 2 {
+			if to, ok := deprecatedInputFields[c.Content[i].Value]; ok {
+				k := *c.Content[i]
+				k.Value = to
+				c.Content[i] = &k
+			}
+		}
+		n = &c
+	}
+	d.decode(n, reflect.ValueOf(&t.RunInput).Elem(), where)
 }
 
 // run is the run section, taken from the deprecated turn section when only
@@ -92,9 +107,7 @@ func (in *Input) run() RunInput {
 	if in.Turn.At.Line == 0 {
 		return in.Run
 	}
-	t := in.Turn
-	return RunInput{At: t.At, Number: t.Number, Turn: t.Round, MaxTurns: t.MaxRounds, Prompt: t.Prompt,
-		TokensIn: t.TokensIn, TokensOut: t.TokensOut, CostUSD: t.CostUSD, Elapsed: t.Elapsed, Calls: t.Calls}
+	return in.Turn.RunInput
 }
 
 // ToolInput overrides fields of a tool's spec.

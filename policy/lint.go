@@ -46,24 +46,7 @@ func (p *Policy) lintDeprecated() {
 				fmt.Sprintf("%s is deprecated: write %s", u.old, u.new)))
 		}
 	}
-	for _, v := range p.vars {
-		check(v.prog)
-	}
-	for _, s := range p.selects {
-		check(s.when)
-	}
-	for _, d := range p.drops {
-		check(d.when)
-	}
-	for _, r := range p.rules {
-		check(r.when)
-		check(r.message)
-	}
-	for _, b := range p.budgets {
-		check(b.warn)
-		check(b.stop)
-		check(b.msg)
-	}
+	p.eachProgram(check)
 	for i := range p.tests {
 		t := &p.tests[i]
 		if t.Input.Turn.At.Line > 0 {
@@ -167,25 +150,36 @@ func (p *Policy) lintToolNames(ps *problems) {
 	// shared by deployments with different plugins, and a name that offers
 	// nothing fails safe (the tool is not offered). Rules and drops are
 	// checked, because a misspelt name there lets a call through.
-	for _, s := range p.selects {
-		checkExpr(s.when)
-	}
 	for _, d := range p.drops {
 		checkGlobs(d.globs, d.at, "drop "+quote(d.id))
-		checkExpr(d.when)
 	}
 	for _, r := range p.rules {
 		checkGlobs(r.globs, r.at, "rule "+quote(r.id))
-		checkExpr(r.when)
-		checkExpr(r.message)
 	}
+	p.eachProgram(checkExpr)
+}
+
+// eachProgram calls fn with every compiled expression of the file (nil
+// for an absent one): vars, select and drop conditions, rule conditions and
+// messages, budget conditions and messages.
+func (p *Policy) eachProgram(fn func(*program)) {
 	for _, v := range p.vars {
-		checkExpr(v.prog)
+		fn(v.prog)
+	}
+	for _, s := range p.selects {
+		fn(s.when)
+	}
+	for _, d := range p.drops {
+		fn(d.when)
+	}
+	for _, r := range p.rules {
+		fn(r.when)
+		fn(r.message)
 	}
 	for _, b := range p.budgets {
-		checkExpr(b.warn)
-		checkExpr(b.stop)
-		checkExpr(b.msg)
+		fn(b.warn)
+		fn(b.stop)
+		fn(b.msg)
 	}
 }
 
