@@ -28,8 +28,11 @@ type Env struct {
 	Args map[string]any `expr:"args"`
 	// Phase is "before" or "after".
 	Phase string `expr:"phase"`
-	// Session is the session id, Turn the generation of the run.
+	// Session is the session id; Run the run (user prompt) in it and Turn
+	// the turn (model generation) of that run that asked for the call,
+	// both from 1 (see the glossary in package kernel).
 	Session string `expr:"session"`
+	Run     int    `expr:"run"`
 	Turn    int    `expr:"turn"`
 	// Approved is true when a human approved the call.
 	Approved bool `expr:"approved"`
@@ -53,7 +56,8 @@ func envFor(c *kernel.Call, phase Phase, res *kernel.Result, err error) *Env {
 		e.Args = map[string]any{}
 	}
 	if c.State() != nil {
-		e.Session, e.Turn = c.State().SessionID, c.State().Turn
+		st := c.State()
+		e.Session, e.Run, e.Turn = st.SessionID, st.Run, st.Turn
 	}
 	if res != nil {
 		e.Result, e.IsError = res.Content, res.IsError || err != nil

@@ -190,12 +190,7 @@ func (r *run) summarise(ctx context.Context, cc ContextConfig, prev string, msgs
 // account adds a generation's usage and cost to the session and the run,
 // where budgets see them.
 func (r *run) account(u Usage, cost float64) {
-	r.meta.Usage = r.meta.Usage.Add(u)
-	r.meta.CostUSD += cost
-	r.res.Usage = r.res.Usage.Add(u)
-	r.res.CostUSD += cost
-	r.st.Usage, r.st.CostUSD = r.meta.Usage, r.meta.CostUSD
-	r.st.RunUsage, r.st.RunCostUSD = r.res.Usage, r.res.CostUSD
+	r.st.account(u, cost)
 }
 
 // transcriptLine renders one message for the summariser.

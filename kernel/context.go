@@ -70,9 +70,9 @@ func (c ContextConfig) withDefaults(window int) ContextConfig {
 // ContextUse is what policy sees of the context ("context.*"): the tokens
 // the next request takes, the window, and their ratio.
 type ContextUse struct {
-	Used     int
-	Window   int
-	Fraction float64
+	Used     int     `yaml:"used"`
+	Window   int     `yaml:"window"`
+	Fraction float64 `yaml:"fraction"`
 }
 
 // ctxState is a run's incremental token accounting. tok holds, for every

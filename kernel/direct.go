@@ -86,9 +86,9 @@ func (d *DirectSession) Call(ctx context.Context, tool string, args json.RawMess
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r, k := d.r, d.r.k
-	r.meta.Runs++
-	r.st.Run, r.st.Turn, r.st.Now = r.meta.Runs, 1, k.cfg.Now()
-	r.st.RunCalls = r.st.RunCalls[:0]
+	now := k.cfg.Now()
+	r.st.startRun(r.st.Run+1, "", now)
+	r.st.startTurn(now)
 	r.offered = r.surface(ctx)
 	tc := ToolCall{ID: "direct_" + NewID(), Name: tool, Arguments: string(args)}
 	// The call is durable before it runs: a crash leaves it "interrupted".
@@ -125,7 +125,7 @@ func (d *DirectSession) Call(ctx context.Context, tool string, args json.RawMess
 			return DirectResult{Result: Result{Content: msg, IsError: true}, Outcome: OutcomeNeedsReview, Decision: &d, Pending: a}, nil
 		}
 	}
-	r.countTool(tool)
+	r.st.finishCall(tool, out.rec.Outcome, true)
 	if err := r.commit(ctx, Step{Messages: []Message{out.msg}}); err != nil {
 		return DirectResult{}, err
 	}

@@ -75,11 +75,10 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 	step := Step{Messages: make([]Message, 0, len(calls))}
 	for n := range outs {
 		r.res.Calls = append(r.res.Calls, outs[n].rec)
-		r.st.RunCalls = append(r.st.RunCalls, CallOutcome{Tool: calls[n].Name, Outcome: outs[n].rec.Outcome})
+		r.st.finishCall(calls[n].Name, outs[n].rec.Outcome, n != asked)
 		if n == asked {
 			continue
 		}
-		r.countTool(calls[n].Name)
 		step.Messages = append(step.Messages, outs[n].msg)
 	}
 	if asked >= 0 {

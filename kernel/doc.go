@@ -9,6 +9,32 @@
 // budgets), Hook (middleware around every call) and Store (sessions).
 // This package imports none of their implementations.
 //
+// # Glossary
+//
+// One vocabulary is used everywhere: in this package, the policy
+// environment, the hooks environment, events, the CLI, config keys and the
+// docs.
+//
+//   - A session is a stored conversation (Session, SessionMeta).
+//   - A run answers one user prompt: Run or Resolve, from the prompt to a
+//     stop reason. Runs are numbered from 1 in their session (State.Run,
+//     SessionMeta.Runs; run.number in policy, run in hooks). A run that
+//     stops for an approval is the same run when Resolve continues it.
+//   - A turn is one model generation inside a run, with the tool calls it
+//     asks for. Turns are numbered from 1 in their run (State.Turn;
+//     run.turn in policy, turn in hooks and events) and capped by
+//     Config.MaxTurns (limits.max_turns, run.max_turns, DefaultMaxTurns).
+//     SessionMeta.Turns and session.turns count the turns of the whole
+//     session. Progress reads "[turn/max_turns]".
+//   - A round is the tool calls of one turn, dispatched together and
+//     persisted as one Step; budgets are checked after each round
+//     (AfterTools).
+//   - A step is one atomic, durable write to the Store (Step).
+//
+// What the loop counts lives in one State (Totals for the session and for
+// the run); WalkState rebuilds it at any point of a stored session, which
+// is how Kernel resumes a session and how policy replay sees history.
+//
 // # A run, step by step
 //
 //  1. Open the session: load it from the Store (or start a new one) and
@@ -16,8 +42,8 @@
 //     "interrupted" result, made durable first.
 //  2. Persist the user message.
 //  3. Check budgets (Policy.Budget); stop, optionally after one last
-//     generation with no tools, when one is exhausted. Stop at MaxTurns.
-//  4. Choose the tools offered in this generation (Policy.Surface).
+//     turn with no tools, when one is exhausted. Stop at MaxTurns.
+//  4. Start a turn; choose the tools offered in it (Policy.Surface).
 //  5. Stream one generation from the Provider, emitting deltas; account
 //     tokens and cost; persist the assistant message. No tool calls: done.
 //  6. Run the tool calls through the pipeline, contiguous read-only calls

@@ -45,7 +45,8 @@ type Config struct {
 	// SystemPrompt, when set, is the first message of every request. It is
 	// not stored in the session.
 	SystemPrompt string
-	// MaxTurns caps the generations of one run (default 8).
+	// MaxTurns caps the turns (model generations) of one run (default
+	// DefaultMaxTurns).
 	MaxTurns int
 	// ModelTimeout bounds one provider call (default 5 minutes).
 	ModelTimeout time.Duration
@@ -103,6 +104,9 @@ type Kernel struct {
 	emitMu sync.Mutex
 	retry  RetryPolicy
 	calib  calibration
+	// realClock: Config.Now is time.Now, so one reading serves both as a
+	// timestamp and, with its monotonic part, for durations.
+	realClock bool
 }
 
 // New checks cfg and builds a Kernel.
@@ -117,7 +121,7 @@ func New(cfg Config) (*Kernel, error) {
 		return nil, errors.New("kernel: Config.MaxTurns must not be negative")
 	}
 	if cfg.MaxTurns == 0 {
-		cfg.MaxTurns = 8
+		cfg.MaxTurns = DefaultMaxTurns
 	}
 	if cfg.ModelTimeout == 0 {
 		cfg.ModelTimeout = 5 * time.Minute
@@ -128,7 +132,8 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.ApprovalTTL == 0 {
 		cfg.ApprovalTTL = 24 * time.Hour
 	}
-	if cfg.Now == nil {
+	realClock := cfg.Now == nil
+	if realClock {
 		cfg.Now = time.Now
 	}
 	if cfg.Tools == nil {
@@ -137,7 +142,7 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.MaxConcurrentTools < 0 {
 		return nil, errors.New("kernel: Config.MaxConcurrentTools must not be negative")
 	}
-	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools)}
+	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), realClock: realClock}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
 		h = cfg.Hooks[i](h)

@@ -29,14 +29,14 @@ type run struct {
 	deltaFn func(Delta)
 	lastGen generation
 	offered []ToolSpec
-	// turnsBefore is how many turns this prompt had before an approval
-	// resumed it; progress counts on from there (display only).
-	turnsBefore int
 	// persistCtx is the run's context without its cancellation: a
 	// cancelled run must still record how it ended.
 	persistCtx context.Context
 	// retries counts the model-call retries of this run (RetryPolicy.Budget).
 	retries int
+	// streamed counts the text bytes onDelta passed on in the current
+	// model call (ProviderRetry.Superseded).
+	streamed int
 }
 
 // Run sends prompt to the model in the session sessionID (a new session when
@@ -61,17 +61,15 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (*RunResult,
 		}
 	}
 	now := k.cfg.Now()
-	r.meta.Runs++
+	r.st.startRun(r.st.Run+1, prompt, now)
 	r.meta.Status = StatusRunning
 	if r.meta.Title == "" {
 		r.meta.Title = truncateTitle(prompt)
 	}
-	r.st.Run = r.meta.Runs
-	r.st.Prompt = prompt
 	k.emitIf(func() Event {
 		return RunStarted{SessionID: r.meta.ID, Model: k.cfg.Model, Prompt: prompt, MaxTurns: k.cfg.MaxTurns, NewSession: r.isNew}
 	})
-	if err := r.commit(ctx, Step{Messages: []Message{{Role: RoleUser, Content: prompt, Time: now}}}); err != nil {
+	if err := r.commitMsg(ctx, Message{Role: RoleUser, Content: prompt, Time: now}, Step{}); err != nil {
 		return r.fail(ctx, err)
 	}
 	return r.loop(ctx)
@@ -90,9 +88,9 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	if r.pending == nil {
 		return nil, fmt.Errorf("session %s: %w", r.meta.ID, ErrNoApproval)
 	}
-	r.st.Run = r.meta.Runs
-	r.st.Prompt = r.lastUserText()
-	r.turnsBefore = r.turnsSinceUser()
+	// open rebuilt the run the approval interrupted (its number, prompt,
+	// turns and calls): the loop continues it, turn numbering and the
+	// max_turns cap included.
 	k.emitIf(func() Event {
 		return RunStarted{SessionID: r.meta.ID, Model: k.cfg.Model, MaxTurns: k.cfg.MaxTurns, Resumed: true}
 	})
@@ -111,11 +109,12 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	}
 	p := r.pending
 	out := r.execute(ctx, p.Call, p.Args, true)
+	r.st.finishCall(p.Call.Name, out.rec.Outcome, true)
 	r.meta.Status = StatusRunning
 	k.emitIf(func() Event {
 		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Approved: true, Note: note}
 	})
-	if err := r.commit(ctx, Step{Messages: []Message{out.msg}, ClearPending: true}); err != nil {
+	if err := r.commitMsg(ctx, out.msg, Step{ClearPending: true}); err != nil {
 		return r.fail(ctx, err)
 	}
 	r.pending = nil
@@ -150,7 +149,7 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 		if final {
 			r.meta.Status = StatusIdle
 		}
-		if err := r.commit(ctx, Step{Messages: []Message{resp.Message}}); err != nil {
+		if err := r.commitMsg(ctx, resp.Message, Step{}); err != nil {
 			return r.fail(ctx, err)
 		}
 		r.completed(resp)
@@ -181,9 +180,7 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 }
 
 func (r *run) nextTurn() {
-	r.st.Turn++
-	r.st.SessionTurns = r.meta.Turns + 1
-	r.st.Now = r.k.cfg.Now()
+	r.st.startTurn(r.k.cfg.Now())
 	r.k.emitIf(func() Event { return TurnStarted{Turn: r.st.Turn, MaxTurns: r.k.cfg.MaxTurns} })
 }
 
@@ -217,16 +214,26 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 			Progress: r.progress("calling model"),
 		})
 	}
-	start := time.Now()
+	// One clock reading per step: the turn's start serves unless building
+	// the request may have taken time (context fitting can compact).
+	start := r.st.Now
+	if !k.realClock || r.cx != nil {
+		start = time.Now()
+	}
 	resp, err := r.callModel(ctx, Request{Model: k.cfg.Model, Messages: msgs, Tools: tools})
 	if err != nil {
 		return Response{}, err
 	}
+	end := k.cfg.Now()
 	resp.Message.Role = RoleAssistant
-	resp.Message.Time = k.cfg.Now()
+	resp.Message.Time = end
 	fixCallIDs(resp.Message.ToolCalls, r.st.Turn)
 	r.accountGen(resp)
-	r.lastGen.dur = time.Since(start)
+	if k.realClock {
+		r.lastGen.dur = end.Sub(start)
+	} else {
+		r.lastGen.dur = time.Since(start)
+	}
 	return resp, nil
 }
 
@@ -239,9 +246,7 @@ func (r *run) accountGen(resp Response) {
 		model = resp.Message.Model // a fallback's price, not the primary's
 	}
 	cost := k.price(model).Cost(resp.Usage)
-	r.meta.Turns++
-	r.res.Turns++
-	r.account(resp.Usage, cost)
+	r.st.account(resp.Usage, cost)
 	if r.cx != nil && !r.cx.exact {
 		k.calib.observe(k.cfg.Model, r.cx.lastRaw, resp.Usage.InputTokens)
 	}
@@ -323,7 +328,7 @@ func (r *run) checkBudget(ctx context.Context, phase BudgetPhase) (res *RunResul
 	}
 	resp.Message.ToolCalls = nil // none were offered; keep the history valid
 	r.meta.Status = StatusIdle
-	if err := r.commit(ctx, Step{Messages: []Message{resp.Message}}); err != nil {
+	if err := r.commitMsg(ctx, resp.Message, Step{}); err != nil {
 		res, err := r.fail(ctx, err)
 		return res, err, true
 	}
@@ -350,7 +355,7 @@ func (r *run) done(ctx context.Context, reason StopReason, output string) (*RunR
 	}
 	r.res.StopReason = reason
 	r.res.Output = output
-	r.res.Duration = time.Since(r.started)
+	r.settle()
 	r.res.Pending = r.pending
 	r.k.emitIf(func() Event {
 		return RunCompleted{SessionID: r.meta.ID, StopReason: reason, Output: output, Usage: r.res.Usage,
@@ -371,7 +376,7 @@ func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
 	if errors.Is(err, ErrEmptyResponse) {
 		r.res.StopReason = StopEmptyResponse
 	}
-	r.res.Duration = time.Since(r.started)
+	r.settle()
 	if r.meta.Status != StatusFailed {
 		r.meta.Status = StatusFailed
 		_ = r.commit(ctx, Step{Messages: r.unanswered(err.Error())}) // best effort: the store may be what failed
@@ -381,17 +386,15 @@ func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
 	return &r.res, err
 }
 
-func (r *run) expired() bool {
-	return r.pending != nil && !r.pending.Expires.IsZero() && r.k.cfg.Now().After(r.pending.Expires)
+// settle fills the result's totals and duration from the run's state.
+func (r *run) settle() {
+	t := r.st.RunTotals
+	r.res.Turns, r.res.Usage, r.res.CostUSD = t.Turns, t.Usage, t.CostUSD
+	r.res.Duration = time.Since(r.started)
 }
 
-func (r *run) lastUserText() string {
-	for i := len(r.msgs) - 1; i >= r.sysN; i-- {
-		if r.msgs[i].Role == RoleUser {
-			return r.msgs[i].Content
-		}
-	}
-	return ""
+func (r *run) expired() bool {
+	return r.pending != nil && !r.pending.Expires.IsZero() && r.k.cfg.Now().After(r.pending.Expires)
 }
 
 func truncateTitle(s string) string {
@@ -414,7 +417,7 @@ func truncateTitle(s string) string {
 
 // progress prefixes what with "[turn/max] ".
 func (r *run) progress(what string) string {
-	return "[" + strconv.Itoa(r.turnsBefore+r.st.Turn) + "/" + strconv.Itoa(r.turnsBefore+r.k.cfg.MaxTurns) + "] " + what
+	return "[" + strconv.Itoa(r.st.Turn) + "/" + strconv.Itoa(r.st.MaxTurns) + "] " + what
 }
 
 // emitIf builds and sends an event only when someone listens, so a kernel
@@ -442,6 +445,7 @@ func (r *run) reject(ctx context.Context, reason string, beforePrompt bool) erro
 		return err
 	}
 	r.pending = nil
+	r.st.finishCall(p.Call.Name, OutcomeRejected, true)
 	r.res.Output = answer
 	if answer != "" && r.k.cfg.OnEvent != nil {
 		// The kernel wrote this answer; consumers see it like a model's.

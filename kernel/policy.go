@@ -20,62 +20,6 @@ type Policy interface {
 	Budget(ctx context.Context, st *State, phase BudgetPhase) BudgetVerdict
 }
 
-// State is what policy sees of a run. The loop owns it and updates it
-// between steps; it is read-only to everyone else.
-type State struct {
-	SessionID string
-	Model     string
-	Labels    map[string]string
-	// Prompt is the latest user text.
-	Prompt string
-	// Run is the number of this user prompt in the session, from 1.
-	Run int
-	// Turn is the number of the current model generation in this run, from
-	// 1; MaxTurns is the run's hard cap. SessionTurns counts generations in
-	// the whole session, this one included.
-	Turn         int
-	MaxTurns     int
-	SessionTurns int
-	// Usage and CostUSD are the session's totals; RunUsage and RunCostUSD
-	// this run's.
-	Usage      Usage
-	CostUSD    float64
-	RunUsage   Usage
-	RunCostUSD float64
-	// SessionCreated and RunStarted, with Now, give elapsed times.
-	SessionCreated time.Time
-	RunStarted     time.Time
-	Now            time.Time
-	// ToolCounts counts the session's tool calls by tool name.
-	ToolCounts map[string]int
-	// RunCalls lists this run's tool calls with their outcomes, in order.
-	RunCalls []CallOutcome
-	// Context is the next request's share of the context window (zero
-	// without Config.ContextWindow).
-	Context ContextUse
-}
-
-// CallOutcome is a finished tool call as policy sees it.
-type CallOutcome struct {
-	Tool    string  `json:"tool"`
-	Outcome Outcome `json:"outcome"`
-}
-
-// Outcome is how a tool call ended.
-type Outcome string
-
-// The outcomes of a tool call.
-const (
-	OutcomeOK          Outcome = "ok"
-	OutcomeError       Outcome = "error"   // the tool failed, or its arguments were bad
-	OutcomeDenied      Outcome = "denied"  // policy denied it, or it was not offered
-	OutcomeBlocked     Outcome = "blocked" // a hook blocked it
-	OutcomeCancelled   Outcome = "cancelled"
-	OutcomeDeferred    Outcome = "deferred" // not run: another call awaits approval
-	OutcomeNeedsReview Outcome = "awaiting_approval"
-	OutcomeRejected    Outcome = "rejected"
-)
-
 // Effect is a policy verdict on a tool call.
 type Effect string
 

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/kerneltest"
-	"github.com/agentkernel/agentkernel/kernel/store/memory"
 )
 
 func TestRegisterErrors(t *testing.T) {
@@ -77,95 +75,6 @@ func TestValidateMessages(t *testing.T) {
 		t.Fatalf("valid args: %v %v", v, err)
 	}
 }
-
-// BenchmarkRun measures one whole run with the scripted-style provider: user
-// message, a model turn with one read-only tool call, the tool, a model turn
-// with the final answer; memory store, events on, schema validation on.
-func BenchmarkRun(b *testing.B) {
-	for _, calls := range []int{1, 10} {
-		b.Run(fmt.Sprintf("calls=%d", calls), func(b *testing.B) {
-			prov := &benchProvider{calls: calls}
-			k, store := benchKernel(b, prov)
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				res, err := k.Run(ctx, "", "what is in the workspace?")
-				if err != nil || res.StopReason != kernel.StopCompleted {
-					b.Fatal(res, err)
-				}
-				// Steady state: the store does not grow with b.N, so the
-				// number is a run's cost, not the GC's cost of b.N sessions.
-				if err := store.Delete(ctx, res.SessionID); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkDispatch measures the pipeline around a no-op tool, schema
-// validation included: one model turn with one call, minus a turn without.
-func BenchmarkDispatch(b *testing.B) {
-	ctx := context.Background()
-	for _, mode := range []string{"with-call", "no-call"} {
-		b.Run(mode, func(b *testing.B) {
-			prov := &benchProvider{calls: 1}
-			if mode == "no-call" {
-				prov.calls = 0
-			}
-			k, store := benchKernel(b, prov)
-			b.ReportAllocs()
-			for b.Loop() {
-				res, err := k.Run(ctx, "", "go")
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := store.Delete(ctx, res.SessionID); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-func benchKernel(b *testing.B, prov kernel.Provider) (*kernel.Kernel, kernel.SessionDeleter) {
-	reg := kernel.NewRegistry()
-	spec := kernel.ToolSpec{Name: "read_file", Description: "read", Tier: kernel.TierReadOnly, Source: "bench",
-		Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer"}},"required":["path"]}`)}
-	if err := reg.Register(kernel.NewTool(spec, func(context.Context, json.RawMessage) (kernel.Result, error) {
-		return kernel.Result{Content: "package main"}, nil
-	})); err != nil {
-		b.Fatal(err)
-	}
-	events := 0
-	store := memory.New()
-	k, err := kernel.New(kernel.Config{Provider: prov, Store: store, Tools: reg, Model: "m",
-		OnEvent: func(kernel.Event) { events++ }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return k, store
-}
-
-// benchProvider answers the first generation with `calls` tool calls and the
-// second with text, like a scripted provider, without allocating history.
-type benchProvider struct{ calls int }
-
-func (p *benchProvider) Stream(_ context.Context, req kernel.Request, emit func(kernel.Delta)) (kernel.Response, error) {
-	last := req.Messages[len(req.Messages)-1]
-	if last.Role == kernel.RoleUser && p.calls > 0 {
-		tc := make([]kernel.ToolCall, p.calls)
-		for i := range tc {
-			tc[i] = kernel.ToolCall{ID: callIDs[i], Name: "read_file", Arguments: `{"path":"main.go","limit":20}`}
-		}
-		return kernel.Response{Message: kernel.Message{Role: kernel.RoleAssistant, ToolCalls: tc}, Usage: kernel.Usage{InputTokens: 50, OutputTokens: 10}}, nil
-	}
-	emit(kernel.Delta{Text: "It is a Go program."})
-	return kernel.Response{Message: kernel.Message{Role: kernel.RoleAssistant, Content: "It is a Go program."}, Usage: kernel.Usage{InputTokens: 80, OutputTokens: 6}}, nil
-}
-
-var callIDs = []string{"c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"}
 
 // BenchmarkValidate is the schema-validation step alone (parse + validate
 // the arguments of the benchmark's read_file call), for attributing

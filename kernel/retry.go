@@ -302,14 +302,9 @@ func (r *run) streamOnce(ctx context.Context, req Request) (resp Response, strea
 	k := r.k
 	cctx, cancel := context.WithTimeout(ctx, k.cfg.ModelTimeout)
 	defer cancel()
-	emit := r.deltaFn
-	if k.cfg.OnEvent != nil {
-		emit = func(d Delta) {
-			streamed += len(d.Text)
-			r.deltaFn(d)
-		}
-	}
-	resp, err = k.cfg.Provider.Stream(cctx, req, emit)
+	r.streamed = 0 // counted by onDelta, bound once per run
+	resp, err = k.cfg.Provider.Stream(cctx, req, r.deltaFn)
+	streamed = r.streamed
 	if err != nil {
 		if ctx.Err() != nil {
 			return Response{}, streamed, ctx.Err()

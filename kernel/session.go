@@ -2,9 +2,6 @@ package kernel
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -23,7 +20,10 @@ const Cancelled = "cancelled: the run was cancelled before this call finished"
 // Interrupted result, made durable before anything else happens.
 func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 	now := k.cfg.Now()
-	r := &run{k: k, started: time.Now()}
+	r := &run{k: k, started: now}
+	if !k.realClock {
+		r.started = time.Now()
+	}
 	r.deltaFn = r.onDelta
 	if sessionID == "" {
 		// A new session: room for the prompt and a few turns without growing.
@@ -53,16 +53,10 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 		}
 	}
 	r.res.SessionID = r.meta.ID
-	r.st = State{
-		SessionID: r.meta.ID, Model: r.meta.Model, Labels: r.meta.Labels, MaxTurns: k.cfg.MaxTurns,
-		SessionTurns: r.meta.Turns, Usage: r.meta.Usage, CostUSD: r.meta.CostUSD,
-		SessionCreated: r.meta.Created, RunStarted: now, Now: now,
-	}
-	for _, m := range r.msgs[r.sysN:] {
-		if m.Role == RoleTool {
-			r.countTool(m.ToolName)
-		}
-	}
+	r.st, _ = WalkState(&Session{Meta: r.meta, Messages: r.msgs[r.sysN:]}, k.cfg.MaxTurns, nil)
+	// The run's clock and spend start now, also for a run an approval
+	// resumes (the store keeps no usage per message).
+	r.st.RunStarted, r.st.Now = now, now
 	if r.ctxOn() {
 		r.initContext()
 	}
@@ -70,14 +64,6 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 		return nil, err
 	}
 	return r, nil
-}
-
-// countTool counts a call of name in the session's totals.
-func (r *run) countTool(name string) {
-	if r.st.ToolCounts == nil {
-		r.st.ToolCounts = map[string]int{}
-	}
-	r.st.ToolCounts[name]++
 }
 
 // repair completes the tool calls of the last assistant message that have
@@ -120,72 +106,15 @@ func (r *run) repair(ctx context.Context) error {
 	return nil
 }
 
-// commit assigns sequence numbers to step's messages, stores the step with
-// the run's metadata, and appends the messages to the history. It ignores
-// ctx's cancellation: a cancelled run must still record how it ended.
-func (r *run) commit(ctx context.Context, step Step) error {
-	now := r.k.cfg.Now()
-	seq := r.meta.LastSeq
-	for i := range step.Messages {
-		seq++
-		step.Messages[i].Seq = seq
-		if step.Messages[i].Time.IsZero() {
-			step.Messages[i].Time = now
-		}
-	}
-	meta := r.meta
-	meta.LastSeq = seq
-	meta.Updated = now
-	step.Meta = meta
-	if r.persistCtx == nil {
-		r.persistCtx = context.WithoutCancel(ctx)
-	}
-	if err := r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step); err != nil {
-		return fmt.Errorf("persist session %s: %w", r.meta.ID, err)
-	}
-	r.meta = meta
-	r.isNew = false
-	for _, m := range step.Messages {
-		r.msgs = append(r.msgs, m)
-		if r.cx != nil {
-			r.added()
-		}
-	}
-	return nil
-}
-
 func (r *run) onDelta(d Delta) {
 	k := r.k
 	if k.cfg.OnEvent == nil || d.Text == "" {
 		return
 	}
+	r.streamed += len(d.Text)
 	if d.Kind == DeltaReasoning {
 		k.emit(ReasoningDelta{Text: d.Text})
 	} else {
 		k.emit(MessageDelta{Text: d.Text})
 	}
-}
-
-// NewID returns a new identifier: 16 characters of Crockford base32, the
-// first 10 encoding the time in milliseconds, so ids sort by creation.
-func NewID() string {
-	var b [10]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
-	if _, err := rand.Read(b[6:]); err != nil {
-		panic(errors.New("crypto/rand failed: " + err.Error())) // never happens on Linux
-	}
-	const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
-	var out [16]byte
-	var acc uint64
-	bits, j := 0, 0
-	for _, x := range b {
-		acc = acc<<8 | uint64(x)
-		bits += 8
-		for bits >= 5 {
-			bits -= 5
-			out[j] = alphabet[(acc>>uint(bits))&31]
-			j++
-		}
-	}
-	return string(out[:])
 }

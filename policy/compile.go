@@ -276,12 +276,13 @@ func (c *compiler) varNames(upto int) string {
 
 // envNames maps the env's Go types to the names an author writes.
 var envNames = map[string]reflect.Type{
-	"the environment":    reflect.TypeFor[Env](),
-	"session":            reflect.TypeFor[SessionEnv](),
-	"turn":               reflect.TypeFor[TurnEnv](),
-	"tool":               reflect.TypeFor[ToolEnv](),
-	"call":               reflect.TypeFor[CallEnv](),
-	"a turn.calls entry": reflect.TypeFor[CallOutcome](),
+	"the environment":   reflect.TypeFor[Env](),
+	"session":           reflect.TypeFor[SessionEnv](),
+	"run":               reflect.TypeFor[RunEnv](),
+	"turn":              reflect.TypeFor[TurnEnv](),
+	"tool":              reflect.TypeFor[ToolEnv](),
+	"call":              reflect.TypeFor[CallEnv](),
+	"a run.calls entry": reflect.TypeFor[CallOutcome](),
 }
 
 var (

@@ -372,8 +372,8 @@ budgets:
 		warnings []string
 	}{
 		{"quiet", kernel.State{Turn: 1, RunCalls: make([]kernel.CallOutcome, 6)}, kernel.BeforeModel, "", false, "", nil},
-		{"warn, and an error warns", kernel.State{Turn: 1, CostUSD: 0.6}, kernel.BeforeModel, "", false, "", []string{"cost", "broken"}},
-		{"stop with wrap-up", kernel.State{Turn: 1, CostUSD: 1.5, RunCalls: make([]kernel.CallOutcome, 6)}, kernel.BeforeModel, "cost", true, "spent 1.5", []string{"cost"}},
+		{"warn, and an error warns", kernel.State{Turn: 1, SessionTotals: kernel.Totals{CostUSD: 0.6}}, kernel.BeforeModel, "", false, "", []string{"cost", "broken"}},
+		{"stop with wrap-up", kernel.State{Turn: 1, SessionTotals: kernel.Totals{CostUSD: 1.5}, RunCalls: make([]kernel.CallOutcome, 6)}, kernel.BeforeModel, "cost", true, "spent 1.5", []string{"cost"}},
 		{"duration constant", kernel.State{Turn: 1, Now: t0, RunStarted: t0.Add(-2 * time90s()), RunCalls: make([]kernel.CallOutcome, 6)}, kernel.BeforeModel, "time", false, "", nil},
 		{"phase before model", kernel.State{Turn: 2, RunCalls: make([]kernel.CallOutcome, 6)}, kernel.BeforeModel, "", false, "", nil},
 		{"phase after tools", kernel.State{Turn: 2, RunCalls: make([]kernel.CallOutcome, 6)}, kernel.AfterTools, "after-tools-only", false, "", nil},

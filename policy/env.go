@@ -21,9 +21,11 @@ import (
 // budget constants). See docs/policy.md for every field.
 type Env struct {
 	Session SessionEnv `expr:"session"`
-	Turn    TurnEnv    `expr:"turn"`
-	Tool    ToolEnv    `expr:"tool"`
-	Call    CallEnv    `expr:"call"`
+	Run     RunEnv     `expr:"run"`
+	// Turn is the deprecated name of Run (see TurnEnv).
+	Turn TurnEnv `expr:"turn"`
+	Tool ToolEnv `expr:"tool"`
+	Call CallEnv `expr:"call"`
 	// Context is the next request's share of the model's context window.
 	Context ContextEnv `expr:"context"`
 	// Now is the time of the decision (the kernel's clock; the test case's
@@ -31,12 +33,14 @@ type Env struct {
 	Now time.Time `expr:"now"`
 }
 
-// SessionEnv is the whole session: every run (user prompt) so far.
+// SessionEnv is the whole session: every run so far.
 type SessionEnv struct {
 	ID    string `expr:"id"`
 	Model string `expr:"model"`
-	// Turns counts model generations in the session, the current one
+	// Runs counts the session's runs (user prompts), the current one
+	// included; Turns its turns (model generations), the current one
 	// included.
+	Runs  int `expr:"runs"`
 	Turns int `expr:"turns"`
 	// TokensIn, TokensOut and Tokens (their sum) are the session's token
 	// totals; CostUSD its cost.
@@ -51,15 +55,16 @@ type SessionEnv struct {
 	Labels    map[string]string `expr:"labels"`
 }
 
-// TurnEnv is the current turn: one user prompt and the model generations
-// (rounds) that answer it.
-type TurnEnv struct {
-	// Number is the turn's number in the session, from 1.
+// RunEnv is the current run: one user prompt and the turns (model
+// generations) that answer it. A run an approval interrupted continues
+// when the approval is resolved, with its number and turn count.
+type RunEnv struct {
+	// Number is the run's number in the session, from 1.
 	Number int `expr:"number"`
-	// Round is the model generation of this turn, from 1; MaxRounds the
-	// kernel's hard cap on rounds.
-	Round     int `expr:"round"`
-	MaxRounds int `expr:"max_rounds"`
+	// Turn is the current turn of this run, from 1; MaxTurns the kernel's
+	// hard cap on the turns of a run (limits.max_turns).
+	Turn     int `expr:"turn"`
+	MaxTurns int `expr:"max_turns"`
 	// Prompt is the latest user text.
 	Prompt    string        `expr:"prompt"`
 	TokensIn  int           `expr:"tokens_in"`
@@ -67,16 +72,30 @@ type TurnEnv struct {
 	Tokens    int           `expr:"tokens"`
 	CostUSD   float64       `expr:"cost_usd"`
 	Elapsed   time.Duration `expr:"elapsed"`
-	// Tools names the tools called this turn, in order, one entry per call.
+	// Tools names the tools called this run, in order, one entry per call.
 	Tools []string `expr:"tools"`
-	// Calls are this turn's finished calls with their outcomes.
+	// Calls are this run's finished calls with their outcomes.
 	Calls []CallOutcome `expr:"calls"`
 	// Phase is "before_model" or "after_tools" in budget expressions and
 	// "" everywhere else.
 	Phase string `expr:"phase"`
 }
 
-// CallOutcome is a finished call of the turn.
+// TurnEnv is RunEnv under its deprecated name turn, accepted for one
+// release and reported by `kernel policy check`: turn.number is
+// run.number, turn.round is run.turn, turn.max_rounds is run.max_turns,
+// and every other turn.<field> is run.<field> (read through the embedded
+// pointer to Env.Run, so a field added to RunEnv needs nothing here).
+type TurnEnv struct {
+	*RunEnv
+	Round     int `expr:"round"`
+	MaxRounds int `expr:"max_rounds"`
+}
+
+// deprecatedRunFields maps each turn.<field> to its run.<field>.
+var deprecatedRunFields = map[string]string{"round": "turn", "max_rounds": "max_turns"}
+
+// CallOutcome is a finished call of the run.
 type CallOutcome struct {
 	Tool string `expr:"tool" json:"tool"`
 	// Outcome is one of ok, error, denied, blocked, cancelled, deferred,
@@ -125,36 +144,43 @@ var envPool = sync.Pool{New: func() any { return new(Env) }}
 func getEnv() *Env { return envPool.Get().(*Env) }
 
 func putEnv(e *Env) {
-	calls, tools := e.Turn.Calls[:0], e.Turn.Tools[:0]
+	calls, tools := e.Run.Calls[:0], e.Run.Tools[:0]
 	*e = Env{}
-	e.Turn.Calls, e.Turn.Tools = calls, tools
+	e.Run.Calls, e.Run.Tools = calls, tools
 	envPool.Put(e)
 }
 
 // fillState maps the kernel's State into e (session, turn, now).
 func (e *Env) fillState(st *kernel.State) {
 	if st == nil {
+		e.fillTurn()
 		return
 	}
 	e.Now = st.Now
 	e.Session = SessionEnv{
-		ID: st.SessionID, Model: st.Model, Turns: st.SessionTurns,
-		TokensIn: int(st.Usage.InputTokens), TokensOut: int(st.Usage.OutputTokens), Tokens: int(st.Usage.Total()),
-		CostUSD: st.CostUSD, Elapsed: since(st.Now, st.SessionCreated),
+		ID: st.SessionID, Model: st.Model, Runs: st.Run, Turns: st.SessionTotals.Turns,
+		TokensIn: int(st.SessionTotals.Usage.InputTokens), TokensOut: int(st.SessionTotals.Usage.OutputTokens), Tokens: int(st.SessionTotals.Usage.Total()),
+		CostUSD: st.SessionTotals.CostUSD, Elapsed: since(st.Now, st.SessionCreated),
 		ToolCalls: st.ToolCounts, Labels: st.Labels,
 	}
 	e.Context = ContextEnv{Used: st.Context.Used, Window: st.Context.Window, Fraction: st.Context.Fraction}
-	calls, tools := e.Turn.Calls[:0], e.Turn.Tools[:0]
+	calls, tools := e.Run.Calls[:0], e.Run.Tools[:0]
 	for _, c := range st.RunCalls {
 		calls = append(calls, CallOutcome{Tool: c.Tool, Outcome: string(c.Outcome)})
 		tools = append(tools, c.Tool)
 	}
-	e.Turn = TurnEnv{
-		Number: st.Run, Round: st.Turn, MaxRounds: st.MaxTurns, Prompt: st.Prompt,
-		TokensIn: int(st.RunUsage.InputTokens), TokensOut: int(st.RunUsage.OutputTokens), Tokens: int(st.RunUsage.Total()),
-		CostUSD: st.RunCostUSD, Elapsed: since(st.Now, st.RunStarted),
+	e.Run = RunEnv{
+		Number: st.Run, Turn: st.Turn, MaxTurns: st.MaxTurns, Prompt: st.Prompt,
+		TokensIn: int(st.RunTotals.Usage.InputTokens), TokensOut: int(st.RunTotals.Usage.OutputTokens), Tokens: int(st.RunTotals.Usage.Total()),
+		CostUSD: st.RunTotals.CostUSD, Elapsed: since(st.Now, st.RunStarted),
 		Tools: tools, Calls: calls,
 	}
+	e.fillTurn()
+}
+
+// fillTurn sets the deprecated turn section from the run section.
+func (e *Env) fillTurn() {
+	e.Turn = TurnEnv{RunEnv: &e.Run, Round: e.Run.Turn, MaxRounds: e.Run.MaxTurns}
 }
 
 func since(now, then time.Time) time.Duration {

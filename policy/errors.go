@@ -33,6 +33,9 @@ const (
 	StageCompile Stage = "compile"
 	StageLint    Stage = "lint"
 	StageTest    Stage = "test"
+	// StageDeprecated marks a use of a deprecated name: reported by
+	// Policy.Deprecated and `kernel policy check`, never an error.
+	StageDeprecated Stage = "deprecated"
 )
 
 // Problem is one thing wrong with a policy file, located in the file.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,19 +20,24 @@ import (
 var DefaultNow = time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
 
 // Input is a situation to decide on, as written in a test's input: or in
-// the case file of `kernel policy explain`. Every field is optional; see
+// the case file of `kernel policy explain`. Its sections are the env's
+// (session, run, tool, call, context) and every field is optional; see
 // docs/policy.md for the defaults. Derived env fields (session.tokens,
-// turn.tools, call.paths, call.argv, call.command) are computed from these
-// exactly as they are in a running kernel.
+// run.tools, call.paths, call.argv, call.command) are computed from these
+// exactly as they are in a running kernel: the input becomes a
+// kernel.State (and a kernel.Call) and goes through the same code.
 type Input struct {
 	Session SessionInput `yaml:"session"`
-	Turn    TurnInput    `yaml:"turn"`
+	Run     RunInput     `yaml:"run"`
+	// Turn is the deprecated name of Run, with round for turn and
+	// max_rounds for max_turns; `kernel policy check` reports it.
+	Turn TurnInput `yaml:"turn"`
 	// Tool overrides the spec of call.tool (tier, source, tags).
 	Tool ToolInput `yaml:"tool"`
 	Call CallInput `yaml:"call"`
 	// Context is the context window's use (context.used, .window,
 	// .fraction; a fraction alone is enough).
-	Context ContextInput `yaml:"context"`
+	Context kernel.ContextUse `yaml:"context"`
 	// Tools are candidate tools for the surface (besides those named in a
 	// test's offered and not_offered).
 	Tools []string `yaml:"tools"`
@@ -52,23 +59,55 @@ type SessionInput struct {
 	Labels    map[string]string `yaml:"labels"`
 }
 
-// TurnInput sets the turn fields of the env.
-type TurnInput struct {
-	Number    int                `yaml:"number"`
-	Round     int                `yaml:"round"`
-	MaxRounds int                `yaml:"max_rounds"`
-	Prompt    string             `yaml:"prompt"`
-	TokensIn  int                `yaml:"tokens_in"`
-	TokensOut int                `yaml:"tokens_out"`
-	CostUSD   float64            `yaml:"cost_usd"`
-	Elapsed   time.Duration      `yaml:"elapsed"`
-	Calls     []CallInputOutcome `yaml:"calls"`
+// RunInput sets the run fields of the env.
+type RunInput struct {
+	At        pos                  `yaml:"-"`
+	Number    int                  `yaml:"number"`
+	Turn      int                  `yaml:"turn"`
+	MaxTurns  int                  `yaml:"max_turns"`
+	Prompt    string               `yaml:"prompt"`
+	TokensIn  int                  `yaml:"tokens_in"`
+	TokensOut int                  `yaml:"tokens_out"`
+	CostUSD   float64              `yaml:"cost_usd"`
+	Elapsed   time.Duration        `yaml:"elapsed"`
+	Calls     []kernel.CallOutcome `yaml:"calls"`
 }
 
-// CallInputOutcome is a finished call of the turn.
-type CallInputOutcome struct {
-	Tool    string `yaml:"tool"`
-	Outcome string `yaml:"outcome"`
+// TurnInput is RunInput under its deprecated name turn, where round is
+// turn and max_rounds is max_turns. It decodes into its RunInput (see
+// decodeNode); At is set when the section was written.
+type TurnInput struct {
+	RunInput
+}
+
+// deprecatedInputFields maps the turn section's old keys to run's.
+var deprecatedInputFields = map[string]string{"round": "turn", "max_rounds": "max_turns"}
+
+// decodeNode decodes a turn: section as a run: section with the old keys
+// renamed (a shallow copy of the mapping: the file's nodes are unchanged).
+func (t *TurnInput) decodeNode(d *ydec, n *yaml.Node, where string) {
+	if n.Kind == yaml.MappingNode {
+		c := *n
+		c.Content = slices.Clone(n.Content)
+		for i := 0; i+1 < len(c.Content); i += 2 {
+			if to, ok := deprecatedInputFields[c.Content[i].Value]; ok {
+				k := *c.Content[i]
+				k.Value = to
+				c.Content[i] = &k
+			}
+		}
+		n = &c
+	}
+	d.decode(n, reflect.ValueOf(&t.RunInput).Elem(), where)
+}
+
+// run is the run section, taken from the deprecated turn section when only
+// that one is written.
+func (in *Input) run() RunInput {
+	if in.Turn.At.Line == 0 {
+		return in.Run
+	}
+	return in.Turn.RunInput
 }
 
 // ToolInput overrides fields of a tool's spec.
@@ -117,6 +156,14 @@ func ParseInput(name string, src []byte) (Input, error) {
 }
 
 func (in *Input) check(ps *problems, at pos, where string) {
+	if in.Turn.At.Line > 0 && in.Run.At.Line > 0 {
+		ps.at(StageSyntax, in.Turn.At, where, "input has both run and its deprecated name turn: write run only")
+	}
+	for i, c := range in.run().Calls {
+		if c.Outcome != "" && !c.Outcome.Valid() {
+			ps.at(StageSyntax, at, where, "input.run.calls[%d].outcome must be one of %s, got %q", i, kernel.OutcomeNames(), c.Outcome)
+		}
+	}
 	switch in.Phase {
 	case "", "before_model", "after_tools":
 	default:
@@ -127,55 +174,44 @@ func (in *Input) check(ps *problems, at pos, where string) {
 	}
 }
 
-// ContextInput is a test input's context window use.
-type ContextInput struct {
-	Used     int     `yaml:"used"`
-	Window   int     `yaml:"window"`
-	Fraction float64 `yaml:"fraction"`
-}
-
 // state builds the kernel.State the input describes.
 func (in *Input) state() *kernel.State {
 	now := in.Now
 	if now.IsZero() {
 		now = DefaultNow
 	}
-	number, round, maxRounds := in.Turn.Number, in.Turn.Round, in.Turn.MaxRounds
-	if number == 0 {
-		number = 1
-	}
-	if round == 0 {
-		round = 1
-	}
-	if maxRounds == 0 {
-		maxRounds = 8
+	run := in.run()
+	number, turn, maxTurns := max(run.Number, 1), max(run.Turn, 1), run.MaxTurns
+	if maxTurns == 0 {
+		maxTurns = kernel.DefaultMaxTurns
 	}
 	st := &kernel.State{
-		SessionID: in.Session.ID, Model: in.Session.Model, Labels: in.Session.Labels, Prompt: in.Turn.Prompt,
-		Run: number, Turn: round, MaxTurns: maxRounds, SessionTurns: max(in.Session.Turns, round),
-		Usage:      kernel.Usage{InputTokens: int64(in.Session.TokensIn), OutputTokens: int64(in.Session.TokensOut)},
-		CostUSD:    max(in.Session.CostUSD, in.Turn.CostUSD),
-		RunUsage:   kernel.Usage{InputTokens: int64(in.Turn.TokensIn), OutputTokens: int64(in.Turn.TokensOut)},
-		RunCostUSD: in.Turn.CostUSD,
-		Now:        now, SessionCreated: now.Add(-max(in.Session.Elapsed, in.Turn.Elapsed)), RunStarted: now.Add(-in.Turn.Elapsed),
+		SessionID: in.Session.ID, Model: in.Session.Model, Labels: in.Session.Labels, Prompt: run.Prompt,
+		Run: number, Turn: turn, MaxTurns: maxTurns,
+		SessionTotals: kernel.Totals{Turns: max(in.Session.Turns, turn),
+			Usage:   kernel.Usage{InputTokens: int64(in.Session.TokensIn), OutputTokens: int64(in.Session.TokensOut)},
+			CostUSD: max(in.Session.CostUSD, run.CostUSD)},
+		RunTotals: kernel.Totals{Turns: turn,
+			Usage:   kernel.Usage{InputTokens: int64(run.TokensIn), OutputTokens: int64(run.TokensOut)},
+			CostUSD: run.CostUSD},
+		Now: now, SessionCreated: now.Add(-max(in.Session.Elapsed, run.Elapsed)), RunStarted: now.Add(-run.Elapsed),
 		ToolCounts: map[string]int{},
+		Context:    in.Context,
 	}
 	if st.Labels == nil {
 		st.Labels = map[string]string{}
 	}
-	st.Context = kernel.ContextUse{Used: in.Context.Used, Window: in.Context.Window, Fraction: in.Context.Fraction}
 	if st.Context.Fraction == 0 && st.Context.Window > 0 {
 		st.Context.Fraction = float64(st.Context.Used) / float64(st.Context.Window)
 	}
 	for k, v := range in.Session.ToolCalls {
 		st.ToolCounts[k] = v
 	}
-	for _, c := range in.Turn.Calls {
-		o := c.Outcome
-		if o == "" {
-			o = string(kernel.OutcomeOK)
+	for _, c := range run.Calls {
+		if c.Outcome == "" {
+			c.Outcome = kernel.OutcomeOK
 		}
-		st.RunCalls = append(st.RunCalls, kernel.CallOutcome{Tool: c.Tool, Outcome: kernel.Outcome(o)})
+		st.RunCalls = append(st.RunCalls, c)
 	}
 	return st
 }

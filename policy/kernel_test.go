@@ -151,7 +151,7 @@ func TestKernelCodingDenyAskApprove(t *testing.T) {
 	}
 	ds := h.decisions()
 	if len(ds) != 2 || ds[0].Decision.Effect != kernel.EffectDeny || ds[0].Decision.Rules[0] != "no-rm-rf" ||
-		ds[1].Decision.Effect != kernel.EffectAsk || ds[0].Decision.Revision != "2026-11-22.2" || ds[0].Decision.SHA256 != pol.SHA256() ||
+		ds[1].Decision.Effect != kernel.EffectAsk || ds[0].Decision.Revision != "2026-11-23.1" || ds[0].Decision.SHA256 != pol.SHA256() ||
 		ds[0].Decision.ID == "" || ds[0].Decision.ID == ds[1].Decision.ID {
 		t.Fatalf("decisions = %+v", ds)
 	}

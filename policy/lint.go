@@ -1,8 +1,12 @@
 package policy
 
 import (
+	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/parser"
 
 	"github.com/agentkernel/agentkernel/kernel"
 )
@@ -15,6 +19,89 @@ func (p *Policy) lint(ps *problems) {
 		p.lintToolNames(ps)
 	}
 	p.lintUnreachable(ps)
+	p.lintDeprecated()
+}
+
+// Deprecated lists the file's uses of deprecated names, each located at
+// its file:line:col with the name to write instead: turn.<field> in
+// expressions (run.<field>; turn.round is run.turn, turn.max_rounds is
+// run.max_turns) and turn: in test inputs (run:). They work for one more
+// release; `kernel policy check` prints them.
+func (p *Policy) Deprecated() []Problem { return p.deprecated }
+
+// lintDeprecated fills p.deprecated. It reads each expression's source,
+// not its compiled tree, where inlined vars carry the location of the
+// v.<name> that brought them in.
+func (p *Policy) lintDeprecated() {
+	p.deprecated = p.deprecated[:0]
+	seen := map[*program]bool{}
+	check := func(pr *program) {
+		if pr == nil || seen[pr] {
+			return
+		}
+		seen[pr] = true
+		for _, u := range deprecatedUses(pr.src.Src) {
+			at := exprPos(p.lines, pr.src, u.offset)
+			p.deprecated = append(p.deprecated, p.problem(StageDeprecated, at, pr.where,
+				fmt.Sprintf("%s is deprecated: write %s", u.old, u.new)))
+		}
+	}
+	p.eachProgram(check)
+	for i := range p.tests {
+		t := &p.tests[i]
+		if t.Input.Turn.At.Line > 0 {
+			p.deprecated = append(p.deprecated, p.problem(StageDeprecated, t.Input.Turn.At, "test "+quote(t.Name.V),
+				"input.turn is deprecated: write input.run (round is turn, max_rounds is max_turns)"))
+		}
+	}
+	sort.SliceStable(p.deprecated, func(i, j int) bool {
+		a, b := p.deprecated[i], p.deprecated[j]
+		return a.Line < b.Line || a.Line == b.Line && a.Col < b.Col
+	})
+}
+
+// deprecatedUse is a deprecated name at a rune offset of an expression.
+type deprecatedUse struct {
+	offset   int
+	old, new string
+}
+
+// deprecatedUses finds the env's deprecated names in src: turn.<field>,
+// and turn used on its own.
+func deprecatedUses(src string) []deprecatedUse {
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return nil
+	}
+	members := map[ast.Node]bool{}
+	var out []deprecatedUse
+	ast.Walk(&tree.Node, visitorFunc(func(n *ast.Node) {
+		m, ok := (*n).(*ast.MemberNode)
+		if !ok {
+			return
+		}
+		id, ok := m.Node.(*ast.IdentifierNode)
+		if !ok || id.Value != "turn" {
+			return
+		}
+		members[id] = true
+		field := ""
+		if s, ok := m.Property.(*ast.StringNode); ok {
+			field = s.Value
+		}
+		nf := field
+		if r, ok := deprecatedRunFields[field]; ok {
+			nf = r
+		}
+		out = append(out, deprecatedUse{offset: id.Location().From, old: "turn." + field, new: "run." + nf})
+	}))
+	ast.Walk(&tree.Node, visitorFunc(func(n *ast.Node) {
+		if id, ok := (*n).(*ast.IdentifierNode); ok && id.Value == "turn" && !members[id] {
+			out = append(out, deprecatedUse{offset: id.Location().From, old: "turn", new: "run"})
+		}
+	}))
+	sort.SliceStable(out, func(i, j int) bool { return out[i].offset < out[j].offset })
+	return out
 }
 
 func (p *Policy) registered() map[string]bool {
@@ -63,25 +150,36 @@ func (p *Policy) lintToolNames(ps *problems) {
 	// shared by deployments with different plugins, and a name that offers
 	// nothing fails safe (the tool is not offered). Rules and drops are
 	// checked, because a misspelt name there lets a call through.
-	for _, s := range p.selects {
-		checkExpr(s.when)
-	}
 	for _, d := range p.drops {
 		checkGlobs(d.globs, d.at, "drop "+quote(d.id))
-		checkExpr(d.when)
 	}
 	for _, r := range p.rules {
 		checkGlobs(r.globs, r.at, "rule "+quote(r.id))
-		checkExpr(r.when)
-		checkExpr(r.message)
 	}
+	p.eachProgram(checkExpr)
+}
+
+// eachProgram calls fn with every compiled expression of the file (nil
+// for an absent one): vars, select and drop conditions, rule conditions and
+// messages, budget conditions and messages.
+func (p *Policy) eachProgram(fn func(*program)) {
 	for _, v := range p.vars {
-		checkExpr(v.prog)
+		fn(v.prog)
+	}
+	for _, s := range p.selects {
+		fn(s.when)
+	}
+	for _, d := range p.drops {
+		fn(d.when)
+	}
+	for _, r := range p.rules {
+		fn(r.when)
+		fn(r.message)
 	}
 	for _, b := range p.budgets {
-		checkExpr(b.warn)
-		checkExpr(b.stop)
-		checkExpr(b.msg)
+		fn(b.warn)
+		fn(b.stop)
+		fn(b.msg)
 	}
 }
 

@@ -31,11 +31,13 @@ func NewDecisionLog(w io.Writer, redact func(string) string) *DecisionLog {
 
 // LogRecord is one line of the decision log.
 type LogRecord struct {
-	Time     time.Time       `json:"time"`
-	Policy   string          `json:"policy"`
-	Session  string          `json:"session_id,omitempty"`
+	Time    time.Time `json:"time"`
+	Policy  string    `json:"policy"`
+	Session string    `json:"session_id,omitempty"`
+	// Run and Turn are the run (user prompt) and its turn (model
+	// generation) that made the call.
+	Run      int             `json:"run,omitempty"`
 	Turn     int             `json:"turn,omitempty"`
-	Round    int             `json:"round,omitempty"`
 	CallID   string          `json:"call_id"`
 	Tool     string          `json:"tool"`
 	Args     any             `json:"args,omitempty"`
@@ -53,7 +55,7 @@ func (l *DecisionLog) Err() error {
 func (l *DecisionLog) write(p *Policy, st *kernel.State, c *kernel.Call, d kernel.Decision) {
 	rec := LogRecord{Time: l.now().UTC(), Policy: p.name, CallID: c.ID(), Tool: c.Tool().Name, Decision: d}
 	if st != nil {
-		rec.Session, rec.Turn, rec.Round = st.SessionID, st.Run, st.Turn
+		rec.Session, rec.Run, rec.Turn = st.SessionID, st.Run, st.Turn
 	}
 	if l.redact != nil {
 		rec.Args = redactValue(c.Value(), l.redact)

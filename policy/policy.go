@@ -51,6 +51,8 @@ type Policy struct {
 	drops       []*dropRule
 	budgets     []*budgetDef
 	tests       []testDoc
+	// deprecated are the uses of deprecated names (see Deprecated).
+	deprecated []Problem
 
 	entries  sync.Map // tool name → *toolEntry
 	nEntries atomic.Int64
@@ -447,9 +449,9 @@ func (p *Policy) Budget(_ context.Context, st *kernel.State, phase kernel.Budget
 }
 
 func (p *Policy) budget(m *vm.VM, env *Env, phase kernel.BudgetPhase, tr *trace) kernel.BudgetVerdict {
-	env.Turn.Phase = "before_model"
+	env.Run.Phase = "before_model"
 	if phase == kernel.AfterTools {
-		env.Turn.Phase = "after_tools"
+		env.Run.Phase = "after_tools"
 	}
 	var v kernel.BudgetVerdict
 	for i, b := range p.budgets {

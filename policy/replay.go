@@ -25,10 +25,12 @@ type ReplayReport struct {
 // ReplayedCall is one recorded call, what happened to it, and what the
 // policy would decide now.
 type ReplayedCall struct {
-	Turn, Round int
-	CallID      string
-	Tool        string
-	Args        string
+	// Run and Turn locate the call: the run (user prompt) and the turn
+	// (model generation) in it that asked for it.
+	Run, Turn int
+	CallID    string
+	Tool      string
+	Args      string
 	// Was is the recorded verdict: allow (the call ran, or was approved and
 	// ran), ask (awaiting approval or rejected), deny (denied or not
 	// offered), or "" when the call never reached policy (bad arguments,
@@ -46,14 +48,12 @@ type ReplayedCall struct {
 	Changed    bool
 }
 
-// ReplayMaxTurns is the turn.max_rounds a replay sees (the kernel's default
-// hard cap; the session does not record the cap it ran under).
-const ReplayMaxTurns = 8
-
 // Replay re-decides every recorded tool call of sess under p, rebuilding
-// the state each call saw from the stored messages: turn and round
-// numbers, prompts, times, tool counts and each turn's calls with their
-// outcomes. Token and cost fields read 0 (the store does not keep usage per
+// the state each call saw with kernel.WalkState, the function the kernel
+// resumes sessions with: run and turn numbers, prompts, times, tool counts
+// and each run's calls with their outcomes. run.max_turns reads
+// kernel.DefaultMaxTurns (the session does not record the cap it ran
+// under). Token and cost fields read 0 (the store does not keep usage per
 // message), so rules and surfaces that depend on them may differ from the
 // live run. tools are the registered tools' specs (tier, tags, schema);
 // tools not among them fall back to BuiltinSpecs, then to a bare name.
@@ -66,65 +66,47 @@ func Replay(ctx context.Context, p *Policy, sess *kernel.Session, tools []kernel
 			specs.byName[name] = s
 		}
 	}
-	st := &kernel.State{
-		SessionID: sess.Meta.ID, Model: sess.Meta.Model, Labels: sess.Meta.Labels, MaxTurns: ReplayMaxTurns,
-		SessionCreated: sess.Meta.Created, ToolCounts: map[string]int{},
-	}
 	m := new(vm.VM)
 	msgs := sess.Messages
-	for i, msg := range msgs {
+	_, err := kernel.WalkState(sess, kernel.DefaultMaxTurns, func(i int, st *kernel.State) error {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("replay session %s: %w", sess.Meta.ID, err)
+			return fmt.Errorf("replay session %s: %w", sess.Meta.ID, err)
 		}
-		switch msg.Role {
-		case kernel.RoleUser:
-			st.Run++
-			st.Turn = 0
-			st.Prompt = msg.Content
-			st.RunStarted = msg.Time
-			st.RunCalls = nil
-		case kernel.RoleTool:
-			st.ToolCounts[msg.ToolName]++
-			_, outcome := recorded(msg)
-			st.RunCalls = append(st.RunCalls, kernel.CallOutcome{Tool: msg.ToolName, Outcome: outcome})
-		case kernel.RoleAssistant:
-			st.Turn++
-			st.SessionTurns++
-			st.Now = msg.Time
-			if len(msg.ToolCalls) == 0 {
-				continue
-			}
-			// The results of this message's calls are the tool messages
-			// that follow it (call ids are only unique within a message).
-			results := map[string]kernel.Message{}
-			for _, r := range msgs[i+1:] {
-				if r.Role != kernel.RoleTool {
-					break
-				}
-				results[r.ToolCallID] = r
-			}
-			all := make([]kernel.ToolSpec, 0, len(msg.ToolCalls))
-			for _, tc := range msg.ToolCalls {
-				all = append(all, specs.get(tc.Name))
-			}
-			offered := map[string]bool{}
-			for _, s := range p.Surface(ctx, st, all) {
-				offered[s.Name] = true
-			}
-			for _, tc := range msg.ToolCalls {
-				rc := ReplayedCall{Turn: st.Run, Round: st.Turn, CallID: tc.ID, Tool: tc.Name, Args: tc.Arguments}
-				if r, ok := results[tc.ID]; ok {
-					rc.WasDetail, _ = recorded(r)
-				} else if sess.Pending != nil && sess.Pending.Call.ID == tc.ID && lastWithCalls(msgs, i) {
-					rc.WasDetail = "awaiting approval"
-				} else {
-					rc.WasDetail = "no result"
-				}
-				rc.Was = wasEffect(rc.WasDetail)
-				p.redecide(m, st, &rc, tc, specs.get(tc.Name), offered[tc.Name])
-				rep.Calls = append(rep.Calls, rc)
-			}
+		msg := &msgs[i]
+		if msg.Role != kernel.RoleAssistant || len(msg.ToolCalls) == 0 {
+			return nil
 		}
+		// The results of this message's calls are the tool messages that
+		// follow it (call ids are only unique within a message).
+		results := map[string]*kernel.Message{}
+		for j := i + 1; j < len(msgs) && msgs[j].Role == kernel.RoleTool; j++ {
+			results[msgs[j].ToolCallID] = &msgs[j]
+		}
+		all := make([]kernel.ToolSpec, 0, len(msg.ToolCalls))
+		for _, tc := range msg.ToolCalls {
+			all = append(all, specs.get(tc.Name))
+		}
+		offered := map[string]bool{}
+		for _, s := range p.Surface(ctx, st, all) {
+			offered[s.Name] = true
+		}
+		for _, tc := range msg.ToolCalls {
+			rc := ReplayedCall{Run: st.Run, Turn: st.Turn, CallID: tc.ID, Tool: tc.Name, Args: tc.Arguments}
+			if r, ok := results[tc.ID]; ok {
+				_, rc.WasDetail = kernel.StoredOutcome(r)
+			} else if sess.Pending != nil && sess.Pending.Call.ID == tc.ID && lastWithCalls(msgs, i) {
+				rc.WasDetail = "awaiting approval"
+			} else {
+				rc.WasDetail = "no result"
+			}
+			rc.Was = wasEffect(rc.WasDetail)
+			p.redecide(m, st, &rc, tc, specs.get(tc.Name), offered[tc.Name])
+			rep.Calls = append(rep.Calls, rc)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, c := range rep.Calls {
 		if c.Changed {
@@ -165,37 +147,6 @@ func (p *Policy) redecide(m *vm.VM, st *kernel.State, rc *ReplayedCall, tc kerne
 	rc.Changed = rc.Was != "" && rc.Was != rc.Now
 }
 
-// recorded classifies a stored tool result: a short description and the
-// outcome the kernel recorded for it.
-func recorded(msg kernel.Message) (string, kernel.Outcome) {
-	c := msg.Content
-	switch {
-	case !msg.IsError:
-		return "ran", kernel.OutcomeOK
-	case strings.HasPrefix(c, "denied by policy"):
-		return "denied", kernel.OutcomeDenied
-	case strings.Contains(c, kernel.ErrNotOffered.Error()):
-		return "not offered", kernel.OutcomeDenied
-	case strings.HasPrefix(c, "not run: rejected"):
-		return "rejected", kernel.OutcomeRejected
-	case strings.HasPrefix(c, "not run: approval expired"):
-		return "approval expired", kernel.OutcomeRejected
-	case strings.HasPrefix(c, "not run: "):
-		return "deferred", kernel.OutcomeDeferred
-	case c == kernel.Interrupted:
-		return "interrupted", kernel.OutcomeCancelled
-	case c == kernel.Cancelled:
-		return "cancelled", kernel.OutcomeCancelled
-	case strings.Contains(c, kernel.ErrInvalidArgs.Error()):
-		return "invalid arguments", kernel.OutcomeError
-	case strings.Contains(c, kernel.ErrUnknownTool.Error()):
-		return "unknown tool", kernel.OutcomeError
-	case strings.Contains(c, kernel.ErrBlocked.Error()):
-		return "blocked by a hook", kernel.OutcomeBlocked
-	}
-	return "ran (tool error)", kernel.OutcomeError
-}
-
 func wasEffect(detail string) kernel.Effect {
 	switch detail {
 	case "ran", "ran (tool error)":
@@ -231,7 +182,7 @@ func (r *ReplayReport) Format(w io.Writer) error {
 		if c.Changed {
 			mark = "  CHANGED"
 		}
-		fmt.Fprintf(&b, "#%d turn %d.%d %s %s\n    was %s (%s), now %s%s\n", i+1, c.Turn, c.Round, c.Tool, oneLine(c.Args, 120), was, c.WasDetail, now, mark)
+		fmt.Fprintf(&b, "#%d run %d turn %d %s %s\n    was %s (%s), now %s%s\n", i+1, c.Run, c.Turn, c.Tool, oneLine(c.Args, 120), was, c.WasDetail, now, mark)
 		if c.Changed && c.Message != "" {
 			fmt.Fprintf(&b, "    %s\n", c.Message)
 		}

@@ -64,7 +64,7 @@ func TestReplay(t *testing.T) {
 			t.Errorf("call %d = %+v, want %+v", i, c, w)
 		}
 	}
-	if rep.Calls[4].Turn != 2 || rep.Calls[2].Round != 2 {
+	if rep.Calls[4].Run != 2 || rep.Calls[2].Turn != 2 {
 		t.Errorf("turn/round numbering: %+v %+v", rep.Calls[2], rep.Calls[4])
 	}
 	rep.Session = "SESSION"

@@ -42,6 +42,10 @@ func TestApproveAndRejectUnderCodingPolicy(t *testing.T) {
 			if statErr != nil || !strings.Contains(out, "Wrote NOTES.md.") || !strings.Contains(errOut, "approval approved write_file") {
 				t.Fatalf("approve: file %v\nstdout %s\nstderr %s", statErr, out, errOut)
 			}
+			// The approval resumes the run: its third turn, not a new [1/8].
+			if !strings.Contains(errOut, "[3/8] calling model") || strings.Contains(errOut, "[1/8]") || !strings.Contains(errOut, "completed · 3 turns") {
+				t.Fatalf("approve: the resumed run does not continue the turn count:\n%s", errOut)
+			}
 			os.Remove(filepath.Join(ws, "NOTES.md"))
 		} else if statErr == nil || !strings.Contains(out, "I did not run write_file: rejected: ok by me.") {
 			t.Fatalf("reject: file %v\nstdout %s\nstderr %s", statErr, out, errOut)

@@ -23,7 +23,7 @@ func TestChatDrivenByStdin(t *testing.T) {
 	if !strings.Contains(out.String(), "finds broken relative links") {
 		t.Fatalf("no answer on stdout:\n%s", out.String())
 	}
-	for _, want := range []string{"· 1 runs · 4 turns ·", "ID  ", "idle", "unknown command /bogus", "new session"} {
+	for _, want := range []string{"· 1 run · 4 turns ·", "ID  ", "idle", "unknown command /bogus", "new session"} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
 		}

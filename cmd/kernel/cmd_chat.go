@@ -250,8 +250,8 @@ func (c *chat) usage(ctx context.Context) error {
 		return err
 	}
 	m := s.Meta
-	fmt.Fprintf(c.env.stderr, "session %s · %d runs · %d turns · %d in / %d out tokens · $%.4f\n",
-		m.ID, m.Runs, m.Turns, m.Usage.InputTokens, m.Usage.OutputTokens, m.CostUSD)
+	fmt.Fprintf(c.env.stderr, "session %s · %s · %s · %d in / %d out tokens · $%.4f\n",
+		m.ID, counted(m.Runs, "run"), counted(m.Turns, "turn"), m.Usage.InputTokens, m.Usage.OutputTokens, m.CostUSD)
 	return nil
 }
 

@@ -10,7 +10,8 @@ import (
 
 const policyUsage = `Usage: kernel policy SUBCOMMAND [flags]
 
-  check FILE                      parse, compile and lint a policy
+  check FILE                      parse, compile and lint a policy; warn of
+                                  deprecated names (turn.* is now run.*)
   test [-v|--json] FILE...        run the policies' own tests (exit 1 on failure)
   explain FILE --input CASE.yaml  show how every rule evaluates for one input
   replay FILE --session ID        re-decide a stored session's tool calls under FILE
@@ -53,12 +54,24 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 	case "check":
 		var errs []error
 		for _, f := range pos {
-			if err := policy.CheckFileContext(ctx, f, opts); err != nil {
+			// CheckFile's steps, keeping the policy to report its uses of
+			// deprecated names (which still work) as warnings.
+			p, err := policy.CompileFileContext(ctx, f, opts)
+			if err == nil {
+				var rep *policy.TestReport
+				if rep, err = p.RunTestsContext(ctx); err == nil && len(rep.Untested) > 0 {
+					err = &policy.LoadError{File: f, Problems: rep.Untested}
+				}
+			}
+			if err != nil {
 				if ctx.Err() != nil {
 					return policyCancelled(err)
 				}
 				errs = append(errs, err)
 				continue
+			}
+			for _, d := range p.Deprecated() {
+				fmt.Fprintf(env.stderr, "warning: %s\n", d)
 			}
 			fmt.Fprintf(env.stdout, "ok  %s\n", f)
 		}

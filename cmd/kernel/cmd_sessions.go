@@ -197,8 +197,8 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 	m := s.Meta
 	fmt.Fprintf(w, "session %s · %q · %s · model %s\n", m.ID, m.Title, m.Status, m.Model)
-	fmt.Fprintf(w, "created %s · updated %s · %d runs · %d turns · %d in / %d out tokens · $%.4f\n\n",
-		m.Created.Local().Format(time.DateTime), m.Updated.Local().Format(time.DateTime), m.Runs, m.Turns,
+	fmt.Fprintf(w, "created %s · updated %s · %s · %s · %d in / %d out tokens · $%.4f\n\n",
+		m.Created.Local().Format(time.DateTime), m.Updated.Local().Format(time.DateTime), counted(m.Runs, "run"), counted(m.Turns, "turn"),
 		m.Usage.InputTokens, m.Usage.OutputTokens, m.CostUSD)
 	for _, msg := range s.Messages {
 		switch msg.Role {

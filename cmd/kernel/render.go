@@ -205,8 +205,8 @@ func (r *renderer) event(e kernel.Event) {
 		if r.quiet {
 			return
 		}
-		fmt.Fprintf(r.stderr, "%s · %d turns · %d in / %d out tokens · $%.4f · %s\n",
-			r.paint("1", string(e.StopReason)), e.Turns, e.Usage.InputTokens, e.Usage.OutputTokens, e.CostUSD, fmtDuration(e.Duration))
+		fmt.Fprintf(r.stderr, "%s · %s · %d in / %d out tokens · $%.4f · %s\n",
+			r.paint("1", string(e.StopReason)), counted(e.Turns, "turn"), e.Usage.InputTokens, e.Usage.OutputTokens, e.CostUSD, fmtDuration(e.Duration))
 	case kernel.RunFailed:
 		r.endLine()
 		if e.StopReason == kernel.StopEmptyResponse && !r.quiet {

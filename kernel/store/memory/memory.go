@@ -64,7 +64,7 @@ func (s *Store) Commit(_ context.Context, id string, step kernel.Step) error {
 		se = &session{}
 		s.sessions[id] = se
 	}
-	se.msgs = append(se.msgs, step.Messages...)
+	se.msgs = appendRoom(se.msgs, step.Messages)
 	meta := step.Meta
 	meta.ID = id
 	meta.LastSeq = last + uint64(len(step.Messages))
@@ -78,6 +78,24 @@ func (s *Store) Commit(_ context.Context, id string, step kernel.Step) error {
 		se.pending = &p
 	}
 	return nil
+}
+
+// minRoom is the capacity a session's history starts with: a prompt and a
+// few turns with their tool results fit without growing.
+const minRoom = 8
+
+// appendRoom appends msgs to h, growing h by doubling (from minRoom) when
+// it is full, so that the commits of a run append in place instead of
+// reallocating the history at every step (append's own growth starts from
+// one message). Earlier Loads keep reading the old array, which is never
+// written again.
+func appendRoom(h, msgs []kernel.Message) []kernel.Message {
+	if n := len(h) + len(msgs); n > cap(h) {
+		grown := make([]kernel.Message, len(h), max(n, 2*cap(h), minRoom))
+		copy(grown, h)
+		h = grown
+	}
+	return append(h, msgs...)
 }
 
 // List returns all sessions' metadata, most recently updated first.

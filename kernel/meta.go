@@ -1,0 +1,64 @@
+package kernel
+
+import "time"
+
+// Status is where a session stands.
+type Status string
+
+// The session statuses.
+const (
+	StatusIdle             Status = "idle"
+	StatusRunning          Status = "running"
+	StatusAwaitingApproval Status = "awaiting_approval"
+	StatusFailed           Status = "failed"
+)
+
+// SessionMeta is a session's metadata and running totals.
+type SessionMeta struct {
+	ID      string    `json:"id"`
+	Title   string    `json:"title"` // the first prompt, truncated
+	Model   string    `json:"model"`
+	Status  Status    `json:"status"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	// LastSeq is the Seq of the session's last message; Store.Commit keeps it.
+	LastSeq uint64 `json:"last_seq"`
+	// Runs counts user prompts; Turns counts model generations.
+	Runs    int               `json:"runs"`
+	Turns   int               `json:"turns"`
+	Usage   Usage             `json:"usage"`
+	CostUSD float64           `json:"cost_usd"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	// Delivered are the IDs of the last queued messages delivered into the
+	// session (see Inbox), committed with them: a message the inbox offers
+	// again after a crash is not delivered twice.
+	Delivered []string `json:"delivered,omitempty"`
+	// Context is what the session was started with (workspace, config
+	// files, policy, model, store), so approvals and later runs resume in
+	// the same place. Absent in sessions written before it existed.
+	Context *SessionContext `json:"context,omitempty"`
+}
+
+// SessionContext records the setting a session runs in. The kernel stores
+// Config.Context with a new session; it does not interpret it.
+type SessionContext struct {
+	Workspace string `json:"workspace,omitempty"`
+	// Config are the configuration files laid over the defaults, in order.
+	Config []RecordedFile `json:"config,omitempty"`
+	// Policy is the policy file and PolicyRevision its revision.
+	Policy         *RecordedFile `json:"policy,omitempty"`
+	PolicyRevision string        `json:"policy_revision,omitempty"`
+	Provider       string        `json:"provider,omitempty"`
+	Model          string        `json:"model,omitempty"`
+	BaseURL        string        `json:"base_url,omitempty"`
+	APIKeyEnv      string        `json:"api_key_env,omitempty"`
+	// Script is the scripted provider's script.
+	Script *RecordedFile `json:"script,omitempty"`
+	Store  string        `json:"store,omitempty"`
+}
+
+// RecordedFile is a file and the SHA-256 of its content when recorded.
+type RecordedFile struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256,omitempty"`
+}

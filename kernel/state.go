@@ -1,0 +1,157 @@
+package kernel
+
+import "time"
+
+// DefaultMaxTurns is the hard cap on the turns of one run when
+// Config.MaxTurns is 0 (the CLI's limits.max_turns).
+const DefaultMaxTurns = 8
+
+// State is what policy sees of a run. The loop owns it and updates it
+// between steps; it is read-only to everyone else.
+type State struct {
+	SessionID string
+	Model     string
+	Labels    map[string]string
+	// Prompt is the latest user text.
+	Prompt string
+	// Run is the number of the current run (user prompt) in the session,
+	// from 1.
+	Run int
+	// Turn is the number of the current turn (model generation) in this
+	// run, from 1; it continues across an approval that resumes the run.
+	// MaxTurns is the run's hard cap.
+	Turn     int
+	MaxTurns int
+	// SessionTotals are the session's turns (the current one included),
+	// tokens and cost; RunTotals this run's: RunTotals.Turns is Turn, and
+	// its tokens and cost count from when the run started or an approval
+	// resumed it (the store keeps no usage per message).
+	SessionTotals Totals
+	RunTotals     Totals
+	// SessionCreated and RunStarted, with Now, give elapsed times.
+	SessionCreated time.Time
+	RunStarted     time.Time
+	Now            time.Time
+	// ToolCounts counts the session's tool calls by tool name.
+	ToolCounts map[string]int
+	// RunCalls lists this run's tool calls with their outcomes, in order.
+	RunCalls []CallOutcome
+	// Context is the next request's share of the context window (zero
+	// without Config.ContextWindow).
+	Context ContextUse
+}
+
+// Totals counts what a session, or one run of it, has used: its turns
+// (model generations, the one in flight included), tokens and cost. The
+// loop keeps one Totals for the session and one for the run, inside State,
+// and derives the session's metadata and the run's result from them.
+type Totals struct {
+	Turns   int     `json:"turns"`
+	Usage   Usage   `json:"usage"`
+	CostUSD float64 `json:"cost_usd"`
+}
+
+// add accounts usage and cost (a generation's, or a summariser call's).
+func (t *Totals) add(u Usage, cost float64) {
+	t.Usage = t.Usage.Add(u)
+	t.CostUSD += cost
+}
+
+// The transitions below are the only code that changes the counts of a
+// State. The live loop calls them as it goes and WalkState calls them for
+// every stored message, so a state rebuilt from a session is the state the
+// loop had at that point.
+
+// startRun begins run number n for prompt.
+func (st *State) startRun(n int, prompt string, now time.Time) {
+	st.Run, st.Prompt = n, prompt
+	st.Turn = 0
+	st.RunTotals = Totals{}
+	st.RunCalls = st.RunCalls[:0]
+	st.RunStarted, st.Now = now, now
+}
+
+// startTurn begins the next generation of the run.
+func (st *State) startTurn(now time.Time) {
+	st.Turn++
+	st.RunTotals.Turns = st.Turn
+	st.SessionTotals.Turns++
+	st.Now = now
+}
+
+// account adds a model call's usage and cost to the session and the run.
+func (st *State) account(u Usage, cost float64) {
+	st.SessionTotals.add(u, cost)
+	st.RunTotals.add(u, cost)
+}
+
+// finishCall records a finished tool call of the run; counted is false for
+// a call that left no result in the session (the one awaiting approval),
+// which the session's tool counts leave out.
+func (st *State) finishCall(tool string, o Outcome, counted bool) {
+	st.RunCalls = append(st.RunCalls, CallOutcome{Tool: tool, Outcome: o})
+	if !counted {
+		return
+	}
+	if st.ToolCounts == nil {
+		st.ToolCounts = map[string]int{}
+	}
+	st.ToolCounts[tool]++
+}
+
+// apply folds one stored message into the state.
+func (st *State) apply(m *Message) {
+	switch m.Role {
+	case RoleUser:
+		st.startRun(st.Run+1, m.Content, m.Time)
+	case RoleAssistant:
+		st.startTurn(m.Time)
+	case RoleTool:
+		o, _ := StoredOutcome(m)
+		st.finishCall(m.ToolName, o, true)
+	}
+}
+
+// WalkState rebuilds, message by message, the State the loop had while it
+// wrote sess: run and turn numbers, prompts, times, tool counts, and each
+// run's calls with their outcomes. visit, when not nil, is called after
+// each message i is applied (st is reused: copy what must outlive the
+// call); an error from visit stops the walk. The returned State is the one
+// after the last message, with the session's totals, run count and labels
+// taken from sess.Meta, which records them exactly (a direct session's
+// calls are runs without a user message); the store keeps no
+// usage per message, so token and cost fields seen by visit are 0.
+//
+// Kernel.open resumes a session from it, and policy replay re-decides
+// every recorded call with it, so the two never disagree on what a run,
+// a turn or a count is. Every stored user message starts a run (a message
+// steered into a running run is counted as one too).
+func WalkState(sess *Session, maxTurns int, visit func(i int, st *State) error) (State, error) {
+	meta := &sess.Meta
+	if maxTurns <= 0 {
+		maxTurns = DefaultMaxTurns
+	}
+	st := State{
+		SessionID: meta.ID, Model: meta.Model, Labels: meta.Labels, MaxTurns: maxTurns,
+		SessionCreated: meta.Created, ToolCounts: map[string]int{},
+	}
+	for i := range sess.Messages {
+		st.apply(&sess.Messages[i])
+		if visit != nil {
+			if err := visit(i, &st); err != nil {
+				return st, err
+			}
+		}
+	}
+	st.Run = meta.Runs
+	st.SessionTotals = Totals{Turns: meta.Turns, Usage: meta.Usage, CostUSD: meta.CostUSD}
+	return st, nil
+}
+
+// syncMeta writes the session's totals into meta, the form the store keeps.
+func (st *State) syncMeta(meta *SessionMeta) {
+	meta.Runs = st.Run
+	meta.Turns = st.SessionTotals.Turns
+	meta.Usage = st.SessionTotals.Usage
+	meta.CostUSD = st.SessionTotals.CostUSD
+}
