@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -182,4 +184,25 @@ func quoteShort(s string) string {
 		s = s[:37] + "..."
 	}
 	return `"` + s + `"`
+}
+
+// Instance converts a YAML document into the value a JSON Schema validator
+// checks: what encoding/json decodes from the same data, numbers as
+// json.Number. Errors are *Error values of file.
+func Instance(file string, root *yaml.Node) (any, error) {
+	var v any
+	if err := root.Decode(&v); err != nil {
+		return nil, YAMLError(file, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, &Error{File: file, Msg: "not representable as JSON: " + err.Error()}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var inst any
+	if err := dec.Decode(&inst); err != nil {
+		return nil, &Error{File: file, Msg: err.Error()}
+	}
+	return inst, nil
 }
