@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
+	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/sandbox"
 	"github.com/agentkernel/agentkernel/schemas"
@@ -94,8 +94,6 @@ type Output struct {
 	AdditionalContext string `json:"additional_context,omitempty"`
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // commandHook runs an external program.
 type commandHook struct {
 	name    string
@@ -133,7 +131,7 @@ func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []
 		bad("timeout", "must be at most %s, got %s", MaxCommandTimeout, c.Timeout)
 	}
 	for i, name := range c.Env {
-		if !envNameRE.MatchString(name) {
+		if !config.ValidEnvName(name) {
 			bad(fmt.Sprintf("env[%d]", i), "%q is not an environment variable name (values come from the kernel's environment, never from the file)", name)
 		}
 	}

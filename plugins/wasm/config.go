@@ -6,7 +6,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"time"
 
@@ -124,8 +123,6 @@ func DefaultCacheDir() (string, error) {
 	return filepath.Join(home, ".cache", "agentkernel", "wasm"), nil
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // ErrConfig marks a module configuration the operator must fix.
 var ErrConfig = errors.New("invalid WASM module configuration")
 
@@ -167,7 +164,7 @@ func (c *ModuleConfig) validate() error {
 		}
 	}
 	for k := range g.Env {
-		if !envNameRE.MatchString(k) {
+		if !config.ValidEnvName(k) {
 			return bad("grants.env", "%q is not a valid environment variable name", k)
 		}
 	}
