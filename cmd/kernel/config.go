@@ -267,3 +267,18 @@ type stringList []string
 
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// section decodes the config section n (field names it, "tools.plugins")
+// into v; an error names the file, the field and, when YAML gives one, the
+// line.
+func (cfg *Config) section(field string, n *yaml.Node, v any) error {
+	if err := decodeNode(n, v); err != nil {
+		ce, ok := config.YAMLError(cfg.source(), err).(*ConfigError)
+		if !ok {
+			return err
+		}
+		ce.Field = field
+		return ce
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package backoff
 import (
 	"context"
 	"errors"
+	"sync"
 )
 
 // Attempt is a start in progress that other callers wait for instead of
@@ -37,4 +38,22 @@ func (a *Attempt) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Launch runs start as a new attempt published in *slot, so that callers
+// arriving meanwhile wait for it (Wait) instead of starting another. mu
+// guards *slot: it is held on entry and on return, and released while
+// start runs. A failure is counted (counted is true: the owner records a
+// crash) unless ctx is done or the error is errStop (the owner is
+// closing), which say nothing about the health of what was started.
+func Launch[T any](ctx context.Context, mu *sync.Mutex, slot **Attempt, errStop error, start func() (T, error)) (v T, counted bool, err error) {
+	a := NewAttempt()
+	*slot = a
+	mu.Unlock()
+	v, err = start()
+	mu.Lock()
+	*slot = nil
+	a.Finish(err)
+	counted = err != nil && ctx.Err() == nil && !errors.Is(err, errStop)
+	return v, counted, err
 }

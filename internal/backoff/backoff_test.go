@@ -3,6 +3,7 @@ package backoff
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -122,5 +123,50 @@ func TestSleep(t *testing.T) {
 	cancel()
 	if err := Sleep(ctx, nil, errStop, time.Hour); !errors.Is(err, context.Canceled) {
 		t.Fatalf("done ctx: %v", err)
+	}
+}
+
+// TestLaunch: a waiter that arrives during a start waits for it and gets
+// its failure; a failure of a cancelled caller or a closing owner is not
+// counted.
+func TestLaunch(t *testing.T) {
+	var mu sync.Mutex
+	var slot *Attempt
+	errStop := errors.New("closing")
+	boom := errors.New("boom")
+	got := make(chan struct{})
+	waited := make(chan error)
+	mu.Lock()
+	_, counted, err := Launch(context.Background(), &mu, &slot, errStop, func() (int, error) {
+		// A second caller arrives while the start runs (mu is released).
+		go func() {
+			mu.Lock()
+			a := slot
+			mu.Unlock()
+			close(got)
+			waited <- a.Wait(context.Background())
+		}()
+		<-got
+		return 0, boom
+	})
+	if !counted || err != boom || slot != nil {
+		t.Fatalf("failed start: counted %v, err %v, slot %v", counted, err, slot)
+	}
+	mu.Unlock()
+	if err := <-waited; err != boom {
+		t.Fatalf("the waiter got %v, want the start's failure", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, counted, _ := Launch(context.Background(), &mu, &slot, errStop, func() (int, error) { return 0, errStop }); counted {
+		t.Error("a closing owner's failure was counted")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, counted, _ := Launch(ctx, &mu, &slot, errStop, func() (int, error) { return 0, boom }); counted {
+		t.Error("a cancelled caller's failure was counted")
+	}
+	if v, counted, err := Launch(context.Background(), &mu, &slot, errStop, func() (int, error) { return 7, nil }); v != 7 || counted || err != nil {
+		t.Errorf("success: %v %v %v", v, counted, err)
 	}
 }

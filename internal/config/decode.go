@@ -2,8 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -268,14 +269,7 @@ func (d *Decoder) DecodeStruct(n *yaml.Node, v reflect.Value, where string) {
 }
 
 // SortedKeys returns the keys of m in order.
-func SortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func SortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // NormalizeYAML turns what yaml.v3 decodes into the shapes JSON decoding
 // gives (map[string]any, float64 for every number, RFC 3339 strings for

@@ -45,3 +45,12 @@ func CheckEnvList(field string, names []string, reserved func(string) string) *F
 	}
 	return nil
 }
+
+// Default sets *p to def when it holds the zero value: "zero means the
+// default" in one line per field.
+func Default[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}

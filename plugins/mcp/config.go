@@ -157,15 +157,9 @@ func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 	case c.MaxSchemaBytes < 0:
 		return bad("max_schema_bytes", "must not be negative")
 	}
-	if c.StartTimeout == 0 {
-		c.StartTimeout = DefaultStartTimeout
-	}
-	if c.MaxOutputBytes == 0 {
-		c.MaxOutputBytes = DefaultMaxOutputBytes
-	}
-	if c.MaxSchemaBytes == 0 {
-		c.MaxSchemaBytes = DefaultMaxSchemaBytes
-	}
+	config.Default(&c.StartTimeout, DefaultStartTimeout)
+	config.Default(&c.MaxOutputBytes, DefaultMaxOutputBytes)
+	config.Default(&c.MaxSchemaBytes, DefaultMaxSchemaBytes)
 	r, fe := c.Restart.Normalize()
 	if fe != nil {
 		return bad(fe.Field, "%s", fe.Msg)

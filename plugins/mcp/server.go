@@ -101,26 +101,18 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 			return nil, err
 		}
 		wait := s.crashes.Wait(now)
-		a := backoff.NewAttempt()
-		s.starting, s.state = a, StateStarting
-		s.mu.Unlock()
-
-		sess, err := s.connect(ctx, wait)
-
-		s.mu.Lock()
-		s.starting = nil
-		a.Finish(err)
-		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, ErrClosed) {
-				s.recordCrashLocked(err)
-			} else if s.state == StateStarting {
-				s.state = StateIdle
-			}
-			s.mu.Unlock()
-			return nil, err
+		s.state = StateStarting
+		sess, counted, err := backoff.Launch(ctx, &s.mu, &s.starting, ErrClosed, func() (*mcp.ClientSession, error) {
+			return s.connect(ctx, wait)
+		})
+		switch {
+		case counted:
+			s.recordCrashLocked(err)
+		case err != nil && s.state == StateStarting:
+			s.state = StateIdle
 		}
 		s.mu.Unlock()
-		return sess, nil
+		return sess, err
 	}
 }
 

@@ -177,14 +177,8 @@ func (r RestartPolicy) Normalize() (RestartPolicy, *config.FieldError) {
 	case r.Cooldown < 0:
 		return r, config.FieldErrorf("restart.cooldown", "must not be negative")
 	}
-	if r.MaxCrashes == 0 {
-		r.MaxCrashes = DefaultMaxCrashes
-	}
-	if r.Backoff == 0 {
-		r.Backoff = Duration(DefaultBackoff)
-	}
-	if r.Cooldown == 0 {
-		r.Cooldown = Duration(DefaultCooldown)
-	}
+	config.Default(&r.MaxCrashes, DefaultMaxCrashes)
+	config.Default(&r.Backoff, Duration(DefaultBackoff))
+	config.Default(&r.Cooldown, Duration(DefaultCooldown))
 	return r, nil
 }

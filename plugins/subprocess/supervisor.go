@@ -2,7 +2,6 @@ package subprocess
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -75,26 +74,16 @@ func (s *supervisor) acquire(ctx context.Context) (*instance, error) {
 				ErrUnavailable, n, until.Format(time.TimeOnly), until.Sub(now).Round(time.Second))
 		}
 		wait := s.crashes.Wait(now)
-		a := backoff.NewAttempt()
-		s.starting = a
-		s.mu.Unlock()
-
-		inst, err := s.start(ctx, wait)
-
-		s.mu.Lock()
-		s.starting = nil
-		a.Finish(err)
-		if err != nil {
-			// A caller that gave up or a closing host says nothing about
-			// the plugin's health.
-			if ctx.Err() == nil && !errors.Is(err, ErrClosed) {
-				s.recordCrashLocked(time.Now())
-			}
-			s.mu.Unlock()
-			return nil, err
+		// A caller that gave up or a closing host says nothing about the
+		// plugin's health: Launch counts neither.
+		inst, counted, err := backoff.Launch(ctx, &s.mu, &s.starting, ErrClosed, func() (*instance, error) {
+			return s.start(ctx, wait)
+		})
+		if counted {
+			s.recordCrashLocked(time.Now())
 		}
 		s.mu.Unlock()
-		return inst, nil
+		return inst, err
 	}
 }
 
