@@ -3,7 +3,7 @@
 // over consecutive failures. The subprocess plugin supervisor, the MCP
 // server supervisor, the WASM module health breaker and the model-call
 // retries all use it, so "doubled each time, capped" means the same thing
-// everywhere.
+// everywhere (RATIONALE.md, "One config engine").
 package backoff
 
 import (

@@ -7,5 +7,6 @@
 // rules are read from the patterns there (names.go) and the path fields
 // from their "x-path" annotation (paths.go). The package does not import
 // a JSON Schema library, so a tool plugin can link it cheaply; schema
-// validation itself is done by the caller (see Locate).
+// validation itself is done by the caller (see Locate). Why: RATIONALE.md,
+// "One config engine (internal/config, internal/backoff)".
 package config
