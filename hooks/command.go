@@ -111,7 +111,7 @@ func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []
 		errs = append(errs, &ConfigError{Hook: r.Name, Field: field(f), Err: fmt.Errorf(format, args...)})
 	}
 	c := r.Command
-	ch := &commandHook{name: r.Name, phase: h.phase, timeout: c.Timeout, env: c.Env, message: r.Message}
+	ch := &commandHook{name: r.Name, phase: h.phase, timeout: c.Timeout.D(), env: c.Env, message: r.Message}
 	switch {
 	case len(c.Argv) == 0 || c.Argv[0] == "":
 		bad("argv", "needs at least the program")
@@ -127,7 +127,7 @@ func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []
 		bad("timeout", "must be positive, got %s", c.Timeout)
 	case c.Timeout == 0:
 		ch.timeout = DefaultCommandTimeout
-	case c.Timeout > MaxCommandTimeout:
+	case c.Timeout.D() > MaxCommandTimeout:
 		bad("timeout", "must be at most %s, got %s", MaxCommandTimeout, c.Timeout)
 	}
 	for i, name := range c.Env {
