@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	_ "embed"
 	"fmt"
 	"os"
@@ -9,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentkernel/agentkernel/internal/config"
+	"github.com/agentkernel/agentkernel/internal/schema"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 	"github.com/agentkernel/agentkernel/schemas"
@@ -179,27 +178,7 @@ func walkPath(n *yaml.Node, parts []string, fn func(*yaml.Node)) { config.WalkPa
 // resolvePath makes p absolute against dir ("~/" is the home directory).
 func resolvePath(dir, p string) string { return config.ResolvePath(dir, p) }
 
-var configSchema = func() *jsonschema.Schema {
-	data, err := schemas.FS.ReadFile("config.schema.json")
-	if err != nil {
-		panic(err)
-	}
-	s, err := compileSchema("config.schema.json", data)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}()
-
-func compileSchema(name string, data []byte) (*jsonschema.Schema, error) {
-	c := jsonschema.NewCompiler()
-	c.Draft = jsonschema.Draft2020
-	url := "mem:///" + name
-	if err := c.AddResource(url, bytes.NewReader(data)); err != nil {
-		return nil, err
-	}
-	return c.Compile(url)
-}
+var configSchema = schema.MustEmbedded("config.schema.json")
 
 // layer validates one YAML document and decodes it over cfg; dir is the
 // directory its relative paths are relative to.
@@ -226,7 +205,7 @@ func (cfg *Config) layer(name, dir string, data []byte) error {
 
 // validateNode checks a YAML document against a JSON Schema and reports the
 // first violations with their line and column.
-func validateNode(name string, root *yaml.Node, schema *jsonschema.Schema) error {
+func validateNode(name string, root *yaml.Node, schema *schema.Schema) error {
 	inst, err := config.Instance(name, root)
 	if err != nil {
 		return err
