@@ -5,9 +5,9 @@ import (
 
 	"context"
 	"fmt"
-	"regexp"
 	"sync/atomic"
 
+	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -139,8 +139,6 @@ func (comp *compiled) build(next kernel.Handler) kernel.Handler {
 	return h
 }
 
-var ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-
 func compile(cfg Config, opts Options) (*compiled, error) {
 	var errs []error
 	comp := &compiled{cfg: cfg}
@@ -187,8 +185,8 @@ func compileRule(i int, r Rule, opts Options, seen map[string]int) (*hook, []err
 	switch {
 	case r.Name == "":
 		bad("name", "is required")
-	case !ruleNameRE.MatchString(r.Name):
-		bad("name", "must be 1-64 characters of A-Z a-z 0-9 _ . -")
+	case !config.HookName.Valid(r.Name):
+		bad("name", "must be %s", config.HookName.Desc)
 	case r.Name == NameScrubber || r.Name == NameOutputLimit:
 		bad("name", "%q is the name of a built-in hook", r.Name)
 	default:

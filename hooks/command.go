@@ -10,12 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/internal/schema"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/sandbox"
@@ -91,8 +91,6 @@ type Output struct {
 	AdditionalContext string `json:"additional_context,omitempty"`
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // commandHook runs an external program.
 type commandHook struct {
 	name    string
@@ -110,7 +108,7 @@ func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []
 		errs = append(errs, &ConfigError{Hook: r.Name, Field: field(f), Err: fmt.Errorf(format, args...)})
 	}
 	c := r.Command
-	ch := &commandHook{name: r.Name, phase: h.phase, timeout: c.Timeout, env: c.Env, message: r.Message}
+	ch := &commandHook{name: r.Name, phase: h.phase, timeout: c.Timeout.D(), env: c.Env, message: r.Message}
 	switch {
 	case len(c.Argv) == 0 || c.Argv[0] == "":
 		bad("argv", "needs at least the program")
@@ -126,11 +124,11 @@ func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []
 		bad("timeout", "must be positive, got %s", c.Timeout)
 	case c.Timeout == 0:
 		ch.timeout = DefaultCommandTimeout
-	case c.Timeout > MaxCommandTimeout:
+	case c.Timeout.D() > MaxCommandTimeout:
 		bad("timeout", "must be at most %s, got %s", MaxCommandTimeout, c.Timeout)
 	}
 	for i, name := range c.Env {
-		if !envNameRE.MatchString(name) {
+		if !config.ValidEnvName(name) {
 			bad(fmt.Sprintf("env[%d]", i), "%q is not an environment variable name (values come from the kernel's environment, never from the file)", name)
 		}
 	}

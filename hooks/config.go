@@ -1,12 +1,13 @@
 package hooks
 
 import (
-	"github.com/agentkernel/agentkernel/sandbox"
-
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/agentkernel/agentkernel/internal/config"
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // Config is the hooks: section of kernel.yaml. Its zero value means the
@@ -111,7 +112,7 @@ type CommandConfig struct {
 	Argv []string `yaml:"argv" json:"argv"`
 	// Timeout bounds one run (default 10s, at most 10m); the process
 	// group is killed when it expires.
-	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+	Timeout Duration `yaml:"timeout" json:"timeout,omitempty"`
 	// Env names the environment variables the program gets, copied from
 	// the kernel's environment. Nothing else is passed, not even PATH.
 	Env []string `yaml:"env" json:"env,omitempty"`
@@ -121,6 +122,10 @@ type CommandConfig struct {
 	// network. Its env is ignored: Env is the allowlist.
 	Sandbox sandbox.Grant `yaml:"sandbox" json:"sandbox,omitempty"`
 }
+
+// Duration is a time.Duration written as a Go duration string ("5s") in
+// YAML and JSON: the one type of internal/config.
+type Duration = config.Duration
 
 // TruncateConfig keeps the first Head and last Tail bytes of a result longer
 // than Head+Tail.

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentkernel/agentkernel/internal/backoff"
 )
 
 // ErrEmptyResponse is a generation that produced neither text nor tool
@@ -71,23 +72,14 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 		p.Sleep = sleepCtx
 	}
 	if p.Jitter == nil {
-		p.Jitter = func(max time.Duration) time.Duration {
-			if max <= 0 {
-				return 0
-			}
-			return rand.N(max)
-		}
+		p.Jitter = backoff.FullJitter
 	}
 	return p
 }
 
 // backoff is the delay before retry n (1 for the first retry).
 func (p RetryPolicy) backoff(n int) time.Duration {
-	ceil := p.BaseDelay
-	for i := 1; i < n && ceil < p.MaxDelay; i++ {
-		ceil *= 2
-	}
-	return p.Jitter(min(ceil, p.MaxDelay))
+	return p.Jitter(backoff.Exponential{Base: p.BaseDelay, Max: p.MaxDelay}.Delay(n))
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

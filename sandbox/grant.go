@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentkernel/agentkernel/internal/config"
 )
 
 // Grant is a capability manifest: everything a confined process may do.
@@ -104,54 +106,8 @@ type Net struct {
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s",
-// "1m30s") in YAML and JSON.
-type Duration time.Duration
-
-// D returns d as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-func (d Duration) String() string { return time.Duration(d).String() }
-
-func parseDuration(s string) (Duration, error) {
-	v, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration such as \"30s\" or \"1m30s\"", s)
-	}
-	return Duration(v), nil
-}
-
-// UnmarshalYAML reads a duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!int" || n.Tag == "!!float" {
-		return fmt.Errorf("line %d: want a duration string such as \"30s\", got %q", n.Line, n.Value)
-	}
-	v, err := parseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	*d = v
-	return nil
-}
-
-// MarshalYAML writes a duration string.
-func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
-
-// UnmarshalJSON reads a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration string such as \"30s\", got %s", b)
-	}
-	v, err := parseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = v
-	return nil
-}
-
-// MarshalJSON writes a duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+// "1m30s") in YAML and JSON: the one type of internal/config.
+type Duration = config.Duration
 
 // UnmarshalYAML reads "none" or a mapping with connect and bind.
 func (n *Net) UnmarshalYAML(node *yaml.Node) error {

@@ -190,8 +190,8 @@ func serveMCPHTTP(ctx context.Context, srv *sdk.Server, addr, token string, stde
 
 func (cfg *Config) mcpConfigs() ([]mcp.ServerConfig, error) {
 	var scs []mcp.ServerConfig
-	if err := decodeNode(&cfg.Tools.MCP, &scs); err != nil {
-		return nil, &ConfigError{File: cfg.source(), Field: "tools.mcp", Msg: err.Error()}
+	if err := cfg.section("tools.mcp", &cfg.Tools.MCP, &scs); err != nil {
+		return nil, err
 	}
 	for i, sc := range scs {
 		if err := sc.Validate(); err != nil {

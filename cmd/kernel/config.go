@@ -1,22 +1,20 @@
 package main
 
 import (
-	"bytes"
 	_ "embed"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/internal/schema"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
+	"github.com/agentkernel/agentkernel/schemas"
 )
 
 //go:embed defaults.yaml
@@ -115,27 +113,9 @@ type ToolsConfig struct {
 	MCP     yaml.Node      `yaml:"mcp"`
 }
 
-// ConfigError is a configuration problem with its place.
-type ConfigError struct {
-	File   string
-	Line   int
-	Column int
-	Field  string
-	Msg    string
-}
-
-func (e *ConfigError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
-	}
-	if e.Field != "" {
-		b.WriteString(": " + e.Field)
-	}
-	b.WriteString(": " + e.Msg)
-	return b.String()
-}
+// ConfigError is a configuration problem with its place (file, line,
+// column, field).
+type ConfigError = config.Error
 
 // loadConfig reads the embedded defaults and lays each file over them, in
 // order; with no files, the ones found by discovery (configLayers). Each layer is validated against the schema first, so an error
@@ -174,62 +154,29 @@ func loadConfig(paths ...string) (*Config, error) {
 	return cfg, nil
 }
 
-// pathFields are the config fields that hold file system paths, as dotted
-// paths where * matches any key or index. They are made absolute, against
-// the directory of the file that sets them, before decoding.
-var pathFields = []string{
-	"workspace", "model.script", "model.catalog", "store.dir", "policy.file", "policy.decision_log",
-	"tools.plugins.*.path", "tools.plugins.*.dir",
-	"tools.wasm.*.path", "tools.wasm.*.grants.fs.*.host",
-	"security.allow_writable.*",
-	"tools.builtin.command_sandbox.fs.*.path", "tools.plugins.*.sandbox.fs.*.path",
-	"hooks.rules.*.command.sandbox.fs.*.path", "tools.mcp.*.grant.fs.*.path",
-}
+// pathFields are the config fields that hold file system paths: those
+// schemas/config.schema.json annotates "x-path": true. They are made
+// absolute, against the directory of the file that sets them, before
+// decoding.
+var pathFields = func() []string {
+	data, err := schemas.FS.ReadFile("config.schema.json")
+	if err != nil {
+		panic(err)
+	}
+	f, err := config.PathFields(data)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}()
 
 // absolutize rewrites the path fields of one layer's document.
-func absolutize(doc *yaml.Node, dir string) {
-	for _, f := range pathFields {
-		walkPath(doc, strings.Split(f, "."), func(n *yaml.Node) {
-			if n.Kind == yaml.ScalarNode && n.Value != "" {
-				n.Value = resolvePath(dir, n.Value)
-			}
-		})
-	}
-}
+func absolutize(doc *yaml.Node, dir string) { config.ResolvePaths(doc, pathFields, dir) }
 
-func walkPath(n *yaml.Node, parts []string, fn func(*yaml.Node)) {
-	if len(parts) == 0 {
-		fn(n)
-		return
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if parts[0] == "*" || n.Content[i].Value == parts[0] {
-				walkPath(n.Content[i+1], parts[1:], fn)
-			}
-		}
-	case yaml.SequenceNode:
-		if parts[0] == "*" {
-			for _, c := range n.Content {
-				walkPath(c, parts[1:], fn)
-			}
-		}
-	}
-}
+func walkPath(n *yaml.Node, parts []string, fn func(*yaml.Node)) { config.WalkPath(n, parts, fn) }
 
 // resolvePath makes p absolute against dir ("~/" is the home directory).
-func resolvePath(dir, p string) string {
-	if strings.HasPrefix(p, "~/") {
-		if home, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(home, p[2:])
-		}
-	}
-	if filepath.IsAbs(p) {
-		return p
-	}
-	return filepath.Join(dir, p)
-}
+func resolvePath(dir, p string) string { return config.ResolvePath(dir, p) }
 
 var configSchema = schema.MustEmbedded("config.schema.json")
 
@@ -259,129 +206,23 @@ func (cfg *Config) layer(name, dir string, data []byte) error {
 // validateNode checks a YAML document against a JSON Schema and reports the
 // first violations with their line and column.
 func validateNode(name string, root *yaml.Node, schema *schema.Schema) error {
-	var v any
-	if err := root.Decode(&v); err != nil {
-		return yamlError(name, err)
-	}
-	b, err := json.Marshal(v)
+	inst, err := config.Instance(name, root)
 	if err != nil {
-		return &ConfigError{File: name, Msg: "not representable as JSON: " + err.Error()}
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var inst any
-	if err := dec.Decode(&inst); err != nil {
-		return &ConfigError{File: name, Msg: err.Error()}
+		return err
 	}
 	verr := schema.Validate(inst)
 	probs := kernel.SchemaProblems(verr)
 	if probs == nil {
 		return verr
 	}
-	var errs []error
-	for _, leaf := range probs {
-		ptr := strings.TrimSuffix(leaf.Location, "/")
-		msg := leaf.Message
-		if strings.HasPrefix(msg, "additionalProperties ") {
-			// Point at the unknown key itself.
-			if f := between(msg, "'", "'"); f != "" {
-				ptr += "/" + f
-				msg = "unknown field (check the spelling; see schemas/config.schema.json)"
-			}
-		}
-		n := nodeAt(root.Content[0], ptr)
-		ce := &ConfigError{File: name, Field: fieldName(ptr), Msg: msg}
-		if n != nil {
-			ce.Line, ce.Column = n.Line, n.Column
-		}
-		errs = append(errs, ce)
+	located := make([]config.Problem, len(probs))
+	for i, p := range probs {
+		located[i] = config.Problem{Location: p.Location, Message: p.Message}
 	}
-	return errors.Join(errs...)
+	return config.Locate(name, "config.schema.json", root, located)
 }
 
-func between(s, a, b string) string {
-	i := strings.Index(s, a)
-	if i < 0 {
-		return ""
-	}
-	j := strings.Index(s[i+1:], b)
-	if j < 0 {
-		return ""
-	}
-	return s[i+1 : i+1+j]
-}
-
-// nodeAt follows a JSON pointer through a YAML node; for a mapping key it
-// returns the key node (where a person looks).
-func nodeAt(n *yaml.Node, ptr string) *yaml.Node {
-	if ptr == "" {
-		return n
-	}
-	for _, part := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
-		switch n.Kind {
-		case yaml.MappingNode:
-			var next *yaml.Node
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == part {
-					next = n.Content[i+1]
-					if strings.HasSuffix(ptr, "/"+part) {
-						return n.Content[i]
-					}
-				}
-			}
-			if next == nil {
-				return n
-			}
-			n = next
-		case yaml.SequenceNode:
-			i, err := strconv.Atoi(part)
-			if err != nil || i >= len(n.Content) {
-				return n
-			}
-			n = n.Content[i]
-		default:
-			return n
-		}
-	}
-	return n
-}
-
-func fieldName(ptr string) string {
-	if ptr == "" {
-		return ""
-	}
-	parts := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
-	var b strings.Builder
-	for i, p := range parts {
-		if _, err := strconv.Atoi(p); err == nil {
-			fmt.Fprintf(&b, "[%s]", p)
-			continue
-		}
-		if i > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(p)
-	}
-	return b.String()
-}
-
-func yamlError(name string, err error) error {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		msg = strings.Join(te.Errors, "; ")
-	}
-	// yaml.v3 says "line N: ..."; lift the line into the position.
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if i := strings.IndexByte(rest, ':'); i > 0 {
-			if line, err := strconv.Atoi(rest[:i]); err == nil {
-				return &ConfigError{File: name, Line: line, Column: 1, Msg: strings.TrimSpace(rest[i+1:])}
-			}
-		}
-	}
-	return &ConfigError{File: name, Msg: msg}
-}
+func yamlError(name string, err error) error { return config.YAMLError(name, err) }
 
 // path resolves p against the last config file's directory (paths in the
 // files are already absolute; this is for values set in code).
@@ -405,3 +246,18 @@ type stringList []string
 
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// section decodes the config section n (field names it, "tools.plugins")
+// into v; an error names the file, the field and, when YAML gives one, the
+// line.
+func (cfg *Config) section(field string, n *yaml.Node, v any) error {
+	if err := decodeNode(n, v); err != nil {
+		ce, ok := config.YAMLError(cfg.source(), err).(*ConfigError)
+		if !ok {
+			return err
+		}
+		ce.Field = field
+		return ce
+	}
+	return nil
+}

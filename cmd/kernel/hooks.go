@@ -16,8 +16,8 @@ import (
 
 func (cfg *Config) hooksConfig() (hooks.Config, error) {
 	var hc hooks.Config
-	if err := decodeNode(&cfg.Hooks, &hc); err != nil {
-		return hc, &ConfigError{File: cfg.source(), Field: "hooks", Msg: err.Error()}
+	if err := cfg.section("hooks", &cfg.Hooks, &hc); err != nil {
+		return hc, err
 	}
 	return hc, nil
 }

@@ -13,8 +13,8 @@ import (
 
 func (cfg *Config) pluginConfigs() ([]subprocess.PluginConfig, error) {
 	var pcs []subprocess.PluginConfig
-	if err := decodeNode(&cfg.Tools.Plugins, &pcs); err != nil {
-		return nil, &ConfigError{File: cfg.source(), Field: "tools.plugins", Msg: err.Error()}
+	if err := cfg.section("tools.plugins", &cfg.Tools.Plugins, &pcs); err != nil {
+		return nil, err
 	}
 	return pcs, nil
 }

@@ -24,8 +24,8 @@ type PolicyConfig struct {
 
 func (cfg *Config) policyConfig() (PolicyConfig, error) {
 	var pc PolicyConfig
-	if err := decodeNode(&cfg.Policy, &pc); err != nil {
-		return pc, &ConfigError{File: cfg.source(), Field: "policy", Msg: err.Error()}
+	if err := cfg.section("policy", &cfg.Policy, &pc); err != nil {
+		return pc, err
 	}
 	if cfg.policyFile != "" {
 		pc.File = cfg.policyFile

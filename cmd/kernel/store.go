@@ -27,8 +27,8 @@ type StoreConfig struct {
 
 func (cfg *Config) storeConfig() (StoreConfig, error) {
 	var sc StoreConfig
-	if err := decodeNode(&cfg.Store, &sc); err != nil {
-		return sc, &ConfigError{File: cfg.source(), Field: "store", Msg: err.Error()}
+	if err := cfg.section("store", &cfg.Store, &sc); err != nil {
+		return sc, err
 	}
 	if cfg.storeDir != "" {
 		sc.Dir = cfg.storeDir

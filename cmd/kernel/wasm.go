@@ -12,8 +12,8 @@ import (
 
 func (cfg *Config) wasmConfigs() ([]wasm.ModuleConfig, error) {
 	var mcs []wasm.ModuleConfig
-	if err := decodeNode(&cfg.Tools.WASM, &mcs); err != nil {
-		return nil, &ConfigError{File: cfg.source(), Field: "tools.wasm", Msg: err.Error()}
+	if err := cfg.section("tools.wasm", &cfg.Tools.WASM, &mcs); err != nil {
+		return nil, err
 	}
 	return mcs, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 )
@@ -74,11 +75,7 @@ const (
 	DefaultStartTimeout   = subprocess.Duration(30 * time.Second)
 )
 
-var (
-	nameRE   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
-	envRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	envRefRE = regexp.MustCompile(`\$\{env:([^}]*)\}`)
-)
+var envRefRE = regexp.MustCompile(`\$\{env:([^}]*)\}`)
 
 // ConfigError is a problem in one server's configuration.
 type ConfigError struct {
@@ -103,8 +100,8 @@ func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 	bad := func(field, format string, args ...any) (ServerConfig, error) {
 		return ServerConfig{}, &ConfigError{Server: c.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
-	if !nameRE.MatchString(c.Name) {
-		return bad("name", "%q must be 1-32 characters of a-z 0-9 _ -, starting with a letter", c.Name)
+	if err := config.Namespace.Check(c.Name); err != nil {
+		return bad("name", "%v", err)
 	}
 	switch {
 	case len(c.Command) == 0 && c.URL == "":
@@ -131,20 +128,13 @@ func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 	}
 	for k, v := range c.Headers {
 		for _, m := range envRefRE.FindAllStringSubmatch(v, -1) {
-			if !envRE.MatchString(m[1]) {
+			if !config.ValidEnvName(m[1]) {
 				return bad("headers."+k, "%q is not an environment variable name in ${env:NAME}", m[1])
 			}
 		}
 	}
-	seen := map[string]bool{}
-	for i, n := range c.Env {
-		if !envRE.MatchString(n) {
-			return bad(fmt.Sprintf("env[%d]", i), "%q is not an environment variable name (list names only, not NAME=value)", n)
-		}
-		if seen[n] {
-			return bad(fmt.Sprintf("env[%d]", i), "%q is listed twice", n)
-		}
-		seen[n] = true
+	if fe := config.CheckEnvList("env", c.Env, nil); fe != nil {
+		return bad(fe.Field, "%s", fe.Msg)
 	}
 	for name, t := range c.Tiers {
 		if !t.Valid() {
@@ -167,31 +157,14 @@ func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 	case c.MaxSchemaBytes < 0:
 		return bad("max_schema_bytes", "must not be negative")
 	}
-	if c.StartTimeout == 0 {
-		c.StartTimeout = DefaultStartTimeout
+	config.Default(&c.StartTimeout, DefaultStartTimeout)
+	config.Default(&c.MaxOutputBytes, DefaultMaxOutputBytes)
+	config.Default(&c.MaxSchemaBytes, DefaultMaxSchemaBytes)
+	r, fe := c.Restart.Normalize()
+	if fe != nil {
+		return bad(fe.Field, "%s", fe.Msg)
 	}
-	if c.MaxOutputBytes == 0 {
-		c.MaxOutputBytes = DefaultMaxOutputBytes
-	}
-	if c.MaxSchemaBytes == 0 {
-		c.MaxSchemaBytes = DefaultMaxSchemaBytes
-	}
-	r := &c.Restart
-	switch {
-	case r.MaxCrashes < 0:
-		return bad("restart.max_crashes", "must not be negative")
-	case r.Backoff < 0 || r.Cooldown < 0:
-		return bad("restart", "durations must not be negative")
-	}
-	if r.MaxCrashes == 0 {
-		r.MaxCrashes = subprocess.DefaultMaxCrashes
-	}
-	if r.Backoff == 0 {
-		r.Backoff = subprocess.Duration(subprocess.DefaultBackoff)
-	}
-	if r.Cooldown == 0 {
-		r.Cooldown = subprocess.Duration(subprocess.DefaultCooldown)
-	}
+	c.Restart = r
 	if workspace != "" {
 		argv := make([]string, len(c.Command))
 		for i, a := range c.Command {

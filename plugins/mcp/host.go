@@ -246,7 +246,7 @@ func (s *server) status() ServerStatus {
 		st.Transport, st.Target = "http", s.cfg.URL
 	}
 	s.mu.Lock()
-	st.State, st.PID, st.Crashes, st.LastError = s.state, s.pid, s.crashes, s.lastError
+	st.State, st.PID, st.Crashes, st.LastError = s.state, s.pid, s.crashes.Failures(), s.lastError
 	st.Tools = append([]ToolStatus(nil), s.listed...)
 	st.Problems = append([]Problem(nil), s.problems...)
 	s.mu.Unlock()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentkernel/agentkernel/internal/backoff"
 )
 
 // State is where a server is in its life.
@@ -42,12 +44,10 @@ type server struct {
 	sess      *mcp.ClientSession
 	gone      chan struct{} // closed when sess is found dead
 	pid       int
-	starting  *attempt
+	starting  *backoff.Attempt
 	state     State
-	crashes   int // consecutive
-	lastCrash time.Time
+	crashes   backoff.Breaker // consecutive failures: restart backoff and circuit breaker
 	lastError string
-	openUntil time.Time
 	closed    bool
 	verify    bool // tools came from the cache: list again once connected
 	// listed and problems are the last tool list: registered and left out.
@@ -59,13 +59,9 @@ type server struct {
 	nextToken  atomic.Int64
 }
 
-type attempt struct {
-	done chan struct{}
-	err  error
-}
-
 func newServer(h *Host, cfg ServerConfig) *server {
-	s := &server{h: h, cfg: cfg, log: h.log.Named(cfg.Name), state: StateIdle, progress: map[string]func(string){}}
+	s := &server{h: h, cfg: cfg, log: h.log.Named(cfg.Name), state: StateIdle, progress: map[string]func(string){},
+		crashes: backoff.Restarts(cfg.Restart.MaxCrashes, cfg.Restart.Backoff.D(), cfg.Restart.Cooldown.D())}
 	s.stderr = &stderrLog{log: s.log}
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "agentkernel", Version: "1"}, &mcp.ClientOptions{
 		Capabilities:                &mcp.ClientCapabilities{}, // no roots, sampling or elicitation
@@ -92,60 +88,32 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 		case s.starting != nil:
 			a := s.starting
 			s.mu.Unlock()
-			select {
-			case <-a.done:
-				if a.err != nil && ctx.Err() == nil && !errors.Is(a.err, context.Canceled) {
-					return nil, a.err
-				}
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if err := a.Wait(ctx); err != nil {
+				return nil, err
 			}
+			continue
 		}
 		now := time.Now()
-		if s.crashes >= s.cfg.Restart.MaxCrashes && now.Before(s.openUntil) {
+		if s.crashes.IsOpen(now) {
 			err := fmt.Errorf("%w: server %s failed %d times in a row (last: %s); its tools are disabled until %s, then the kernel tries again",
-				ErrUnavailable, s.cfg.Name, s.crashes, s.lastError, s.openUntil.Format(time.TimeOnly))
+				ErrUnavailable, s.cfg.Name, s.crashes.Failures(), s.lastError, s.crashes.Until().Format(time.TimeOnly))
 			s.mu.Unlock()
 			return nil, err
 		}
-		wait := s.backoffLocked(now)
-		a := &attempt{done: make(chan struct{})}
-		s.starting, s.state = a, StateStarting
-		s.mu.Unlock()
-
-		sess, err := s.connect(ctx, wait)
-
-		s.mu.Lock()
-		s.starting = nil
-		a.err = err
-		close(a.done)
-		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, ErrClosed) {
-				s.recordCrashLocked(err)
-			} else if s.state == StateStarting {
-				s.state = StateIdle
-			}
-			s.mu.Unlock()
-			return nil, err
+		wait := s.crashes.Wait(now)
+		s.state = StateStarting
+		sess, counted, err := backoff.Launch(ctx, &s.mu, &s.starting, ErrClosed, func() (*mcp.ClientSession, error) {
+			return s.connect(ctx, wait)
+		})
+		switch {
+		case counted:
+			s.recordCrashLocked(err)
+		case err != nil && s.state == StateStarting:
+			s.state = StateIdle
 		}
 		s.mu.Unlock()
-		return sess, nil
+		return sess, err
 	}
-}
-
-// backoffLocked is the wait before the next start: Backoff after one
-// crash, doubled for each further one, capped at Cooldown.
-func (s *server) backoffLocked(now time.Time) time.Duration {
-	if s.crashes == 0 {
-		return 0
-	}
-	d := s.cfg.Restart.Backoff.D()
-	for i := 1; i < s.crashes && d < s.cfg.Restart.Cooldown.D(); i++ {
-		d *= 2
-	}
-	d = min(d, s.cfg.Restart.Cooldown.D())
-	return max(0, s.lastCrash.Add(d).Sub(now))
 }
 
 // connect waits out the backoff, starts the process or reaches the URL,
@@ -157,16 +125,8 @@ func (s *server) connect(ctx context.Context, wait time.Duration) (*mcp.ClientSe
 		return nil, err
 	}
 	defer done()
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-s.h.ctx.Done():
-			return nil, ErrClosed
-		}
+	if err := backoff.Sleep(ctx, s.h.ctx.Done(), ErrClosed, wait); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout.D())
@@ -247,25 +207,21 @@ func (s *server) install(sess *mcp.ClientSession, pid int, start time.Time) *mcp
 // recordCrashLocked counts a failure and opens the circuit breaker once
 // MaxCrashes are reached in a row.
 func (s *server) recordCrashLocked(err error) {
-	s.crashes++
-	s.lastCrash = time.Now()
 	s.lastError = err.Error()
 	s.state = StateCrashed
-	if s.crashes >= s.cfg.Restart.MaxCrashes {
-		s.openUntil = s.lastCrash.Add(s.cfg.Restart.Cooldown.D())
+	if s.crashes.Failure(time.Now()) {
 		s.state = StateOpen
 		s.h.notice("error", s.cfg.Name, fmt.Sprintf("mcp server %s failed %d times in a row; its tools are unavailable until %s",
-			s.cfg.Name, s.crashes, s.openUntil.Format(time.TimeOnly)))
+			s.cfg.Name, s.crashes.Failures(), s.crashes.Until().Format(time.TimeOnly)))
 	}
 }
 
 // answered is called when the server answered a call: it is healthy.
 func (s *server) answered() {
 	s.mu.Lock()
-	n := s.crashes
-	s.crashes = 0
+	wasOpen := s.crashes.Success()
 	s.mu.Unlock()
-	if n >= s.cfg.Restart.MaxCrashes {
+	if wasOpen {
 		s.h.notice("info", s.cfg.Name, fmt.Sprintf("mcp server %s answers again; its tools are available", s.cfg.Name))
 	}
 }

@@ -2,12 +2,11 @@ package subprocess
 
 import (
 	"errors"
-
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
+	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/sandbox"
 )
 
@@ -90,12 +89,6 @@ const (
 	StartTimeout = 10 * time.Second
 )
 
-var (
-	pluginNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
-	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	sha256RE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
-)
-
 // Validate checks the configuration without touching the binary. Errors are
 // *ConfigError values naming the plugin and the field.
 func (c PluginConfig) Validate() error {
@@ -111,27 +104,23 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 	bad := func(field, format string, args ...any) (PluginConfig, error) {
 		return PluginConfig{}, &ConfigError{Plugin: name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
-	if !pluginNameRE.MatchString(c.Name) {
-		return bad("name", "%q must be 1-32 characters of a-z 0-9 _ -, starting with a letter", c.Name)
+	if err := config.Namespace.Check(c.Name); err != nil {
+		return bad("name", "%v", err)
 	}
 	if strings.TrimSpace(c.Path) == "" {
 		return bad("path", "is required (the plugin binary)")
 	}
-	c.SHA256 = strings.ToLower(strings.TrimSpace(c.SHA256))
-	if c.SHA256 != "" && !sha256RE.MatchString(c.SHA256) {
-		return bad("sha256", "%q is not 64 hex digits (compute it with `sha256sum %s`)", c.SHA256, c.Path)
-	}
-	seen := map[string]bool{}
-	for i, n := range c.Env {
-		switch {
-		case !envNameRE.MatchString(n):
-			return bad(fmt.Sprintf("env[%d]", i), "%q is not an environment variable name (list names only, not NAME=value)", n)
-		case strings.HasPrefix(n, "PLUGIN_") || n == "AGENTKERNEL_PLUGIN":
-			return bad(fmt.Sprintf("env[%d]", i), "%q is reserved for the go-plugin handshake", n)
-		case seen[n]:
-			return bad(fmt.Sprintf("env[%d]", i), "%q is listed twice", n)
+	if strings.TrimSpace(c.SHA256) != "" {
+		pin, err := config.ParsePin(c.SHA256)
+		if err != nil {
+			return bad("sha256", "%v (compute it with `sha256sum %s`)", err, c.Path)
 		}
-		seen[n] = true
+		c.SHA256 = pin
+	} else {
+		c.SHA256 = ""
+	}
+	if fe := config.CheckEnvList("env", c.Env, handshakeEnv); fe != nil {
+		return bad(fe.Field, "%s", fe.Msg)
 	}
 	if c.Timeout < 0 {
 		return bad("timeout", "must not be negative")
@@ -149,24 +138,11 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 	case c.MaxOutputBytes == 0:
 		c.MaxOutputBytes = DefaultMaxOutputBytes
 	}
-	r := &c.Restart
-	switch {
-	case r.MaxCrashes < 0:
-		return bad("restart.max_crashes", "must not be negative")
-	case r.Backoff < 0:
-		return bad("restart.backoff", "must not be negative")
-	case r.Cooldown < 0:
-		return bad("restart.cooldown", "must not be negative")
+	r, err := c.Restart.Normalize()
+	if err != nil {
+		return bad(err.Field, "%s", err.Msg)
 	}
-	if r.MaxCrashes == 0 {
-		r.MaxCrashes = DefaultMaxCrashes
-	}
-	if r.Backoff == 0 {
-		r.Backoff = Duration(DefaultBackoff)
-	}
-	if r.Cooldown == 0 {
-		r.Cooldown = Duration(DefaultCooldown)
-	}
+	c.Restart = r
 	switch c.Start {
 	case "":
 		c.Start = StartLazy
@@ -178,6 +154,31 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s",
-// "1m30s") in YAML and JSON: the sandbox's, so a plugin entry and its
-// sandbox grant read durations the same way.
-type Duration = sandbox.Duration
+// "1m30s") in YAML and JSON: the one type of internal/config, which the
+// sandbox grant uses too.
+type Duration = config.Duration
+
+// handshakeEnv reserves go-plugin's handshake variables.
+func handshakeEnv(name string) string {
+	if strings.HasPrefix(name, "PLUGIN_") || name == "AGENTKERNEL_PLUGIN" {
+		return "the go-plugin handshake"
+	}
+	return ""
+}
+
+// Normalize checks r (a problem names its field under restart) and
+// returns it with the defaults filled in. MCP servers share it.
+func (r RestartPolicy) Normalize() (RestartPolicy, *config.FieldError) {
+	switch {
+	case r.MaxCrashes < 0:
+		return r, config.FieldErrorf("restart.max_crashes", "must not be negative")
+	case r.Backoff < 0:
+		return r, config.FieldErrorf("restart.backoff", "must not be negative")
+	case r.Cooldown < 0:
+		return r, config.FieldErrorf("restart.cooldown", "must not be negative")
+	}
+	config.Default(&r.MaxCrashes, DefaultMaxCrashes)
+	config.Default(&r.Backoff, Duration(DefaultBackoff))
+	config.Default(&r.Cooldown, Duration(DefaultCooldown))
+	return r, nil
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/agentkernel/agentkernel/internal/backoff"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/sandbox"
 )
@@ -121,7 +122,8 @@ func (h *Host) Load(ctx context.Context, cfg PluginConfig) ([]kernel.Tool, error
 	if err != nil {
 		return nil, err
 	}
-	s := &supervisor{h: h, cfg: cfg, exe: exe, sum: sum, log: h.log.Named(cfg.Name)}
+	s := &supervisor{h: h, cfg: cfg, exe: exe, sum: sum, log: h.log.Named(cfg.Name),
+		crashes: backoff.Restarts(cfg.Restart.MaxCrashes, cfg.Restart.Backoff.D(), cfg.Restart.Cooldown.D())}
 	specs, cached := h.readCache(cfg, sum)
 	if cached {
 		s.specs = toMap(specs)
@@ -290,12 +292,12 @@ func (h *Host) Status() []PluginStatus {
 	now := time.Now()
 	for i, s := range sups {
 		s.mu.Lock()
-		st := PluginStatus{Name: s.cfg.Name, SHA256: s.sum, Crashes: s.crashes}
+		st := PluginStatus{Name: s.cfg.Name, SHA256: s.sum, Crashes: s.crashes.Failures()}
 		if s.inst != nil {
 			st.PID = s.inst.runner.pid
 		}
-		if s.crashes >= s.cfg.Restart.MaxCrashes && now.Before(s.openUntil) {
-			st.Unavailable, st.OpenUntil = true, s.openUntil
+		if s.crashes.IsOpen(now) {
+			st.Unavailable, st.OpenUntil = true, s.crashes.Until()
 		}
 		s.mu.Unlock()
 		out[i] = st

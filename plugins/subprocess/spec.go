@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"time"
 
+	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/sdk/pluginpb"
 )
@@ -27,8 +27,6 @@ func (a toolSpec) equal(b toolSpec) bool {
 	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.Schema, b.Schema) &&
 		a.Tier == b.Tier && slices.Equal(a.Tags, b.Tags) && a.TimeoutMS == b.TimeoutMS
 }
-
-var remoteToolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,63}$`)
 
 // convertSpecs checks a plugin's Describe answer: names that make valid,
 // unique "plugin.tool" names, known tiers, schemas that compile.
@@ -68,10 +66,10 @@ func compactJSON(b []byte) json.RawMessage {
 func (s toolSpec) check(plugin string) error {
 	full := plugin + "." + s.Name
 	switch {
-	case !remoteToolNameRE.MatchString(s.Name):
-		return fmt.Errorf("plugin %q: tool name %q must be characters of A-Z a-z 0-9 _ -", plugin, s.Name)
-	case len(full) > 64:
-		return fmt.Errorf("plugin %q: tool name %q is longer than 64 characters; shorten the plugin or tool name", plugin, full)
+	case !config.PluginToolName.Valid(s.Name):
+		return fmt.Errorf("plugin %q: tool name %v", plugin, config.PluginToolName.Check(s.Name))
+	case len(full) > config.ToolName.Max:
+		return fmt.Errorf("plugin %q: tool name %q is longer than %d characters; shorten the plugin or tool name", plugin, full, config.ToolName.Max)
 	case !s.Tier.Valid():
 		return fmt.Errorf("plugin %q: tool %q: tier %q is not one of read_only, side_effecting, privileged", plugin, s.Name, s.Tier)
 	case s.TimeoutMS < 0:

@@ -2,13 +2,13 @@ package subprocess
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/agentkernel/agentkernel/internal/backoff"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -25,13 +25,11 @@ type supervisor struct {
 	log   hclog.Logger
 	specs map[string]toolSpec // the tools as registered with the kernel
 
-	mu        sync.Mutex
-	inst      *instance
-	starting  *attempt // the start in progress, if any
-	crashes   int      // consecutive
-	lastCrash time.Time
-	openUntil time.Time // circuit breaker open until then
-	closed    bool
+	mu       sync.Mutex
+	inst     *instance
+	starting *backoff.Attempt // the start in progress, if any
+	crashes  backoff.Breaker  // consecutive crashes: restart backoff and circuit breaker
+	closed   bool
 }
 
 // acquire returns a running process, starting one if needed: it waits for
@@ -62,67 +60,31 @@ func (s *supervisor) acquire(ctx context.Context) (*instance, error) {
 		case s.starting != nil:
 			a := s.starting
 			s.mu.Unlock()
-			select {
-			case <-a.done:
-				if a.err != nil && !errors.Is(a.err, context.Canceled) && !errors.Is(a.err, context.DeadlineExceeded) {
-					return nil, a.err // the start this call waited for failed
-				}
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if err := a.Wait(ctx); err != nil {
+				return nil, err // the start this call waited for failed
 			}
+			continue
 		}
 		now := time.Now()
-		if s.crashes >= s.cfg.Restart.MaxCrashes && now.Before(s.openUntil) {
-			until := s.openUntil
-			n := s.crashes
+		if s.crashes.IsOpen(now) {
+			until := s.crashes.Until()
+			n := s.crashes.Failures()
 			s.mu.Unlock()
 			return nil, fmt.Errorf("%w: it crashed %d times in a row; its tools are disabled until %s (%s from now), then the kernel tries again",
 				ErrUnavailable, n, until.Format(time.TimeOnly), until.Sub(now).Round(time.Second))
 		}
-		wait := s.backoffLocked(now)
-		a := &attempt{done: make(chan struct{})}
-		s.starting = a
-		s.mu.Unlock()
-
-		inst, err := s.start(ctx, wait)
-
-		s.mu.Lock()
-		s.starting = nil
-		a.err = err
-		close(a.done)
-		if err != nil {
-			// A caller that gave up or a closing host says nothing about
-			// the plugin's health.
-			if ctx.Err() == nil && !errors.Is(err, ErrClosed) {
-				s.recordCrashLocked(time.Now())
-			}
-			s.mu.Unlock()
-			return nil, err
+		wait := s.crashes.Wait(now)
+		// A caller that gave up or a closing host says nothing about the
+		// plugin's health: Launch counts neither.
+		inst, counted, err := backoff.Launch(ctx, &s.mu, &s.starting, ErrClosed, func() (*instance, error) {
+			return s.start(ctx, wait)
+		})
+		if counted {
+			s.recordCrashLocked(time.Now())
 		}
 		s.mu.Unlock()
-		return inst, nil
+		return inst, err
 	}
-}
-
-// attempt is a start in progress; err is set before done is closed.
-type attempt struct {
-	done chan struct{}
-	err  error
-}
-
-// backoffLocked is how long to wait before the next start: Backoff after
-// one crash, doubled for each further one, capped at Cooldown.
-func (s *supervisor) backoffLocked(now time.Time) time.Duration {
-	if s.crashes == 0 {
-		return 0
-	}
-	d := s.cfg.Restart.Backoff.D()
-	for i := 1; i < s.crashes && d < s.cfg.Restart.Cooldown.D(); i++ {
-		d *= 2
-	}
-	d = min(d, s.cfg.Restart.Cooldown.D())
-	return max(0, s.lastCrash.Add(d).Sub(now))
 }
 
 // start waits out the backoff, starts a process and installs it with its
@@ -135,15 +97,9 @@ func (s *supervisor) start(ctx context.Context, wait time.Duration) (*instance, 
 	defer done()
 	if wait > 0 {
 		s.log.Debug("waiting before restart", "backoff", wait)
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-s.h.ctx.Done():
-			return nil, ErrClosed
-		}
+	}
+	if err := backoff.Sleep(ctx, s.h.ctx.Done(), ErrClosed, wait); err != nil {
+		return nil, err
 	}
 	inst, err := startInstance(ctx, s.h, s.cfg, s.exe)
 	if err != nil {
@@ -173,13 +129,11 @@ func (s *supervisor) start(ctx context.Context, wait time.Duration) (*instance, 
 // recordCrashLocked counts a crash and opens the circuit breaker once
 // MaxCrashes are reached in a row.
 func (s *supervisor) recordCrashLocked(now time.Time) {
-	s.crashes++
-	s.lastCrash = now
-	if s.crashes >= s.cfg.Restart.MaxCrashes {
-		s.openUntil = now.Add(s.cfg.Restart.Cooldown.D())
+	if s.crashes.Failure(now) {
+		until := s.crashes.Until()
 		text := fmt.Sprintf("plugin %s crashed %d times in a row; its tools are unavailable until %s",
-			s.cfg.Name, s.crashes, s.openUntil.Format(time.TimeOnly))
-		s.log.Error("circuit breaker open", "crashes", s.crashes, "until", s.openUntil)
+			s.cfg.Name, s.crashes.Failures(), until.Format(time.TimeOnly))
+		s.log.Error("circuit breaker open", "crashes", s.crashes.Failures(), "until", until)
 		s.h.notice("error", s.cfg.Name, text)
 	}
 }
@@ -199,10 +153,9 @@ func (s *supervisor) exited(inst *instance, crashed bool) {
 // answered is called when the plugin answered a call: it is healthy.
 func (s *supervisor) answered() {
 	s.mu.Lock()
-	n := s.crashes
-	s.crashes = 0
+	wasOpen := s.crashes.Success()
 	s.mu.Unlock()
-	if n >= s.cfg.Restart.MaxCrashes {
+	if wasOpen {
 		s.log.Info("circuit breaker closed: the plugin answers again")
 		s.h.notice("info", s.cfg.Name, fmt.Sprintf("plugin %s answers again; its tools are available", s.cfg.Name))
 	}

@@ -1,18 +1,17 @@
 package wasm
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"gopkg.in/yaml.v3"
+
+	"github.com/agentkernel/agentkernel/internal/config"
 )
 
 // Limits a module gets when neither its manifest nor the operator says
@@ -105,50 +104,8 @@ type FSGrant struct {
 }
 
 // Duration is a time.Duration written as a Go duration string ("5s",
-// "1m30s") in YAML and JSON.
-type Duration time.Duration
-
-// String formats d like time.Duration.
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// MarshalJSON writes d as a duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-
-// UnmarshalJSON reads a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string such as \"5s\": %w", err)
-	}
-	return d.parse(s)
-}
-
-// MarshalYAML writes d as a duration string.
-func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
-
-// UnmarshalYAML reads a duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	var s string
-	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: duration must be a string such as \"5s\": %w", n.Line, err)
-	}
-	if err := d.parse(s); err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	return nil
-}
-
-func (d *Duration) parse(s string) error {
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("invalid duration %q (use e.g. 500ms, 5s, 1m): %w", s, err)
-	}
-	if v <= 0 {
-		return fmt.Errorf("duration %q must be positive", s)
-	}
-	*d = Duration(v)
-	return nil
-}
+// "1m30s") in YAML and JSON: the one type of internal/config.
+type Duration = config.Duration
 
 // DefaultCacheDir is $XDG_CACHE_HOME/agentkernel/wasm, or
 // ~/.cache/agentkernel/wasm when XDG_CACHE_HOME is not set.
@@ -166,11 +123,6 @@ func DefaultCacheDir() (string, error) {
 	return filepath.Join(home, ".cache", "agentkernel", "wasm"), nil
 }
 
-var (
-	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	sha256RE  = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
-)
-
 // ErrConfig marks a module configuration the operator must fix.
 var ErrConfig = errors.New("invalid WASM module configuration")
 
@@ -182,8 +134,10 @@ func (c *ModuleConfig) validate() error {
 	if c.Path == "" {
 		return bad("path", "is required (the .wasm file; tool.json must be beside it)")
 	}
-	if c.SHA256 != "" && !sha256RE.MatchString(c.SHA256) {
-		return bad("sha256", "%q is not 64 hex digits", c.SHA256)
+	if c.SHA256 != "" {
+		if _, err := config.ParsePin(c.SHA256); err != nil {
+			return bad("sha256", "%v", err)
+		}
 	}
 	if c.Pool < 0 || c.Pool > 64 {
 		return bad("pool", "%d is not between 0 and 64", c.Pool)
@@ -210,7 +164,7 @@ func (c *ModuleConfig) validate() error {
 		}
 	}
 	for k := range g.Env {
-		if !envNameRE.MatchString(k) {
+		if !config.ValidEnvName(k) {
 			return bad("grants.env", "%q is not a valid environment variable name", k)
 		}
 	}

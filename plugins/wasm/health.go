@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/agentkernel/agentkernel/internal/backoff"
 )
 
 // ErrUnhealthy: a reactor module's initialisation failed breakerThreshold
@@ -30,13 +32,26 @@ const (
 // module therefore costs no CPU at all. Safe for concurrent use.
 type breaker struct {
 	mu      sync.Mutex
-	fails   int
-	open    bool
+	b       backoff.Breaker // set from healthBreaker on first use
 	probing bool
 	reason  error
-	retryAt time.Time
-	backoff time.Duration
 	now     func() time.Time // time.Now; tests may replace it
+}
+
+// healthBreaker is the breaker's policy: no wait between attempts while
+// closed; open after breakerThreshold failures in a row, for
+// breakerMinBackoff, doubled for each failed probe up to breakerMaxBackoff.
+var healthBreaker = backoff.Breaker{
+	Threshold: breakerThreshold,
+	Open:      backoff.Exponential{Base: breakerMinBackoff, Max: breakerMaxBackoff},
+}
+
+// state returns the breaker's counters, set up on first use. b.mu is held.
+func (b *breaker) state() *backoff.Breaker {
+	if b.b.Threshold == 0 {
+		b.b = healthBreaker
+	}
+	return &b.b
 }
 
 func (b *breaker) clock() time.Time {
@@ -52,13 +67,14 @@ func (b *breaker) clock() time.Time {
 func (b *breaker) admit() (probe bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.open {
+	st := b.state()
+	if !st.Tripped() {
 		return false, nil
 	}
 	now := b.clock()
-	if b.probing || now.Before(b.retryAt) {
-		wait := max(b.retryAt.Sub(now), 0).Round(time.Second)
-		return false, fmt.Errorf("%w: its initialisation failed %d times in a row (next retry in %s): %v", ErrUnhealthy, b.fails, wait, b.reason)
+	if b.probing || st.IsOpen(now) {
+		wait := max(st.Until().Sub(now), 0).Round(time.Second)
+		return false, fmt.Errorf("%w: its initialisation failed %d times in a row (next retry in %s): %v", ErrUnhealthy, st.Failures(), wait, b.reason)
 	}
 	b.probing = true
 	return true, nil
@@ -69,20 +85,9 @@ func (b *breaker) admit() (probe bool, err error) {
 func (b *breaker) failure(err error) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.fails++
 	b.reason = err
 	b.probing = false
-	if b.open || b.fails >= breakerThreshold {
-		switch {
-		case !b.open:
-			b.backoff = breakerMinBackoff
-		default:
-			b.backoff = min(2*b.backoff, breakerMaxBackoff)
-		}
-		b.open = true
-		b.retryAt = b.clock().Add(b.backoff)
-	}
-	return b.open
+	return b.state().Failure(b.clock())
 }
 
 // success records a successful initialisation and reports whether it
@@ -90,16 +95,15 @@ func (b *breaker) failure(err error) bool {
 func (b *breaker) success() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	wasOpen := b.open
-	b.fails, b.open, b.probing, b.reason = 0, false, false, nil
-	return wasOpen
+	b.probing, b.reason = false, nil
+	return b.state().Success()
 }
 
 // isOpen reports whether calls fail fast, and why.
 func (b *breaker) isOpen() (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.open, b.reason
+	return b.state().Tripped(), b.reason
 }
 
 // Health reports a WASM tool's state for `kernel tools`: "" while it is

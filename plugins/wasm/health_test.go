@@ -35,18 +35,18 @@ func TestBreaker(t *testing.T) {
 		t.Fatalf("a second call during the probe was admitted: %v", err)
 	}
 	b.failure(boom)
-	if b.backoff != 2*breakerMinBackoff {
-		t.Fatalf("backoff %s after a failed probe, want %s", b.backoff, 2*breakerMinBackoff)
+	if b.state().OpenFor() != 2*breakerMinBackoff {
+		t.Fatalf("backoff %s after a failed probe, want %s", b.state().OpenFor(), 2*breakerMinBackoff)
 	}
 	for range 20 {
-		now = now.Add(b.backoff)
+		now = now.Add(b.state().OpenFor())
 		b.admit()
 		b.failure(boom)
 	}
-	if b.backoff != breakerMaxBackoff {
-		t.Fatalf("backoff %s, want the cap %s", b.backoff, breakerMaxBackoff)
+	if b.state().OpenFor() != breakerMaxBackoff {
+		t.Fatalf("backoff %s, want the cap %s", b.state().OpenFor(), breakerMaxBackoff)
 	}
-	now = now.Add(b.backoff)
+	now = now.Add(b.state().OpenFor())
 	if probe, _ := b.admit(); !probe {
 		t.Fatal("no probe")
 	}
@@ -99,13 +99,13 @@ func TestPoolBreaker(t *testing.T) {
 			}
 			t.Logf("failed fast in %s", time.Since(start))
 			m.health.mu.Lock()
-			fails := m.health.fails
+			fails := m.health.state().Failures()
 			m.health.mu.Unlock()
 			time.Sleep(500 * time.Millisecond) // idle: nothing may retry
 			m.health.mu.Lock()
 			defer m.health.mu.Unlock()
-			if m.health.fails != fails {
-				t.Fatalf("%d initialisations while idle with the breaker open, want none", m.health.fails-fails)
+			if m.health.state().Failures() != fails {
+				t.Fatalf("%d initialisations while idle with the breaker open, want none", m.health.state().Failures()-fails)
 			}
 		})
 	}

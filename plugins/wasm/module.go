@@ -21,6 +21,8 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/agentkernel/agentkernel/internal/config"
 )
 
 // wasiModule is the only import namespace a module may use.
@@ -169,10 +171,10 @@ func (m *module) load(ctx context.Context) error {
 	}
 	sum := sha256.Sum256(bin)
 	sha := hex.EncodeToString(sum[:])
-	if s.sha != "" && !strings.EqualFold(s.sha, sha) {
+	if s.sha != "" && !config.PinMatches(s.sha, sha) {
 		return fmt.Errorf("%w: sha256: %s is pinned but the file's sha256 is %s", ErrConfig, strings.ToLower(s.sha), sha)
 	}
-	if s.man.SHA256 != "" && s.man.SHA256 != sha {
+	if s.man.SHA256 != "" && !config.PinMatches(s.man.SHA256, sha) {
 		return fmt.Errorf("%s: %w: sha256: %s is pinned but %s has sha256 %s", manifestPath(s.path), ErrManifest, s.man.SHA256, s.path, sha)
 	}
 	m.sha = sha

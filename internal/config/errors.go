@@ -1,0 +1,208 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Error is a configuration problem with its place: the file, the 1-based
+// line and column when known, and the field as a dotted path with [i] for
+// list items ("tools.plugins[0].sha256").
+type Error struct {
+	File   string
+	Line   int
+	Column int
+	Field  string
+	Msg    string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
+	}
+	if e.Field != "" {
+		b.WriteString(": " + e.Field)
+	}
+	b.WriteString(": " + e.Msg)
+	return b.String()
+}
+
+// YAMLError turns an error of yaml.v3 (a syntax error, or the first of a
+// *yaml.TypeError's) into an *Error of file, with the line yaml.v3 names
+// lifted into the position.
+func YAMLError(file string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msg = strings.Join(te.Errors, "; ")
+	}
+	// yaml.v3 says "line N: ..."; lift the line into the position.
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if i := strings.IndexByte(rest, ':'); i > 0 {
+			if line, err := strconv.Atoi(rest[:i]); err == nil {
+				return &Error{File: file, Line: line, Column: 1, Msg: strings.TrimSpace(rest[i+1:])}
+			}
+		}
+	}
+	return &Error{File: file, Msg: msg}
+}
+
+// A Problem is one violation a JSON Schema validator found: the JSON
+// pointer of the value ("/tools/plugins/0/sha256") and what is wrong.
+type Problem struct {
+	Location string
+	Message  string
+}
+
+// Locate turns schema problems of the document root (a yaml.DocumentNode
+// or its content) into *Error values of file with the line and column of
+// the value each one is about, joined. An "additionalProperties" problem
+// points at the unknown key itself and says so; schema names the schema
+// file for the hint. It returns nil for no problems.
+func Locate(file, schema string, root *yaml.Node, probs []Problem) error {
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	var errs []error
+	for _, p := range probs {
+		ptr := strings.TrimSuffix(p.Location, "/")
+		msg := p.Message
+		if strings.HasPrefix(msg, "additionalProperties ") {
+			if f := between(msg, "'", "'"); f != "" {
+				ptr += "/" + f
+				msg = "unknown field (check the spelling; see schemas/" + schema + ")"
+			}
+		}
+		e := &Error{File: file, Field: FieldName(ptr), Msg: msg}
+		if n := NodeAt(root, ptr); n != nil {
+			e.Line, e.Column = n.Line, n.Column
+		}
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
+func between(s, a, b string) string {
+	i := strings.Index(s, a)
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(s[i+1:], b)
+	if j < 0 {
+		return ""
+	}
+	return s[i+1 : i+1+j]
+}
+
+// NodeAt follows a JSON pointer through a YAML node as far as it goes; for
+// a mapping key it returns the key node (where a person looks).
+func NodeAt(n *yaml.Node, ptr string) *yaml.Node {
+	if ptr == "" {
+		return n
+	}
+	for _, part := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+		switch n.Kind {
+		case yaml.MappingNode:
+			var next *yaml.Node
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == part {
+					next = n.Content[i+1]
+					if strings.HasSuffix(ptr, "/"+part) {
+						return n.Content[i]
+					}
+				}
+			}
+			if next == nil {
+				return n
+			}
+			n = next
+		case yaml.SequenceNode:
+			i, err := strconv.Atoi(part)
+			if err != nil || i >= len(n.Content) {
+				return n
+			}
+			n = n.Content[i]
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+// FieldName renders a JSON pointer as a field: "/a/b/0/c" is "a.b[0].c".
+func FieldName(ptr string) string {
+	if ptr == "" {
+		return ""
+	}
+	parts := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	var b strings.Builder
+	for i, p := range parts {
+		if _, err := strconv.Atoi(p); err == nil {
+			fmt.Fprintf(&b, "[%s]", p)
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// KindName describes a node for "expected X, got Y" messages.
+func KindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if IsNull(n) {
+			return "nothing (null)"
+		}
+		return "the scalar " + quoteShort(n.Value)
+	}
+	return "something else"
+}
+
+// IsNull reports whether n is a YAML null.
+func IsNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+func quoteShort(s string) string {
+	if len(s) > 40 {
+		s = s[:37] + "..."
+	}
+	return `"` + s + `"`
+}
+
+// Instance converts a YAML document into the value a JSON Schema validator
+// checks: what encoding/json decodes from the same data, numbers as
+// json.Number. Errors are *Error values of file.
+func Instance(file string, root *yaml.Node) (any, error) {
+	var v any
+	if err := root.Decode(&v); err != nil {
+		return nil, YAMLError(file, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, &Error{File: file, Msg: "not representable as JSON: " + err.Error()}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var inst any
+	if err := dec.Decode(&inst); err != nil {
+		return nil, &Error{File: file, Msg: err.Error()}
+	}
+	return inst, nil
+}

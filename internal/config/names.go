@@ -1,0 +1,124 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/agentkernel/agentkernel/schemas"
+)
+
+// A NameRule is the syntax of one kind of name, read from the pattern a
+// schema under schemas/ states for it, so the schema is the only place
+// the limit is written.
+type NameRule struct {
+	// Schema and Pointer locate the pattern ("config.schema.json",
+	// "/$defs/namespace").
+	Schema, Pointer string
+	// Pattern is the regular expression, as the schema states it.
+	Pattern string
+	// Max is the longest name allowed.
+	Max int
+	// Desc says the rule in words: "1-64 characters of A-Z a-z 0-9 _ . -".
+	Desc string
+	re   *regexp.Regexp
+}
+
+// The name rules of the kernel.
+var (
+	// ToolName is a tool's name as the model sees it.
+	ToolName = mustNameRule("tool-manifest.schema.json", "/$defs/tool/properties/name")
+	// PluginToolName is a tool's name as a subprocess plugin declares it,
+	// before "plugin." is put in front.
+	PluginToolName = mustNameRule("tool-manifest.schema.json", "/$defs/pluginToolName")
+	// Namespace is a subprocess plugin's or an MCP server's name.
+	Namespace = mustNameRule("config.schema.json", "/$defs/namespace")
+	// ModuleName is a WASM module's name.
+	ModuleName = mustNameRule("tool-manifest.schema.json", "/properties/name")
+	// HookName is a configured hook rule's name.
+	HookName = mustNameRule("config.schema.json", "/properties/hooks/properties/rules/items/properties/name")
+)
+
+// Valid reports whether s follows the rule.
+func (r *NameRule) Valid(s string) bool { return r.re.MatchString(s) }
+
+// Check returns nil for a valid name, else an error that quotes it and
+// states the rule: `"has space" must be 1-64 characters of A-Z a-z 0-9 _ . -`.
+func (r *NameRule) Check(s string) error {
+	if r.Valid(s) {
+		return nil
+	}
+	return fmt.Errorf("%q must be %s", s, r.Desc)
+}
+
+func mustNameRule(schema, pointer string) *NameRule {
+	r, err := loadNameRule(schema, pointer)
+	if err != nil {
+		panic(fmt.Sprintf("schemas/%s#%s: %v (a build problem)", schema, pointer, err))
+	}
+	return r
+}
+
+// simplePattern is the shape of every name pattern: an optional class for
+// the first character, then a class with a count.
+var simplePattern = regexp.MustCompile(`^\^(?:\[([^\]]+)\])?\[([^\]]+)\]\{(\d+),(\d+)\}\$$`)
+
+func loadNameRule(schema, pointer string) (*NameRule, error) {
+	data, err := schemas.FS.ReadFile(schema)
+	if err != nil {
+		return nil, err
+	}
+	var root map[string]any
+	if err := json.Unmarshal(data, &root); err != nil {
+		return nil, err
+	}
+	n, err := resolveRef(root, "#"+pointer)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := n.(map[string]any)
+	pattern, _ := m["pattern"].(string)
+	if pattern == "" {
+		return nil, fmt.Errorf("no pattern")
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, err
+	}
+	p := simplePattern.FindStringSubmatch(pattern)
+	if p == nil {
+		return nil, fmt.Errorf("pattern %q is not of the form ^[first]?[class]{min,max}$", pattern)
+	}
+	lo, _ := strconv.Atoi(p[3])
+	hi, _ := strconv.Atoi(p[4])
+	r := &NameRule{Schema: schema, Pointer: pointer, Pattern: pattern, re: re}
+	if p[1] != "" {
+		lo, hi = lo+1, hi+1
+	}
+	r.Max = hi
+	r.Desc = fmt.Sprintf("%d-%d characters of %s", lo, hi, classWords(p[2]))
+	switch first := p[1]; {
+	case first == "":
+	case strings.Trim(first, "a-zA-Z") == "" && strings.Contains(first, "-"):
+		r.Desc += ", starting with a letter"
+	default:
+		r.Desc += ", starting with " + classWords(first)
+	}
+	return r, nil
+}
+
+// classWords spells a character class: "A-Za-z0-9_.-" is "A-Z a-z 0-9 _ . -".
+func classWords(c string) string {
+	var parts []string
+	for i := 0; i < len(c); i++ {
+		if i+2 < len(c) && c[i+1] == '-' {
+			parts = append(parts, c[i:i+3])
+			i += 2
+			continue
+		}
+		parts = append(parts, c[i:i+1])
+	}
+	return strings.Join(parts, " ")
+}
