@@ -106,6 +106,9 @@ type LimitsConfig struct {
 	ApprovalTTL time.Duration `yaml:"approval_ttl"`
 	// MaxConcurrentTools caps tool executions running at once (0: no cap).
 	MaxConcurrentTools int `yaml:"max_concurrent_tools"`
+	// WASMMemoryBudgetMB caps the memory all WASM instances hold at once
+	// (0: half the machine's memory); see docs/wasm.md.
+	WASMMemoryBudgetMB int `yaml:"wasm_memory_budget_mb"`
 }
 
 // ToolsConfig lists the tool sources.
