@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -33,12 +34,14 @@ import (
 // module file; wazero keys its entries by the (instrumented) binary and the
 // CPU's features. The version is in the path twice on purpose: wazero reads
 // its own from the binary's build information, which test binaries lack
-// (it then says "dev"), so it cannot tell two wazero releases apart there. wazero trusts what it reads: it
-// checks a CRC of the machine code only, not of the function offsets in
-// front of it, so a damaged entry could run garbage. Before wazero sees the
-// directory, verify compares every entry with entries.sum and deletes those
-// that differ or are not listed; wazero then recompiles them, and record
-// lists them again.
+// (it then says "dev"), so it cannot tell two wazero releases apart there.
+// wazero trusts what it reads except the machine code, whose CRC it checks:
+// a damaged function offset in front of the code could run garbage. Before
+// wazero sees the directory, verify compares every entry's size and the
+// CRC-32C of all but its machine code (see entrySum) with entries.sum and
+// deletes those that differ or are not listed; wazero then recompiles
+// them, and record lists them again. Damaged machine code fails wazero's
+// own check; load then deletes the module's entries and compiles again.
 
 const sumFile = "entries.sum"
 
@@ -73,6 +76,9 @@ type moduleCache struct {
 	dir  string
 	lock *os.File
 	log  hclog.Logger
+	// oldSums: verify accepted entries listed with whole-file CRCs, so
+	// record must write entries.sum again.
+	oldSums bool
 }
 
 // wazeroVersion is the wazero release in go.mod; a test keeps it in step.
@@ -136,15 +142,25 @@ func (c *moduleCache) entries() ([]string, error) {
 	return out, nil
 }
 
-func (c *moduleCache) readSums() map[string]sumEntry {
-	sums := map[string]sumEntry{}
+// sumHeader starts an entries.sum whose CRCs leave out the machine code
+// (entrySum). Without it, they are of whole files (checksum).
+const sumHeader = "# agentkernel compilation cache sums v2: size and CRC-32C of all but the machine code"
+
+// readSums reads entries.sum; whole says its CRCs are of whole files.
+func (c *moduleCache) readSums() (sums map[string]sumEntry, whole bool) {
+	sums = map[string]sumEntry{}
 	f, err := os.Open(filepath.Join(c.dir, sumFile))
 	if err != nil {
-		return sums // missing: every entry is unverified
+		return sums, false // missing: every entry is unverified
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
+	whole = true
 	for sc.Scan() {
+		if sc.Text() == sumHeader {
+			whole = false
+			continue
+		}
 		fields := strings.Fields(sc.Text())
 		if len(fields) != 3 {
 			continue
@@ -156,11 +172,12 @@ func (c *moduleCache) readSums() map[string]sumEntry {
 		}
 		sums[fields[2]] = sumEntry{size: size, crc: uint32(crc)}
 	}
-	return sums
+	return sums, whole
 }
 
-// checksum is the size and CRC-32C of a file, read through a mapping when
-// the platform has them (entries are tens of megabytes).
+// checksum is the size and CRC-32C of a whole file, read through a
+// mapping when the platform has them. It is how entries.sum files written
+// without sumHeader list entries.
 func checksum(path string) (sumEntry, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -183,6 +200,61 @@ func checksum(path string) (sumEntry, error) {
 	return sumEntry{size: n, crc: h.Sum32()}, nil
 }
 
+// entrySum is the size of a cache entry and the CRC-32C of everything in
+// it but the machine code, which wazero checks itself (with its own CRC,
+// when it reads it): the header, the function offsets and the code's
+// length in front of it, and the code's CRC and the source map behind it.
+// Checksumming the code too would read tens of megabytes twice on every
+// start. A file that does not parse as an entry is checksummed whole.
+//
+// The layout (wazero v1.12, internal/engine/wazevo/engine_cache.go):
+// "WAZEVO", version length (1 byte), version, function count n (uint32
+// LE), n function offsets (uint64 LE), code length (uint64 LE), the code,
+// then the rest.
+func entrySum(path string) (sumEntry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return sumEntry{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return sumEntry{}, err
+	}
+	size := st.Size()
+	whole := func() (sumEntry, error) { return checksum(path) }
+	var head [6 + 1 + 255 + 4]byte
+	n, _ := f.ReadAt(head[:], 0)
+	if n < 7 || string(head[:6]) != "WAZEVO" {
+		return whole()
+	}
+	hdr := 6 + 1 + int(head[6]) + 4
+	if n < hdr {
+		return whole()
+	}
+	funcs := int64(binary.LittleEndian.Uint32(head[hdr-4 : hdr]))
+	prefixLen := int64(hdr) + 8*funcs + 8
+	if prefixLen > size {
+		return whole()
+	}
+	prefix := make([]byte, prefixLen)
+	if _, err := f.ReadAt(prefix, 0); err != nil {
+		return sumEntry{}, err
+	}
+	codeLen := binary.LittleEndian.Uint64(prefix[prefixLen-8:])
+	if codeLen > uint64(size-prefixLen) {
+		return whole()
+	}
+	rest := make([]byte, size-prefixLen-int64(codeLen))
+	if len(rest) > 0 {
+		if _, err := f.ReadAt(rest, prefixLen+int64(codeLen)); err != nil {
+			return sumEntry{}, err
+		}
+	}
+	crc := crc32.Update(crc32.Checksum(prefix, castagnoli), castagnoli, rest)
+	return sumEntry{size: size, crc: crc}, nil
+}
+
 // verify deletes every entry that does not match entries.sum. It returns
 // the entries that matched and how many it deleted.
 func (c *moduleCache) verify() (map[string]sumEntry, int, error) {
@@ -190,13 +262,24 @@ func (c *moduleCache) verify() (map[string]sumEntry, int, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("read cache directory %s: %w", c.dir, err)
 	}
-	sums := c.readSums()
+	sums, whole := c.readSums()
 	good := map[string]sumEntry{}
 	removed := 0
 	for _, name := range names {
 		p := filepath.Join(c.dir, filepath.FromSlash(name))
 		want, listed := sums[name]
-		got, err := checksum(p)
+		got, err := entrySum(p)
+		if err == nil && listed && whole {
+			// Listed the old way: check it the old way, once; record
+			// then lists it the new way.
+			var all sumEntry
+			if all, err = checksum(p); err == nil && all == want {
+				good[name] = got
+				c.oldSums = true
+				continue
+			}
+			got = all
+		}
 		if err == nil && listed && got == want {
 			good[name] = got
 			continue
@@ -219,6 +302,25 @@ func (c *moduleCache) verify() (map[string]sumEntry, int, error) {
 	return good, removed, nil
 }
 
+// dropAll deletes every entry of the module, after wazero failed with
+// why on one of them, and forgets them in known. It returns how many it
+// deleted.
+func (c *moduleCache) dropAll(known map[string]sumEntry, why error) (int, error) {
+	names, err := c.entries()
+	if err != nil {
+		return 0, err
+	}
+	for _, name := range names {
+		p := filepath.Join(c.dir, filepath.FromSlash(name))
+		c.log.Warn("compilation cache entry is damaged or unverified; recompiling", "entry", p, "reason", why)
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("remove damaged cache entry: %w", err)
+		}
+		delete(known, name)
+	}
+	return len(names), nil
+}
+
 // record rewrites entries.sum from the entries now present; known holds
 // the sums verify already computed. Nothing is written when no entry is new
 // and none was deleted.
@@ -228,12 +330,13 @@ func (c *moduleCache) record(known map[string]sumEntry, removed int) error {
 		return fmt.Errorf("read cache directory %s: %w", c.dir, err)
 	}
 	var b strings.Builder
-	fresh := removed > 0
+	b.WriteString(sumHeader + "\n")
+	fresh := removed > 0 || c.oldSums
 	for _, name := range names {
 		s, ok := known[name]
 		if !ok {
 			fresh = true
-			if s, err = checksum(filepath.Join(c.dir, filepath.FromSlash(name))); err != nil {
+			if s, err = entrySum(filepath.Join(c.dir, filepath.FromSlash(name))); err != nil {
 				return fmt.Errorf("checksum cache entry: %w", err)
 			}
 		}

@@ -3,6 +3,7 @@ package wasm
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,7 +56,7 @@ func TestCacheCorruption(t *testing.T) {
 		reason  string
 	}{
 		{"header", func(b []byte) []byte { b[len(magicHeader())+9] ^= 0xff; return b }, "CRC-32C"},
-		{"machine code", func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b }, "CRC-32C"},
+		{"machine code", func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b }, "checksum mismatch"}, // wazero's own check
 		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }, "size"},
 		{"unlisted", nil, "not listed"},
 	} {
@@ -164,5 +165,58 @@ func TestWazeroVersion(t *testing.T) {
 	want := "github.com/tetratelabs/wazero " + wazeroVersion
 	if !strings.Contains(string(b), want) {
 		t.Fatalf("go.mod does not require %q: update wazeroVersion in cache.go", want)
+	}
+}
+
+// TestCacheOldSums: an entries.sum written before sumHeader (whole-file
+// CRCs) still vouches for its entries, once: nothing is recompiled, and the
+// file is rewritten the new way.
+func TestCacheOldSums(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cache")
+	path := writeModule(t, helloModule(), "")
+	run := func(log hclog.Logger) {
+		t.Helper()
+		h, err := NewHost(context.Background(), HostConfig{CacheDir: dir, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		tools, _ := load(t, h, ModuleConfig{Path: path})
+		if got := tools.mustCall(t, "run", `{}`); got != "hello" {
+			t.Fatalf("result %q", got)
+		}
+	}
+	run(nil)
+	entries := cacheEntries(t, dir)
+	if len(entries) != 1 {
+		t.Fatalf("%d cache entries, want 1", len(entries))
+	}
+	modDir := filepath.Dir(filepath.Dir(entries[0]))
+	sum, err := checksum(entries[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Base(filepath.Dir(entries[0])) + "/" + filepath.Base(entries[0])
+	old := fmt.Sprintf("%08x %d %s\n", sum.crc, sum.size, name)
+	if err := os.WriteFile(filepath.Join(modDir, sumFile), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(entries[0])
+
+	var logs syncBuffer
+	run(hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn}))
+	if logs.String() != "" {
+		t.Errorf("loading with old sums logged %q", logs.String())
+	}
+	if st2, err := os.Stat(entries[0]); err != nil || !st2.ModTime().Equal(st.ModTime()) {
+		t.Errorf("the entry was rewritten: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(modDir, sumFile))
+	if err != nil || !strings.HasPrefix(string(b), sumHeader+"\n") {
+		t.Fatalf("entries.sum was not rewritten the new way: %q, %v", b, err)
+	}
+	want, _ := entrySum(entries[0])
+	if !strings.Contains(string(b), fmt.Sprintf("%08x %d %s", want.crc, want.size, name)) {
+		t.Errorf("entries.sum %q does not list %s with its entrySum", b, name)
 	}
 }

@@ -232,7 +232,18 @@ func (m *module) load(ctx context.Context) error {
 	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
 	m.compiled, err = m.runtime.CompileModule(cctx, bin)
 	if err != nil {
-		return fmt.Errorf("%w: compile: %v", ErrModule, err)
+		// wazero fails on a cached entry whose machine code does not
+		// match its CRC (verify leaves that check to it): drop the
+		// module's entries and compile once more.
+		n, derr := mc.dropAll(known, err)
+		if derr != nil || n == 0 {
+			return fmt.Errorf("%w: compile: %v", ErrModule, err)
+		}
+		removed += n
+		first = true
+		if m.compiled, err = m.runtime.CompileModule(cctx, bin); err != nil {
+			return fmt.Errorf("%w: compile: %v", ErrModule, err)
+		}
 	}
 	if first {
 		if err := mc.record(known, removed); err != nil {
