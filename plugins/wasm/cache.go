@@ -26,7 +26,7 @@ import (
 //	  wazero-<version>/                    0700, the wazero in go.mod
 //	    <module sha256>/                   0700, one per module file
 //	      .lock                            flock: one compiler at a time
-//	      entries.sum                      size and CRC-32C of every entry
+//	      entries.crc                      size and CRC-32C of every entry (entrySum)
 //	      wazero-<version>-<arch>-<os>/    wazero's own file cache
 //	        <key>                          compiled code
 //
@@ -38,12 +38,19 @@ import (
 // wazero trusts what it reads except the machine code, whose CRC it checks:
 // a damaged function offset in front of the code could run garbage. Before
 // wazero sees the directory, verify compares every entry's size and the
-// CRC-32C of all but its machine code (see entrySum) with entries.sum and
+// CRC-32C of all but its machine code (see entrySum) with entries.crc and
 // deletes those that differ or are not listed; wazero then recompiles
 // them, and record lists them again. Damaged machine code fails wazero's
 // own check; load then deletes the module's entries and compiles again.
 
-const sumFile = "entries.sum"
+// sumFile lists every entry's size and the CRC-32C of all but its machine
+// code (entrySum). oldSumFile, written by earlier versions, has CRCs of
+// whole files (checksum); it vouches for its entries until sumFile exists.
+// Other versions sharing the cache keep reading and writing it.
+const (
+	sumFile    = "entries.crc"
+	oldSumFile = "entries.sum"
+)
 
 var (
 	castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -77,7 +84,7 @@ type moduleCache struct {
 	lock *os.File
 	log  hclog.Logger
 	// oldSums: verify accepted entries listed with whole-file CRCs, so
-	// record must write entries.sum again.
+	// record must write entries.crc.
 	oldSums bool
 }
 
@@ -142,25 +149,21 @@ func (c *moduleCache) entries() ([]string, error) {
 	return out, nil
 }
 
-// sumHeader starts an entries.sum whose CRCs leave out the machine code
-// (entrySum). Without it, they are of whole files (checksum).
-const sumHeader = "# agentkernel compilation cache sums v2: size and CRC-32C of all but the machine code"
-
-// readSums reads entries.sum; whole says its CRCs are of whole files.
+// readSums reads the module's sums: sumFile, or else the whole-file CRCs
+// of oldSumFile, which whole reports.
 func (c *moduleCache) readSums() (sums map[string]sumEntry, whole bool) {
 	sums = map[string]sumEntry{}
 	f, err := os.Open(filepath.Join(c.dir, sumFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		whole = true
+		f, err = os.Open(filepath.Join(c.dir, oldSumFile))
+	}
 	if err != nil {
 		return sums, false // missing: every entry is unverified
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	whole = true
 	for sc.Scan() {
-		if sc.Text() == sumHeader {
-			whole = false
-			continue
-		}
 		fields := strings.Fields(sc.Text())
 		if len(fields) != 3 {
 			continue
@@ -176,8 +179,7 @@ func (c *moduleCache) readSums() (sums map[string]sumEntry, whole bool) {
 }
 
 // checksum is the size and CRC-32C of a whole file, read through a
-// mapping when the platform has them. It is how entries.sum files written
-// without sumHeader list entries.
+// mapping when the platform has them, as oldSumFile lists them.
 func checksum(path string) (sumEntry, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -255,7 +257,7 @@ func entrySum(path string) (sumEntry, error) {
 	return sumEntry{size: size, crc: crc}, nil
 }
 
-// verify deletes every entry that does not match entries.sum. It returns
+// verify deletes every entry that does not match entries.crc (or the old entries.sum). It returns
 // the entries that matched and how many it deleted.
 func (c *moduleCache) verify() (map[string]sumEntry, int, error) {
 	names, err := c.entries()
@@ -321,7 +323,7 @@ func (c *moduleCache) dropAll(known map[string]sumEntry, why error) (int, error)
 	return len(names), nil
 }
 
-// record rewrites entries.sum from the entries now present; known holds
+// record rewrites entries.crc from the entries now present; known holds
 // the sums verify already computed. Nothing is written when no entry is new
 // and none was deleted.
 func (c *moduleCache) record(known map[string]sumEntry, removed int) error {
@@ -330,7 +332,6 @@ func (c *moduleCache) record(known map[string]sumEntry, removed int) error {
 		return fmt.Errorf("read cache directory %s: %w", c.dir, err)
 	}
 	var b strings.Builder
-	b.WriteString(sumHeader + "\n")
 	fresh := removed > 0 || c.oldSums
 	for _, name := range names {
 		s, ok := known[name]
