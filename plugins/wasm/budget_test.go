@@ -127,7 +127,7 @@ func TestStackOverflowBudgetChild(t *testing.T) {
 	if os.Getenv(budgetChildEnv) != "1" {
 		t.Skip("run by TestStackOverflowsStayInBudget")
 	}
-	h, err := NewHost(context.Background(), HostConfig{CacheDir: testCacheDir, MemoryBudgetMB: overflowBudget})
+	h, err := NewHost(context.Background(), HostConfig{CacheDir: testCacheDir, MemoryBudgetMB: overflowBudget, MaxRunning: overflowCalls})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func procStatusMB(t *testing.T, field string) int64 {
 // module one call of which could never fit is refused at load.
 func TestMemoryBudget(t *testing.T) {
 	newHost := func(t *testing.T, mb int) *Host {
-		h, err := NewHost(context.Background(), HostConfig{CacheDir: testCacheDir, MemoryBudgetMB: mb})
+		h, err := NewHost(context.Background(), HostConfig{CacheDir: testCacheDir, MemoryBudgetMB: mb, MaxRunning: 8})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,6 +46,10 @@ type HostConfig struct {
 	// over the budget wait within their deadline. Zero means
 	// DefaultMemoryBudgetMB().
 	MemoryBudgetMB int
+	// MaxRunning caps the calls, of all modules, whose guests run at
+	// once; more wait in line within their deadline. Zero means
+	// DefaultMaxRunning().
+	MaxRunning int
 }
 
 // ModuleConfig is one entry of kernel.yaml's tools.wasm list: a module the

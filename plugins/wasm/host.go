@@ -21,6 +21,7 @@ type Host struct {
 	cacheDir string
 	schema   *manifestSchema
 	budget   *memoryBudget
+	running  runSlots
 
 	// life is cancelled by Close; every call is cancelled with it.
 	life     context.Context
@@ -55,6 +56,13 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 	if cfg.MemoryBudgetMB < 0 {
 		return nil, fmt.Errorf("%w: memory budget %d MiB is negative", ErrConfig, cfg.MemoryBudgetMB)
 	}
+	if cfg.MaxRunning < 0 {
+		return nil, fmt.Errorf("%w: max running %d is negative", ErrConfig, cfg.MaxRunning)
+	}
+	running := cfg.MaxRunning
+	if running == 0 {
+		running = DefaultMaxRunning()
+	}
 	budget := cfg.MemoryBudgetMB
 	if budget == 0 {
 		budget = DefaultMemoryBudgetMB()
@@ -64,7 +72,7 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	life, stop := context.WithCancel(context.WithoutCancel(ctx))
-	return &Host{log: log, cacheDir: dir, schema: schema, budget: newMemoryBudget(budget), life: life, lifeStop: stop, caches: map[string]*sharedCache{}}, nil
+	return &Host{log: log, cacheDir: dir, schema: schema, budget: newMemoryBudget(budget), running: newRunSlots(running), life: life, lifeStop: stop, caches: map[string]*sharedCache{}}, nil
 }
 
 // CacheDir is the directory compiled modules are kept in.
