@@ -71,7 +71,7 @@ func benchDecide(b *testing.B, n int, unindexed bool) {
 	st := &kernel.State{SessionID: "s", Run: 1, Turn: 3, Prompt: "fix the build", ToolCounts: map[string]int{"read_file": 4},
 		RunCalls: []kernel.CallOutcome{{Tool: "read_file", Outcome: kernel.OutcomeOK}, {Tool: "search", Outcome: kernel.OutcomeOK}}}
 	args, _ := json.Marshal(map[string]any{"argv": []string{"go", "test", "./..."}})
-	c, err := kernel.NewCall("c1", spec, args, st, nil, nil)
+	c, err := kernel.NewCall("c1", spec, args, st)
 	if err != nil {
 		b.Fatal(err)
 	}
