@@ -178,19 +178,29 @@ func (c *moduleCache) readSums() (sums map[string]sumEntry, whole bool) {
 	return sums, whole
 }
 
+// openSized opens a file for reading and says how large it is.
+func openSized(path string) (*os.File, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
+}
+
 // checksum is the size and CRC-32C of a whole file, read through a
 // mapping when the platform has them, as oldSumFile lists them.
 func checksum(path string) (sumEntry, error) {
-	f, err := os.Open(path)
+	f, size, err := openSized(path)
 	if err != nil {
 		return sumEntry{}, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return sumEntry{}, err
-	}
-	if b, err := mapFile(f, st.Size()); err == nil {
+	if b, err := mapFile(f, size); err == nil {
 		defer unmapMemory(b)
 		return sumEntry{size: int64(len(b)), crc: crc32.Checksum(b, castagnoli)}, nil
 	}
@@ -214,16 +224,11 @@ func checksum(path string) (sumEntry, error) {
 // LE), n function offsets (uint64 LE), code length (uint64 LE), the code,
 // then the rest.
 func entrySum(path string) (sumEntry, error) {
-	f, err := os.Open(path)
+	f, size, err := openSized(path)
 	if err != nil {
 		return sumEntry{}, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return sumEntry{}, err
-	}
-	size := st.Size()
 	whole := func() (sumEntry, error) { return checksum(path) }
 	var head [6 + 1 + 255 + 4]byte
 	n, _ := f.ReadAt(head[:], 0)

@@ -44,6 +44,27 @@ func cacheEntries(t *testing.T, dir string) []string {
 	return out
 }
 
+// helloRunner returns a function that starts a Host on a new cache
+// directory (the same every time), logging to log, runs helloModule once
+// and returns the directory.
+func helloRunner(t *testing.T) func(log hclog.Logger) string {
+	dir := filepath.Join(t.TempDir(), "cache")
+	path := writeModule(t, helloModule(), "")
+	return func(log hclog.Logger) string {
+		t.Helper()
+		h, err := NewHost(context.Background(), HostConfig{CacheDir: dir, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		tools, _ := load(t, h, ModuleConfig{Path: path})
+		if got := tools.mustCall(t, "run", `{}`); got != "hello" {
+			t.Fatalf("result %q", got)
+		}
+		return dir
+	}
+}
+
 // TestCacheCorruption: a damaged compilation-cache entry is detected before
 // wazero reads it, deleted, recompiled and recorded again; the module
 // works. Without the check wazero would fail on a damaged executable
@@ -61,21 +82,8 @@ func TestCacheCorruption(t *testing.T) {
 		{"unlisted", nil, "not listed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "cache")
-			path := writeModule(t, helloModule(), "")
-			run := func(log hclog.Logger) {
-				t.Helper()
-				h, err := NewHost(context.Background(), HostConfig{CacheDir: dir, Logger: log})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer h.Close(context.Background())
-				tools, _ := load(t, h, ModuleConfig{Path: path})
-				if got := tools.mustCall(t, "run", `{}`); got != "hello" {
-					t.Fatalf("result %q", got)
-				}
-			}
-			run(nil)
+			run := helloRunner(t)
+			dir := run(nil)
 			entries := cacheEntries(t, dir)
 			if len(entries) != 1 {
 				t.Fatalf("%d cache entries, want 1", len(entries))
@@ -172,21 +180,8 @@ func TestWazeroVersion(t *testing.T) {
 // still vouches for its entries: nothing is recompiled, and entries.crc is
 // written.
 func TestCacheOldSums(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "cache")
-	path := writeModule(t, helloModule(), "")
-	run := func(log hclog.Logger) {
-		t.Helper()
-		h, err := NewHost(context.Background(), HostConfig{CacheDir: dir, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close(context.Background())
-		tools, _ := load(t, h, ModuleConfig{Path: path})
-		if got := tools.mustCall(t, "run", `{}`); got != "hello" {
-			t.Fatalf("result %q", got)
-		}
-	}
-	run(nil)
+	run := helloRunner(t)
+	dir := run(nil)
 	entries := cacheEntries(t, dir)
 	if len(entries) != 1 {
 		t.Fatalf("%d cache entries, want 1", len(entries))

@@ -197,13 +197,6 @@ func (p *pool) stop() {
 		close(p.quit)
 		p.wg.Wait()
 		p.closeUsed()
-		for {
-			select {
-			case in := <-p.ready:
-				in.close()
-			default:
-				return
-			}
-		}
+		p.shrink()
 	})
 }
