@@ -149,17 +149,13 @@ func (c *moduleCache) entries() ([]string, error) {
 	return out, nil
 }
 
-// readSums reads the module's sums: sumFile, or else the whole-file CRCs
-// of oldSumFile, which whole reports.
-func (c *moduleCache) readSums() (sums map[string]sumEntry, whole bool) {
-	sums = map[string]sumEntry{}
-	f, err := os.Open(filepath.Join(c.dir, sumFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		whole = true
-		f, err = os.Open(filepath.Join(c.dir, oldSumFile))
-	}
+// readSums reads one of the module's sum files; a missing or unreadable
+// file lists nothing (its entries are unverified).
+func (c *moduleCache) readSums(file string) map[string]sumEntry {
+	sums := map[string]sumEntry{}
+	f, err := os.Open(filepath.Join(c.dir, file))
 	if err != nil {
-		return sums, false // missing: every entry is unverified
+		return sums
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -175,7 +171,7 @@ func (c *moduleCache) readSums() (sums map[string]sumEntry, whole bool) {
 		}
 		sums[fields[2]] = sumEntry{size: size, crc: uint32(crc)}
 	}
-	return sums, whole
+	return sums
 }
 
 // openSized opens a file for reading and says how large it is.
@@ -269,23 +265,24 @@ func (c *moduleCache) verify() (map[string]sumEntry, int, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("read cache directory %s: %w", c.dir, err)
 	}
-	sums, whole := c.readSums()
+	sums, old := c.readSums(sumFile), c.readSums(oldSumFile)
 	good := map[string]sumEntry{}
 	removed := 0
 	for _, name := range names {
 		p := filepath.Join(c.dir, filepath.FromSlash(name))
 		want, listed := sums[name]
 		got, err := entrySum(p)
-		if err == nil && listed && whole {
-			// Listed the old way: check it the old way, once; record
-			// then lists it the new way.
+		if wantAll, ok := old[name]; err == nil && !listed && ok {
+			// Listed only the old way (by an older build sharing the
+			// cache): check it the old way; record then lists it in
+			// sumFile too.
 			var all sumEntry
-			if all, err = checksum(p); err == nil && all == want {
+			if all, err = checksum(p); err == nil && all == wantAll {
 				good[name] = got
 				c.oldSums = true
 				continue
 			}
-			got = all
+			got, want, listed = all, wantAll, true
 		}
 		if err == nil && listed && got == want {
 			good[name] = got
@@ -351,22 +348,43 @@ func (c *moduleCache) record(known map[string]sumEntry, removed int) error {
 	if !fresh && len(names) == len(known) {
 		return nil
 	}
-	tmp, err := os.CreateTemp(c.dir, sumFile+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", sumFile, err)
+	if err := c.writeSums(sumFile, b.String()); err != nil {
+		return err
 	}
-	if _, err := tmp.WriteString(b.String()); err != nil {
+	// Keep oldSumFile listing every entry too, so that an older build
+	// sharing the cache does not take ours for unverified and delete them.
+	old := c.readSums(oldSumFile)
+	b.Reset()
+	for _, name := range names {
+		s, ok := old[name]
+		if _, verified := known[name]; !ok || !verified {
+			if s, err = checksum(filepath.Join(c.dir, filepath.FromSlash(name))); err != nil {
+				return fmt.Errorf("checksum cache entry: %w", err)
+			}
+		}
+		fmt.Fprintf(&b, "%08x %d %s\n", s.crc, s.size, name)
+	}
+	return c.writeSums(oldSumFile, b.String())
+}
+
+// writeSums replaces one of the module's sum files with text, atomically.
+func (c *moduleCache) writeSums(file, text string) error {
+	tmp, err := os.CreateTemp(c.dir, file+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	if _, err := tmp.WriteString(text); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", sumFile, err)
+		return fmt.Errorf("write %s: %w", file, err)
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", sumFile, err)
+		return fmt.Errorf("write %s: %w", file, err)
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(c.dir, sumFile)); err != nil {
+	if err := os.Rename(tmp.Name(), filepath.Join(c.dir, file)); err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", sumFile, err)
+		return fmt.Errorf("write %s: %w", file, err)
 	}
 	return nil
 }

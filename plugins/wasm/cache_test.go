@@ -96,8 +96,12 @@ func TestCacheCorruption(t *testing.T) {
 				if err := os.WriteFile(entries[0], tc.corrupt(bytes.Clone(good)), 0o600); err != nil {
 					t.Fatal(err)
 				}
-			} else if err := os.Remove(filepath.Join(filepath.Dir(filepath.Dir(entries[0])), sumFile)); err != nil {
-				t.Fatal(err)
+			} else {
+				for _, f := range []string{sumFile, oldSumFile} {
+					if err := os.Remove(filepath.Join(filepath.Dir(filepath.Dir(entries[0])), f)); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 
 			var logs syncBuffer

@@ -235,6 +235,9 @@ func (m *module) load(ctx context.Context) error {
 		// wazero fails on a cached entry whose machine code does not
 		// match its CRC (verify leaves that check to it): drop the
 		// module's entries and compile once more.
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: compile: %v", ErrModule, err)
+		}
 		n, derr := mc.dropAll(known, err)
 		if derr != nil || n == 0 {
 			return fmt.Errorf("%w: compile: %v", ErrModule, err)
