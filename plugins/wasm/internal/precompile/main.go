@@ -41,8 +41,16 @@ func run() error {
 	defer h.Close(ctx)
 	for _, p := range flag.Args() {
 		start := time.Now()
-		if _, _, err := h.Load(ctx, wasm.ModuleConfig{Path: p}); err != nil {
+		tools, _, err := h.Load(ctx, wasm.ModuleConfig{Path: p})
+		if err != nil {
 			return err
+		}
+		// Load reads the manifest only; the first call, or Ready,
+		// compiles (or reads the cache).
+		if len(tools) > 0 {
+			if err := wasm.Ready(ctx, tools[0]); err != nil {
+				return err
+			}
 		}
 		if !*quiet {
 			fmt.Printf("%s ready in %s (cache %s)\n", p, time.Since(start).Round(time.Millisecond), h.CacheDir())
