@@ -53,7 +53,10 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 	case "check":
 		var errs []error
 		for _, f := range pos {
-			if err := policy.CheckFile(f, opts); err != nil {
+			if err := policy.CheckFileContext(ctx, f, opts); err != nil {
+				if ctx.Err() != nil {
+					return policyCancelled(err)
+				}
 				errs = append(errs, err)
 				continue
 			}
@@ -65,7 +68,10 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 		return nil
 	case "test":
 		if *asJSON {
-			res, ok := policyTests(pos, opts)
+			res, ok, err := policyTests(ctx, pos, opts)
+			if err != nil {
+				return policyCancelled(err)
+			}
 			if err := writeJSON(env, res); err != nil {
 				return err
 			}
@@ -74,7 +80,11 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 			}
 			return nil
 		}
-		if !policy.TestFiles(env.stdout, pos, opts, *verbose) {
+		ok, err := policy.TestFilesContext(ctx, env.stdout, pos, opts, *verbose)
+		if err != nil {
+			return policyCancelled(err)
+		}
+		if !ok {
 			return exitError{code: 1}
 		}
 		return nil
@@ -82,9 +92,9 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 		if *input == "" {
 			return exitError{code: 2, msg: "policy explain needs --input CASE.yaml"}
 		}
-		p, err := policy.CompileFile(pos[0], opts)
+		p, err := policy.CompileFileContext(ctx, pos[0], opts)
 		if err != nil {
-			return err
+			return policyCancelled(err)
 		}
 		in, err := policy.ReadInput(*input)
 		if err != nil {
@@ -99,9 +109,9 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 		if *session == "" {
 			return exitError{code: 2, msg: "policy replay needs --session ID"}
 		}
-		p, err := policy.CompileFile(pos[0], opts)
+		p, err := policy.CompileFileContext(ctx, pos[0], opts)
 		if err != nil {
-			return err
+			return policyCancelled(err)
 		}
 		if err := a.openStore(true); err != nil {
 			return err

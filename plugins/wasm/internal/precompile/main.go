@@ -45,11 +45,12 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		// Load reads the manifest only; the first call, or Ready,
-		// compiles (or reads the cache).
-		if len(tools) > 0 {
-			if err := wasm.Ready(ctx, tools[0]); err != nil {
-				return err
+		// Load reads the manifest only (modules compile lazily, on first
+		// call); Ready compiles the module into the cache, which is this
+		// program's whole job.
+		for _, t := range tools[:min(1, len(tools))] {
+			if err := wasm.Ready(ctx, t); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
 			}
 		}
 		if !*quiet {
