@@ -103,6 +103,11 @@ type LimitsConfig struct {
 	ApprovalTTL time.Duration `yaml:"approval_ttl"`
 	// MaxConcurrentTools caps tool executions running at once (0: no cap).
 	MaxConcurrentTools int `yaml:"max_concurrent_tools"`
+	// WASMMemoryBudgetMB caps the memory all WASM instances hold at once
+	// (0: half the machine's memory); see docs/wasm.md.
+	WASMMemoryBudgetMB int `yaml:"wasm_memory_budget_mb"`
+	// WASMMaxRunning caps WASM guests running at once (0: CPUs - 1).
+	WASMMaxRunning int `yaml:"wasm_max_running"`
 }
 
 // ToolsConfig lists the tool sources.

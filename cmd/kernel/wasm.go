@@ -28,7 +28,8 @@ func (a *app) loadWASM(ctx context.Context) error {
 	if err != nil || len(mcs) == 0 {
 		return err
 	}
-	host, err := wasm.NewHost(ctx, wasm.HostConfig{CacheDir: filepath.Join(cacheDir(), "wasm"), Logger: a.log.Named("wasm")})
+	host, err := wasm.NewHost(ctx, wasm.HostConfig{CacheDir: filepath.Join(cacheDir(), "wasm"), Logger: a.log.Named("wasm"), MemoryBudgetMB: a.cfg.Limits.WASMMemoryBudgetMB,
+		MaxRunning: a.cfg.Limits.WASMMaxRunning})
 	if err != nil {
 		return fmt.Errorf("start the WASM host: %w", err)
 	}

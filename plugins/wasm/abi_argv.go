@@ -19,10 +19,15 @@ func (t *tool) callArgv(ctx context.Context, cancel context.CancelCauseFunc, arg
 	if err != nil {
 		return kernel.Result{}, t.fail("invalid_args", err)
 	}
+	ch, err := t.m.reserve(ctx)
+	if err != nil {
+		return kernel.Result{Content: err.Error(), IsError: true}, t.wrap(err)
+	}
 	x := newInstanceIO(t.m.eff.maxOutput)
 	x.attach(ctx, cancel)
-	in, err := t.m.instantiate(ctx, x, bytes.NewReader(stdin), argv)
+	in, err := t.m.instantiate(ctx, ch, x, bytes.NewReader(stdin), argv)
 	if in != nil {
+		in.overflowed = stackOverflow(err)
 		in.close()
 	}
 	if err := describeExit(ctx, err, x, "run"); err != nil {

@@ -30,7 +30,13 @@ func (t *tool) callReactor(ctx context.Context, cancel context.CancelCauseFunc, 
 		in = t.m.pool.take()
 	}
 	if in == nil {
-		if in, err = t.m.newReactorInstance(ctx); err != nil {
+		// A pooled instance holds its whole share of the budget
+		// already; one made on demand waits for it.
+		ch, err := t.m.reserve(ctx)
+		if err != nil {
+			return kernel.Result{Content: err.Error(), IsError: true}, t.wrap(err)
+		}
+		if in, err = t.m.newReactorInstance(ctx, ch); err != nil {
 			// The caller giving up is not the module's fault; an
 			// initialisation that outlasts the call's deadline is.
 			if probe || !errors.Is(ctx.Err(), context.Canceled) {
@@ -46,6 +52,7 @@ func (t *tool) callReactor(ctx context.Context, cancel context.CancelCauseFunc, 
 	in.io.attach(ctx, cancel)
 
 	out, err := reactorRoundTrip(ctx, in, req)
+	in.overflowed = stackOverflow(err)
 	var ge *guestError
 	if err != nil && !errors.As(err, &ge) {
 		err = describeExit(ctx, err, in.io, "call")

@@ -3,10 +3,12 @@ package wasm
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -57,7 +59,12 @@ func BenchmarkLoadFromCache(b *testing.B) {
 			}
 			warm := newTestHost(b)
 			load(b, warm, ModuleConfig{Path: p}) // fill the cache
+			// CPU time as well: on a shared machine the wall time is
+			// mostly waiting for a core.
+			var cpu time.Duration
+			defer func() { b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op") }()
 			for b.Loop() {
+				c0 := cpuTime()
 				h, err := NewHost(context.Background(), HostConfig{CacheDir: testCacheDir})
 				if err != nil {
 					b.Fatal(err)
@@ -65,6 +72,7 @@ func BenchmarkLoadFromCache(b *testing.B) {
 				if _, _, err := loadReady(h, ModuleConfig{Path: p}); err != nil {
 					b.Fatal(err)
 				}
+				cpu += cpuTime() - c0
 				b.StopTimer()
 				h.Close(context.Background())
 				b.StartTimer()
@@ -170,5 +178,97 @@ func BenchmarkStartUnused(b *testing.B) {
 		if err := h.Close(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkCallReactorConcurrent: reactor calls (pool 4) made by 1 and by
+// 50 callers at once; per-call latency percentiles. With 50 callers most
+// calls wait for one of the module's max_concurrency slots and find the
+// pool empty, so their latency is mostly queueing and instantiation.
+func BenchmarkCallReactorConcurrent(b *testing.B) {
+	for _, callers := range []int{1, 50} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			h := newTestHost(b)
+			tools, _ := load(b, h, ModuleConfig{Path: reactorWasm, Pool: 4})
+			echo := tools["echo"]
+			p := echo.(*tool).m.pool
+			waitReady := func() {
+				for len(p.ready) < cap(p.ready) {
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+			args := json.RawMessage(`{"text":"hi"}`)
+			var mu sync.Mutex
+			var lat latencies
+			for b.Loop() {
+				b.StopTimer()
+				waitReady()
+				b.StartTimer()
+				var wg sync.WaitGroup
+				for range callers {
+					wg.Go(func() {
+						start := time.Now()
+						_, err := echo.Call(context.Background(), args)
+						d := time.Since(start)
+						if err != nil {
+							b.Error(err)
+						}
+						mu.Lock()
+						lat = append(lat, d)
+						mu.Unlock()
+					})
+				}
+				wg.Wait()
+			}
+			lat.report(b, "")
+		})
+	}
+}
+
+// BenchmarkDeadlineOverrunParallel: 50 runaway loops at once, each with a
+// 200 ms deadline; how long after its deadline each call returns, with the
+// host's default limit on running guests (DefaultMaxRunning) and with all
+// 50 running at once (max_running=50, what the host did before it had the
+// limit). Calls beyond the limits wait in line and end there at their
+// deadline; those running must be noticed by wazero's close-on-deadline
+// goroutine and then reach a loop header.
+func BenchmarkDeadlineOverrunParallel(b *testing.B) {
+	const calls = 50
+	for _, running := range []int{0, calls} {
+		name := "max_running=default"
+		if running > 0 {
+			name = fmt.Sprintf("max_running=%d", running)
+		}
+		b.Run(name, func(b *testing.B) {
+			h, err := NewHost(context.Background(), HostConfig{CacheDir: testCacheDir, MaxRunning: running})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Close(context.Background())
+			tools, _ := load(b, h, ModuleConfig{Path: attackWasm, MaxConcurrency: calls, Grants: Grants{MemoryMB: 32, Timeout: Duration(time.Minute)}})
+			loop := tools["loop"]
+			var mu sync.Mutex
+			var lat latencies
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for range calls {
+					wg.Go(func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+						defer cancel()
+						deadline, _ := ctx.Deadline()
+						_, err := loop.Call(ctx, json.RawMessage(`{}`))
+						d := time.Since(deadline)
+						if err == nil {
+							b.Error("the loop returned")
+						}
+						mu.Lock()
+						lat = append(lat, d)
+						mu.Unlock()
+					})
+				}
+				wg.Wait()
+			}
+			lat.report(b, "overrun-")
+		})
 	}
 }

@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -25,7 +26,7 @@ import (
 //	  wazero-<version>/                    0700, the wazero in go.mod
 //	    <module sha256>/                   0700, one per module file
 //	      .lock                            flock: one compiler at a time
-//	      entries.sum                      size and CRC-32C of every entry
+//	      entries.crc                      size and CRC-32C of every entry (entrySum)
 //	      wazero-<version>-<arch>-<os>/    wazero's own file cache
 //	        <key>                          compiled code
 //
@@ -33,14 +34,23 @@ import (
 // module file; wazero keys its entries by the (instrumented) binary and the
 // CPU's features. The version is in the path twice on purpose: wazero reads
 // its own from the binary's build information, which test binaries lack
-// (it then says "dev"), so it cannot tell two wazero releases apart there. wazero trusts what it reads: it
-// checks a CRC of the machine code only, not of the function offsets in
-// front of it, so a damaged entry could run garbage. Before wazero sees the
-// directory, verify compares every entry with entries.sum and deletes those
-// that differ or are not listed; wazero then recompiles them, and record
-// lists them again.
+// (it then says "dev"), so it cannot tell two wazero releases apart there.
+// wazero trusts what it reads except the machine code, whose CRC it checks:
+// a damaged function offset in front of the code could run garbage. Before
+// wazero sees the directory, verify compares every entry's size and the
+// CRC-32C of all but its machine code (see entrySum) with entries.crc and
+// deletes those that differ or are not listed; wazero then recompiles
+// them, and record lists them again. Damaged machine code fails wazero's
+// own check; load then deletes the module's entries and compiles again.
 
-const sumFile = "entries.sum"
+// sumFile lists every entry's size and the CRC-32C of all but its machine
+// code (entrySum). oldSumFile, written by earlier versions, has CRCs of
+// whole files (checksum); it vouches for its entries until sumFile exists.
+// Other versions sharing the cache keep reading and writing it.
+const (
+	sumFile    = "entries.crc"
+	oldSumFile = "entries.sum"
+)
 
 var (
 	castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -73,6 +83,9 @@ type moduleCache struct {
 	dir  string
 	lock *os.File
 	log  hclog.Logger
+	// oldSums: verify accepted entries listed with whole-file CRCs, so
+	// record must write entries.crc.
+	oldSums bool
 }
 
 // wazeroVersion is the wazero release in go.mod; a test keeps it in step.
@@ -136,11 +149,13 @@ func (c *moduleCache) entries() ([]string, error) {
 	return out, nil
 }
 
-func (c *moduleCache) readSums() map[string]sumEntry {
+// readSums reads one of the module's sum files; a missing or unreadable
+// file lists nothing (its entries are unverified).
+func (c *moduleCache) readSums(file string) map[string]sumEntry {
 	sums := map[string]sumEntry{}
-	f, err := os.Open(filepath.Join(c.dir, sumFile))
+	f, err := os.Open(filepath.Join(c.dir, file))
 	if err != nil {
-		return sums // missing: every entry is unverified
+		return sums
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -159,19 +174,29 @@ func (c *moduleCache) readSums() map[string]sumEntry {
 	return sums
 }
 
-// checksum is the size and CRC-32C of a file, read through a mapping when
-// the platform has them (entries are tens of megabytes).
-func checksum(path string) (sumEntry, error) {
+// openSized opens a file for reading and says how large it is.
+func openSized(path string) (*os.File, int64, error) {
 	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
+}
+
+// checksum is the size and CRC-32C of a whole file, read through a
+// mapping when the platform has them, as oldSumFile lists them.
+func checksum(path string) (sumEntry, error) {
+	f, size, err := openSized(path)
 	if err != nil {
 		return sumEntry{}, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return sumEntry{}, err
-	}
-	if b, err := mapFile(f, st.Size()); err == nil {
+	if b, err := mapFile(f, size); err == nil {
 		defer unmapMemory(b)
 		return sumEntry{size: int64(len(b)), crc: crc32.Checksum(b, castagnoli)}, nil
 	}
@@ -183,20 +208,82 @@ func checksum(path string) (sumEntry, error) {
 	return sumEntry{size: n, crc: h.Sum32()}, nil
 }
 
-// verify deletes every entry that does not match entries.sum. It returns
+// entrySum is the size of a cache entry and the CRC-32C of everything in
+// it but the machine code, which wazero checks itself (with its own CRC,
+// when it reads it): the header, the function offsets and the code's
+// length in front of it, and the code's CRC and the source map behind it.
+// Checksumming the code too would read tens of megabytes twice on every
+// start. A file that does not parse as an entry is checksummed whole.
+//
+// The layout (wazero v1.12, internal/engine/wazevo/engine_cache.go):
+// "WAZEVO", version length (1 byte), version, function count n (uint32
+// LE), n function offsets (uint64 LE), code length (uint64 LE), the code,
+// then the rest.
+func entrySum(path string) (sumEntry, error) {
+	f, size, err := openSized(path)
+	if err != nil {
+		return sumEntry{}, err
+	}
+	defer f.Close()
+	whole := func() (sumEntry, error) { return checksum(path) }
+	var head [6 + 1 + 255 + 4]byte
+	n, _ := f.ReadAt(head[:], 0)
+	if n < 7 || string(head[:6]) != "WAZEVO" {
+		return whole()
+	}
+	hdr := 6 + 1 + int(head[6]) + 4
+	if n < hdr {
+		return whole()
+	}
+	funcs := int64(binary.LittleEndian.Uint32(head[hdr-4 : hdr]))
+	prefixLen := int64(hdr) + 8*funcs + 8
+	if prefixLen > size {
+		return whole()
+	}
+	prefix := make([]byte, prefixLen)
+	if _, err := f.ReadAt(prefix, 0); err != nil {
+		return sumEntry{}, err
+	}
+	codeLen := binary.LittleEndian.Uint64(prefix[prefixLen-8:])
+	if codeLen > uint64(size-prefixLen) {
+		return whole()
+	}
+	rest := make([]byte, size-prefixLen-int64(codeLen))
+	if len(rest) > 0 {
+		if _, err := f.ReadAt(rest, prefixLen+int64(codeLen)); err != nil {
+			return sumEntry{}, err
+		}
+	}
+	crc := crc32.Update(crc32.Checksum(prefix, castagnoli), castagnoli, rest)
+	return sumEntry{size: size, crc: crc}, nil
+}
+
+// verify deletes every entry that does not match entries.crc (or the old entries.sum). It returns
 // the entries that matched and how many it deleted.
 func (c *moduleCache) verify() (map[string]sumEntry, int, error) {
 	names, err := c.entries()
 	if err != nil {
 		return nil, 0, fmt.Errorf("read cache directory %s: %w", c.dir, err)
 	}
-	sums := c.readSums()
+	sums, old := c.readSums(sumFile), c.readSums(oldSumFile)
 	good := map[string]sumEntry{}
 	removed := 0
 	for _, name := range names {
 		p := filepath.Join(c.dir, filepath.FromSlash(name))
 		want, listed := sums[name]
-		got, err := checksum(p)
+		got, err := entrySum(p)
+		if wantAll, ok := old[name]; err == nil && !listed && ok {
+			// Listed only the old way (by an older build sharing the
+			// cache): check it the old way; record then lists it in
+			// sumFile too.
+			var all sumEntry
+			if all, err = checksum(p); err == nil && all == wantAll {
+				good[name] = got
+				c.oldSums = true
+				continue
+			}
+			got, want, listed = all, wantAll, true
+		}
 		if err == nil && listed && got == want {
 			good[name] = got
 			continue
@@ -219,7 +306,26 @@ func (c *moduleCache) verify() (map[string]sumEntry, int, error) {
 	return good, removed, nil
 }
 
-// record rewrites entries.sum from the entries now present; known holds
+// dropAll deletes every entry of the module, after wazero failed with
+// why on one of them, and forgets them in known. It returns how many it
+// deleted.
+func (c *moduleCache) dropAll(known map[string]sumEntry, why error) (int, error) {
+	names, err := c.entries()
+	if err != nil {
+		return 0, err
+	}
+	for _, name := range names {
+		p := filepath.Join(c.dir, filepath.FromSlash(name))
+		c.log.Warn("compilation cache entry is damaged or unverified; recompiling", "entry", p, "reason", why)
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("remove damaged cache entry: %w", err)
+		}
+		delete(known, name)
+	}
+	return len(names), nil
+}
+
+// record rewrites entries.crc from the entries now present; known holds
 // the sums verify already computed. Nothing is written when no entry is new
 // and none was deleted.
 func (c *moduleCache) record(known map[string]sumEntry, removed int) error {
@@ -228,12 +334,12 @@ func (c *moduleCache) record(known map[string]sumEntry, removed int) error {
 		return fmt.Errorf("read cache directory %s: %w", c.dir, err)
 	}
 	var b strings.Builder
-	fresh := removed > 0
+	fresh := removed > 0 || c.oldSums
 	for _, name := range names {
 		s, ok := known[name]
 		if !ok {
 			fresh = true
-			if s, err = checksum(filepath.Join(c.dir, filepath.FromSlash(name))); err != nil {
+			if s, err = entrySum(filepath.Join(c.dir, filepath.FromSlash(name))); err != nil {
 				return fmt.Errorf("checksum cache entry: %w", err)
 			}
 		}
@@ -242,22 +348,43 @@ func (c *moduleCache) record(known map[string]sumEntry, removed int) error {
 	if !fresh && len(names) == len(known) {
 		return nil
 	}
-	tmp, err := os.CreateTemp(c.dir, sumFile+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", sumFile, err)
+	if err := c.writeSums(sumFile, b.String()); err != nil {
+		return err
 	}
-	if _, err := tmp.WriteString(b.String()); err != nil {
+	// Keep oldSumFile listing every entry too, so that an older build
+	// sharing the cache does not take ours for unverified and delete them.
+	old := c.readSums(oldSumFile)
+	b.Reset()
+	for _, name := range names {
+		s, ok := old[name]
+		if _, verified := known[name]; !ok || !verified {
+			if s, err = checksum(filepath.Join(c.dir, filepath.FromSlash(name))); err != nil {
+				return fmt.Errorf("checksum cache entry: %w", err)
+			}
+		}
+		fmt.Fprintf(&b, "%08x %d %s\n", s.crc, s.size, name)
+	}
+	return c.writeSums(oldSumFile, b.String())
+}
+
+// writeSums replaces one of the module's sum files with text, atomically.
+func (c *moduleCache) writeSums(file, text string) error {
+	tmp, err := os.CreateTemp(c.dir, file+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	if _, err := tmp.WriteString(text); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", sumFile, err)
+		return fmt.Errorf("write %s: %w", file, err)
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", sumFile, err)
+		return fmt.Errorf("write %s: %w", file, err)
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(c.dir, sumFile)); err != nil {
+	if err := os.Rename(tmp.Name(), filepath.Join(c.dir, file)); err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", sumFile, err)
+		return fmt.Errorf("write %s: %w", file, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package wasm
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,27 @@ func cacheEntries(t *testing.T, dir string) []string {
 	return out
 }
 
+// helloRunner returns a function that starts a Host on a new cache
+// directory (the same every time), logging to log, runs helloModule once
+// and returns the directory.
+func helloRunner(t *testing.T) func(log hclog.Logger) string {
+	dir := filepath.Join(t.TempDir(), "cache")
+	path := writeModule(t, helloModule(), "")
+	return func(log hclog.Logger) string {
+		t.Helper()
+		h, err := NewHost(context.Background(), HostConfig{CacheDir: dir, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		tools, _ := load(t, h, ModuleConfig{Path: path})
+		if got := tools.mustCall(t, "run", `{}`); got != "hello" {
+			t.Fatalf("result %q", got)
+		}
+		return dir
+	}
+}
+
 // TestCacheCorruption: a damaged compilation-cache entry is detected before
 // wazero reads it, deleted, recompiled and recorded again; the module
 // works. Without the check wazero would fail on a damaged executable
@@ -55,26 +77,13 @@ func TestCacheCorruption(t *testing.T) {
 		reason  string
 	}{
 		{"header", func(b []byte) []byte { b[len(magicHeader())+9] ^= 0xff; return b }, "CRC-32C"},
-		{"machine code", func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b }, "CRC-32C"},
+		{"machine code", func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b }, "checksum mismatch"}, // wazero's own check
 		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }, "size"},
 		{"unlisted", nil, "not listed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "cache")
-			path := writeModule(t, helloModule(), "")
-			run := func(log hclog.Logger) {
-				t.Helper()
-				h, err := NewHost(context.Background(), HostConfig{CacheDir: dir, Logger: log})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer h.Close(context.Background())
-				tools, _ := load(t, h, ModuleConfig{Path: path})
-				if got := tools.mustCall(t, "run", `{}`); got != "hello" {
-					t.Fatalf("result %q", got)
-				}
-			}
-			run(nil)
+			run := helloRunner(t)
+			dir := run(nil)
 			entries := cacheEntries(t, dir)
 			if len(entries) != 1 {
 				t.Fatalf("%d cache entries, want 1", len(entries))
@@ -87,8 +96,12 @@ func TestCacheCorruption(t *testing.T) {
 				if err := os.WriteFile(entries[0], tc.corrupt(bytes.Clone(good)), 0o600); err != nil {
 					t.Fatal(err)
 				}
-			} else if err := os.Remove(filepath.Join(filepath.Dir(filepath.Dir(entries[0])), sumFile)); err != nil {
-				t.Fatal(err)
+			} else {
+				for _, f := range []string{sumFile, oldSumFile} {
+					if err := os.Remove(filepath.Join(filepath.Dir(filepath.Dir(entries[0])), f)); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 
 			var logs syncBuffer
@@ -164,5 +177,48 @@ func TestWazeroVersion(t *testing.T) {
 	want := "github.com/tetratelabs/wazero " + wazeroVersion
 	if !strings.Contains(string(b), want) {
 		t.Fatalf("go.mod does not require %q: update wazeroVersion in cache.go", want)
+	}
+}
+
+// TestCacheOldSums: an entries.sum of earlier versions (whole-file CRCs)
+// still vouches for its entries: nothing is recompiled, and entries.crc is
+// written.
+func TestCacheOldSums(t *testing.T) {
+	run := helloRunner(t)
+	dir := run(nil)
+	entries := cacheEntries(t, dir)
+	if len(entries) != 1 {
+		t.Fatalf("%d cache entries, want 1", len(entries))
+	}
+	modDir := filepath.Dir(filepath.Dir(entries[0]))
+	sum, err := checksum(entries[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Base(filepath.Dir(entries[0])) + "/" + filepath.Base(entries[0])
+	old := fmt.Sprintf("%08x %d %s\n", sum.crc, sum.size, name)
+	if err := os.WriteFile(filepath.Join(modDir, oldSumFile), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(modDir, sumFile)); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(entries[0])
+
+	var logs syncBuffer
+	run(hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn}))
+	if logs.String() != "" {
+		t.Errorf("loading with old sums logged %q", logs.String())
+	}
+	if st2, err := os.Stat(entries[0]); err != nil || !st2.ModTime().Equal(st.ModTime()) {
+		t.Errorf("the entry was rewritten: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(modDir, sumFile))
+	if err != nil {
+		t.Fatalf("%s was not written: %v", sumFile, err)
+	}
+	want, _ := entrySum(entries[0])
+	if !strings.Contains(string(b), fmt.Sprintf("%08x %d %s", want.crc, want.size, name)) {
+		t.Errorf("%s %q does not list %s with its entrySum", sumFile, b, name)
 	}
 }

@@ -39,6 +39,16 @@ type HostConfig struct {
 	// Logger receives cache repairs, pool refill failures and other events
 	// that are not a call's result. Nil discards them.
 	Logger hclog.Logger
+	// MemoryBudgetMB caps the host memory all instances hold at once:
+	// each counts its memory_mb while it exists and, while it serves a
+	// call, the call stacks wazero may allocate outside it (160 MiB). Calls
+	// over the budget wait within their deadline. Zero means
+	// DefaultMemoryBudgetMB().
+	MemoryBudgetMB int
+	// MaxRunning caps the calls, of all modules, whose guests run at
+	// once; more wait in line within their deadline. Zero means
+	// DefaultMaxRunning().
+	MaxRunning int
 }
 
 // ModuleConfig is one entry of kernel.yaml's tools.wasm list: a module the

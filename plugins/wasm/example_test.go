@@ -41,6 +41,12 @@ func Example() {
 			env = t
 		}
 	}
+	// Load the module now (read, check, compile or read from the cache);
+	// otherwise the first call would, within its 2s.
+	if err := wasm.Ready(ctx, env); err != nil {
+		fmt.Println(err)
+		return
+	}
 	res, err := env.Call(ctx, json.RawMessage(`{}`))
 	if err != nil {
 		fmt.Println(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,6 +20,8 @@ type Host struct {
 	log      hclog.Logger
 	cacheDir string
 	schema   *manifestSchema
+	budget   *memoryBudget
+	running  runSlots
 
 	// life is cancelled by Close; every call is cancelled with it.
 	life     context.Context
@@ -50,12 +53,26 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 	if err := ensurePrivateDir(dir); err != nil {
 		return nil, err
 	}
+	if cfg.MemoryBudgetMB < 0 {
+		return nil, fmt.Errorf("%w: memory budget %d MiB is negative", ErrConfig, cfg.MemoryBudgetMB)
+	}
+	if cfg.MaxRunning < 0 {
+		return nil, fmt.Errorf("%w: max running %d is negative", ErrConfig, cfg.MaxRunning)
+	}
+	running := cfg.MaxRunning
+	if running == 0 {
+		running = DefaultMaxRunning()
+	}
+	budget := cfg.MemoryBudgetMB
+	if budget == 0 {
+		budget = DefaultMemoryBudgetMB()
+	}
 	schema, err := compileManifestSchema()
 	if err != nil {
 		return nil, err
 	}
 	life, stop := context.WithCancel(context.WithoutCancel(ctx))
-	return &Host{log: log, cacheDir: dir, schema: schema, life: life, lifeStop: stop, caches: map[string]*sharedCache{}}, nil
+	return &Host{log: log, cacheDir: dir, schema: schema, budget: newMemoryBudget(budget), running: newRunSlots(running), life: life, lifeStop: stop, caches: map[string]*sharedCache{}}, nil
 }
 
 // CacheDir is the directory compiled modules are kept in.
@@ -101,6 +118,9 @@ func (h *Host) load(ctx context.Context, mc ModuleConfig) (*module, []string, er
 		return nil, nil, fmt.Errorf("%w: pool: only reactor modules can be pooled, and %s has abi %q", ErrConfig, mpath, man.ABI)
 	}
 	eff, warnings := intersect(&man.Capabilities, &mc.Grants)
+	if need := eff.memoryMB + stackAllowanceMB; !h.budget.fits(need) {
+		return nil, warnings, fmt.Errorf("%w: grants.memory_mb: one call needs %d MiB (memory_mb %d + %d MiB of call stack), more than the host's WASM memory budget of %d MiB (limits.wasm_memory_budget_mb): lower memory_mb or raise the budget", ErrConfig, need, eff.memoryMB, stackAllowanceMB, h.budget.mb)
+	}
 
 	h.mu.Lock()
 	closed := h.closed
@@ -173,6 +193,21 @@ func (h *Host) compilationCache(sha string) (*sharedCache, error) {
 	c := &sharedCache{cache: wc}
 	h.caches[sha] = c
 	return c, nil
+}
+
+// shrinkPools closes the idle instances of every loaded module's pool,
+// for a call that finds the memory budget short.
+func (h *Host) shrinkPools() {
+	h.mu.Lock()
+	modules := slices.Clone(h.modules)
+	h.mu.Unlock()
+	for _, m := range modules {
+		select {
+		case <-m.loaded:
+			m.pool.shrink()
+		default:
+		}
+	}
 }
 
 // enter registers a call; it fails once Close has begun.

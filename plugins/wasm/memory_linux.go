@@ -17,3 +17,12 @@ func populateMemory(b []byte) {
 		_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), madvPopulateWrite)
 	}
 }
+
+// physicalMemoryMB is the machine's RAM in MiB, or 0 if unknown.
+func physicalMemoryMB() int {
+	var si syscall.Sysinfo_t
+	if syscall.Sysinfo(&si) != nil {
+		return 0
+	}
+	return int(uint64(si.Totalram) * uint64(si.Unit) >> 20)
+}

@@ -16,3 +16,5 @@ func unmapMemory([]byte) {}
 func populateMemory([]byte) {}
 
 func mapFile(*os.File, int64) ([]byte, error) { return nil, errors.New("no mappings on this platform") }
+
+func physicalMemoryMB() int { return 0 }

@@ -234,7 +234,21 @@ func (m *module) load(ctx context.Context) error {
 	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
 	m.compiled, err = m.runtime.CompileModule(cctx, bin)
 	if err != nil {
-		return fmt.Errorf("%w: compile: %v", ErrModule, err)
+		// wazero fails on a cached entry whose machine code does not
+		// match its CRC (verify leaves that check to it): drop the
+		// module's entries and compile once more.
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: compile: %v", ErrModule, err)
+		}
+		n, derr := mc.dropAll(known, err)
+		if derr != nil || n == 0 {
+			return fmt.Errorf("%w: compile: %v", ErrModule, err)
+		}
+		removed += n
+		first = true
+		if m.compiled, err = m.runtime.CompileModule(cctx, bin); err != nil {
+			return fmt.Errorf("%w: compile: %v", ErrModule, err)
+		}
 	}
 	if first {
 		if err := mc.record(known, removed); err != nil {
@@ -350,11 +364,21 @@ type instance struct {
 	mem *mappedMemory // nil unless the memory is a mapping
 
 	alloc, call api.Function // reactor entry points, resolved ahead of the call
+
+	charge charge // what it holds of the host's memory budget
+	// overflowed: its call died of a stack overflow, so it leaves the
+	// largest garbage a guest can (see collectStacks).
+	overflowed bool
 }
 
 func (in *instance) close() {
 	// The context only reaches close notifiers, which modules cannot set.
 	_ = in.mod.Close(context.Background())
+	if in.overflowed {
+		in.mod, in.alloc, in.call = nil, nil, nil
+		collectStacks()
+	}
+	in.charge.release()
 }
 
 // moduleConfig is the sandbox of one instance: exactly the effective
@@ -386,10 +410,32 @@ func (m *module) moduleConfig(x *instanceIO, stdin io.Reader, args []string) waz
 	return cfg
 }
 
-// instantiate creates an instance; for a command module this runs the
-// whole program. The instance is returned even when the program failed, so
-// its output can be read; the caller closes it.
-func (m *module) instantiate(ctx context.Context, x *instanceIO, stdin io.Reader, args []string) (*instance, error) {
+// reserve takes the share of the host's memory budget that an instance
+// serving one call holds (callCharge), waiting at most until ctx is done.
+// When the budget is short it first closes the idle instances of every
+// pool, which hold the same share each, so that a pool never starves calls.
+func (m *module) reserve(ctx context.Context) (charge, error) {
+	mb := m.callCharge()
+	release, ok := m.h.budget.tryAcquire(mb)
+	if !ok {
+		m.h.shrinkPools()
+		var err error
+		if release, err = m.h.budget.acquire(ctx, mb); err != nil {
+			return charge{}, m.h.budget.waitError(ctx, mb)
+		}
+	}
+	return charge{releases: []func(){release}}, nil
+}
+
+// callCharge is what one instance counts against the host's budget, in
+// MiB: its linear memory's cap and the native stacks of a call.
+func (m *module) callCharge() int { return m.eff.memoryMB + stackAllowanceMB }
+
+// instantiate creates an instance holding ch; for a command module this
+// runs the whole program. The instance is returned even when the program
+// failed, so its output can be read; the caller closes it (which gives ch
+// back). Without an instance, ch is given back here.
+func (m *module) instantiate(ctx context.Context, ch charge, x *instanceIO, stdin io.Reader, args []string) (*instance, error) {
 	limit := uint64(m.eff.memoryMB) << 20
 	var mapped *mappedMemory
 	ctx = experimental.WithMemoryAllocator(ctx, cappedAllocator{limit: limit, mapped: &mapped, onLimit: func() {
@@ -397,21 +443,22 @@ func (m *module) instantiate(ctx context.Context, x *instanceIO, stdin io.Reader
 	}})
 	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, m.moduleConfig(x, stdin, args))
 	if mod == nil {
+		ch.release()
 		return nil, err
 	}
-	return &instance{mod: mod, io: x, mem: mapped}, err
+	return &instance{mod: mod, io: x, mem: mapped, charge: ch}, err
 }
 
-// newReactorInstance instantiates and initialises a reactor instance,
-// bounded by the module's timeout.
-func (m *module) newReactorInstance(ctx context.Context) (*instance, error) {
+// newReactorInstance instantiates and initialises a reactor instance that
+// holds ch, bounded by the module's timeout.
+func (m *module) newReactorInstance(ctx context.Context, ch charge) (*instance, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, m.eff.timeout, fmt.Errorf("initialising module %s took longer than %s", m.name, m.eff.timeout))
 	defer cancel()
 	ictx, icancel := context.WithCancelCause(ctx)
 	defer icancel(nil)
 	x := newInstanceIO(m.eff.maxOutput)
 	x.attach(ictx, icancel)
-	in, err := m.instantiate(ictx, x, strings.NewReader(""), []string{m.name})
+	in, err := m.instantiate(ictx, ch, x, strings.NewReader(""), []string{m.name})
 	if err == nil {
 		in.alloc, in.call = in.mod.ExportedFunction(exportAlloc), in.mod.ExportedFunction(exportCall)
 		if warm := in.mod.ExportedFunction(exportWarm); warm != nil {
@@ -423,6 +470,7 @@ func (m *module) newReactorInstance(ctx context.Context) (*instance, error) {
 	}
 	if err != nil {
 		if in != nil {
+			in.overflowed = stackOverflow(err)
 			in.close()
 		}
 		return nil, describeExit(ictx, err, x, "initialise")

@@ -111,7 +111,14 @@ func (p *pool) refill() {
 			if open, _ := p.m.health.isOpen(); open {
 				break // calls probe the module now; wait for one to wake us
 			}
-			in, err := p.m.newReactorInstance(p.m.h.life)
+			// A ready instance holds a call's share of the budget. When
+			// it is short (or calls wait for it), the pool stays as it
+			// is until an instance of this module is discarded.
+			release, ok := p.m.h.budget.tryAcquire(p.m.callCharge())
+			if !ok {
+				break
+			}
+			in, err := p.m.newReactorInstance(p.m.h.life, charge{releases: []func(){release}})
 			if err != nil {
 				select {
 				case <-p.quit:
@@ -152,6 +159,23 @@ func (p *pool) refill() {
 	}
 }
 
+// shrink closes the instances waiting in the pool, giving their share of
+// the memory budget back. The refill goroutine fills the pool again after
+// the module's next call, if the budget then has room.
+func (p *pool) shrink() {
+	if p == nil {
+		return
+	}
+	for {
+		select {
+		case in := <-p.ready:
+			in.close()
+		default:
+			return
+		}
+	}
+}
+
 // wakeUp makes the refill goroutine look at the pool again.
 func (p *pool) wakeUp() {
 	if p == nil {
@@ -173,13 +197,6 @@ func (p *pool) stop() {
 		close(p.quit)
 		p.wg.Wait()
 		p.closeUsed()
-		for {
-			select {
-			case in := <-p.ready:
-				in.close()
-			default:
-				return
-			}
-		}
+		p.shrink()
 	})
 }

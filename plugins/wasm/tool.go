@@ -62,7 +62,7 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (kernel.Result, e
 		args = json.RawMessage("{}")
 	}
 	// Queue for the module's max_concurrency and for its compiled code;
-	// both waits count against the call's deadline.
+	// every wait counts against the call's deadline.
 	if t.m.slots != nil {
 		select {
 		case t.m.slots <- struct{}{}:
@@ -76,6 +76,14 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (kernel.Result, e
 			return t.waitFailed(ctx, "waiting for module "+t.m.name+" to load (compiling, or reading the compilation cache)")
 		}
 		return kernel.Result{Content: err.Error(), IsError: true}, t.fail("unavailable", err)
+	}
+	// And for one of the host's run slots, so that the deadlines of
+	// running calls are noticed on time (see DefaultMaxRunning).
+	select {
+	case h.running <- struct{}{}:
+		defer func() { <-h.running }()
+	case <-ctx.Done():
+		return t.waitFailed(ctx, fmt.Sprintf("waiting for one of the host's %d run slots (limits.wasm_max_running)", cap(h.running)))
 	}
 	switch t.m.abi {
 	case ABIReactor:
@@ -118,10 +126,15 @@ func (t *tool) callJSON(ctx context.Context, cancel context.CancelCauseFunc, arg
 	if err != nil {
 		return kernel.Result{}, err
 	}
+	ch, err := t.m.reserve(ctx)
+	if err != nil {
+		return kernel.Result{Content: err.Error(), IsError: true}, t.wrap(err)
+	}
 	x := newInstanceIO(t.m.eff.maxOutput)
 	x.attach(ctx, cancel)
-	in, err := t.m.instantiate(ctx, x, bytes.NewReader(req), []string{t.m.name})
+	in, err := t.m.instantiate(ctx, ch, x, bytes.NewReader(req), []string{t.m.name})
 	if in != nil {
+		in.overflowed = stackOverflow(err)
 		in.close()
 	}
 	if err := describeExit(ctx, err, x, "run"); err != nil {
