@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 
+	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/internal/schema"
 )
 
@@ -31,8 +31,6 @@ type entry struct {
 	spec   ToolSpec
 	schema Schema
 }
-
-var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 var defaultSchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
@@ -69,8 +67,8 @@ func (r *Registry) Register(tools ...Tool) error {
 
 func compileTool(t Tool) (*entry, error) {
 	spec := t.Spec()
-	if !toolNameRE.MatchString(spec.Name) {
-		return nil, &RegistrationError{Tool: spec.Name, Err: errors.New("name must be 1-64 characters of A-Z a-z 0-9 _ . -")}
+	if !config.ToolName.Valid(spec.Name) {
+		return nil, &RegistrationError{Tool: spec.Name, Err: errors.New("name must be " + config.ToolName.Desc)}
 	}
 	if !spec.Tier.Valid() {
 		return nil, &RegistrationError{Tool: spec.Name, Err: fmt.Errorf("tier %q is not one of read_only, side_effecting, privileged", spec.Tier)}

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"runtime/debug"
 	"time"
 
+	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/tool"
 )
 
@@ -64,8 +64,6 @@ type Tool struct {
 	err     error // a bad spec; reported by Serve and by every Call
 }
 
-var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,48}$`)
-
 var emptySchema = `{"type":"object"}`
 
 // NewTool returns a tool that runs h. A bad spec is not a panic: Serve
@@ -78,8 +76,8 @@ func NewTool(spec Spec, h Handler) *Tool {
 
 func (t *Tool) check() error {
 	s := t.spec
-	if !toolNameRE.MatchString(s.Name) {
-		return fmt.Errorf("tool name %q: must be 1-48 characters of A-Z a-z 0-9 _ -", s.Name)
+	if err := config.PluginToolName.Check(s.Name); err != nil {
+		return fmt.Errorf("tool name %w", err)
 	}
 	if !s.Tier.Valid() {
 		return fmt.Errorf("tool %s: tier %q is not one of read_only, side_effecting, privileged", s.Name, s.Tier)
