@@ -2,6 +2,7 @@
 GO      ?= go
 BIN     := bin
 KERNEL  := $(BIN)/kernel
+LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
 .PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp
 
@@ -22,7 +23,7 @@ WASM_SDK    := $(wildcard wasm-tools/sdk/*.go)
 GIT_PLUGIN_SRC := $(wildcard examples/plugins/git/*.go kernel/*.go plugins/sdk/*.go plugins/sdk/pluginpb/*.go)
 
 # The WASM tools the kernel ships, and the modules only the tests load.
-WASM_TOOLS  := wasm-tools/jq/jq.wasm wasm-tools/js/js.wasm wasm-tools/gojq/gojq.wasm
+WASM_TOOLS  := wasm-tools/jq/jq.wasm wasm-tools/js/js.wasm wasm-tools/gojq/gojq.wasm wasm-tools/starlark/starlark.wasm
 WASM_TEST   := plugins/wasm/testdata/attack/attack.wasm plugins/wasm/testdata/reactor/reactor.wasm
 WASM_HOST_SRC := $(wildcard plugins/wasm/*.go plugins/wasm/internal/precompile/*.go)
 # The kernel's compilation cache (plugins/wasm.DefaultCacheDir). The
@@ -38,9 +39,16 @@ build: $(KERNEL)
 
 # -buildvcs=auto: `kernel version` reports the commit when built from a
 # git checkout (GOFLAGS may say -buildvcs=false), and a tarball still builds.
-$(KERNEL): $(KERNEL_SRC) $(GOMOD)
-	$(call say,build,"$@ (the kernel CLI)")
-	$(Q)$(GO) build -buildvcs=auto -o $@ ./cmd/kernel
+$(KERNEL): $(KERNEL_SRC) $(GOMOD) $(LAUNCHER)
+	$(call say,build,"$@ (the kernel CLI, pinned to $(LAUNCHER))")
+	$(Q)$(GO) build -buildvcs=auto -ldflags "-X github.com/agentkernel/agentkernel/sandbox.launcherSHA256=$$(sha256sum $(LAUNCHER) | cut -d' ' -f1)" -o $@ ./cmd/kernel
+
+# The sandbox's dedicated launcher (PID 1 of every sandbox), next to the
+# kernel, which links in its sha256 and uses it only when the hash matches
+# (else it re-executes itself, ~4x slower to start; docs/sandbox.md).
+$(LAUNCHER): $(wildcard sandbox/*.go cmd/sandbox-init/*.go) $(GOMOD)
+	$(call say,build,"$@ (the sandbox launcher)")
+	$(Q)$(GO) build -trimpath -o $@ ./cmd/sandbox-init
 
 ## install: go install ./cmd/kernel (into $$GOBIN, else $$GOPATH/bin)
 install:
@@ -57,6 +65,10 @@ wasm-tools/jq/jq.wasm: $(wildcard wasm-tools/jq/*.go) $(WASM_SDK) $(GOMOD)
 wasm-tools/js/js.wasm: $(wildcard wasm-tools/js/*.go) $(WASM_SDK) $(GOMOD)
 	$(call say,wasm,"$@ (GOOS=wasip1 go build, a reactor module)")
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o $@ ./wasm-tools/js
+
+wasm-tools/starlark/starlark.wasm: $(wildcard wasm-tools/starlark/*.go) $(WASM_SDK) $(GOMOD)
+	$(call say,wasm,"$@ (GOOS=wasip1 go build, a reactor module)")
+	$(Q)GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o $@ ./wasm-tools/starlark
 
 # gojq's own command line, unmodified, from the module proxy (version pinned
 # in wasm-tools/gojq/go.mod)

@@ -2,7 +2,6 @@ package hooks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -257,15 +256,5 @@ func TestReloadHammer(t *testing.T) {
 // testCall is a call outside the loop, with the echo schema.
 func testCall(t testing.TB) *kernel.Call {
 	t.Helper()
-	reg := kernel.NewRegistry()
-	tool := newTextTool("echo", kernel.TierReadOnly, nil)
-	if err := reg.Register(tool); err != nil {
-		t.Fatal(err)
-	}
-	c, err := kernel.NewCall("c1", tool.Spec(), json.RawMessage(`{"text":"x"}`), &kernel.State{SessionID: "s1", Turn: 1},
-		func(raw json.RawMessage) (map[string]any, error) { return reg.Validate("echo", raw) }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return kerneltest.NewCall(t, "c1", newTextTool("echo", kernel.TierReadOnly, nil), `{"text":"x"}`, &kernel.State{SessionID: "s1", Turn: 1})
 }

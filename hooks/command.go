@@ -13,15 +13,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
-
+	"github.com/agentkernel/agentkernel/internal/schema"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/sandbox"
-	"github.com/agentkernel/agentkernel/schemas"
 )
 
 // Limits of the command hook protocol.
@@ -376,25 +373,14 @@ func decodeJSON(b []byte) (any, error) {
 
 // describe lists a validation error's leaves as "at /path: message".
 func describe(err error) string {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
+	probs := schema.Problems(err)
+	if probs == nil {
 		return err.Error()
 	}
-	var parts []string
-	var walk func(*jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			loc := e.InstanceLocation
-			if loc == "" {
-				loc = "/"
-			}
-			parts = append(parts, fmt.Sprintf("at %s: %s", loc, e.Message))
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
+	parts := make([]string, len(probs))
+	for i, p := range probs {
+		parts[i] = fmt.Sprintf("at %s: %s", p.Location, p.Message)
 	}
-	walk(ve)
 	return strings.Join(parts, "; ")
 }
 
@@ -410,31 +396,9 @@ func excerpt(b []byte) string {
 	return string(b[:cut]) + "..."
 }
 
-var outputSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
-	return loadSchema("hook-output.schema.json")
-})
+func outputSchema() (*schema.Schema, error) { return schema.Embedded("hook-output.schema.json") }
 
-var inputSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
-	return loadSchema("hook-input.schema.json")
-})
-
-func loadSchema(name string) (*jsonschema.Schema, error) {
-	data, err := schemas.FS.ReadFile(name)
-	if err != nil {
-		return nil, fmt.Errorf("load schemas/%s: %w", name, err)
-	}
-	c := jsonschema.NewCompiler()
-	c.Draft = jsonschema.Draft2020
-	url := "mem:///schemas/" + name
-	if err := c.AddResource(url, bytes.NewReader(data)); err != nil {
-		return nil, fmt.Errorf("schemas/%s: %w", name, err)
-	}
-	s, err := c.Compile(url)
-	if err != nil {
-		return nil, fmt.Errorf("schemas/%s: %w", name, err)
-	}
-	return s, nil
-}
+func inputSchema() (*schema.Schema, error) { return schema.Embedded("hook-input.schema.json") }
 
 // cappedBuffer keeps the first max bytes written to it and notes the rest.
 type cappedBuffer struct {

@@ -1,15 +1,15 @@
 package hooks
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentkernel/agentkernel/internal/schema"
 )
 
 // docsConfig is the hooks: section of the example in docs/hooks.md.
@@ -44,12 +44,7 @@ func TestConfigSchemaFragment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := jsonschema.NewCompiler()
-	c.Draft = jsonschema.Draft2020
-	if err := c.AddResource("mem:///hooks.json", bytes.NewReader(frag)); err != nil {
-		t.Fatal(err)
-	}
-	schema, err := c.Compile("mem:///hooks.json")
+	schema, err := schema.Compile("config-hooks.schema.json", frag)
 	if err != nil {
 		t.Fatal(err)
 	}

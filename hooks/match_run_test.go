@@ -12,7 +12,7 @@ import (
 func TestMatcherRunAndTurn(t *testing.T) {
 	tool := newTextTool("echo", kernel.TierReadOnly, nil)
 	st := &kernel.State{SessionID: "s1", Run: 2, Turn: 3}
-	c, err := kernel.NewCall("c1", tool.Spec(), json.RawMessage(`{"text":"x"}`), st, nil, nil)
+	c, err := kernel.NewCall("c1", tool.Spec(), json.RawMessage(`{"text":"x"}`), st)
 	if err != nil {
 		t.Fatal(err)
 	}

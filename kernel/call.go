@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 )
@@ -15,7 +16,7 @@ import (
 type Call struct {
 	id       string
 	spec     ToolSpec
-	tool     Tool // what the core runs; nil for calls built by NewCall
+	tool     Tool // what the core runs; nil for calls built outside the loop
 	args     json.RawMessage
 	st       *State
 	approved bool
@@ -94,29 +95,30 @@ func (c *Call) Emit(e Event) {
 	}
 }
 
-// CallOptions are the optional parts of a Call built by NewCall.
-type CallOptions struct {
-	// Approved marks the call as approved by a human.
-	Approved bool
-}
-
-// NewCall builds a Call outside the loop, for tests of hooks and policies.
-// validate may be nil, in which case SetArgs fails.
-func NewCall(id string, spec ToolSpec, args json.RawMessage, st *State, validate func(json.RawMessage) (map[string]any, error), emit func(Event), opts ...CallOptions) (*Call, error) {
-	c := &Call{id: id, spec: spec, st: st, validate: validate, emit: emit}
-	for _, o := range opts {
-		c.approved = c.approved || o.Approved
-	}
-	if validate != nil {
-		if err := c.SetArgs(args); err != nil {
-			return nil, err
-		}
-		return c, nil
-	}
+// NewCall builds a Call outside the loop, as policy evaluation outside a
+// run needs it (`policy test`, replay of a stored session): the arguments
+// must be a JSON object but are not checked against spec.Schema, and SetArgs
+// fails for want of a validator. Registry.NewCall builds one that validates;
+// kerneltest.NewCall is the shorthand for tests.
+func NewCall(id string, spec ToolSpec, args json.RawMessage, st *State) (*Call, error) {
 	v, err := decodeObject(args)
 	if err != nil {
 		return nil, err
 	}
-	c.args, c.value = args, v
+	return &Call{id: id, spec: spec, st: st, args: args, value: v}, nil
+}
+
+// NewCall builds a Call of the named tool outside the loop, with its
+// arguments validated against the tool's schema as the loop validates them
+// (SetArgs validates again). Errors wrap ErrUnknownTool or ErrInvalidArgs.
+func (r *Registry) NewCall(id, name string, args json.RawMessage, st *State) (*Call, error) {
+	e, ok := r.entry(name)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
+	}
+	c := &Call{id: id, spec: e.spec, st: st, validate: e.validate}
+	if err := c.SetArgs(args); err != nil {
+		return nil, err
+	}
 	return c, nil
 }

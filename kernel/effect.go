@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/agentkernel/agentkernel/tool"
 )
 
 // Interrupted side effects, made knowable. A round's tool calls are stored
@@ -17,27 +19,21 @@ import (
 // built-in write_file and edit_file do); a tool without it, subprocess
 // plugins included for now, keeps Interrupted.
 
-// SideEffect is what a SideEffectChecker found out about an interrupted call.
-type SideEffect int
+// SideEffect is what a SideEffectChecker found out about an interrupted
+// call (tool.SideEffect).
+type SideEffect = tool.SideEffect
 
+// The answers of a SideEffectChecker.
 const (
-	// SideEffectUnknown: the tool cannot tell (the result says Interrupted).
-	SideEffectUnknown SideEffect = iota
-	// SideEffectCompleted: the call's effect is in place.
-	SideEffectCompleted
-	// SideEffectNotRun: the call's effect is absent and nothing it would have
-	// touched changed since the round started.
-	SideEffectNotRun
+	SideEffectUnknown   = tool.SideEffectUnknown
+	SideEffectCompleted = tool.SideEffectCompleted
+	SideEffectNotRun    = tool.SideEffectNotRun
 )
 
-// SideEffectChecker is an optional interface of a Tool: CheckSideEffect tells
-// whether a call with args, intended at since (when the round started),
-// completed. It must only read, and must answer SideEffectUnknown unless it
-// is sure; detail says what it checked ("docs/a.md has the 120 bytes the
-// call writes (sha256 …)").
-type SideEffectChecker interface {
-	CheckSideEffect(ctx context.Context, args json.RawMessage, since time.Time) (e SideEffect, detail string)
-}
+// SideEffectChecker is an optional interface of a Tool
+// (tool.SideEffectChecker): CheckSideEffect tells whether a call with args,
+// intended at since (when the round started), completed.
+type SideEffectChecker = tool.SideEffectChecker
 
 // The results repair gives an interrupted call whose outcome is known.
 const (

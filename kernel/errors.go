@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	toolpkg "github.com/agentkernel/agentkernel/tool"
 )
 
 // Sentinel errors callers branch on with errors.Is.
@@ -17,7 +19,6 @@ var (
 	ErrBlocked         = errors.New("blocked by hook")
 	ErrToolTimeout     = errors.New("tool timed out")
 	ErrCancelled       = errors.New("cancelled")
-	ErrBudgetExceeded  = errors.New("budget exceeded")
 	ErrApprovalPending = errors.New("session has a pending approval")
 	ErrNoApproval      = errors.New("session has no pending approval")
 	ErrDuplicateTool   = errors.New("duplicate tool name")
@@ -25,9 +26,11 @@ var (
 	errNoValidator = errors.New("call has no validator")
 )
 
-// ToolError is a failed tool call. Code is a short machine-readable class
-// ("unknown_tool", "invalid_args", "denied", "blocked", "timeout",
-// "cancelled", "tool_error", or a plugin's own code), Err the cause.
+// ToolError is a failed tool call. Code is a short machine-readable class,
+// one of the tool.Code* constants (tool.CodeUnknownTool, CodeInvalidArgs,
+// CodeDenied, CodeBlocked, CodeTimeout, CodeCancelled, CodeToolError, ...) or
+// a plugin's own code; Err is the cause. A run stopped by a budget is not an
+// error: it ends with StopReason "budget:<id>".
 type ToolError struct {
 	Tool string
 	Code string
@@ -61,5 +64,5 @@ func (e *RegistrationError) Error() string { return fmt.Sprintf("register tool %
 func (e *RegistrationError) Unwrap() error { return e.Err }
 
 func timeoutError(tool string, d time.Duration) *ToolError {
-	return &ToolError{Tool: tool, Code: "timeout", Err: fmt.Errorf("%w after %s", ErrToolTimeout, d)}
+	return &ToolError{Tool: tool, Code: toolpkg.CodeTimeout, Err: fmt.Errorf("%w after %s", ErrToolTimeout, d)}
 }

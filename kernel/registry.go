@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
+	"github.com/agentkernel/agentkernel/internal/schema"
 )
 
 // Registry holds the tools a kernel can call, each with its compiled
@@ -31,7 +29,7 @@ type Registry struct {
 type entry struct {
 	tool   Tool
 	spec   ToolSpec
-	schema *jsonschema.Schema
+	schema Schema
 }
 
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
@@ -87,31 +85,18 @@ func compileTool(t Tool) (*entry, error) {
 	return &entry{tool: t, spec: spec, schema: s}, nil
 }
 
+// Schema is a compiled JSON Schema.
+type Schema interface {
+	// Validate checks v, a value as encoding/json decodes it. A violation
+	// is an error whose SchemaProblems list every failing location.
+	Validate(v any) error
+}
+
 // CompileSchema compiles a tool's argument schema (draft 2020-12 unless the
-// schema says otherwise). Remote $refs are refused: a schema must be
-// self-contained.
-func CompileSchema(name string, schema json.RawMessage) (*jsonschema.Schema, error) {
-	var top map[string]any
-	if err := json.Unmarshal(schema, &top); err != nil {
-		return nil, fmt.Errorf("schema is not a JSON object: %w", err)
-	}
-	if t, ok := top["type"]; ok && t != "object" {
-		return nil, fmt.Errorf("schema type must be \"object\" (tool arguments are a JSON object), got %v", t)
-	}
-	c := jsonschema.NewCompiler()
-	c.Draft = jsonschema.Draft2020
-	c.LoadURL = func(u string) (io.ReadCloser, error) {
-		return nil, fmt.Errorf("remote $ref %q is not allowed in a tool schema", u)
-	}
-	url := "mem:///tools/" + name + ".json"
-	if err := c.AddResource(url, bytes.NewReader(schema)); err != nil {
-		return nil, fmt.Errorf("invalid schema: %w", err)
-	}
-	s, err := c.Compile(url)
-	if err != nil {
-		return nil, fmt.Errorf("invalid schema: %w", err)
-	}
-	return s, nil
+// schema says otherwise). It must be an object schema, and self-contained:
+// remote $refs are refused. name only labels the schema in errors.
+func CompileSchema(name string, s json.RawMessage) (Schema, error) {
+	return schema.CompileTool(name, s)
 }
 
 // Lookup returns the named tool.
@@ -220,37 +205,13 @@ func jsonKind(v any) string {
 
 // SchemaProblem is one leaf of a JSON Schema violation: where in the
 // instance ("/" for the root) and what is wrong.
-type SchemaProblem struct {
-	Location string
-	Message  string
-}
+type SchemaProblem = schema.Problem
 
-// SchemaProblems flattens a jsonschema validation error into its leaves,
-// the causes that say what is actually wrong, in order and without
-// repeats. It returns nil for any other error.
-func SchemaProblems(err error) []SchemaProblem {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return nil
-	}
-	var out []SchemaProblem
-	var walk func(*jsonschema.ValidationError)
-	walk = func(v *jsonschema.ValidationError) {
-		if len(v.Causes) == 0 {
-			loc := v.InstanceLocation
-			if loc == "" {
-				loc = "/"
-			}
-			out = append(out, SchemaProblem{Location: loc, Message: strings.Replace(v.Message, ", but got ", ", got ", 1)})
-			return
-		}
-		for _, c := range v.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	return slices.Compact(out)
-}
+// SchemaProblems returns the leaves of a schema violation returned by a
+// Schema's Validate (or wrapped in an error), the causes that say what is
+// actually wrong, in order and without repeats. It returns nil for any other
+// error.
+func SchemaProblems(err error) []SchemaProblem { return schema.Problems(err) }
 
 // describeValidation renders a schema violation as "path: message" parts
 // joined by "; ".

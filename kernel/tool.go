@@ -2,93 +2,52 @@ package kernel
 
 import (
 	"context"
-	"encoding/json"
-	"time"
+
+	"github.com/agentkernel/agentkernel/tool"
 )
 
-// Tier says how much harm a tool can do. The loop runs contiguous read-only
-// calls concurrently and every other call alone, in document order.
-type Tier string
+// The tool contract lives in package tool, which plugins import without
+// linking the kernel; these are its names as the kernel has always spelt
+// them.
+
+// Tier says how much harm a tool can do (tool.Tier). The loop runs
+// contiguous read-only calls concurrently and every other call alone, in
+// document order.
+type Tier = tool.Tier
 
 // The tiers. A tool must declare one; there is no default.
 const (
-	TierReadOnly      Tier = "read_only"
-	TierSideEffecting Tier = "side_effecting"
-	TierPrivileged    Tier = "privileged"
+	TierReadOnly      = tool.TierReadOnly
+	TierSideEffecting = tool.TierSideEffecting
+	TierPrivileged    = tool.TierPrivileged
 )
 
-// Valid reports whether t is one of the three tiers.
-func (t Tier) Valid() bool {
-	return t == TierReadOnly || t == TierSideEffecting || t == TierPrivileged
-}
+// ToolSpec describes a tool to the model and to the kernel (tool.Spec).
+type ToolSpec = tool.Spec
 
-// ToolSpec describes a tool to the model and to the kernel.
-type ToolSpec struct {
-	// Name is what the model calls. 1–64 characters of [A-Za-z0-9_.-];
-	// tools from plugins are namespaced "plugin.tool".
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	// Schema is the JSON Schema of the arguments, an object schema. Empty
-	// means {"type":"object"}.
-	Schema json.RawMessage `json:"schema,omitempty"`
-	Tier   Tier            `json:"tier"`
-	Tags   []string        `json:"tags,omitempty"`
-	// Timeout bounds one call; zero means the kernel's default.
-	Timeout time.Duration `json:"timeout,omitempty"`
-	// Source says where the tool comes from: "builtin", "subprocess:<plugin>",
-	// "wasm:<module>" or "mcp:<server>".
-	Source string `json:"source"`
-}
+// Result is what a tool hands back (tool.Result).
+type Result = tool.Result
 
-// Result is what a tool hands back. Content is the text the model reads.
-type Result struct {
-	Content string `json:"content"`
-	// IsError marks a result that reports a failure the model should see as
-	// one. A tool that returns a non-nil error gets IsError set for it.
-	IsError bool `json:"is_error,omitempty"`
-}
+// Tool is a callable tool (tool.Tool). Call receives arguments that have
+// already been parsed and validated against Spec().Schema, and a context
+// that carries the call's deadline and the run's cancellation; a Tool must
+// return promptly once ctx is done. Implementations must be safe for
+// concurrent use: read-only calls run in parallel.
+type Tool = tool.Tool
 
-// Tool is a callable tool. Call receives arguments that have already been
-// parsed and validated against Spec().Schema, and a context that carries the
-// call's deadline and the run's cancellation; a Tool must return promptly once
-// ctx is done. Implementations must be safe for concurrent use: read-only
-// calls run in parallel.
-type Tool interface {
-	Spec() ToolSpec
-	Call(ctx context.Context, args json.RawMessage) (Result, error)
-}
-
-// ToolFunc is the call half of a Tool as a function.
-type ToolFunc func(ctx context.Context, args json.RawMessage) (Result, error)
+// ToolFunc is the call half of a Tool as a function (tool.Func).
+type ToolFunc = tool.Func
 
 // NewTool makes a Tool from a spec and a function.
-func NewTool(spec ToolSpec, fn ToolFunc) Tool { return funcTool{spec: spec, fn: fn} }
-
-type funcTool struct {
-	spec ToolSpec
-	fn   ToolFunc
-}
-
-func (t funcTool) Spec() ToolSpec { return t.spec }
-func (t funcTool) Call(ctx context.Context, args json.RawMessage) (Result, error) {
-	return t.fn(ctx, args)
-}
-
-type progressKey struct{}
+func NewTool(spec ToolSpec, fn ToolFunc) Tool { return tool.New(spec, fn) }
 
 // WithProgress returns a context whose ReportProgress calls go to fn. The
 // kernel installs one for every tool call; tests and plugin hosts may install
 // their own.
 func WithProgress(ctx context.Context, fn func(text string)) context.Context {
-	return context.WithValue(ctx, progressKey{}, fn)
+	return tool.WithProgress(ctx, fn)
 }
 
 // ReportProgress tells whoever runs the tool how a long call is going. It
 // becomes a tool.progress event. Without a receiver it does nothing.
-func ReportProgress(ctx context.Context, text string) {
-	if fn, ok := ctx.Value(progressKey{}).(func(string)); ok {
-		fn(text)
-	}
-}
-
-var _ Tool = funcTool{}
+func ReportProgress(ctx context.Context, text string) { tool.ReportProgress(ctx, text) }

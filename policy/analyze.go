@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/expr-lang/expr/ast"
@@ -193,4 +194,79 @@ func (v *literalVisitor) Visit(node *ast.Node) {
 			*v.out = append(*v.out, toolLiteral{key.Value, n.Location()})
 		}
 	}
+}
+
+// shadowPair is a rule r that rule d covers (see covers).
+type shadowPair struct{ d, r *rule }
+
+// shadowed finds every pair (d, r) of rules where shadowing(d),
+// shadowable(r) and covers(d, r), ordered by d then r (file order),
+// without comparing every rule with every other: a d is a candidate for r
+// only when it applies to every tool, applies to r's first tool name,
+// applies to patterns, or lists r's first pattern. covers then decides
+// each candidate exactly as a pairwise check would.
+func shadowed(rules []*rule, shadowing, shadowable func(*rule) bool) []shadowPair {
+	var every, patterns []*rule    // denies for every tool; for globs (per name, unknown)
+	byName := map[string][]*rule{} // denies for a finite set of names
+	byGlob := map[string][]*rule{} // denies that only restrict by tools: globs, by glob
+	var denies []*rule
+	for _, d := range rules {
+		if !shadowing(d) {
+			continue
+		}
+		denies = append(denies, d)
+		if d.globs == nil && d.scope.names == nil {
+			every = append(every, d)
+			continue
+		}
+		if names, finite := ruleNames(d); finite {
+			for _, n := range names {
+				if l := byName[n]; len(l) == 0 || l[len(l)-1] != d {
+					byName[n] = append(l, d)
+				}
+			}
+		} else {
+			patterns = append(patterns, d)
+		}
+		if d.scope.names == nil && d.globs != nil {
+			for _, g := range d.globs {
+				if l := byGlob[g]; len(l) == 0 || l[len(l)-1] != d {
+					byGlob[g] = append(l, d)
+				}
+			}
+		}
+	}
+	if len(denies) == 0 {
+		return nil
+	}
+	var out []shadowPair
+	for _, r := range rules {
+		if !shadowable(r) {
+			continue
+		}
+		var cands []*rule
+		names, finite := ruleNames(r)
+		switch {
+		case finite && len(names) == 0:
+			cands = denies // covers holds vacuously: r applies to no tool
+		case finite:
+			cands = slices.Concat(every, byName[names[0]], patterns)
+		case r.globs != nil && r.scope.names == nil:
+			cands = slices.Concat(every, byGlob[r.globs[0]])
+		default:
+			cands = every
+		}
+		for _, d := range cands {
+			if covers(d, r) {
+				out = append(out, shadowPair{d, r})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b shadowPair) int {
+		if a.d.index != b.d.index {
+			return a.d.index - b.d.index
+		}
+		return a.r.index - b.r.index
+	})
+	return slices.CompactFunc(out, func(a, b shadowPair) bool { return a == b })
 }

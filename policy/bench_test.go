@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/policy"
@@ -71,7 +73,7 @@ func benchDecide(b *testing.B, n int, unindexed bool) {
 	st := &kernel.State{SessionID: "s", Run: 1, Turn: 3, Prompt: "fix the build", ToolCounts: map[string]int{"read_file": 4},
 		RunCalls: []kernel.CallOutcome{{Tool: "read_file", Outcome: kernel.OutcomeOK}, {Tool: "search", Outcome: kernel.OutcomeOK}}}
 	args, _ := json.Marshal(map[string]any{"argv": []string{"go", "test", "./..."}})
-	c, err := kernel.NewCall("c1", spec, args, st, nil, nil)
+	c, err := kernel.NewCall("c1", spec, args, st)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -158,4 +160,114 @@ func BenchmarkLoad(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// genLoadPolicy writes a policy of n rules, each with a test that makes it
+// match, the way a large deployment's generated policy looks: rules over
+// one or a few tools each (tools: lists, tool.name conditions, or no tools
+// at all), when-expressions over call arguments, paths, argv, the tool's
+// tier, session counters and labels, and a var. One rule in 10 applies to
+// every tool with a ticket number in the arguments, one in 20 to every tool
+// with a path prefix, one in 200 to every tool with a regular expression on
+// the command (which no index splits: every test evaluates these), and one
+// in 20 is an unconditional deny of a tool of its own. Every rule is
+// reachable and tested, so the file loads.
+func genLoadPolicy(n int) string {
+	var b, t strings.Builder
+	b.WriteString("name: load\nrevision: \"1\"\ndefaults: {tool_call: allow}\n")
+	b.WriteString("vars:\n  program: 'len(call.argv) > 0 ? call.argv[0] : \"\"'\n")
+	b.WriteString("rules:\n")
+	tools := max(n/10, 1)
+	for i := range n {
+		tool := fmt.Sprintf("svc%d.op", i%tools)
+		var when, in, tools string
+		effect := []string{"deny", "ask", "allow"}[i%3]
+		switch i % 20 {
+		case 0:
+			tool = fmt.Sprintf("blocked%d", i)
+			effect, tools = "deny", fmt.Sprintf("[%s]", tool)
+			in = "{}"
+		case 1, 11:
+			tools = fmt.Sprintf("[%s]", tool)
+			when, in = fmt.Sprintf("call.command matches `\\bbad%d\\b`", i), fmt.Sprintf(`{argv: [x, bad%d]}`, i)
+		case 2, 12:
+			when, in = fmt.Sprintf(`tool.name == %q && any(call.paths, {# startsWith "dir%d/"})`, tool, i), fmt.Sprintf(`{path: dir%d/x}`, i)
+		case 3, 13:
+			tools = fmt.Sprintf("[%s, other%d]", tool, i)
+			when, in = fmt.Sprintf(`call.args.n == %d && session.tool_calls[tool.name] < 100`, i), fmt.Sprintf(`{n: %d}`, i)
+		case 4, 14:
+			when, in = fmt.Sprintf(`tool.name in [%q, "aux%d"] && v.program == "p%d"`, tool, i, i), fmt.Sprintf(`{argv: [p%d]}`, i)
+		case 5, 15:
+			tools = fmt.Sprintf("[%s]", tool)
+			when, in = fmt.Sprintf(`call.args.mode == "m%d" && tool.tier != "privileged"`, i), fmt.Sprintf(`{mode: m%d}`, i)
+		case 6, 16:
+			tools = fmt.Sprintf("[%s]", tool)
+			when, in = fmt.Sprintf(`session.labels.team == "t%d" && call.args.mode == "x"`, i), `{mode: x}`
+		case 7, 17:
+			when, in = fmt.Sprintf(`call.tool == %q && len(call.argv) > 1 && call.argv[1] == "x%d"`, tool, i), fmt.Sprintf(`{argv: [a, x%d]}`, i)
+		case 8, 18:
+			// Every tool: a ticket number in the arguments.
+			when, in = fmt.Sprintf(`call.args.ticket == "T-%d" && session.turns < 500`, i), fmt.Sprintf(`{ticket: T-%d}`, i)
+		case 9:
+			// Every tool: a path prefix.
+			when, in = fmt.Sprintf(`any(call.paths, {# startsWith "g%d/"})`, i), fmt.Sprintf(`{path: g%d/x}`, i)
+		case 19:
+			if i%200 != 19 {
+				tools = fmt.Sprintf("[%s]", tool)
+				when, in = fmt.Sprintf(`call.args.k == "k%d"`, i), fmt.Sprintf(`{k: k%d}`, i)
+				break
+			}
+			// Every tool, a condition no index splits.
+			when, in = fmt.Sprintf(`call.command matches "^tool%d( |$)"`, i), fmt.Sprintf(`{argv: [tool%d, x]}`, i)
+		default:
+			tools = fmt.Sprintf("[%s]", tool)
+			when, in = fmt.Sprintf(`call.args.k == "k%d"`, i), fmt.Sprintf(`{k: k%d}`, i)
+		}
+		fmt.Fprintf(&b, "  - id: r%d\n    effect: %s\n", i, effect)
+		if tools != "" {
+			fmt.Fprintf(&b, "    tools: %s\n", tools)
+		}
+		if when != "" {
+			fmt.Fprintf(&b, "    when: >-\n      %s\n", when)
+		}
+		fmt.Fprintf(&b, "    message: '\"rule %d\"'\n", i)
+		session := ""
+		if i%20 == 6 || i%20 == 16 {
+			session = fmt.Sprintf("session: {labels: {team: t%d}}, ", i)
+		}
+		fmt.Fprintf(&t, "  - name: r%d matches\n    input: {%scall: {tool: %s, args: %s}}\n    expect: {decision: %s, rules: [r%d]}\n", i, session, tool, in, effect, i)
+	}
+	b.WriteString("tests:\n")
+	b.WriteString(t.String())
+	return b.String()
+}
+
+// BenchmarkLoadRules loads (parses, compiles, lints, runs the tests of and
+// checks the coverage of) generated policies of 100, 1,000 and 10,000
+// rules with a test each. Target: 10,000 rules in under 2s.
+func BenchmarkLoadRules(b *testing.B) {
+	for _, n := range []int{100, 1000, 2000, 10000} {
+		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			src := []byte(genLoadPolicy(n))
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if _, err := policy.Load("load.yaml", src, policy.Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// The process's CPU time per load (GC included): on a shared,
+			// loaded machine it says more than the wall time.
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

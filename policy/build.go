@@ -155,6 +155,9 @@ func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
 		}
 		p.budgets = append(p.budgets, b)
 	}
+	if ps.ctx != nil && ps.ctx.Err() != nil {
+		return p // cancelled: the caller reports that, not what is left
+	}
 	p.lint(ps)
 	p.checkTests(ps)
 	return p

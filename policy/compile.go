@@ -1,17 +1,23 @@
 package policy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/checker"
+	exprcompiler "github.com/expr-lang/expr/compiler"
+	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/optimizer"
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 	"gopkg.in/yaml.v3"
@@ -34,10 +40,16 @@ type compiler struct {
 	varIdx map[string]int
 	// used records the vars and constants some expression refers to.
 	used map[string]bool
+	mu   sync.Mutex // serialises compileSrc
+	// configs are the expr configurations by resultKind (see config).
+	configs [wantAny + 1]*conf.Config
+	// ctx, when done, makes compile a no-op returning nil: the load is
+	// being cancelled, and its caller returns ctx's error, not the result.
+	ctx context.Context
 }
 
 func newCompiler(ps *problems, doc *fileDoc) *compiler {
-	c := &compiler{ps: ps, consts: map[string]constDef{}, vars: doc.Vars, varIdx: map[string]int{}, used: map[string]bool{}}
+	c := &compiler{ps: ps, ctx: ps.ctx, consts: map[string]constDef{}, vars: doc.Vars, varIdx: map[string]int{}, used: map[string]bool{}}
 	for _, k := range doc.Budget {
 		c.consts[k.Name] = k
 	}
@@ -62,6 +74,9 @@ var exprEnv = Env{}
 // visible (len(vars) for everything but vars themselves). A problem is
 // reported and nil returned when it does not compile.
 func (c *compiler) compile(e exprSrc, where string, want resultKind, upto int) *program {
+	if c.ctx != nil && c.ctx.Err() != nil {
+		return nil
+	}
 	prog, errs := c.compileSrc(e.Src, want, upto)
 	if len(errs) > 0 {
 		for _, err := range errs {
@@ -82,15 +97,13 @@ func (c *compiler) compileSrc(src string, want resultKind, upto int) (prog *vm.P
 	if strings.TrimSpace(src) == "" {
 		return nil, []exprError{{0, "the expression is empty"}}
 	}
+	// Explain compiles after the load, possibly from several goroutines:
+	// the configurations and c.used are shared.
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	in := &inliner{c: c, upto: upto}
-	opts := []expr.Option{expr.Env(exprEnv), expr.DisableBuiltin("now"), expr.Patch(in)}
-	opts = append(opts, exprFuncs...)
-	switch want {
-	case wantBool:
-		opts = append(opts, expr.AsBool())
-	case wantString:
-		opts = append(opts, expr.AsKind(reflect.String))
-	}
+	cfg := c.config(want)
+	cfg.Visitors = []ast.Visitor{in}
 	defer func() {
 		// expr is third-party code fed with user input: a panic in it is a
 		// compile error of this expression, not a crash of the kernel.
@@ -98,7 +111,7 @@ func (c *compiler) compileSrc(src string, want resultKind, upto int) (prog *vm.P
 			prog, errs = nil, []exprError{{0, fmt.Sprintf("the expression could not be compiled (%v)", r)}}
 		}
 	}()
-	prog, err := expr.Compile(src, opts...)
+	prog, err := compileWith(src, cfg)
 	if len(in.errs) > 0 {
 		return nil, in.errs
 	}
@@ -110,6 +123,53 @@ func (c *compiler) compileSrc(src string, want resultKind, upto int) (prog *vm.P
 		return nil, []exprError{{0, friendly(err.Error(), want)}}
 	}
 	return prog, nil
+}
+
+// config returns the compiler's expr configuration for a result kind,
+// made once per file: building one (expr's builtins table, the type
+// information of Env) costs more than compiling a typical expression (see
+// RATIONALE.md, "Policy load is linear: indexes, not pairs").
+func (c *compiler) config(want resultKind) *conf.Config {
+	if c.configs[want] != nil {
+		return c.configs[want]
+	}
+	opts := []expr.Option{expr.Env(exprEnv), expr.DisableBuiltin("now")}
+	opts = append(opts, exprFuncs...)
+	switch want {
+	case wantBool:
+		opts = append(opts, expr.AsBool())
+	case wantString:
+		opts = append(opts, expr.AsKind(reflect.String))
+	}
+	cfg := conf.CreateNew()
+	for _, op := range opts {
+		op(cfg)
+	}
+	for name := range cfg.Disabled {
+		delete(cfg.Builtins, name)
+	}
+	c.configs[want] = cfg
+	return cfg
+}
+
+// compileWith is expr.Compile with a prepared configuration (the same
+// steps: parse and check, optimise, compile).
+func compileWith(src string, cfg *conf.Config) (*vm.Program, error) {
+	cfg.Check()
+	tree, err := checker.ParseCheck(src, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Optimize {
+		if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
+			var fe *file.Error
+			if errors.As(err, &fe) {
+				return nil, fe.Bind(tree.Source)
+			}
+			return nil, err
+		}
+	}
+	return exprcompiler.Compile(tree, cfg)
 }
 
 func (c *compiler) report(e exprSrc, where string, err exprError) {

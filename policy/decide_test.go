@@ -27,7 +27,7 @@ func decideOn(t *testing.T, p *Policy, spec kernel.ToolSpec, args string, st *ke
 	if st == nil {
 		st = &kernel.State{Run: 1, Turn: 1, ToolCounts: map[string]int{}}
 	}
-	c, err := kernel.NewCall("c1", spec, json.RawMessage(args), st, nil, nil)
+	c, err := kernel.NewCall("c1", spec, json.RawMessage(args), st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestDeprecatedTurnNames(t *testing.T) {
 		msg  string
 	}{{7, kernel.EffectAsk, "turn 7 of run 1"}, {2, kernel.EffectAllow, "no rule matched; the default is allow"}} {
 		st := &kernel.State{Run: 1, Turn: tc.turn, MaxTurns: 8}
-		call, err := kernel.NewCall("c1", write, []byte(`{"path":"a","content":"b"}`), st, nil, nil)
+		call, err := kernel.NewCall("c1", write, []byte(`{"path":"a","content":"b"}`), st)
 		if err != nil {
 			t.Fatal(err)
 		}

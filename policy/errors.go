@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -112,6 +113,7 @@ type problems struct {
 	file  string
 	lines []string
 	list  []Problem
+	ctx   context.Context // nil: not cancellable; see compiler.compile
 }
 
 func (ps *problems) add(stage Stage, line, col int, where, format string, a ...any) {

@@ -35,7 +35,7 @@ tests:
 	spec := policy.BuiltinSpecs()[5] // run_command: its argv becomes call.command
 	st := &kernel.State{Run: 1, Turn: 1}
 	for _, argv := range []string{`["git","push","--force","origin"]`, `["git","status"]`} {
-		call, err := kernel.NewCall("c1", spec, []byte(`{"argv":`+argv+`}`), st, nil, nil)
+		call, err := kernel.NewCall("c1", spec, []byte(`{"argv":`+argv+`}`), st)
 		if err != nil {
 			fmt.Println(err)
 			return

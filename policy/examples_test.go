@@ -1,17 +1,15 @@
 package policy_test
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentkernel/agentkernel/internal/schema"
 	"github.com/agentkernel/agentkernel/policy"
-	"github.com/agentkernel/agentkernel/schemas"
 )
 
 // TestExamplePolicies: every example loads against the built-in tools (so
@@ -31,18 +29,9 @@ func TestExamplePolicies(t *testing.T) {
 	}
 }
 
-func policySchema(t *testing.T) *jsonschema.Schema {
+func policySchema(t *testing.T) *schema.Schema {
 	t.Helper()
-	b, err := schemas.FS.ReadFile("policy.schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.Draft = jsonschema.Draft2020
-	if err := c.AddResource("policy.schema.json", bytes.NewReader(b)); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("policy.schema.json")
+	s, err := schema.Embedded("policy.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func FuzzLoad(f *testing.F) {
 		p.Budget(ctx, st, kernel.AfterTools)
 		for _, args := range []string{`{"path":"src/../.env","argv":["rm","-rf","/"]}`, `{}`} {
 			for _, spec := range specs {
-				c, err := kernel.NewCall("c", spec, []byte(args), st, nil, nil)
+				c, err := kernel.NewCall("c", spec, []byte(args), st)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -249,7 +249,7 @@ func (in *Input) call(specs *specSet, st *kernel.State) (*kernel.Call, error) {
 	if id == "" {
 		id = "call_1"
 	}
-	c, err := kernel.NewCall(id, spec, raw, st, nil, nil)
+	c, err := kernel.NewCall(id, spec, raw, st)
 	if err != nil {
 		return nil, fmt.Errorf("input.call.args: %w", err)
 	}

@@ -204,16 +204,13 @@ func (p *Policy) lintUnreachable(ps *problems) {
 			ps.at(StageLint, r.at, "rule "+quote(r.id), "the rule can never match: its when is false for every tool")
 		}
 	}
-	for _, d := range p.rules {
-		if d.dryrun || d.effect != kernel.EffectDeny || !d.unconditional() || d.when != nil && d.scope.names != nil && len(d.scope.names) == 0 {
-			continue
-		}
-		for _, r := range p.rules {
-			if r.dryrun || r.effect == kernel.EffectDeny || !covers(d, r) {
-				continue
-			}
-			ps.at(StageLint, r.at, "rule "+quote(r.id), "unreachable: rule %q (line %d) denies every call of %s unconditionally, and deny wins", d.id, d.at.Line, describeTools(r))
-		}
+	shadowing := func(d *rule) bool {
+		return !d.dryrun && d.effect == kernel.EffectDeny && d.unconditional() && !(d.when != nil && d.scope.names != nil && len(d.scope.names) == 0)
+	}
+	shadowable := func(r *rule) bool { return !r.dryrun && r.effect != kernel.EffectDeny }
+	for _, sh := range shadowed(p.rules, shadowing, shadowable) { // indexed, not pairwise: see analyze.go
+		d, r := sh.d, sh.r
+		ps.at(StageLint, r.at, "rule "+quote(r.id), "unreachable: rule %q (line %d) denies every call of %s unconditionally, and deny wins", d.id, d.at.Line, describeTools(r))
 	}
 	for i, s := range p.selects {
 		if s.when != nil {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -8,11 +9,16 @@ import (
 
 // LoadFile reads and loads a policy file; see Load.
 func LoadFile(path string, opts Options) (*Policy, error) {
+	return LoadFileContext(context.Background(), path, opts)
+}
+
+// LoadFileContext is LoadFile, stopping with ctx's error when ctx is done.
+func LoadFileContext(ctx context.Context, path string, opts Options) (*Policy, error) {
 	src, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Load(path, src, opts)
+	return LoadContext(ctx, path, src, opts)
 }
 
 func readFile(path string) ([]byte, error) {
@@ -33,11 +39,25 @@ func readFile(path string) ([]byte, error) {
 // every problem with its file:line:col (matching ErrSyntax, ErrCompile,
 // ErrLint or ErrTestsFailed). name is the file name used in messages.
 func Load(name string, src []byte, opts Options) (*Policy, error) {
-	p, ps := compile(name, src, opts)
+	return LoadContext(context.Background(), name, src, opts)
+}
+
+// LoadContext is Load, cancellable: when ctx is done it stops compiling
+// or testing within a few expressions and returns an error that matches
+// ctx's (context.Canceled or context.DeadlineExceeded) and names the file.
+// The kernel's CLI cancels it on SIGINT and SIGTERM.
+func LoadContext(ctx context.Context, name string, src []byte, opts Options) (*Policy, error) {
+	p, ps, err := compileContext(ctx, name, src, opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
-	rep := p.RunTests()
+	rep, err := p.RunTestsContext(ctx)
+	if err != nil {
+		return nil, cancelled(name, "testing", err)
+	}
 	for _, t := range rep.Results {
 		for _, f := range t.Failures {
 			ps.add(StageTest, t.Line, t.Col, fmt.Sprintf("test %q", t.Name), "%s", f)
@@ -55,7 +75,15 @@ func Load(name string, src []byte, opts Options) (*Policy, error) {
 // (RunTests) or to explain inputs against a policy under construction; do
 // not give its result to a kernel.
 func Compile(name string, src []byte, opts Options) (*Policy, error) {
-	p, ps := compile(name, src, opts)
+	return CompileContext(context.Background(), name, src, opts)
+}
+
+// CompileContext is Compile, stopping with ctx's error when ctx is done.
+func CompileContext(ctx context.Context, name string, src []byte, opts Options) (*Policy, error) {
+	p, ps, err := compileContext(ctx, name, src, opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
@@ -64,23 +92,49 @@ func Compile(name string, src []byte, opts Options) (*Policy, error) {
 
 // CompileFile reads and compiles a policy file; see Compile.
 func CompileFile(path string, opts Options) (*Policy, error) {
+	return CompileFileContext(context.Background(), path, opts)
+}
+
+// CompileFileContext is CompileFile, stopping with ctx's error when ctx
+// is done.
+func CompileFileContext(ctx context.Context, path string, opts Options) (*Policy, error) {
 	src, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Compile(path, src, opts)
+	return CompileContext(ctx, path, src, opts)
 }
 
-func compile(name string, src []byte, opts Options) (*Policy, *problems) {
-	ps := &problems{file: name, lines: splitLines(src)}
+// compileContext parses, compiles and lints src. The error is only ever
+// ctx's (wrapped by cancelled); problems with the file are in ps.
+func compileContext(ctx context.Context, name string, src []byte, opts Options) (*Policy, *problems, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, cancelled(name, "loading", err)
+	}
+	ps := &problems{file: name, lines: splitLines(src), ctx: ctx}
 	doc := parseFile(ps, src)
+	if err := ctx.Err(); err != nil {
+		return nil, nil, cancelled(name, "parsing", err)
+	}
 	if doc == nil {
-		return nil, ps
+		return nil, ps, nil
 	}
 	// Build even after syntax problems: the parts that did decode still
-	// get checked, so one run reports everything.
+	// get checked, so one run reports everything. The compiler stops
+	// compiling once ctx is done (see compiler.ctx).
 	p := build(ps, doc, src, opts)
-	return p, ps
+	p.comp.ctx = nil // the policy outlives the load (Explain compiles)
+	p.rindex = newRuleIndex(p.rules)
+	if err := ctx.Err(); err != nil {
+		return nil, nil, cancelled(name, "compiling", err)
+	}
+	return p, ps, nil
+}
+
+// cancelled wraps ctx's error: "policy FILE: cancelled while testing:
+// context canceled". It matches context.Canceled (or DeadlineExceeded).
+func cancelled(name, stage string, err error) error {
+	return fmt.Errorf("policy %s: cancelled while %s: %w", name, stage, err)
 }
 
 // CheckFile is `kernel policy check`: it compiles and lints the file,
@@ -88,11 +142,20 @@ func compile(name string, src []byte, opts Options) (*Policy, *problems) {
 // but does not report test failures (that is `kernel policy test`). The
 // error is a *LoadError.
 func CheckFile(path string, opts Options) error {
-	p, err := CompileFile(path, opts)
+	return CheckFileContext(context.Background(), path, opts)
+}
+
+// CheckFileContext is CheckFile, stopping with ctx's error when ctx is
+// done.
+func CheckFileContext(ctx context.Context, path string, opts Options) error {
+	p, err := CompileFileContext(ctx, path, opts)
 	if err != nil {
 		return err
 	}
-	rep := p.RunTests()
+	rep, err := p.RunTestsContext(ctx)
+	if err != nil {
+		return cancelled(path, "testing", err)
+	}
 	if len(rep.Untested) > 0 {
 		return &LoadError{File: path, Problems: rep.Untested}
 	}
@@ -103,18 +166,32 @@ func CheckFile(path string, opts Options) error {
 // policy and runs its tests, writing go-test-like output to w. It reports
 // whether every file compiled and passed.
 func TestFiles(w io.Writer, paths []string, opts Options, verbose bool) bool {
+	ok, _ := TestFilesContext(context.Background(), w, paths, opts, verbose)
+	return ok
+}
+
+// TestFilesContext is TestFiles, stopping when ctx is done: the error is
+// then ctx's (wrapped, naming the file), and the files after it are not
+// tested.
+func TestFilesContext(ctx context.Context, w io.Writer, paths []string, opts Options, verbose bool) (bool, error) {
 	ok := true
 	for _, path := range paths {
-		p, err := CompileFile(path, opts)
+		p, err := CompileFileContext(ctx, path, opts)
+		if err != nil && ctx.Err() != nil {
+			return false, err
+		}
 		if err != nil {
 			ok = false
 			fmt.Fprintf(w, "%v\nFAIL\t%s\t[does not compile]\n", err, path)
 			continue
 		}
-		rep := p.RunTests()
+		rep, err := p.RunTestsContext(ctx)
+		if err != nil {
+			return false, cancelled(path, "testing", err)
+		}
 		if err := rep.Format(w, verbose); err != nil || !rep.Passed() {
 			ok = false
 		}
 	}
-	return ok
+	return ok, nil
 }

@@ -101,7 +101,7 @@ func TestDecisionLogWriteError(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := &kernel.State{Run: 1, Turn: 1}
-	c, err := kernel.NewCall("c", policy.BuiltinSpecs()[0], []byte(`{"path":"a"}`), st, nil, nil)
+	c, err := kernel.NewCall("c", policy.BuiltinSpecs()[0], []byte(`{"path":"a"}`), st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,7 @@ type Policy struct {
 
 	entries  sync.Map // tool name → *toolEntry
 	nEntries atomic.Int64
+	rindex   *ruleIndex // set by the load; see rulesFor
 }
 
 type varDef struct {
@@ -145,22 +146,8 @@ func (p *Policy) entry(name string) *toolEntry {
 	if e, ok := p.entries.Load(name); ok {
 		return e.(*toolEntry)
 	}
-	e := &toolEntry{inSet: make([]bool, len(p.sets))}
-	for _, r := range p.rules {
-		if !r.appliesTo(name) {
-			continue
-		}
-		switch {
-		case r.dryrun:
-			e.dryrun = append(e.dryrun, r)
-		case r.effect == kernel.EffectDeny:
-			e.deny = append(e.deny, r)
-		case r.effect == kernel.EffectAsk:
-			e.ask = append(e.ask, r)
-		default:
-			e.allow = append(e.allow, r)
-		}
-	}
+	e := entryOf(p.rulesFor(name))
+	e.inSet = make([]bool, len(p.sets))
 	for i, s := range p.sets {
 		e.inSet[i] = s.has(name)
 	}

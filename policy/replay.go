@@ -128,7 +128,7 @@ func lastWithCalls(msgs []kernel.Message, i int) bool {
 }
 
 func (p *Policy) redecide(m *vm.VM, st *kernel.State, rc *ReplayedCall, tc kernel.ToolCall, spec kernel.ToolSpec, offered bool) {
-	call, err := kernel.NewCall(tc.ID, spec, json.RawMessage(tc.Arguments), st, nil, nil)
+	call, err := kernel.NewCall(tc.ID, spec, json.RawMessage(tc.Arguments), st)
 	if err != nil {
 		rc.Message = "arguments do not parse: " + err.Error()
 		return

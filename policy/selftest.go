@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -107,14 +108,44 @@ type coverage struct {
 // RunTests runs the file's own tests (the tests: section) and reports what
 // they did not exercise. It never uses the decision log.
 func (p *Policy) RunTests() *TestReport {
+	rep, _ := p.RunTestsContext(context.Background())
+	return rep
+}
+
+// RunTestsContext is RunTests, stopping early with ctx's error when ctx
+// is done (the report is then incomplete).
+//
+// Each test evaluates only the rules that can match its call (see
+// testIndex), so the run is linear in the number of tests and rules, not
+// their product; the report is the one evaluating every rule would give.
+func (p *Policy) RunTestsContext(ctx context.Context) (*TestReport, error) {
+	return p.runTests(ctx, true)
+}
+
+// runTests runs the tests, with each test's candidate rules from the
+// index, or (indexed false, the reference the tests compare with) every
+// rule that applies to the call's tool.
+func (p *Policy) runTests(ctx context.Context, indexed bool) (*TestReport, error) {
 	rep := &TestReport{File: p.file, Policy: p.name, Revision: p.revision}
 	cov := &coverage{
 		rules: make([]int, len(p.rules)), selects: make([]int, len(p.selects)),
 		drops: make([]int, len(p.drops)), budgets: make([]int, len(p.budgets)),
 	}
-	m := new(vm.VM)
+	run := &testRun{m: new(vm.VM), cov: cov, rules: make([]evalResult, len(p.rules)), ex: map[string]*toolEntry{}}
 	for i := range p.tests {
-		rep.Results = append(rep.Results, p.runTest(m, &p.tests[i], cov))
+		if i%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return rep, err
+			}
+		}
+		if indexed && run.idx == nil && p.tests[i].Expect.wantsDecision() {
+			run.idx = p.newTestIndex()
+		}
+		run.epoch = i + 1
+		rep.Results = append(rep.Results, p.runTest(run, &p.tests[i]))
+	}
+	if err := ctx.Err(); err != nil {
+		return rep, err
 	}
 	where := func(kind, id string) string { return kind + " " + quote(id) }
 	for i, r := range p.rules {
@@ -137,7 +168,38 @@ func (p *Policy) RunTests() *TestReport {
 			rep.Untested = append(rep.Untested, p.problem(StageLint, b.at, where("budget", b.id), "no test makes this budget warn or stop; add a test with expect.stop or expect.warnings"))
 		}
 	}
-	return rep
+	return rep, nil
+}
+
+// testRun is the state one run of the tests shares between tests.
+type testRun struct {
+	m     *vm.VM
+	cov   *coverage
+	idx   *testIndex // built at the first test that expects a decision; nil: no index
+	epoch int
+	// rules is the rules part of every test's trace, reset after each test
+	// (only the rules a test evaluated are set), so a test costs what it
+	// evaluates, not the size of the file.
+	rules []evalResult
+	// ex caches the argument extractors by tool name.
+	ex map[string]*toolEntry
+}
+
+// trace returns a trace for one test, sharing run.rules.
+func (run *testRun) trace(p *Policy) *trace {
+	return &trace{
+		rules: run.rules, selects: make([]evalResult, len(p.selects)),
+		chosen: -1, dropped: map[string]string{}, budgets: make([]budgetEval, len(p.budgets)),
+	}
+}
+
+func (run *testRun) extractor(name string, schema []byte) *extractor {
+	e, ok := run.ex[name]
+	if !ok {
+		e = &toolEntry{}
+		run.ex[name] = e
+	}
+	return e.extractor(schema)
 }
 
 func (p *Policy) problem(stage Stage, at pos, where, msg string) Problem {
@@ -148,7 +210,8 @@ func (p *Policy) problem(stage Stage, at pos, where, msg string) Problem {
 	return pr
 }
 
-func (p *Policy) runTest(m *vm.VM, t *testDoc, cov *coverage) TestResult {
+func (p *Policy) runTest(run *testRun, t *testDoc) TestResult {
+	m, cov := run.m, run.cov
 	res := TestResult{Name: t.Name.V, Line: t.Name.At.Line, Col: t.Name.At.Col}
 	fail := func(format string, a ...any) { res.Failures = append(res.Failures, fmt.Sprintf(format, a...)) }
 	in := &t.Input
@@ -160,15 +223,30 @@ func (p *Policy) runTest(m *vm.VM, t *testDoc, cov *coverage) TestResult {
 			fail("%v", err)
 			return res
 		}
-		tr := p.newTrace()
+		tr := run.trace(p)
 		env := new(Env)
 		env.fillState(st)
-		e := p.entry(call.Tool().Name)
-		env.fillCall(call, e.extractor(call.Tool().Schema))
-		d := p.decide(m, env, e, tr)
-		for i, r := range tr.rules {
-			if r.ran && (r.matched || r.err != nil && p.rules[i].effect != kernel.EffectAllow) {
-				cov.rules[i]++
+		name := call.Tool().Name
+		env.fillCall(call, run.extractor(name, call.Tool().Schema))
+		var cands []*rule
+		if run.idx != nil {
+			cands = run.idx.candidates(m, env, name, run.epoch)
+		} else {
+			for _, r := range p.rules {
+				if r.appliesTo(name) {
+					cands = append(cands, r)
+				}
+			}
+		}
+		d := p.decide(m, env, entryOf(cands), tr)
+		defer func() {
+			for _, r := range cands {
+				tr.rules[r.index] = evalResult{}
+			}
+		}()
+		for _, r := range cands {
+			if e := tr.rules[r.index]; e.ran && (e.matched || e.err != nil && r.effect != kernel.EffectAllow) {
+				cov.rules[r.index]++
 			}
 		}
 		if x.Decision.Set && string(d.Effect) != x.Decision.V {
@@ -186,9 +264,9 @@ func (p *Policy) runTest(m *vm.VM, t *testDoc, cov *coverage) TestResult {
 		if x.MessageContains != nil && !strings.Contains(d.Message, *x.MessageContains) {
 			fail("message = %q, want it to contain %q", d.Message, *x.MessageContains)
 		}
-		for i, r := range tr.rules {
-			if r.err != nil && p.rules[i].appliesTo(call.Tool().Name) {
-				fail("rule %s: %v", p.rules[i].id, r.err)
+		for _, r := range cands { // they all apply to the tool
+			if err := tr.rules[r.index].err; err != nil {
+				fail("rule %s: %v", r.id, err)
 			}
 		}
 	}
@@ -200,7 +278,7 @@ func (p *Policy) runTest(m *vm.VM, t *testDoc, cov *coverage) TestResult {
 		for i, n := range names {
 			specs[i] = p.specs.get(n)
 		}
-		tr := p.newTrace()
+		tr := run.trace(p)
 		env := new(Env)
 		env.fillState(st)
 		offered := p.surface(m, env, specs, tr)
@@ -248,7 +326,7 @@ func (p *Policy) runTest(m *vm.VM, t *testDoc, cov *coverage) TestResult {
 		}
 	}
 	if x.wantsBudget() {
-		tr := p.newTrace()
+		tr := run.trace(p)
 		env := new(Env)
 		env.fillState(st)
 		v := p.budget(m, env, in.phase(), tr)

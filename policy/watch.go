@@ -79,6 +79,7 @@ type Watcher struct {
 	lifeMu  sync.Mutex
 	fw      *fsnotify.Watcher
 	stop    chan struct{}
+	cancel  context.CancelFunc // cancels a reload in progress in loop
 	wg      sync.WaitGroup
 	started bool
 }
@@ -88,13 +89,21 @@ var ErrWatcherClosed = errors.New("policy watcher closed")
 
 // NewWatcher loads cfg.Path and returns a Watcher serving it.
 func NewWatcher(cfg WatcherConfig) (*Watcher, error) {
+	return NewWatcherContext(context.Background(), cfg)
+}
+
+// NewWatcherContext is NewWatcher with a cancellable initial load: when
+// ctx is done it returns ctx's error (see LoadContext). ctx is not kept;
+// reloads from Start are cancelled by Close, and ReloadContext takes its
+// own.
+func NewWatcherContext(ctx context.Context, cfg WatcherConfig) (*Watcher, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("policy watcher: WatcherConfig.Path is required")
 	}
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = 150 * time.Millisecond
 	}
-	p, err := LoadFile(cfg.Path, cfg.Options)
+	p, err := LoadFileContext(ctx, cfg.Path, cfg.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -125,10 +134,16 @@ func (w *Watcher) Budget(ctx context.Context, st *kernel.State, phase kernel.Bud
 // load error (the previous policy then stays in force) and reports the
 // attempt to OnReload either way.
 func (w *Watcher) Reload() error {
-	return w.reload("request", false)
+	return w.ReloadContext(context.Background())
 }
 
-func (w *Watcher) reload(trigger string, onlyIfChanged bool) error {
+// ReloadContext is Reload, abandoned with ctx's error when ctx is done
+// (the previous policy stays in force).
+func (w *Watcher) ReloadContext(ctx context.Context) error {
+	return w.reload(ctx, "request", false)
+}
+
+func (w *Watcher) reload(ctx context.Context, trigger string, onlyIfChanged bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	src, err := readFile(w.cfg.Path)
@@ -137,10 +152,13 @@ func (w *Watcher) reload(trigger string, onlyIfChanged bool) error {
 		if onlyIfChanged && sum == w.lastSHA {
 			return nil
 		}
+		prev := w.lastSHA
 		w.lastSHA = sum
 		var p *Policy
-		if p, err = Load(w.cfg.Path, src, w.cfg.Options); err == nil {
+		if p, err = LoadContext(ctx, w.cfg.Path, src, w.cfg.Options); err == nil {
 			w.cur.Store(p)
+		} else if ctx.Err() != nil {
+			w.lastSHA = prev // not tried to the end: a later change retries it
 		}
 	}
 	cur := w.cur.Load()
@@ -173,8 +191,10 @@ func (w *Watcher) Start() error {
 		return fmt.Errorf("watch policy directory %s: %w", dir, err)
 	}
 	w.fw, w.stop, w.started = fw, make(chan struct{}), true
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
 	w.wg.Add(1)
-	go w.loop(fw, w.stop)
+	go w.loop(ctx, fw, w.stop)
 	return nil
 }
 
@@ -187,6 +207,7 @@ func (w *Watcher) Close() error {
 		w.started = true // a later Start fails
 		return nil
 	}
+	w.cancel() // a reload in progress stops now, not after the whole file
 	close(w.stop)
 	w.wg.Wait()
 	w.stop = nil
@@ -197,7 +218,7 @@ func (w *Watcher) Close() error {
 // rename, and Kubernetes swaps a symlinked directory, so the event's name
 // is not a reliable filter. The file is re-read after the debounce and
 // reloaded only when its bytes changed.
-func (w *Watcher) loop(fw *fsnotify.Watcher, stop <-chan struct{}) {
+func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, stop <-chan struct{}) {
 	defer w.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -217,7 +238,7 @@ func (w *Watcher) loop(fw *fsnotify.Watcher, stop <-chan struct{}) {
 			}
 			w.report(fmt.Errorf("watch policy %s: %w", w.cfg.Path, err))
 		case <-timer.C:
-			_ = w.reload("file", true) // reported through OnReload
+			_ = w.reload(ctx, "file", true) // reported through OnReload
 		}
 	}
 }

@@ -227,7 +227,7 @@ func TestWatcherHammer(t *testing.T) {
 	}
 	spec := policy.BuiltinSpecs()[5]
 	st := &kernel.State{Run: 1, Turn: 1, ToolCounts: map[string]int{}}
-	call, err := kernel.NewCall("c1", spec, []byte(`{"argv":["make"]}`), st, nil, nil)
+	call, err := kernel.NewCall("c1", spec, []byte(`{"argv":["make"]}`), st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -62,4 +63,28 @@ func benchConfined(b *testing.B, net *sandbox.Net) {
 		d = append(d, time.Since(start))
 	}
 	p50(b, d)
+}
+
+// BenchmarkTrueConfinedLauncher is BenchmarkTrueConfined with the
+// dedicated launcher the kernel uses (bin/agentkernel-sandbox-init)
+// instead of a re-exec of the running binary.
+func BenchmarkTrueConfinedLauncher(b *testing.B) {
+	useDedicatedLauncher(b)
+	benchConfined(b, nil)
+}
+
+// BenchmarkTrueConfinedKernelReexec is the launcher as it was before the
+// dedicated one: a re-exec of the whole kernel binary (bin/kernel, whose
+// main calls sandbox.Main first), package initialisers and all. Compare
+// with BenchmarkTrueConfinedLauncher.
+func BenchmarkTrueConfinedKernelReexec(b *testing.B) {
+	p, err := filepath.Abs(filepath.Join("..", "bin", "kernel"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := sandbox.UseLauncher(p, ""); err != nil {
+		b.Skipf("%v: run `make build` first", err)
+	}
+	b.Cleanup(func() { _ = sandbox.UseLauncher("", "") })
+	benchConfined(b, nil)
 }

@@ -116,8 +116,8 @@ func newCmd(ctx context.Context, sp spec, netns bool, rep Report) (*Cmd, error) 
 		specR.Close()
 		return nil, fmt.Errorf("sandbox: status pipe: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, "/proc/self/exe")
-	cmd.Args = []string{initArg0}
+	cmd := exec.CommandContext(ctx, currentLauncher().path)
+	cmd.Args = []string{initArg0, launcherProto}
 	cmd.Env = []string{}
 	cmd.ExtraFiles = []*os.File{specR, statusW}
 	cmd.SysProcAttr = sysProcAttr(rep, netns)
@@ -208,6 +208,8 @@ func (c *Cmd) Wait() error {
 		return c.outcome.Limit
 	case c.outcome.Err != "":
 		return fmt.Errorf("sandbox: %s", c.outcome.Err)
+	case err == nil && !c.outcome.Known:
+		return errors.New("sandbox: the launcher exited without reporting how the program ended (is it agentkernel's launcher?)")
 	}
 	return err
 }
@@ -259,7 +261,7 @@ func Check() Report { return cachedCheck() }
 // probe finds the layers by trying them: the namespaces by starting the
 // launcher in probe mode with them, Landlock by asking the kernel.
 func probe() Report {
-	rep := Report{Root: os.Geteuid() == 0}
+	rep := Report{Root: os.Geteuid() == 0, Launcher: currentLauncher().detail}
 	abi, err := ll.LandlockGetABIVersion()
 	if err != nil {
 		abi = 0

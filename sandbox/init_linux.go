@@ -27,6 +27,11 @@ func Main() {
 	if len(os.Args) == 0 || os.Args[0] != initArg0 {
 		return
 	}
+	if len(os.Args) != 2 || os.Args[1] != launcherProto {
+		l := &launcher{status: os.NewFile(statusFD, "status")}
+		l.report(Outcome{Err: errLauncherProto.Error()})
+		os.Exit(126)
+	}
 	os.Exit(runInit())
 }
 

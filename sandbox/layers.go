@@ -130,6 +130,9 @@ type Report struct {
 	LandlockABI int `json:"landlock_abi"`
 	// Root is true when the kernel runs as root.
 	Root bool `json:"root"`
+	// Launcher says which program is every sandbox's PID 1: the
+	// dedicated launcher next to the kernel, or a re-exec of the kernel.
+	Launcher string `json:"launcher,omitempty"`
 }
 
 // Has reports whether layer l is active.

@@ -12,31 +12,8 @@ import (
 // and continues, `kernel reject` ends the run without running it, and a
 // destructive command is denied outright.
 func TestApproveAndRejectUnderCodingPolicy(t *testing.T) {
-	dir := t.TempDir()
-	ws := filepath.Join(dir, "ws")
-	if err := os.Mkdir(ws, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	script := `steps:
-  - tool_calls:
-      - name: run_command
-        args: {argv: [rm, -rf, build]}
-  - match: {role: tool, contains: "destructive command refused"}
-    tool_calls:
-      - name: write_file
-        args: {path: NOTES.md, content: "remember the milk\n"}
-  - match: {role: tool}
-    text: "Wrote NOTES.md."
-`
-	cfg := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\npolicy: {file: " +
-		absPath("../../examples/policies/coding.yaml") + "}\ntools:\n  builtin:\n    enable: [read_file, list_dir, search, write_file, edit_file, run_command]\n"
-	for name, body := range map[string]string{"script.yaml": script, "kernel.yaml": cfg} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	conf, ws := codingPolicyFixture(t)
 	store := t.TempDir()
-	conf := filepath.Join(dir, "kernel.yaml")
 	for _, approve := range []bool{true, false} {
 		_, errOut, err := cli(t, "run", "--config", conf, "--store", store, "add a note to the workspace")
 		if err != nil {

@@ -54,20 +54,18 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 	case "check":
 		var errs []error
 		for _, f := range pos {
-			// CheckFile's steps, keeping the policy to report its uses of
-			// deprecated names (which still work) as warnings.
-			p, err := policy.CompileFile(f, opts)
-			if err == nil {
-				if u := p.RunTests().Untested; len(u) > 0 {
-					err = &policy.LoadError{File: f, Problems: u}
+			if err := policy.CheckFileContext(ctx, f, opts); err != nil {
+				if ctx.Err() != nil {
+					return policyCancelled(err)
 				}
-			}
-			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			for _, d := range p.Deprecated() {
-				fmt.Fprintf(env.stderr, "warning: %s\n", d)
+			// Uses of deprecated names still work: warnings, not errors.
+			if p, err := policy.CompileFileContext(ctx, f, opts); err == nil {
+				for _, d := range p.Deprecated() {
+					fmt.Fprintf(env.stderr, "warning: %s\n", d)
+				}
 			}
 			fmt.Fprintf(env.stdout, "ok  %s\n", f)
 		}
@@ -77,7 +75,10 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 		return nil
 	case "test":
 		if *asJSON {
-			res, ok := policyTests(pos, opts)
+			res, ok, err := policyTests(ctx, pos, opts)
+			if err != nil {
+				return policyCancelled(err)
+			}
 			if err := writeJSON(env, res); err != nil {
 				return err
 			}
@@ -86,7 +87,11 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 			}
 			return nil
 		}
-		if !policy.TestFiles(env.stdout, pos, opts, *verbose) {
+		ok, err := policy.TestFilesContext(ctx, env.stdout, pos, opts, *verbose)
+		if err != nil {
+			return policyCancelled(err)
+		}
+		if !ok {
 			return exitError{code: 1}
 		}
 		return nil
@@ -94,9 +99,9 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 		if *input == "" {
 			return exitError{code: 2, msg: "policy explain needs --input CASE.yaml"}
 		}
-		p, err := policy.CompileFile(pos[0], opts)
+		p, err := policy.CompileFileContext(ctx, pos[0], opts)
 		if err != nil {
-			return err
+			return policyCancelled(err)
 		}
 		in, err := policy.ReadInput(*input)
 		if err != nil {
@@ -111,9 +116,9 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 		if *session == "" {
 			return exitError{code: 2, msg: "policy replay needs --session ID"}
 		}
-		p, err := policy.CompileFile(pos[0], opts)
+		p, err := policy.CompileFileContext(ctx, pos[0], opts)
 		if err != nil {
-			return err
+			return policyCancelled(err)
 		}
 		if err := a.openStore(true); err != nil {
 			return err

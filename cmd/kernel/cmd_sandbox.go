@@ -78,6 +78,9 @@ func cmdSandbox(ctx context.Context, args []string, env *cliEnv) error {
 		return err
 	}
 	for _, pc := range pcs {
+		if eff, _, err := subprocess.EffectiveConfig(pc); err == nil {
+			pc = eff // requested ∩ granted
+		}
 		add("plugin "+pc.Name, subprocess.PluginGrant(pc, "<private copy of "+filepath.Base(pc.Path)+">", "<go-plugin socket dir>"))
 	}
 	hc, err := cfg.hooksConfig()
@@ -96,9 +99,10 @@ func cmdSandbox(ctx context.Context, args []string, env *cliEnv) error {
 			Layers       []sandbox.LayerStatus `json:"layers"`
 			LandlockABI  int                   `json:"landlock_abi"`
 			Root         bool                  `json:"root"`
+			Launcher     string                `json:"launcher"`
 			AllowMissing []sandbox.Layer       `json:"allow_missing"`
 			Tools        []sandboxToolReport   `json:"tools"`
-		}{rep.Layers, rep.LandlockABI, rep.Root, cfg.Sandbox.AllowMissing, tools})
+		}{rep.Layers, rep.LandlockABI, rep.Root, rep.Launcher, cfg.Sandbox.AllowMissing, tools})
 	}
 	fmt.Fprintln(env.stdout, "layers on this machine:")
 	for _, l := range rep.Layers {
@@ -108,6 +112,7 @@ func cmdSandbox(ctx context.Context, args []string, env *cliEnv) error {
 		}
 		fmt.Fprintf(env.stdout, "  %s %-13s %s\n", mark, l.Layer, l.Detail)
 	}
+	fmt.Fprintln(env.stdout, "launcher:", rep.Launcher)
 	if len(cfg.Sandbox.AllowMissing) > 0 {
 		var s []string
 		for _, l := range cfg.Sandbox.AllowMissing {

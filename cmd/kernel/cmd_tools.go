@@ -45,9 +45,10 @@ func cmdTools(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tTIER\tSOURCE\tARGUMENTS\tGRANTED\tDESCRIPTION")
+	native := nativeGrants(a.cfg)
 	for _, s := range specs {
 		t, _ := a.tools.Lookup(s.Name)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Tier, s.Source, argSummary(s.Schema), capabilities(t), clip(firstLine(s.Description), 50))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Tier, s.Source, argSummary(s.Schema), grantedColumn(t, native, s.Name, s.Source), clip(firstLine(s.Description), 50))
 	}
 	for _, n := range a.warnings {
 		fmt.Fprintf(env.stderr, "warning: %s\n", n.Text)

@@ -12,12 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentkernel/agentkernel/internal/schema"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
-	"github.com/agentkernel/agentkernel/schemas"
 )
 
 //go:embed defaults.yaml
@@ -232,27 +231,7 @@ func resolvePath(dir, p string) string {
 	return filepath.Join(dir, p)
 }
 
-var configSchema = func() *jsonschema.Schema {
-	data, err := schemas.FS.ReadFile("config.schema.json")
-	if err != nil {
-		panic(err)
-	}
-	s, err := compileSchema("config.schema.json", data)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}()
-
-func compileSchema(name string, data []byte) (*jsonschema.Schema, error) {
-	c := jsonschema.NewCompiler()
-	c.Draft = jsonschema.Draft2020
-	url := "mem:///" + name
-	if err := c.AddResource(url, bytes.NewReader(data)); err != nil {
-		return nil, err
-	}
-	return c.Compile(url)
-}
+var configSchema = schema.MustEmbedded("config.schema.json")
 
 // layer validates one YAML document and decodes it over cfg; dir is the
 // directory its relative paths are relative to.
@@ -279,7 +258,7 @@ func (cfg *Config) layer(name, dir string, data []byte) error {
 
 // validateNode checks a YAML document against a JSON Schema and reports the
 // first violations with their line and column.
-func validateNode(name string, root *yaml.Node, schema *jsonschema.Schema) error {
+func validateNode(name string, root *yaml.Node, schema *schema.Schema) error {
 	var v any
 	if err := root.Decode(&v); err != nil {
 		return yamlError(name, err)

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/policy"
 )
@@ -69,19 +72,25 @@ type policyTestCase struct {
 }
 
 // policyTests runs each file's tests for --json; ok is false when any file
-// does not compile or fails.
-func policyTests(paths []string, opts policy.Options) (out []policyTestJSON, ok bool) {
+// does not compile or fails. err is set only when ctx is done.
+func policyTests(ctx context.Context, paths []string, opts policy.Options) (out []policyTestJSON, ok bool, err error) {
 	ok = true
 	out = []policyTestJSON{}
 	for _, path := range paths {
 		f := policyTestJSON{File: path, Tests: []policyTestCase{}}
-		p, err := policy.CompileFile(path, opts)
+		p, err := policy.CompileFileContext(ctx, path, opts)
+		if err != nil && ctx.Err() != nil {
+			return nil, false, err
+		}
 		if err != nil {
 			f.Error, ok = err.Error(), false
 			out = append(out, f)
 			continue
 		}
-		rep := p.RunTests()
+		rep, err := p.RunTestsContext(ctx)
+		if err != nil {
+			return nil, false, fmt.Errorf("policy %s: cancelled while testing: %w", path, err)
+		}
 		f.Policy, f.Revision, f.Passed = rep.Policy, rep.Revision, rep.Passed()
 		for i := range rep.Results {
 			r := &rep.Results[i]
@@ -93,5 +102,5 @@ func policyTests(paths []string, opts policy.Options) (out []policyTestJSON, ok 
 		ok = ok && f.Passed
 		out = append(out, f)
 	}
-	return out, ok
+	return out, ok, nil
 }

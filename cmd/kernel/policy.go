@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -36,7 +38,7 @@ func (cfg *Config) policyConfig() (PolicyConfig, error) {
 
 // loadPolicy loads the configured policy (after the tools, whose names it
 // lints against), starts its watcher and a SIGHUP handler.
-func (a *app) loadPolicy() error {
+func (a *app) loadPolicy(ctx context.Context) error {
 	pc, err := a.cfg.policyConfig()
 	if err != nil || pc.File == "" {
 		return err
@@ -53,10 +55,10 @@ func (a *app) loadPolicy() error {
 		}
 		opts.Log = policy.NewDecisionLog(f, a.redact)
 	}
-	w, err := policy.NewWatcher(policy.WatcherConfig{Path: pc.File, Options: opts,
+	w, err := policy.NewWatcherContext(ctx, policy.WatcherConfig{Path: pc.File, Options: opts,
 		OnReload: func(e policy.ReloadEvent) { a.emit(e.Event()) }})
 	if err != nil {
-		return err
+		return policyCancelled(err)
 	}
 	if pc.Watch == nil || *pc.Watch {
 		if err := w.Start(); err != nil {
@@ -78,4 +80,14 @@ func (a *app) emit(e kernel.Event) {
 	if sink != nil {
 		sink(e)
 	}
+}
+
+// policyCancelled turns a policy load stopped by SIGINT or SIGTERM (the
+// context's cancellation, see interruptContext) into exit status 130 with
+// a message that says so; other errors pass unchanged.
+func policyCancelled(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return exitError{code: exitInterrupt, msg: err.Error() + " (interrupted)"}
+	}
+	return err
 }

@@ -77,7 +77,7 @@ func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
 		a.Close()
 		return nil, err
 	}
-	if err := a.loadPolicy(); err != nil { // after the hooks: its log uses the scrubber
+	if err := a.loadPolicy(ctx); err != nil { // after the hooks: its log uses the scrubber
 		a.Close()
 		return nil, err
 	}

@@ -16,8 +16,10 @@
 //  3. The kernel asks for the tools (Describe) and shows them to the model
 //     as "<plugin>.<tool>". It caches the answer, keyed by the binary's
 //     sha256, so a lazy plugin is not started until its first call.
-//  4. Each call runs the tool's handler with arguments validated against
-//     its JSON Schema (by the kernel, and again by the SDK). The handler may
+//  4. Each call runs the tool's handler with arguments the kernel validated
+//     against its JSON Schema (the SDK checks only that they are a JSON
+//     object: a plugin links neither the kernel nor a JSON Schema library,
+//     only the contract package tool). The handler may
 //     report progress (Progress) and returns text (Text), a value rendered
 //     as JSON (JSON), or an error; an *Error's code survives the trip, so
 //     errors.Is(err, sdk.ErrNotFound) holds on the kernel's side too. A

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/tool"
 )
 
 // Progress reports how a call is going. The host turns it into a
@@ -13,12 +13,12 @@ import (
 // safe to call from any goroutine until the handler returns; reports after
 // that are dropped.
 func Progress(ctx context.Context, text string) {
-	kernel.ReportProgress(ctx, text)
+	tool.ReportProgress(ctx, text)
 }
 
 // Progressf is Progress with a format.
 func Progressf(ctx context.Context, format string, args ...any) {
-	kernel.ReportProgress(ctx, fmt.Sprintf(format, args...))
+	tool.ReportProgress(ctx, fmt.Sprintf(format, args...))
 }
 
 // TruncateOutput cuts s to at most max bytes, on a UTF-8 boundary, and

@@ -9,8 +9,8 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/sdk/pluginpb"
+	"github.com/agentkernel/agentkernel/tool"
 )
 
 // maxErrorMessage caps an error message sent to the host when the call has
@@ -91,7 +91,7 @@ func (s *service) Call(req *pluginpb.CallRequest, stream pluginpb.Tools_CallServ
 	// grpc streams are not safe for concurrent Send, hence the lock.
 	var mu sync.Mutex
 	done := false
-	ctx := kernel.WithProgress(stream.Context(), func(text string) {
+	ctx := tool.WithProgress(stream.Context(), func(text string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if done {

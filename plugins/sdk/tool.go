@@ -10,20 +10,21 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
-
-	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/tool"
 )
 
-// Tier says how much harm a tool can do; it is kernel.Tier.
-type Tier = kernel.Tier
+// Tier says how much harm a tool can do; it is tool.Tier (and kernel.Tier).
+type Tier = tool.Tier
 
 // The tiers. Every tool declares one.
 const (
-	ReadOnly      = kernel.TierReadOnly
-	SideEffecting = kernel.TierSideEffecting
-	Privileged    = kernel.TierPrivileged
+	ReadOnly      = tool.TierReadOnly
+	SideEffecting = tool.TierSideEffecting
+	Privileged    = tool.TierPrivileged
 )
+
+// Result is what a handler returns; it is tool.Result (and Result).
+type Result = tool.Result
 
 // Spec describes a tool. The host shows the tool to the model as
 // "<plugin>.<Name>".
@@ -33,7 +34,11 @@ type Spec struct {
 	// Description tells the model what the tool does and when to use it.
 	Description string
 	// Schema is the JSON Schema of the arguments, a JSON object schema.
-	// Empty means {"type":"object"}: any object.
+	// Empty means {"type":"object"}: any object. The kernel compiles it
+	// when it loads the plugin and validates every call against it before
+	// the plugin sees the call; the SDK itself only checks that it is a
+	// JSON object of type "object" (so a plugin links no JSON Schema
+	// library). sdktest validates exactly as the kernel does.
 	Schema string
 	// Tier is required: ReadOnly, SideEffecting or Privileged.
 	Tier Tier
@@ -43,17 +48,19 @@ type Spec struct {
 	Timeout time.Duration
 }
 
-// Handler runs one call. args is a JSON object that has been validated
-// against the tool's schema. A Handler must return once ctx is done.
-type Handler func(ctx context.Context, args json.RawMessage) (kernel.Result, error)
+// Handler runs one call. args is a JSON object that the kernel has
+// validated against the tool's schema. A Handler must return once ctx is
+// done.
+type Handler func(ctx context.Context, args json.RawMessage) (Result, error)
 
-// Tool is a tool a plugin serves. A Tool is also a kernel.Tool, so a test
-// can call it directly; Call validates the arguments exactly as the served
-// tool does. A Tool is safe for concurrent use if its handler is.
+// Tool is a tool a plugin serves. A Tool is also a tool.Tool (and so a
+// kernel.Tool), so a test can call it directly; Call then checks that the
+// arguments are a JSON object but not the schema: use sdktest, which
+// validates as the kernel does. A Tool is safe for concurrent use if its
+// handler is.
 type Tool struct {
 	spec    Spec
 	handler Handler
-	schema  *jsonschema.Schema
 	err     error // a bad spec; reported by Serve and by every Call
 }
 
@@ -87,45 +94,57 @@ func (t *Tool) check() error {
 	if len(bytes.TrimSpace([]byte(schema))) == 0 {
 		schema = emptySchema
 	}
-	c, err := kernel.CompileSchema(s.Name, json.RawMessage(schema))
-	if err != nil {
+	if err := checkSchema(schema); err != nil {
 		return fmt.Errorf("tool %s: schema: %w", s.Name, err)
 	}
 	t.spec.Schema = schema
-	t.schema = c
+	return nil
+}
+
+// checkSchema is what the SDK checks of a schema without a JSON Schema
+// library: it is one JSON object whose "type", if any, is "object". The
+// kernel compiles it in full when it loads the plugin.
+func checkSchema(schema string) error {
+	var top map[string]any
+	if err := json.Unmarshal([]byte(schema), &top); err != nil {
+		return fmt.Errorf("not a JSON object: %w", err)
+	}
+	if t, ok := top["type"]; ok && t != "object" {
+		return fmt.Errorf("type must be \"object\" (tool arguments are a JSON object), got %v", t)
+	}
 	return nil
 }
 
 // Text returns a tool whose handler receives the validated arguments
 // decoded into an A and returns the text the model reads.
 func Text[A any](spec Spec, fn func(ctx context.Context, args A) (string, error)) *Tool {
-	return NewTool(spec, func(ctx context.Context, raw json.RawMessage) (kernel.Result, error) {
+	return NewTool(spec, func(ctx context.Context, raw json.RawMessage) (Result, error) {
 		var a A
 		if err := decodeArgs(raw, &a); err != nil {
-			return kernel.Result{}, err
+			return Result{}, err
 		}
 		s, err := fn(ctx, a)
-		return kernel.Result{Content: s}, err
+		return Result{Content: s}, err
 	})
 }
 
 // JSON returns a tool whose handler receives the validated arguments decoded
 // into an A and returns a value the SDK renders as JSON for the model.
 func JSON[A, R any](spec Spec, fn func(ctx context.Context, args A) (R, error)) *Tool {
-	return NewTool(spec, func(ctx context.Context, raw json.RawMessage) (kernel.Result, error) {
+	return NewTool(spec, func(ctx context.Context, raw json.RawMessage) (Result, error) {
 		var a A
 		if err := decodeArgs(raw, &a); err != nil {
-			return kernel.Result{}, err
+			return Result{}, err
 		}
 		r, err := fn(ctx, a)
 		if err != nil {
-			return kernel.Result{}, err
+			return Result{}, err
 		}
 		b, merr := json.Marshal(r)
 		if merr != nil {
-			return kernel.Result{}, fmt.Errorf("encode result as JSON: %w", merr)
+			return Result{}, fmt.Errorf("encode result as JSON: %w", merr)
 		}
-		return kernel.Result{Content: string(b)}, nil
+		return Result{Content: string(b)}, nil
 	})
 }
 
@@ -141,8 +160,8 @@ func decodeArgs(raw json.RawMessage, into any) error {
 
 // Spec returns the tool's spec as the kernel sees it, without the plugin
 // namespace (the host adds it) and with Source "sdk".
-func (t *Tool) Spec() kernel.ToolSpec {
-	return kernel.ToolSpec{
+func (t *Tool) Spec() tool.Spec {
+	return tool.Spec{
 		Name:        t.spec.Name,
 		Description: t.spec.Description,
 		Schema:      json.RawMessage(t.spec.Schema),
@@ -153,17 +172,17 @@ func (t *Tool) Spec() kernel.ToolSpec {
 	}
 }
 
-// Call validates args against the schema and runs the handler, with the
+// Call checks that args are a JSON object and runs the handler, with the
 // spec's timeout if it has one. A panic in the handler is recovered and
 // returned as an error with code CodePanic carrying the panic value and the
 // stack. Errors keep their *Error code; others get CodeToolError, or
 // CodeTimeout / CodeCancelled when ctx ended the call.
-func (t *Tool) Call(ctx context.Context, args json.RawMessage) (res kernel.Result, err error) {
+func (t *Tool) Call(ctx context.Context, args json.RawMessage) (res Result, err error) {
 	if t.err != nil {
-		return kernel.Result{}, &Error{Code: CodeToolError, Message: t.err.Error(), Err: t.err}
+		return Result{}, &Error{Code: CodeToolError, Message: t.err.Error(), Err: t.err}
 	}
 	if err := t.validate(args); err != nil {
-		return kernel.Result{}, err
+		return Result{}, err
 	}
 	if t.spec.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -172,7 +191,7 @@ func (t *Tool) Call(ctx context.Context, args json.RawMessage) (res kernel.Resul
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			res = kernel.Result{}
+			res = Result{}
 			err = &Error{Code: CodePanic, Message: panicText(r, debug.Stack())}
 		}
 	}()
@@ -201,27 +220,7 @@ func (t *Tool) validate(args json.RawMessage) error {
 	if _, ok := v.(map[string]any); !ok {
 		return &Error{Code: CodeInvalidArgs, Message: "arguments must be a JSON object"}
 	}
-	if err := t.schema.Validate(v); err != nil {
-		return &Error{Code: CodeInvalidArgs, Message: describeValidation(err)}
-	}
 	return nil
-}
-
-// describeValidation flattens a schema violation into "path: message" parts.
-func describeValidation(err error) string {
-	probs := kernel.SchemaProblems(err)
-	if probs == nil {
-		return err.Error()
-	}
-	out := "invalid arguments"
-	for i, p := range probs {
-		sep := "; "
-		if i == 0 {
-			sep = ": "
-		}
-		out += sep + p.Location + ": " + p.Message
-	}
-	return out
 }
 
 // maxPanicStack bounds the stack trace a panic error carries.
@@ -245,4 +244,4 @@ func panicText(r any, stack []byte) string {
 	return fmt.Sprintf("panic: %v\n\n%s", r, stack)
 }
 
-var _ kernel.Tool = (*Tool)(nil)
+var _ tool.Tool = (*Tool)(nil)

@@ -3,6 +3,8 @@ package sdk_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +70,9 @@ func TestTypedTools(t *testing.T) {
 		{"not JSON", greet(), `{`, "", sdk.CodeInvalidArgs, "not valid JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := tc.tool.Call(ctx, []byte(tc.args))
+			// Through sdktest: the arguments are validated as the kernel
+			// validates them before a call reaches the plugin.
+			res, err := sdktest.Start(t, tc.tool).Call(ctx, tc.tool.Spec().Name, tc.args)
 			if tc.wantCode == "" {
 				if err != nil || res.Content != tc.want {
 					t.Fatalf("Call = %q, %v; want %q", res.Content, err, tc.want)
@@ -79,6 +83,24 @@ func TestTypedTools(t *testing.T) {
 				t.Fatalf("err = %v (code %s), want code %s mentioning %q", err, sdk.CodeOf(err), tc.wantCode, tc.wantText)
 			}
 		})
+	}
+}
+
+// TestDirectCallChecksOnlyTheObject: a Tool called directly (not through
+// the kernel or sdktest) decodes the arguments but does not check the
+// schema, which would need a JSON Schema library in every plugin binary.
+func TestDirectCallChecksOnlyTheObject(t *testing.T) {
+	ctx := context.Background()
+	if res, err := greet().Call(ctx, []byte(`{"name":"x","shout":true}`)); err != nil || res.Content != "hello x\n" {
+		t.Errorf("extra field, called directly = %q, %v; the schema is the kernel's to check", res.Content, err)
+	}
+	for _, args := range []string{`[1]`, `{`, `"x"`} {
+		if _, err := greet().Call(ctx, []byte(args)); sdk.CodeOf(err) != sdk.CodeInvalidArgs {
+			t.Errorf("Call(%s) = %v, want code %s", args, err, sdk.CodeInvalidArgs)
+		}
+	}
+	if _, err := greet().Call(ctx, []byte(`{"name":7}`)); sdk.CodeOf(err) != sdk.CodeInvalidArgs {
+		t.Errorf("undecodable args: %v, want code %s", err, sdk.CodeInvalidArgs)
 	}
 }
 
@@ -234,5 +256,38 @@ func TestInProcess(t *testing.T) {
 	}
 	if _, err := p.Call(ctx, "nope", `{}`); !errors.Is(err, kernel.ErrUnknownTool) {
 		t.Errorf("unknown tool: %v", err)
+	}
+}
+
+// fatalTB records the first Fatalf instead of failing the test.
+type fatalTB struct {
+	*testing.T
+	msg string
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// TestKernelRefusesWhatTheSDKCannotCheck: a schema that is a JSON object
+// but not a valid JSON Schema passes the SDK's own check (it links no
+// schema compiler); sdktest, like the kernel loading the plugin, refuses it
+// and names the tool.
+func TestKernelRefusesWhatTheSDKCannotCheck(t *testing.T) {
+	bad := sdk.Text(sdk.Spec{Name: "bad", Tier: sdk.ReadOnly, Schema: `{"type":"object","properties":{"n":{"type":"nope"}}}`},
+		func(context.Context, struct{}) (string, error) { return "ran", nil })
+	if err := sdk.Register(nopRegistrar{}, bad); err != nil {
+		t.Fatalf("the SDK cannot judge the schema, yet refused it: %v", err)
+	}
+	ftb := &fatalTB{T: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sdktest.Start(ftb, bad)
+	}()
+	<-done
+	if !strings.Contains(ftb.msg, `register tool "bad"`) || !strings.Contains(ftb.msg, "invalid schema") {
+		t.Fatalf("sdktest.Start: %q, want the kernel's refusal naming the tool", ftb.msg)
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // BenchmarkStart measures what starting a plugin costs.
@@ -37,21 +39,21 @@ func BenchmarkStart(b *testing.B) {
 		}
 	})
 	b.Run("restart", func(b *testing.B) {
-		h := newHost(b, subprocess.HostConfig{})
-		exe, done, err := subprocess.VerifyCopy(h, cfg)
+		benchRestart(b, cfg)
+	})
+	// restart-launcher: restart with the dedicated launcher the kernel
+	// uses (bin/agentkernel-sandbox-init, from make build) as the
+	// sandbox's init instead of a re-exec of this test binary.
+	b.Run("restart-launcher", func(b *testing.B) {
+		p, err := filepath.Abs(filepath.Join("..", "..", "bin", sandbox.LauncherName))
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer done()
-		for b.Loop() {
-			kill, err := subprocess.StartProcess(h, cfg, exe)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			kill()
-			b.StartTimer()
+		if err := sandbox.UseLauncher(p, ""); err != nil {
+			b.Skipf("%v: run make build first", err)
 		}
+		defer sandbox.UseLauncher("", "")
+		benchRestart(b, cfg)
 	})
 	b.Run("verify", func(b *testing.B) {
 		h := newHost(b, subprocess.HostConfig{})
@@ -64,6 +66,25 @@ func BenchmarkStart(b *testing.B) {
 			done()
 		}
 	})
+}
+
+// benchRestart starts the verified copy of cfg's binary b.N times.
+func benchRestart(b *testing.B, cfg subprocess.PluginConfig) {
+	h := newHost(b, subprocess.HostConfig{})
+	exe, done, err := subprocess.VerifyCopy(h, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer done()
+	for b.Loop() {
+		kill, err := subprocess.StartProcess(h, cfg, exe)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		kill()
+		b.StartTimer()
+	}
 }
 
 func fileSize(b *testing.B, path string) int64 {

@@ -98,6 +98,14 @@ func (h *Host) Load(ctx context.Context, cfg PluginConfig) ([]kernel.Tool, error
 	if err != nil {
 		return nil, err
 	}
+	cfg, warn, err := EffectiveConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warn {
+		h.log.Warn("sandbox request not granted", "plugin", cfg.Name, "detail", w)
+		h.notice("warn", cfg.Name, w)
+	}
 	done, err := h.begin()
 	if err != nil {
 		return nil, err

@@ -25,12 +25,8 @@ import (
 // its own binary and the system libraries: not $HOME, not the store, not
 // the kernel's files.
 func TestPluginCannotReadHomeOrStore(t *testing.T) {
-	home, store, granted := t.TempDir(), t.TempDir(), t.TempDir()
-	for _, d := range []string{home, store, granted} {
-		if err := os.WriteFile(filepath.Join(d, "f"), []byte("secret-"+filepath.Base(d)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d := secretDirs(t, 3)
+	home, store, granted := d[0], d[1], d[2]
 	t.Setenv("HOME", home)
 	h := newHost(t, subprocess.HostConfig{})
 	cfg := misbehaveConfig()

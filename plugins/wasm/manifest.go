@@ -10,10 +10,8 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
-
+	"github.com/agentkernel/agentkernel/internal/schema"
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/schemas"
 )
 
 // ManifestFile is the manifest's file name, beside the module.
@@ -78,25 +76,14 @@ type mountRequest struct {
 }
 
 // manifestSchema is the compiled tool-manifest.schema.json.
-type manifestSchema struct{ s *jsonschema.Schema }
+type manifestSchema struct{ s *schema.Schema }
 
 const manifestSchemaFile = "tool-manifest.schema.json"
 
 func compileManifestSchema() (*manifestSchema, error) {
-	b, err := schemas.FS.ReadFile(manifestSchemaFile)
+	s, err := schema.Embedded(manifestSchemaFile)
 	if err != nil {
-		return nil, fmt.Errorf("read embedded %s: %w", manifestSchemaFile, err)
-	}
-	c := jsonschema.NewCompiler()
-	c.Draft = jsonschema.Draft2020
-	c.AssertFormat = true
-	url := "mem:///schemas/" + manifestSchemaFile
-	if err := c.AddResource(url, bytes.NewReader(b)); err != nil {
-		return nil, fmt.Errorf("load %s: %w", manifestSchemaFile, err)
-	}
-	s, err := c.Compile(url)
-	if err != nil {
-		return nil, fmt.Errorf("compile %s: %w", manifestSchemaFile, err)
+		return nil, err
 	}
 	return &manifestSchema{s: s}, nil
 }

@@ -1,7 +1,6 @@
 package wasm
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"os"
@@ -9,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
+	"github.com/agentkernel/agentkernel/internal/schema"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/manifests")
@@ -104,11 +103,7 @@ func TestRealManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("x.json", bytes.NewReader(onDisk)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Compile("x.json"); err != nil {
+	if _, err := schema.Compile(manifestSchemaFile, onDisk); err != nil {
 		t.Fatalf("schemas/%s does not compile: %v", manifestSchemaFile, err)
 	}
 }

@@ -14,10 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
-
+	"github.com/agentkernel/agentkernel/internal/schema"
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/schemas"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -62,25 +60,16 @@ func storeFixture(t *testing.T, s *Store) {
 	}
 }
 
-func exportSchema(t *testing.T) *jsonschema.Schema {
+func exportSchema(t *testing.T) *schema.Schema {
 	t.Helper()
-	b, err := schemas.FS.ReadFile("session-export.schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.Draft = jsonschema.Draft2020
-	if err := c.AddResource("session-export.schema.json", bytes.NewReader(b)); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("session-export.schema.json")
+	sch, err := schema.Embedded("session-export.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return sch
 }
 
-func validateLines(t *testing.T, sch *jsonschema.Schema, export []byte) {
+func validateLines(t *testing.T, sch *schema.Schema, export []byte) {
 	t.Helper()
 	for i, line := range bytes.Split(bytes.TrimSuffix(export, []byte("\n")), []byte("\n")) {
 		var v any

@@ -46,6 +46,22 @@ type Plugin struct {
 	prefix string // "name." for a subprocess, "" in-process
 	tools  map[string]kernel.Tool
 	specs  []kernel.ToolSpec
+	// reg holds the tools as the kernel registers them: their schemas
+	// compiled, so Call validates arguments exactly as the kernel does
+	// before a call reaches the plugin.
+	reg *kernel.Registry
+}
+
+// register compiles every tool's schema as the kernel does when it loads
+// the plugin; a schema the kernel would refuse fails the test.
+func (p *Plugin) register(tb testing.TB) {
+	tb.Helper()
+	p.reg = kernel.NewRegistry()
+	for _, t := range p.tools {
+		if err := p.reg.Register(t); err != nil {
+			tb.Fatalf("sdktest: the kernel would refuse this plugin: %v", err)
+		}
+	}
 }
 
 // Specs returns the tools' specs as the kernel would see them (in-process:
@@ -56,12 +72,21 @@ func (p *Plugin) Specs() []kernel.ToolSpec { return slices.Clone(p.specs) }
 // or nil.
 func (p *Plugin) Tool(name string) kernel.Tool { return p.tools[name] }
 
-// Call calls a tool by its own name with JSON arguments. Unknown names are
-// an error wrapping kernel.ErrUnknownTool.
+// Call calls a tool by its own name with JSON arguments, after validating
+// them against the tool's schema as the kernel does: invalid arguments are
+// a *kernel.ToolError with code invalid_args that matches both
+// kernel.ErrInvalidArgs and sdk.ErrInvalidArgs under errors.Is, and the
+// plugin never sees the call. Unknown names are an error wrapping
+// kernel.ErrUnknownTool.
 func (p *Plugin) Call(ctx context.Context, tool, args string) (kernel.Result, error) {
 	t, ok := p.tools[tool]
 	if !ok {
 		return kernel.Result{}, fmt.Errorf("%w %q", kernel.ErrUnknownTool, tool)
+	}
+	name := t.Spec().Name
+	if _, err := p.reg.Validate(name, json.RawMessage(args)); err != nil {
+		return kernel.Result{}, &kernel.ToolError{Tool: name, Code: sdk.CodeInvalidArgs,
+			Err: &sdk.Error{Code: sdk.CodeInvalidArgs, Message: err.Error(), Err: err}}
 	}
 	return t.Call(ctx, json.RawMessage(args))
 }
@@ -124,6 +149,7 @@ func Start(tb testing.TB, tools ...*sdk.Tool) *Plugin {
 		p.specs = append(p.specs, spec)
 		p.tools[spec.Name] = &remoteTool{rpc: rpc, spec: spec}
 	}
+	p.register(tb)
 	return p
 }
 
@@ -248,6 +274,7 @@ func Exec(tb testing.TB, cfg subprocess.PluginConfig) *Plugin {
 		p.specs = append(p.specs, s)
 		p.tools[strings.TrimPrefix(s.Name, p.prefix)] = t
 	}
+	p.register(tb)
 	return p
 }
 

@@ -41,8 +41,17 @@ func run() error {
 	defer h.Close(ctx)
 	for _, p := range flag.Args() {
 		start := time.Now()
-		if _, _, err := h.Load(ctx, wasm.ModuleConfig{Path: p}); err != nil {
+		tools, _, err := h.Load(ctx, wasm.ModuleConfig{Path: p})
+		if err != nil {
 			return err
+		}
+		// Load reads the manifest only (modules compile lazily, on first
+		// call); Ready compiles the module into the cache, which is this
+		// program's whole job.
+		for _, t := range tools[:min(1, len(tools))] {
+			if err := wasm.Ready(ctx, t); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
 		}
 		if !*quiet {
 			fmt.Printf("%s ready in %s (cache %s)\n", p, time.Since(start).Round(time.Millisecond), h.CacheDir())

@@ -1,0 +1,199 @@
+// Package schema is the project's one JSON Schema set-up: every schema the
+// kernel compiles (tool argument schemas, the embedded config, policy, hook,
+// tool-manifest and event schemas) goes through the same compiler settings,
+// the same loader and the same error rendering.
+//
+// The settings: draft 2020-12 unless a schema's $schema says otherwise;
+// "format" is asserted ("date-time", "email", "uri", ...: a value that does
+// not match its format is a violation; jsonschema/v5 does this for a schema
+// without a $schema vocabulary, and every set-up did it before there was
+// one); every $ref must resolve inside the schema itself: remote and file
+// loads are refused, so compiling never touches the network or the disk.
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/agentkernel/agentkernel/schemas"
+)
+
+// Schema is a compiled JSON Schema. It is safe for concurrent use.
+type Schema struct {
+	s *jsonschema.Schema
+}
+
+// Validate checks v, a value as encoding/json decodes it (map[string]any,
+// []any, string, float64 or json.Number, bool, nil). A violation is a
+// *ValidationError listing every failing location.
+func (s *Schema) Validate(v any) error {
+	err := s.s.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err // e.g. an unsupported Go type in v
+	}
+	return &ValidationError{Problems: leaves(ve)}
+}
+
+// ValidateJSON decodes data (numbers kept exact) and validates it. Data
+// that is not one JSON value is an error naming where it breaks.
+func (s *Schema) ValidateJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("not valid JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("not valid JSON: trailing data after the value")
+	}
+	return s.Validate(v)
+}
+
+// Problem is one leaf of a violation: where in the instance (a JSON
+// pointer, "/" for the root) and what is wrong.
+type Problem struct {
+	Location string
+	Message  string
+}
+
+func (p Problem) String() string { return p.Location + ": " + p.Message }
+
+// ValidationError is a value that does not match its schema. Problems are
+// the leaves of the violation, the causes that say what is actually wrong,
+// in order and without repeats.
+type ValidationError struct {
+	Problems []Problem
+}
+
+// Error renders the problems as "location: message" parts joined by "; ".
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Problems returns the problems of the *ValidationError in err's chain, or
+// nil if there is none.
+func Problems(err error) []Problem {
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		return nil
+	}
+	return ve.Problems
+}
+
+func leaves(ve *jsonschema.ValidationError) []Problem {
+	var out []Problem
+	var walk func(*jsonschema.ValidationError)
+	walk = func(v *jsonschema.ValidationError) {
+		if len(v.Causes) == 0 {
+			loc := v.InstanceLocation
+			if loc == "" {
+				loc = "/"
+			}
+			out = append(out, Problem{Location: loc, Message: strings.Replace(v.Message, ", but got ", ", got ", 1)})
+			return
+		}
+		for _, c := range v.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return slices.Compact(out)
+}
+
+// newCompiler is the one compiler set-up.
+func newCompiler() *jsonschema.Compiler {
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	c.AssertFormat = true
+	c.LoadURL = func(u string) (io.ReadCloser, error) {
+		return nil, fmt.Errorf("remote $ref %q is not allowed: a schema must be self-contained", u)
+	}
+	return c
+}
+
+func compile(c *jsonschema.Compiler, url string, data []byte) (*Schema, error) {
+	if err := c.AddResource(url, bytes.NewReader(data)); err != nil {
+		return nil, err
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, err
+	}
+	return &Schema{s: s}, nil
+}
+
+// CompileTool compiles a tool's argument schema. It must be a JSON object
+// whose "type", if present, is "object" (tool arguments are a JSON object).
+// name only labels the schema in errors.
+func CompileTool(name string, data []byte) (*Schema, error) {
+	var top map[string]any
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("schema is not a JSON object: %w", err)
+	}
+	if t, ok := top["type"]; ok && t != "object" {
+		return nil, fmt.Errorf("schema type must be \"object\" (tool arguments are a JSON object), got %v", t)
+	}
+	s, err := compile(newCompiler(), "mem:///tools/"+name+".json", data)
+	if err != nil {
+		return nil, fmt.Errorf("invalid schema: %w", err)
+	}
+	return s, nil
+}
+
+// Compile compiles a document schema. name only labels the schema in
+// errors.
+func Compile(name string, data []byte) (*Schema, error) {
+	s, err := compile(newCompiler(), "mem:///"+name, data)
+	if err != nil {
+		return nil, fmt.Errorf("schema %s: %w", name, err)
+	}
+	return s, nil
+}
+
+var embedded sync.Map // file name -> func() (*Schema, error)
+
+// Embedded returns the compiled schemas/<file> (e.g. "config.schema.json"),
+// compiled once per process.
+func Embedded(file string) (*Schema, error) {
+	f, ok := embedded.Load(file)
+	if !ok {
+		f, _ = embedded.LoadOrStore(file, sync.OnceValues(func() (*Schema, error) {
+			data, err := schemas.FS.ReadFile(file)
+			if err != nil {
+				return nil, fmt.Errorf("schemas/%s: %w", file, err)
+			}
+			s, err := compile(newCompiler(), "mem:///schemas/"+file, data)
+			if err != nil {
+				return nil, fmt.Errorf("schemas/%s: %w", file, err)
+			}
+			return s, nil
+		}))
+	}
+	return f.(func() (*Schema, error))()
+}
+
+// MustEmbedded is Embedded for schemas the binary cannot run without; a
+// failure (a broken embedded file, caught by the tests) panics.
+func MustEmbedded(file string) *Schema {
+	s, err := Embedded(file)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}

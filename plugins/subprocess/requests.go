@@ -1,0 +1,48 @@
+package subprocess
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/agentkernel/agentkernel/sandbox"
+)
+
+// RequestsSuffix names a plugin's capability requests: the file
+// "<binary>.sandbox.yaml" next to the configured binary, written by the
+// plugin's author in the sandbox manifest vocabulary (fs, net, env,
+// memory_mb, cpu, timeout, max_procs, max_output_bytes, ...; absolute
+// paths). A plugin with such a file gets what it requests ∩ what its
+// config entry grants (sandbox: and env:); one without gets what the
+// config grants. The file is not pinned: it can only narrow the grant.
+const RequestsSuffix = ".sandbox.yaml"
+
+// EffectiveConfig returns cfg with its sandbox grant and env list cut to
+// the plugin's requests when it declares any, and one warning per request
+// the config does not grant (naming the plugin and the request).
+func EffectiveConfig(cfg PluginConfig) (PluginConfig, []string, error) {
+	path := cfg.Path + RequestsSuffix
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return cfg, nil, nil
+	}
+	if err != nil {
+		return cfg, nil, &ConfigError{Plugin: cfg.Name, Field: "path", Msg: "read the plugin's requests: " + err.Error()}
+	}
+	req, err := sandbox.DecodeYAML(b)
+	if err != nil {
+		return cfg, nil, &ConfigError{Plugin: cfg.Name, Field: "path", Msg: fmt.Sprintf("%s: %v", path, err)}
+	}
+	granted := cfg.Sandbox
+	granted.Env = cfg.Env
+	eff, cut := granted.Intersect(req)
+	var warn []string
+	for _, w := range cut {
+		warn = append(warn, fmt.Sprintf("plugin %s: %s (%s)", cfg.Name, w, path))
+	}
+	cfg.Env = slices.Clone(eff.Env)
+	eff.Env = nil
+	cfg.Sandbox = eff
+	return cfg, warn, nil
+}

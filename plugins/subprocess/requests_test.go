@@ -1,0 +1,87 @@
+package subprocess_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sandbox"
+)
+
+// TestPluginRequestsIntersectGrant: a plugin that declares its requests
+// (<binary>.sandbox.yaml) gets requested ∩ granted. A directory and a
+// variable the config grants but the plugin did not request stay out of
+// its reach (this fails if the requests are ignored), and each request the
+// config does not grant is reported at load, naming the plugin.
+func TestPluginRequestsIntersectGrant(t *testing.T) {
+	d := secretDirs(t, 3)
+	both, onlyGranted, onlyRequested := d[0], d[1], d[2]
+	b, err := os.ReadFile(misbehave.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "mb")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	req := fmt.Sprintf("fs:\n  - {path: %s, mode: ro}\n  - {path: %s, mode: ro}\nenv: [MB_BOTH, MB_REQUESTED]\n", both, onlyRequested)
+	if err := os.WriteFile(bin+subprocess.RequestsSuffix, []byte(req), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MB_BOTH", "value-both")
+	t.Setenv("MB_GRANTED", "value-granted")
+	t.Setenv("MB_REQUESTED", "value-requested")
+	var mu sync.Mutex
+	var notices []string
+	h := newHost(t, subprocess.HostConfig{OnNotice: func(n kernel.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		notices = append(notices, n.Level+": "+n.Text)
+	}})
+	cfg := misbehaveConfig()
+	cfg.Path = bin
+	cfg.Env = []string{"MB_BOTH", "MB_GRANTED"}
+	cfg.Sandbox = sandbox.Grant{FS: []sandbox.FSRule{{Path: both, Mode: "ro"}, {Path: onlyGranted, Mode: "ro"}}}
+	tools := load(t, h, cfg)
+
+	if got := mustCall(t, tools["mb.read"], fmt.Sprintf(`{"text":%q}`, filepath.Join(both, "f"))); !strings.HasPrefix(got, "secret-") {
+		t.Fatalf("requested and granted directory not readable: %q", got)
+	}
+	for _, d := range []string{onlyGranted, onlyRequested} {
+		res, err := call(t, tools["mb.read"], fmt.Sprintf(`{"text":%q}`, filepath.Join(d, "f")))
+		if err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Fatalf("read %s (not in requested ∩ granted): want permission denied, got %v %q", d, err, res.Content)
+		}
+	}
+	env := mustCall(t, tools["mb.env"], `{}`)
+	if !strings.Contains(env, "value-both") || strings.Contains(env, "value-granted") || strings.Contains(env, "value-requested") {
+		t.Fatalf("environment is not requested ∩ granted: %s", env)
+	}
+	mu.Lock()
+	all := strings.Join(notices, "\n")
+	mu.Unlock()
+	for _, want := range []string{"warn: plugin mb: fs " + onlyRequested + " (ro) requested but not granted", "warn: plugin mb: env MB_REQUESTED requested but not granted"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no load warning %q in:\n%s", want, all)
+		}
+	}
+}
+
+// secretDirs makes n directories, each with a file f holding "secret-...".
+func secretDirs(t *testing.T, n int) []string {
+	t.Helper()
+	var dirs []string
+	for range n {
+		d := t.TempDir()
+		if err := os.WriteFile(filepath.Join(d, "f"), []byte("secret-"+filepath.Base(d)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	return dirs
+}
