@@ -1,0 +1,29 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// `kernel policy check` accepts the previous release's names and warns
+// about each use with its file:line:col and the name to write.
+func TestPolicyCheckWarnsDeprecatedNames(t *testing.T) {
+	const file = "../../policy/testdata/deprecated/turn-names.yaml"
+	out, errOut, err := cli(t, "policy", "check", "--config", "../../examples/kernel.yaml", file)
+	if err != nil || !strings.Contains(out, "ok  "+file) {
+		t.Fatalf("check: %v\nstdout %s\nstderr %s", err, out, errOut)
+	}
+	for _, want := range []string{
+		"warning: " + file + ":8:9: vars.late: turn.round is deprecated: write run.turn",
+		"warning: " + file + ":8:23: vars.late: turn.max_rounds is deprecated: write run.max_turns",
+		"warning: " + file + ":21:13: test \"late in the run asks\": input.turn is deprecated: write input.run",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	_, errOut, err = cli(t, "policy", "check", "--config", "../../examples/kernel.yaml", "../../examples/policies/coding.yaml")
+	if err != nil || strings.Contains(errOut, "deprecated") {
+		t.Fatalf("coding.yaml: %v\n%s", err, errOut)
+	}
+}
