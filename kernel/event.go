@@ -9,6 +9,8 @@ import (
 // closed (the interface is sealed): consumers switch on the concrete type.
 // MarshalEvent renders any event as JSON with a "type" field; the JSON
 // Schema is schemas/events.schema.json.
+// Why: RATIONALE.md, "Events are a sealed set of structs, not strings and
+// maps".
 type Event interface {
 	// Type is the event's name, e.g. "tool.completed".
 	Type() string

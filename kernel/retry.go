@@ -19,6 +19,9 @@ var ErrEmptyResponse = errors.New("the model returned an empty response (no text
 // asked again.
 const StopEmptyResponse StopReason = "empty_response"
 
+// Why retries live here and not in providers: RATIONALE.md, "Retries live
+// in the kernel, once".
+//
 // RetryPolicy says how the loop retries a failed model call. The zero value
 // means the documented defaults; MaxAttempts 1 turns retries off.
 //

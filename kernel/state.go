@@ -8,6 +8,8 @@ const DefaultMaxTurns = 8
 
 // State is what policy sees of a run. The loop owns it and updates it
 // between steps; it is read-only to everyone else.
+// The vocabulary (run, turn, round) is kernel/doc.go's; why one state:
+// RATIONALE.md, "One vocabulary and one run state".
 type State struct {
 	SessionID string
 	Model     string

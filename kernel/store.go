@@ -37,6 +37,8 @@ type Step struct {
 //
 // Implementations must be safe for concurrent use; the conformance suite in
 // kerneltest checks the contract.
+// Why three methods around a Step: RATIONALE.md, "Store is three methods
+// around a Step".
 type Store interface {
 	Load(ctx context.Context, id string) (*Session, error)
 	Commit(ctx context.Context, id string, step Step) error

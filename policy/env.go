@@ -19,6 +19,8 @@ import (
 // Two more names are resolved when a file is compiled rather than at
 // evaluation: v.<name> (the file's vars) and budget.<name> (the file's
 // budget constants). See docs/policy.md for every field.
+// Why a struct and not a map: RATIONALE.md, "Closed-key environment, vars
+// inlined".
 type Env struct {
 	Session SessionEnv `expr:"session"`
 	Run     RunEnv     `expr:"run"`

@@ -24,6 +24,9 @@ const LauncherName = "agentkernel-sandbox-init"
 // the spec. Bump it when spec changes.
 const launcherProto = "spec-1"
 
+// Why a dedicated launcher and what it costs: RATIONALE.md, "The dedicated
+// sandbox launcher (cmd/sandbox-init)".
+//
 // launcherSHA256 is the hex sha256 of the dedicated launcher, linked in by
 // the Makefile (-ldflags -X). Empty (a plain `go build`): no dedicated
 // launcher is trusted and the kernel re-executes itself.

@@ -14,6 +14,8 @@ import "runtime"
 // rotates, and a runaway returns tens to thousands of milliseconds after
 // its deadline (50 runaways on 2 CPUs: 2 to 3 s late). With one P always
 // left over, they run at once.
+// Measurements: RATIONALE.md, "WASM: guests running at once stay below the
+// CPUs (limits.wasm_max_running)".
 func DefaultMaxRunning() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 // runSlots bounds the guests running at once across all modules of a Host.
