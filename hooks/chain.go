@@ -186,7 +186,7 @@ func compileRule(i int, r Rule, opts Options, seen map[string]int) (*hook, []err
 	case r.Name == "":
 		bad("name", "is required")
 	case !config.HookName.Valid(r.Name):
-		bad("name", "must be %s", config.HookName.Desc)
+		bad("name", "must be %s", config.HookName.Desc())
 	case r.Name == NameScrubber || r.Name == NameOutputLimit:
 		bad("name", "%q is the name of a built-in hook", r.Name)
 	default:

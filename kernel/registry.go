@@ -68,7 +68,7 @@ func (r *Registry) Register(tools ...Tool) error {
 func compileTool(t Tool) (*entry, error) {
 	spec := t.Spec()
 	if !config.ToolName.Valid(spec.Name) {
-		return nil, &RegistrationError{Tool: spec.Name, Err: errors.New("name must be " + config.ToolName.Desc)}
+		return nil, &RegistrationError{Tool: spec.Name, Err: errors.New("name must be " + config.ToolName.Desc())}
 	}
 	if !spec.Tier.Valid() {
 		return nil, &RegistrationError{Tool: spec.Name, Err: fmt.Errorf("tier %q is not one of read_only, side_effecting, privileged", spec.Tier)}

@@ -6,43 +6,69 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentkernel/agentkernel/schemas"
 )
 
 // A NameRule is the syntax of one kind of name, read from the pattern a
 // schema under schemas/ states for it, so the schema is the only place
-// the limit is written.
+// the limit is written. The schema is read on first use, not at start-up:
+// every binary that imports this package (the sandbox launcher, tool
+// plugins) starts without paying for it.
 type NameRule struct {
 	// Schema and Pointer locate the pattern ("config.schema.json",
 	// "/$defs/namespace").
 	Schema, Pointer string
-	// Pattern is the regular expression, as the schema states it.
-	Pattern string
-	// Max is the longest name allowed.
-	Max int
-	// Desc says the rule in words: "1-64 characters of A-Z a-z 0-9 _ . -".
-	Desc string
-	re   *regexp.Regexp
+
+	once sync.Once
+	r    *nameRule
 }
+
+type nameRule struct {
+	pattern string
+	max     int
+	desc    string
+	re      *regexp.Regexp
+}
+
+func (r *NameRule) rule() *nameRule {
+	r.once.Do(func() {
+		nr, err := loadNameRule(r.Schema, r.Pointer)
+		if err != nil {
+			panic(fmt.Sprintf("schemas/%s#%s: %v (a build problem)", r.Schema, r.Pointer, err))
+		}
+		r.r = nr
+	})
+	return r.r
+}
+
+// Pattern is the regular expression, as the schema states it.
+func (r *NameRule) Pattern() string { return r.rule().pattern }
+
+// Max is the longest name allowed.
+func (r *NameRule) Max() int { return r.rule().max }
+
+// Desc says the rule in words: "1-64 characters of A-Z a-z 0-9 _ . -".
+func (r *NameRule) Desc() string { return r.rule().desc }
 
 // The name rules of the kernel.
 var (
 	// ToolName is a tool's name as the model sees it.
-	ToolName = mustNameRule("tool-manifest.schema.json", "/$defs/tool/properties/name")
+	ToolName = nameRuleAt("tool-manifest.schema.json", "/$defs/tool/properties/name")
 	// PluginToolName is a tool's name as a subprocess plugin declares it,
 	// before "plugin." is put in front.
-	PluginToolName = mustNameRule("tool-manifest.schema.json", "/$defs/pluginToolName")
+	PluginToolName = nameRuleAt("tool-manifest.schema.json", "/$defs/pluginToolName")
 	// Namespace is a subprocess plugin's or an MCP server's name.
-	Namespace = mustNameRule("config.schema.json", "/$defs/namespace")
+	Namespace = nameRuleAt("config.schema.json", "/$defs/namespace")
 	// ModuleName is a WASM module's name.
-	ModuleName = mustNameRule("tool-manifest.schema.json", "/properties/name")
+	ModuleName = nameRuleAt("tool-manifest.schema.json", "/properties/name")
 	// HookName is a configured hook rule's name.
-	HookName = mustNameRule("config.schema.json", "/properties/hooks/properties/rules/items/properties/name")
+	HookName = nameRuleAt("config.schema.json", "/properties/hooks/properties/rules/items/properties/name")
 )
 
 // Valid reports whether s follows the rule.
-func (r *NameRule) Valid(s string) bool { return r.re.MatchString(s) }
+func (r *NameRule) Valid(s string) bool { return r.rule().re.MatchString(s) }
 
 // Check returns nil for a valid name, else an error that quotes it and
 // states the rule: `"has space" must be 1-64 characters of A-Z a-z 0-9 _ . -`.
@@ -50,22 +76,18 @@ func (r *NameRule) Check(s string) error {
 	if r.Valid(s) {
 		return nil
 	}
-	return fmt.Errorf("%q must be %s", s, r.Desc)
+	return fmt.Errorf("%q must be %s", s, r.Desc())
 }
 
-func mustNameRule(schema, pointer string) *NameRule {
-	r, err := loadNameRule(schema, pointer)
-	if err != nil {
-		panic(fmt.Sprintf("schemas/%s#%s: %v (a build problem)", schema, pointer, err))
-	}
-	return r
+func nameRuleAt(schema, pointer string) *NameRule {
+	return &NameRule{Schema: schema, Pointer: pointer}
 }
 
 // simplePattern is the shape of every name pattern: an optional class for
 // the first character, then a class with a count.
 var simplePattern = regexp.MustCompile(`^\^(?:\[([^\]]+)\])?\[([^\]]+)\]\{(\d+),(\d+)\}\$$`)
 
-func loadNameRule(schema, pointer string) (*NameRule, error) {
+func loadNameRule(schema, pointer string) (*nameRule, error) {
 	data, err := schemas.FS.ReadFile(schema)
 	if err != nil {
 		return nil, err
@@ -93,18 +115,18 @@ func loadNameRule(schema, pointer string) (*NameRule, error) {
 	}
 	lo, _ := strconv.Atoi(p[3])
 	hi, _ := strconv.Atoi(p[4])
-	r := &NameRule{Schema: schema, Pointer: pointer, Pattern: pattern, re: re}
+	r := &nameRule{pattern: pattern, re: re}
 	if p[1] != "" {
 		lo, hi = lo+1, hi+1
 	}
-	r.Max = hi
-	r.Desc = fmt.Sprintf("%d-%d characters of %s", lo, hi, classWords(p[2]))
+	r.max = hi
+	r.desc = fmt.Sprintf("%d-%d characters of %s", lo, hi, classWords(p[2]))
 	switch first := p[1]; {
 	case first == "":
 	case strings.Trim(first, "a-zA-Z") == "" && strings.Contains(first, "-"):
-		r.Desc += ", starting with a letter"
+		r.desc += ", starting with a letter"
 	default:
-		r.Desc += ", starting with " + classWords(first)
+		r.desc += ", starting with " + classWords(first)
 	}
 	return r, nil
 }

@@ -26,8 +26,8 @@ func TestNameRules(t *testing.T) {
 			[]string{"no-rm"}, []string{"has space"}},
 	} {
 		t.Run(tc.rule.Pointer, func(t *testing.T) {
-			if tc.rule.Max != tc.max || tc.rule.Desc != tc.desc {
-				t.Errorf("max %d desc %q, want %d %q", tc.rule.Max, tc.rule.Desc, tc.max, tc.desc)
+			if tc.rule.Max() != tc.max || tc.rule.Desc() != tc.desc {
+				t.Errorf("max %d desc %q, want %d %q", tc.rule.Max(), tc.rule.Desc(), tc.max, tc.desc)
 			}
 			for _, s := range tc.good {
 				if err := tc.rule.Check(s); err != nil {

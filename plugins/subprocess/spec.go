@@ -68,8 +68,8 @@ func (s toolSpec) check(plugin string) error {
 	switch {
 	case !config.PluginToolName.Valid(s.Name):
 		return fmt.Errorf("plugin %q: tool name %v", plugin, config.PluginToolName.Check(s.Name))
-	case len(full) > config.ToolName.Max:
-		return fmt.Errorf("plugin %q: tool name %q is longer than %d characters; shorten the plugin or tool name", plugin, full, config.ToolName.Max)
+	case len(full) > config.ToolName.Max():
+		return fmt.Errorf("plugin %q: tool name %q is longer than %d characters; shorten the plugin or tool name", plugin, full, config.ToolName.Max())
 	case !s.Tier.Valid():
 		return fmt.Errorf("plugin %q: tool %q: tier %q is not one of read_only, side_effecting, privileged", plugin, s.Name, s.Tier)
 	case s.TimeoutMS < 0:
