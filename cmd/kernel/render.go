@@ -145,9 +145,14 @@ func (r *renderer) event(e kernel.Event) {
 	case kernel.ToolProgress:
 		r.note("    %s %s", r.paint("2", "…"), clip(e.Text, 100))
 	case kernel.ToolCompleted:
-		if e.IsError {
+		switch {
+		case e.IsError && e.Error == "":
+			// The tool ran and answered with an error result: its text is
+			// the model's to read (`kernel sessions show`), not the kernel's.
+			r.note("  %s %s · %s · %s · the tool reported an error", r.paint("31", "✗"), e.Tool, fmtDuration(e.Duration), fmtBytes(e.Bytes))
+		case e.IsError:
 			r.note("  %s %s: %s", r.paint("31", "✗"), e.Tool, clip(firstLine(e.Error), 140))
-		} else {
+		default:
 			r.note("  %s %s · %s · %s", r.paint("32", "✓"), e.Tool, fmtDuration(e.Duration), fmtBytes(e.Bytes))
 		}
 	case kernel.PolicyDecided:
