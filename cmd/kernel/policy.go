@@ -68,6 +68,13 @@ func (a *app) loadPolicy(ctx context.Context) error {
 	}
 	a.policy = w
 	a.policyWatcher = w
+	// Old names still work for one release; say so where the operator
+	// looks, not only in `kernel policy check`.
+	if p := w.Policy(); p != nil && a.log != nil {
+		for _, d := range p.Deprecated() {
+			a.log.Warn("policy uses a deprecated name", "problem", d.String())
+		}
+	}
 	return nil
 }
 

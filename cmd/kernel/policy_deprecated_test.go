@@ -27,3 +27,22 @@ func TestPolicyCheckWarnsDeprecatedNames(t *testing.T) {
 		t.Fatalf("coding.yaml: %v\n%s", err, errOut)
 	}
 }
+
+// A run under such a policy works and logs each use as a warning at start,
+// where an operator who never runs `policy check` sees it.
+func TestRunWarnsDeprecatedNames(t *testing.T) {
+	const file = "../../policy/testdata/deprecated/turn-names.yaml"
+	_, errOut, err := cli(t, "run", "--config", "../../examples/kernel.yaml", "--policy", file,
+		"--script", "../../examples/demo/hello.yaml", "--store", t.TempDir(), "hi")
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errOut)
+	}
+	for _, want := range []string{
+		"policy uses a deprecated name",
+		"deprecated/turn-names.yaml:13:21: rule \\\"ask-late\\\": when: turn.number is deprecated: write run.number",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+}
