@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -32,10 +34,14 @@ func TestPolicyCheckWarnsDeprecatedNames(t *testing.T) {
 // where an operator who never runs `policy check` sees it.
 func TestRunWarnsDeprecatedNames(t *testing.T) {
 	const file = "../../policy/testdata/deprecated/turn-names.yaml"
-	_, errOut, err := cli(t, "run", "--config", "../../examples/kernel.yaml", "--policy", file,
-		"--script", "../../examples/demo/hello.yaml", "--store", t.TempDir(), "hi")
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, errOut)
+	script := filepath.Join(t.TempDir(), "answer.yaml")
+	if err := os.WriteFile(script, []byte("steps:\n  - text: hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := cli(t, "run", "--config", "../../examples/kernel.yaml", "--policy", file,
+		"--script", script, "--store", t.TempDir(), "hi")
+	if err != nil || !strings.Contains(out, "hello") {
+		t.Fatalf("run: %v\nstdout %s\nstderr %s", err, out, errOut)
 	}
 	for _, want := range []string{
 		"policy uses a deprecated name",
