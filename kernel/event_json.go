@@ -2,19 +2,72 @@ package kernel
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
-// Durations in events are Go duration strings ("1.5s", "120ms", "0s"), as
-// schemas/events.schema.json states, not integer nanoseconds: a reader of an
-// --events file sees the unit. The Go fields stay time.Duration; these
-// MarshalJSON methods change only the JSON.
+// Durations in events and in the decision log are Go duration strings
+// ("1.5s", "120ms", "0s"), as schemas/events.schema.json states, not integer
+// nanoseconds: a reader of an --events file or a decision log sees the unit.
+// The Go fields stay time.Duration; these methods change only the JSON.
+// Reading accepts integer nanoseconds too, the form decision logs written
+// before had (RATIONALE.md, "Durations are strings in every JSON the kernel
+// writes").
 
 // jsonDuration renders a time.Duration as its String().
 type jsonDuration time.Duration
 
 func (d jsonDuration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string or, as older files have it, an
+// integer number of nanoseconds.
+func (d *jsonDuration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("duration %q: want a Go duration such as \"1.5s\" or \"8µs\"", s)
+		}
+		*d = jsonDuration(v)
+		return nil
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("duration %s: want a string such as \"1.5s\" or integer nanoseconds", b)
+	}
+	*d = jsonDuration(n)
+	return nil
+}
+
+// decisionJSON is Decision's JSON form: EvalTime as a duration string.
+type decisionJSON struct {
+	decisionFields
+	EvalTime jsonDuration `json:"eval_time"`
+}
+
+type decisionFields Decision
+
+// MarshalJSON renders EvalTime as a duration string, in events and in the
+// decision log alike.
+func (d Decision) MarshalJSON() ([]byte, error) {
+	return json.Marshal(decisionJSON{decisionFields(d), jsonDuration(d.EvalTime)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, and eval_time as integer
+// nanoseconds (decision logs written before it was a string).
+func (d *Decision) UnmarshalJSON(b []byte) error {
+	var v decisionJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*d = Decision(v.decisionFields)
+	d.EvalTime = time.Duration(v.EvalTime)
+	return nil
 }
 
 // MarshalJSON renders Duration as a duration string.
@@ -60,20 +113,4 @@ func (e RunCompleted) MarshalJSON() ([]byte, error) {
 		plain
 		Duration jsonDuration `json:"duration"`
 	}{plain(e), jsonDuration(e.Duration)})
-}
-
-// MarshalJSON renders the decision's EvalTime as a duration string.
-func (e PolicyDecided) MarshalJSON() ([]byte, error) {
-	type decision Decision
-	type plain PolicyDecided
-	return json.Marshal(struct {
-		plain
-		Decision struct {
-			decision
-			EvalTime jsonDuration `json:"eval_time"`
-		} `json:"decision"`
-	}{plain: plain(e), Decision: struct {
-		decision
-		EvalTime jsonDuration `json:"eval_time"`
-	}{decision(e.Decision), jsonDuration(e.Decision.EvalTime)}})
 }

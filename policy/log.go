@@ -1,7 +1,10 @@
 package policy
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -29,7 +32,8 @@ func NewDecisionLog(w io.Writer, redact func(string) string) *DecisionLog {
 	return &DecisionLog{w: w, redact: redact, now: time.Now}
 }
 
-// LogRecord is one line of the decision log.
+// LogRecord is one line of the decision log. The decision's eval_time is
+// a duration string ("8.1µs"), as in events.
 type LogRecord struct {
 	Time    time.Time `json:"time"`
 	Policy  string    `json:"policy"`
@@ -42,6 +46,57 @@ type LogRecord struct {
 	Tool     string          `json:"tool"`
 	Args     any             `json:"args,omitempty"`
 	Decision kernel.Decision `json:"decision"`
+}
+
+// UnmarshalJSON reads a line of the decision log, also as older kernels
+// wrote it: eval_time as integer nanoseconds (kernel.Decision reads both),
+// and the run and turn under their old keys turn and round. A line with a
+// round key is in the old form: its turn is the run and its round the
+// turn.
+func (r *LogRecord) UnmarshalJSON(b []byte) error {
+	type plain LogRecord
+	var v struct {
+		plain
+		Run   *int `json:"run"` // shadows plain.Run, to see whether it is there
+		Round *int `json:"round"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = LogRecord(v.plain)
+	switch {
+	case v.Round != nil && v.Run != nil:
+		return fmt.Errorf("the line has both run (the new key) and round (the old one): write run and turn only")
+	case v.Round != nil:
+		r.Run, r.Turn = r.Turn, *v.Round
+	case v.Run != nil:
+		r.Run = *v.Run
+	}
+	return nil
+}
+
+// ReadDecisionLog reads a decision log (JSON Lines, in the current form
+// or an older one, see LogRecord.UnmarshalJSON). name is used in errors,
+// which give the line number. Blank lines are skipped.
+func ReadDecisionLog(name string, r io.Reader) ([]LogRecord, error) {
+	var out []LogRecord
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 16<<20)
+	for line := 1; sc.Scan(); line++ {
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var rec LogRecord
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return out, fmt.Errorf("%s:%d: not a decision log line: %w", name, line, err)
+		}
+		out = append(out, rec)
+	}
+	if err := sc.Err(); err != nil {
+		return out, fmt.Errorf("read %s: %w", name, err)
+	}
+	return out, nil
 }
 
 // Err returns the first write error, if any. Decisions are never held up
