@@ -2,6 +2,7 @@ package policy
 
 import (
 	"path"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -137,6 +138,33 @@ type CallEnv struct {
 	// spaces.
 	Argv    []string `expr:"argv"`
 	Command string   `expr:"command"`
+}
+
+// inputFieldSet binds the keys of a test input's session and run sections
+// to what they set.
+type inputFieldSet struct{ session, run map[string]reflect.Value }
+
+// inputFields binds each key of a test input's session: and run: sections
+// (the env's own names) to the kernel.State field it sets: an input
+// decodes straight into the State fillState reads, so an env field that
+// comes from a State field is settable in tests with one line here
+// (docs/architecture.md, "Adding a field policy and hooks see"). Derived
+// fields (tokens, tools, elapsed's times) are not set directly.
+func inputFields(st *kernel.State, sessionElapsed, runElapsed *time.Duration) inputFieldSet {
+	v := func(p any) reflect.Value { return reflect.ValueOf(p).Elem() }
+	return inputFieldSet{
+		session: map[string]reflect.Value{
+			"id": v(&st.SessionID), "model": v(&st.Model), "labels": v(&st.Labels),
+			"turns": v(&st.SessionTotals.Turns), "tokens_in": v(&st.SessionTotals.Usage.InputTokens),
+			"tokens_out": v(&st.SessionTotals.Usage.OutputTokens), "cost_usd": v(&st.SessionTotals.CostUSD),
+			"elapsed": v(sessionElapsed), "tool_calls": v(&st.ToolCounts),
+		},
+		run: map[string]reflect.Value{
+			"number": v(&st.Run), "turn": v(&st.Turn), "max_turns": v(&st.MaxTurns), "prompt": v(&st.Prompt),
+			"tokens_in": v(&st.RunTotals.Usage.InputTokens), "tokens_out": v(&st.RunTotals.Usage.OutputTokens),
+			"cost_usd": v(&st.RunTotals.CostUSD), "elapsed": v(runElapsed), "calls": v(&st.RunCalls),
+		},
+	}
 }
 
 // envPool recycles environments: building one per decision must not

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -22,16 +23,20 @@ var DefaultNow = time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
 // Input is a situation to decide on, as written in a test's input: or in
 // the case file of `kernel policy explain`. Its sections are the env's
 // (session, run, tool, call, context) and every field is optional; see
-// docs/policy.md for the defaults. Derived env fields (session.tokens,
-// run.tools, call.paths, call.argv, call.command) are computed from these
+// docs/policy.md for the defaults. The session and run sections decode
+// straight into a kernel.State (inputFields in env.go binds each of their
+// keys to a State field), and derived env fields (session.tokens,
+// run.tools, call.paths, call.argv, call.command) are computed from it
 // exactly as they are in a running kernel: the input becomes a
 // kernel.State (and a kernel.Call) and goes through the same code.
 type Input struct {
-	Session SessionInput `yaml:"session"`
-	Run     RunInput     `yaml:"run"`
+	// Session and Run are where the sections were written; their fields
+	// are in State.
+	Session Section `yaml:"session"`
+	Run     Section `yaml:"run"`
 	// Turn is the deprecated name of Run, with round for turn and
 	// max_rounds for max_turns; `kernel policy check` reports it.
-	Turn TurnInput `yaml:"turn"`
+	Turn Section `yaml:"turn"`
 	// Tool overrides the spec of call.tool (tier, source, tags).
 	Tool ToolInput `yaml:"tool"`
 	Call CallInput `yaml:"call"`
@@ -44,70 +49,60 @@ type Input struct {
 	// Phase is before_model (default) or after_tools, for budgets.
 	Phase string    `yaml:"phase"`
 	Now   time.Time `yaml:"now"`
+
+	// State holds what the session and run sections set, before the
+	// defaults (see state).
+	State kernel.State `yaml:"-"`
+	// SessionElapsed and RunElapsed are session.elapsed and run.elapsed:
+	// State keeps times, and they become SessionCreated and RunStarted
+	// once now is known.
+	SessionElapsed, RunElapsed time.Duration `yaml:"-"`
 }
 
-// SessionInput sets the session fields of the env.
-type SessionInput struct {
-	ID        string            `yaml:"id"`
-	Model     string            `yaml:"model"`
-	Turns     int               `yaml:"turns"`
-	TokensIn  int               `yaml:"tokens_in"`
-	TokensOut int               `yaml:"tokens_out"`
-	CostUSD   float64           `yaml:"cost_usd"`
-	Elapsed   time.Duration     `yaml:"elapsed"`
-	ToolCalls map[string]int    `yaml:"tool_calls"`
-	Labels    map[string]string `yaml:"labels"`
+// Section is a session, run or turn section of an Input: where it was
+// written. Its fields go into Input.State.
+type Section struct {
+	At   pos
+	node *yaml.Node
 }
 
-// RunInput sets the run fields of the env.
-type RunInput struct {
-	At        pos                  `yaml:"-"`
-	Number    int                  `yaml:"number"`
-	Turn      int                  `yaml:"turn"`
-	MaxTurns  int                  `yaml:"max_turns"`
-	Prompt    string               `yaml:"prompt"`
-	TokensIn  int                  `yaml:"tokens_in"`
-	TokensOut int                  `yaml:"tokens_out"`
-	CostUSD   float64              `yaml:"cost_usd"`
-	Elapsed   time.Duration        `yaml:"elapsed"`
-	Calls     []kernel.CallOutcome `yaml:"calls"`
-}
-
-// TurnInput is RunInput under its deprecated name turn, where round is
-// turn and max_rounds is max_turns. It decodes into its RunInput (see
-// decodeNode); At is set when the section was written.
-type TurnInput struct {
-	RunInput
-}
+func (s *Section) decodeNode(_ *ydec, n *yaml.Node, _ string) { s.At, s.node = posOf(n), n }
 
 // deprecatedInputFields maps the turn section's old keys to run's.
 var deprecatedInputFields = map[string]string{"round": "turn", "max_rounds": "max_turns"}
 
-// decodeNode decodes a turn: section as a run: section with the old keys
-// renamed (a shallow copy of the mapping: the file's nodes are unchanged).
-func (t *TurnInput) decodeNode(d *ydec, n *yaml.Node, where string) {
-	if n.Kind == yaml.MappingNode {
-		c := *n
-		c.Content = slices.Clone(n.Content)
-		for i := 0; i+1 < len(c.Content); i += 2 {
-			if to, ok := deprecatedInputFields[c.Content[i].Value]; ok {
-				k := *c.Content[i]
-				k.Value = to
-				c.Content[i] = &k
-			}
+// decodeNode decodes the input's own fields, then its sections into
+// in.State through inputFields.
+func (in *Input) decodeNode(d *ydec, n *yaml.Node, where string) {
+	d.dec().DecodeStruct(n, reflect.ValueOf(in).Elem(), where)
+	fields := inputFields(&in.State, &in.SessionElapsed, &in.RunElapsed)
+	for _, sec := range []struct {
+		name string
+		s    *Section
+		keys map[string]reflect.Value
+	}{{"session", &in.Session, fields.session}, {"run", &in.Run, fields.run}, {"turn", &in.Turn, renamed(fields.run)}} {
+		if sec.s.node == nil || isNull(sec.s.node) {
+			continue
 		}
-		n = &c
+		sub := sec.name
+		if where != "" {
+			sub = where + "." + sec.name
+		}
+		d.dec().DecodeFields(d.resolve(sec.s.node), sec.keys, sub)
 	}
-	d.decode(n, reflect.ValueOf(&t.RunInput).Elem(), where)
 }
 
-// run is the run section, taken from the deprecated turn section when only
-// that one is written.
-func (in *Input) run() RunInput {
-	if in.Turn.At.Line == 0 {
-		return in.Run
+// renamed is run's fields under the deprecated turn section's keys.
+func renamed(run map[string]reflect.Value) map[string]reflect.Value {
+	out := make(map[string]reflect.Value, len(run))
+	for k, v := range run {
+		out[k] = v
 	}
-	return in.Turn.RunInput
+	for old, now := range deprecatedInputFields {
+		out[old] = run[now]
+		delete(out, now)
+	}
+	return out
 }
 
 // ToolInput overrides fields of a tool's spec.
@@ -159,9 +154,16 @@ func (in *Input) check(ps *problems, at pos, where string) {
 	if in.Turn.At.Line > 0 && in.Run.At.Line > 0 {
 		ps.at(StageSyntax, in.Turn.At, where, "input has both run and its deprecated name turn: write run only")
 	}
-	for i, c := range in.run().Calls {
+	callsAt := at
+	if callsAt.Line == 0 {
+		callsAt = in.Run.At
+		if in.Turn.At.Line > 0 {
+			callsAt = in.Turn.At
+		}
+	}
+	for i, c := range in.State.RunCalls {
 		if c.Outcome != "" && !c.Outcome.Valid() {
-			ps.at(StageSyntax, at, where, "input.run.calls[%d].outcome must be one of %s, got %q", i, kernel.OutcomeNames(), c.Outcome)
+			ps.at(StageSyntax, callsAt, where, "input.run.calls[%d].outcome must be one of %s, got %q", i, kernel.OutcomeNames(), c.Outcome)
 		}
 	}
 	switch in.Phase {
@@ -174,46 +176,42 @@ func (in *Input) check(ps *problems, at pos, where string) {
 	}
 }
 
-// state builds the kernel.State the input describes.
+// state builds the kernel.State the input describes: in.State with the
+// defaults of docs/policy.md, and its times from now and the elapsed
+// times.
 func (in *Input) state() *kernel.State {
+	st := in.State
 	now := in.Now
 	if now.IsZero() {
 		now = DefaultNow
 	}
-	run := in.run()
-	number, turn, maxTurns := max(run.Number, 1), max(run.Turn, 1), run.MaxTurns
-	if maxTurns == 0 {
-		maxTurns = kernel.DefaultMaxTurns
+	st.Run, st.Turn = max(st.Run, 1), max(st.Turn, 1)
+	if st.MaxTurns == 0 {
+		st.MaxTurns = kernel.DefaultMaxTurns
 	}
-	st := &kernel.State{
-		SessionID: in.Session.ID, Model: in.Session.Model, Labels: in.Session.Labels, Prompt: run.Prompt,
-		Run: number, Turn: turn, MaxTurns: maxTurns,
-		SessionTotals: kernel.Totals{Turns: max(in.Session.Turns, turn),
-			Usage:   kernel.Usage{InputTokens: int64(in.Session.TokensIn), OutputTokens: int64(in.Session.TokensOut)},
-			CostUSD: max(in.Session.CostUSD, run.CostUSD)},
-		RunTotals: kernel.Totals{Turns: turn,
-			Usage:   kernel.Usage{InputTokens: int64(run.TokensIn), OutputTokens: int64(run.TokensOut)},
-			CostUSD: run.CostUSD},
-		Now: now, SessionCreated: now.Add(-max(in.Session.Elapsed, run.Elapsed)), RunStarted: now.Add(-run.Elapsed),
-		ToolCounts: map[string]int{},
-		Context:    in.Context,
-	}
+	st.SessionTotals.Turns = max(st.SessionTotals.Turns, st.Turn)
+	st.SessionTotals.CostUSD = max(st.SessionTotals.CostUSD, st.RunTotals.CostUSD)
+	st.RunTotals.Turns = st.Turn
+	st.Now, st.SessionCreated, st.RunStarted = now, now.Add(-max(in.SessionElapsed, in.RunElapsed)), now.Add(-in.RunElapsed)
+	st.Labels = maps.Clone(st.Labels)
 	if st.Labels == nil {
 		st.Labels = map[string]string{}
 	}
+	st.ToolCounts = maps.Clone(st.ToolCounts)
+	if st.ToolCounts == nil {
+		st.ToolCounts = map[string]int{}
+	}
+	st.RunCalls = slices.Clone(st.RunCalls)
+	for i := range st.RunCalls {
+		if st.RunCalls[i].Outcome == "" {
+			st.RunCalls[i].Outcome = kernel.OutcomeOK
+		}
+	}
+	st.Context = in.Context
 	if st.Context.Fraction == 0 && st.Context.Window > 0 {
 		st.Context.Fraction = float64(st.Context.Used) / float64(st.Context.Window)
 	}
-	for k, v := range in.Session.ToolCalls {
-		st.ToolCounts[k] = v
-	}
-	for _, c := range run.Calls {
-		if c.Outcome == "" {
-			c.Outcome = kernel.OutcomeOK
-		}
-		st.RunCalls = append(st.RunCalls, c)
-	}
-	return st
+	return &st
 }
 
 // phase is the budget phase of the input.

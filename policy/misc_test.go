@@ -23,11 +23,18 @@ func TestParseInput(t *testing.T) {
 		{"bad phase", "phase: lunch\n", `input.phase must be before_model or after_tools, got "lunch"`},
 		{"bad tier", "tool: {tier: admin}\n", `input.tool.tier must be read_only, side_effecting or privileged`},
 		{"bad time", "now: yesterday\n", `case.yaml:1:6: now: expected an RFC 3339 time`},
+		// The session and run sections decode straight into kernel.State:
+		// their errors keep the line and column.
+		{"bad session field", "session: {tokens_in: many}\n", `case.yaml:1:22: session.tokens_in: expected an integer, got the scalar "many"`},
+		{"unknown run field", "run:\n  nope: 1\n", `case.yaml:2:3: run: unknown field "nope" (valid fields: calls, cost_usd, elapsed, max_turns, number, prompt, tokens_in, tokens_out, turn)`},
+		{"new key in the deprecated turn section", "turn: {round: 2, turn: 3}\n", `case.yaml:1:18: turn: unknown field "turn"`},
+		{"both run and turn", "run: {turn: 2}\nturn: {round: 2}\n", `case.yaml:2:7: input has both run and its deprecated name turn`},
+		{"bad outcome", "run:\n  calls: [{tool: a, outcome: weird}]\n", `case.yaml:2:3: input.run.calls[0].outcome must be one of`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, err := policy.ParseInput("case.yaml", []byte(tc.src))
 			if tc.wantErr == "" {
-				if err != nil || in.Session.Elapsed != 90*time.Second || in.Session.CostUSD != 1 || in.Now.Hour() != 10 || in.Call.Args["path"] != "a" {
+				if err != nil || in.SessionElapsed != 90*time.Second || in.State.SessionTotals.CostUSD != 1 || in.Now.Hour() != 10 || in.Call.Args["path"] != "a" {
 					t.Fatalf("input = %+v, %v", in, err)
 				}
 				return

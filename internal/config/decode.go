@@ -237,25 +237,39 @@ func (d *Decoder) DecodeStruct(n *yaml.Node, v reflect.Value, where string) {
 	if f, ok := t.FieldByName("At"); ok && f.Type.Kind() == reflect.Struct && posType.ConvertibleTo(f.Type) {
 		v.FieldByIndex(f.Index).Set(reflect.ValueOf(PosOf(n)).Convert(f.Type))
 	}
-	fields := map[string]int{}
+	fields := map[string]reflect.Value{}
 	for i := range t.NumField() {
 		if tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
-			fields[tag] = i
+			fields[tag] = v.Field(i)
 		}
+	}
+	d.DecodeFields(n, fields, where)
+}
+
+// DecodeFields decodes a mapping key by key into the settable values
+// fields names: the form of DecodeStruct for a mapping whose keys land in
+// places other than one struct's fields (a policy test input's session
+// and run keys go straight into the fields of a kernel.State). Unknown and
+// repeated keys are errors at their line and column; a merge key ("<<")
+// decodes the merged mapping(s) in place.
+func (d *Decoder) DecodeFields(n *yaml.Node, fields map[string]reflect.Value, where string) {
+	if n.Kind != yaml.MappingNode {
+		d.Errorf(n, where, "expected a mapping, got %s", KindName(n))
+		return
 	}
 	d.eachKey(n, where, "field %q appears twice", func(k, val *yaml.Node) {
 		if k.Value == "<<" {
 			m := d.Resolve(val)
 			if m != nil && m.Kind == yaml.SequenceNode {
 				for _, c := range m.Content {
-					d.DecodeStruct(d.Resolve(c), v, where)
+					d.DecodeFields(d.Resolve(c), fields, where)
 				}
 			} else if m != nil {
-				d.DecodeStruct(m, v, where)
+				d.DecodeFields(m, fields, where)
 			}
 			return
 		}
-		fi, ok := fields[k.Value]
+		f, ok := fields[k.Value]
 		if !ok {
 			d.Errorf(k, where, "unknown field %q (valid fields: %s)", k.Value, strings.Join(SortedKeys(fields), ", "))
 			return
@@ -264,7 +278,7 @@ func (d *Decoder) DecodeStruct(n *yaml.Node, v reflect.Value, where string) {
 		if where != "" {
 			sub = where + "." + k.Value
 		}
-		d.Decode(val, v.Field(fi), sub)
+		d.Decode(val, f, sub)
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentkernel/agentkernel/internal/backoff"
+	"github.com/agentkernel/agentkernel/internal/supervise"
 )
 
 // State is where a server is in its life.
@@ -73,47 +74,25 @@ func newServer(h *Host, cfg ServerConfig) *server {
 
 // session returns a live session, connecting first if needed: it waits for
 // a connection in progress, waits out the backoff after a crash, and
-// refuses while the circuit breaker is open.
+// refuses while the circuit breaker is open (internal/supervise).
 func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
-	for {
-		s.mu.Lock()
-		switch {
-		case s.closed:
-			s.mu.Unlock()
-			return nil, ErrClosed
-		case s.sess != nil:
-			sess := s.sess
-			s.mu.Unlock()
-			return sess, nil
-		case s.starting != nil:
-			a := s.starting
-			s.mu.Unlock()
-			if err := a.Wait(ctx); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		now := time.Now()
-		if s.crashes.IsOpen(now) {
-			err := fmt.Errorf("%w: server %s failed %d times in a row (last: %s); its tools are disabled until %s, then the kernel tries again",
+	return supervise.Gate[*mcp.ClientSession]{
+		Mu: &s.mu, Live: &s.sess, Starting: &s.starting, Crashes: &s.crashes, Closed: &s.closed, ErrClosed: ErrClosed,
+		Refused: func(time.Time) error {
+			return fmt.Errorf("%w: server %s failed %d times in a row (last: %s); its tools are disabled until %s, then the kernel tries again",
 				ErrUnavailable, s.cfg.Name, s.crashes.Failures(), s.lastError, s.crashes.Until().Format(time.TimeOnly))
-			s.mu.Unlock()
-			return nil, err
-		}
-		wait := s.crashes.Wait(now)
-		s.state = StateStarting
-		sess, counted, err := backoff.Launch(ctx, &s.mu, &s.starting, ErrClosed, func() (*mcp.ClientSession, error) {
-			return s.connect(ctx, wait)
-		})
-		switch {
-		case counted:
-			s.recordCrashLocked(err)
-		case err != nil && s.state == StateStarting:
-			s.state = StateIdle
-		}
-		s.mu.Unlock()
-		return sess, err
-	}
+		},
+		Start: s.connect,
+		Begin: func() { s.state = StateStarting },
+		End: func(err error, counted bool) {
+			switch {
+			case counted:
+				s.recordCrashLocked(err)
+			case err != nil && s.state == StateStarting:
+				s.state = StateIdle
+			}
+		},
+	}.Acquire(ctx)
 }
 
 // connect waits out the backoff, starts the process or reaches the URL,

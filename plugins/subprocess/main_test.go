@@ -1,25 +1,23 @@
 package subprocess_test
 
 import (
-	"github.com/agentkernel/agentkernel/sandbox"
-	"strconv"
-
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/sdk/sdktest"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // misbehave is the test plugin binary, built once by TestMain.
@@ -54,23 +52,8 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// logBuffer collects a host's logs for assertions. Safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+// logBuffer is the shared concurrency-safe log sink.
+type logBuffer = testutil.SyncBuffer
 
 // newHost returns a host that is closed when the test ends.
 func newHost(t testing.TB, cfg subprocess.HostConfig) *subprocess.Host {

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentkernel/agentkernel/internal/backoff"
+	"github.com/agentkernel/agentkernel/internal/supervise"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -34,57 +35,30 @@ type supervisor struct {
 
 // acquire returns a running process, starting one if needed: it waits for
 // a start in progress, waits out the backoff after a crash, and refuses
-// while the circuit breaker is open.
+// while the circuit breaker is open (internal/supervise).
 func (s *supervisor) acquire(ctx context.Context) (*instance, error) {
-	for {
-		s.mu.Lock()
-		switch {
-		case s.closed:
-			s.mu.Unlock()
-			return nil, ErrClosed
-		case s.inst != nil && s.inst.runner.exited():
-			// Dead, and its watcher is about to say so (and count the
-			// crash, which sets the backoff): wait for it.
-			inst := s.inst
-			s.mu.Unlock()
-			select {
-			case <-inst.exited:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
+	return supervise.Gate[*instance]{
+		Mu: &s.mu, Live: &s.inst, Starting: &s.starting, Crashes: &s.crashes, Closed: &s.closed, ErrClosed: ErrClosed,
+		Dying: func(inst *instance) <-chan struct{} {
+			if inst.runner.exited() {
+				// Dead, and its watcher is about to say so (and count
+				// the crash, which sets the backoff): wait for it.
+				return inst.exited
 			}
-		case s.inst != nil:
-			inst := s.inst
-			s.mu.Unlock()
-			return inst, nil
-		case s.starting != nil:
-			a := s.starting
-			s.mu.Unlock()
-			if err := a.Wait(ctx); err != nil {
-				return nil, err // the start this call waited for failed
-			}
-			continue
-		}
-		now := time.Now()
-		if s.crashes.IsOpen(now) {
+			return nil
+		},
+		Refused: func(now time.Time) error {
 			until := s.crashes.Until()
-			n := s.crashes.Failures()
-			s.mu.Unlock()
-			return nil, fmt.Errorf("%w: it crashed %d times in a row; its tools are disabled until %s (%s from now), then the kernel tries again",
-				ErrUnavailable, n, until.Format(time.TimeOnly), until.Sub(now).Round(time.Second))
-		}
-		wait := s.crashes.Wait(now)
-		// A caller that gave up or a closing host says nothing about the
-		// plugin's health: Launch counts neither.
-		inst, counted, err := backoff.Launch(ctx, &s.mu, &s.starting, ErrClosed, func() (*instance, error) {
-			return s.start(ctx, wait)
-		})
-		if counted {
-			s.recordCrashLocked(time.Now())
-		}
-		s.mu.Unlock()
-		return inst, err
-	}
+			return fmt.Errorf("%w: it crashed %d times in a row; its tools are disabled until %s (%s from now), then the kernel tries again",
+				ErrUnavailable, s.crashes.Failures(), until.Format(time.TimeOnly), until.Sub(now).Round(time.Second))
+		},
+		Start: s.start,
+		End: func(_ error, counted bool) {
+			if counted {
+				s.recordCrashLocked(time.Now())
+			}
+		},
+	}.Acquire(ctx)
 }
 
 // start waits out the backoff, starts a process and installs it with its
