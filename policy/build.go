@@ -56,38 +56,14 @@ func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
 		p.vars = append(p.vars, &varDef{name: v.Name.V, at: v.Name.At, prog: c.compile(v.Expr, where, wantAny, i)})
 	}
 
-	ids := map[string]pos{}
-	claim := func(id str, where string) {
-		if prev, dup := ids[id.V]; dup {
-			ps.at(StageLint, id.At, where, "duplicate id %q (first used at line %d); ids of rules, select and drop rules and budgets must be unique", id.V, prev.Line)
-			return
-		}
-		ids[id.V] = id.At
-	}
-	requireID := func(id str, at pos, where string) bool {
-		if !id.Set || strings.TrimSpace(id.V) == "" {
-			if at.Line > 0 { // else the item was not a mapping, already reported
-				ps.at(StageSyntax, at, where, "id is required")
-			}
-			return false
-		}
-		if strings.ContainsAny(id.V, " \t\n,") {
-			ps.at(StageSyntax, id.At, where, "id %q must not contain spaces or commas", id.V)
-		}
-		return true
-	}
-
-	p.buildSurfaces(ps, c, doc.Surfaces, claim, requireID)
+	ids := &idRegistry{ps: ps, seen: map[string]pos{}}
+	p.buildSurfaces(ps, c, doc.Surfaces, ids)
 
 	for i, rd := range doc.Rules {
-		where := fmt.Sprintf("rules[%d]", i)
-		if rd.ID.Set {
-			where = fmt.Sprintf("rule %q", rd.ID.V)
-		}
-		if !requireID(rd.ID, rd.At, where) {
+		where, ok := ids.require("rules", i, "rule", rd.ID, rd.At)
+		if !ok {
 			continue
 		}
-		claim(rd.ID, where)
 		r := &rule{id: rd.ID.V, at: rd.ID.At, index: len(p.rules)}
 		switch rd.Effect.V {
 		case "deny", "ask", "allow":
@@ -126,14 +102,10 @@ func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
 	}
 
 	for i, bd := range doc.Budgets {
-		where := fmt.Sprintf("budgets[%d]", i)
-		if bd.ID.Set {
-			where = fmt.Sprintf("budget %q", bd.ID.V)
-		}
-		if !requireID(bd.ID, bd.At, where) {
+		where, ok := ids.require("budgets", i, "budget", bd.ID, bd.At)
+		if !ok {
 			continue
 		}
-		claim(bd.ID, where)
 		if bd.ID.V == "none" {
 			ps.at(StageSyntax, bd.ID.At, where, `"none" is reserved (a test's stop: none means no budget stops)`)
 		}
@@ -163,7 +135,7 @@ func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
 	return p
 }
 
-func (p *Policy) buildSurfaces(ps *problems, c *compiler, sd *surfacesDoc, claim func(str, string), requireID func(str, pos, string) bool) {
+func (p *Policy) buildSurfaces(ps *problems, c *compiler, sd *surfacesDoc, ids *idRegistry) {
 	if sd == nil {
 		return
 	}
@@ -197,7 +169,7 @@ func (p *Policy) buildSurfaces(ps *problems, c *compiler, sd *surfacesDoc, claim
 		id := s.ID.V
 		if s.ID.Set {
 			where = fmt.Sprintf("select %q", id)
-			claim(s.ID, where)
+			ids.claim(s.ID, where)
 		} else {
 			id = where
 		}
@@ -216,14 +188,10 @@ func (p *Policy) buildSurfaces(ps *problems, c *compiler, sd *surfacesDoc, claim
 		p.selects = append(p.selects, sel)
 	}
 	for i, d := range sd.Drop {
-		where := fmt.Sprintf("surfaces.drop[%d]", i)
-		if d.ID.Set {
-			where = fmt.Sprintf("drop %q", d.ID.V)
-		}
-		if !requireID(d.ID, d.At, where) {
+		where, ok := ids.require("surfaces.drop", i, "drop", d.ID, d.At)
+		if !ok {
 			continue
 		}
-		claim(d.ID, where)
 		dr := &dropRule{id: d.ID.V, at: d.ID.At}
 		if len(d.Tools) == 0 {
 			ps.at(StageSyntax, d.ID.At, where, "tools is required: the tools (names or globs) this rule may drop")
@@ -330,4 +298,42 @@ func (p *Policy) checkTests(ps *problems) {
 		}
 		t.Input.check(ps, t.Name.At, where)
 	}
+}
+
+// idRegistry checks the ids of rules, select and drop rules and budgets:
+// present where they are required, without spaces or commas, and unique
+// across the file.
+type idRegistry struct {
+	ps   *problems
+	seen map[string]pos
+}
+
+// claim records id, reporting a duplicate.
+func (r *idRegistry) claim(id str, where string) {
+	if prev, dup := r.seen[id.V]; dup {
+		r.ps.at(StageLint, id.At, where, "duplicate id %q (first used at line %d); ids of rules, select and drop rules and budgets must be unique", id.V, prev.Line)
+		return
+	}
+	r.seen[id.V] = id.At
+}
+
+// require checks and claims the required id of item i of list (a kind,
+// at at) and returns how errors name the item: `kind "id"`, or
+// `list[i]` without an id. ok is false without an id: skip the item.
+func (r *idRegistry) require(list string, i int, kind string, id str, at pos) (where string, ok bool) {
+	where = fmt.Sprintf("%s[%d]", list, i)
+	if id.Set {
+		where = fmt.Sprintf("%s %q", kind, id.V)
+	}
+	if !id.Set || strings.TrimSpace(id.V) == "" {
+		if at.Line > 0 { // else the item was not a mapping, already reported
+			r.ps.at(StageSyntax, at, where, "id is required")
+		}
+		return where, false
+	}
+	if strings.ContainsAny(id.V, " \t\n,") {
+		r.ps.at(StageSyntax, id.At, where, "id %q must not contain spaces or commas", id.V)
+	}
+	r.claim(id, where)
+	return where, true
 }
