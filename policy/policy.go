@@ -276,13 +276,10 @@ func (p *Policy) newTrace() *trace {
 func (p *Policy) Decide(_ context.Context, st *kernel.State, c *kernel.Call) kernel.Decision {
 	start := time.Now()
 	e := p.entry(c.Tool().Name)
-	env := getEnv()
-	env.fillState(st)
+	env, m := borrow(st)
 	env.fillCall(c, e.extractor(c.Tool().Schema))
-	m := vmPool.Get().(*vm.VM)
 	d := p.decide(m, env, e, nil)
-	vmPool.Put(m)
-	putEnv(env)
+	giveBack(env, m)
 	d.ID = kernel.NewID()
 	d.EvalTime = time.Since(start)
 	if p.opts.Log != nil {
@@ -373,12 +370,9 @@ func (p *Policy) Surface(_ context.Context, st *kernel.State, tools []kernel.Too
 	if !p.hasSurfaces {
 		return tools
 	}
-	env := getEnv()
-	env.fillState(st)
-	m := vmPool.Get().(*vm.VM)
+	env, m := borrow(st)
 	out := p.surface(m, env, tools, nil)
-	vmPool.Put(m)
-	putEnv(env)
+	giveBack(env, m)
 	return out
 }
 
@@ -439,12 +433,9 @@ func (p *Policy) Budget(_ context.Context, st *kernel.State, phase kernel.Budget
 	if len(p.budgets) == 0 {
 		return kernel.BudgetVerdict{}
 	}
-	env := getEnv()
-	env.fillState(st)
-	m := vmPool.Get().(*vm.VM)
+	env, m := borrow(st)
 	v := p.budget(m, env, phase, nil)
-	vmPool.Put(m)
-	putEnv(env)
+	giveBack(env, m)
 	return v
 }
 
@@ -492,3 +483,16 @@ func (p *Policy) budgetMessage(m *vm.VM, b *budgetDef, condErr error, env *Env) 
 }
 
 var _ kernel.Policy = (*Policy)(nil)
+
+// borrow takes a pooled Env filled from st and a pooled VM, what Decide,
+// Surface and Budget evaluate with; giveBack returns them.
+func borrow(st *kernel.State) (*Env, *vm.VM) {
+	env := getEnv()
+	env.fillState(st)
+	return env, vmPool.Get().(*vm.VM)
+}
+
+func giveBack(env *Env, m *vm.VM) {
+	vmPool.Put(m)
+	putEnv(env)
+}

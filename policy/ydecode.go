@@ -90,14 +90,21 @@ type str struct {
 
 func (s *str) decodeNode(d *ydec, n *yaml.Node, where string) {
 	s.At = posOf(n)
+	s.V, s.Set = d.scalar(n, where, "a string")
+}
+
+// scalar reads n for a leaf type's decodeNode: set is false for null
+// (nothing written) and for a node that is not a scalar, which is
+// reported as not being what.
+func (d *ydec) scalar(n *yaml.Node, where, what string) (v string, set bool) {
 	if isNull(n) {
-		return
+		return "", false
 	}
 	if n.Kind != yaml.ScalarNode {
-		d.errAt(n, where, "expected a string, got %s", kindName(n))
-		return
+		d.errAt(n, where, "expected %s, got %s", what, kindName(n))
+		return "", false
 	}
-	s.V, s.Set = n.Value, true
+	return n.Value, true
 }
 
 // exprSrc is an expression as written in the file, with what is needed to
@@ -114,14 +121,7 @@ type exprSrc struct {
 
 func (e *exprSrc) decodeNode(d *ydec, n *yaml.Node, where string) {
 	e.At, e.Style, e.Comment = posOf(n), n.Style, n.LineComment
-	if isNull(n) {
-		return
-	}
-	if n.Kind != yaml.ScalarNode {
-		d.errAt(n, where, "expected an expression (a string), got %s", kindName(n))
-		return
-	}
-	e.Src, e.Set = n.Value, true
+	e.Src, e.Set = d.scalar(n, where, "an expression (a string)")
 }
 
 // reflectValue returns the settable value p points to.
