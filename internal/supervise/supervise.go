@@ -3,8 +3,9 @@
 // process (or session), wait for a start in progress, wait out the
 // restart backoff after a crash, refuse while the circuit breaker is
 // open, or start a new one (RATIONALE.md, "One supervisor state
-// machine"). The arithmetic is internal/backoff's; what each supervisor
-// starts, and what it says, stays its own.
+// machine"). Attempt is the start in progress that other callers wait
+// for. The arithmetic is internal/backoff's; what each supervisor starts,
+// and what it says, stays its own.
 package supervise
 
 import (
@@ -25,7 +26,7 @@ type Gate[T comparable] struct {
 	Live *T
 	// Starting is the start in progress, if any: callers arriving
 	// meanwhile wait for it instead of starting another.
-	Starting **backoff.Attempt
+	Starting **Attempt
 	// Crashes is the restart backoff and circuit breaker.
 	Crashes *backoff.Breaker
 	// Closed is set when the supervisor is closed: Acquire returns
@@ -98,7 +99,7 @@ func (g Gate[T]) Acquire(ctx context.Context) (T, error) {
 		if g.Begin != nil {
 			g.Begin()
 		}
-		v, counted, err := backoff.Launch(ctx, g.Mu, g.Starting, g.ErrClosed, func() (T, error) {
+		v, counted, err := launch(ctx, g.Mu, g.Starting, g.ErrClosed, func() (T, error) {
 			return g.Start(ctx, wait)
 		})
 		g.End(err, counted)

@@ -18,7 +18,7 @@ var errClosed = errors.New("closed")
 type owner struct {
 	mu       sync.Mutex
 	live     *int
-	starting *backoff.Attempt
+	starting *supervise.Attempt
 	crashes  backoff.Breaker
 	closed   bool
 

@@ -45,7 +45,7 @@ type server struct {
 	sess      *mcp.ClientSession
 	gone      chan struct{} // closed when sess is found dead
 	pid       int
-	starting  *backoff.Attempt
+	starting  *supervise.Attempt
 	state     State
 	crashes   backoff.Breaker // consecutive failures: restart backoff and circuit breaker
 	lastError string

@@ -28,8 +28,8 @@ type supervisor struct {
 
 	mu       sync.Mutex
 	inst     *instance
-	starting *backoff.Attempt // the start in progress, if any
-	crashes  backoff.Breaker  // consecutive crashes: restart backoff and circuit breaker
+	starting *supervise.Attempt // the start in progress, if any
+	crashes  backoff.Breaker    // consecutive crashes: restart backoff and circuit breaker
 	closed   bool
 }
 

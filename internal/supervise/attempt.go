@@ -1,4 +1,4 @@
-package backoff
+package supervise
 
 import (
 	"context"
@@ -40,13 +40,13 @@ func (a *Attempt) Wait(ctx context.Context) error {
 	}
 }
 
-// Launch runs start as a new attempt published in *slot, so that callers
+// launch runs start as a new attempt published in *slot, so that callers
 // arriving meanwhile wait for it (Wait) instead of starting another. mu
 // guards *slot: it is held on entry and on return, and released while
 // start runs. A failure is counted (counted is true: the owner records a
 // crash) unless ctx is done or the error is errStop (the owner is
 // closing), which say nothing about the health of what was started.
-func Launch[T any](ctx context.Context, mu *sync.Mutex, slot **Attempt, errStop error, start func() (T, error)) (v T, counted bool, err error) {
+func launch[T any](ctx context.Context, mu *sync.Mutex, slot **Attempt, errStop error, start func() (T, error)) (v T, counted bool, err error) {
 	a := NewAttempt()
 	*slot = a
 	mu.Unlock()
