@@ -7,11 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/agentkernel/agentkernel/internal/testutil"
 )
 
 func TestChatDrivenByStdin(t *testing.T) {
@@ -31,32 +32,18 @@ func TestChatDrivenByStdin(t *testing.T) {
 }
 
 // ptyOutput collects what a process writes to its terminal.
-type ptyOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (p *ptyOutput) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.buf.Write(b)
-}
+type ptyOutput struct{ testutil.SyncBuffer }
 
 func (p *ptyOutput) waitFor(t *testing.T, want string, after int) int {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		p.mu.Lock()
-		s := p.buf.String()
-		p.mu.Unlock()
-		if i := strings.Index(s[after:], want); i >= 0 {
+		if i := strings.Index(p.String()[after:], want); i >= 0 {
 			return after + i + len(want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t.Fatalf("terminal never showed %q; it shows:\n%s", want, p.buf.String())
+	t.Fatalf("terminal never showed %q; it shows:\n%s", want, p.String())
 	return 0
 }
 

@@ -180,12 +180,6 @@ func serveStdio(t *testing.T, cfg, store string, opts *sdk.ClientOptions) (cs *s
 	}
 }
 
-func (p *ptyOutput) String() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.buf.String()
-}
-
 func callText(t *testing.T, cs *sdk.ClientSession, name string, args any) (string, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
