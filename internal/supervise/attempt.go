@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // Attempt is a start in progress that other callers wait for instead of
@@ -40,17 +41,17 @@ func (a *Attempt) Wait(ctx context.Context) error {
 	}
 }
 
-// launch runs start as a new attempt published in *slot, so that callers
+// launch runs start(ctx, wait) as a new attempt published in *slot, so that callers
 // arriving meanwhile wait for it (Wait) instead of starting another. mu
 // guards *slot: it is held on entry and on return, and released while
 // start runs. A failure is counted (counted is true: the owner records a
 // crash) unless ctx is done or the error is errStop (the owner is
 // closing), which say nothing about the health of what was started.
-func launch[T any](ctx context.Context, mu *sync.Mutex, slot **Attempt, errStop error, start func() (T, error)) (v T, counted bool, err error) {
+func launch[T any](ctx context.Context, mu *sync.Mutex, slot **Attempt, errStop error, wait time.Duration, start func(context.Context, time.Duration) (T, error)) (v T, counted bool, err error) {
 	a := NewAttempt()
 	*slot = a
 	mu.Unlock()
-	v, err = start()
+	v, err = start(ctx, wait)
 	mu.Lock()
 	*slot = nil
 	a.Finish(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestAttemptWait(t *testing.T) {
@@ -47,7 +48,7 @@ func TestLaunch(t *testing.T) {
 	got := make(chan struct{})
 	waited := make(chan error)
 	mu.Lock()
-	_, counted, err := launch(context.Background(), &mu, &slot, errStop, func() (int, error) {
+	_, counted, err := launch(context.Background(), &mu, &slot, errStop, 0, func(context.Context, time.Duration) (int, error) {
 		// A second caller arrives while the start runs (mu is released).
 		go func() {
 			mu.Lock()
@@ -68,15 +69,15 @@ func TestLaunch(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if _, counted, _ := launch(context.Background(), &mu, &slot, errStop, func() (int, error) { return 0, errStop }); counted {
+	if _, counted, _ := launch(context.Background(), &mu, &slot, errStop, 0, func(context.Context, time.Duration) (int, error) { return 0, errStop }); counted {
 		t.Error("a closing owner's failure was counted")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, counted, _ := launch(ctx, &mu, &slot, errStop, func() (int, error) { return 0, boom }); counted {
+	if _, counted, _ := launch(ctx, &mu, &slot, errStop, 0, func(context.Context, time.Duration) (int, error) { return 0, boom }); counted {
 		t.Error("a cancelled caller's failure was counted")
 	}
-	if v, counted, err := launch(context.Background(), &mu, &slot, errStop, func() (int, error) { return 7, nil }); v != 7 || counted || err != nil {
+	if v, counted, err := launch(context.Background(), &mu, &slot, errStop, 0, func(context.Context, time.Duration) (int, error) { return 7, nil }); v != 7 || counted || err != nil {
 		t.Errorf("success: %v %v %v", v, counted, err)
 	}
 }

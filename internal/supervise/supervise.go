@@ -18,8 +18,8 @@ import (
 
 // Gate points into a supervisor's own fields, all guarded by *Mu, and
 // names the supervisor's parts of Acquire. The supervisor keeps its
-// fields (its status report reads them); a Gate is built from them when
-// needed and holds nothing of its own.
+// fields (its status report reads them) and builds its Gate once; a Gate
+// holds nothing of its own and is not changed after it is built.
 type Gate[T comparable] struct {
 	Mu *sync.Mutex
 	// Live is the running process or session; the zero T is none.
@@ -57,7 +57,7 @@ type Gate[T comparable] struct {
 // for a start in progress (and looks again if that start succeeded or was
 // only cancelled by its caller), waits out the backoff after a crash, and
 // refuses while the circuit breaker is open. Mu must not be held.
-func (g Gate[T]) Acquire(ctx context.Context) (T, error) {
+func (g *Gate[T]) Acquire(ctx context.Context) (T, error) {
 	var zero T
 	for {
 		g.Mu.Lock()
@@ -99,9 +99,7 @@ func (g Gate[T]) Acquire(ctx context.Context) (T, error) {
 		if g.Begin != nil {
 			g.Begin()
 		}
-		v, counted, err := launch(ctx, g.Mu, g.Starting, g.ErrClosed, func() (T, error) {
-			return g.Start(ctx, wait)
-		})
+		v, counted, err := launch(ctx, g.Mu, g.Starting, g.ErrClosed, wait, g.Start)
 		g.End(err, counted)
 		g.Mu.Unlock()
 		return v, err

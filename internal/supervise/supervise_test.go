@@ -64,7 +64,7 @@ func TestOneStartForManyCallers(t *testing.T) {
 	got := make([]*int, 8)
 	for i := range got {
 		wg.Go(func() {
-			v, err := o.gate().Acquire(context.Background())
+			v, err := gateOf(o).Acquire(context.Background())
 			if err != nil {
 				t.Error(err)
 			}
@@ -93,11 +93,11 @@ func TestOneStartForManyCallers(t *testing.T) {
 func TestBreakerOpensAndClosedRefuses(t *testing.T) {
 	o := &owner{fail: errors.New("boom"), crashes: backoff.Restarts(2, 0, time.Hour)}
 	for range 2 {
-		if _, err := o.gate().Acquire(context.Background()); err == nil || err.Error() != "boom" {
+		if _, err := gateOf(o).Acquire(context.Background()); err == nil || err.Error() != "boom" {
 			t.Fatalf("err = %v", err)
 		}
 	}
-	if _, err := o.gate().Acquire(context.Background()); err == nil || err.Error() != "breaker open" {
+	if _, err := gateOf(o).Acquire(context.Background()); err == nil || err.Error() != "breaker open" {
 		t.Fatalf("after 2 crashes: %v", err)
 	}
 	if o.starts.Load() != 2 || o.crashed != 2 {
@@ -105,11 +105,11 @@ func TestBreakerOpensAndClosedRefuses(t *testing.T) {
 	}
 
 	o2 := &owner{fail: errClosed, crashes: backoff.Restarts(1, 0, time.Hour)}
-	if _, err := o2.gate().Acquire(context.Background()); !errors.Is(err, errClosed) || o2.crashed != 0 {
+	if _, err := gateOf(o2).Acquire(context.Background()); !errors.Is(err, errClosed) || o2.crashed != 0 {
 		t.Fatalf("closing start: %v, %d crashes", err, o2.crashed)
 	}
 	o2.closed = true
-	if _, err := o2.gate().Acquire(context.Background()); !errors.Is(err, errClosed) || o2.starts.Load() != 1 {
+	if _, err := gateOf(o2).Acquire(context.Background()); !errors.Is(err, errClosed) || o2.starts.Load() != 1 {
 		t.Fatalf("closed: %v, %d starts", err, o2.starts.Load())
 	}
 }
@@ -138,4 +138,25 @@ func TestDyingIsWaitedFor(t *testing.T) {
 	if err != nil || v == &dead || o.starts.Load() != 1 {
 		t.Fatalf("got %v, %v after %d starts", v, err, o.starts.Load())
 	}
+}
+
+// BenchmarkAcquireLive is the cost every call pays when the process is
+// running: build the Gate, lock, find the live value.
+func BenchmarkAcquireLive(b *testing.B) {
+	o := &owner{crashes: backoff.Restarts(3, 0, time.Hour)}
+	v := 1
+	o.live = &v
+	ctx := context.Background()
+	g := o.gate() // built once, as the supervisors do
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.Acquire(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func gateOf(o *owner) *supervise.Gate[*int] {
+	g := o.gate()
+	return &g
 }

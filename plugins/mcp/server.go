@@ -55,6 +55,8 @@ type server struct {
 	listed   []ToolStatus
 	problems []Problem
 
+	gate supervise.Gate[*mcp.ClientSession] // session's state machine over the fields above, built by newServer
+
 	progressMu sync.Mutex
 	progress   map[string]func(string)
 	nextToken  atomic.Int64
@@ -64,6 +66,7 @@ func newServer(h *Host, cfg ServerConfig) *server {
 	s := &server{h: h, cfg: cfg, log: h.log.Named(cfg.Name), state: StateIdle, progress: map[string]func(string){},
 		crashes: backoff.Restarts(cfg.Restart.MaxCrashes, cfg.Restart.Backoff.D(), cfg.Restart.Cooldown.D())}
 	s.stderr = &stderrLog{log: s.log}
+	s.initGate()
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "agentkernel", Version: "1"}, &mcp.ClientOptions{
 		Capabilities:                &mcp.ClientCapabilities{}, // no roots, sampling or elicitation
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.h.refreshLater(s, false) },
@@ -76,7 +79,13 @@ func newServer(h *Host, cfg ServerConfig) *server {
 // a connection in progress, waits out the backoff after a crash, and
 // refuses while the circuit breaker is open (internal/supervise).
 func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
-	return supervise.Gate[*mcp.ClientSession]{
+	return s.gate.Acquire(ctx)
+}
+
+// initGate builds the server's Gate (once, in newServer: building it per
+// call would allocate its closures per call).
+func (s *server) initGate() {
+	s.gate = supervise.Gate[*mcp.ClientSession]{
 		Mu: &s.mu, Live: &s.sess, Starting: &s.starting, Crashes: &s.crashes, Closed: &s.closed, ErrClosed: ErrClosed,
 		Refused: func(time.Time) error {
 			return fmt.Errorf("%w: server %s failed %d times in a row (last: %s); its tools are disabled until %s, then the kernel tries again",
@@ -92,7 +101,7 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 				s.state = StateIdle
 			}
 		},
-	}.Acquire(ctx)
+	}
 }
 
 // connect waits out the backoff, starts the process or reaches the URL,

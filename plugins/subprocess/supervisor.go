@@ -31,13 +31,23 @@ type supervisor struct {
 	starting *supervise.Attempt // the start in progress, if any
 	crashes  backoff.Breaker    // consecutive crashes: restart backoff and circuit breaker
 	closed   bool
+
+	gateOnce sync.Once
+	gate     supervise.Gate[*instance] // acquire's state machine over the fields above
 }
 
 // acquire returns a running process, starting one if needed: it waits for
 // a start in progress, waits out the backoff after a crash, and refuses
 // while the circuit breaker is open (internal/supervise).
 func (s *supervisor) acquire(ctx context.Context) (*instance, error) {
-	return supervise.Gate[*instance]{
+	s.gateOnce.Do(s.initGate)
+	return s.gate.Acquire(ctx)
+}
+
+// initGate builds the supervisor's Gate (once: building it per call
+// would allocate its closures per call).
+func (s *supervisor) initGate() {
+	s.gate = supervise.Gate[*instance]{
 		Mu: &s.mu, Live: &s.inst, Starting: &s.starting, Crashes: &s.crashes, Closed: &s.closed, ErrClosed: ErrClosed,
 		Dying: func(inst *instance) <-chan struct{} {
 			if inst.runner.exited() {
@@ -58,7 +68,7 @@ func (s *supervisor) acquire(ctx context.Context) (*instance, error) {
 				s.recordCrashLocked(time.Now())
 			}
 		},
-	}.Acquire(ctx)
+	}
 }
 
 // start waits out the backoff, starts a process and installs it with its
