@@ -19,8 +19,15 @@ import (
 
 func TestMain(m *testing.M) {
 	sandbox.Main()
+	if os.Getenv(warmHelperEnv) != "" {
+		warmHelper() // TestPrestartedDieWithKernel's stand-in for the kernel
+	}
 	os.Exit(m.Run())
 }
+
+// command starts confined programs for the attack tests: sandbox.Command,
+// or sandbox.CommandPrestarted under TestPrestartedAttacks.
+var command = sandbox.Command
 
 // workspaceGrant is run_command's default shape: ws rw, ws/.git ro, the
 // system directories ro, nothing else.
@@ -36,7 +43,7 @@ func run(t *testing.T, g sandbox.Grant, dir string, argv ...string) (string, err
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd, err := sandbox.Command(ctx, g, argv)
+	cmd, err := command(ctx, g, argv)
 	if err != nil {
 		t.Fatalf("Command: %v", err)
 	}

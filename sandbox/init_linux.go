@@ -59,6 +59,14 @@ func runInit() int {
 	// Every per-thread setting (capabilities, securebits) is made on this
 	// thread, and the program is forked from it.
 	runtime.LockOSThread()
+	// Nothing the launcher inherited reaches the program but its stdio: a
+	// descriptor the kernel got without close-on-exec (from its own
+	// parent, say) would otherwise pass through every exec.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		for fd := 3; fd < 1024; fd++ { // before Linux 5.11
+			syscall.CloseOnExec(fd)
+		}
+	}
 	syscall.CloseOnExec(specFD)
 	syscall.CloseOnExec(statusFD)
 	l := &launcher{status: os.NewFile(statusFD, "status")}
