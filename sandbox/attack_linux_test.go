@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -213,6 +214,28 @@ func TestLimits(t *testing.T) {
 			}
 			if !strings.Contains(le.Error(), c.limit) {
 				t.Fatalf("the error does not name the limit: %v", le)
+			}
+			if c.limit == "max_procs" {
+				// The bound is max_procs itself, also as root (a pids
+				// cgroup), not the PID namespace's pid_max floor of ~299.
+				m := regexp.MustCompile(`reached (\d+) processes`).FindStringSubmatch(le.Detail)
+				if m == nil {
+					t.Fatalf("the error does not say how many processes ran: %v", le)
+				}
+				n, _ := strconv.Atoi(m[1])
+				rep := sandbox.Check()
+				exact := !rep.Root
+				for _, l := range rep.Layers {
+					if l.Layer == sandbox.LayerPIDLimit && strings.Contains(l.Detail, "a pids cgroup per sandbox") {
+						exact = true
+					}
+				}
+				switch {
+				case n > g.MaxProcs+10 && exact:
+					t.Fatalf("%d processes ran under max_procs %d", n, g.MaxProcs)
+				case n > g.MaxProcs+10:
+					t.Logf("%d processes under max_procs %d: root without a pids cgroup here, the bound is pid_max's floor", n, g.MaxProcs)
+				}
 			}
 		})
 	}

@@ -53,6 +53,8 @@ type Cmd struct {
 	stopCancel func() bool
 	warmed     bool
 	poolKey    string
+	// pidsCgroup is the launcher's pids cgroup, removed once it is gone.
+	pidsCgroup string
 }
 
 // Command returns a Cmd that runs argv confined by g. argv[0] is looked up
@@ -134,6 +136,28 @@ func buildSpec(g Grant, argv []string) (spec, bool, Report, error) {
 }
 
 func newCmd(ctx context.Context, sp spec, netns bool, rep Report) (*Cmd, error) {
+	var cgroup string
+	if sp.Root && !sp.Probe && sp.MaxProcs > 0 && sp.MaxProcs < pidMaxFloor {
+		// Below pid_max's floor only a pids cgroup holds max_procs as root;
+		// without one the floor is the bound (docs/sandbox.md).
+		if d, err := newPidsCgroup(); err == nil {
+			cgroup, sp.PIDsCgroup = d, d
+		}
+	}
+	c, err := newLauncherCmd(ctx, sp, netns, rep)
+	if err != nil {
+		removePidsCgroup(cgroup)
+		return nil, err
+	}
+	c.pidsCgroup = cgroup
+	return c, nil
+}
+
+// pidMaxFloor is the smallest max_procs a PID namespace's pid_max (at
+// least 301, minus the launcher and one spare) enforces by itself.
+const pidMaxFloor = 299
+
+func newLauncherCmd(ctx context.Context, sp spec, netns bool, rep Report) (*Cmd, error) {
 	b, err := json.Marshal(sp)
 	if err != nil {
 		return nil, err
@@ -247,7 +271,7 @@ func (c *Cmd) Start() error {
 		}
 		cold.Dir, cold.Env, cold.WaitDelay = c.Dir, c.Env, c.Cmd.WaitDelay
 		cold.Stdin, cold.Stdout, cold.Stderr = c.Stdin, c.Stdout, c.Stderr
-		c.Cmd, c.status, c.childEnds, c.prestarted = cold.Cmd, cold.status, cold.childEnds, false
+		c.Cmd, c.status, c.childEnds, c.pidsCgroup, c.prestarted = cold.Cmd, cold.status, cold.childEnds, cold.pidsCgroup, false
 	}
 	err := c.Cmd.Start()
 	for _, f := range c.childEnds {
@@ -270,6 +294,7 @@ func (c *Cmd) Wait() error {
 		return c.waitPrestarted()
 	}
 	err := c.Cmd.Wait()
+	removePidsCgroup(c.pidsCgroup)
 	c.collect()
 	switch {
 	case c.outcome.Limit != nil:
@@ -411,11 +436,14 @@ func probe() Report {
 	} else {
 		set(LayerLandlockNet, false, fmt.Sprintf("Landlock ABI %d has no network rules (needs 4, Linux 6.7+)", abi))
 	}
+	cg, cgWhy := pidsCgroupRoot()
 	switch {
 	case !rep.Root:
 		set(LayerPIDLimit, true, "RLIMIT_NPROC (not root)")
+	case nsOK && pr.PIDLimit == "" && cg != "":
+		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: a pids cgroup per sandbox under "+cg+", and the PID namespace's pid_max")
 	case nsOK && pr.PIDLimit == "":
-		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: the PID namespace's pid_max (at least 301)")
+		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: the PID namespace's pid_max, at least 301, so max_procs below 299 holds as 299 ("+cgWhy+")")
 	default:
 		d := pr.PIDLimit
 		if !nsOK {

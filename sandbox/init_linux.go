@@ -214,6 +214,11 @@ func (l *launcher) confine() error {
 			return err
 		}
 	}
+	if sp.PIDsCgroup != "" {
+		if err := joinPidsCgroup(sp.PIDsCgroup, sp.MaxProcs); err != nil {
+			return err
+		}
+	}
 	for _, r := range []struct {
 		res int
 		v   uint64

@@ -138,6 +138,7 @@ func WarmUp(ctx context.Context, g Grant) error {
 // warm is one pre-started launcher.
 type warm struct {
 	cmd    *exec.Cmd
+	cgroup string // its pids cgroup, if any
 	status *os.File // the outcome, read by the Cmd that takes it
 	ctl    *os.File // the host's end of the go socket
 	fp     fingerprint
@@ -322,7 +323,7 @@ func startWarm(sp spec, netns bool, rep Report) (*warm, error) {
 		host.Close()
 		return nil, err
 	}
-	w := &warm{cmd: c.Cmd, status: c.status, ctl: host, fp: fp, ready: make(chan struct{}), dead: make(chan struct{})}
+	w := &warm{cmd: c.Cmd, cgroup: c.pidsCgroup, status: c.status, ctl: host, fp: fp, ready: make(chan struct{}), dead: make(chan struct{})}
 	go w.watch()
 	return w, nil
 }
@@ -366,6 +367,7 @@ func (w *warm) discard() {
 		_ = w.cmd.Process.Kill()
 	}
 	_ = w.cmd.Wait()
+	removePidsCgroup(w.cgroup)
 	w.status.Close()
 }
 
@@ -390,7 +392,7 @@ func (c *Cmd) startPrestarted() error {
 		w.discard()
 		return err
 	}
-	c.Cmd, c.status, c.waitDelay = w.cmd, w.status, orig.WaitDelay
+	c.Cmd, c.status, c.waitDelay, c.pidsCgroup = w.cmd, w.status, orig.WaitDelay, w.cgroup
 	w.ctl.Close()
 	if c.ctx.Done() != nil {
 		pid := c.Process.Pid
@@ -533,9 +535,13 @@ func (c *Cmd) waitCopies() error {
 func (c *Cmd) waitPrestarted() error {
 	c.readOutcome()
 	if c.outcome.Known {
-		go func() { _ = c.Cmd.Wait() }()
+		go func() {
+			_ = c.Cmd.Wait()
+			removePidsCgroup(c.pidsCgroup)
+		}()
 	} else {
 		_ = c.Cmd.Wait() // killed from outside: nothing reported
+		removePidsCgroup(c.pidsCgroup)
 	}
 	copyErr := c.waitCopies()
 	c.collect()

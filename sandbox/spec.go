@@ -38,6 +38,9 @@ type spec struct {
 	MemoryMB     int   `json:"memory_mb"`
 	CPUSeconds   int   `json:"cpu_seconds"`
 	MaxProcs     int   `json:"max_procs"`
+	// PIDsCgroup is the pids cgroup the launcher joins and bounds to
+	// MaxProcs (as root, where RLIMIT_NPROC does not apply; cgroup_linux.go).
+	PIDsCgroup string `json:"pids_cgroup,omitempty"`
 	MaxFileMB    int   `json:"max_file_mb"`
 	MaxOpenFiles int   `json:"max_open_files"`
 	TimeoutNS    int64 `json:"timeout_ns"`
