@@ -138,7 +138,7 @@ func WarmUp(ctx context.Context, g Grant) error {
 // warm is one pre-started launcher.
 type warm struct {
 	cmd    *exec.Cmd
-	cgroup string // its pids cgroup, if any
+	cgroup string   // its pids cgroup, if any
 	status *os.File // the outcome, read by the Cmd that takes it
 	ctl    *os.File // the host's end of the go socket
 	fp     fingerprint

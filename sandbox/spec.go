@@ -35,15 +35,15 @@ type spec struct {
 	LandlockABI int  `json:"landlock_abi"`
 	Root        bool `json:"root"`
 
-	MemoryMB     int   `json:"memory_mb"`
-	CPUSeconds   int   `json:"cpu_seconds"`
-	MaxProcs     int   `json:"max_procs"`
+	MemoryMB   int `json:"memory_mb"`
+	CPUSeconds int `json:"cpu_seconds"`
+	MaxProcs   int `json:"max_procs"`
 	// PIDsCgroup is the pids cgroup the launcher joins and bounds to
 	// MaxProcs (as root, where RLIMIT_NPROC does not apply; cgroup_linux.go).
-	PIDsCgroup string `json:"pids_cgroup,omitempty"`
-	MaxFileMB    int   `json:"max_file_mb"`
-	MaxOpenFiles int   `json:"max_open_files"`
-	TimeoutNS    int64 `json:"timeout_ns"`
+	PIDsCgroup   string `json:"pids_cgroup,omitempty"`
+	MaxFileMB    int    `json:"max_file_mb"`
+	MaxOpenFiles int    `json:"max_open_files"`
+	TimeoutNS    int64  `json:"timeout_ns"`
 }
 
 type specRule struct {
