@@ -251,7 +251,7 @@ func (ch *commandHook) run(ctx context.Context, c *kernel.Call, res *kernel.Resu
 	}
 	rctx, cancel := context.WithTimeout(ctx, ch.timeout)
 	defer cancel()
-	cmd, err := sandbox.Command(rctx, ch.grant, ch.argv)
+	cmd, err := sandbox.CommandPrestarted(rctx, ch.grant, ch.argv)
 	if err != nil {
 		return Verdict{}, fmt.Errorf("run command: %w", err)
 	}
@@ -262,15 +262,16 @@ func (ch *commandHook) run(ctx context.Context, c *kernel.Call, res *kernel.Resu
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = waitDelay
 	killGroupOnCancel(cmd.Cmd)
+	// Run returns once the hook and everything it left running are dead:
+	// they die with the sandbox's init.
 	runErr := cmd.Run()
-	killProcessGroup(cmd.Cmd) // the sandbox's init, and with it everything the hook left running
 	if ctx.Err() != nil {
 		return Verdict{}, ctx.Err()
 	}
 	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
 		return Verdict{}, fmt.Errorf("command timed out after %s (its process group was killed)", ch.timeout)
 	}
-	var exit *exec.ExitError
+	var exit interface{ ExitCode() int } // *sandbox.ExitError, or *exec.ExitError off Linux
 	switch {
 	case errors.As(runErr, &exit) && exit.ExitCode() == 2:
 		reason := strings.TrimSpace(stderr.String())
@@ -282,7 +283,7 @@ func (ch *commandHook) run(ctx context.Context, c *kernel.Call, res *kernel.Resu
 		}
 		return Verdict{Block: true, Reason: reason}, nil
 	case errors.As(runErr, &exit):
-		return Verdict{}, fmt.Errorf("command %s%s", exit.ProcessState, stderrSuffix(stderr))
+		return Verdict{}, fmt.Errorf("command %v%s", runErr, stderrSuffix(stderr))
 	case errors.Is(runErr, exec.ErrWaitDelay):
 		// It exited 0 but something it started kept the pipes open; the
 		// group is killed and the answer stands.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,8 +20,15 @@ import (
 
 func TestMain(m *testing.M) {
 	sandbox.Main()
+	if os.Getenv(warmHelperEnv) != "" {
+		warmHelper() // TestPrestartedDieWithKernel's stand-in for the kernel
+	}
 	os.Exit(m.Run())
 }
+
+// command starts confined programs for the attack tests: sandbox.Command,
+// or sandbox.CommandPrestarted under TestPrestartedAttacks.
+var command = sandbox.Command
 
 // workspaceGrant is run_command's default shape: ws rw, ws/.git ro, the
 // system directories ro, nothing else.
@@ -36,7 +44,7 @@ func run(t *testing.T, g sandbox.Grant, dir string, argv ...string) (string, err
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd, err := sandbox.Command(ctx, g, argv)
+	cmd, err := command(ctx, g, argv)
 	if err != nil {
 		t.Fatalf("Command: %v", err)
 	}
@@ -206,6 +214,28 @@ func TestLimits(t *testing.T) {
 			}
 			if !strings.Contains(le.Error(), c.limit) {
 				t.Fatalf("the error does not name the limit: %v", le)
+			}
+			if c.limit == "max_procs" {
+				// The bound is max_procs itself, also as root (a pids
+				// cgroup), not the PID namespace's pid_max floor of ~299.
+				m := regexp.MustCompile(`reached (\d+) processes`).FindStringSubmatch(le.Detail)
+				if m == nil {
+					t.Fatalf("the error does not say how many processes ran: %v", le)
+				}
+				n, _ := strconv.Atoi(m[1])
+				rep := sandbox.Check()
+				exact := !rep.Root
+				for _, l := range rep.Layers {
+					if l.Layer == sandbox.LayerPIDLimit && strings.Contains(l.Detail, "a pids cgroup per sandbox") {
+						exact = true
+					}
+				}
+				switch {
+				case n > g.MaxProcs+10 && exact:
+					t.Fatalf("%d processes ran under max_procs %d", n, g.MaxProcs)
+				case n > g.MaxProcs+10:
+					t.Logf("%d processes under max_procs %d: root without a pids cgroup here, the bound is pid_max's floor", n, g.MaxProcs)
+				}
 			}
 		})
 	}

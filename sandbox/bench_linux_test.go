@@ -44,6 +44,53 @@ func BenchmarkTrueConfined(b *testing.B) { benchConfined(b, nil) }
 // namespace): the difference is the network namespace's cost.
 func BenchmarkTrueConfinedNet(b *testing.B) { benchConfined(b, &sandbox.Net{}) }
 
+// BenchmarkTruePrestarted is BenchmarkTrueConfined through a launcher
+// pre-started for the grant (Cmd.Prestarted), as run_command and command
+// hooks start: the ready launcher is waited for outside the timer, as a
+// model's turn gives it time to get ready between tool calls.
+func BenchmarkTruePrestarted(b *testing.B) { benchPrestarted(b, true) }
+
+// BenchmarkTruePrestartedBackToBack does not wait: each start takes
+// whatever launcher is there, ready or still confining itself.
+func BenchmarkTruePrestartedBackToBack(b *testing.B) { benchPrestarted(b, false) }
+
+// BenchmarkTruePrestartedLauncher is BenchmarkTruePrestarted with the
+// dedicated launcher, as the kernel runs it.
+func BenchmarkTruePrestartedLauncher(b *testing.B) {
+	useDedicatedLauncher(b)
+	benchPrestarted(b, true)
+}
+
+func benchPrestarted(b *testing.B, wait bool) {
+	ws := b.TempDir()
+	g := workspaceGrant(ws)
+	sandbox.Check()
+	defer sandbox.ClosePrestarted()
+	var d []time.Duration
+	for b.Loop() {
+		if wait {
+			b.StopTimer()
+			if err := sandbox.WarmUp(context.Background(), g); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		start := time.Now()
+		cmd, err := sandbox.CommandPrestarted(context.Background(), g, []string{"/bin/true"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd.Dir = ws
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+		d = append(d, time.Since(start))
+	}
+	p50(b, d)
+	st := sandbox.Prestarted()
+	b.ReportMetric(float64(st.Hits)/float64(st.Hits+st.Misses), "hit-ratio")
+}
+
 func benchConfined(b *testing.B, net *sandbox.Net) {
 	ws := b.TempDir()
 	g := workspaceGrant(ws)

@@ -40,6 +40,21 @@ type Cmd struct {
 	childEnds []*os.File
 	outcome   Outcome
 	collected bool
+
+	// What a pre-started Start needs (CommandPrestarted).
+	prestarted bool
+	ctx        context.Context
+	sp         spec
+	netns      bool
+	rep        Report
+	copying    sync.WaitGroup
+	readEnds   []*os.File
+	waitDelay  time.Duration
+	stopCancel func() bool
+	warmed     bool
+	poolKey    string
+	// pidsCgroup is the launcher's pids cgroup, removed once it is gone.
+	pidsCgroup string
 }
 
 // Command returns a Cmd that runs argv confined by g. argv[0] is looked up
@@ -53,18 +68,47 @@ type Cmd struct {
 // here and g.AllowMissing does not name it, and with ErrNoMain when Main
 // was not called. ctx kills the launcher (and so everything) when done.
 func Command(ctx context.Context, g Grant, argv []string) (*Cmd, error) {
-	if len(argv) == 0 || argv[0] == "" {
-		return nil, errors.New("sandbox: empty argv")
-	}
-	if err := g.Validate(); err != nil {
+	sp, netns, rep, err := buildSpec(g, argv)
+	if err != nil {
 		return nil, err
 	}
+	return newCmd(ctx, sp, netns, rep)
+}
+
+// CommandPrestarted is Command for short programs run often (run_command,
+// command hooks): Start hands the program to a launcher started and
+// confined ahead of time for the same grant, and the next one is started
+// after Wait. That takes a few milliseconds where a cold start takes tens.
+// Use the Cmd's own Start, Run and Wait (its exec.Cmd cannot be started
+// by itself). After Start the embedded exec.Cmd is the launcher's, whose
+// Process is the sandbox's PID 1 as in a cold start; Wait returns once the
+// program and everything it started are dead, and reaps the launcher in
+// the background (do not wait on Process yourself). A non-zero exit is an
+// *ExitError.
+func CommandPrestarted(ctx context.Context, g Grant, argv []string) (*Cmd, error) {
+	sp, netns, rep, err := buildSpec(g, argv)
+	if err != nil {
+		return nil, err
+	}
+	cmd := &exec.Cmd{Path: argv[0], Args: argv, Env: []string{}}
+	return &Cmd{Cmd: cmd, prestarted: true, ctx: ctx, sp: sp, netns: netns, rep: rep}, nil
+}
+
+// buildSpec checks g against this machine and resolves it into the
+// launcher's spec.
+func buildSpec(g Grant, argv []string) (spec, bool, Report, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return spec{}, false, Report{}, errors.New("sandbox: empty argv")
+	}
+	if err := g.Validate(); err != nil {
+		return spec{}, false, Report{}, err
+	}
 	if !mainCalled.Load() {
-		return nil, ErrNoMain
+		return spec{}, false, Report{}, ErrNoMain
 	}
 	rep := cachedCheck()
 	if err := rep.Missing(g); err != nil {
-		return nil, err
+		return spec{}, false, rep, err
 	}
 	lim := g.limits()
 	sp := spec{
@@ -78,20 +122,42 @@ func Command(ctx context.Context, g Grant, argv []string) (*Cmd, error) {
 	}
 	rules, bindRO, err := resolveRules(g.FS)
 	if err != nil {
-		return nil, err
+		return spec{}, false, rep, err
 	}
 	sp.Rules, sp.BindRO = rules, bindRO
 	if len(bindRO) > 0 && !sp.MountNS {
 		// The nested ro rule cannot be enforced without a mount namespace:
 		// Landlock rules only add rights.
 		if !slices.Contains(g.AllowMissing, LayerMountNS) {
-			return nil, &MissingLayerError{Layer: LayerMountNS, Reason: "needed to make " + bindRO[0] + " read-only inside an rw grant"}
+			return spec{}, false, rep, &MissingLayerError{Layer: LayerMountNS, Reason: "needed to make " + bindRO[0] + " read-only inside an rw grant"}
 		}
 	}
-	return newCmd(ctx, sp, g.Net == nil && rep.Has(LayerNetNS), rep)
+	return sp, g.Net == nil && rep.Has(LayerNetNS), rep, nil
 }
 
 func newCmd(ctx context.Context, sp spec, netns bool, rep Report) (*Cmd, error) {
+	var cgroup string
+	if sp.Root && !sp.Probe && sp.MaxProcs > 0 && sp.MaxProcs < pidMaxFloor {
+		// Below pid_max's floor only a pids cgroup holds max_procs as root;
+		// without one the floor is the bound (docs/sandbox.md).
+		if d, err := newPidsCgroup(); err == nil {
+			cgroup, sp.PIDsCgroup = d, d
+		}
+	}
+	c, err := newLauncherCmd(ctx, sp, netns, rep)
+	if err != nil {
+		removePidsCgroup(cgroup)
+		return nil, err
+	}
+	c.pidsCgroup = cgroup
+	return c, nil
+}
+
+// pidMaxFloor is the smallest max_procs a PID namespace's pid_max (at
+// least 301, minus the launcher and one spare) enforces by itself.
+const pidMaxFloor = 299
+
+func newLauncherCmd(ctx context.Context, sp spec, netns bool, rep Report) (*Cmd, error) {
 	b, err := json.Marshal(sp)
 	if err != nil {
 		return nil, err
@@ -126,7 +192,8 @@ func newCmd(ctx context.Context, sp spec, netns bool, rep Report) (*Cmd, error) 
 	// they do.
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	cmd.WaitDelay = 2 * time.Second
-	return &Cmd{Cmd: cmd, status: statusR, childEnds: []*os.File{specR, statusW}}, nil
+	return &Cmd{Cmd: cmd, status: statusR, childEnds: []*os.File{specR, statusW},
+		ctx: ctx, sp: sp, netns: netns, rep: rep}, nil
 }
 
 // sysProcAttr is the launcher's clone: its own process group and the
@@ -165,7 +232,11 @@ func resolveRules(fs []FSRule) ([]specRule, []string, error) {
 			}
 			return nil, nil, &GrantError{Field: fmt.Sprintf("fs[%d].path", i), Msg: err.Error()}
 		}
-		out = append(out, specRule{Path: p, RW: r.Writable(), Dir: st.IsDir()})
+		sr := specRule{Path: p, RW: r.Writable(), Dir: st.IsDir()}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			sr.dev, sr.ino = sys.Dev, sys.Ino
+		}
+		out = append(out, sr)
 	}
 	var bind []string
 	for _, r := range out {
@@ -182,8 +253,26 @@ func resolveRules(fs []FSRule) ([]specRule, []string, error) {
 	return out, bind, nil
 }
 
-// Start starts the launcher and closes the host's copies of its descriptors.
+// Start starts the launcher and closes the host's copies of its
+// descriptors; a Prestarted Cmd hands the program to a ready launcher.
 func (c *Cmd) Start() error {
+	if c.prestarted {
+		if thePrestartN() > 0 {
+			if err := c.startPrestarted(); err != nil {
+				return err
+			}
+			c.warmed = true
+			return nil
+		}
+		// Pre-starting is off: a cold start with the caller's settings.
+		cold, err := newCmd(c.ctx, c.sp, c.netns, c.rep)
+		if err != nil {
+			return err
+		}
+		cold.Dir, cold.Env, cold.WaitDelay = c.Dir, c.Env, c.Cmd.WaitDelay
+		cold.Stdin, cold.Stdout, cold.Stderr = c.Stdin, c.Stdout, c.Stderr
+		c.Cmd, c.status, c.childEnds, c.pidsCgroup, c.prestarted = cold.Cmd, cold.status, cold.childEnds, cold.pidsCgroup, false
+	}
 	err := c.Cmd.Start()
 	for _, f := range c.childEnds {
 		f.Close()
@@ -201,7 +290,11 @@ func (c *Cmd) Start() error {
 // program) as an error saying so; otherwise the *exec.ExitError of the
 // launcher, whose exit code is the program's.
 func (c *Cmd) Wait() error {
+	if c.warmed {
+		return c.waitPrestarted()
+	}
 	err := c.Cmd.Wait()
+	removePidsCgroup(c.pidsCgroup)
 	c.collect()
 	switch {
 	case c.outcome.Limit != nil:
@@ -234,6 +327,9 @@ func (c *Cmd) collect() {
 		return
 	}
 	c.collected = true
+	if c.stopCancel != nil {
+		c.stopCancel()
+	}
 	defer c.status.Close()
 	_ = c.status.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 	buf := make([]byte, 8192)
@@ -340,11 +436,14 @@ func probe() Report {
 	} else {
 		set(LayerLandlockNet, false, fmt.Sprintf("Landlock ABI %d has no network rules (needs 4, Linux 6.7+)", abi))
 	}
+	cg, cgWhy := pidsCgroupRoot()
 	switch {
 	case !rep.Root:
 		set(LayerPIDLimit, true, "RLIMIT_NPROC (not root)")
+	case nsOK && pr.PIDLimit == "" && cg != "":
+		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: a pids cgroup per sandbox under "+cg+", and the PID namespace's pid_max")
 	case nsOK && pr.PIDLimit == "":
-		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: the PID namespace's pid_max (at least 301)")
+		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: the PID namespace's pid_max, at least 301, so max_procs below 299 holds as 299 ("+cgWhy+")")
 	default:
 		d := pr.PIDLimit
 		if !nsOK {

@@ -272,6 +272,23 @@ func DecodeYAML(b []byte) (Grant, error) {
 	return g, g.Validate()
 }
 
+// DecodeYAMLRelative is DecodeYAML for a manifest whose relative fs paths
+// are relative to base (the directory of the file it was read from).
+func DecodeYAMLRelative(b []byte, base string) (Grant, error) {
+	var g Grant
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&g); err != nil {
+		return Grant{}, fmt.Errorf("sandbox grant: %w", err)
+	}
+	for i, r := range g.FS {
+		if r.Path != "" && !filepath.IsAbs(r.Path) {
+			g.FS[i].Path = filepath.Join(base, r.Path)
+		}
+	}
+	return g, g.Validate()
+}
+
 // DecodeJSON decodes a grant from JSON, refusing unknown fields, and
 // validates it.
 func DecodeJSON(b []byte) (Grant, error) {

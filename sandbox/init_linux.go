@@ -39,6 +39,10 @@ func Main() {
 type launcher struct {
 	sp     spec
 	status *os.File
+	// stdio and dir of the program: the launcher's own (a cold start) or
+	// the ones a goMsg brought (a pre-started launcher).
+	stdio []*os.File
+	dir   string
 }
 
 func (l *launcher) report(o Outcome) {
@@ -55,6 +59,14 @@ func runInit() int {
 	// Every per-thread setting (capabilities, securebits) is made on this
 	// thread, and the program is forked from it.
 	runtime.LockOSThread()
+	// Nothing the launcher inherited reaches the program but its stdio: a
+	// descriptor the kernel got without close-on-exec (from its own
+	// parent, say) would otherwise pass through every exec.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		for fd := 3; fd < 1024; fd++ { // before Linux 5.11
+			syscall.CloseOnExec(fd)
+		}
+	}
 	syscall.CloseOnExec(specFD)
 	syscall.CloseOnExec(statusFD)
 	l := &launcher{status: os.NewFile(statusFD, "status")}
@@ -73,7 +85,70 @@ func runInit() int {
 		l.report(Outcome{Err: err.Error()})
 		return 126
 	}
+	l.stdio = []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	if l.sp.Prestarted {
+		ok, err := l.awaitGo()
+		if err != nil {
+			l.report(Outcome{Err: err.Error()})
+			return 126
+		}
+		if !ok {
+			return 0 // discarded by the pool before use
+		}
+	}
 	return l.run()
+}
+
+// awaitGo tells the host the launcher is confined and waits for the
+// program to run. It reports false when the host closed the socket
+// instead (the pool discarded this launcher).
+func (l *launcher) awaitGo() (bool, error) {
+	syscall.CloseOnExec(ctlFD)
+	// A host that already sent the program may have closed its end: the
+	// message is still queued here, so a failed write means nothing.
+	_ = unix.Sendto(ctlFD, []byte{readyByte}, unix.MSG_NOSIGNAL, nil)
+	buf := make([]byte, maxGoMsg+1)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	var n, oobn int
+	var err error
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(ctlFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil || n == 0 {
+		return false, nil
+	}
+	if n > maxGoMsg {
+		return false, errors.New("the program's argv and environment are too large")
+	}
+	var fds []int
+	if cms, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for _, cm := range cms {
+			if r, err := unix.ParseUnixRights(&cm); err == nil {
+				fds = append(fds, r...)
+			}
+		}
+	}
+	if len(fds) != 3 {
+		return false, fmt.Errorf("the go message carried %d descriptors, want 3 (stdin, stdout, stderr)", len(fds))
+	}
+	var m goMsg
+	if err := json.Unmarshal(buf[:n], &m); err != nil || len(m.Argv) == 0 {
+		return false, fmt.Errorf("bad go message: %v", err)
+	}
+	l.sp.Argv, l.sp.TimeoutNS, l.dir = m.Argv, m.TimeoutNS, m.Dir
+	l.stdio = []*os.File{os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "stdout"), os.NewFile(uintptr(fds[2]), "stderr")}
+	// The program's environment is the launcher's: as in a cold start,
+	// where the host set it on exec.
+	os.Clearenv()
+	for _, kv := range m.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			os.Setenv(k, v)
+		}
+	}
+	return true, nil
 }
 
 func (l *launcher) probe() int {
@@ -136,6 +211,11 @@ func (l *launcher) confine() error {
 	}
 	if sp.Root && sp.MountNS {
 		if err := setPIDMax(sp.MaxProcs); err != nil {
+			return err
+		}
+	}
+	if sp.PIDsCgroup != "" {
+		if err := joinPidsCgroup(sp.PIDsCgroup, sp.MaxProcs); err != nil {
 			return err
 		}
 	}
@@ -272,7 +352,7 @@ func (l *launcher) run() int {
 	// The program starts traced: it stops right after its execve, before
 	// its first instruction, and gets its RLIMIT_AS then. The launcher's
 	// own Go runtime must not live under the program's memory limit.
-	attr := &os.ProcAttr{Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+	attr := &os.ProcAttr{Env: env, Files: l.stdio, Dir: l.dir,
 		Sys: &syscall.SysProcAttr{Ptrace: true}}
 	var proc *os.Process
 	var err error
@@ -310,6 +390,16 @@ func (l *launcher) run() int {
 	close(stopWatch)
 	<-watchDone
 	w.sample() // the last look, before the rest of the namespace dies
+	if sp.Prestarted {
+		// The host returns on the report, before this launcher's exit
+		// (tearing the namespaces down takes milliseconds): the report
+		// must mean that nothing of the sandbox runs or holds the
+		// program's stdio any more.
+		killAll()
+		for _, f := range l.stdio {
+			f.Close()
+		}
+	}
 
 	o := Outcome{Exited: ws.Exited(), ExitCode: ws.ExitStatus(), Known: true}
 	code := ws.ExitStatus()
@@ -331,6 +421,24 @@ func (l *launcher) run() int {
 	}
 	l.report(o)
 	return code
+}
+
+// killAll kills every other process of the PID namespace and reaps them,
+// for at most two seconds (a process in uninterruptible sleep dies when
+// it leaves it; the launcher's exit then takes the namespace down).
+func killAll() {
+	_ = unix.Kill(-1, unix.SIGKILL)
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		wpid, err := unix.Wait4(-1, nil, unix.WNOHANG, nil)
+		switch {
+		case err == unix.EINTR:
+		case err != nil: // ECHILD: none left
+			return
+		case wpid == 0:
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
 // limitMemory waits for the traced program's stop after execve, sets its

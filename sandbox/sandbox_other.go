@@ -38,6 +38,12 @@ func Command(ctx context.Context, g Grant, argv []string) (*Cmd, error) {
 	return &Cmd{Cmd: c}, nil
 }
 
+// CommandPrestarted is Command: off Linux there is no launcher to start
+// ahead.
+func CommandPrestarted(ctx context.Context, g Grant, argv []string) (*Cmd, error) {
+	return Command(ctx, g, argv)
+}
+
 // Outcome is unknown off Linux.
 func (c *Cmd) Outcome() Outcome { return Outcome{} }
 

@@ -152,10 +152,15 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
+// mcpIdleTimeout ends an HTTP client session nobody used for this long.
+const mcpIdleTimeout = 30 * time.Minute
+
 // serveMCPHTTP serves streamable HTTP until ctx ends. Every request must
 // carry the bearer token.
 func serveMCPHTTP(ctx context.Context, srv *sdk.Server, addr, token string, stderr io.Writer) error {
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	// A client that goes away without ending its session (no DELETE)
+	// leaves it idle: the SDK closes it after mcpIdleTimeout.
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{SessionTimeout: mcpIdleTimeout})
 	want := "Bearer " + token
 	auth := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if !constantTimeEqual(req.Header.Get("Authorization"), want) {
@@ -291,6 +296,17 @@ func (h *mcpHost) session(ctx context.Context, ss *sdk.ServerSession) (*kernel.D
 	}
 	h.sessions[ss] = d
 	h.log.Info("client session", "client", client, "session", d.ID())
+	// Forget it when the connection ends (stdio EOF; over HTTP the
+	// client's DELETE or the idle timeout), or the table grows with every
+	// client a long-running server ever had.
+	go func() {
+		_ = ss.Wait()
+		h.mu.Lock()
+		delete(h.sessions, ss)
+		open := len(h.sessions)
+		h.mu.Unlock()
+		h.log.Info("client session ended", "client", client, "session", d.ID(), "open", open)
+	}()
 	return d, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentkernel/agentkernel/hooks"
@@ -18,6 +19,27 @@ type SandboxConfig struct {
 	// AllowMissing names the layers every native tool may run without
 	// where this machine lacks them: an explicit acceptance of that risk.
 	AllowMissing []sandbox.Layer `yaml:"allow_missing"`
+	// Prestart is how many confined launchers are kept ready per grant for
+	// run_command and command hooks (nil: sandbox.DefaultPrestart; 0: none,
+	// every command starts cold).
+	Prestart *int `yaml:"prestart"`
+}
+
+// applyPrestart sets the launcher pool's size and, when run_command is
+// on, makes its first launcher ready in the background, so the first
+// command does not pay a cold start either.
+func (cfg *Config) applyPrestart(ctx context.Context) {
+	n := sandbox.DefaultPrestart
+	if cfg.Sandbox.Prestart != nil {
+		n = *cfg.Sandbox.Prestart
+	}
+	sandbox.SetPrestart(n)
+	if en := cfg.Tools.Builtin.Enable; n == 0 || (en != nil && !slices.Contains(en, builtin.NameRunCommand)) {
+		return
+	}
+	g := builtin.CommandGrant(cfg.path(cfg.Workspace), cfg.Tools.Builtin)
+	g.AllowMissing = append(g.AllowMissing, cfg.Sandbox.AllowMissing...)
+	go func() { _ = sandbox.WarmUp(ctx, g) }() // a failure shows on the first command
 }
 
 // hooksOptions are the hook chain's options: paths against the config's

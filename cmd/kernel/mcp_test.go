@@ -323,6 +323,7 @@ func TestMCPServeElicitation(t *testing.T) {
 func TestMCPServeHTTP(t *testing.T) {
 	cfg, _ := mcpSetup(t, "steps: [{text: x}]\n")
 	t.Setenv("KERNEL_MCP_TOKEN", "tok-123")
+	t.Setenv("KERNEL_LOG", "info") // the session table's size is logged
 	ctx, cancel := context.WithCancel(context.Background())
 	var errb ptyOutput
 	done := make(chan error, 1)
@@ -358,6 +359,22 @@ func TestMCPServeHTTP(t *testing.T) {
 	if isErr || text != "via http" {
 		t.Errorf("t.echo over HTTP: isError=%v %q", isErr, text)
 	}
+
+	// Sessions that end are forgotten: after three more clients have
+	// connected, called and closed, only the first one is open.
+	for i := range 3 {
+		c, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text, _ := callText(t, c, "t.echo", map[string]any{"text": "again"}); text != "again" {
+			t.Errorf("client %d: %q", i, text)
+		}
+		c.Close()
+	}
+	mcptest.WaitFor(t, "the ended sessions to be forgotten", func() bool {
+		return strings.Count(errb.String(), "client session ended") == 3 && strings.Contains(errb.String(), "open=1")
+	})
 }
 
 type bearer struct{ tok string }

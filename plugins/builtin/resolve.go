@@ -150,10 +150,10 @@ func (t *Search) ResolvePaths(args json.RawMessage) (kernel.PathResolution, erro
 			if err != nil {
 				return nil
 			}
-			if d.IsDir() && d.Name() == ".git" && p != real {
+			if d.IsDir() && p != real && (d.Name() == ".git" || skipHidden(d.Name(), "")) {
 				return fs.SkipDir
 			}
-			if d.Type().IsRegular() {
+			if d.Type().IsRegular() && (p == real || !skipHidden(d.Name(), glob)) {
 				if ok, _ := path.Match(glob, d.Name()); ok {
 					out = append(out, p)
 				}

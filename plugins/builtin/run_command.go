@@ -107,7 +107,7 @@ func (t *RunCommand) Call(ctx context.Context, raw json.RawMessage) (kernel.Resu
 	if _, err := exec.LookPath(a.Argv[0]); err != nil && !strings.Contains(a.Argv[0], "/") {
 		return kernel.Result{}, fmt.Errorf("run %s: %w (argv[0] must be a program on PATH or a path to an executable)", a.Argv[0], err)
 	}
-	cmd, err := sandbox.Command(context.WithoutCancel(ctx), t.ws.commandGrant, a.Argv)
+	cmd, err := sandbox.CommandPrestarted(context.WithoutCancel(ctx), t.ws.commandGrant, a.Argv)
 	if err != nil {
 		return kernel.Result{}, fmt.Errorf("run %s: %w", a.Argv[0], err)
 	}
@@ -138,9 +138,17 @@ func (t *RunCommand) Call(ctx context.Context, raw json.RawMessage) (kernel.Resu
 
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	// Killing the group kills the sandbox's init, and with it every
-	// process of its PID namespace, setsid or not.
-	state, werr := waitAndKillGroup(tctx, cmd.Process)
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var werr error
+	select {
+	case werr = <-waited:
+	case <-tctx.Done():
+		// Killing the group kills the sandbox's init, and with it every
+		// process of its PID namespace, setsid or not.
+		killGroup(cmd.Process.Pid)
+		werr = <-waited
+	}
 	elapsed := time.Since(start)
 	outcome := cmd.Outcome()
 
@@ -155,15 +163,13 @@ func (t *RunCommand) Call(ctx context.Context, raw json.RawMessage) (kernel.Resu
 	}
 	pr.Close()
 
-	if werr != nil {
-		return kernel.Result{}, fmt.Errorf("run %s: wait: %w", a.Argv[0], werr)
-	}
 	if ctx.Err() != nil {
 		// The run was cancelled or the kernel's deadline passed: not ours.
 		return kernel.Result{}, fmt.Errorf("run %s: %w", a.Argv[0], ctx.Err())
 	}
 	var b strings.Builder
 	isErr := false
+	var exit interface{ ExitCode() int } // off Linux, where there is no launcher to report
 	switch {
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
 		isErr = true
@@ -177,12 +183,17 @@ func (t *RunCommand) Call(ctx context.Context, raw json.RawMessage) (kernel.Resu
 	case outcome.Known && !outcome.Exited:
 		isErr = true
 		fmt.Fprintf(&b, "terminated: signal: %s\n", outcome.Signal)
-	case state.Exited():
-		fmt.Fprintf(&b, "exit code: %d\n", state.ExitCode())
-		isErr = state.ExitCode() != 0
+	case outcome.Known:
+		fmt.Fprintf(&b, "exit code: %d\n", outcome.ExitCode)
+		isErr = outcome.ExitCode != 0
+	case werr == nil:
+		b.WriteString("exit code: 0\n")
+	case errors.As(werr, &exit) && exit.ExitCode() >= 0:
+		fmt.Fprintf(&b, "exit code: %d\n", exit.ExitCode())
+		isErr = true
 	default:
 		isErr = true
-		fmt.Fprintf(&b, "terminated: %s\n", state)
+		fmt.Fprintf(&b, "terminated: %v\n", werr)
 	}
 	fmt.Fprintf(&b, "duration: %s\n", elapsed.Round(time.Millisecond))
 	if out.total == 0 {

@@ -3,7 +3,6 @@
 package builtin
 
 import (
-	"context"
 	"os"
 	"syscall"
 )
@@ -15,23 +14,9 @@ const oNonblock = 0
 // killed, not the processes it started.
 func groupAttr() *syscall.SysProcAttr { return nil }
 
-// waitAndKillGroup waits until p exits or ctx is done; on ctx it kills p.
-func waitAndKillGroup(ctx context.Context, p *os.Process) (*os.ProcessState, error) {
-	type waited struct {
-		st  *os.ProcessState
-		err error
-	}
-	ch := make(chan waited, 1)
-	go func() {
-		st, err := p.Wait()
-		ch <- waited{st, err}
-	}()
-	select {
-	case w := <-ch:
-		return w.st, w.err
-	case <-ctx.Done():
+// killGroup kills the process pid: without process groups, only it.
+func killGroup(pid int) {
+	if p, err := os.FindProcess(pid); err == nil {
 		_ = p.Kill()
-		w := <-ch
-		return w.st, w.err
 	}
 }

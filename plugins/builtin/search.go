@@ -45,7 +45,9 @@ func (t *Search) Spec() kernel.ToolSpec {
 		Description: "Search the workspace's text files for lines containing a pattern. The pattern is a literal string " +
 			"unless regex is true (Go RE2 syntax, matched line by line). Results are grouped per file, in path order, " +
 			"with each file's number of matching lines and the matching lines with their line numbers. Binary files, " +
-			"symbolic links and .git directories are skipped. Output is capped; a marker says what was left out.",
+			"symbolic links and .git directories are skipped, and so are hidden files and directories (names starting " +
+			"with \".\", such as .env) unless path names one or glob starts with \".\". Output is capped; a marker says " +
+			"what was left out.",
 		Schema: json.RawMessage(fmt.Sprintf(`{
   "type": "object",
   "properties": {
@@ -124,13 +126,16 @@ func (t *Search) Call(ctx context.Context, raw json.RawMessage) (kernel.Result, 
 			return nil
 		}
 		if d.IsDir() {
-			if d.Name() == ".git" && p != root {
+			if p != root && (d.Name() == ".git" || skipHidden(d.Name(), "")) {
 				return fs.SkipDir
 			}
 			return nil
 		}
 		if !d.Type().IsRegular() {
 			return nil // symbolic links, devices, pipes, sockets
+		}
+		if p != root && skipHidden(d.Name(), a.Glob) {
+			return nil
 		}
 		if a.Glob != "" {
 			if ok, _ := path.Match(a.Glob, d.Name()); !ok {
@@ -395,3 +400,12 @@ func quotePattern(p string) string {
 }
 
 var _ kernel.Tool = (*Search)(nil)
+
+// skipHidden reports whether a walk skips the entry name: hidden files
+// and directories (".env", ".aws") are searched only when the caller names
+// them (as path, which the policy then sees, or with a glob starting with
+// "." that selects them, which ResolvePaths lists), so that a search for a
+// token cannot read secrets a read_file of them would have to ask for.
+func skipHidden(name, glob string) bool {
+	return strings.HasPrefix(name, ".") && !strings.HasPrefix(glob, ".")
+}

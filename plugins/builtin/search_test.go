@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentkernel/agentkernel/kernel"
 )
 
 func TestSearch(t *testing.T) {
@@ -136,5 +140,47 @@ func TestSearchFoldMatchesRegexp(t *testing.T) {
 				t.Errorf("pattern %q, line %q: matched %v, regexp says %v", pat, l, got, want)
 			}
 		}
+	}
+}
+
+// TestSearchSkipsHiddenFiles: a search without a glob does not read .env
+// or other hidden files and directories, so a search for a token cannot
+// reach secrets that a read_file of the file would have to ask for (this
+// fails if the walk reads them). Asked for by name — as path, or with a
+// glob starting with "." — they are searched, and the glob's resolution
+// lists them, so a policy rule on touched paths sees them.
+func TestSearchSkipsHiddenFiles(t *testing.T) {
+	e := newEnv(t, Config{})
+	mkfiles(t, e.root, map[string]string{
+		".env":             "API_TOKEN=tok-secret-1\n",
+		"config/.env.prod": "API_TOKEN=tok-secret-2\n",
+		".aws/credentials": "API_TOKEN=tok-secret-3\n",
+		"src/app.go":       "// API_TOKEN is read from the environment\n",
+	})
+	res, err := e.call(t, "search", map[string]any{"pattern": "API_TOKEN"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(res.Content, "tok-secret") || !strings.Contains(res.Content, "src/app.go") {
+		t.Fatalf("glob-less search:\n%s", res.Content)
+	}
+	res, err = e.call(t, "search", map[string]any{"pattern": "API_TOKEN", "path": ".env"})
+	if err != nil || !strings.Contains(res.Content, "tok-secret-1") {
+		t.Fatalf("search naming .env: %v\n%s", err, res.Content)
+	}
+	res, err = e.call(t, "search", map[string]any{"pattern": "API_TOKEN", "glob": ".env*"})
+	if err != nil || !strings.Contains(res.Content, "tok-secret-2") {
+		t.Fatalf("search with glob .env*: %v\n%s", err, res.Content)
+	}
+	pr, err := e.tools[NameSearch].(kernel.PathResolver).ResolvePaths([]byte(`{"pattern":"API_TOKEN","glob":".env*"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rel []string
+	for _, p := range pr.Touched {
+		rel = append(rel, filepath.Base(p))
+	}
+	if !slices.Contains(rel, ".env") || !slices.Contains(rel, ".env.prod") {
+		t.Fatalf("the glob's touched paths %v do not list the .env files", pr.Touched)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/agentkernel/agentkernel/sandbox"
@@ -12,8 +13,11 @@ import (
 // RequestsSuffix names a plugin's capability requests: the file
 // "<binary>.sandbox.yaml" next to the configured binary, written by the
 // plugin's author in the sandbox manifest vocabulary (fs, net, env,
-// memory_mb, cpu, timeout, max_procs, max_output_bytes, ...; absolute
-// paths). A plugin with such a file gets what it requests ∩ what its
+// memory_mb, cpu, timeout, max_procs, max_output_bytes, ...). A relative
+// fs path is relative to the directory holding the file (where a plugin
+// ships its data); every path, requested and granted, is compared with its
+// symlinks resolved, so a link inside a granted directory cannot reach
+// past it. A plugin with such a file gets what it requests ∩ what its
 // config entry grants (sandbox: and env:); one without gets what the
 // config grants. The file is not pinned: it can only narrow the grant.
 const RequestsSuffix = ".sandbox.yaml"
@@ -30,12 +34,14 @@ func EffectiveConfig(cfg PluginConfig) (PluginConfig, []string, error) {
 	if err != nil {
 		return cfg, nil, &ConfigError{Plugin: cfg.Name, Field: "path", Msg: "read the plugin's requests: " + err.Error()}
 	}
-	req, err := sandbox.DecodeYAML(b)
+	req, err := sandbox.DecodeYAMLRelative(b, filepath.Dir(path))
 	if err != nil {
 		return cfg, nil, &ConfigError{Plugin: cfg.Name, Field: "path", Msg: fmt.Sprintf("%s: %v", path, err)}
 	}
 	granted := cfg.Sandbox
 	granted.Env = cfg.Env
+	granted.FS = resolveLinks(granted.FS)
+	req.FS = resolveLinks(req.FS)
 	eff, cut := granted.Intersect(req)
 	var warn []string
 	for _, w := range cut {
@@ -45,4 +51,17 @@ func EffectiveConfig(cfg PluginConfig) (PluginConfig, []string, error) {
 	eff.Env = nil
 	cfg.Sandbox = eff
 	return cfg, warn, nil
+}
+
+// resolveLinks returns rules with each existing path's symlinks resolved:
+// Landlock follows them when it opens a rule's path, so a request must be
+// compared where it really leads.
+func resolveLinks(rules []sandbox.FSRule) []sandbox.FSRule {
+	out := slices.Clone(rules)
+	for i, r := range out {
+		if p, err := filepath.EvalSymlinks(r.Path); err == nil {
+			out[i].Path = p
+		}
+	}
+	return out
 }

@@ -85,3 +85,43 @@ func secretDirs(t *testing.T, n int) []string {
 	}
 	return dirs
 }
+
+// TestRequestPathsRelativeAndResolved: a relative request is relative to
+// the request file's directory, and a request through a symlink is
+// compared where the link leads: a link inside the granted plugin
+// directory that points outside it is refused (this fails if the
+// comparison is lexical), while a real subdirectory is granted.
+func TestRequestPathsRelativeAndResolved(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "plugin")
+	req := "fs:\n  - {path: data, mode: ro}\n  - {path: escape, mode: rw}\n  - {path: ../elsewhere, mode: ro, optional: true}\n"
+	if err := os.WriteFile(bin+subprocess.RequestsSuffix, []byte(req), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := subprocess.PluginConfig{Name: "p", Path: bin, Sandbox: sandbox.Grant{FS: []sandbox.FSRule{{Path: dir, Mode: "rw"}}}}
+	eff, warn, err := subprocess.EffectiveConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	realData, _ := filepath.EvalSymlinks(filepath.Join(dir, "data"))
+	var paths []string
+	for _, r := range eff.Sandbox.FS {
+		paths = append(paths, r.Path+":"+r.Mode)
+		if r.Path == outside || strings.HasPrefix(r.Path, outside+"/") {
+			t.Errorf("the link led the grant outside the plugin directory: %v", eff.Sandbox.FS)
+		}
+	}
+	if len(eff.Sandbox.FS) != 1 || eff.Sandbox.FS[0].Path != realData || eff.Sandbox.FS[0].Mode != "ro" {
+		t.Fatalf("effective fs %v, want only %s:ro", paths, realData)
+	}
+	if len(warn) != 2 || !strings.Contains(strings.Join(warn, "\n"), "not granted") {
+		t.Fatalf("warnings %q: want the link and ../elsewhere reported as not granted", warn)
+	}
+}

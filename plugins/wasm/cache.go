@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/tetratelabs/wazero"
@@ -73,6 +74,11 @@ func ensurePrivateDir(dir string) error {
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return fmt.Errorf("cache directory %s has mode %04o: other users could plant compiled code in it; run chmod 700 %s or choose another directory", dir, perm, dir)
+	}
+	// A directory another user made (say in /tmp, before us) is theirs to
+	// fill, whatever its mode says now.
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
+		return fmt.Errorf("cache directory %s belongs to uid %d, not to this process (uid %d): its owner could plant compiled code in it; choose another directory", dir, sys.Uid, os.Geteuid())
 	}
 	return nil
 }

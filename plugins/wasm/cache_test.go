@@ -125,6 +125,21 @@ func TestCacheDirIsPrivate(t *testing.T) {
 		t.Fatalf("a cache directory others can reach was accepted: %v", err)
 	}
 
+	// Private by mode but made by someone else (say in /tmp, before us):
+	// refused, since its owner can fill it. Needs root to give it away.
+	if os.Geteuid() == 0 {
+		theirs := filepath.Join(t.TempDir(), "theirs")
+		if err := os.Mkdir(theirs, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(theirs, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewHost(context.Background(), HostConfig{CacheDir: theirs}); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+			t.Fatalf("a cache directory owned by another user was accepted: %v", err)
+		}
+	}
+
 	dir := filepath.Join(t.TempDir(), "new", "cache")
 	h, err := NewHost(context.Background(), HostConfig{CacheDir: dir})
 	if err != nil {
