@@ -26,6 +26,21 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// runAttackTests runs the attack tests again as subtests: under another
+// launcher (TestDedicatedLauncher) or another start (TestPrestartedAttacks).
+func runAttackTests(t *testing.T) {
+	for name, f := range map[string]func(*testing.T){
+		"Runs":              TestConfinedRuns,
+		"EnvUnreachable":    TestKernelEnvironmentUnreachable,
+		"WritesOutsideFail": TestWritesOutsideGrantFail,
+		"Network":           TestNetwork,
+		"EscapedChildren":   TestEscapedChildrenDie,
+		"Limits":            TestLimits,
+	} {
+		t.Run(name, f)
+	}
+}
+
 // command starts confined programs for the attack tests: sandbox.Command,
 // or sandbox.CommandPrestarted under TestPrestartedAttacks.
 var command = sandbox.Command

@@ -47,16 +47,7 @@ func useDedicatedLauncher(tb testing.TB) {
 // must hold the same way.
 func TestDedicatedLauncher(t *testing.T) {
 	useDedicatedLauncher(t)
-	for name, f := range map[string]func(*testing.T){
-		"Runs":              TestConfinedRuns,
-		"EnvUnreachable":    TestKernelEnvironmentUnreachable,
-		"WritesOutsideFail": TestWritesOutsideGrantFail,
-		"Network":           TestNetwork,
-		"EscapedChildren":   TestEscapedChildrenDie,
-		"Limits":            TestLimits,
-	} {
-		t.Run(name, f)
-	}
+	runAttackTests(t)
 }
 
 // TestLauncherRefused: a launcher whose hash is not the pinned one, or

@@ -26,16 +26,7 @@ func TestPrestartedAttacks(t *testing.T) {
 	command = sandbox.CommandPrestarted
 	t.Cleanup(func() { command = sandbox.Command })
 	before := sandbox.Prestarted()
-	for name, f := range map[string]func(*testing.T){
-		"Runs":              TestConfinedRuns,
-		"EnvUnreachable":    TestKernelEnvironmentUnreachable,
-		"WritesOutsideFail": TestWritesOutsideGrantFail,
-		"Network":           TestNetwork,
-		"EscapedChildren":   TestEscapedChildrenDie,
-		"Limits":            TestLimits,
-	} {
-		t.Run(name, f)
-	}
+	runAttackTests(t)
 	if after := sandbox.Prestarted(); after.Hits+after.Misses == before.Hits+before.Misses {
 		t.Fatal("no start went through the pre-started path")
 	}
@@ -48,6 +39,12 @@ func runPrestarted(t *testing.T, ctx context.Context, g sandbox.Grant, dir strin
 	if err := sandbox.WarmUp(ctx, g); err != nil {
 		t.Fatalf("WarmUp: %v", err)
 	}
+	return runNoWarmUp(t, ctx, g, dir, argv...)
+}
+
+// runNoWarmUp runs argv through CommandPrestarted with what is ready.
+func runNoWarmUp(t *testing.T, ctx context.Context, g sandbox.Grant, dir string, argv ...string) (string, error) {
+	t.Helper()
 	cmd, err := sandbox.CommandPrestarted(ctx, g, argv)
 	if err != nil {
 		t.Fatal(err)
@@ -169,23 +166,15 @@ func TestPrestartedStaleWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := sandbox.Prestarted()
-	cmd, err := sandbox.CommandPrestarted(ctx, g, []string{"sh", "-c", "echo new > f && echo x > .git/config"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	cmd.Dir = ws
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
+	out, err := runNoWarmUp(t, ctx, g, ws, "sh", "-c", "echo new > f && echo x > .git/config")
 	if after := sandbox.Prestarted(); after.Stale != before.Stale+1 {
 		t.Errorf("stale %d -> %d: the launcher for the old directory was not discarded", before.Stale, after.Stale)
 	}
 	if err == nil {
-		t.Fatalf("writing .git/config in the new workspace succeeded: it is not read-only (%s)", out.String())
+		t.Fatalf("writing .git/config in the new workspace succeeded: it is not read-only (%s)", out)
 	}
 	if b, rerr := os.ReadFile(filepath.Join(ws, "f")); rerr != nil || string(b) != "new\n" {
-		t.Fatalf("the write did not land in the new workspace: %q %v (%s)", b, rerr, out.String())
+		t.Fatalf("the write did not land in the new workspace: %q %v (%s)", b, rerr, out)
 	}
 	if _, err := os.Stat(filepath.Join(ws+".old", "f")); err == nil {
 		t.Fatal("the write landed in the old workspace")

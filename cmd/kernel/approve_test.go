@@ -69,3 +69,30 @@ func TestPolicyCommands(t *testing.T) {
 		t.Fatalf("misspelt field: %v", err)
 	}
 }
+
+// TestChatApproveConfirms: chat's /approve shows the whole call waiting
+// for approval and runs it only after a yes, like `kernel approve`: a "n"
+// leaves it waiting and unrun, a "y" runs it.
+func TestChatApproveConfirms(t *testing.T) {
+	conf, ws := codingPolicyFixture(t)
+	in := "add a note to the workspace\n/approve\nn\n/approve looks fine\ny\n/quit\n"
+	var out, errb strings.Builder
+	if err := run(t.Context(), []string{"chat", "--config", conf, "--store", t.TempDir()}, strings.NewReader(in), &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	e := errb.String()
+	first := strings.Index(e, "run this call? [y/N]")
+	no := strings.Index(e, "not approved: the call still waits")
+	if first < 0 || no < first || !strings.Contains(e[:first], "waiting for approval:\ntool: write_file") {
+		t.Fatalf("the first /approve did not show the call and ask, or the no was not honoured:\n%s", e)
+	}
+	if strings.Index(e[no:], "approval approved write_file") < 0 || strings.Count(e, "run this call? [y/N]") != 2 {
+		t.Fatalf("the second /approve did not ask and run:\n%s", e)
+	}
+	if strings.Contains(e[:no], "approval approved") {
+		t.Fatalf("the call was approved before the yes:\n%s", e)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "NOTES.md")); err != nil {
+		t.Fatalf("the approved write did not run: %v\n%s", err, e)
+	}
+}

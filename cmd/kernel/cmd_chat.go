@@ -21,7 +21,7 @@ const chatHelp = `Type a prompt and press Enter. Commands:
   /new            start a new session
   /sessions       list the stored sessions
   /resume ID      continue the session ID
-  /approve [NOTE] approve the pending tool call and continue
+  /approve [NOTE] show the pending tool call, and run it if you answer y
   /reject [NOTE]  reject the pending tool call
   /usage          tokens and cost of this session
   /thinking on|off show the model's reasoning as it streams, or fold it into one line
@@ -68,6 +68,7 @@ type chat struct {
 	r           *renderer
 	sid         string
 	interactive bool
+	input       <-chan string // every line read from stdin
 	steering
 }
 
@@ -79,6 +80,7 @@ func (c *chat) loop(ctx context.Context) error {
 	defer signal.Stop(sigs)
 
 	lines := make(chan string)
+	c.input = lines
 	if c.interactive {
 		// A person typing while the agent works steers it; piped input is
 		// a script of prompts, run one after another.
@@ -211,6 +213,13 @@ func (c *chat) command(ctx context.Context, sigs chan os.Signal, line string) (q
 			return false, errors.New("no session yet")
 		}
 		approve := name == "/approve"
+		if approve {
+			// As `kernel approve`: the whole call first, then a yes.
+			ok, err := c.confirmApproval(ctx)
+			if err != nil || !ok {
+				return false, err
+			}
+		}
 		c.turn(ctx, sigs, func(rctx context.Context) (*kernel.RunResult, error) {
 			return c.k.Resolve(rctx, c.sid, approve, arg)
 		})
@@ -223,6 +232,31 @@ func (c *chat) command(ctx context.Context, sigs chan os.Signal, line string) (q
 	default:
 		return false, fmt.Errorf("unknown command %s (/help lists them)", name)
 	}
+	return false, nil
+}
+
+// confirmApproval shows the call waiting for approval in full and asks
+// whether to run it; the answer is the next input line.
+func (c *chat) confirmApproval(ctx context.Context) (bool, error) {
+	s, err := c.app.store.Load(ctx, c.sid)
+	if err != nil {
+		return false, err
+	}
+	if s.Pending == nil {
+		return false, errors.New("nothing is waiting for approval in this session")
+	}
+	fmt.Fprintf(c.env.stderr, "waiting for approval:\n%srun this call? [y/N] ", describeApproval(s.Pending, &s.Meta))
+	var answer string
+	select {
+	case answer = <-c.input:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "y", "yes":
+		return true, nil
+	}
+	fmt.Fprintln(c.env.stderr, "not approved: the call still waits (/approve or /reject)")
 	return false, nil
 }
 
