@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -167,14 +168,19 @@ func (r *run) summarise(ctx context.Context, cc ContextConfig, prev string, msgs
 		}
 		in.WriteString("The conversation to add to it:\n\n" + chunk + "\nWrite the new summary.")
 		req := Request{Model: model, Messages: []Message{{Role: RoleSystem, Content: cc.Prompt}, {Role: RoleUser, Content: in.String()}}}
-		cctx, cancel := context.WithTimeout(ctx, k.cfg.ModelTimeout)
-		resp, err := k.cfg.Provider.Stream(cctx, req, func(Delta) {})
-		cancel()
+		// The same retries, Retry-After, retry budget and fallbacks as a
+		// turn's generation (then the run's own models), reported the same
+		// way; the summary's text is not streamed as an answer.
+		resp, err := r.callModel(ctx, req, genCall{models: summaryModels(model, k), sink: func(Delta) {},
+			account: func(resp Response) { r.account(resp.Usage, k.price(model).Cost(resp.Usage)) }})
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", usage, cost, model, ctx.Err()
 			}
 			return "", usage, cost, model, fmt.Errorf("compaction model call: %w", err)
+		}
+		if resp.Message.Model != "" {
+			model = resp.Message.Model
 		}
 		c := k.price(model).Cost(resp.Usage)
 		usage, cost = usage.Add(resp.Usage), cost+c
@@ -185,6 +191,18 @@ func (r *run) summarise(ctx context.Context, cc ContextConfig, prev string, msgs
 		summary = strings.TrimSpace(resp.Message.Content)
 	}
 	return summary, usage, cost, model, nil
+}
+
+// summaryModels are the models a summary may come from, in order: the
+// compaction model, then the run's model and its fallbacks.
+func summaryModels(model string, k *Kernel) []string {
+	out := []string{model}
+	for _, m := range append([]string{k.cfg.Model}, k.cfg.Fallbacks...) {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // account adds a generation's usage and cost to the session and the run,

@@ -220,7 +220,7 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 	if !k.realClock || r.cx != nil {
 		start = time.Now()
 	}
-	resp, err := r.callModel(ctx, Request{Model: k.cfg.Model, Messages: msgs, Tools: tools})
+	resp, err := r.callModel(ctx, Request{Model: k.cfg.Model, Messages: msgs, Tools: tools}, genCall{})
 	if err != nil {
 		return Response{}, err
 	}

@@ -213,11 +213,21 @@ func isEmpty(m *Message) bool {
 	return strings.TrimSpace(m.Content) == "" && len(m.ToolCalls) == 0
 }
 
+// genCall says how callModel runs a generation other than the turn's own
+// (the compaction summary). The zero value is the turn's: the configured
+// model then the fallbacks, streamed to the run's delta sink, an empty
+// answer accounted as a generation.
+type genCall struct {
+	models  []string       // the models in order
+	sink    func(Delta)    // where the stream goes
+	account func(Response) // how a retried empty answer is paid for
+}
+
 // callModel makes one generation happen: it calls the provider, retries
 // what may succeed after a wait, moves on to the fallback models when the
 // current one is unavailable or keeps failing, and retries an empty
 // generation once. The response's message records the model that answered.
-func (r *run) callModel(ctx context.Context, req Request) (Response, error) {
+func (r *run) callModel(ctx context.Context, req Request, g genCall) (Response, error) {
 	k := r.k
 	pol := k.retry
 	// The models in order: the configured one, then the fallbacks.
@@ -228,6 +238,17 @@ func (r *run) callModel(ctx context.Context, req Request) (Response, error) {
 		}
 		return k.cfg.Fallbacks[i-1]
 	}
+	if g.models != nil {
+		nModels = len(g.models)
+		modelAt = func(i int) string { return g.models[i] }
+	}
+	sink, account := r.deltaFn, r.accountGen
+	if g.sink != nil {
+		sink = g.sink
+	}
+	if g.account != nil {
+		account = g.account
+	}
 	total := 0
 	var lastErr error
 	var lastClass failureClass
@@ -237,7 +258,7 @@ func (r *run) callModel(ctx context.Context, req Request) (Response, error) {
 		emptyRetried := false
 		for attempt := 1; ; attempt++ {
 			total++
-			resp, streamed, err := r.streamOnce(ctx, req)
+			resp, streamed, err := r.streamOnce(ctx, req, sink)
 			if err == nil && !isEmpty(&resp.Message) {
 				resp.Message.Model = model
 				return resp, nil
@@ -246,12 +267,12 @@ func (r *run) callModel(ctx context.Context, req Request) (Response, error) {
 				if !emptyRetried && r.retries < pol.Budget {
 					emptyRetried = true
 					r.retries++
-					r.accountGen(resp) // the empty answer was paid for
+					account(resp) // the empty answer was paid for
 					r.emitRetry(attempt+1, 0, "empty_response", model, "", streamed, ErrEmptyResponse)
 					attempt--
 					continue
 				}
-				r.accountGen(resp)
+				account(resp)
 				return Response{}, ErrEmptyResponse
 			}
 			if ctx.Err() != nil {
@@ -293,12 +314,12 @@ func (r *run) callModel(ctx context.Context, req Request) (Response, error) {
 
 // streamOnce is one provider call under Config.ModelTimeout. streamed is
 // how many bytes of text and reasoning it passed on before it ended.
-func (r *run) streamOnce(ctx context.Context, req Request) (resp Response, streamed int, err error) {
+func (r *run) streamOnce(ctx context.Context, req Request, sink func(Delta)) (resp Response, streamed int, err error) {
 	k := r.k
 	cctx, cancel := context.WithTimeout(ctx, k.cfg.ModelTimeout)
 	defer cancel()
 	r.streamed = 0 // counted by onDelta, bound once per run
-	resp, err = k.cfg.Provider.Stream(cctx, req, r.deltaFn)
+	resp, err = k.cfg.Provider.Stream(cctx, req, sink)
 	streamed = r.streamed
 	if err != nil {
 		if ctx.Err() != nil {

@@ -40,7 +40,7 @@ func BenchmarkRetryOverhead(b *testing.B) {
 	b.Run("callModel", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := r.callModel(ctx, req); err != nil {
+			if _, err := r.callModel(ctx, req, genCall{}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -419,3 +419,93 @@ func TestOldFailedTurnWithoutMarker(t *testing.T) {
 		t.Errorf("request %+v, want only the new prompt", sent)
 	}
 }
+
+// summaryFlaky answers every summary request (the compaction's) with
+// failures first, then a summary; every other request with big text.
+type summaryFlaky struct {
+	mu        sync.Mutex
+	failures  []error // returned by the first summary calls, in order
+	summaries int
+	models    []string // the model of every summary call
+}
+
+func (p *summaryFlaky) Stream(ctx context.Context, req kernel.Request, emit func(kernel.Delta)) (kernel.Response, error) {
+	last := req.Messages[len(req.Messages)-1].Content
+	if !strings.Contains(last, "Write the new summary.") {
+		text := strings.Repeat("x", 400)
+		emit(kernel.Delta{Text: text})
+		return kernel.Response{Message: kernel.Message{Role: kernel.RoleAssistant, Content: text}, Model: req.Model}, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.summaries++
+	p.models = append(p.models, req.Model)
+	if len(p.failures) > 0 {
+		err := p.failures[0]
+		p.failures = p.failures[1:]
+		return kernel.Response{}, err
+	}
+	emit(kernel.Delta{Text: "SUMMARY-TEXT must not reach the answer stream"})
+	return kernel.Response{Message: kernel.Message{Role: kernel.RoleAssistant, Content: "the summary"}, Model: req.Model}, nil
+}
+
+// TestCompactionSummaryRetries: the compaction summary goes through the
+// same retries and fallbacks as a turn: a 429 is retried after its wait
+// and reported, a missing compaction model falls back to the run's model,
+// and the summary's stream is not shown as the answer.
+func TestCompactionSummaryRetries(t *testing.T) {
+	p := &summaryFlaky{failures: []error{
+		provErr(404, "model_not_found", false), // the compaction model is missing
+		provErr(429, "rate_limit_exceeded", true),
+	}}
+	var sleeps []time.Duration
+	var events []kernel.Event
+	var deltas strings.Builder
+	k, err := kernel.New(kernel.Config{
+		Provider: p, Store: memory.New(), Model: "primary", ContextWindow: 1200,
+		Context: kernel.ContextConfig{Model: "summariser"},
+		Retry: kernel.RetryPolicy{Sleep: func(ctx context.Context, d time.Duration) error {
+			sleeps = append(sleeps, d)
+			return ctx.Err()
+		}},
+		OnEvent: func(e kernel.Event) {
+			events = append(events, e)
+			if d, ok := e.(kernel.MessageDelta); ok {
+				deltas.WriteString(d.Text)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ""
+	for i := range 8 {
+		res, err := k.Run(context.Background(), id, "question "+strings.Repeat("y", 400))
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		id = res.SessionID
+	}
+	var retries []kernel.ProviderRetry
+	summarised := false
+	for _, e := range events {
+		switch e := e.(type) {
+		case kernel.ProviderRetry:
+			retries = append(retries, e)
+		case kernel.ContextCompacted:
+			summarised = summarised || e.Kind == "summarised"
+		}
+	}
+	if !summarised {
+		t.Fatalf("no summary was made (summary calls %d, retries %+v)", p.summaries, retries)
+	}
+	if len(retries) != 2 || retries[0].Fallback != "primary" || retries[1].StatusCode != 429 || len(sleeps) != 1 {
+		t.Fatalf("retries %+v sleeps %v: want a fallback from the missing summariser, then one waited 429 retry", retries, sleeps)
+	}
+	if len(p.models) < 3 || p.models[0] != "summariser" || p.models[1] != "primary" {
+		t.Fatalf("summary calls went to %v", p.models)
+	}
+	if strings.Contains(deltas.String(), "SUMMARY-TEXT") {
+		t.Fatal("the summary's stream was shown as the answer")
+	}
+}
