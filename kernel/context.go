@@ -250,7 +250,7 @@ func (r *run) useContext() ContextUse {
 // under the hard limit.
 func (r *run) request(ctx context.Context, tools []ToolSpec) ([]Message, error) {
 	if !r.ctxOn() {
-		return withoutFailed(r.msgs), nil
+		return r.history(), nil
 	}
 	k := r.k
 	cc := k.cfg.Context.withDefaults(k.cfg.ContextWindow)
@@ -284,7 +284,7 @@ func (r *run) request(ctx context.Context, tools []ToolSpec) ([]Message, error) 
 // view is the request built from the history and its latest record.
 func (r *run) view() []Message {
 	if r.cx == nil || r.cx.rec == nil {
-		return withoutFailed(r.msgs)
+		return r.history()
 	}
 	return buildView(r.msgs[:r.sysN], r.msgs[r.sysN:], r.cx.rec)
 }

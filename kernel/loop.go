@@ -37,6 +37,10 @@ type run struct {
 	// streamed counts the text bytes onDelta passed on in the current
 	// model call (ProviderRetry.Superseded).
 	streamed int
+	// clean is how many leading messages of msgs are known to need no
+	// filtering by withoutFailed, and cleanBase the array they were in.
+	clean     int
+	cleanBase *Message
 }
 
 // Run sends prompt to the model in the session sessionID (a new session when

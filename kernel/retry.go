@@ -356,6 +356,36 @@ func (r *run) unanswered(reason string) []Message {
 	return []Message{{Role: RoleAssistant, Failed: reason}}
 }
 
+// dirtyFrom returns the index of the first message at or after from that
+// withoutFailed must leave out (a Failed marker, or a user message right
+// after a user message), or -1.
+func dirtyFrom(msgs []Message, from int) int {
+	for i := from; i < len(msgs); i++ {
+		if msgs[i].Failed != "" || i > 0 && msgs[i].Role == RoleUser && msgs[i-1].Role == RoleUser {
+			return i
+		}
+	}
+	return -1
+}
+
+// history is withoutFailed(r.msgs), scanning only the messages appended
+// since the last clean result: the loop only appends, so a clean prefix
+// stays clean (a new backing array, after growth or a reload, is scanned
+// again from the start).
+func (r *run) history() []Message {
+	if len(r.msgs) == 0 {
+		return r.msgs
+	}
+	if r.cleanBase != &r.msgs[0] || r.clean > len(r.msgs) {
+		r.clean, r.cleanBase = 0, &r.msgs[0]
+	}
+	if dirtyFrom(r.msgs, r.clean) >= 0 {
+		return withoutFailed(r.msgs)
+	}
+	r.clean = len(r.msgs)
+	return r.msgs
+}
+
 // withoutFailed leaves out of a request every Failed marker and the user
 // message it answers, so that a request never carries two user messages in
 // a row. A session written before markers existed may still end a failed
@@ -363,14 +393,7 @@ func (r *run) unanswered(reason string) []Message {
 // one is left out too. It returns msgs itself when there is nothing to
 // leave out.
 func withoutFailed(msgs []Message) []Message {
-	clean := true
-	for i := range msgs {
-		if msgs[i].Failed != "" || i > 0 && msgs[i].Role == RoleUser && msgs[i-1].Role == RoleUser {
-			clean = false
-			break
-		}
-	}
-	if clean {
+	if dirtyFrom(msgs, 0) < 0 {
 		return msgs
 	}
 	out := make([]Message, 0, len(msgs))
