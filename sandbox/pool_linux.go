@@ -261,14 +261,15 @@ func (p *pool) refill(key string, sp spec, netns bool, rep Report, wantOne bool)
 		w, err := startWarm(sp, netns, rep)
 		p.mu.Lock()
 		p.starting[key]--
-		if err == nil && p.n > 0 {
+		off := p.n == 0 // pre-starting was turned off meanwhile
+		if err == nil && !off {
 			p.ready[key] = append(p.ready[key], w)
 			w.mu.Lock()
 			w.idle = time.AfterFunc(prestartIdle, func() { p.drop(key, w) })
 			w.mu.Unlock()
 		}
 		p.mu.Unlock()
-		if err == nil && p.n == 0 {
+		if err == nil && off {
 			w.discard()
 			return nil
 		}

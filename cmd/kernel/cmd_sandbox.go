@@ -27,19 +27,34 @@ type SandboxConfig struct {
 
 // applyPrestart sets the launcher pool's size and, when run_command is
 // on, makes its first launcher ready in the background, so the first
-// command does not pay a cold start either.
-func (cfg *Config) applyPrestart(ctx context.Context) {
+// command does not pay a cold start either. The returned func, for the
+// app's closers, stops that and discards the ready launchers (they would
+// die with the process anyway; an in-process caller such as a test would
+// otherwise keep them until their idle timeout).
+func (cfg *Config) applyPrestart(ctx context.Context) func() error {
 	n := sandbox.DefaultPrestart
 	if cfg.Sandbox.Prestart != nil {
 		n = *cfg.Sandbox.Prestart
 	}
 	sandbox.SetPrestart(n)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	if en := cfg.Tools.Builtin.Enable; n == 0 || (en != nil && !slices.Contains(en, builtin.NameRunCommand)) {
-		return
+		close(done)
+	} else {
+		g := builtin.CommandGrant(cfg.path(cfg.Workspace), cfg.Tools.Builtin)
+		g.AllowMissing = append(g.AllowMissing, cfg.Sandbox.AllowMissing...)
+		go func() {
+			defer close(done)
+			_ = sandbox.WarmUp(ctx, g) // a failure shows on the first command
+		}()
 	}
-	g := builtin.CommandGrant(cfg.path(cfg.Workspace), cfg.Tools.Builtin)
-	g.AllowMissing = append(g.AllowMissing, cfg.Sandbox.AllowMissing...)
-	go func() { _ = sandbox.WarmUp(ctx, g) }() // a failure shows on the first command
+	return func() error {
+		cancel()
+		<-done
+		sandbox.ClosePrestarted()
+		return nil
+	}
 }
 
 // hooksOptions are the hook chain's options: paths against the config's

@@ -118,7 +118,7 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 		a.Close()
 		return nil, nil, err
 	}
-	a.cfg.applyPrestart(ctx)
+	a.closers = append(a.closers, a.cfg.applyPrestart(ctx))
 	r.mu.Lock()
 	r.scrub = a.scrub
 	if sc, err := a.cfg.storeConfig(); err == nil && sc.Kind != "memory" {
