@@ -63,7 +63,9 @@ func ClosePrestarted() {
 	}
 	thePool.mu.Unlock()
 	for _, w := range all {
-		w.discard()
+		if w.claim() { // not if a Cmd or watch has it already
+			w.discard()
+		}
 	}
 }
 
