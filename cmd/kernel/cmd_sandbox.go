@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentkernel/agentkernel/hooks"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
+	"github.com/agentkernel/agentkernel/plugins/mcp"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 	"github.com/agentkernel/agentkernel/sandbox"
 )
@@ -67,8 +68,9 @@ const sandboxUsage = `Usage: kernel sandbox check [--config FILE] [--json]
 
 Shows which confinement layers hold on this machine (namespaces, Landlock,
 process limit) and the grant each native tool runs under: run_command,
-every subprocess plugin and every command hook. A tool whose grant needs a
-missing layer does not run unless sandbox.allow_missing names the layer.
+every subprocess plugin, every MCP stdio server and every command hook. A
+tool whose grant needs a missing layer does not run unless
+sandbox.allow_missing names the layer.
 See docs/sandbox.md.`
 
 // sandboxToolReport is one native tool in `kernel sandbox check`.
@@ -119,6 +121,20 @@ func cmdSandbox(ctx context.Context, args []string, env *cliEnv) error {
 			pc = eff // requested ∩ granted
 		}
 		add("plugin "+pc.Name, subprocess.PluginGrant(pc, "<private copy of "+filepath.Base(pc.Path)+">", "<go-plugin socket dir>"))
+	}
+	scs, err := cfg.mcpConfigs()
+	if err != nil {
+		return err
+	}
+	for _, sc := range scs {
+		if len(sc.Command) == 0 {
+			continue // an HTTP server runs no process here
+		}
+		g, err := mcp.StdioGrant(sc, nil)
+		if err != nil {
+			return err
+		}
+		add("mcp server "+sc.Name, g)
 	}
 	hc, err := cfg.hooksConfig()
 	if err != nil {

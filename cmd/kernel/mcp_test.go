@@ -384,3 +384,30 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+b.tok)
 	return http.DefaultTransport.RoundTrip(r)
 }
+
+// TestSandboxCheckListsMCPServers: `kernel sandbox check` shows the grant
+// an MCP stdio server runs under, beside run_command's.
+func TestSandboxCheckListsMCPServers(t *testing.T) {
+	cfg, _ := mcpSetup(t, "steps: [{text: x}]\n")
+	out, errOut, err := cli(t, "sandbox", "check", "--config", cfg, "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	var rep struct {
+		Tools []sandboxToolReport `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var got []string
+	for _, tr := range rep.Tools {
+		got = append(got, tr.Tool)
+		if tr.Tool == "mcp server t" {
+			if !strings.Contains(tr.Grant, filepath.Join(filepath.Dir(cfg), "server")+":rw") || !strings.Contains(tr.Grant, "net none") {
+				t.Errorf("the server's grant is %q", tr.Grant)
+			}
+			return
+		}
+	}
+	t.Fatalf("no MCP server among %v", got)
+}

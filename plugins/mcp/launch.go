@@ -26,7 +26,7 @@ import (
 // and its stderr goes to the log, a line at a time, with the last lines
 // kept for crash reports.
 func command(ctx context.Context, cfg ServerConfig, allowMissing []sandbox.Layer, stderr *stderrLog) (*exec.Cmd, error) {
-	g, err := serverGrant(cfg, allowMissing)
+	g, err := StdioGrant(cfg, allowMissing)
 	if err != nil {
 		return nil, err
 	}
@@ -62,10 +62,10 @@ func (c ServerConfig) ConfiguredGrant() (sandbox.Grant, error) {
 	return g, nil
 }
 
-// serverGrant is a stdio server's sandbox grant: the system directories,
+// StdioGrant is a stdio server's sandbox grant: the system directories,
 // its program and its working directory read-only, plus the config's
 // grant (deny by default: no network, no writes); env is cfg.Env.
-func serverGrant(cfg ServerConfig, allowMissing []sandbox.Layer) (sandbox.Grant, error) {
+func StdioGrant(cfg ServerConfig, allowMissing []sandbox.Layer) (sandbox.Grant, error) {
 	g, err := cfg.ConfiguredGrant()
 	if err != nil {
 		return g, err
