@@ -30,6 +30,11 @@ const maxGoMsg = 60 << 10
 // once a Prestarted Cmd has used that grant.
 const DefaultPrestart = 1
 
+// refillDelay is how long after a command ends its grant's next launcher
+// is started: not while the caller is still busy with the result (a fork
+// of the kernel holds its memory map for a moment).
+const refillDelay = 5 * time.Millisecond
+
 // prestartIdle is how long a ready launcher waits for a program before it
 // is discarded.
 const prestartIdle = 5 * time.Minute
@@ -548,7 +553,7 @@ func (c *Cmd) waitPrestarted() error {
 	}
 	copyErr := c.waitCopies()
 	c.collect()
-	thePool.refill(c.poolKey, c.sp, c.netns, c.rep, false)
+	time.AfterFunc(refillDelay, func() { thePool.refill(c.poolKey, c.sp, c.netns, c.rep, false) })
 	o := c.outcome
 	switch {
 	case o.Limit != nil:
