@@ -27,8 +27,12 @@ type Call struct {
 
 	value    map[string]any
 	decision *Decision
-	validate func(json.RawMessage) (map[string]any, error)
-	emit     func(Event)
+	// entry validates SetArgs' arguments; nil for calls built by NewCall.
+	entry *entry
+	// k sends Emit's events and dl bounds the core's execution: both nil
+	// outside the loop (no events; a context.WithTimeout per call).
+	k  *Kernel
+	dl *deadlines
 }
 
 // ID returns the model's tool_call_id.
@@ -75,10 +79,10 @@ func (c *Call) ResolvedPaths() map[string]string { return maps.Clone(c.origPaths
 // schema; invalid arguments are an error naming the failing paths and leave
 // the call unchanged.
 func (c *Call) SetArgs(args json.RawMessage) error {
-	if c.validate == nil {
+	if c.entry == nil {
 		return errNoValidator
 	}
-	v, err := c.validate(args)
+	v, err := c.entry.validate(args)
 	if err != nil {
 		return err
 	}
@@ -90,8 +94,8 @@ func (c *Call) SetArgs(args json.RawMessage) error {
 // Emit sends an event on the run's event stream (hooks use it for
 // hook.blocked, hook.rewrote and hook.failed). It is safe for concurrent use.
 func (c *Call) Emit(e Event) {
-	if c.emit != nil {
-		c.emit(e)
+	if c.k != nil {
+		c.k.emit(e)
 	}
 }
 
@@ -116,7 +120,7 @@ func (r *Registry) NewCall(id, name string, args json.RawMessage, st *State) (*C
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
 	}
-	c := &Call{id: id, spec: e.spec, st: st, validate: e.validate}
+	c := &Call{id: id, spec: e.spec, st: st, entry: e}
 	if err := c.SetArgs(args); err != nil {
 		return nil, err
 	}

@@ -266,6 +266,7 @@ func (k *Kernel) Compact(ctx context.Context, sessionID string) (*Compaction, er
 	if err != nil {
 		return nil, err
 	}
+	defer r.dl.stop()
 	r.setTools(k.cfg.Tools.view())
 	cc := k.cfg.Context.withDefaults(k.cfg.ContextWindow)
 	if err := r.compact(ctx, cc, true); err != nil {

@@ -54,6 +54,7 @@ func (k *Kernel) OpenDirect(ctx context.Context, client, title string, labels ma
 	if err != nil {
 		return nil, err
 	}
+	defer r.dl.stop()
 	r.meta.Title = truncateTitle(title)
 	r.meta.Labels = maps.Clone(labels)
 	if r.meta.Labels == nil {

@@ -153,7 +153,7 @@ func (r *run) prepare(tc ToolCall, args json.RawMessage, approved bool) prepared
 			p.err = &ToolError{Tool: tc.Name, Code: "invalid_args", Err: verr}
 			break
 		}
-		p.call = &Call{id: tc.ID, spec: e.spec, tool: e.tool, args: args, st: &r.st, approved: approved, value: v, validate: e.validate, emit: k.emit}
+		p.call = &Call{id: tc.ID, spec: e.spec, tool: e.tool, args: args, st: &r.st, approved: approved, value: v, entry: e, k: k, dl: &r.dl}
 		p.call.resolvePaths()
 	}
 	return p
@@ -175,14 +175,13 @@ func (r *run) finish(ctx context.Context, p *prepared) (out callOut) {
 	if p.call != nil {
 		out.rec.Decision = p.call.decision
 	}
-	var ask *ApprovalRequiredError
-	switch {
-	case errors.As(err, &ask):
-		d := ask.Decision
-		out.approval = &d
+	if d := approvalOf(err); d != nil {
+		out.approval = d
 		out.rec.Outcome = OutcomeNeedsReview
 		out.rec.Error = err.Error()
 		return out
+	}
+	switch {
 	case err != nil:
 		out.rec.Outcome = classify(err)
 		out.rec.Error = err.Error()
@@ -201,6 +200,19 @@ func (r *run) finish(ctx context.Context, p *prepared) (out callOut) {
 			Error: out.rec.Error, Bytes: len(res.Content), Duration: out.rec.Duration}
 	})
 	return out
+}
+
+// approvalOf returns the decision of an ApprovalRequiredError, or nil.
+func approvalOf(err error) *Decision {
+	if err == nil {
+		return nil // without a heap-allocated target for errors.As
+	}
+	var ask *ApprovalRequiredError
+	if !errors.As(err, &ask) {
+		return nil
+	}
+	d := ask.Decision
+	return &d
 }
 
 func classify(err error) Outcome {
@@ -291,8 +303,16 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 	if timeout <= 0 {
 		timeout = k.cfg.ToolTimeout
 	}
-	tctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	var tctx context.Context
+	if c.dl != nil {
+		cc := c.dl.start(ctx, time.Now(), timeout)
+		defer cc.end()
+		tctx = cc
+	} else {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	if k.cfg.OnEvent != nil {
 		id, name := c.id, c.spec.Name
 		tctx = WithProgress(tctx, func(text string) { k.emit(ToolProgress{CallID: id, Tool: name, Text: text}) })

@@ -331,6 +331,39 @@ func TestToolTimeout(t *testing.T) {
 	}
 }
 
+type providerFunc func(context.Context, kernel.Request, func(kernel.Delta)) (kernel.Response, error)
+
+func (f providerFunc) Stream(ctx context.Context, req kernel.Request, emit func(kernel.Delta)) (kernel.Response, error) {
+	return f(ctx, req, emit)
+}
+
+// TestModelTimeout: a generation that outlives model.timeout ends with
+// a timeout the provider sees as its context's deadline (not as a
+// cancellation), and the error says which limit it was.
+func TestModelTimeout(t *testing.T) {
+	var seen error
+	prov := providerFunc(func(ctx context.Context, _ kernel.Request, _ func(kernel.Delta)) (kernel.Response, error) {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("the provider's context has no deadline")
+		}
+		<-ctx.Done()
+		seen = context.Cause(ctx)
+		return kernel.Response{}, ctx.Err()
+	})
+	k, err := kernel.New(kernel.Config{Provider: prov, Store: memory.New(), Model: "m",
+		ModelTimeout: 20 * time.Millisecond, Retry: kernel.RetryPolicy{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(context.Background(), "", "go")
+	if err == nil || !strings.Contains(err.Error(), "model call timed out after 20ms") {
+		t.Fatalf("Run = %+v, %v; want a model timeout", res, err)
+	}
+	if !errors.Is(seen, context.DeadlineExceeded) {
+		t.Fatalf("the provider saw %v, want DeadlineExceeded", seen)
+	}
+}
+
 func TestUsageAndCostAcrossRuns(t *testing.T) {
 	u := kernel.Usage{InputTokens: 1000, OutputTokens: 100}
 	r1, r2 := kerneltest.Calls("echo", map[string]any{"text": "x"}), kerneltest.Text("a")

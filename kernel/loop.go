@@ -41,6 +41,11 @@ type run struct {
 	// filtering by withoutFailed, and cleanBase the array they were in.
 	clean     int
 	cleanBase *Message
+	// dl bounds the run's model and tool calls with one timer.
+	dl deadlines
+	// names are the names of the tools namesOf[:len(names)] (toolNames).
+	names   []string
+	namesOf *ToolSpec
 }
 
 // Run sends prompt to the model in the session sessionID (a new session when
@@ -56,6 +61,7 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (*RunResult,
 	if err != nil {
 		return nil, err
 	}
+	defer r.dl.stop()
 	if r.pending != nil {
 		if !r.expired() {
 			return nil, fmt.Errorf("session %s: %w for %s (approve or reject it first)", r.meta.ID, ErrApprovalPending, r.pending.Call.Name)
@@ -89,6 +95,7 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	if err != nil {
 		return nil, err
 	}
+	defer r.dl.stop()
 	if r.pending == nil {
 		return nil, fmt.Errorf("session %s: %w", r.meta.ID, ErrNoApproval)
 	}
@@ -209,12 +216,8 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 		msgs = append(msgs[:len(msgs):len(msgs)], *extra)
 	}
 	if k.cfg.OnEvent != nil {
-		names := make([]string, len(tools))
-		for i, t := range tools {
-			names[i] = t.Name
-		}
 		k.emit(ModelRequest{
-			Turn: r.st.Turn, MaxTurns: k.cfg.MaxTurns, Messages: len(msgs), Tools: names,
+			Turn: r.st.Turn, MaxTurns: k.cfg.MaxTurns, Messages: len(msgs), Tools: r.toolNames(tools),
 			Progress: r.progress("calling model"),
 		})
 	}
@@ -239,6 +242,25 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 		r.lastGen.dur = time.Since(start)
 	}
 	return resp, nil
+}
+
+// toolNames returns the names of tools for a model.request event. The
+// slice is shared by the events of the run's turns that offer the same
+// tools (the registry's view is one slice until the registry changes), so
+// like every event's fields it must not be modified.
+func (r *run) toolNames(tools []ToolSpec) []string {
+	if len(tools) == 0 {
+		return nil
+	}
+	if &tools[0] == r.namesOf && len(tools) == len(r.names) {
+		return r.names
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	r.names, r.namesOf = names, &tools[0]
+	return names
 }
 
 // accountGen adds a generation's usage and cost to the session and the run,

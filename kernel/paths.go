@@ -48,10 +48,10 @@ func (c *Call) resolvePaths() {
 		return
 	}
 	c.touched = res.Touched
-	if res.Args == nil || c.validate == nil {
+	if res.Args == nil || c.entry == nil {
 		return
 	}
-	v, err := c.validate(res.Args)
+	v, err := c.entry.validate(res.Args)
 	if err != nil {
 		return
 	}

@@ -316,8 +316,8 @@ func (r *run) callModel(ctx context.Context, req Request, g genCall) (Response, 
 // how many bytes of text and reasoning it passed on before it ended.
 func (r *run) streamOnce(ctx context.Context, req Request, sink func(Delta)) (resp Response, streamed int, err error) {
 	k := r.k
-	cctx, cancel := context.WithTimeout(ctx, k.cfg.ModelTimeout)
-	defer cancel()
+	cctx := r.dl.start(ctx, time.Now(), k.cfg.ModelTimeout)
+	defer cctx.end()
 	r.streamed = 0 // counted by onDelta, bound once per run
 	resp, err = k.cfg.Provider.Stream(cctx, req, sink)
 	streamed = r.streamed

@@ -137,10 +137,17 @@ func WalkState(sess *Session, maxTurns int, visit func(i int, st *State) error) 
 		SessionID: meta.ID, Model: meta.Model, Labels: meta.Labels, MaxTurns: maxTurns,
 		SessionCreated: meta.Created, ToolCounts: map[string]int{},
 	}
+	// visit sees a copy, so that st stays on the stack of the common
+	// caller, Kernel.open, which passes no visit.
+	var cur *State
+	if visit != nil {
+		cur = new(State)
+	}
 	for i := range sess.Messages {
 		st.apply(&sess.Messages[i])
 		if visit != nil {
-			if err := visit(i, &st); err != nil {
+			*cur = st
+			if err := visit(i, cur); err != nil {
 				return st, err
 			}
 		}
