@@ -37,8 +37,9 @@ type Input struct {
 	// Turn is the deprecated name of Run, with round for turn and
 	// max_rounds for max_turns; `kernel policy check` reports it.
 	Turn Section `yaml:"turn"`
-	// Tool overrides the spec of call.tool (tier, source, tags).
-	Tool ToolInput `yaml:"tool"`
+	// Tool overrides the spec of call.tool: its tier, source and tags
+	// keys decode straight into Spec.
+	Tool Section `yaml:"tool"`
 	Call CallInput `yaml:"call"`
 	// Context is the context window's use (context.used, .window,
 	// .fraction; a fraction alone is enough).
@@ -53,6 +54,9 @@ type Input struct {
 	// State holds what the session and run sections set, before the
 	// defaults (see state).
 	State kernel.State `yaml:"-"`
+	// Spec holds what the tool section sets; its zero fields leave the
+	// tool's own spec alone.
+	Spec kernel.ToolSpec `yaml:"-"`
 	// SessionElapsed and RunElapsed are session.elapsed and run.elapsed:
 	// State keeps times, and they become SessionCreated and RunStarted
 	// once now is known.
@@ -80,7 +84,7 @@ func (in *Input) decodeNode(d *ydec, n *yaml.Node, where string) {
 		name string
 		s    *Section
 		keys map[string]reflect.Value
-	}{{"session", &in.Session, fields.session}, {"run", &in.Run, fields.run}, {"turn", &in.Turn, renamed(fields.run)}} {
+	}{{"session", &in.Session, fields.session}, {"run", &in.Run, fields.run}, {"turn", &in.Turn, renamed(fields.run)}, {"tool", &in.Tool, specFields(&in.Spec)}} {
 		if sec.s.node == nil || isNull(sec.s.node) {
 			continue
 		}
@@ -105,11 +109,13 @@ func renamed(run map[string]reflect.Value) map[string]reflect.Value {
 	return out
 }
 
-// ToolInput overrides fields of a tool's spec.
-type ToolInput struct {
-	Tier   string   `yaml:"tier"`
-	Source string   `yaml:"source"`
-	Tags   []string `yaml:"tags"`
+// specFields binds the tool section's keys to the fields of spec they set.
+func specFields(spec *kernel.ToolSpec) map[string]reflect.Value {
+	return map[string]reflect.Value{
+		"tier":   reflect.ValueOf(&spec.Tier).Elem(),
+		"source": reflect.ValueOf(&spec.Source).Elem(),
+		"tags":   reflect.ValueOf(&spec.Tags).Elem(),
+	}
 }
 
 // CallInput is the call to decide on.
@@ -171,8 +177,8 @@ func (in *Input) check(ps *problems, at pos, where string) {
 	default:
 		ps.at(StageSyntax, at, where, "input.phase must be before_model or after_tools, got %q", in.Phase)
 	}
-	if in.Tool.Tier != "" && !kernel.Tier(in.Tool.Tier).Valid() {
-		ps.at(StageSyntax, at, where, "input.tool.tier must be read_only, side_effecting or privileged, got %q", in.Tool.Tier)
+	if in.Spec.Tier != "" && !in.Spec.Tier.Valid() {
+		ps.at(StageSyntax, at, where, "input.tool.tier must be read_only, side_effecting or privileged, got %q", in.Spec.Tier)
 	}
 }
 
@@ -223,17 +229,17 @@ func (in *Input) phase() kernel.BudgetPhase {
 }
 
 // call builds the call the input describes, with the tool's spec found by
-// specs and overridden by in.Tool.
+// specs and overridden by in.Spec.
 func (in *Input) call(specs *specSet, st *kernel.State) (*kernel.Call, error) {
 	spec := specs.get(in.Call.Tool)
-	if in.Tool.Tier != "" {
-		spec.Tier = kernel.Tier(in.Tool.Tier)
+	if in.Spec.Tier != "" {
+		spec.Tier = in.Spec.Tier
 	}
-	if in.Tool.Source != "" {
-		spec.Source = in.Tool.Source
+	if in.Spec.Source != "" {
+		spec.Source = in.Spec.Source
 	}
-	if in.Tool.Tags != nil {
-		spec.Tags = in.Tool.Tags
+	if in.Spec.Tags != nil {
+		spec.Tags = in.Spec.Tags
 	}
 	args := in.Call.Args
 	if args == nil {

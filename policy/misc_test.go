@@ -22,6 +22,7 @@ func TestParseInput(t *testing.T) {
 		{"bad duration", "session: {elapsed: soon}\n", `case.yaml:1:20: session.elapsed: expected a duration such as "90s" or "10m", got the scalar "soon"`},
 		{"bad phase", "phase: lunch\n", `input.phase must be before_model or after_tools, got "lunch"`},
 		{"bad tier", "tool: {tier: admin}\n", `input.tool.tier must be read_only, side_effecting or privileged`},
+		{"unknown tool field", "tool: {tire: privileged}\n", `case.yaml:1:8: tool: unknown field "tire" (valid fields: source, tags, tier)`},
 		{"bad time", "now: yesterday\n", `case.yaml:1:6: now: expected an RFC 3339 time`},
 		// The session and run sections decode straight into kernel.State:
 		// their errors keep the line and column.
@@ -43,6 +44,26 @@ func TestParseInput(t *testing.T) {
 				t.Fatalf("error = %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// The tool section decodes straight into a kernel.ToolSpec, whose set
+// fields override the spec of the tool the call names.
+func TestInputToolSection(t *testing.T) {
+	in, err := policy.ParseInput("case.yaml", []byte("call: {tool: read_file}\ntool: {tier: privileged, source: mcp:fs, tags: [net]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Spec.Tier != kernel.TierPrivileged || in.Spec.Source != "mcp:fs" || len(in.Spec.Tags) != 1 || in.Spec.Tags[0] != "net" {
+		t.Fatalf("spec = %+v", in.Spec)
+	}
+	p, err := policy.Compile("p.yaml", []byte("name: p\nrevision: \"1\"\ndefaults: {tool_call: allow}\nrules:\n  - id: priv\n    effect: deny\n    when: tool.tier == \"privileged\" && tool.source == \"mcp:fs\" && \"net\" in tool.tags\n"), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := p.Explain(in)
+	if err != nil || x.Call == nil || x.Call.Decision.Effect != kernel.EffectDeny {
+		t.Fatalf("Explain = %+v, %v; want the override to reach the rule", x, err)
 	}
 }
 
