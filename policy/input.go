@@ -39,7 +39,7 @@ type Input struct {
 	Turn Section `yaml:"turn"`
 	// Tool overrides the spec of call.tool: its tier, source and tags
 	// keys decode straight into Spec.
-	Tool Section `yaml:"tool"`
+	Tool Section   `yaml:"tool"`
 	Call CallInput `yaml:"call"`
 	// Context is the context window's use (context.used, .window,
 	// .fraction; a fraction alone is enough).
