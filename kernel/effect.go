@@ -15,9 +15,10 @@ import (
 // answers it; a tool that can tell whether a call with those arguments
 // ran implements SideEffectChecker, and the result then says "completed
 // before the crash" or "did not run" instead of "may or may not have
-// run" (Interrupted). Any Tool registered in-process may implement it (the
-// built-in write_file and edit_file do); a tool without it, subprocess
-// plugins included for now, keeps Interrupted.
+// run" (Interrupted). Any Tool may implement it: the built-in write_file
+// and edit_file do, and a subprocess plugin's tool does by asking the
+// plugin, when its sdk.Spec sets CheckSideEffect. A tool without it keeps
+// Interrupted.
 
 // SideEffect is what a SideEffectChecker found out about an interrupted
 // call (tool.SideEffect).

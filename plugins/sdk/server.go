@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	plugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -74,6 +75,8 @@ func (s *service) Describe(context.Context, *pluginpb.DescribeRequest) (*pluginp
 			Tier:        string(t.spec.Tier),
 			Tags:        t.spec.Tags,
 			TimeoutMs:   t.spec.Timeout.Milliseconds(),
+
+			ChecksSideEffects: t.spec.CheckSideEffect != nil,
 		})
 	}
 	return out, nil
@@ -119,6 +122,27 @@ func (s *service) Call(req *pluginpb.CallRequest, stream pluginpb.Tools_CallServ
 	}
 	return stream.Send(resultEvent(out))
 }
+
+// CheckSideEffect answers for an interrupted call of one of the tools.
+func (s *service) CheckSideEffect(ctx context.Context, req *pluginpb.CheckSideEffectRequest) (*pluginpb.CheckSideEffectResponse, error) {
+	t, ok := s.byName[req.GetTool()]
+	if !ok {
+		return &pluginpb.CheckSideEffectResponse{Detail: fmt.Sprintf("unknown tool %q", req.GetTool())}, nil
+	}
+	e, detail := t.CheckSideEffect(ctx, req.GetArgs(), time.Unix(0, req.GetSinceUnixNano()))
+	out := &pluginpb.CheckSideEffectResponse{Detail: TruncateOutput(detail, maxSideEffectDetail)}
+	switch e {
+	case SideEffectCompleted:
+		out.Effect = pluginpb.SideEffect_SIDE_EFFECT_COMPLETED
+	case SideEffectNotRun:
+		out.Effect = pluginpb.SideEffect_SIDE_EFFECT_NOT_RUN
+	}
+	return out, nil
+}
+
+// maxSideEffectDetail caps a CheckSideEffect's detail (the host cuts it
+// again).
+const maxSideEffectDetail = 1 << 10
 
 func resultEvent(r *pluginpb.Result) *pluginpb.CallEvent {
 	return &pluginpb.CallEvent{Event: &pluginpb.CallEvent_Result{Result: r}}

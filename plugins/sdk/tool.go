@@ -46,7 +46,24 @@ type Spec struct {
 	Tags []string
 	// Timeout bounds one call; zero leaves it to the host's configuration.
 	Timeout time.Duration
+	// CheckSideEffect, when set, tells the kernel whether a call the
+	// kernel started before it stopped (a crash) completed: the repaired
+	// result then says "completed before the crash" or "did not run"
+	// instead of "may or may not have run". It must only read, and must
+	// answer SideEffectUnknown unless it is sure; detail says what it
+	// checked. It is tool.SideEffectChecker's method; see docs/plugins.md.
+	CheckSideEffect func(ctx context.Context, args json.RawMessage, since time.Time) (e SideEffect, detail string)
 }
+
+// SideEffect is what a CheckSideEffect found out; it is tool.SideEffect.
+type SideEffect = tool.SideEffect
+
+// The answers of a CheckSideEffect.
+const (
+	SideEffectUnknown   = tool.SideEffectUnknown
+	SideEffectCompleted = tool.SideEffectCompleted
+	SideEffectNotRun    = tool.SideEffectNotRun
+)
 
 // Handler runs one call. args is a JSON object that the kernel has
 // validated against the tool's schema. A Handler must return once ctx is
@@ -168,6 +185,24 @@ func (t *Tool) Spec() tool.Spec {
 		Timeout:     t.spec.Timeout,
 		Source:      "sdk",
 	}
+}
+
+// CheckSideEffect runs the spec's CheckSideEffect: SideEffectUnknown when
+// the tool has none, the arguments are not a JSON object, or the check
+// panics. It makes a Tool a tool.SideEffectChecker.
+func (t *Tool) CheckSideEffect(ctx context.Context, args json.RawMessage, since time.Time) (e SideEffect, detail string) {
+	if t.err != nil || t.spec.CheckSideEffect == nil {
+		return SideEffectUnknown, ""
+	}
+	if err := t.validate(args); err != nil {
+		return SideEffectUnknown, ""
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			e, detail = SideEffectUnknown, fmt.Sprintf("the check panicked: %v", r)
+		}
+	}()
+	return t.spec.CheckSideEffect(ctx, args, since)
 }
 
 // Call checks that args are a JSON object and runs the handler, with the

@@ -2,6 +2,7 @@ package sdk_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -289,5 +290,36 @@ func TestKernelRefusesWhatTheSDKCannotCheck(t *testing.T) {
 	<-done
 	if !strings.Contains(ftb.msg, `register tool "bad"`) || !strings.Contains(ftb.msg, "invalid schema") {
 		t.Fatalf("sdktest.Start: %q, want the kernel's refusal naming the tool", ftb.msg)
+	}
+}
+
+// TestCheckSideEffect: a tool's CheckSideEffect is its answer about an
+// interrupted call; without one, with arguments that are not an object, or
+// when the check panics, the answer is unknown.
+func TestCheckSideEffect(t *testing.T) {
+	ctx := context.Background()
+	var since time.Time
+	checked := sdk.NewTool(sdk.Spec{Name: "w", Tier: sdk.SideEffecting,
+		CheckSideEffect: func(_ context.Context, args json.RawMessage, s time.Time) (sdk.SideEffect, string) {
+			since = s
+			return sdk.SideEffectCompleted, "saw " + string(args)
+		}}, func(context.Context, json.RawMessage) (sdk.Result, error) { return sdk.Result{}, nil })
+	at := time.Unix(1700000000, 0)
+	if e, d := checked.CheckSideEffect(ctx, json.RawMessage(`{"a":1}`), at); e != sdk.SideEffectCompleted || d != `saw {"a":1}` || !since.Equal(at) {
+		t.Fatalf("check = %v %q (since %v)", e, d, since)
+	}
+	if e, _ := checked.CheckSideEffect(ctx, json.RawMessage(`[1]`), at); e != sdk.SideEffectUnknown {
+		t.Fatalf("non-object arguments: %v", e)
+	}
+	var _ kernel.SideEffectChecker = checked
+	plain := sdk.NewTool(sdk.Spec{Name: "p", Tier: sdk.ReadOnly}, func(context.Context, json.RawMessage) (sdk.Result, error) { return sdk.Result{}, nil })
+	if e, d := plain.CheckSideEffect(ctx, json.RawMessage(`{}`), at); e != sdk.SideEffectUnknown || d != "" {
+		t.Fatalf("no check: %v %q", e, d)
+	}
+	panicky := sdk.NewTool(sdk.Spec{Name: "x", Tier: sdk.SideEffecting,
+		CheckSideEffect: func(context.Context, json.RawMessage, time.Time) (sdk.SideEffect, string) { panic("boom") }},
+		func(context.Context, json.RawMessage) (sdk.Result, error) { return sdk.Result{}, nil })
+	if e, d := panicky.CheckSideEffect(ctx, json.RawMessage(`{}`), at); e != sdk.SideEffectUnknown || !strings.Contains(d, "panicked: boom") {
+		t.Fatalf("panicking check: %v %q", e, d)
 	}
 }

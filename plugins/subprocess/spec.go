@@ -21,11 +21,14 @@ type toolSpec struct {
 	Tier        kernel.Tier     `json:"tier"`
 	Tags        []string        `json:"tags,omitempty"`
 	TimeoutMS   int64           `json:"timeout_ms,omitempty"`
+	// ChecksSideEffects: the tool answers CheckSideEffect.
+	ChecksSideEffects bool `json:"checks_side_effects,omitempty"`
 }
 
 func (a toolSpec) equal(b toolSpec) bool {
 	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.Schema, b.Schema) &&
-		a.Tier == b.Tier && slices.Equal(a.Tags, b.Tags) && a.TimeoutMS == b.TimeoutMS
+		a.Tier == b.Tier && slices.Equal(a.Tags, b.Tags) && a.TimeoutMS == b.TimeoutMS &&
+		a.ChecksSideEffects == b.ChecksSideEffects
 }
 
 // convertSpecs checks a plugin's Describe answer: names that make valid,
@@ -40,6 +43,7 @@ func convertSpecs(plugin string, in []*pluginpb.ToolSpec) ([]toolSpec, error) {
 		s := toolSpec{
 			Name: p.GetName(), Description: p.GetDescription(), Schema: compactJSON(p.GetSchema()),
 			Tier: kernel.Tier(p.GetTier()), Tags: p.GetTags(), TimeoutMS: p.GetTimeoutMs(),
+			ChecksSideEffects: p.GetChecksSideEffects(),
 		}
 		if err := s.check(plugin); err != nil {
 			return nil, err

@@ -97,6 +97,43 @@ func (t *pluginTool) Call(ctx context.Context, args json.RawMessage) (kernel.Res
 	}
 }
 
+// maxSideEffectDetail caps the detail of a plugin's CheckSideEffect
+// answer, which goes into the session as part of a result.
+const maxSideEffectDetail = 1 << 10
+
+// CheckSideEffect asks the plugin whether an interrupted call completed
+// (kernel.SideEffectChecker), starting the plugin if needed. A tool whose
+// spec does not say it checks, a plugin that fails to answer, and anything
+// but a known answer are kernel.SideEffectUnknown: the call may or may not
+// have run, as without a checker.
+func (t *pluginTool) CheckSideEffect(ctx context.Context, args json.RawMessage, since time.Time) (kernel.SideEffect, string) {
+	if !t.remote.ChecksSideEffects {
+		return kernel.SideEffectUnknown, ""
+	}
+	inst, err := t.sup.acquire(ctx)
+	if err != nil {
+		return kernel.SideEffectUnknown, ""
+	}
+	if live, ok := inst.byName[t.remote.Name]; !ok || !live.equal(t.remote) {
+		return kernel.SideEffectUnknown, ""
+	}
+	resp, err := inst.rpc.CheckSideEffect(ctx, &pluginpb.CheckSideEffectRequest{
+		Tool: t.remote.Name, Args: args, SinceUnixNano: since.UnixNano(),
+	})
+	if err != nil {
+		t.sup.log.Warn("plugin did not answer whether an interrupted call ran", "tool", t.spec.Name, "error", err)
+		return kernel.SideEffectUnknown, ""
+	}
+	detail := cut(resp.GetDetail(), maxSideEffectDetail)
+	switch resp.GetEffect() {
+	case pluginpb.SideEffect_SIDE_EFFECT_COMPLETED:
+		return kernel.SideEffectCompleted, detail
+	case pluginpb.SideEffect_SIDE_EFFECT_NOT_RUN:
+		return kernel.SideEffectNotRun, detail
+	}
+	return kernel.SideEffectUnknown, ""
+}
+
 // result turns the plugin's result into the kernel's, enforcing the
 // output cap again (the plugin is not trusted to).
 func (t *pluginTool) result(r *pluginpb.Result) (kernel.Result, error) {

@@ -30,6 +30,60 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SideEffect is what a tool found out about an interrupted call.
+type SideEffect int32
+
+const (
+	// The tool cannot tell: the call may or may not have run.
+	SideEffect_SIDE_EFFECT_UNKNOWN SideEffect = 0
+	// The call's effect is in place.
+	SideEffect_SIDE_EFFECT_COMPLETED SideEffect = 1
+	// The call's effect is absent and nothing it would have touched changed
+	// since the round started.
+	SideEffect_SIDE_EFFECT_NOT_RUN SideEffect = 2
+)
+
+// Enum value maps for SideEffect.
+var (
+	SideEffect_name = map[int32]string{
+		0: "SIDE_EFFECT_UNKNOWN",
+		1: "SIDE_EFFECT_COMPLETED",
+		2: "SIDE_EFFECT_NOT_RUN",
+	}
+	SideEffect_value = map[string]int32{
+		"SIDE_EFFECT_UNKNOWN":   0,
+		"SIDE_EFFECT_COMPLETED": 1,
+		"SIDE_EFFECT_NOT_RUN":   2,
+	}
+)
+
+func (x SideEffect) Enum() *SideEffect {
+	p := new(SideEffect)
+	*p = x
+	return p
+}
+
+func (x SideEffect) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SideEffect) Descriptor() protoreflect.EnumDescriptor {
+	return file_plugin_proto_enumTypes[0].Descriptor()
+}
+
+func (SideEffect) Type() protoreflect.EnumType {
+	return &file_plugin_proto_enumTypes[0]
+}
+
+func (x SideEffect) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SideEffect.Descriptor instead.
+func (SideEffect) EnumDescriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{0}
+}
+
 type DescribeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -131,9 +185,11 @@ type ToolSpec struct {
 	Tier string   `protobuf:"bytes,4,opt,name=tier,proto3" json:"tier,omitempty"`
 	Tags []string `protobuf:"bytes,5,rep,name=tags,proto3" json:"tags,omitempty"`
 	// timeout_ms bounds one call; 0 means the host's default.
-	TimeoutMs     int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TimeoutMs int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// checks_side_effects says the tool answers CheckSideEffect.
+	ChecksSideEffects bool `protobuf:"varint,7,opt,name=checks_side_effects,json=checksSideEffects,proto3" json:"checks_side_effects,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ToolSpec) Reset() {
@@ -206,6 +262,13 @@ func (x *ToolSpec) GetTimeoutMs() int64 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *ToolSpec) GetChecksSideEffects() bool {
+	if x != nil {
+		return x.ChecksSideEffects
+	}
+	return false
 }
 
 type CallRequest struct {
@@ -527,6 +590,122 @@ func (x *Error) GetMessage() string {
 	return ""
 }
 
+type CheckSideEffectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tool  string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// args is the interrupted call's arguments, a JSON object.
+	Args []byte `protobuf:"bytes,2,opt,name=args,proto3" json:"args,omitempty"`
+	// since_unix_nano is when the host started the call's round: the
+	// effect, if any, happened after it.
+	SinceUnixNano int64 `protobuf:"varint,3,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckSideEffectRequest) Reset() {
+	*x = CheckSideEffectRequest{}
+	mi := &file_plugin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckSideEffectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckSideEffectRequest) ProtoMessage() {}
+
+func (x *CheckSideEffectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckSideEffectRequest.ProtoReflect.Descriptor instead.
+func (*CheckSideEffectRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CheckSideEffectRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *CheckSideEffectRequest) GetArgs() []byte {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *CheckSideEffectRequest) GetSinceUnixNano() int64 {
+	if x != nil {
+		return x.SinceUnixNano
+	}
+	return 0
+}
+
+type CheckSideEffectResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Effect SideEffect             `protobuf:"varint,1,opt,name=effect,proto3,enum=agentkernel.plugin.v1.SideEffect" json:"effect,omitempty"`
+	// detail says what the tool checked, for the result the model reads.
+	Detail        string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckSideEffectResponse) Reset() {
+	*x = CheckSideEffectResponse{}
+	mi := &file_plugin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckSideEffectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckSideEffectResponse) ProtoMessage() {}
+
+func (x *CheckSideEffectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckSideEffectResponse.ProtoReflect.Descriptor instead.
+func (*CheckSideEffectResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CheckSideEffectResponse) GetEffect() SideEffect {
+	if x != nil {
+		return x.Effect
+	}
+	return SideEffect_SIDE_EFFECT_UNKNOWN
+}
+
+func (x *CheckSideEffectResponse) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 var File_plugin_proto protoreflect.FileDescriptor
 
 const file_plugin_proto_rawDesc = "" +
@@ -536,7 +715,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\x10DescribeResponse\x125\n" +
 	"\x05tools\x18\x01 \x03(\v2\x1f.agentkernel.plugin.v1.ToolSpecR\x05tools\x12\x1f\n" +
 	"\vsdk_version\x18\x02 \x01(\tR\n" +
-	"sdkVersion\"\x9f\x01\n" +
+	"sdkVersion\"\xcf\x01\n" +
 	"\bToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x16\n" +
@@ -544,7 +723,8 @@ const file_plugin_proto_rawDesc = "" +
 	"\x04tier\x18\x04 \x01(\tR\x04tier\x12\x12\n" +
 	"\x04tags\x18\x05 \x03(\tR\x04tags\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\"_\n" +
+	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x12.\n" +
+	"\x13checks_side_effects\x18\a \x01(\bR\x11checksSideEffects\"_\n" +
 	"\vCallRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x12\n" +
 	"\x04args\x18\x02 \x01(\fR\x04args\x12(\n" +
@@ -562,10 +742,23 @@ const file_plugin_proto_rawDesc = "" +
 	"\x0etruncated_from\x18\x04 \x01(\x03R\rtruncatedFrom\"5\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage2\xb4\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"h\n" +
+	"\x16CheckSideEffectRequest\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x12\n" +
+	"\x04args\x18\x02 \x01(\fR\x04args\x12&\n" +
+	"\x0fsince_unix_nano\x18\x03 \x01(\x03R\rsinceUnixNano\"l\n" +
+	"\x17CheckSideEffectResponse\x129\n" +
+	"\x06effect\x18\x01 \x01(\x0e2!.agentkernel.plugin.v1.SideEffectR\x06effect\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail*Y\n" +
+	"\n" +
+	"SideEffect\x12\x17\n" +
+	"\x13SIDE_EFFECT_UNKNOWN\x10\x00\x12\x19\n" +
+	"\x15SIDE_EFFECT_COMPLETED\x10\x01\x12\x17\n" +
+	"\x13SIDE_EFFECT_NOT_RUN\x10\x022\xa6\x02\n" +
 	"\x05Tools\x12[\n" +
 	"\bDescribe\x12&.agentkernel.plugin.v1.DescribeRequest\x1a'.agentkernel.plugin.v1.DescribeResponse\x12N\n" +
-	"\x04Call\x12\".agentkernel.plugin.v1.CallRequest\x1a .agentkernel.plugin.v1.CallEvent0\x01B9Z7github.com/agentkernel/agentkernel/plugins/sdk/pluginpbb\x06proto3"
+	"\x04Call\x12\".agentkernel.plugin.v1.CallRequest\x1a .agentkernel.plugin.v1.CallEvent0\x01\x12p\n" +
+	"\x0fCheckSideEffect\x12-.agentkernel.plugin.v1.CheckSideEffectRequest\x1a..agentkernel.plugin.v1.CheckSideEffectResponseB9Z7github.com/agentkernel/agentkernel/plugins/sdk/pluginpbb\x06proto3"
 
 var (
 	file_plugin_proto_rawDescOnce sync.Once
@@ -579,31 +772,38 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_plugin_proto_goTypes = []any{
-	(*DescribeRequest)(nil),  // 0: agentkernel.plugin.v1.DescribeRequest
-	(*DescribeResponse)(nil), // 1: agentkernel.plugin.v1.DescribeResponse
-	(*ToolSpec)(nil),         // 2: agentkernel.plugin.v1.ToolSpec
-	(*CallRequest)(nil),      // 3: agentkernel.plugin.v1.CallRequest
-	(*CallEvent)(nil),        // 4: agentkernel.plugin.v1.CallEvent
-	(*Progress)(nil),         // 5: agentkernel.plugin.v1.Progress
-	(*Result)(nil),           // 6: agentkernel.plugin.v1.Result
-	(*Error)(nil),            // 7: agentkernel.plugin.v1.Error
+	(SideEffect)(0),                 // 0: agentkernel.plugin.v1.SideEffect
+	(*DescribeRequest)(nil),         // 1: agentkernel.plugin.v1.DescribeRequest
+	(*DescribeResponse)(nil),        // 2: agentkernel.plugin.v1.DescribeResponse
+	(*ToolSpec)(nil),                // 3: agentkernel.plugin.v1.ToolSpec
+	(*CallRequest)(nil),             // 4: agentkernel.plugin.v1.CallRequest
+	(*CallEvent)(nil),               // 5: agentkernel.plugin.v1.CallEvent
+	(*Progress)(nil),                // 6: agentkernel.plugin.v1.Progress
+	(*Result)(nil),                  // 7: agentkernel.plugin.v1.Result
+	(*Error)(nil),                   // 8: agentkernel.plugin.v1.Error
+	(*CheckSideEffectRequest)(nil),  // 9: agentkernel.plugin.v1.CheckSideEffectRequest
+	(*CheckSideEffectResponse)(nil), // 10: agentkernel.plugin.v1.CheckSideEffectResponse
 }
 var file_plugin_proto_depIdxs = []int32{
-	2, // 0: agentkernel.plugin.v1.DescribeResponse.tools:type_name -> agentkernel.plugin.v1.ToolSpec
-	5, // 1: agentkernel.plugin.v1.CallEvent.progress:type_name -> agentkernel.plugin.v1.Progress
-	6, // 2: agentkernel.plugin.v1.CallEvent.result:type_name -> agentkernel.plugin.v1.Result
-	7, // 3: agentkernel.plugin.v1.Result.error:type_name -> agentkernel.plugin.v1.Error
-	0, // 4: agentkernel.plugin.v1.Tools.Describe:input_type -> agentkernel.plugin.v1.DescribeRequest
-	3, // 5: agentkernel.plugin.v1.Tools.Call:input_type -> agentkernel.plugin.v1.CallRequest
-	1, // 6: agentkernel.plugin.v1.Tools.Describe:output_type -> agentkernel.plugin.v1.DescribeResponse
-	4, // 7: agentkernel.plugin.v1.Tools.Call:output_type -> agentkernel.plugin.v1.CallEvent
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3,  // 0: agentkernel.plugin.v1.DescribeResponse.tools:type_name -> agentkernel.plugin.v1.ToolSpec
+	6,  // 1: agentkernel.plugin.v1.CallEvent.progress:type_name -> agentkernel.plugin.v1.Progress
+	7,  // 2: agentkernel.plugin.v1.CallEvent.result:type_name -> agentkernel.plugin.v1.Result
+	8,  // 3: agentkernel.plugin.v1.Result.error:type_name -> agentkernel.plugin.v1.Error
+	0,  // 4: agentkernel.plugin.v1.CheckSideEffectResponse.effect:type_name -> agentkernel.plugin.v1.SideEffect
+	1,  // 5: agentkernel.plugin.v1.Tools.Describe:input_type -> agentkernel.plugin.v1.DescribeRequest
+	4,  // 6: agentkernel.plugin.v1.Tools.Call:input_type -> agentkernel.plugin.v1.CallRequest
+	9,  // 7: agentkernel.plugin.v1.Tools.CheckSideEffect:input_type -> agentkernel.plugin.v1.CheckSideEffectRequest
+	2,  // 8: agentkernel.plugin.v1.Tools.Describe:output_type -> agentkernel.plugin.v1.DescribeResponse
+	5,  // 9: agentkernel.plugin.v1.Tools.Call:output_type -> agentkernel.plugin.v1.CallEvent
+	10, // 10: agentkernel.plugin.v1.Tools.CheckSideEffect:output_type -> agentkernel.plugin.v1.CheckSideEffectResponse
+	8,  // [8:11] is the sub-list for method output_type
+	5,  // [5:8] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -620,13 +820,14 @@ func file_plugin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   8,
+			NumEnums:      1,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_plugin_proto_goTypes,
 		DependencyIndexes: file_plugin_proto_depIdxs,
+		EnumInfos:         file_plugin_proto_enumTypes,
 		MessageInfos:      file_plugin_proto_msgTypes,
 	}.Build()
 	File_plugin_proto = out.File

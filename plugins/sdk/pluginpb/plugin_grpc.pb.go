@@ -28,8 +28,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Tools_Describe_FullMethodName = "/agentkernel.plugin.v1.Tools/Describe"
-	Tools_Call_FullMethodName     = "/agentkernel.plugin.v1.Tools/Call"
+	Tools_Describe_FullMethodName        = "/agentkernel.plugin.v1.Tools/Describe"
+	Tools_Call_FullMethodName            = "/agentkernel.plugin.v1.Tools/Call"
+	Tools_CheckSideEffect_FullMethodName = "/agentkernel.plugin.v1.Tools/CheckSideEffect"
 )
 
 // ToolsClient is the client API for Tools service.
@@ -43,6 +44,11 @@ type ToolsClient interface {
 	// Call runs one tool. The plugin streams zero or more progress events and
 	// then exactly one result event, and ends the stream.
 	Call(ctx context.Context, in *CallRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CallEvent], error)
+	// CheckSideEffect tells whether a call the host started before it
+	// stopped (a crash) completed. The host asks only for tools whose
+	// ToolSpec says checks_side_effects; an older plugin answers
+	// Unimplemented, which the host reads as unknown.
+	CheckSideEffect(ctx context.Context, in *CheckSideEffectRequest, opts ...grpc.CallOption) (*CheckSideEffectResponse, error)
 }
 
 type toolsClient struct {
@@ -82,6 +88,16 @@ func (c *toolsClient) Call(ctx context.Context, in *CallRequest, opts ...grpc.Ca
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Tools_CallClient = grpc.ServerStreamingClient[CallEvent]
 
+func (c *toolsClient) CheckSideEffect(ctx context.Context, in *CheckSideEffectRequest, opts ...grpc.CallOption) (*CheckSideEffectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckSideEffectResponse)
+	err := c.cc.Invoke(ctx, Tools_CheckSideEffect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ToolsServer is the server API for Tools service.
 // All implementations must embed UnimplementedToolsServer
 // for forward compatibility.
@@ -93,6 +109,11 @@ type ToolsServer interface {
 	// Call runs one tool. The plugin streams zero or more progress events and
 	// then exactly one result event, and ends the stream.
 	Call(*CallRequest, grpc.ServerStreamingServer[CallEvent]) error
+	// CheckSideEffect tells whether a call the host started before it
+	// stopped (a crash) completed. The host asks only for tools whose
+	// ToolSpec says checks_side_effects; an older plugin answers
+	// Unimplemented, which the host reads as unknown.
+	CheckSideEffect(context.Context, *CheckSideEffectRequest) (*CheckSideEffectResponse, error)
 	mustEmbedUnimplementedToolsServer()
 }
 
@@ -108,6 +129,9 @@ func (UnimplementedToolsServer) Describe(context.Context, *DescribeRequest) (*De
 }
 func (UnimplementedToolsServer) Call(*CallRequest, grpc.ServerStreamingServer[CallEvent]) error {
 	return status.Error(codes.Unimplemented, "method Call not implemented")
+}
+func (UnimplementedToolsServer) CheckSideEffect(context.Context, *CheckSideEffectRequest) (*CheckSideEffectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckSideEffect not implemented")
 }
 func (UnimplementedToolsServer) mustEmbedUnimplementedToolsServer() {}
 func (UnimplementedToolsServer) testEmbeddedByValue()               {}
@@ -159,6 +183,24 @@ func _Tools_Call_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Tools_CallServer = grpc.ServerStreamingServer[CallEvent]
 
+func _Tools_CheckSideEffect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckSideEffectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolsServer).CheckSideEffect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Tools_CheckSideEffect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolsServer).CheckSideEffect(ctx, req.(*CheckSideEffectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Tools_ServiceDesc is the grpc.ServiceDesc for Tools service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -169,6 +211,10 @@ var Tools_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Describe",
 			Handler:    _Tools_Describe_Handler,
+		},
+		{
+			MethodName: "CheckSideEffect",
+			Handler:    _Tools_CheckSideEffect_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -13,8 +13,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
@@ -118,10 +121,32 @@ var spinSink int
 
 const textSchema = `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`
 
+// checkMark is mark's side-effect check: the file has the mark, or does
+// not exist; anything else cannot be told.
+func checkMark(_ context.Context, raw json.RawMessage, _ time.Time) (sdk.SideEffect, string) {
+	var a textArgs
+	if json.Unmarshal(raw, &a) != nil {
+		return sdk.SideEffectUnknown, ""
+	}
+	b, err := os.ReadFile(a.Text)
+	switch {
+	case err == nil && string(b) == "marked":
+		return sdk.SideEffectCompleted, a.Text + " has the mark"
+	case errors.Is(err, fs.ErrNotExist):
+		return sdk.SideEffectNotRun, a.Text + " does not exist"
+	}
+	return sdk.SideEffectUnknown, ""
+}
+
 func tools() []*sdk.Tool {
 	return []*sdk.Tool{
 		sdk.Text(sdk.Spec{Name: "noop", Description: "Does nothing.", Tier: sdk.ReadOnly},
 			func(context.Context, empty) (string, error) { return "ok", nil }),
+		sdk.Text(sdk.Spec{Name: "mark", Description: "Writes \"marked\" to the file text names.", Schema: textSchema, Tier: sdk.SideEffecting,
+			CheckSideEffect: checkMark},
+			func(_ context.Context, a textArgs) (string, error) {
+				return "marked", os.WriteFile(a.Text, []byte("marked"), 0o600)
+			}),
 		sdk.Text(sdk.Spec{Name: "echo", Description: "Returns its text.", Schema: textSchema, Tier: sdk.ReadOnly},
 			func(_ context.Context, a textArgs) (string, error) { return a.Text, nil }),
 		sdk.Text(sdk.Spec{Name: "size", Description: "Returns the length of its text.", Schema: textSchema, Tier: sdk.ReadOnly},
