@@ -1,7 +1,6 @@
 package builtin_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/kerneltest"
-	"github.com/agentkernel/agentkernel/kernel/store/memory"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 )
 
@@ -20,7 +18,6 @@ import (
 // a crash (calls stored, no results), with some of the writes done. On
 // the next run, repair tells each call's real outcome from the files.
 func TestInterruptedWritesReportTheTruth(t *testing.T) {
-	ctx := context.Background()
 	ws := t.TempDir()
 	tools, closer, err := builtin.New(builtin.Config{Root: ws, Enable: []string{builtin.NameWriteFile, builtin.NameEditFile}})
 	if err != nil {
@@ -56,34 +53,10 @@ func TestInterruptedWritesReportTheTruth(t *testing.T) {
 		{ID: "c5", Name: builtin.NameEditFile, Arguments: args(map[string]string{"path": "edited.go", "old": "return 1", "new": "return 2"})},
 		{ID: "c6", Name: builtin.NameEditFile, Arguments: args(map[string]string{"path": "unedited.go", "old": "return 1", "new": "return 3"})},
 	}
-	st := memory.New()
-	err = st.Commit(ctx, "s", kernel.Step{Messages: []kernel.Message{
-		{Seq: 1, Role: kernel.RoleUser, Content: "write things", Time: round},
-		{Seq: 2, Role: kernel.RoleAssistant, ToolCalls: calls, Time: round},
-	}, Meta: kernel.SessionMeta{Status: kernel.StatusRunning, Created: round, Updated: round}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := kernel.New(kernel.Config{Store: st, Tools: reg, Provider: kerneltest.NewProvider(kerneltest.Text("ok"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := k.Run(ctx, "s", "go on"); err != nil {
-		t.Fatal(err)
-	}
-	se, err := st.Load(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := kerneltest.RepairResults(t, reg, round, calls...)
 	want := map[string]string{
 		"c1": kernel.InterruptedCompleted, "c2": kernel.InterruptedNotRun, "c3": kernel.InterruptedNotRun,
 		"c4": kernel.Interrupted, "c5": kernel.InterruptedCompleted, "c6": kernel.InterruptedNotRun,
-	}
-	got := map[string]string{}
-	for _, m := range se.Messages {
-		if m.Role == kernel.RoleTool {
-			got[m.ToolCallID] = m.Content
-		}
 	}
 	for id, prefix := range want {
 		if !strings.HasPrefix(got[id], prefix) {

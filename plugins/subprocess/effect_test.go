@@ -1,7 +1,6 @@
 package subprocess_test
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/kerneltest"
-	"github.com/agentkernel/agentkernel/kernel/store/memory"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 	"github.com/agentkernel/agentkernel/sandbox"
 )
@@ -22,7 +20,6 @@ import (
 // check stays "may or may not have run". It fails if the host does not
 // ask the plugin.
 func TestPluginSideEffectCheck(t *testing.T) {
-	ctx := context.Background()
 	dir := t.TempDir()
 	h := newHost(t, subprocess.HostConfig{})
 	cfg := misbehaveConfig()
@@ -36,36 +33,10 @@ func TestPluginSideEffectCheck(t *testing.T) {
 	if err := reg.Register(tools["mb.mark"], tools["mb.echo"]); err != nil {
 		t.Fatal(err)
 	}
-	round := time.Now().Add(-time.Minute)
-	st := memory.New()
-	err := st.Commit(ctx, "s", kernel.Step{Messages: []kernel.Message{
-		{Seq: 1, Role: kernel.RoleUser, Content: "mark things", Time: round},
-		{Seq: 2, Role: kernel.RoleAssistant, Time: round, ToolCalls: []kernel.ToolCall{
-			{ID: "c1", Name: "mb.mark", Arguments: arg(done)},
-			{ID: "c2", Name: "mb.mark", Arguments: arg(missing)},
-			{ID: "c3", Name: "mb.echo", Arguments: arg("x")},
-		}},
-	}, Meta: kernel.SessionMeta{Status: kernel.StatusRunning, Created: round, Updated: round}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := kernel.New(kernel.Config{Store: st, Tools: reg, Provider: kerneltest.NewProvider(kerneltest.Text("ok"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := k.Run(ctx, "s", "go on"); err != nil {
-		t.Fatal(err)
-	}
-	se, err := st.Load(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, m := range se.Messages {
-		if m.Role == kernel.RoleTool {
-			got[m.ToolCallID] = m.Content
-		}
-	}
+	got := kerneltest.RepairResults(t, reg, time.Now().Add(-time.Minute),
+		kernel.ToolCall{ID: "c1", Name: "mb.mark", Arguments: arg(done)},
+		kernel.ToolCall{ID: "c2", Name: "mb.mark", Arguments: arg(missing)},
+		kernel.ToolCall{ID: "c3", Name: "mb.echo", Arguments: arg("x")})
 	for id, want := range map[string]string{
 		"c1": kernel.InterruptedCompleted + done + " has the mark",
 		"c2": kernel.InterruptedNotRun + missing + " does not exist",
