@@ -171,7 +171,11 @@ func (r *run) finish(ctx context.Context, p *prepared) (out callOut) {
 		res, err = k.handle(ctx, p.call)
 		out.args = p.call.args
 	}
-	out.rec = CallRecord{ID: tc.ID, Tool: tc.Name, Args: string(out.args), Duration: time.Since(p.start)}
+	args := tc.Arguments // the same text unless a hook or path resolution rewrote it
+	if string(out.args) != args {
+		args = string(out.args)
+	}
+	out.rec = CallRecord{ID: tc.ID, Tool: tc.Name, Args: args, Duration: time.Since(p.start)}
 	if p.call != nil {
 		out.rec.Decision = p.call.decision
 	}
