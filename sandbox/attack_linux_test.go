@@ -238,14 +238,17 @@ func TestLimits(t *testing.T) {
 					t.Fatalf("the error does not say how many processes ran: %v", le)
 				}
 				n, _ := strconv.Atoi(m[1])
+				t.Logf("%d processes ran under max_procs %d", n, g.MaxProcs)
 				rep := sandbox.Check()
-				exact := !rep.Root
+				exact, cgroup := !rep.Root, false
 				for _, l := range rep.Layers {
 					if l.Layer == sandbox.LayerPIDLimit && strings.Contains(l.Detail, "a pids cgroup per sandbox") {
-						exact = true
+						exact, cgroup = true, true
 					}
 				}
 				switch {
+				case n > g.MaxProcs+1 && cgroup: // the program's tasks, and the launcher
+					t.Fatalf("%d processes ran under max_procs %d and a pids cgroup", n, g.MaxProcs)
 				case n > g.MaxProcs+10 && exact:
 					t.Fatalf("%d processes ran under max_procs %d", n, g.MaxProcs)
 				case n > g.MaxProcs+10:

@@ -17,9 +17,9 @@ import (
 // max_procs as root. Linux never applies RLIMIT_NPROC to the host's uid 0
 // (nor to a user namespace's uid 0 mapped to it), and a PID namespace's
 // pid_max cannot go below 301, so as root an exact max_procs needs the
-// pids cgroup controller: the kernel makes one cgroup per launcher, the
-// launcher joins it before it gives up its capabilities and sets
-// pids.max to max_procs plus its own threads. Why, and what it needs:
+// pids cgroup controller: the kernel makes one cgroup per sandbox, the
+// launcher sets its pids.max to max_procs and forks the program into it
+// (programCgroup); the launcher itself stays outside. Why, and what it needs:
 // RATIONALE.md, "max_procs as root: a pids cgroup per sandbox".
 
 var (
@@ -129,21 +129,45 @@ func sweepPidsCgroups(root string) {
 	}
 }
 
-// joinPidsCgroup moves the launcher into dir and bounds it to maxProcs
-// processes (and threads) beside the launcher's own threads. Run by the
-// launcher while it still holds its capabilities in its user namespace.
-func joinPidsCgroup(dir string, maxProcs int) error {
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("0"), 0); err != nil {
-		return fmt.Errorf("join the pids cgroup %s: %w", dir, err)
+// programCgroup puts the program, and only the program, in a pids cgroup
+// bounded to max_procs. The launcher stays outside it: its Go runtime may
+// need a thread at any time, and a fork bomb that fills the cgroup would
+// otherwise kill the launcher (the runtime cannot start a thread) before
+// it reports. cgroup v1 moves single threads: the launcher's locked main
+// thread enters the cgroup just to fork the program, which is born in it,
+// and leaves at once. Both tasks files are opened during confine, before
+// Landlock.
+type programCgroup struct {
+	in, out *os.File // tasks of the program's cgroup, and of the launcher's
+}
+
+// openProgramCgroup bounds dir to maxProcs tasks and opens the files the
+// fork needs. The launcher's own cgroup is dir's parent: the kernel makes
+// dir in its own cgroup, which the launcher inherited.
+func openProgramCgroup(dir string, maxProcs int) (*programCgroup, error) {
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(maxProcs)), 0); err != nil {
+		return nil, fmt.Errorf("set pids.max in %s: %w", dir, err)
 	}
-	tasks, err := os.ReadDir("/proc/self/task")
+	in, err := os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY, 0)
 	if err != nil {
-		return fmt.Errorf("count the launcher's threads: %w", err)
+		return nil, fmt.Errorf("open the pids cgroup %s: %w", dir, err)
 	}
-	// Two spare threads for the launcher's Go runtime.
-	limit := maxProcs + len(tasks) + 2
-	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(limit)), 0); err != nil {
-		return fmt.Errorf("set pids.max in %s: %w", dir, err)
+	out, err := os.OpenFile(filepath.Join(filepath.Dir(dir), "tasks"), os.O_WRONLY, 0)
+	if err != nil {
+		in.Close()
+		return nil, fmt.Errorf("open the launcher's pids cgroup: %w", err)
+	}
+	return &programCgroup{in: in, out: out}, nil
+}
+
+// enter moves the calling thread (locked to its goroutine) into the
+// program's cgroup; leave moves it back.
+func (c *programCgroup) enter() error { return moveThread(c.in, "enter the program's pids cgroup") }
+func (c *programCgroup) leave() error { return moveThread(c.out, "leave the program's pids cgroup") }
+
+func moveThread(tasks *os.File, what string) error {
+	if _, err := tasks.WriteString(strconv.Itoa(unix.Gettid())); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

@@ -43,6 +43,8 @@ type launcher struct {
 	// the ones a goMsg brought (a pre-started launcher).
 	stdio []*os.File
 	dir   string
+	// pids, when set, is the cgroup the program is forked into.
+	pids *programCgroup
 }
 
 func (l *launcher) report(o Outcome) {
@@ -215,9 +217,11 @@ func (l *launcher) confine() error {
 		}
 	}
 	if sp.PIDsCgroup != "" {
-		if err := joinPidsCgroup(sp.PIDsCgroup, sp.MaxProcs); err != nil {
+		c, err := openProgramCgroup(sp.PIDsCgroup, sp.MaxProcs)
+		if err != nil {
 			return err
 		}
+		l.pids = c
 	}
 	for _, r := range []struct {
 		res int
@@ -329,6 +333,29 @@ func (l *launcher) landlock() error {
 	return nil
 }
 
+// start starts the program, in the program's pids cgroup when there is
+// one (see programCgroup). It runs on the launcher's locked main thread.
+func (l *launcher) start(path string, argv []string, attr *os.ProcAttr) (proc *os.Process, err error) {
+	if l.pids != nil {
+		if err := l.pids.enter(); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if lerr := l.pids.leave(); lerr != nil && err == nil {
+				_ = proc.Kill()
+				proc, err = nil, lerr
+			}
+		}()
+	}
+	for attempt := 0; ; attempt++ {
+		proc, err = os.StartProcess(path, argv, attr)
+		if err == nil || !errors.Is(err, syscall.ETXTBSY) || attempt == 20 {
+			return proc, err
+		}
+		time.Sleep(time.Duration(attempt+1) * time.Millisecond)
+	}
+}
+
 // run starts the program, reaps every process that ends up as the
 // launcher's child, watches the limits, and reports.
 func (l *launcher) run() int {
@@ -354,15 +381,7 @@ func (l *launcher) run() int {
 	// own Go runtime must not live under the program's memory limit.
 	attr := &os.ProcAttr{Env: env, Files: l.stdio, Dir: l.dir,
 		Sys: &syscall.SysProcAttr{Ptrace: true}}
-	var proc *os.Process
-	var err error
-	for attempt := 0; ; attempt++ {
-		proc, err = os.StartProcess(path, sp.Argv, attr)
-		if err == nil || !errors.Is(err, syscall.ETXTBSY) || attempt == 20 {
-			break
-		}
-		time.Sleep(time.Duration(attempt+1) * time.Millisecond)
-	}
+	proc, err := l.start(path, sp.Argv, attr)
 	if err != nil {
 		msg := err.Error()
 		if errors.Is(err, syscall.EACCES) {
