@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 )
 
 // Call is one tool call on its way through the pipeline, after its arguments
@@ -33,6 +34,19 @@ type Call struct {
 	// outside the loop (no events; a context.WithTimeout per call).
 	k  *Kernel
 	dl *deadlines
+	// ctx is the context of the call's first execution by the core: one
+	// allocation less per call. A hook that runs the rest of the chain
+	// again gets a fresh one for each further execution.
+	ctx     callCtx
+	ctxUsed atomic.Bool
+}
+
+// newCtx returns zeroed memory for a context of the call's execution.
+func (c *Call) newCtx() *callCtx {
+	if c.ctxUsed.CompareAndSwap(false, true) {
+		return &c.ctx
+	}
+	return new(callCtx)
 }
 
 // ID returns the model's tool_call_id.

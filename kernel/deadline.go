@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/agentkernel/agentkernel/tool"
 )
 
 // deadlines is a run's one timer for the deadlines of its model and tool
@@ -27,7 +29,15 @@ type deadlines struct {
 // start returns the context of a call that begins at now (a monotonic
 // reading) and must end within timeout. The caller ends it with end.
 func (w *deadlines) start(parent context.Context, now time.Time, timeout time.Duration) *callCtx {
-	c := &callCtx{parent: parent, deadline: now.Add(timeout), w: w}
+	c := new(callCtx)
+	w.begin(c, parent, now, timeout)
+	return c
+}
+
+// begin is start with the context's memory from the caller (a tool call's
+// lives in its Call); c must be zero, its progress receiver aside.
+func (w *deadlines) begin(c *callCtx, parent context.Context, now time.Time, timeout time.Duration) {
+	c.parent, c.deadline, c.w = parent, now.Add(timeout), w
 	w.mu.Lock()
 	if w.calls == nil {
 		w.calls = w.buf[:0]
@@ -38,7 +48,6 @@ func (w *deadlines) start(parent context.Context, now time.Time, timeout time.Du
 		w.armLocked(now, c.deadline)
 	}
 	w.mu.Unlock()
-	return c
 }
 
 func (w *deadlines) armLocked(now, at time.Time) {
@@ -114,6 +123,9 @@ type callCtx struct {
 	deadline time.Time
 	w        *deadlines
 	idx      int // position in w.calls, -1 once removed; guarded by w.mu
+	// progress receives the tool's ReportProgress calls (Value of
+	// tool.ProgressKey); nil for model calls and when nobody listens.
+	progress interface{ ReportProgress(text string) }
 
 	mu   sync.Mutex
 	done chan struct{} // made by the first Done, or closedChan
@@ -208,8 +220,15 @@ func (c *callCtx) Err() error {
 	return nil
 }
 
-// Value is the parent's.
-func (c *callCtx) Value(key any) any { return c.parent.Value(key) }
+// Value is the parent's, except for a tool call's progress receiver.
+func (c *callCtx) Value(key any) any {
+	if c.progress != nil {
+		if _, ok := key.(tool.ProgressKey); ok {
+			return c.progress
+		}
+	}
+	return c.parent.Value(key)
+}
 
 // AfterFunc runs f once the context ends (at once if it has ended); stop
 // unregisters it and reports whether it did so before f ran. The context

@@ -24,7 +24,7 @@ type callOut struct {
 // the rest of the round is deferred; after cancellation it is cancelled.
 func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec) error {
 	k := r.k
-	outs := make([]callOut, len(calls))
+	outs := r.callOuts(len(calls))
 	r.offered = offered
 	asked := -1
 	for i := 0; i < len(calls); {
@@ -95,6 +95,18 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 		k.emitIf(func() Event { return ApprovalRequired{Approval: a} })
 	}
 	return nil
+}
+
+// callOuts returns n zeroed callOuts in memory the run reuses from round
+// to round: nothing keeps a callOut after its round is committed (records
+// and messages are copied out).
+func (r *run) callOuts(n int) []callOut {
+	if cap(r.outs) < n {
+		r.outs = make([]callOut, n)
+	}
+	outs := r.outs[:n]
+	clear(outs)
+	return outs
 }
 
 func (k *Kernel) readOnly(name string) bool {
@@ -279,6 +291,18 @@ func (r *run) offeredNames() string {
 	return strings.Join(names, ", ")
 }
 
+// callProgress is a Call as the receiver of its tool's progress reports:
+// they become tool.progress events.
+type callProgress Call
+
+func (p *callProgress) ReportProgress(text string) {
+	k := p.k
+	if k == nil {
+		return
+	}
+	k.emit(ToolProgress{CallID: p.id, Tool: p.spec.Name, Text: text})
+}
+
 // core is the innermost handler: the policy decision, then execution with
 // the call's deadline.
 func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
@@ -309,17 +333,20 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 	}
 	var tctx context.Context
 	if c.dl != nil {
-		cc := c.dl.start(ctx, time.Now(), timeout)
+		cc := c.newCtx()
+		if k.cfg.OnEvent != nil {
+			cc.progress = (*callProgress)(c)
+		}
+		c.dl.begin(cc, ctx, time.Now(), timeout)
 		defer cc.end()
 		tctx = cc
 	} else {
 		var cancel context.CancelFunc
 		tctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
-	}
-	if k.cfg.OnEvent != nil {
-		id, name := c.id, c.spec.Name
-		tctx = WithProgress(tctx, func(text string) { k.emit(ToolProgress{CallID: id, Tool: name, Text: text}) })
+		if k.cfg.OnEvent != nil {
+			tctx = WithProgress(tctx, (*callProgress)(c).ReportProgress)
+		}
 	}
 	release, qerr := k.limit.acquire(tctx) // the wait counts against the deadline
 	if qerr != nil {

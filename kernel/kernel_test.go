@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -525,5 +526,45 @@ func TestProgressEvents(t *testing.T) {
 	want := "[1/8] calling model|[1/8] running tools: work, echo|[1/8] running tools: work, echo|half way|[2/8] calling model"
 	if got := strings.Join(progress, "|"); got != want {
 		t.Fatalf("progress = %s\nwant       %s", got, want)
+	}
+}
+
+// A hook may run the rest of the chain more than once (a retry hook): each
+// execution gets a live context of its own, with the call's deadline and its
+// progress receiver, however the kernel allocates them.
+func TestHookRunsChainTwice(t *testing.T) {
+	var errs []error
+	var deadlines []bool
+	prog := kernel.NewTool(kernel.ToolSpec{Name: "work", Description: "w", Tier: kernel.TierReadOnly, Source: "test"},
+		func(ctx context.Context, _ json.RawMessage) (kernel.Result, error) {
+			_, ok := ctx.Deadline()
+			errs, deadlines = append(errs, ctx.Err()), append(deadlines, ok)
+			kernel.ReportProgress(ctx, "try "+strconv.Itoa(len(errs)))
+			return kernel.Result{Content: "done"}, nil
+		})
+	retry := func(next kernel.Handler) kernel.Handler {
+		return kernel.HandlerFunc(func(ctx context.Context, c *kernel.Call) (kernel.Result, error) {
+			if _, err := next.Handle(ctx, c); err != nil {
+				return kernel.Result{}, err
+			}
+			return next.Handle(ctx, c)
+		})
+	}
+	h := newHarness(t, kernel.Config{Tools: registry(t, prog), Hooks: []kernel.Hook{retry}},
+		kerneltest.Calls("work", "{}"), kerneltest.Text("ok"))
+	if _, err := h.k.Run(context.Background(), "", "go"); err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != 2 || errs[0] != nil || errs[1] != nil || !deadlines[0] || !deadlines[1] {
+		t.Fatalf("executions saw errors %v, deadlines %v; want two live contexts with deadlines", errs, deadlines)
+	}
+	var progress []string
+	for _, e := range h.events {
+		if e, ok := e.(kernel.ToolProgress); ok && e.CallID != "" && e.Tool == "work" {
+			progress = append(progress, e.Text)
+		}
+	}
+	if got := strings.Join(progress, "|"); got != "try 1|try 2" {
+		t.Fatalf("progress = %q, want both executions' reports", got)
 	}
 }

@@ -46,6 +46,8 @@ type run struct {
 	// names are the names of the tools namesOf[:len(names)] (toolNames).
 	names   []string
 	namesOf *ToolSpec
+	// outs is dispatch's memory for a round's results (callOuts).
+	outs []callOut
 }
 
 // Run sends prompt to the model in the session sessionID (a new session when

@@ -48,3 +48,29 @@ func TestFuncToolAndProgress(t *testing.T) {
 		}
 	}
 }
+
+// reporterCtx answers ProgressKey itself, as the kernel's call contexts do.
+type reporterCtx struct {
+	context.Context
+	got []string
+}
+
+func (c *reporterCtx) Value(key any) any {
+	if _, ok := key.(tool.ProgressKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+func (c *reporterCtx) ReportProgress(text string) { c.got = append(c.got, text) }
+
+func TestProgressReporterFromValue(t *testing.T) {
+	rc := &reporterCtx{Context: context.Background()}
+	derived, cancel := context.WithCancel(rc) // found through a derived context too
+	defer cancel()
+	tool.ReportProgress(derived, "a")
+	tool.ReportProgress(rc, "b")
+	if len(rc.got) != 2 || rc.got[0] != "a" || rc.got[1] != "b" {
+		t.Errorf("reports = %q, want [a b]", rc.got)
+	}
+}
