@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentkernel/agentkernel/internal/config/names"
 )
 
 // PathFields lists the fields of a JSON Schema annotated "x-path": true:
@@ -39,7 +41,7 @@ func PathFields(schema []byte) ([]string, error) {
 			if slices.Contains(refs, ref) {
 				return nil // recursive: paths below were found the first time
 			}
-			target, err := resolveRef(root, ref)
+			target, err := names.ResolveRef(root, ref)
 			if err != nil {
 				return err
 			}
@@ -90,26 +92,6 @@ func PathFields(schema []byte) ([]string, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
-}
-
-func resolveRef(root map[string]any, ref string) (any, error) {
-	ptr, ok := strings.CutPrefix(ref, "#")
-	if !ok {
-		return nil, fmt.Errorf("$ref %q: only local references (#/...) are supported", ref)
-	}
-	var n any = root
-	for _, part := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		if part == "" {
-			continue
-		}
-		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
-		m, ok := n.(map[string]any)
-		if !ok || m[part] == nil {
-			return nil, fmt.Errorf("$ref %q: nothing at %q", ref, part)
-		}
-		n = m[part]
-	}
-	return n, nil
 }
 
 // ResolvePaths makes the values of fields (PathFields) in the YAML

@@ -10,13 +10,15 @@ import (
 )
 
 // forbidden are the packages a plugin binary must not link: the kernel
-// (and through it everything the host needs) and the JSON Schema library.
-// The kernel validates arguments before a call reaches a plugin; the
-// contract a plugin needs is package tool.
+// (and through it everything the host needs), the JSON Schema library and
+// the YAML decoder of the kernel's config. The kernel validates arguments
+// before a call reaches a plugin; the contract a plugin needs is package
+// tool, and the tool-name rule comes from internal/config/names.
 var forbidden = []string{
 	"github.com/agentkernel/agentkernel/kernel",
 	"github.com/agentkernel/agentkernel/internal/schema",
 	"github.com/santhosh-tekuri/jsonschema/v5",
+	"gopkg.in/yaml.v3",
 }
 
 // deps lists the packages pkg links, as `go list -deps` prints them.

@@ -9,7 +9,7 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/agentkernel/agentkernel/internal/config"
+	"github.com/agentkernel/agentkernel/internal/config/names"
 	"github.com/agentkernel/agentkernel/tool"
 )
 
@@ -93,7 +93,7 @@ func NewTool(spec Spec, h Handler) *Tool {
 
 func (t *Tool) check() error {
 	s := t.spec
-	if err := config.PluginToolName.Check(s.Name); err != nil {
+	if err := names.PluginToolName.Check(s.Name); err != nil {
 		return fmt.Errorf("tool name %w", err)
 	}
 	if !s.Tier.Valid() {
