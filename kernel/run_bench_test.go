@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/memory"
 )
@@ -21,7 +22,8 @@ import (
 //     then the answer.
 //
 // Each iteration deletes its session, so the number is a run's cost, not
-// the GC's cost of b.N sessions.
+// the GC's cost of b.N sessions. cpu-ns/op is the process's CPU time per
+// run, the GC's included: on a shared machine it varies less than ns/op.
 func BenchmarkRun(b *testing.B) {
 	for _, c := range []struct {
 		name         string
@@ -36,6 +38,7 @@ func BenchmarkRun(b *testing.B) {
 			k, store := benchKernel(b, prov)
 			ctx := context.Background()
 			b.ReportAllocs()
+			cpu0 := testutil.CPUTime()
 			for b.Loop() {
 				res, err := k.Run(ctx, "", "what is in the workspace?")
 				if err != nil || res.StopReason != kernel.StopCompleted || res.Turns != c.turns {
@@ -45,6 +48,7 @@ func BenchmarkRun(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(testutil.CPUTime()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

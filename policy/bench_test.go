@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/policy"
 )
@@ -250,7 +249,7 @@ func BenchmarkLoadRules(b *testing.B) {
 		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
 			src := []byte(genLoadPolicy(n))
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := testutil.CPUTime()
 			for b.Loop() {
 				if _, err := policy.Load("load.yaml", src, policy.Options{}); err != nil {
 					b.Fatal(err)
@@ -258,16 +257,7 @@ func BenchmarkLoadRules(b *testing.B) {
 			}
 			// The process's CPU time per load (GC included): on a shared,
 			// loaded machine it says more than the wall time.
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(testutil.CPUTime()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
-}
-
-// cpuTime is the process's user and system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentkernel/agentkernel/internal/testutil"
 )
 
 // latencies collects per-call durations and reports their percentiles.
@@ -64,7 +66,7 @@ func BenchmarkLoadFromCache(b *testing.B) {
 			var cpu time.Duration
 			defer func() { b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op") }()
 			for b.Loop() {
-				c0 := cpuTime()
+				c0 := testutil.CPUTime()
 				h, err := NewHost(context.Background(), HostConfig{CacheDir: testCacheDir})
 				if err != nil {
 					b.Fatal(err)
@@ -72,7 +74,7 @@ func BenchmarkLoadFromCache(b *testing.B) {
 				if _, _, err := loadReady(h, ModuleConfig{Path: p}); err != nil {
 					b.Fatal(err)
 				}
-				cpu += cpuTime() - c0
+				cpu += testutil.CPUTime() - c0
 				b.StopTimer()
 				h.Close(context.Background())
 				b.StartTimer()
@@ -163,8 +165,8 @@ func BenchmarkStartUnused(b *testing.B) {
 	paths := []string{"../../wasm-tools/jq/jq.wasm", "../../wasm-tools/js/js.wasm", gojqWasm}
 	// CPU time as well as wall time: on a shared machine the wall time is
 	// mostly waiting for a core.
-	cpu0 := cpuTime()
-	defer func() { b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op") }()
+	cpu0 := testutil.CPUTime()
+	defer func() { b.ReportMetric(float64((testutil.CPUTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op") }()
 	for b.Loop() {
 		h, err := NewHost(context.Background(), HostConfig{CacheDir: testCacheDir})
 		if err != nil {
