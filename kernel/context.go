@@ -91,7 +91,6 @@ type ctxState struct {
 	// tools is the tokens of the last offered tools by name.
 	tools   map[string]int
 	toolSum int
-	toolKey int // len of the last surface, with toolSum
 	lastRaw int // the last request's uncalibrated count
 	// trimmed caches the count of a trimmed tool result by index and size.
 	trimmed  map[[2]int]int

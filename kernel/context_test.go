@@ -29,7 +29,6 @@ func (d *doubling) Stream(_ context.Context, req kernel.Request, _ func(kernel.D
 type usedRecorder struct {
 	contextBudget
 	used []int
-	raw  []int
 }
 
 func (p *usedRecorder) Budget(ctx context.Context, st *kernel.State, ph kernel.BudgetPhase) kernel.BudgetVerdict {

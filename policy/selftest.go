@@ -102,7 +102,6 @@ func (r *TestReport) Format(w io.Writer, verbose bool) error {
 // coverage counts what the tests exercised.
 type coverage struct {
 	rules, selects, drops, budgets []int
-	defaultSet                     int
 }
 
 // RunTests runs the file's own tests (the tests: section) and reports what

@@ -174,9 +174,6 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
-		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-			continue
-		}
 	}
 }
 

@@ -11,9 +11,6 @@ import (
 // regular files.
 const oNonblock = syscall.O_NONBLOCK
 
-// groupAttr puts the child in a new process group whose id is its pid.
-func groupAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
-
 // killGroup sends SIGKILL to every process of the group led by pid.
 func killGroup(pid int) {
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {

@@ -124,27 +124,6 @@ func alive(pid int) bool {
 	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
 }
 
-// waitDead waits up to d for every pid to be gone.
-func waitDead(t testing.TB, d time.Duration, pids ...int) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		var left []int
-		for _, p := range pids {
-			if alive(p) {
-				left = append(left, p)
-			}
-		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes still alive after %s: %v", d, left)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // The plugin runs in its own PID namespace: the pids it reports are in
 // that namespace, and the host's /proc finds them by namespace.
 

@@ -116,8 +116,6 @@ type charge struct {
 	releases []func()
 }
 
-func (c *charge) add(release func()) { c.releases = append(c.releases, release) }
-
 // release gives everything back, once.
 func (c *charge) release() {
 	for _, r := range c.releases {

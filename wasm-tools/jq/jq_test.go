@@ -15,10 +15,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if err := wasmtest.Build(".", "jq.wasm", ".", false); err == nil {
+	err := wasmtest.Build(".", "jq.wasm", ".", false)
+	if err == nil {
 		err = wasmtest.Precompile("../..", "wasm-tools/jq/jq.wasm")
-	} else {
-		fmt.Fprintln(os.Stderr, "wasm-tools/jq tests: build:", err)
+	}
+	if err != nil { // a failed precompile was ignored before
+		fmt.Fprintln(os.Stderr, "wasm-tools/jq tests: setup:", err)
 		os.Exit(1)
 	}
 	os.Exit(m.Run())

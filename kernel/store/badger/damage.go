@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -191,14 +190,4 @@ func fixPlaceholders(msgs []kernel.Message, lost map[uint64]bool) {
 			msgs[i].Role, msgs[i].ToolCalls, msgs[i].IsError = kernel.RoleAssistant, calls, false
 		}
 	}
-}
-
-// sortedIDs returns the keys of d, sorted.
-func (d damageRecord) sortedIDs() []string {
-	ids := make([]string, 0, len(d))
-	for id := range d {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
 }

@@ -21,9 +21,6 @@ const (
 	maxIDLength = 128
 )
 
-// sessionPrefix is "s/<id>/".
-func sessionPrefix(id string) []byte { return []byte(keyPrefix + id + "/") }
-
 // sessionEnd is the first key after every key of session id: "s/<id>0"
 // ('0' follows '/').
 func sessionEnd(id string) []byte { return []byte(keyPrefix + id + "0") }
