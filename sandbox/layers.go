@@ -187,3 +187,35 @@ func (r Report) Missing(g Grant) error {
 	}
 	return nil
 }
+
+// goOutOfMemory are the first lines of the Go runtime's crash reports when
+// an allocation fails.
+var goOutOfMemory = []string{
+	"fatal error: out of memory",
+	"fatal error: runtime: out of memory",
+	"fatal error: runtime: cannot allocate memory",
+	"runtime: out of memory",
+}
+
+// ExplainGoOutOfMemory returns o with memory_mb named as the limit that
+// stopped a Go program whose crash report (crash: its stderr from the
+// report's first line) says the runtime could not allocate, when the
+// launcher named no limit itself. The launcher samples the address space
+// every few milliseconds, and a program that allocates fast can reach
+// RLIMIT_AS and die between two samples; the runtime's own report is the
+// evidence then. The limit is enforced by the kernel either way: this only
+// explains a crash, and a program that lies in its report only mislabels
+// its own crash.
+func (o Outcome) ExplainGoOutOfMemory(g Grant, crash string) Outcome {
+	if !o.Known || o.Limit != nil || o.Err != "" || (o.Exited && o.ExitCode == 0) {
+		return o
+	}
+	for _, line := range goOutOfMemory {
+		if strings.HasPrefix(crash, line) {
+			mb := g.limits().MemoryMB
+			o.Limit = &LimitError{Limit: "memory_mb", Detail: fmt.Sprintf("the Go runtime could not allocate (%q) under the address-space limit of %d MiB (memory_mb)", line, mb)}
+			return o
+		}
+	}
+	return o
+}

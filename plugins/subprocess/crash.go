@@ -9,8 +9,10 @@ const maxCrashText = 2048
 
 // crashText picks what explains a crash out of the tail of a plugin's
 // stderr: the Go runtime's "panic: ..." or "fatal error: ..." report and
-// the start of its stack trace, or else the last few lines.
-func crashText(stderr string) string {
+// the start of its stack trace, or else report (the last report the whole
+// stream had, when a long traceback pushed it out of the tail), or else
+// the last few lines.
+func crashText(stderr, report string) string {
 	stderr = strings.TrimRight(stderr, "\n")
 	if stderr == "" {
 		return ""
@@ -22,9 +24,12 @@ func crashText(stderr string) string {
 		}
 	}
 	var text string
-	if start >= 0 {
+	switch {
+	case start >= 0:
 		text = stderr[start:]
-	} else {
+	case report != "":
+		text = strings.TrimRight(report, "\n")
+	default:
 		lines := strings.Split(stderr, "\n")
 		if len(lines) > 8 {
 			lines = lines[len(lines)-8:]

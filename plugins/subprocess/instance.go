@@ -205,8 +205,12 @@ func (i *instance) watch(s *supervisor) {
 	i.mu.Lock()
 	crashed := i.stopReason == ""
 	if crashed {
-		i.crash = crashText(i.runner.stderrTail())
-		if n := i.runner.sandboxNote; n != "" {
+		i.crash = crashText(i.runner.stderrTail(), i.runner.tail.Crash())
+		n := i.runner.sandboxNote
+		if o := i.runner.outcome.ExplainGoOutOfMemory(i.runner.grant, i.runner.tail.Crash()); n == "" && o.Limit != nil {
+			n = o.String()
+		}
+		if n != "" {
 			i.crash = strings.TrimRight(n+"\n"+i.crash, "\n")
 		}
 	}

@@ -3,6 +3,7 @@
 package subprocess
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -53,6 +54,8 @@ type groupRunner struct {
 	// sandboxNote names the sandbox limit that stopped the plugin, or why
 	// the sandbox could not start it; set before done is closed.
 	sandboxNote string
+	// outcome is the sandbox's report; set before done is closed.
+	outcome sandbox.Outcome
 }
 
 func newGroupRunner(name string, cmd *exec.Cmd, spawn *spawner, grant sandbox.Grant) *groupRunner {
@@ -122,6 +125,7 @@ func (r *groupRunner) wait() {
 		// why the sandbox could not start it.
 		r.sandboxNote = o.String()
 	}
+	r.outcome = r.scmd.Outcome()
 	r.waitErr = err
 	close(r.done)
 	// Normally both pipes are at EOF already; a process that escaped the
@@ -231,15 +235,24 @@ func killGroup(pgid int) {
 	}
 }
 
-// tailBuffer keeps the last max bytes written to it. Safe for concurrent
-// use.
+// tailBuffer keeps the last max bytes written to it, and the Go runtime's
+// last crash report (from its "panic: " or "fatal error: " line, at most
+// maxCrashText bytes): a long traceback pushes the report's first line out
+// of the tail. Safe for concurrent use.
 type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
+	mu    sync.Mutex
+	max   int
+	buf   []byte
+	crash []byte
+	// carry is the end of what was written, so that a report line split
+	// across two writes is still found at the start of a line.
+	carry []byte
 }
 
-func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
+func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max, carry: []byte("\n")} }
+
+// crashMarkers start the Go runtime's crash reports, each at a line start.
+var crashMarkers = []string{"\npanic: ", "\nfatal error: "}
 
 func (t *tailBuffer) Write(p []byte) {
 	t.mu.Lock()
@@ -248,12 +261,40 @@ func (t *tailBuffer) Write(p []byte) {
 	if over := len(t.buf) - t.max; over > 0 {
 		t.buf = append(t.buf[:0], t.buf[over:]...)
 	}
+	data := append(t.carry, p...)
+	start := -1
+	for _, m := range crashMarkers {
+		if i := bytes.LastIndex(data, []byte(m)); i+1 > start && i >= 0 {
+			start = i + 1
+		}
+	}
+	switch {
+	case start >= 0:
+		t.crash = append(t.crash[:0], data[start:]...)
+	case t.crash != nil:
+		t.crash = append(t.crash, p...)
+	}
+	if len(t.crash) > maxCrashText {
+		t.crash = t.crash[:maxCrashText]
+	}
+	const keep = 16 // longer than every marker
+	if len(data) > keep {
+		data = data[len(data)-keep:]
+	}
+	t.carry = append(t.carry[:0:0], data...)
 }
 
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.buf)
+}
+
+// Crash is the last crash report, or "".
+func (t *tailBuffer) Crash() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.crash)
 }
 
 var _ runner.Runner = (*groupRunner)(nil)
