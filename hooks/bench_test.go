@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -63,7 +64,7 @@ rules:
 			c := testCall(b)
 			ctx := context.Background()
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := testutil.CPUTime()
 			for b.Loop() {
 				if _, err := h.Handle(ctx, c); err != nil {
 					b.Fatal(err)
@@ -77,7 +78,7 @@ rules:
 // reportCPU adds the process CPU time per operation since start (cpu-ns/op)
 // to a benchmark's result.
 func reportCPU(b *testing.B, start time.Duration) {
-	if end := processCPU(); end > 0 && b.N > 0 {
+	if end := testutil.CPUTime(); end > 0 && b.N > 0 {
 		b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
 	}
 }
@@ -140,7 +141,7 @@ func BenchmarkScrubber1MiB(b *testing.B) {
 			text := benchOutput(b, tc.secrets)
 			b.SetBytes(int64(len(text)))
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := testutil.CPUTime()
 			for b.Loop() {
 				s.Scrub(text)
 			}

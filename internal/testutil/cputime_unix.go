@@ -7,7 +7,9 @@ import (
 	"time"
 )
 
-// CPUTime is the process's user and system CPU time so far.
+// CPUTime is the process's user and system CPU time so far, all threads
+// and the GC included. Benchmarks report it per operation next to the wall
+// time: on a shared machine the wall time measures the neighbours too.
 func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
