@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/agentkernel/agentkernel/internal/config"
+	"github.com/agentkernel/agentkernel/internal/config/names"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -185,8 +185,8 @@ func compileRule(i int, r Rule, opts Options, seen map[string]int) (*hook, []err
 	switch {
 	case r.Name == "":
 		bad("name", "is required")
-	case !config.HookName.Valid(r.Name):
-		bad("name", "must be %s", config.HookName.Desc())
+	case !names.HookName.Valid(r.Name):
+		bad("name", "must be %s", names.HookName.Desc())
 	case r.Name == NameScrubber || r.Name == NameOutputLimit:
 		bad("name", "%q is the name of a built-in hook", r.Name)
 	default:

@@ -31,7 +31,7 @@ type Call struct {
 	// entry validates SetArgs' arguments; nil for calls built by NewCall.
 	entry *entry
 	// k sends Emit's events and dl bounds the core's execution: both nil
-	// outside the loop (no events; a context.WithTimeout per call).
+	// for calls built outside the loop, which the core refuses to run.
 	k  *Kernel
 	dl *deadlines
 	// ctx is the context of the call's first execution by the core: one

@@ -125,7 +125,7 @@ type callCtx struct {
 	idx      int // position in w.calls, -1 once removed; guarded by w.mu
 	// progress receives the tool's ReportProgress calls (Value of
 	// tool.ProgressKey); nil for model calls and when nobody listens.
-	progress interface{ ReportProgress(text string) }
+	progress tool.Reporter
 
 	mu   sync.Mutex
 	done chan struct{} // made by the first Done, or closedChan

@@ -296,11 +296,7 @@ func (r *run) offeredNames() string {
 type callProgress Call
 
 func (p *callProgress) ReportProgress(text string) {
-	k := p.k
-	if k == nil {
-		return
-	}
-	k.emit(ToolProgress{CallID: p.id, Tool: p.spec.Name, Text: text})
+	p.k.emit(ToolProgress{CallID: p.id, Tool: p.spec.Name, Text: text})
 }
 
 // core is the innermost handler: the policy decision, then execution with
@@ -324,30 +320,19 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 		}
 	}
 	t := c.tool
-	if t == nil {
+	if t == nil || c.dl == nil { // both are set by prepare, and only there
 		return Result{}, &ToolError{Tool: c.spec.Name, Code: "unknown_tool", Err: fmt.Errorf("%w %q: the call was not prepared by the kernel", ErrUnknownTool, c.spec.Name)}
 	}
 	timeout := c.spec.Timeout
 	if timeout <= 0 {
 		timeout = k.cfg.ToolTimeout
 	}
-	var tctx context.Context
-	if c.dl != nil {
-		cc := c.newCtx()
-		if k.cfg.OnEvent != nil {
-			cc.progress = (*callProgress)(c)
-		}
-		c.dl.begin(cc, ctx, time.Now(), timeout)
-		defer cc.end()
-		tctx = cc
-	} else {
-		var cancel context.CancelFunc
-		tctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-		if k.cfg.OnEvent != nil {
-			tctx = WithProgress(tctx, (*callProgress)(c).ReportProgress)
-		}
+	tctx := c.newCtx()
+	if k.cfg.OnEvent != nil {
+		tctx.progress = (*callProgress)(c)
 	}
+	c.dl.begin(tctx, ctx, time.Now(), timeout)
+	defer tctx.end()
 	release, qerr := k.limit.acquire(tctx) // the wait counts against the deadline
 	if qerr != nil {
 		return k.limit.queueError(c.spec.Name, timeout, qerr)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agentkernel/agentkernel/internal/config"
+	"github.com/agentkernel/agentkernel/internal/config/names"
 	"github.com/agentkernel/agentkernel/internal/schema"
 )
 
@@ -67,8 +67,8 @@ func (r *Registry) Register(tools ...Tool) error {
 
 func compileTool(t Tool) (*entry, error) {
 	spec := t.Spec()
-	if !config.ToolName.Valid(spec.Name) {
-		return nil, &RegistrationError{Tool: spec.Name, Err: errors.New("name must be " + config.ToolName.Desc())}
+	if !names.ToolName.Valid(spec.Name) {
+		return nil, &RegistrationError{Tool: spec.Name, Err: errors.New("name must be " + names.ToolName.Desc())}
 	}
 	if !spec.Tier.Valid() {
 		return nil, &RegistrationError{Tool: spec.Name, Err: fmt.Errorf("tier %q is not one of read_only, side_effecting, privileged", spec.Tier)}

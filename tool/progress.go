@@ -3,11 +3,13 @@ package tool
 import "context"
 
 // ProgressKey is the context key of a tool call's progress receiver: the
-// func(text string) that WithProgress stores, or a value with a
-// ReportProgress(text string) method. A host whose call contexts are of its
-// own type can answer Value(ProgressKey{}) itself and spare a
-// context.WithValue and a closure per call; the kernel does.
+// func(text string) that WithProgress stores, or a Reporter. A host whose
+// call contexts are of its own type can answer Value(ProgressKey{}) itself
+// and spare a context.WithValue and a closure per call; the kernel does.
 type ProgressKey struct{}
+
+// A Reporter receives a tool call's progress reports.
+type Reporter interface{ ReportProgress(text string) }
 
 // WithProgress returns a context whose ReportProgress calls go to fn. The
 // plugin SDK installs one that streams the reports to the host; tests may
@@ -23,7 +25,7 @@ func ReportProgress(ctx context.Context, text string) {
 	switch r := ctx.Value(ProgressKey{}).(type) {
 	case func(string):
 		r(text)
-	case interface{ ReportProgress(text string) }:
+	case Reporter:
 		r.ReportProgress(text)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentkernel/agentkernel/internal/config"
+	"github.com/agentkernel/agentkernel/internal/config/names"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 )
@@ -100,7 +101,7 @@ func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 	bad := func(field, format string, args ...any) (ServerConfig, error) {
 		return ServerConfig{}, &ConfigError{Server: c.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
-	if err := config.Namespace.Check(c.Name); err != nil {
+	if err := names.Namespace.Check(c.Name); err != nil {
 		return bad("name", "%v", err)
 	}
 	switch {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/internal/config"
+	"github.com/agentkernel/agentkernel/internal/config/names"
 	"github.com/agentkernel/agentkernel/sandbox"
 )
 
@@ -104,7 +105,7 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 	bad := func(field, format string, args ...any) (PluginConfig, error) {
 		return PluginConfig{}, &ConfigError{Plugin: name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
-	if err := config.Namespace.Check(c.Name); err != nil {
+	if err := names.Namespace.Check(c.Name); err != nil {
 		return bad("name", "%v", err)
 	}
 	if strings.TrimSpace(c.Path) == "" {

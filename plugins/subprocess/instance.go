@@ -205,13 +205,13 @@ func (i *instance) watch(s *supervisor) {
 	i.mu.Lock()
 	crashed := i.stopReason == ""
 	if crashed {
-		i.crash = crashText(i.runner.stderrTail(), i.runner.tail.Crash())
-		n := i.runner.sandboxNote
-		if o := i.runner.outcome.ExplainGoOutOfMemory(i.runner.grant, i.runner.tail.Crash()); n == "" && o.Limit != nil {
-			n = o.String()
-		}
-		if n != "" {
-			i.crash = strings.TrimRight(n+"\n"+i.crash, "\n")
+		tail := i.runner.stderrTail() // waits for stderr to drain
+		report := i.runner.tail.Crash()
+		i.crash = crashText(tail, report)
+		// The crash text leads with the limit that stopped the plugin, or
+		// why the sandbox could not start it.
+		if o := i.runner.outcome.ExplainGoOutOfMemory(i.runner.grant, report); o.Known && (o.Limit != nil || o.Err != "") {
+			i.crash = strings.TrimRight(o.String()+"\n"+i.crash, "\n")
 		}
 	}
 	crash := i.crash

@@ -51,10 +51,8 @@ type groupRunner struct {
 	outDone chan struct{} // closed once stdout is fully copied
 	errDone chan struct{} // closed once stderr is fully copied
 	waitErr error         // set before done is closed
-	// sandboxNote names the sandbox limit that stopped the plugin, or why
-	// the sandbox could not start it; set before done is closed.
-	sandboxNote string
-	// outcome is the sandbox's report; set before done is closed.
+	// outcome is the sandbox's report: the limit that stopped the plugin,
+	// or why the sandbox could not start it; set before done is closed.
 	outcome sandbox.Outcome
 }
 
@@ -120,11 +118,6 @@ func (r *groupRunner) wait() {
 	killGroup(r.pid)
 	err := r.cmd.Wait()
 	killGroup(r.pid) // where waitExited could not wait without reaping
-	if o := r.scmd.Outcome(); o.Known && (o.Limit != nil || o.Err != "") {
-		// The crash text leads with the limit that stopped the plugin, or
-		// why the sandbox could not start it.
-		r.sandboxNote = o.String()
-	}
 	r.outcome = r.scmd.Outcome()
 	r.waitErr = err
 	close(r.done)
@@ -274,8 +267,8 @@ func (t *tailBuffer) Write(p []byte) {
 	case t.crash != nil:
 		t.crash = append(t.crash, p...)
 	}
-	if len(t.crash) > maxCrashText {
-		t.crash = t.crash[:maxCrashText]
+	if len(t.crash) > maxCrashText+1 { // one byte more: crashText marks the cut
+		t.crash = t.crash[:maxCrashText+1]
 	}
 	const keep = 16 // longer than every marker
 	if len(data) > keep {

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agentkernel/agentkernel/internal/config"
+	"github.com/agentkernel/agentkernel/internal/config/names"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/sdk/pluginpb"
 )
@@ -70,10 +70,10 @@ func compactJSON(b []byte) json.RawMessage {
 func (s toolSpec) check(plugin string) error {
 	full := plugin + "." + s.Name
 	switch {
-	case !config.PluginToolName.Valid(s.Name):
-		return fmt.Errorf("plugin %q: tool name %v", plugin, config.PluginToolName.Check(s.Name))
-	case len(full) > config.ToolName.Max():
-		return fmt.Errorf("plugin %q: tool name %q is longer than %d characters; shorten the plugin or tool name", plugin, full, config.ToolName.Max())
+	case !names.PluginToolName.Valid(s.Name):
+		return fmt.Errorf("plugin %q: tool name %v", plugin, names.PluginToolName.Check(s.Name))
+	case len(full) > names.ToolName.Max():
+		return fmt.Errorf("plugin %q: tool name %q is longer than %d characters; shorten the plugin or tool name", plugin, full, names.ToolName.Max())
 	case !s.Tier.Valid():
 		return fmt.Errorf("plugin %q: tool %q: tier %q is not one of read_only, side_effecting, privileged", plugin, s.Name, s.Tier)
 	case s.TimeoutMS < 0:
