@@ -194,7 +194,6 @@ var goOutOfMemory = []string{
 	"fatal error: out of memory",
 	"fatal error: runtime: out of memory",
 	"fatal error: runtime: cannot allocate memory",
-	"runtime: out of memory",
 }
 
 // ExplainGoOutOfMemory returns o with memory_mb named as the limit that

@@ -17,7 +17,7 @@ func TestExplainGoOutOfMemory(t *testing.T) {
 	if o.Limit == nil || o.Limit.Limit != "memory_mb" || !strings.Contains(o.String(), "sandbox limit memory_mb reached") || !strings.Contains(o.String(), "64 MiB") {
 		t.Fatalf("outcome = %s", o)
 	}
-	if o := crashed.ExplainGoOutOfMemory(sandbox.Grant{}, "runtime: out of memory: cannot allocate 67108864-byte block\n"); o.Limit == nil || !strings.Contains(o.Limit.Detail, fmt.Sprintf("%d MiB", sandbox.DefaultMemoryMB)) {
+	if o := crashed.ExplainGoOutOfMemory(sandbox.Grant{}, "fatal error: runtime: cannot allocate memory\n"); o.Limit == nil || !strings.Contains(o.Limit.Detail, fmt.Sprintf("%d MiB", sandbox.DefaultMemoryMB)) {
 		t.Fatalf("default limit: %s", o)
 	}
 	cpu := &sandbox.LimitError{Limit: "cpu", Detail: "spun"}

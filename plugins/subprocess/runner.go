@@ -265,9 +265,10 @@ func (t *tailBuffer) Write(p []byte) {
 	case start >= 0:
 		t.crash = append(t.crash[:0], data[start:]...)
 	case t.crash != nil:
-		t.crash = append(t.crash, p...)
+		// Up to one byte more than crashText keeps, so it marks the cut.
+		t.crash = append(t.crash, p[:min(len(p), max(0, maxCrashText+1-len(t.crash)))]...)
 	}
-	if len(t.crash) > maxCrashText+1 { // one byte more: crashText marks the cut
+	if len(t.crash) > maxCrashText+1 {
 		t.crash = t.crash[:maxCrashText+1]
 	}
 	const keep = 16 // longer than every marker
