@@ -146,6 +146,12 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 		return nil, err
 	}
 	for _, pc := range pcs {
+		if pc.Interpreter != nil {
+			// An interpreted plugin: every file its lock may list.
+			add(filepath.Dir(pc.Path), "the directory of plugin "+pc.Name)
+			add(pc.Interpreter.Path, "the interpreter of plugin "+pc.Name)
+			continue
+		}
 		add(pc.Path, "the binary of plugin "+pc.Name)
 	}
 	mcs, err := cfg.wasmConfigs()

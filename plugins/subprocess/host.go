@@ -118,7 +118,7 @@ func (h *Host) Load(ctx context.Context, cfg PluginConfig) ([]kernel.Tool, error
 	if dup {
 		return nil, &ConfigError{Plugin: cfg.Name, Field: "name", Msg: ErrDuplicatePlugin.Error()}
 	}
-	exe, sum, err := copyVerified(cfg, h.dir)
+	exe, sum, err := verifyCopy(cfg, h.dir)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func (h *Host) Load(ctx context.Context, cfg PluginConfig) ([]kernel.Tool, error
 		inst, err := s.acquire(ctx)
 		if err != nil {
 			s.close()
-			_ = os.Remove(exe)
+			_ = os.RemoveAll(exe)
 			return nil, err
 		}
 		specs = inst.specs
@@ -196,12 +196,12 @@ func (h *Host) Verify(ctx context.Context, cfg PluginConfig) (VerifyReport, erro
 	}
 	defer done()
 	start := time.Now()
-	exe, sum, err := copyVerified(cfg, h.dir)
+	exe, sum, err := verifyCopy(cfg, h.dir)
 	rep.SHA256 = sum
 	if err != nil {
 		return rep, err
 	}
-	defer os.Remove(exe)
+	defer os.RemoveAll(exe)
 	inst, err := startInstance(ctx, h, cfg, exe)
 	if err != nil {
 		return rep, err
