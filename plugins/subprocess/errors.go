@@ -63,10 +63,10 @@ type HashSubject int
 
 // The subjects of a HashError.
 const (
-	SubjectBinary     HashSubject = iota // a plugin binary, pinned by sha256
-	SubjectLock                          // an interpreted plugin's lock, pinned by sha256
-	SubjectLockedFile                    // a file an interpreted plugin's lock lists
-	SubjectInterpreter                   // an interpreter, pinned by interpreter.sha256
+	SubjectBinary      HashSubject = iota // a plugin binary, pinned by sha256
+	SubjectLock                           // an interpreted plugin's lock, pinned by sha256
+	SubjectLockedFile                     // a file an interpreted plugin's lock lists
+	SubjectInterpreter                    // an interpreter, pinned by interpreter.sha256
 )
 
 func (e *HashError) Error() string {
