@@ -59,6 +59,9 @@ def serve(tools: Sequence[Tool]) -> NoReturn:
     stderr, which the kernel logs under the plugin's name. A bad tool list,
     or a plugin run by hand rather than by the kernel, is reported on
     stderr and the process exits with status 1."""
+    # The parent to watch, taken before the handshake: a host may be gone
+    # as soon as it has read it.
+    ppid = os.getppid()
     try:
         by_name = tools_by_name(tools)
     except TypeError as e:
@@ -74,7 +77,7 @@ def serve(tools: Sequence[Tool]) -> NoReturn:
     # reaches the plugin's process group too, and the kernel stops it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        asyncio.run(_main(by_name, host))
+        asyncio.run(_main(by_name, host, ppid))
     except BaseException as e:  # noqa: BLE001 - the crash report
         if isinstance(e, SystemExit):
             raise
@@ -106,7 +109,7 @@ def _take_stdout() -> int:
     return host
 
 
-async def _main(by_name: dict[str, Tool], host: int) -> None:
+async def _main(by_name: dict[str, Tool], host: int, ppid: int) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -132,10 +135,10 @@ async def _main(by_name: dict[str, Tool], host: int) -> None:
     # The tool protocol version is ours whatever PLUGIN_PROTOCOL_VERSIONS
     # lists: go-plugin's server does the same, and the host reports a
     # mismatch.
+    watch = asyncio.create_task(_watch_parent(ppid, stop))
     os.write(host, f"{CORE_PROTOCOL_VERSION}|{PROTOCOL_VERSION}|unix|{socket}|grpc|{cert_field}\n".encode())
     os.close(host)
 
-    watch = asyncio.create_task(_watch_parent(stop))
     await stop.wait()
     watch.cancel()
     await server.stop(grace=1.0)
@@ -188,11 +191,10 @@ def _goplugin(stop: asyncio.Event) -> tuple[grpc.GenericRpcHandler, ...]:
     )
 
 
-async def _watch_parent(stop: asyncio.Event) -> None:
-    """Exits when the process that started us is gone. In the kernel's
-    sandbox the plugin is its launcher's child and dies with it; this
-    covers a plugin run by another host."""
-    ppid = os.getppid()
+async def _watch_parent(ppid: int, stop: asyncio.Event) -> None:
+    """Exits when the process that started us (ppid) is gone. In the
+    kernel's sandbox the plugin is its launcher's child and dies with it;
+    this covers a plugin run by another host."""
     if ppid <= 1:
         return
     while not stop.is_set():

@@ -63,6 +63,9 @@ function fail(message: string): never {
 }
 
 function start(tools: readonly Tool[]): void {
+  // The parent to watch, taken before the handshake: a host may be gone
+  // as soon as it has read it.
+  const ppid = process.ppid;
   const byName = toolsByName(tools);
   if (process.env[MagicCookieKey] !== MagicCookieValue) {
     fail(
@@ -133,8 +136,8 @@ function start(tools: readonly Tool[]): void {
     // The tool protocol version is ours whatever PLUGIN_PROTOCOL_VERSIONS
     // lists: go-plugin's server does the same, and the host reports a
     // mismatch.
+    watchParent(ppid);
     handshake(`${CoreProtocolVersion}|${ProtocolVersion}|unix|${socket}|grpc|${certField}`);
-    watchParent();
   });
 }
 
@@ -149,8 +152,7 @@ function handshake(line: string): void {
 // watchParent exits when the process that started us is gone. In the
 // kernel's sandbox the plugin is its launcher's child and dies with it;
 // this covers a plugin run by another host.
-function watchParent(): void {
-  const ppid = process.ppid;
+function watchParent(ppid: number): void {
   if (ppid <= 1) return;
   setInterval(() => {
     if (process.ppid !== ppid) {
