@@ -126,7 +126,11 @@ func cmdPluginsLock(args []string, env *cliEnv) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stdout, "locked %d files of %s in %s; pin it in the plugin's entry in kernel.yaml:\n    sha256: %s\n",
-		n, pos[0], filepath.Join(pos[0], subprocess.LockFile), sum)
+	files := "files"
+	if n == 1 {
+		files = "file"
+	}
+	fmt.Fprintf(env.stdout, "locked %d %s of %s in %s; pin it in the plugin's entry in kernel.yaml:\n    sha256: %s\n",
+		n, files, pos[0], filepath.Join(pos[0], subprocess.LockFile), sum)
 	return nil
 }

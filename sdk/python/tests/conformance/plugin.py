@@ -10,7 +10,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from agentkernel_plugin import CallContext, SideEffect, ToolError, serve, tool
+from agentkernel_plugin import CallContext, Code, SideEffect, ToolError, serve, tool
 
 TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": False}
 PATH = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"], "additionalProperties": False}
@@ -113,5 +113,40 @@ async def noop(args: dict, ctx: CallContext) -> str:
     return ""
 
 
+# The sandbox's attack tools: each reports what it managed.
+
+
+@tool(name="read", tier="read_only", schema=PATH)
+async def read(args: Path, ctx: CallContext) -> str:
+    """Reads a file."""
+    try:
+        with open(args.path) as f:
+            return f.read()
+    except OSError as e:
+        raise ToolError(Code.PERMISSION_DENIED, str(e)) from e
+
+
+@dataclass
+class Dial:
+    network: str
+    address: str
+
+
+@tool(name="dial", tier="read_only", schema={"type": "object", "required": ["network", "address"]})
+async def dial(args: Dial, ctx: CallContext) -> str:
+    """Connects to an address."""
+    try:
+        if args.network == "unix":
+            conn = asyncio.open_unix_connection(args.address)
+        else:
+            host, _, port = args.address.rpartition(":")
+            conn = asyncio.open_connection(host, int(port))
+        _, writer = await asyncio.wait_for(conn, 5)
+    except (OSError, asyncio.TimeoutError) as e:
+        raise ToolError(Code.PERMISSION_DENIED, str(e) or type(e).__name__) from e
+    writer.close()
+    return f"connected to {args.address}"
+
+
 if __name__ == "__main__":
-    serve([echo, fail, progress, block, big, mark, crash, ignore, noop])
+    serve([echo, fail, progress, block, big, mark, crash, ignore, noop, read, dial])
