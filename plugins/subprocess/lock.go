@@ -57,23 +57,16 @@ type lockEntry struct {
 // without following a link) and returns the lock's sha256, which is what
 // kernel.yaml pins, and the number of files locked.
 func WriteLock(dir string) (sum string, files int, err error) {
-	entries, err := scanLockDir(dir)
+	data, files, err := lockData(dir)
 	if err != nil {
 		return "", 0, err
-	}
-	var buf bytes.Buffer
-	for _, e := range entries {
-		fmt.Fprintf(&buf, "%s  %s\n", e.sum, e.path)
-	}
-	if buf.Len() > maxLockBytes {
-		return "", 0, fmt.Errorf("lock %s: the lock would be %d bytes, more than %d: lock a smaller directory (bundle the plugin?)", dir, buf.Len(), maxLockBytes)
 	}
 	tmp, err := os.CreateTemp(dir, "."+LockFile+"-*")
 	if err != nil {
 		return "", 0, fmt.Errorf("lock %s: %w", dir, err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		_ = tmp.Close()
 		return "", 0, fmt.Errorf("lock %s: write %s: %w", dir, LockFile, err)
 	}
@@ -83,8 +76,36 @@ func WriteLock(dir string) (sum string, files int, err error) {
 	if err := os.Rename(tmp.Name(), filepath.Join(dir, LockFile)); err != nil {
 		return "", 0, fmt.Errorf("lock %s: %w", dir, err)
 	}
-	h := sha256.Sum256(buf.Bytes())
-	return hex.EncodeToString(h[:]), len(entries), nil
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:]), files, nil
+}
+
+// LockSHA256 is the sha256 the lock of dir would have if WriteLock wrote
+// it now; it writes nothing. A lock is current when its own sha256 is
+// this.
+func LockSHA256(dir string) (string, error) {
+	data, _, err := lockData(dir)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:]), nil
+}
+
+// lockData is the lock of dir and the number of files it lists.
+func lockData(dir string) ([]byte, int, error) {
+	entries, err := scanLockDir(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	var buf bytes.Buffer
+	for _, e := range entries {
+		fmt.Fprintf(&buf, "%s  %s\n", e.sum, e.path)
+	}
+	if buf.Len() > maxLockBytes {
+		return nil, 0, fmt.Errorf("lock %s: the lock would be %d bytes, more than %d: lock a smaller directory (bundle the plugin?)", dir, buf.Len(), maxLockBytes)
+	}
+	return buf.Bytes(), len(entries), nil
 }
 
 // scanLockDir hashes the files WriteLock locks, sorted by path.
