@@ -1,0 +1,113 @@
+package sdk_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sandbox"
+)
+
+// TestSandboxedPlugins: a plugin in any language runs confined like a
+// native process: it cannot read the kernel's home directory or connect
+// to a socket, unless its grant says so. Each attack is also run with the
+// grant that allows it, and must then succeed: the denial is the
+// sandbox's doing, not the attack's failure.
+func TestSandboxedPlugins(t *testing.T) {
+	// The kernel's home: outside /tmp (the sandbox's private /tmp would
+	// hide it for another reason).
+	home, err := os.MkdirTemp(filepath.Join(artifact(t, "bin")), "test-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	t.Setenv("HOME", home)
+	secret := filepath.Join(home, "secret.txt")
+	if err := os.WriteFile(secret, []byte("kernel secret 4711"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+
+	for _, lang := range languages {
+		t.Run(lang, func(t *testing.T) {
+			base := conformancePlugin(t, lang)
+			base.Env = []string{"HOME"} // even the variable: the directory stays out of reach
+			attack := func(t *testing.T, grant sandbox.Grant, tool, args string) (string, error) {
+				t.Helper()
+				cfg := base
+				cfg.Sandbox = grant
+				cfg.Start = subprocess.StartEager
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				tools, err := newHost(t).Load(ctx, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, tl := range tools {
+					if tl.Spec().Name == cfg.Name+"."+tool {
+						res, err := tl.Call(ctx, []byte(args))
+						return res.Content, err
+					}
+				}
+				t.Fatalf("no tool %s", tool)
+				return "", nil
+			}
+			read := fmt.Sprintf(`{"path":%q}`, secret)
+			t.Run("read $HOME", func(t *testing.T) {
+				out, err := attack(t, sandbox.Grant{}, "read", read)
+				if err == nil || strings.Contains(out, "4711") || !strings.Contains(err.Error(), secret) {
+					t.Fatalf("read %s: %q, %v; want it refused", secret, out, err)
+				}
+				if out, err := attack(t, sandbox.Grant{FS: []sandbox.FSRule{{Path: home, Mode: "ro"}}}, "read", read); err != nil || out != "kernel secret 4711" {
+					t.Fatalf("granted: %q, %v", out, err)
+				}
+			})
+			dial := fmt.Sprintf(`{"network":"tcp","address":"127.0.0.1:%d"}`, port)
+			t.Run("connect to a socket", func(t *testing.T) {
+				before := accepted.Load()
+				out, err := attack(t, sandbox.Grant{}, "dial", dial)
+				if err == nil || !kernelErr(err, "permission_denied") {
+					t.Fatalf("dial: %q, %v; want it refused", out, err)
+				}
+				if n := accepted.Load(); n != before {
+					t.Fatalf("the listener accepted %d connections from a plugin without network", n-before)
+				}
+				if out, err := attack(t, sandbox.Grant{Net: &sandbox.Net{Connect: []uint16{port}}}, "dial", dial); err != nil || !strings.HasPrefix(out, "connected") {
+					t.Fatalf("granted: %q, %v", out, err)
+				}
+				if accepted.Load() != before+1 {
+					t.Fatal("the granted connection did not arrive")
+				}
+			})
+		})
+	}
+}
+
+func kernelErr(err error, code string) bool {
+	te, ok := err.(*kernel.ToolError)
+	return ok && te.Code == code
+}
