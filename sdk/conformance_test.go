@@ -22,6 +22,7 @@ import (
 func TestConformance(t *testing.T) {
 	for _, lang := range languages {
 		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
 			cfg := conformancePlugin(t, lang)
 			marks := t.TempDir()
 			cfg.Sandbox.FS = append(cfg.Sandbox.FS, sandbox.FSRule{Path: marks, Mode: "rw"})

@@ -28,6 +28,9 @@ var docCommandsCoveredBy = map[string]string{
 	"kernel tools --config kernel.yaml":                               "plugins/sdk TestReadme",
 	"go install github.com/agentkernel/agentkernel/cmd/kernel@latest": "TestGoInstallFromClone (the same package from the checkout)",
 	"go install ./cmd/kernel":                                         "TestGoInstallFromClone",
+	// docs/plugins.md's tutorials run in a directory of their own.
+	"kernel plugins lock plugin": "sdk TestTutorials",
+	"kernel run --config kernel.yaml --script watch.yaml How many words are in: the quick brown fox?": "sdk TestTutorials",
 }
 
 var shBlock = regexp.MustCompile("(?s)```(?:sh|bash|shell)\n(.*?)```")
