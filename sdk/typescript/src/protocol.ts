@@ -2,7 +2,7 @@
 // protocol), go-plugin's GRPCController/GRPCStdio/GRPCBroker and gRPC's
 // health service, loaded with @grpc/proto-loader from the descriptor
 // scripts/embed-proto.mjs embeds at build time (see RATIONALE.md,
-// "TypeScript SDK: proto-loader, not generated code").
+// "TypeScript SDK: @grpc/grpc-js and proto-loader, not generated code").
 
 import * as grpc from "@grpc/grpc-js";
 import { fromJSON } from "@grpc/proto-loader";
