@@ -53,6 +53,8 @@ type rigOpts struct {
 	limits  serve.Limits
 	drain   time.Duration
 	noStart bool
+	// tools are registered beside the built-ins.
+	tools []kernel.Tool
 }
 
 // defaultScript: turn 1 reads a file, turn 2 writes one (the policy asks),
@@ -102,7 +104,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	}
 	r.closers = append(r.closers, func() { closer.Close() })
 	reg := kernel.NewRegistry()
-	if err := reg.Register(tools...); err != nil {
+	if err := reg.Register(append(tools, o.tools...)...); err != nil {
 		t.Fatal(err)
 	}
 	pw, err := policy.NewWatcherContext(context.Background(), policy.WatcherConfig{Path: "testdata/policy.yaml", Options: policy.Options{Tools: reg.Specs()}})
@@ -317,7 +319,7 @@ func (r *rig) stream(ctx context.Context, key, sid, lastID string, stop func(sse
 func readSSE(body io.Reader, stop func(sseEvent) bool) ([]sseEvent, error) {
 	var out []sseEvent
 	sc := bufio.NewScanner(body)
-	sc.Buffer(nil, 4<<20)
+	sc.Buffer(nil, 64<<20)
 	var cur sseEvent
 	for sc.Scan() {
 		line := sc.Text()
@@ -374,3 +376,57 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// gateTool is a read-only tool that blocks until its gate opens (or the
+// call is cancelled), and says when a call started.
+func gateTool(name string, gate <-chan struct{}, started chan<- struct{}) kernel.Tool {
+	return kernel.NewTool(kernel.ToolSpec{Name: name, Description: "waits", Tier: kernel.TierReadOnly, Source: "test",
+		Schema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, _ json.RawMessage) (kernel.Result, error) {
+			if started != nil {
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+			}
+			select {
+			case <-gate:
+				return kernel.Result{Content: "gate open"}, nil
+			case <-ctx.Done():
+				return kernel.Result{}, ctx.Err()
+			}
+		})
+}
+
+// streamAfter is stream with ?after=N instead of Last-Event-ID, until
+// run.completed.
+func (r *rig) streamAfter(ctx context.Context, key, sid, after string) ([]sseEvent, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", r.url+"/v1/sessions/"+sid+"/events?after="+after, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	return readSSE(res.Body, func(e sseEvent) bool { return e.typ == "run.completed" })
+}
+
+// rawStream opens a session's event stream on a raw connection and
+// returns it unread.
+func (r *rig) rawStream(t *testing.T, key, sid string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetReadBuffer(4096)
+	}
+	fmt.Fprintf(c, "GET /v1/sessions/%s/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", sid, key)
+	return c
+}
+
+func serveLimits(write time.Duration) serve.Limits { return serve.Limits{WriteTimeout: write} }
