@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -180,23 +181,35 @@ func readInRoot(root, name string) (string, bool, error) {
 	return string(b[:n]), true, nil
 }
 
-func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, k *Key) error {
-	metas, err := s.cfg.Store.List(r.Context())
+type approvalList struct {
+	Approvals []*approvalView `json:"approvals"`
+}
+
+// approvals lists the pending approvals of k's sessions, oldest first.
+func (s *Server) approvals(ctx context.Context, k *Key) (approvalList, error) {
+	out := approvalList{Approvals: []*approvalView{}}
+	metas, err := s.cfg.Store.List(ctx)
 	if err != nil {
-		return err
+		return out, err
 	}
-	out := struct {
-		Approvals []*approvalView `json:"approvals"`
-	}{Approvals: []*approvalView{}}
 	for _, m := range metas {
 		if m.Labels[labelOwner] != k.Owner() || m.Status != kernel.StatusAwaitingApproval {
 			continue
 		}
-		sess, err := s.cfg.Store.Load(r.Context(), m.ID)
+		sess, err := s.cfg.Store.Load(ctx, m.ID)
 		if err != nil || sess.Pending == nil {
 			continue // resolved or deleted meanwhile
 		}
 		out.Approvals = append(out.Approvals, s.approval(sess))
+	}
+	slices.SortFunc(out.Approvals, func(a, b *approvalView) int { return a.Created.Compare(b.Created) })
+	return out, nil
+}
+
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, k *Key) error {
+	out, err := s.approvals(r.Context(), k)
+	if err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -261,4 +274,57 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 	snap, _ := s.runs.get(rec.ID)
 	writeJSON(w, http.StatusAccepted, runResponse{Run: &snap})
 	return nil
+}
+
+// streamApprovals is GET /v1/approvals/stream: Server-Sent Events whose
+// every message (event "approvals") is the caller's whole list of pending
+// approvals, as GET /v1/approvals answers it: once at once, then whenever
+// it may have changed. A client that reconnects gets the current list, so
+// it needs no event ids. The approvals page lists them live with it.
+func (s *Server) streamApprovals(w http.ResponseWriter, r *http.Request, k *Key) error {
+	if n := s.streams.Add(1); n > int64(s.lim.MaxStreams) {
+		s.streams.Add(-1)
+		e := errorf(http.StatusTooManyRequests, "too_many_streams", "the server holds %d event streams, its limit", s.lim.MaxStreams)
+		e.retryAfter = 5
+		return e
+	}
+	defer s.streams.Add(-1)
+	notify, stop := s.hub.watchInbox(k.Owner())
+	defer stop()
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	tick := time.NewTicker(heartbeat)
+	defer tick.Stop()
+	send := func(b []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.lim.WriteTimeout))
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	for {
+		list, err := s.approvals(r.Context(), k)
+		if err != nil {
+			s.logError("approvals stream: %v", err)
+			return nil
+		}
+		b, _ := json.Marshal(list)
+		if !send(append(append([]byte("event: approvals\ndata: "), b...), "\n\n"...)) {
+			return nil
+		}
+	wait:
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-s.hub.closing:
+			return nil
+		case <-notify:
+		case <-tick.C:
+			if !send([]byte(": ping\n\n")) {
+				return nil
+			}
+			goto wait
+		}
+	}
 }

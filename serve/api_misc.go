@@ -37,6 +37,7 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/sessions/{id}/approval", s.auth(s.getApproval, ScopeRead, ScopeApprove))
 	m.Handle("POST /v1/sessions/{id}/approval", s.auth(s.decide, ScopeApprove))
 	m.Handle("GET /v1/approvals", s.auth(s.listApprovals, ScopeRead, ScopeApprove))
+	m.Handle("GET /v1/approvals/stream", s.auth(s.streamApprovals, ScopeRead, ScopeApprove))
 	m.Handle("GET /v1/tools", s.auth(s.listTools, ScopeRead))
 	m.Handle("GET /v1/policy", s.auth(s.getPolicy, ScopeRead))
 	m.Handle("POST /v1/policy/explain", s.auth(s.explainPolicy, ScopeRead))

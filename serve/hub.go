@@ -26,6 +26,9 @@ type hub struct {
 
 	mu     sync.Mutex
 	topics map[string]*topic
+	// inbox are the watchers of each owner's approvals (the page's live
+	// list), by owner.
+	inbox  map[string]map[chan struct{}]struct{}
 	closed bool
 	// closing is closed when the server drains: streams send what is
 	// stored, a final notice, and end.
@@ -53,7 +56,7 @@ type topic struct {
 }
 
 func newHub(log kernel.EventLog, scrub func(string) string, warn func(string, ...any)) *hub {
-	return &hub{log: log, scrub: scrub, warn: warn, topics: map[string]*topic{}, closing: make(chan struct{})}
+	return &hub{log: log, scrub: scrub, warn: warn, topics: map[string]*topic{}, inbox: map[string]map[chan struct{}]struct{}{}, closing: make(chan struct{})}
 }
 
 // acquire returns the session's topic, holding a reference until release.
@@ -79,10 +82,14 @@ func (h *hub) release(t *topic) {
 	}
 }
 
-// sink returns the kernel event sink of a run of t's session. The kernel
-// serialises its calls.
-func (h *hub) sink(t *topic) func(kernel.Event) {
+// sink returns the kernel event sink of a run of t's session, owned by
+// owner. The kernel serialises its calls.
+func (h *hub) sink(t *topic, owner string) func(kernel.Event) {
 	return func(e kernel.Event) {
+		switch e.(type) {
+		case kernel.ApprovalRequired, kernel.ApprovalResolved, kernel.RunCompleted, kernel.RunFailed:
+			defer h.touchInbox(owner) // after the event is queued: the list is read from the store
+		}
 		b, err := kernel.MarshalEvent(e)
 		if err != nil {
 			h.warn("session %s: marshal %s event: %v", t.id, e.Type(), err)
@@ -203,5 +210,37 @@ func (h *hub) closeStreams() {
 	if !h.closed {
 		h.closed = true
 		close(h.closing)
+	}
+}
+
+// watchInbox registers a watcher of owner's approvals: its channel gets a
+// token whenever one may have changed.
+func (h *hub) watchInbox(owner string) (chan struct{}, func()) {
+	c := make(chan struct{}, 1)
+	h.mu.Lock()
+	if h.inbox[owner] == nil {
+		h.inbox[owner] = map[chan struct{}]struct{}{}
+	}
+	h.inbox[owner][c] = struct{}{}
+	h.mu.Unlock()
+	return c, func() {
+		h.mu.Lock()
+		delete(h.inbox[owner], c)
+		if len(h.inbox[owner]) == 0 {
+			delete(h.inbox, owner)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// touchInbox wakes owner's inbox watchers, never blocking.
+func (h *hub) touchInbox(owner string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.inbox[owner] {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
 	}
 }

@@ -127,7 +127,7 @@ func (m *runManager) run(ctx context.Context, rec *runRec, k *Key, fn runFunc) {
 	t := m.s.hub.acquire(rec.SessionID)
 	defer m.s.hub.release(t)
 	for rec != nil {
-		kr := m.s.cfg.Kernel.With(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.sink(t), Interrupt: m.interrupt})
+		kr := m.s.cfg.Kernel.With(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.sink(t, rec.owner), Interrupt: m.interrupt})
 		res, err := fn(ctx, kr)
 		t.wait() // the run's events are stored before it is reported ended
 		rec, ctx, fn = m.finish(rec, res, err)
