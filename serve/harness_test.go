@@ -47,6 +47,10 @@ type rig struct {
 	closers []func()
 }
 
+// reuseKeys remembers the secrets of a store's keys, for a rig restarted
+// on it.
+var reuseKeys = map[string][3]string{}
+
 type rigOpts struct {
 	script  string
 	badger  string // store dir; "" means memory
@@ -136,9 +140,19 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.alice = r.key("alice", "", "run", "read", "approve")
-	r.bob = r.key("bob", "", "admin")
-	r.reader = r.key("reader", "", "read")
+	if o.badger != "" {
+		if ks, _ := r.keys.List(); len(ks) > 0 { // a restart: the keys are there
+			r.alice, r.bob, r.reader = reuseKeys[o.badger][0], reuseKeys[o.badger][1], reuseKeys[o.badger][2]
+		}
+	}
+	if r.alice == "" {
+		r.alice = r.key("alice", "", "run", "read", "approve")
+		r.bob = r.key("bob", "", "admin")
+		r.reader = r.key("reader", "", "read")
+		if o.badger != "" {
+			reuseKeys[o.badger] = [3]string{r.alice, r.bob, r.reader}
+		}
+	}
 	r.srv, err = serve.New(serve.Config{Kernel: k, Store: store, Queue: q, Keys: r.keys, Policy: pw, Workspace: ws,
 		Scrub: scrub, AccessLog: r.access, ErrorLog: testWriter{t}, Limits: o.limits, DrainTimeout: o.drain, Version: "test"})
 	if err != nil {
@@ -430,3 +444,7 @@ func (r *rig) rawStream(t *testing.T, key, sid string) net.Conn {
 }
 
 func serveLimits(write time.Duration) serve.Limits { return serve.Limits{WriteTimeout: write} }
+
+func serveLimitsRuns(total, perKey int) serve.Limits {
+	return serve.Limits{MaxRuns: total, MaxRunsPerKey: perKey}
+}

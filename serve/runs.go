@@ -267,12 +267,7 @@ func (m *runManager) cancelRun(id string) (runRec, error) {
 // boundary, and waits until deadline; runs still going then are
 // cancelled (they record how far they got) and waited for.
 func (m *runManager) drain(deadline time.Time) {
-	m.mu.Lock()
-	if !m.stopping {
-		m.stopping = true
-		close(m.interrupt)
-	}
-	m.mu.Unlock()
+	m.interruptAll()
 	done := make(chan struct{})
 	go func() { m.wg.Wait(); close(done) }()
 	timer := time.NewTimer(time.Until(deadline))
@@ -285,6 +280,17 @@ func (m *runManager) drain(deadline time.Time) {
 	m.s.logError("drain: runs did not reach a step boundary in time; cancelling them")
 	m.cancel()
 	<-done
+}
+
+// interruptAll stops taking runs and asks every run to stop at its next
+// step boundary.
+func (m *runManager) interruptAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.stopping {
+		m.stopping = true
+		close(m.interrupt)
+	}
 }
 
 // stopAll cancels every run and waits for them.

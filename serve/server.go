@@ -227,6 +227,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 // drain stops srv the way Serve documents.
 func (s *Server) drain(srv *http.Server, errc chan error) error {
 	deadline := time.Now().Add(s.cfg.DrainTimeout)
+	s.runs.interruptAll() // first: whoever sees the drain sees the runs told
 	s.draining.Store(true)
 	shutCtx, cancel := context.WithDeadline(context.Background(), deadline.Add(2*time.Second))
 	defer cancel()
