@@ -118,13 +118,13 @@ func (s *Server) diff(tool string, raw json.RawMessage) *diffView {
 			return d
 		}
 	}
-	from := "a/" + a.Path
+	from, lines := "a/"+a.Path, difflib.SplitLines(old)
 	if !exists {
-		from = "/dev/null"
+		from, lines = "/dev/null", nil
 		d.Note = "a new file"
 	}
 	u, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(old), B: difflib.SplitLines(updated), FromFile: from, ToFile: "b/" + a.Path, Context: 3,
+		A: lines, B: difflib.SplitLines(updated), FromFile: from, ToFile: "b/" + a.Path, Context: 3,
 	})
 	if err != nil {
 		d.Note = "diff: " + err.Error()
