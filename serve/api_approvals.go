@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	// RATIONALE.md, "github.com/pmezard/go-difflib".
 	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/agentkernel/agentkernel/kernel"

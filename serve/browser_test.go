@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	// RATIONALE.md, "github.com/chromedp/chromedp".
 	"github.com/chromedp/chromedp"
 )
 

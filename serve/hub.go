@@ -19,6 +19,7 @@ import (
 // slot, and reads what it has not sent from the topic's recent events (or
 // from the store when it fell behind) at its own pace. A client that stops
 // reading holds up nobody but itself, and its writes time out.
+// Why: RATIONALE.md, "Streams pull, runs never wait".
 type hub struct {
 	log   kernel.EventLog
 	scrub func(string) string

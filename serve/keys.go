@@ -79,6 +79,7 @@ var (
 // symbolic link. A running server rereads it when it changes (at most once
 // a second), so a revocation takes effect without a restart. It is safe
 // for concurrent use, and by several processes (writes hold a lock file).
+// Why: RATIONALE.md, "API keys: SHA-256 in a file beside the store".
 type KeyStore struct {
 	path string
 	now  func() time.Time

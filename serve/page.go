@@ -14,6 +14,7 @@ import (
 // act with it (CSRF), and everything it shows from the server is set as
 // text, never parsed as HTML (XSS). The Content-Security-Policy forbids
 // inline scripts and every origin but this one.
+// Why: RATIONALE.md, "The page holds the key, not a cookie".
 //
 //go:embed web
 var webFS embed.FS
