@@ -125,6 +125,8 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	}
 	p := r.pending
 	out := r.execute(ctx, p.Call, p.Args, true)
+	rec := ApprovalRecord{ID: p.ID, Approved: true, By: k.principal, Note: note}
+	out.msg.Approval = &rec
 	r.st.finishCall(p.Call.Name, out.rec.Outcome, true)
 	r.meta.Status = StatusRunning
 	k.emitIf(func() Event {
@@ -134,6 +136,7 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 		return r.fail(ctx, err)
 	}
 	r.pending = nil
+	r.recordApproval(p, rec)
 	if ctx.Err() != nil {
 		return r.done(ctx, StopCancelled, "")
 	}
@@ -471,7 +474,13 @@ func (k *Kernel) emitIf(build func() Event) {
 // result, and the new prompt follows.
 func (r *run) reject(ctx context.Context, reason string, beforePrompt bool) error {
 	p := r.pending
-	msgs := []Message{{Role: RoleTool, ToolCallID: p.Call.ID, ToolName: p.Call.Name, Content: "not run: " + reason, IsError: true}}
+	expired := strings.HasPrefix(reason, "approval expired")
+	by := ""
+	if !beforePrompt {
+		by = r.k.principal // an expiry found by a new prompt is nobody's decision
+	}
+	rec := ApprovalRecord{ID: p.ID, Expired: expired, By: by, Note: reason}
+	msgs := []Message{{Role: RoleTool, ToolCallID: p.Call.ID, ToolName: p.Call.Name, Content: "not run: " + reason, IsError: true, Approval: &rec}}
 	answer := ""
 	if !beforePrompt {
 		answer = fmt.Sprintf("I did not run %s: %s.", p.Call.Name, reason)
@@ -491,13 +500,10 @@ func (r *run) reject(ctx context.Context, reason string, beforePrompt bool) erro
 		r.k.emit(MessageCompleted{Turn: r.st.Turn, Message: msg})
 	}
 	outcome := OutcomeRejected
-	by := ""
-	if !beforePrompt {
-		by = r.k.principal // an expiry found by a new prompt is nobody's decision
-	}
+	r.recordApproval(p, rec)
 	r.res.Calls = append(r.res.Calls, CallRecord{ID: p.Call.ID, Tool: p.Call.Name, Args: string(p.Args), Outcome: outcome, Error: reason})
 	r.k.emitIf(func() Event {
-		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Expired: strings.HasPrefix(reason, "approval expired"), Note: reason, By: by}
+		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Expired: expired, Note: reason, By: by}
 	})
 	return nil
 }

@@ -114,3 +114,18 @@ func (r *run) continuable() bool {
 	}
 	return false
 }
+
+// ApprovalRecorder is an optional interface of a Policy: RecordApproval is
+// told how a call the policy sent to a human was decided, so that the
+// decision log has who approved what beside what asked. st is the run's
+// state; it must not be kept.
+type ApprovalRecorder interface {
+	RecordApproval(st *State, a *Approval, rec ApprovalRecord)
+}
+
+// recordApproval tells the policy, when it wants to know.
+func (r *run) recordApproval(a *Approval, rec ApprovalRecord) {
+	if ar, ok := r.k.cfg.Policy.(ApprovalRecorder); ok {
+		ar.RecordApproval(&r.st, a, rec)
+	}
+}

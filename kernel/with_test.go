@@ -127,4 +127,15 @@ func TestPrincipalRecorded(t *testing.T) {
 	if got == nil || got.By != "alice" || !got.Approved || got.Note != "fine" {
 		t.Fatalf("approval.resolved = %+v, want by alice", got)
 	}
+	// The session keeps it with the call's result.
+	sess := checkHistory(t, h.store, res.SessionID)
+	var rec *kernel.ApprovalRecord
+	for _, m := range sess.Messages {
+		if m.Role == kernel.RoleTool && m.ToolName == "write" {
+			rec = m.Approval
+		}
+	}
+	if rec == nil || rec.By != "alice" || !rec.Approved || rec.ID != res.Pending.ID {
+		t.Fatalf("stored approval record = %+v", rec)
+	}
 }

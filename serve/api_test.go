@@ -51,6 +51,10 @@ func TestRunWithApproval(t *testing.T) {
 	if n := len(msgs["messages"].([]any)); n != 6 {
 		t.Fatalf("%d messages: %v", n, msgs)
 	}
+	// Who decided is in the session, with the call's result.
+	if ar, _ := msgs["messages"].([]any)[4].(map[string]any)["approval"].(map[string]any); ar["by"] != "alice" || ar["approved"] != true || ar["note"] != "ok" {
+		t.Fatalf("the write's result records approval %v, want by alice", ar)
+	}
 	// The stream replays the run, approval.resolved naming who decided.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
