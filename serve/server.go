@@ -266,3 +266,21 @@ func (s *Server) logError(format string, args ...any) {
 	line := s.cfg.Scrub(fmt.Sprintf(format, args...))
 	fmt.Fprintf(s.cfg.ErrorLog, "%s kernel serve: %s\n", time.Now().UTC().Format(time.RFC3339), line)
 }
+
+// Stats is a snapshot of what the server holds.
+type Stats struct {
+	// Runs are the runs in flight; Streams the open event streams; Topics
+	// the sessions with a run or a stream (each holds its recent events).
+	Runs, Streams, Topics int
+}
+
+// Stats returns what the server holds now (for tests and metrics).
+func (s *Server) Stats() Stats {
+	s.runs.mu.Lock()
+	runs := len(s.runs.active)
+	s.runs.mu.Unlock()
+	s.hub.mu.Lock()
+	topics := len(s.hub.topics)
+	s.hub.mu.Unlock()
+	return Stats{Runs: runs, Streams: int(s.streams.Load()), Topics: topics}
+}
