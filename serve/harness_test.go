@@ -32,7 +32,8 @@ import (
 // built-in tools in a temporary workspace, the scripted model, a policy
 // that asks before writes, and keys for two owners.
 type rig struct {
-	t       *testing.T
+	t       testing.TB
+	kernel  *kernel.Kernel
 	srv     *serve.Server
 	url     string
 	ws      string
@@ -77,6 +78,11 @@ steps:
 `
 
 func newRig(t *testing.T, o rigOpts) *rig {
+	t.Helper()
+	return newRigTB(t, o)
+}
+
+func newRigTB(t testing.TB, o rigOpts) *rig {
 	t.Helper()
 	if o.script == "" {
 		o.script = defaultScript
@@ -132,6 +138,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.kernel = k
 	keysPath := filepath.Join(dir, "keys", "keys.json")
 	if o.badger != "" {
 		keysPath = o.badger + "-keys.json"
@@ -214,7 +221,7 @@ type resp struct {
 	body   []byte
 }
 
-func (p resp) json(t *testing.T) map[string]any {
+func (p resp) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(p.body, &m); err != nil {
@@ -370,7 +377,7 @@ func readSSE(body io.Reader, stop func(sseEvent) bool) ([]sseEvent, error) {
 	return out, sc.Err()
 }
 
-func seqOf(t *testing.T, e sseEvent) uint64 {
+func seqOf(t testing.TB, e sseEvent) uint64 {
 	t.Helper()
 	n, err := strconv.ParseUint(e.id, 10, 64)
 	if err != nil {
@@ -396,7 +403,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))

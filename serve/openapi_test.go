@@ -101,7 +101,7 @@ func loadOpenAPI() {
 // checkAgainstOpenAPI fails t unless the response to method path is
 // documented: its status among the operation's responses, and a JSON body
 // valid against that response's schema.
-func checkAgainstOpenAPI(t *testing.T, method, path string, r resp) {
+func checkAgainstOpenAPI(t testing.TB, method, path string, r resp) {
 	t.Helper()
 	apiOnce.Do(loadOpenAPI)
 	if apiErr != nil {
