@@ -119,6 +119,11 @@ func (l *DecisionLog) write(p *Policy, st *kernel.State, c *kernel.Call, d kerne
 		rec.Args = redactValue(c.Value(), l.redact)
 		rec.Decision.Message = l.redact(d.Message)
 	}
+	l.append(rec)
+}
+
+// append writes one line; the first error is kept for Err.
+func (l *DecisionLog) append(rec LogRecord) {
 	b, err := json.Marshal(rec)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -167,13 +172,5 @@ func (l *DecisionLog) writeApproval(p *Policy, st *kernel.State, a *kernel.Appro
 		line.Decision.Message = l.redact(line.Decision.Message)
 		rec.Note = l.redact(rec.Note)
 	}
-	b, err := json.Marshal(line)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err == nil {
-		_, err = l.w.Write(append(b, '\n'))
-	}
-	if err != nil && l.err == nil {
-		l.err = err
-	}
+	l.append(line)
 }

@@ -283,13 +283,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 // it may have changed. A client that reconnects gets the current list, so
 // it needs no event ids. The approvals page lists them live with it.
 func (s *Server) streamApprovals(w http.ResponseWriter, r *http.Request, k *Key) error {
-	if n := s.streams.Add(1); n > int64(s.lim.MaxStreams) {
-		s.streams.Add(-1)
-		e := errorf(http.StatusTooManyRequests, "too_many_streams", "the server holds %d event streams, its limit", s.lim.MaxStreams)
-		e.retryAfter = 5
-		return e
+	release, err := s.openStream()
+	if err != nil {
+		return err
 	}
-	defer s.streams.Add(-1)
+	defer release()
 	notify, stop := s.hub.watchInbox(k.Owner())
 	defer stop()
 	rc := http.NewResponseController(w)

@@ -26,13 +26,11 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, k *Key) er
 	if err != nil {
 		return err
 	}
-	if n := s.streams.Add(1); n > int64(s.lim.MaxStreams) {
-		s.streams.Add(-1)
-		e := errorf(http.StatusTooManyRequests, "too_many_streams", "the server holds %d event streams, its limit", s.lim.MaxStreams)
-		e.retryAfter = 5
-		return e
+	release, err := s.openStream()
+	if err != nil {
+		return err
 	}
-	defer s.streams.Add(-1)
+	defer release()
 	sid := sess.Meta.ID
 	t := s.hub.acquire(sid)
 	defer s.hub.release(t)
@@ -131,4 +129,16 @@ func lastEventID(r *http.Request) (uint64, error) {
 		return n, nil
 	}
 	return 0, nil
+}
+
+// openStream counts an event stream against Limits.MaxStreams: 429 over
+// it. The caller calls release when the stream ends.
+func (s *Server) openStream() (release func(), err error) {
+	if n := s.streams.Add(1); n > int64(s.lim.MaxStreams) {
+		s.streams.Add(-1)
+		e := errorf(http.StatusTooManyRequests, "too_many_streams", "the server holds %d event streams, its limit", s.lim.MaxStreams)
+		e.retryAfter = 5
+		return nil, e
+	}
+	return func() { s.streams.Add(-1) }, nil
 }

@@ -200,21 +200,15 @@ func (m *runManager) finish(rec *runRec, res *kernel.RunResult, err error) (*run
 }
 
 // get returns a run by id.
-func (m *runManager) get(id string) (runRec, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.byID[id]
-	if !ok {
-		return runRec{}, false
-	}
-	return r.snapshot(), true
-}
+func (m *runManager) get(id string) (runRec, bool) { return m.find(m.byID, id) }
 
 // activeRun returns the session's run in flight, if any.
-func (m *runManager) activeRun(sid string) (runRec, bool) {
+func (m *runManager) activeRun(sid string) (runRec, bool) { return m.find(m.active, sid) }
+
+func (m *runManager) find(in map[string]*runRec, key string) (runRec, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.active[sid]
+	r, ok := in[key]
 	if !ok {
 		return runRec{}, false
 	}
@@ -295,12 +289,7 @@ func (m *runManager) interruptAll() {
 
 // stopAll cancels every run and waits for them.
 func (m *runManager) stopAll() {
-	m.mu.Lock()
-	if !m.stopping {
-		m.stopping = true
-		close(m.interrupt)
-	}
-	m.mu.Unlock()
+	m.interruptAll()
 	m.cancel()
 	m.wg.Wait()
 }
