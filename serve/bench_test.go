@@ -2,7 +2,6 @@ package serve_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -172,38 +171,40 @@ func BenchmarkRSS(b *testing.B) {
 	}
 }
 
-// BenchmarkDrain: SIGTERM's drain with 50 runs in flight (each in a
-// 20 ms tool call of a many-turn run): the time until Serve returns.
+// BenchmarkDrain: SIGTERM's drain with 50 runs in flight, each in a tool
+// call: the time from the drain's start until Serve returns (the calls
+// return as the drain starts; each run stores its round, stops at the
+// boundary as interrupted, and its events are flushed).
 func BenchmarkDrain(b *testing.B) {
-	slow := kernel.NewTool(kernel.ToolSpec{Name: "slow", Description: "sleeps", Tier: kernel.TierReadOnly, Source: "test", Schema: json.RawMessage(`{"type":"object"}`)},
-		func(ctx context.Context, _ json.RawMessage) (kernel.Result, error) {
-			select {
-			case <-time.After(20 * time.Millisecond):
-			case <-ctx.Done():
-			}
-			return kernel.Result{Content: "slept"}, nil
-		})
-	var steps strings.Builder
-	steps.WriteString("steps:\n")
-	for range 50 {
-		steps.WriteString("  - tool_calls:\n      - name: slow\n        args: {}\n")
-	}
-	steps.WriteString("  - text: done\n")
 	for b.Loop() {
 		b.StopTimer()
-		r := newRigBTools(b, steps.String(), serve.Limits{MaxRuns: 100, MaxRunsPerKey: 100}, []kernel.Tool{slow})
+		gate := make(chan struct{})
+		entered := make(chan struct{}, 64)
+		tool := gateTool("gate", gate, entered)
+		r := newRigBTools(b, "steps:\n  - tool_calls:\n      - name: gate\n        args: {}\n  - text: done\n",
+			serve.Limits{MaxRuns: 100, MaxRunsPerKey: 100}, []kernel.Tool{tool})
 		for range 50 {
 			sid := r.newSession(r.alice)
 			if p := r.doNoCheck("POST", "/v1/sessions/"+sid+"/runs", r.alice, map[string]any{"prompt": "go"}); p.status != 202 {
 				b.Fatalf("run: %d %s", p.status, p.body)
 			}
 		}
-		for r.srv.Stats().Runs < 50 {
-			time.Sleep(time.Millisecond)
+		for range 50 {
+			<-entered
 		}
 		b.StartTimer()
 		start := time.Now()
-		if err := r.stop(); err != nil {
+		stopped := make(chan error, 1)
+		go func() { stopped <- r.stop() }()
+		for { // the listener closed: the runs have been told
+			res, err := http.Get(r.url + "/healthz")
+			if err != nil {
+				break
+			}
+			res.Body.Close()
+		}
+		close(gate)
+		if err := <-stopped; err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(time.Since(start).Milliseconds()), "drain-ms")
