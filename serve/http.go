@@ -193,6 +193,9 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(sw, r.Body, s.lim.MaxBodyBytes)
 		}
+		// A client that stops reading a response is dropped; streams
+		// move the deadline on with each write.
+		_ = http.NewResponseController(w).SetWriteDeadline(start.Add(s.lim.WriteTimeout))
 		switch {
 		case !sameOrigin(r):
 			// A browser sends Origin on cross-site requests: no page of
