@@ -167,8 +167,11 @@ func HookGrant(c *CommandConfig, opts Options, prog string) sandbox.Grant {
 	if filepath.IsAbs(prog) {
 		fs = append(fs, sandbox.FSRule{Path: prog, Mode: "ro"})
 	}
+	rw := g.WritablePaths()
 	for _, p := range hostpath.ReadPaths(CommandFiles(c, opts)) {
-		fs = append(fs, sandbox.FSRule{Path: p, Mode: "ro"})
+		if !hostpath.Within(p, rw) { // a file the grant lets it write stays writable
+			fs = append(fs, sandbox.FSRule{Path: p, Mode: "ro"})
+		}
 	}
 	g.FS = append(fs, g.FS...)
 	g.Env = slices.Clone(c.Env)

@@ -213,3 +213,14 @@ func ReadPaths(files []string) []string {
 	}
 	return out
 }
+
+// Within reports whether p is one of dirs or below one of them, lexically
+// (all absolute and clean).
+func Within(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if rel, err := filepath.Rel(d, p); err == nil && (rel == "." || filepath.IsLocal(rel)) {
+			return true
+		}
+	}
+	return false
+}

@@ -81,8 +81,11 @@ func StdioGrant(cfg ServerConfig, allowMissing []sandbox.Layer) (sandbox.Grant, 
 			fs = append(fs, sandbox.FSRule{Path: abs, Mode: "ro"})
 		}
 	}
+	rw := g.WritablePaths()
 	for _, p := range hostpath.ReadPaths(hostpath.ArgvFiles(cfg.Command, cfg.Dir)) {
-		fs = append(fs, sandbox.FSRule{Path: p, Mode: "ro"})
+		if !hostpath.Within(p, rw) { // a file the grant lets it write stays writable
+			fs = append(fs, sandbox.FSRule{Path: p, Mode: "ro"})
+		}
 	}
 	if cfg.Dir != "" {
 		fs = append(fs, sandbox.FSRule{Path: cfg.Dir, Mode: "ro"})
