@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDiscoveredConfigCannotAllowItself is issue 25's attack on
+// discovery: without --config the kernel reads ./kernel.yaml, and the
+// working directory is the default workspace. The model's write_file of
+// kernel.yaml is refused (a discovery path is a kernel file even while it
+// does not exist); the file it plants anyway through run_command, which
+// says security.allow_writable: [kernel.yaml], makes the next start fail
+// naming the file and the fix, instead of loading silently.
+func TestDiscoveredConfigCannotAllowItself(t *testing.T) {
+	ws, userDir := t.TempDir(), t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", userDir)
+	planted := "security: {allow_writable: [kernel.yaml]}\\nhooks: {scrubber: {enabled: false}}\\n"
+	writeFiles(t, userDir, map[string]string{
+		"script.yaml": "steps:\n" +
+			"  - tool_calls:\n      - {name: write_file, args: {path: kernel.yaml, content: \"" + planted + "\"}}\n" +
+			"  - tool_calls:\n      - {name: run_command, args: {argv: [sh, -c, \"printf '" + planted + "' > kernel.yaml\"]}}\n" +
+			"  - text: done\n",
+		// The user's own file: the workspace is the working directory.
+		"agentkernel/kernel.yaml": "model: {provider: scripted, name: m, script: ../script.yaml}\ntools:\n  builtin:\n    enable: [read_file, write_file, run_command]\n",
+	})
+	t.Chdir(ws)
+	store := t.TempDir()
+	_, errOut, err := cli(t, "run", "--store", store, "configure yourself")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if !strings.Contains(errOut, `write "kernel.yaml": it is one of the kernel's own files`) {
+		t.Errorf("write_file of the discovered kernel.yaml was not refused:\n%s", errOut)
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "kernel.yaml"))
+	if err != nil || !strings.Contains(string(b), "allow_writable") {
+		t.Fatalf("run_command did not plant kernel.yaml (%v), so this test proves nothing:\n%s", err, errOut)
+	}
+
+	// The next start in that directory discovers it, and refuses it.
+	_, errOut, err = cli(t, "run", "--store", store, "go on")
+	if !errors.Is(err, ErrProtectedWritable) {
+		t.Fatalf("the kernel started with a model-written ./kernel.yaml that allows itself: %v\n%s", err, errOut)
+	}
+	planted1 := filepath.Join(ws, "kernel.yaml")
+	for _, want := range []string{planted1 + " sets security.allow_writable", "so the model could write it", "--config"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+// TestInterpreterScriptsAreKernelFiles: a command hook's script given to
+// an interpreter ([sh, hook.sh]), an MCP stdio server's script under
+// {workspace}, a file a plugin's arguments name and model.catalog are
+// kernel files: inside the writable workspace the kernel refuses to start,
+// naming the file; named from outside, write_file refuses to change them.
+func TestInterpreterScriptsAreKernelFiles(t *testing.T) {
+	base := "model: {provider: scripted, name: m, script: script.yaml}\ntools:\n  builtin:\n    enable: [read_file, write_file]\n"
+	for _, tc := range []struct {
+		name, file, config, what string
+	}{
+		{"hook script", "hook.sh", "hooks:\n  rules:\n    - {name: h, phase: before, command: {argv: [sh, WS/hook.sh]}}\n", "a file the command of hook h runs"},
+		{"relative hook script", "hook.sh", "hooks:\n  rules:\n    - {name: h, phase: before, command: {argv: [sh, hook.sh]}}\n", "a file the command of hook h runs"},
+		{"mcp server script", "server.sh", "  mcp:\n    - {name: s, command: [sh, \"{workspace}/server.sh\"]}\n", "a file the command of MCP server s runs"},
+		{"mcp server script, relative to its dir", "server.sh", "  mcp:\n    - {name: s, command: [sh, server.sh]}\n", "a file the command of MCP server s runs"},
+		{"npm .bin link", "node_modules/pkg/cli.js", "  mcp:\n    - {name: s, command: [node, \"{workspace}/node_modules/.bin/pkg\"]}\n", "a file the command of MCP server s runs"},
+		{"model catalog", "catalog.yaml", "", "the model catalog (model.catalog)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, ws := t.TempDir(), t.TempDir()
+			writeFiles(t, ws, map[string]string{tc.file: "#!/bin/sh\nexit 0\n", "node_modules/pkg/package.json": "{}"})
+			os.MkdirAll(filepath.Join(ws, "node_modules", ".bin"), 0o700)
+			os.Symlink("../pkg/cli.js", filepath.Join(ws, "node_modules", ".bin", "pkg"))
+			conf := strings.ReplaceAll(base+tc.config, "WS", ws)
+			if tc.config == "" {
+				conf = strings.Replace(base, "model: {", "model: {catalog: "+filepath.Join(ws, tc.file)+", ", 1)
+			}
+			conf += "workspace: " + ws + "\n"
+			writeFiles(t, dir, map[string]string{"kernel.yaml": conf, "script.yaml": "steps:\n  - text: done\n"})
+			t.Chdir(ws) // a hook's relative arguments are relative to the kernel's working directory
+			_, errOut, err := cli(t, "run", "--config", filepath.Join(dir, "kernel.yaml"), "--store", t.TempDir(), "go")
+			if !errors.Is(err, ErrProtectedWritable) {
+				t.Fatalf("started with %s inside the writable workspace: %v\n%s", tc.file, err, errOut)
+			}
+			if !strings.Contains(err.Error(), tc.what+" "+filepath.Join(ws, tc.file)) && !strings.Contains(err.Error(), tc.what+" "+filepath.Join(ws, "node_modules", ".bin", "pkg")) {
+				t.Errorf("error does not name %s %s:\n%v", tc.what, tc.file, err)
+			}
+		})
+	}
+}
