@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,5 +92,50 @@ func TestInterpreterScriptsAreKernelFiles(t *testing.T) {
 				t.Errorf("error does not name %s %s:\n%v", tc.what, tc.file, err)
 			}
 		})
+	}
+}
+
+// npmFilesystemServer is the npm MCP server `make test` installs
+// (internal/mcptest/npm), started the way its README configures it.
+const npmFilesystemServer = "bin/mcp-npm/node_modules/.bin/mcp-server-filesystem"
+
+// TestNPMServerNeedsNoGrantForItself is issue 33's first item through the
+// CLI: the npm filesystem server configured as [node, .../.bin/NAME,
+// {workspace}] with no grant starts (its .bin link, the script it leads to
+// and its node_modules tree are readable by default) and its tools work.
+// Before, node died with EACCES on the script.
+func TestNPMServerNeedsNoGrantForItself(t *testing.T) {
+	root := artifacts(t, npmFilesystemServer)
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatalf("node is not installed (make test installs it with the npm server): %v", err)
+	}
+	dir, ws := t.TempDir(), t.TempDir()
+	writeFiles(t, ws, map[string]string{"notes/a.txt": "the filesystem server read this\n"})
+	writeFiles(t, dir, map[string]string{
+		"script.yaml": "steps:\n" +
+			"  - tool_calls:\n      - {name: fs.read_text_file, args: {path: " + filepath.Join(ws, "notes", "a.txt") + "}}\n" +
+			"      - {name: fs.list_directory, args: {path: " + filepath.Join(ws, "notes") + "}}\n" +
+			"  - text: done\n",
+		"kernel.yaml": "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: " + ws + "\n" +
+			"tools:\n  builtin: {enable: [read_file]}\n  mcp:\n    - name: fs\n" +
+			"      command: [node, " + filepath.Join(root, npmFilesystemServer) + ", \"{workspace}\"]\n" +
+			"      env: [PATH]\n      tiers: {read_text_file: read_only, list_directory: read_only}\n",
+	})
+	store := t.TempDir()
+	_, errOut, err := cli(t, "run", "--config", filepath.Join(dir, "kernel.yaml"), "--store", store, "read the notes")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if strings.Contains(errOut, "✗") {
+		t.Fatalf("a filesystem server call failed:\n%s", errOut)
+	}
+	out, _, err := cli(t, "sessions", "show", "--full", "--store", store, sessionLine.FindStringSubmatch(errOut)[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"the filesystem server read this", "[FILE] a.txt"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the session lacks %q:\n%s", want, out)
+		}
 	}
 }
