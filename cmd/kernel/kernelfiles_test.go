@@ -139,3 +139,57 @@ func TestNPMServerNeedsNoGrantForItself(t *testing.T) {
 		}
 	}
 }
+
+// TestEditGitConfigRefused is issue 25's finding 3 through the CLI: the
+// model's edit_file of .git/config (planting core.fsmonitor, which the
+// operator's next `git status` would run as them) and its write_file of a
+// hook are refused; granting .git read-write to commands
+// (tools.builtin.command_sandbox) is the operator's way to allow it.
+func TestEditGitConfigRefused(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("git is not installed: %v", err)
+	}
+	script := "steps:\n" +
+		"  - tool_calls:\n" +
+		"      - {name: edit_file, args: {path: .git/config, old: \"[core]\", new: \"[core]\\n\\tfsmonitor = /tmp/planted.sh\"}}\n" +
+		"      - {name: write_file, args: {path: .git/hooks/post-checkout, content: \"#!/bin/sh\\necho planted\\n\"}}\n" +
+		"  - text: done\n"
+	for _, tc := range []struct {
+		name, grant string
+		refused     bool
+	}{
+		{"default", "", true},
+		{"granted to commands", "    command_sandbox: {fs: [{path: WS/.git, mode: rw}]}\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, ws := t.TempDir(), t.TempDir()
+			if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+				t.Fatalf("git init: %v\n%s", err, out)
+			}
+			before, _ := os.ReadFile(filepath.Join(ws, ".git", "config"))
+			writeFiles(t, dir, map[string]string{
+				"script.yaml": script,
+				"kernel.yaml": "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: " + ws + "\n" +
+					"tools:\n  builtin:\n    enable: [read_file, write_file, edit_file]\n" + strings.ReplaceAll(tc.grant, "WS", ws),
+			})
+			_, errOut, err := cli(t, "run", "--config", filepath.Join(dir, "kernel.yaml"), "--store", t.TempDir(), "set up git")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, errOut)
+			}
+			after, _ := os.ReadFile(filepath.Join(ws, ".git", "config"))
+			_, hookErr := os.Stat(filepath.Join(ws, ".git", "hooks", "post-checkout"))
+			if !tc.refused {
+				if !strings.Contains(string(after), "fsmonitor") || hookErr != nil {
+					t.Fatalf("with .git granted, the writes did not happen:\n%s", errOut)
+				}
+				return
+			}
+			if strings.Count(errOut, ".git is the repository's control plane") != 2 {
+				t.Errorf("the edits of .git were not both refused:\n%s", errOut)
+			}
+			if string(after) != string(before) || hookErr == nil {
+				t.Fatalf(".git changed:\n%s", after)
+			}
+		})
+	}
+}

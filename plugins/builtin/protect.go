@@ -148,9 +148,46 @@ func (w *workspace) sameAsProtected(verb, p string, fi fs.FileInfo, files []prot
 }
 
 // checkOpened refuses an opened write target that is a protected file (a
-// hard link to one, or a name the path checks did not see).
+// hard link to one, or a name the path checks did not see), or another
+// name of a file in .git.
 func (w *workspace) checkOpened(verb, p string, fi fs.FileInfo) error {
-	return w.sameAsProtected(verb, p, fi, w.protectedFiles())
+	if err := w.sameAsProtected(verb, p, fi, w.protectedFiles()); err != nil {
+		return err
+	}
+	if !w.gitWritable && linkCount(fi) > 1 && w.inGit(fi) {
+		return w.gitRefusal(verb, p)
+	}
+	return nil
+}
+
+// gitWalkMax bounds the entries inGit looks at.
+const gitWalkMax = 20000
+
+// inGit reports whether fi is a file of .git under another name (a hard
+// link): the repository's configuration, hooks and submodules' files, not
+// its object store. A .git too large to look through counts as a yes.
+func (w *workspace) inGit(fi fs.FileInfo) bool {
+	found, seen := false, 0
+	_ = fs.WalkDir(w.root.FS(), ".git", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if seen++; seen > gitWalkMax {
+			found = true
+			return fs.SkipAll
+		}
+		if d.IsDir() && d.Name() == "objects" {
+			return fs.SkipDir
+		}
+		if d.Type().IsRegular() {
+			if gi, err := d.Info(); err == nil && os.SameFile(fi, gi) {
+				found = true
+				return fs.SkipAll
+			}
+		}
+		return nil
+	})
+	return found
 }
 
 func kernelFileRefusal(verb, p, q string) error {
