@@ -21,8 +21,13 @@ var ErrLinkedFile = errors.New("the kernel never writes its files through a link
 // with a single link. With appendOnly the file is opened for appending;
 // otherwise it is truncated, after those checks.
 func openPrivate(path string, appendOnly bool) (*os.File, error) {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, linkRefusal(path)
+	if fi, err := os.Lstat(path); err == nil {
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return nil, linkRefusal(path)
+		case !fi.Mode().IsRegular():
+			return nil, notRegular(path, fi)
+		}
 	}
 	flag := os.O_WRONLY | os.O_CREATE | oNoFollow | oNonblock
 	if appendOnly {
@@ -44,7 +49,7 @@ func openPrivate(path string, appendOnly bool) (*os.File, error) {
 	case err != nil:
 		return fail(fmt.Errorf("%s: %w", path, err))
 	case !fi.Mode().IsRegular():
-		return fail(fmt.Errorf("%s is not a regular file (%s): the kernel writes only regular files", path, fi.Mode().Type()))
+		return fail(notRegular(path, fi))
 	case linkCount(fi) > 1:
 		return fail(fmt.Errorf("%s has %d hard links, so writing it would change another file too: remove it, or name another file: %w", path, linkCount(fi), ErrLinkedFile))
 	}
@@ -57,6 +62,10 @@ func openPrivate(path string, appendOnly bool) (*os.File, error) {
 		}
 	}
 	return f, nil
+}
+
+func notRegular(path string, fi fs.FileInfo) error {
+	return fmt.Errorf("%s is not a regular file (%s): the kernel writes only regular files", path, fi.Mode().Type())
 }
 
 func linkRefusal(path string) error {
