@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,3 +156,32 @@ func TestFoldName(t *testing.T) {
 }
 
 func jsonArgs(v any) (json.RawMessage, error) { return json.Marshal(v) }
+
+// TestRootCheck: New hands RootCheck the directory it actually opened, so
+// a workspace swapped between the kernel's check and the open is refused
+// (the kernel compares it with a resumed session's recorded identity).
+func TestRootCheck(t *testing.T) {
+	ws := t.TempDir()
+	other := t.TempDir()
+	want, _ := os.Stat(ws)
+	check := func(fi os.FileInfo) error {
+		if !os.SameFile(fi, want) {
+			return errors.New("not the recorded workspace")
+		}
+		return nil
+	}
+	if _, c, err := New(Config{Root: ws, RootCheck: check}); err != nil {
+		t.Fatal(err)
+	} else {
+		c.Close()
+	}
+	if err := os.Remove(ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := New(Config{Root: ws, RootCheck: check}); err == nil || !strings.Contains(err.Error(), "not the recorded workspace") {
+		t.Fatalf("New on a swapped workspace: %v", err)
+	}
+}
