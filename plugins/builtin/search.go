@@ -23,10 +23,13 @@ const (
 	searchMaxPerFile = 10  // matching lines shown per file
 	searchMaxMatches = 200 // matching lines shown in all
 	searchLineBytes  = 300 // bytes shown of one matching line
-	// A glob's files are listed for policy (ResolvePaths) up to
-	// searchGlobMax files, visiting up to searchWalkMax entries to find
-	// them; a glob that selects more, or a tree larger than that, is
-	// refused rather than searched unseen.
+)
+
+// A glob's files are listed for policy (ResolvePaths) up to searchGlobMax
+// files, visiting up to searchWalkMax entries to find them; a glob that
+// selects more, or a tree larger than that, is refused rather than
+// searched unseen. Variables so tests can make them small.
+var (
 	searchGlobMax = 1000
 	searchWalkMax = 100000
 )
