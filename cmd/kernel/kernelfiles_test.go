@@ -121,17 +121,9 @@ func TestNPMServerNeedsNoGrantForItself(t *testing.T) {
 			"      command: [node, " + filepath.Join(root, npmFilesystemServer) + ", \"{workspace}\"]\n" +
 			"      env: [PATH]\n      tiers: {read_text_file: read_only, list_directory: read_only}\n",
 	})
-	store := t.TempDir()
-	_, errOut, err := cli(t, "run", "--config", filepath.Join(dir, "kernel.yaml"), "--store", store, "read the notes")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, errOut)
-	}
-	if strings.Contains(errOut, "✗") {
-		t.Fatalf("a filesystem server call failed:\n%s", errOut)
-	}
-	out, _, err := cli(t, "sessions", "show", "--full", "--store", store, sessionLine.FindStringSubmatch(errOut)[1])
-	if err != nil {
-		t.Fatal(err)
+	out := runAndShow(t, filepath.Join(dir, "kernel.yaml"), "read the notes")
+	if strings.Contains(out, "✗") {
+		t.Fatalf("a filesystem server call failed:\n%s", out)
 	}
 	for _, want := range []string{"the filesystem server read this", "[FILE] a.txt"} {
 		if !strings.Contains(out, want) {

@@ -26,15 +26,7 @@ func TestSearchCannotOutrunPolicy(t *testing.T) {
 		"kernel.yaml": "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: " + ws + "\n" +
 			"policy: {file: " + absPath("../../examples/policies/coding.yaml") + "}\ntools:\n  builtin:\n    enable: [read_file, list_dir, search, write_file, edit_file, run_command]\n",
 	})
-	store := t.TempDir()
-	_, errOut, err := cli(t, "run", "--config", filepath.Join(dir, "kernel.yaml"), "--store", store, "find the token")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, errOut)
-	}
-	out, _, err := cli(t, "sessions", "show", "--full", "--store", store, sessionLine.FindStringSubmatch(errOut)[1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := runAndShow(t, filepath.Join(dir, "kernel.yaml"), "find the token")
 	if strings.Contains(out, "services/api/.env") || strings.Contains(out, "matching line") {
 		t.Fatalf("the search read files policy never saw:\n%.3000s", out)
 	}
@@ -57,8 +49,21 @@ func TestSearchIsNoOracle(t *testing.T) {
 			"  - text: done\n",
 		"kernel.yaml": "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: " + ws + "\ntools:\n  builtin:\n    enable: [search]\n",
 	})
+	out := runAndShow(t, filepath.Join(dir, "kernel.yaml"), "guess")
+	if n := strings.Count(out, "search: no matches"); n != 2 {
+		t.Errorf("the right and the wrong prefix answer differently (%d of 2 found nothing):\n%s", n, out)
+	}
+	if !strings.Contains(out, "aws key: [REDACTED]") || strings.Contains(out, "AKIA6PYCDYBK155OXTZ7\n") {
+		t.Errorf("the visible part of the line is not found, or the key shows:\n%s", out)
+	}
+}
+
+// runAndShow runs the CLI with the configuration conf on prompt, in a
+// fresh store, and returns `sessions show --full` of the session.
+func runAndShow(t *testing.T, conf, prompt string) string {
+	t.Helper()
 	store := t.TempDir()
-	_, errOut, err := cli(t, "run", "--config", filepath.Join(dir, "kernel.yaml"), "--store", store, "guess")
+	_, errOut, err := cli(t, "run", "--config", conf, "--store", store, prompt)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
@@ -66,10 +71,5 @@ func TestSearchIsNoOracle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(out, "search: no matches"); n != 2 {
-		t.Errorf("the right and the wrong prefix answer differently (%d of 2 found nothing):\n%s", n, out)
-	}
-	if !strings.Contains(out, "aws key: [REDACTED]") || strings.Contains(out, "AKIA6PYCDYBK155OXTZ7\n") {
-		t.Errorf("the visible part of the line is not found, or the key shows:\n%s", out)
-	}
+	return out
 }
