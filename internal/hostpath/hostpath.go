@@ -199,16 +199,27 @@ func exists(p string) bool {
 
 // ReadPaths are the paths a program run from files must be able to read:
 // each file, and the package directory (PackageDir) of each file's real
-// path, without duplicates.
+// path, without duplicates and without a path that lies inside another
+// of them.
 func ReadPaths(files []string) []string {
-	var out []string
+	var all []string
 	seen := map[string]bool{}
 	for _, f := range files {
 		for _, p := range []string{f, PackageDir(Real(f))} {
 			if p != "" && !seen[p] {
 				seen[p] = true
-				out = append(out, p)
+				all = append(all, p)
 			}
+		}
+	}
+	var out []string
+	for i, p := range all {
+		inside := false
+		for j, q := range all {
+			inside = inside || (i != j && Within(p, []string{q}))
+		}
+		if !inside {
+			out = append(out, p)
 		}
 	}
 	return out

@@ -76,14 +76,16 @@ func StdioGrant(cfg ServerConfig, allowMissing []sandbox.Layer) (sandbox.Grant, 
 		return g, err
 	}
 	fs := sandbox.SystemDirs()
-	if prog, err := exec.LookPath(cfg.Command[0]); err == nil {
-		if abs, err := filepath.Abs(prog); err == nil {
+	prog := ""
+	if p, err := exec.LookPath(cfg.Command[0]); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			prog = abs
 			fs = append(fs, sandbox.FSRule{Path: abs, Mode: "ro"})
 		}
 	}
 	rw := g.WritablePaths()
 	for _, p := range hostpath.ReadPaths(hostpath.ArgvFiles(cfg.Command, cfg.Dir)) {
-		if !hostpath.Within(p, rw) { // a file the grant lets it write stays writable
+		if p != prog && !hostpath.Within(p, rw) { // a file the grant lets it write stays writable
 			fs = append(fs, sandbox.FSRule{Path: p, Mode: "ro"})
 		}
 	}
