@@ -97,7 +97,7 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 	case "-":
 		access = env.stderr
 	default:
-		f, err := createPrivate(*accessLog)
+		f, err := openPrivate(*accessLog, true)
 		if err != nil {
 			return fmt.Errorf("--access-log: %w", err)
 		}
