@@ -38,7 +38,7 @@ func checkHealth(ctx context.Context, cfg PluginConfig, proto plugin.ClientProto
 		case err == nil:
 			last = resp.GetStatus().String()
 		case status.Code(err) == codes.Unimplemented:
-			return fmt.Errorf("it does not serve gRPC's health service (grpc.health.v1.Health), which go-plugin's protocol requires; %s", sdkHint(cfg))
+			return fmt.Errorf("it does not serve gRPC's health service (grpc.health.v1.Health), which go-plugin's protocol requires; %s", sdkOf(cfg).hint)
 		case ctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded:
 			if last != "" {
 				return fmt.Errorf("not healthy within %s: its health service (grpc.health.v1.Health, service %q) kept answering %s", StartTimeout, plugin.GRPCServiceName, last)
@@ -46,7 +46,7 @@ func checkHealth(ctx context.Context, cfg PluginConfig, proto plugin.ClientProto
 			return fmt.Errorf("not healthy within %s: it printed the go-plugin handshake but did not answer its health check on its socket", StartTimeout)
 		default:
 			return fmt.Errorf("it printed the go-plugin handshake but its health check failed: %s (a plugin must serve gRPC on the socket it announced, with the AutoMTLS certificate it announced; %s)",
-				status.Convert(err).Message(), sdkHint(cfg))
+				status.Convert(err).Message(), sdkOf(cfg).hint)
 		}
 		t := time.NewTimer(healthPoll)
 		select {
@@ -57,52 +57,32 @@ func checkHealth(ctx context.Context, cfg PluginConfig, proto plugin.ClientProto
 	}
 }
 
-// sdkHint names the SDK a plugin of cfg's kind is built with, for errors
-// that end with what to do.
-func sdkHint(cfg PluginConfig) string {
-	switch interpreterKind(cfg) {
-	case "node":
-		return "is it built with the TypeScript SDK (sdk/typescript, serve() from @agentkernel/plugin-sdk)?"
-	case "python":
-		return "is it built with the Python SDK (sdk/python, agentkernel_plugin.serve())?"
-	}
-	return "is it an agentkernel plugin built with plugins/sdk (sdk.Serve)?"
+// sdkInfo is how errors name a plugin's SDK and what to do, by the kind of
+// plugin cfg is.
+type sdkInfo struct {
+	name  string // the SDK's directory in the repository
+	serve string // the call that takes the plugin's stdout over
+	hint  string // the question a start error ends with
 }
 
-// sdkName names the SDK of a plugin of cfg's kind.
-func sdkName(cfg PluginConfig) string {
-	switch interpreterKind(cfg) {
-	case "node":
-		return "sdk/typescript"
-	case "python":
-		return "sdk/python"
-	}
-	return "plugins/sdk"
+var sdks = map[string]sdkInfo{
+	"":       {"plugins/sdk", "sdk.Serve", "is it an agentkernel plugin built with plugins/sdk (sdk.Serve)?"},
+	"node":   {"sdk/typescript", "serve() (@agentkernel/plugin-sdk)", "is it built with the TypeScript SDK (sdk/typescript, serve() from @agentkernel/plugin-sdk)?"},
+	"python": {"sdk/python", "agentkernel_plugin.serve()", "is it built with the Python SDK (sdk/python, agentkernel_plugin.serve())?"},
 }
 
-// serveName is the call that takes a plugin's stdout over, by SDK.
-func serveName(cfg PluginConfig) string {
-	switch interpreterKind(cfg) {
-	case "node":
-		return "serve() (@agentkernel/plugin-sdk)"
-	case "python":
-		return "agentkernel_plugin.serve()"
+// sdkOf is cfg's SDK, from the interpreter's file name: node, python, or
+// a binary's (or another interpreter's) Go SDK.
+func sdkOf(cfg PluginConfig) sdkInfo {
+	kind := ""
+	if cfg.Interpreter != nil {
+		base := filepath.Base(cfg.Interpreter.Path)
+		switch {
+		case strings.HasPrefix(base, "node"):
+			kind = "node"
+		case strings.HasPrefix(base, "python"):
+			kind = "python"
+		}
 	}
-	return "sdk.Serve"
-}
-
-// interpreterKind is "node", "python" or "" (a binary, or another
-// interpreter), from the interpreter's file name.
-func interpreterKind(cfg PluginConfig) string {
-	if cfg.Interpreter == nil {
-		return ""
-	}
-	base := filepath.Base(cfg.Interpreter.Path)
-	switch {
-	case strings.HasPrefix(base, "node"):
-		return "node"
-	case strings.HasPrefix(base, "python"):
-		return "python"
-	}
-	return ""
+	return sdks[kind]
 }

@@ -136,21 +136,21 @@ func describeStartError(cfg PluginConfig, err error) string {
 	case strings.HasPrefix(msg, "Unrecognized remote plugin message: "):
 		line, _, _ := strings.Cut(strings.TrimPrefix(msg, "Unrecognized remote plugin message: "), "\n")
 		if line == "" {
-			return "it closed its stdout without the go-plugin handshake; " + sdkHint(cfg)
+			return "it closed its stdout without the go-plugin handshake; " + sdkOf(cfg).hint
 		}
 		if len(line) > 200 {
 			line = line[:200] + "..."
 		}
-		return fmt.Sprintf("it printed %q to stdout before the go-plugin handshake; a plugin must write nothing to stdout before %s takes it over (log to stderr)", line, serveName(cfg))
+		return fmt.Sprintf("it printed %q to stdout before the go-plugin handshake; a plugin must write nothing to stdout before %s takes it over (log to stderr)", line, sdkOf(cfg).serve)
 	case strings.Contains(msg, "exited before we could connect"):
 		return "it exited before the go-plugin handshake"
 	case strings.Contains(msg, "timeout while waiting for plugin to start"):
 		return fmt.Sprintf("no go-plugin handshake within %s", StartTimeout)
 	case strings.Contains(msg, "incompatible API version"):
-		return fmt.Sprintf("protocol version mismatch (%s); this kernel speaks tool protocol %d: rebuild the plugin against a compatible agentkernel SDK (%s)", msg, sdk.ProtocolVersion, sdkName(cfg))
+		return fmt.Sprintf("protocol version mismatch (%s); this kernel speaks tool protocol %d: rebuild the plugin against a compatible agentkernel SDK (%s)", msg, sdk.ProtocolVersion, sdkOf(cfg).name)
 	case strings.Contains(msg, "incompatible core API version"), strings.Contains(msg, "unsupported plugin protocol"),
 		strings.Contains(msg, "error parsing"), strings.Contains(msg, "unknown address type"):
-		return msg + "; " + sdkHint(cfg)
+		return msg + "; " + sdkOf(cfg).hint
 	case errors.Is(err, os.ErrPermission):
 		return msg + " (is the host's run directory on a noexec file system?)"
 	}

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/agentkernel/agentkernel/internal/config"
 )
 
 // LockFile is the name of an interpreted plugin's lock: the file, in the
@@ -156,7 +158,7 @@ func scanLockDir(dir string) ([]lockEntry, error) {
 				if rel == "" && lockSkipFile(name) || strings.HasSuffix(name, ".pyc") {
 					continue
 				}
-				sum, err := fileSHA256(full)
+				sum, err := config.FileSHA256(full)
 				if err != nil {
 					return fmt.Errorf("lock %s: %w", dir, err)
 				}
@@ -346,20 +348,6 @@ func readHashed(p string, max int64) ([]byte, string, error) {
 	}
 	h := sha256.Sum256(data)
 	return data, hex.EncodeToString(h[:]), nil
-}
-
-// fileSHA256 returns the hex sha256 of the file p.
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hash %s: %w", p, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func clip(s string, n int) string {

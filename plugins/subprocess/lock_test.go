@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentkernel/agentkernel/internal/config"
 )
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -60,7 +62,7 @@ func TestWriteLock(t *testing.T) {
 	if !slices.Equal(paths, want) || n != len(want) {
 		t.Fatalf("locked %v (%d), want %v", paths, n, want)
 	}
-	if got, _ := fileSHA256(filepath.Join(dir, LockFile)); got != sum {
+	if got, _ := config.FileSHA256(filepath.Join(dir, LockFile)); got != sum {
 		t.Fatalf("WriteLock returned %s, the lock's sha256 is %s", sum, got)
 	}
 	if now, err := LockSHA256(dir); err != nil || now != sum {

@@ -13,8 +13,6 @@ package sdktest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +33,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/sdk"
 	"github.com/agentkernel/agentkernel/plugins/sdk/pluginpb"
@@ -233,18 +232,7 @@ func BuildTo(out, pkg string) error {
 }
 
 // FileSHA256 returns the hex sha256 of a file, as `sha256sum` prints it.
-func FileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
+func FileSHA256(path string) (string, error) { return config.FileSHA256(path) }
 
 // Exec loads the plugin described by cfg through a real subprocess.Host
 // (cfg.SHA256 must pin cfg.Path; Build returns both) and starts it. The
