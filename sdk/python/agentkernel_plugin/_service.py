@@ -31,6 +31,8 @@ SDK_VERSION = "python/0.1.0"
 # a side-effect check's detail.
 _MAX_ERROR_MESSAGE = 64 << 10
 _MAX_SIDE_EFFECT_DETAIL = 1 << 10
+# How long past the kernel's deadline a call waits for grpc to cancel it.
+_GRACE = 0.5
 
 
 def tools_by_name(tools: Sequence[Tool]) -> dict[str, Tool]:
@@ -98,10 +100,10 @@ class ToolsServicer:
         call's deadline passes or the kernel cancels the call."""
         t = self._tools.get(request.tool)
         if t is None:
-            await context.write(_result_event(_error_result(Code.UNKNOWN_TOOL, f"unknown tool {request.tool!r}", 0)))
+            await _send(context, _result_event(_error_result(Code.UNKNOWN_TOOL, f"unknown tool {request.tool!r}", 0)))
             return
         max_out = request.max_output_bytes
-        deadline = _deadline(context, t.timeout)
+        deadline, own = _deadline(context, t.timeout)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[str | None] = asyncio.Queue()
         done = False
@@ -114,12 +116,15 @@ class ToolsServicer:
 
         async def writer() -> None:
             while (text := await queue.get()) is not None:
-                await context.write(pb.CallEvent(progress=pb.Progress(text=text)))
+                await _send(context, pb.CallEvent(progress=pb.Progress(text=text)))
 
         writing = asyncio.create_task(writer())
         work = asyncio.create_task(_run(t, request.args, ctx))
         try:
-            timeout = None if deadline is None else max(0.0, deadline - time.time())
+            # The tool's own timeout is ours to enforce; at the kernel's
+            # deadline grpc cancels this coroutine (the grace is in case
+            # it does not), and a result written then would go nowhere.
+            timeout = None if deadline is None else max(0.0, deadline - time.time()) + (0 if own else _GRACE)
             finished, _ = await asyncio.wait({work}, timeout=timeout)
             if not finished:
                 ctx._cancel(Code.TIMEOUT)
@@ -136,7 +141,7 @@ class ToolsServicer:
         done = True
         queue.put_nowait(None)
         await writing
-        await context.write(_result_event(result))
+        await _send(context, _result_event(result))
 
     async def check_side_effect(self, request: pb.CheckSideEffectRequest, _context: Any) -> pb.CheckSideEffectResponse:
         t = self._tools.get(request.tool)
@@ -191,15 +196,26 @@ async def _outcome(work: asyncio.Task[str | ToolResult], ctx: CallContext, max_o
     return pb.Result(content=content, is_error=is_error)
 
 
-def _deadline(context: Any, timeout: float) -> float | None:
+async def _send(context: grpc.aio.ServicerContext, event: pb.CallEvent) -> None:
+    """Writes an event of the call. grpc refuses the write once the call
+    has ended on the host's side (its deadline passed, the kernel cancelled
+    it, the connection went; the context does not say so yet): there is
+    nobody left to tell, and the host reports the call's end itself."""
+    try:
+        await context.write(event)
+    except Exception:  # noqa: BLE001 - grpc raises its internal ExecuteBatchError
+        pass
+
+
+def _deadline(context: Any, timeout: float) -> tuple[float | None, bool]:
     """The earlier of the kernel's deadline (grpc's) and the tool's own
-    timeout, as time.time() seconds."""
+    timeout, as time.time() seconds, and whether it is the tool's own."""
     now = time.time()
     remaining = context.time_remaining() if context is not None else None
     deadline = None if remaining is None else now + remaining
-    if timeout > 0:
-        deadline = now + timeout if deadline is None else min(deadline, now + timeout)
-    return deadline
+    if timeout > 0 and (deadline is None or now + timeout < deadline):
+        return now + timeout, True
+    return deadline, False
 
 
 def _error_result(code: str, message: str, max_out: int) -> pb.Result:
