@@ -1,14 +1,19 @@
-// Package sdktest tests tool plugins written with plugins/sdk, two ways:
+// Package sdktest tests tool plugins, three ways:
 //
-//   - Start serves tools in-process, through the SDK's real gRPC service
-//     over an in-memory connection: fast, debuggable, no binary needed.
-//   - Build compiles the plugin's main package and Exec runs the binary as
-//     a real subprocess through the kernel's own host (pinned sha256,
-//     go-plugin handshake with AutoMTLS, no inherited environment), exactly
-//     as `kernel run` would.
+//   - Start serves tools written with plugins/sdk in-process, through the
+//     SDK's real gRPC service over an in-memory connection: fast,
+//     debuggable, no binary needed.
+//   - Build compiles the plugin's main package and Exec runs a plugin as a
+//     real subprocess through the kernel's own host (pinned sha256,
+//     sandbox, go-plugin handshake with AutoMTLS, no inherited
+//     environment), exactly as `kernel run` would. Exec takes any plugin
+//     configuration: a Go binary, or an interpreter and a script written
+//     with sdk/typescript or sdk/python.
+//   - Conformance runs the kernel's conformance suite against a plugin of
+//     any language.
 //
-// Both return a *Plugin whose Call takes the tool's own name (without the
-// "plugin." prefix the kernel adds).
+// Start and Exec return a *Plugin whose Call takes the tool's own name
+// (without the "plugin." prefix the kernel adds).
 package sdktest
 
 import (
