@@ -50,6 +50,15 @@ type Message struct {
 	// they answer, are kept in the session but left out of requests, so
 	// the next prompt never follows another user message.
 	Failed string `json:"failed,omitempty"`
+	// Raw is an assistant message exactly as the model wrote it, when it
+	// came through the text tool protocol (see ToolProtocol): Content is
+	// then the text before its first call, and ToolCalls the calls read
+	// from it. Requests in text mode send Raw back verbatim.
+	Raw string `json:"raw,omitempty"`
+	// Correction marks a user message the kernel wrote to correct a
+	// violation of the text tool protocol; it holds the violation's kind
+	// (toolproto.Kind). It does not start a run.
+	Correction string `json:"correction,omitempty"`
 }
 
 // ToolCall is one call the model asked for.

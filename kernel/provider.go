@@ -51,6 +51,9 @@ type Response struct {
 	FinishReason string
 	// Model is the model that answered, when the provider reports it.
 	Model string
+
+	// text is set by the loop for an answer read with the text protocol.
+	text *textAnswer
 }
 
 // ProviderError is a failed model call. Retryable says whether the same
