@@ -77,7 +77,9 @@ func (e *ProviderError) Error() string {
 		s += fmt.Sprintf(": HTTP %d", e.StatusCode)
 	}
 	if e.Code != "" {
-		s += " " + e.Code
+		// In parentheses: "invalid_api_key: Incorrect ..." would read as a
+		// credential assignment to a scrubber.
+		s += " (" + e.Code + ")"
 	}
 	if e.Message != "" {
 		s += ": " + e.Message

@@ -192,7 +192,9 @@ func (e *ModelCallError) Error() string {
 	if e.Later {
 		b.WriteString(" (retrying later may help)")
 	} else {
-		fmt.Fprintf(&b, " (%s: retrying will not help)", e.Cause)
+		// Not "cause: ...": that reads as a credential assignment to a
+		// scrubber ("auth: retrying" would lose its verb).
+		fmt.Fprintf(&b, " (%s; retrying will not help)", e.Cause)
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Err.Error())

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentkernel/agentkernel/kernel/toolproto"
 )
 
 // commonFlags are the flags every command that builds a kernel accepts.
@@ -26,6 +28,9 @@ type commonFlags struct {
 	store     string
 	policy    string
 	logLevel  oneOf
+	// toolProtocol and toolFormat apply to every model of the run.
+	toolProtocol oneOf
+	toolFormat   oneOf
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -43,6 +48,10 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.Var(&c.fallbacks, "fallback", "fallback model `NAME`, tried when the model is unavailable; repeatable (model.fallbacks)")
 	fs.StringVar(&c.policy, "policy", "", "policy `FILE` (policy.file; see docs/policy.md)")
 	fs.StringVar(&c.store, "store", "", "session store `DIR` (store.dir; default $XDG_DATA_HOME/agentkernel)")
+	c.toolProtocol.allowed = toolModes()
+	fs.Var(&c.toolProtocol, "tool-protocol", "offer tools by `MODE`: native, text or auto (model.tool_protocol; see docs/providers.md)")
+	c.toolFormat.allowed = toolproto.Formats()
+	fs.Var(&c.toolFormat, "tool-format", "write the text tool protocol in `SYNTAX`: hermes or json (model.tool_format)")
 	c.logLevel.allowed = logLevels
 	fs.Var(&c.logLevel, "log-level", "log `LEVEL` on stderr: "+strings.Join(logLevels, ", ")+" (default $KERNEL_LOG, else warn)")
 }
@@ -103,6 +112,8 @@ func (c *commonFlags) load() (*Config, error) {
 	if len(c.fallbacks) > 0 {
 		cfg.Model.Fallbacks = c.fallbacks
 	}
+	cfg.toolProtocol, cfg.toolFormat = c.toolProtocol.v, c.toolFormat.v
+	cfg.holdSecrets()
 	return cfg, nil
 }
 
