@@ -18,9 +18,14 @@ import (
 // A message's payload (version 1) is binary: uvarint-length-prefixed
 // strings and uvarints, in this order:
 //
-//	role, flags (bit 0 is_error, bit 1 has time), [unix seconds (varint),
-//	nanoseconds (uvarint)], content, reasoning, tool_call_id, tool_name,
-//	number of tool calls, then id, name, arguments of each call
+//	role, flags (bit 0 is_error, bit 1 has time, bit 2 has more),
+//	[unix seconds (varint), nanoseconds (uvarint)], content, reasoning,
+//	tool_call_id, tool_name, number of tool calls, then id, name,
+//	arguments of each call, [model, reasoning_field, failed, raw,
+//	correction]
+//
+// The last five strings are written only when one of them is set (flag
+// bit 2), so a message without them is encoded as before they existed.
 //
 // The message's Seq is not stored: the key carries it. Meta and pending
 // payloads (version 1) are the JSON of kernel.SessionMeta and
@@ -32,6 +37,7 @@ const (
 
 	flagIsError = 1 << 0
 	flagHasTime = 1 << 1
+	flagHasMore = 1 << 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -104,6 +110,10 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 	if !m.Time.IsZero() {
 		flags |= flagHasTime
 	}
+	more := m.Model != "" || m.ReasoningField != "" || m.Failed != "" || m.Raw != "" || m.Correction != ""
+	if more {
+		flags |= flagHasMore
+	}
 	b = binary.AppendUvarint(b, flags)
 	if !m.Time.IsZero() {
 		b = binary.AppendVarint(b, m.Time.Unix())
@@ -119,13 +129,21 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 		b = appendString(b, c.Name)
 		b = appendString(b, c.Arguments)
 	}
+	if more {
+		b = appendString(b, m.Model)
+		b = appendString(b, m.ReasoningField)
+		b = appendString(b, m.Failed)
+		b = appendString(b, m.Raw)
+		b = appendString(b, m.Correction)
+	}
 	return seal(b, start)
 }
 
 // encodedSize is an upper bound of the size of m's value.
 func encodedSize(m *kernel.Message) int {
-	n := 1 + 4 + 2*binary.MaxVarintLen64 + 1 + 6*binary.MaxVarintLen64 +
-		len(m.Role) + len(m.Content) + len(m.Reasoning) + len(m.ToolCallID) + len(m.ToolName)
+	n := 1 + 4 + 2*binary.MaxVarintLen64 + 1 + 11*binary.MaxVarintLen64 +
+		len(m.Role) + len(m.Content) + len(m.Reasoning) + len(m.ToolCallID) + len(m.ToolName) +
+		len(m.Model) + len(m.ReasoningField) + len(m.Failed) + len(m.Raw) + len(m.Correction)
 	for _, c := range m.ToolCalls {
 		n += 3*binary.MaxVarintLen64 + len(c.ID) + len(c.Name) + len(c.Arguments)
 	}
@@ -198,7 +216,7 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 	r := reader{s: string(p)}
 	m.Role = kernel.Role(r.str())
 	flags := r.uvarint()
-	if flags&^(flagIsError|flagHasTime) != 0 && r.err == nil {
+	if flags&^(flagIsError|flagHasTime|flagHasMore) != 0 && r.err == nil {
 		return fmt.Errorf("unknown message flags %#x", flags)
 	}
 	m.IsError = flags&flagIsError != 0
@@ -223,6 +241,13 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 		for i := range m.ToolCalls {
 			m.ToolCalls[i] = kernel.ToolCall{ID: r.str(), Name: r.str(), Arguments: r.str()}
 		}
+	}
+	if flags&flagHasMore != 0 {
+		m.Model = r.str()
+		m.ReasoningField = r.str()
+		m.Failed = r.str()
+		m.Raw = r.str()
+		m.Correction = r.str()
 	}
 	if r.err != nil {
 		return r.err
