@@ -63,12 +63,12 @@ func readRun(t *testing.T, export string) (storedRun, int) {
 	raw := 0
 	for _, line := range strings.Split(strings.TrimSpace(export), "\n") {
 		var m struct {
-			Type      string `json:"type"`
-			Role      string `json:"role"`
-			Content   string `json:"content"`
-			Raw       string `json:"raw"`
-			ToolName  string `json:"tool_name"`
-			IsError   bool   `json:"is_error"`
+			Type      string                             `json:"type"`
+			Role      string                             `json:"role"`
+			Content   string                             `json:"content"`
+			Raw       string                             `json:"raw"`
+			ToolName  string                             `json:"tool_name"`
+			IsError   bool                               `json:"is_error"`
 			ToolCalls []struct{ Name, Arguments string } `json:"tool_calls"`
 		}
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
