@@ -325,7 +325,7 @@ func (r *run) correct(ctx context.Context, resp Response, tools []ToolSpec) (res
 		g, n := r.lastGen, r.st.Corrections
 		k.emit(MessageCompleted{Turn: r.st.Turn, Message: r.msgs[len(r.msgs)-2], Usage: g.usage, CostUSD: g.cost, Duration: g.dur})
 		k.emit(Notice{Source: "tool_protocol", Level: "warn",
-			Text: fmt.Sprintf("the model broke the text tool protocol (%s); correction %d of %d sent, asking again", v.Error(), n, k.maxCorrections)})
+			Text: fmt.Sprintf("the model broke the text tool protocol: %s; correction %d of %d sent, asking again", v.Error(), n, k.maxCorrections)})
 	}
 	return nil, nil, false
 }

@@ -9,11 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/kerneltest"
+	"github.com/agentkernel/agentkernel/kernel/store/memory"
 	"github.com/agentkernel/agentkernel/kernel/toolproto"
 	"github.com/agentkernel/agentkernel/schemas"
 )
@@ -391,5 +394,70 @@ func TestCorrectionKindsInSchema(t *testing.T) {
 	}
 	if got := doc.Defs.Message.Properties.Correction.Enum; !slices.Equal(got, kinds) {
 		t.Fatalf("schema lists %v, the codec reports %v", got, kinds)
+	}
+}
+
+// textLoop is a fake model writing text-protocol calls to read_big until
+// it has made `calls` of them, answering summary requests with a summary.
+type textLoop struct {
+	c     *toolproto.Codec
+	calls int
+	mu    sync.Mutex
+	reqs  []kernel.Request
+	made  int
+}
+
+func (p *textLoop) Stream(_ context.Context, req kernel.Request, emit func(kernel.Delta)) (kernel.Response, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reqs = append(p.reqs, req)
+	text := "Summary: the agent read files 1 to " + strconv.Itoa(p.made) + "."
+	if !strings.Contains(req.Messages[0].Content, "You compact the history") {
+		if p.made == p.calls {
+			text = "All read."
+		} else {
+			p.made++
+			text = p.c.FormatCalls("Next.", []toolproto.Call{{Name: "read_big", Arguments: `{"n":` + strconv.Itoa(p.made) + `}`}})
+		}
+	}
+	emit(kernel.Delta{Text: text})
+	return kernel.Response{Message: kernel.Message{Content: text}, Usage: kernel.Usage{InputTokens: int64(kernel.CountRequest(nil, req.Messages, nil)), OutputTokens: 10}}, nil
+}
+
+// TestTextProtocolCompaction: compaction works the same on a text-protocol
+// session: summaries are plain requests, every turn's request stays in
+// text with its calls and results paired.
+func TestTextProtocolCompaction(t *testing.T) {
+	c := codecOf(t, toolproto.Hermes)
+	p := &textLoop{c: c, calls: 8}
+	var compacted int
+	k, err := kernel.New(kernel.Config{Provider: p, Store: memory.New(), Tools: registry(t, bigTool(6000)), Model: "local",
+		MaxTurns: 20, ContextWindow: 8000,
+		ToolProtocols: map[string]kernel.ToolProtocol{"local": {Mode: kernel.ToolsText}},
+		OnEvent: func(e kernel.Event) {
+			if _, ok := e.(kernel.ContextCompacted); ok {
+				compacted++
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(context.Background(), "", "read them all")
+	if err != nil || res.StopReason != kernel.StopCompleted || len(res.Calls) != 8 {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	if compacted == 0 {
+		t.Fatal("no compaction: the test does not exercise it")
+	}
+	for i, req := range p.reqs {
+		summary := strings.Contains(req.Messages[0].Content, "You compact the history")
+		if len(req.Tools) != 0 || summary == strings.Contains(req.Messages[0].Content, "<tools>") {
+			t.Fatalf("request %d: tools field %d, summary %v: %s", i+1, len(req.Tools), summary, transcript([]kernel.Request{req}, i+1))
+		}
+		for _, m := range req.Messages {
+			if m.Role == kernel.RoleTool || len(m.ToolCalls) > 0 {
+				t.Fatalf("request %d has a native tool message: %+v", i+1, m)
+			}
+		}
 	}
 }
