@@ -71,7 +71,7 @@ func eventSamples() []kernel.Event {
 		kernel.MessageCompleted{Turn: 1, Usage: usage, CostUSD: 0.01, Duration: 1500 * time.Millisecond,
 			Message: kernel.Message{Seq: 2, Role: kernel.RoleAssistant, Content: "c", Reasoning: "r", ToolCalls: []kernel.ToolCall{call},
 				ToolCallID: "c0", ToolName: "t", IsError: true, Time: now, Model: "m", ReasoningField: "reasoning", Failed: "f",
-				Raw: "r", Correction: "prose_after_call"}},
+				Protocol: &kernel.ProtocolNote{Raw: "r", Correction: "prose_after_call"}}},
 		kernel.ToolStarted{Turn: 1, CallID: "c1", Tool: "t", Args: "{}", Progress: "[1/8] running tools: t"},
 		kernel.ToolProgress{CallID: "c1", Tool: "t", Text: "half"},
 		kernel.ToolCompleted{CallID: "c1", Tool: "t", Outcome: kernel.OutcomeError, IsError: true, Error: "e", Bytes: 3, Duration: 850 * time.Microsecond},

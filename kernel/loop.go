@@ -16,6 +16,9 @@ type run struct {
 	meta    SessionMeta
 	pending *Approval
 	isNew   bool
+	// corrected: the last generation broke the text tool protocol and was
+	// corrected; another violation now stops the run.
+	corrected bool
 	// msgs is the history as sent to the provider: the system message (when
 	// configured, never stored) followed by the stored messages. The loop
 	// only appends to it.
@@ -48,9 +51,6 @@ type run struct {
 	namesOf *ToolSpec
 	// outs is dispatch's memory for a round's results (callOuts).
 	outs []callOut
-	// corrected: the last generation broke the text tool protocol and was
-	// corrected; another violation now stops the run.
-	corrected bool
 }
 
 // Run sends prompt to the model in the session sessionID (a new session when

@@ -50,15 +50,40 @@ type Message struct {
 	// they answer, are kept in the session but left out of requests, so
 	// the next prompt never follows another user message.
 	Failed string `json:"failed,omitempty"`
-	// Raw is an assistant message exactly as the model wrote it, when it
-	// came through the text tool protocol (see ToolProtocol): Content is
-	// then the text before its first call, and ToolCalls the calls read
+	// Protocol is set on the messages of the text tool protocol (see
+	// ToolProtocol) and nil on every other message (a pointer, so that
+	// messages without it stay as small as they were).
+	Protocol *ProtocolNote `json:"protocol,omitempty"`
+}
+
+// ProtocolNote is what a message of the text tool protocol carries beside
+// its content. Like its message, it never changes once in a history.
+type ProtocolNote struct {
+	// Raw is an assistant message exactly as the model wrote it: Content
+	// is then the text before its first call, and ToolCalls the calls read
 	// from it. Requests in text mode send Raw back verbatim.
 	Raw string `json:"raw,omitempty"`
 	// Correction marks a user message the kernel wrote to correct a
-	// violation of the text tool protocol; it holds the violation's kind
-	// (toolproto.Kind). It does not start a run.
+	// violation of the protocol; it holds the violation's kind
+	// (toolproto.Kind). Such a message does not start a run.
 	Correction string `json:"correction,omitempty"`
+}
+
+// RawText is the answer as the model wrote it (Protocol.Raw), or "".
+func (m *Message) RawText() string {
+	if m.Protocol == nil {
+		return ""
+	}
+	return m.Protocol.Raw
+}
+
+// CorrectionKind is the violation a kernel-written correction answers
+// (Protocol.Correction), or "".
+func (m *Message) CorrectionKind() string {
+	if m.Protocol == nil {
+		return ""
+	}
+	return m.Protocol.Correction
 }
 
 // ToolCall is one call the model asked for.

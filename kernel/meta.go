@@ -33,10 +33,6 @@ type SessionMeta struct {
 	// session (see Inbox), committed with them: a message the inbox offers
 	// again after a crash is not delivered twice.
 	Delivered []string `json:"delivered,omitempty"`
-	// TextTools are the models that refused native tool calling in this
-	// session (ToolsAuto switched them to the text protocol); resumed runs
-	// and approvals keep them on text, so they send the same requests.
-	TextTools []string `json:"text_tools,omitempty"`
 	// Context is what the session was started with (workspace, config
 	// files, policy, model, store), so approvals and later runs resume in
 	// the same place. Absent in sessions written before it existed.

@@ -215,7 +215,7 @@ func retryAfterOf(err error) time.Duration {
 // isEmpty reports whether a generation has nothing to act on (a text
 // protocol answer that broke the rules has its Raw text to correct).
 func isEmpty(m *Message) bool {
-	return strings.TrimSpace(m.Content) == "" && len(m.ToolCalls) == 0 && strings.TrimSpace(m.Raw) == ""
+	return strings.TrimSpace(m.Content) == "" && len(m.ToolCalls) == 0 && strings.TrimSpace(m.RawText()) == ""
 }
 
 // genCall says how callModel runs a generation other than the turn's own

@@ -112,7 +112,7 @@ func (st *State) finishCall(tool string, o Outcome, counted bool) {
 func (st *State) apply(m *Message) {
 	switch m.Role {
 	case RoleUser:
-		if m.Correction != "" {
+		if m.CorrectionKind() != "" {
 			st.correct()
 			return
 		}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"maps"
 	"strings"
 
 	"github.com/agentkernel/agentkernel/kernel/toolproto"
@@ -38,6 +38,23 @@ type ToolProtocol struct {
 	// Format is the text protocol's syntax: toolproto.Hermes (the
 	// default) or toolproto.JSON. Unused in native mode.
 	Format string
+}
+
+// LabelTextTools is the session label that lists, comma-separated, the
+// models ToolsAuto switched to the text protocol in the session (the
+// server refused their tools, or they wrote their calls as text). A
+// resumed run or an approval keeps them on text, so it sends the requests
+// the run would have sent. Policy sees it as session.labels.text_tools.
+const LabelTextTools = "text_tools"
+
+// textTool reports whether the session switched model to text.
+func textTool(meta *SessionMeta, model string) bool {
+	for m := range strings.SplitSeq(meta.Labels[LabelTextTools], ",") {
+		if m == model {
+			return true
+		}
+	}
+	return false
 }
 
 // CodeToolsUnsupported is the ProviderError code of a server that refuses
@@ -119,7 +136,7 @@ func (r *run) protoFor(model string) proto {
 	switch {
 	case !ok:
 		return proto{native: true}
-	case p.mode == ToolsText || slices.Contains(r.meta.TextTools, model):
+	case p.mode == ToolsText || textTool(&r.meta, model):
 		return proto{codec: p.codec}
 	}
 	return proto{codec: p.codec, native: true} // auto, not switched
@@ -156,12 +173,12 @@ func textRequest(req Request, c *toolproto.Codec) Request {
 		switch m.Role {
 		case RoleAssistant:
 			switch {
-			case m.Raw != "":
-				m.Content = m.Raw
+			case m.RawText() != "":
+				m.Content = m.RawText()
 			case len(m.ToolCalls) > 0:
 				m.Content = c.FormatCalls(m.Content, protoCalls(m.ToolCalls))
 			}
-			m.ToolCalls, m.Raw, m.Reasoning, m.ReasoningField = nil, "", "", ""
+			m.ToolCalls, m.Protocol, m.Reasoning, m.ReasoningField = nil, nil, "", ""
 			out.Messages = append(out.Messages, m)
 		case RoleTool:
 			j := i
@@ -264,7 +281,7 @@ func (r *run) streamProto(ctx context.Context, req Request, sink func(Delta), p 
 		}
 		switched = true
 	}
-	m.Raw, m.Content = m.Content, a.Text
+	m.Protocol, m.Content = &ProtocolNote{Raw: m.Content}, a.Text
 	for _, c := range a.Calls {
 		m.ToolCalls = append(m.ToolCalls, ToolCall{Name: c.Name, Arguments: c.Arguments})
 	}
@@ -275,10 +292,19 @@ func (r *run) streamProto(ctx context.Context, req Request, sink func(Delta), p 
 // switchToText remembers for the session that model takes tools as text,
 // and says so once.
 func (r *run) switchToText(model string, c *toolproto.Codec, why string) {
-	if slices.Contains(r.meta.TextTools, model) {
+	if textTool(&r.meta, model) {
 		return
 	}
-	r.meta.TextTools = append(slices.Clip(r.meta.TextTools), model)
+	// A new map: the one in meta may be shared with a stored copy.
+	labels := maps.Clone(r.meta.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if old := labels[LabelTextTools]; old != "" {
+		model = old + "," + model
+	}
+	labels[LabelTextTools] = model
+	r.meta.Labels = labels
 	r.k.emitIf(func() Event {
 		return Notice{Source: "tool_protocol", Level: "info",
 			Text: fmt.Sprintf("%s: %s; using the text tool protocol (%s) for this model in this session", model, why, c.Name())}
@@ -314,7 +340,7 @@ func (r *run) correct(ctx context.Context, resp Response, tools []ToolSpec) (res
 	for i := range tools {
 		names[i] = tools[i].Name
 	}
-	fix := Message{Role: RoleUser, Content: t.codec.Correction(v, names, toolproto.DecoderConfig{}), Correction: string(v.Kind), Time: msg.Time}
+	fix := Message{Role: RoleUser, Content: t.codec.Correction(v, names, toolproto.DecoderConfig{}), Protocol: &ProtocolNote{Correction: string(v.Kind)}, Time: msg.Time}
 	if err := r.commit(ctx, Step{Messages: []Message{msg, fix}}); err != nil {
 		res, err := r.fail(ctx, err)
 		return res, err, true

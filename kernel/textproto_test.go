@@ -145,7 +145,7 @@ func TestTextProtocolGolden(t *testing.T) {
 			golden(t, format+"/parallel_round", transcript(reqs[1:], 2))
 			sess := checkHistory(t, h.store, res.SessionID)
 			a := sess.Messages[1]
-			if a.Raw != parallel || a.Content != "I'll echo both.\n" || len(a.ToolCalls) != 2 || a.ToolCalls[0].ID == a.ToolCalls[1].ID {
+			if a.RawText() != parallel || a.Content != "I'll echo both.\n" || len(a.ToolCalls) != 2 || a.ToolCalls[0].ID == a.ToolCalls[1].ID {
 				t.Fatalf("stored answer = %+v", a)
 			}
 			if sess.Messages[2].ToolCallID != a.ToolCalls[0].ID || sess.Messages[3].ToolCallID != a.ToolCalls[1].ID ||
@@ -174,10 +174,10 @@ func TestTextProtocolGolden(t *testing.T) {
 				golden(t, format+"/correction_"+string(kind), transcript(reqs[1:2], 2))
 				sess := checkHistory(t, h.store, res.SessionID)
 				fix := sess.Messages[2]
-				if fix.Role != kernel.RoleUser || fix.Correction != string(kind) || !strings.HasPrefix(fix.Content, toolproto.CorrectionPrefix) {
+				if fix.Role != kernel.RoleUser || fix.CorrectionKind() != string(kind) || !strings.HasPrefix(fix.Content, toolproto.CorrectionPrefix) {
 					t.Fatalf("correction = %+v", fix)
 				}
-				if sess.Messages[1].Raw != answer || len(sess.Messages[1].ToolCalls) != 0 {
+				if sess.Messages[1].RawText() != answer || len(sess.Messages[1].ToolCalls) != 0 {
 					t.Fatalf("the violating answer is not stored as written: %+v", sess.Messages[1])
 				}
 				st, err := kernel.WalkState(sess, 0, nil)
@@ -232,7 +232,7 @@ func TestTextProtocolRepeatedViolation(t *testing.T) {
 			t.Fatalf("result = %+v", res)
 		}
 		sess := checkHistory(t, h.store, res.SessionID)
-		if n := len(sess.Messages); n != 4 || sess.Messages[3].Raw != bad || sess.Meta.Status != kernel.StatusFailed {
+		if n := len(sess.Messages); n != 4 || sess.Messages[3].RawText() != bad || sess.Meta.Status != kernel.StatusFailed {
 			t.Fatalf("stored %d messages: %+v", n, sess.Messages)
 		}
 	})
@@ -279,8 +279,8 @@ func TestAutoSwitchOnRefusal(t *testing.T) {
 	}
 	h.mu.Unlock()
 	sess := checkHistory(t, h.store, res.SessionID)
-	if notices != 1 || len(sess.Meta.TextTools) != 1 || sess.Meta.TextTools[0] != "local" {
-		t.Fatalf("notices %d, text tools %v", notices, sess.Meta.TextTools)
+	if notices != 1 || sess.Meta.Labels[kernel.LabelTextTools] != "local" {
+		t.Fatalf("notices %d, labels %v", notices, sess.Meta.Labels)
 	}
 	// A restart: a new kernel over the same store sends text at once.
 	cfg2 := textConfig(t, toolproto.Hermes, kernel.ToolsAuto, kerneltest.EchoTool("echo"))
@@ -376,13 +376,13 @@ func TestCorrectionKindsInSchema(t *testing.T) {
 	}
 	var doc struct {
 		Defs struct {
-			Message struct {
+			Note struct {
 				Properties struct {
 					Correction struct {
 						Enum []string `json:"enum"`
 					} `json:"correction"`
 				} `json:"properties"`
-			} `json:"message"`
+			} `json:"protocolNote"`
 		} `json:"$defs"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
@@ -392,7 +392,7 @@ func TestCorrectionKindsInSchema(t *testing.T) {
 	for _, k := range toolproto.Kinds() {
 		kinds = append(kinds, string(k))
 	}
-	if got := doc.Defs.Message.Properties.Correction.Enum; !slices.Equal(got, kinds) {
+	if got := doc.Defs.Note.Properties.Correction.Enum; !slices.Equal(got, kinds) {
 		t.Fatalf("schema lists %v, the codec reports %v", got, kinds)
 	}
 }

@@ -204,16 +204,16 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 		switch msg.Role {
 		case kernel.RoleUser:
 			who := "user"
-			if msg.Correction != "" {
-				who = "kernel correction (" + msg.Correction + ")"
+			if k := msg.CorrectionKind(); k != "" {
+				who = "kernel correction (" + k + ")"
 			}
 			fmt.Fprintf(w, "[%d] %s\n%s\n\n", msg.Seq, who, indent(msg.Content))
 		case kernel.RoleAssistant:
 			text := msg.Content
-			if msg.Raw != "" && len(msg.ToolCalls) == 0 && msg.Raw != msg.Content {
+			if raw := msg.RawText(); raw != "" && len(msg.ToolCalls) == 0 && raw != msg.Content {
 				// A text-protocol answer that broke the rules: as written.
 				fmt.Fprintf(w, "[%d] assistant (broke the tool protocol; nothing ran)\n", msg.Seq)
-				text = msg.Raw
+				text = raw
 			} else {
 				fmt.Fprintf(w, "[%d] assistant\n", msg.Seq)
 			}

@@ -66,7 +66,7 @@ func readRun(t *testing.T, export string) (storedRun, int) {
 			Type      string                             `json:"type"`
 			Role      string                             `json:"role"`
 			Content   string                             `json:"content"`
-			Raw       string                             `json:"raw"`
+			Protocol  struct{ Raw string }               `json:"protocol"`
 			ToolName  string                             `json:"tool_name"`
 			IsError   bool                               `json:"is_error"`
 			ToolCalls []struct{ Name, Arguments string } `json:"tool_calls"`
@@ -76,7 +76,7 @@ func readRun(t *testing.T, export string) (storedRun, int) {
 		}
 		switch m.Role {
 		case "assistant":
-			if m.Raw != "" {
+			if m.Protocol.Raw != "" {
 				raw++
 			}
 			for _, c := range m.ToolCalls {

@@ -110,7 +110,7 @@ func TestAutoToolProtocolOnServers(t *testing.T) {
 			if sess.Messages[2].Role != kernel.RoleTool || sess.Messages[2].ToolCallID != id {
 				t.Fatalf("stored result not paired: %+v", sess.Messages[2])
 			}
-			if len(sess.Meta.TextTools) != 1 {
+			if sess.Meta.Labels[kernel.LabelTextTools] != "local" {
 				t.Fatalf("the switch is not remembered: %+v", sess.Meta)
 			}
 			notices := 0

@@ -21,8 +21,8 @@ import (
 //	role, flags (bit 0 is_error, bit 1 has time, bit 2 has more),
 //	[unix seconds (varint), nanoseconds (uvarint)], content, reasoning,
 //	tool_call_id, tool_name, number of tool calls, then id, name,
-//	arguments of each call, [model, reasoning_field, failed, raw,
-//	correction]
+//	arguments of each call, [model, reasoning_field, failed,
+//	protocol.raw, protocol.correction]
 //
 // The last five strings are written only when one of them is set (flag
 // bit 2), so a message without them is encoded as before they existed.
@@ -110,7 +110,7 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 	if !m.Time.IsZero() {
 		flags |= flagHasTime
 	}
-	more := m.Model != "" || m.ReasoningField != "" || m.Failed != "" || m.Raw != "" || m.Correction != ""
+	more := m.Model != "" || m.ReasoningField != "" || m.Failed != "" || m.Protocol != nil
 	if more {
 		flags |= flagHasMore
 	}
@@ -133,8 +133,8 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 		b = appendString(b, m.Model)
 		b = appendString(b, m.ReasoningField)
 		b = appendString(b, m.Failed)
-		b = appendString(b, m.Raw)
-		b = appendString(b, m.Correction)
+		b = appendString(b, m.RawText())
+		b = appendString(b, m.CorrectionKind())
 	}
 	return seal(b, start)
 }
@@ -143,7 +143,7 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 func encodedSize(m *kernel.Message) int {
 	n := 1 + 4 + 2*binary.MaxVarintLen64 + 1 + 11*binary.MaxVarintLen64 +
 		len(m.Role) + len(m.Content) + len(m.Reasoning) + len(m.ToolCallID) + len(m.ToolName) +
-		len(m.Model) + len(m.ReasoningField) + len(m.Failed) + len(m.Raw) + len(m.Correction)
+		len(m.Model) + len(m.ReasoningField) + len(m.Failed) + len(m.RawText()) + len(m.CorrectionKind())
 	for _, c := range m.ToolCalls {
 		n += 3*binary.MaxVarintLen64 + len(c.ID) + len(c.Name) + len(c.Arguments)
 	}
@@ -246,8 +246,9 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 		m.Model = r.str()
 		m.ReasoningField = r.str()
 		m.Failed = r.str()
-		m.Raw = r.str()
-		m.Correction = r.str()
+		if raw, fix := r.str(), r.str(); raw != "" || fix != "" {
+			m.Protocol = &kernel.ProtocolNote{Raw: raw, Correction: fix}
+		}
 	}
 	if r.err != nil {
 		return r.err

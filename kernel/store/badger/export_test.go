@@ -30,7 +30,7 @@ func fixture() (kernel.SessionMeta, []kernel.Message, *kernel.Approval) {
 		{Seq: 2, Role: kernel.RoleAssistant, Content: "Looking.", Reasoning: "the user wants a listing", Time: at(1),
 			ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "list_dir", Arguments: `{"path":"."}`}, {ID: "c2", Name: "git.git_status", Arguments: `{}`}},
 			Model:     "gpt-test", ReasoningField: "reasoning_content",
-			Raw: "Looking.<tool_call>{\"name\": \"list_dir\", \"arguments\": {\"path\":\".\"}}</tool_call><tool_call>{\"name\": \"git.git_status\"}</tool_call>"},
+			Protocol: &kernel.ProtocolNote{Raw: "Looking.<tool_call>{\"name\": \"list_dir\", \"arguments\": {\"path\":\".\"}}</tool_call><tool_call>{\"name\": \"git.git_status\"}</tool_call>"}},
 		{Seq: 3, Role: kernel.RoleTool, ToolCallID: "c1", ToolName: "list_dir", Content: "a.go\nb.go\n", Time: at(2)},
 		{Seq: 4, Role: kernel.RoleTool, ToolCallID: "c2", ToolName: "git.git_status", Content: "error: not a repository", IsError: true, Time: at(2)},
 		{Seq: 5, Role: kernel.RoleAssistant, Content: "Two Go files: a.go and b.go ✓ <ok> & done", Time: at(3)},
@@ -41,7 +41,7 @@ func fixture() (kernel.SessionMeta, []kernel.Message, *kernel.Approval) {
 	meta := kernel.SessionMeta{ID: "06h06p6rta3zzj1h", Title: "list the files", Model: "gpt-test", Status: kernel.StatusAwaitingApproval,
 		Created: at(0), Updated: at(11), LastSeq: 7, Runs: 2, Turns: 3,
 		Usage: kernel.Usage{InputTokens: 1200, OutputTokens: 80, CachedInputTokens: 512}, CostUSD: 0.0042,
-		Labels: map[string]string{"team": "infra"}, TextTools: []string{"gpt-test"}}
+		Labels: map[string]string{"team": "infra"}}
 	pending := &kernel.Approval{ID: "a1", SessionID: meta.ID, Call: msgs[6].ToolCalls[0],
 		Args: json.RawMessage(`{"path":"README.md","content":"# demo"}`), RuleID: "writes-need-approval",
 		Message: "writes need approval", DecisionID: "d1", Created: at(11), Expires: at(11).Add(24 * time.Hour)}
