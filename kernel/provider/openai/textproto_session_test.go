@@ -6,37 +6,17 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai/openaitest"
 )
 
 // autoSession is newSession with the model on tool_protocol: auto.
 func autoSession(t *testing.T, steps ...openaitest.Step) *session {
 	t.Helper()
-	s := newSession(t, "local", steps...)
-	p, err := openai.New(openai.Config{BaseURL: s.srv.URL(), APIKeyEnv: "AGENTKERNEL_TEST_UNSET_KEY"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := kernel.New(kernel.Config{
-		Provider: p, Store: s.store, Tools: s.k.Tools(), Model: "local", ModelTimeout: 20 * time.Second,
-		ToolProtocols: map[string]kernel.ToolProtocol{"local": {Mode: kernel.ToolsAuto}},
-		Retry: kernel.RetryPolicy{Sleep: func(ctx context.Context, d time.Duration) error {
-			s.mu.Lock()
-			s.sleeps = append(s.sleeps, d)
-			s.mu.Unlock()
-			return ctx.Err()
-		}},
-		OnEvent: func(e kernel.Event) { s.events = append(s.events, e) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.k = k
-	return s
+	return newSessionWith(t, "local", func(c *kernel.Config) {
+		c.ToolProtocols = map[string]kernel.ToolProtocol{"local": {Mode: kernel.ToolsAuto}}
+	}, steps...)
 }
 
 // TestAutoToolProtocolOnServers emulates the servers where the text
