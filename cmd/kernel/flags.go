@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/toolproto"
 )
 
@@ -31,6 +32,9 @@ type commonFlags struct {
 	// toolProtocol and toolFormat apply to every model of the run.
 	toolProtocol oneOf
 	toolFormat   oneOf
+	// workspaceID is the identity a resumed session recorded for its
+	// workspace (resume): the built-in tools refuse another directory.
+	workspaceID *kernel.FileID
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -83,6 +87,7 @@ func (c *commonFlags) load() (*Config, error) {
 	if c.workspace != "" {
 		cfg.Workspace = absPath(c.workspace)
 	}
+	cfg.workspaceID = c.workspaceID
 	if c.script != "" {
 		cfg.Model.Script = absPath(c.script)
 		if c.provider.v == "" {
