@@ -281,7 +281,10 @@ func (r *run) streamProto(ctx context.Context, req Request, sink func(Delta), p 
 		}
 		switched = true
 	}
-	m.Protocol, m.Content = &ProtocolNote{Raw: m.Content}, a.Text
+	if m.Content != a.Text { // an answer with calls (or that broke the rules)
+		m.Protocol = &ProtocolNote{Raw: m.Content}
+	}
+	m.Content = a.Text
 	for _, c := range a.Calls {
 		m.ToolCalls = append(m.ToolCalls, ToolCall{Name: c.Name, Arguments: c.Arguments})
 	}

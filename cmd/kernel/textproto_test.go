@@ -2,12 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/catalog"
 )
 
 // demoCopy sets up the demo as examples/demo/run.sh does (a copy of the
@@ -123,7 +127,8 @@ func TestDemoTextProtocol(t *testing.T) {
 			t.Errorf("%s: stdout:\n%s", name, out)
 		}
 		r, raw := readRun(t, exportSession(t, store))
-		if want := map[bool]int{false: 0, true: 6}[mode != nil]; raw != want {
+		// The five answers with calls keep their text as written.
+		if want := map[bool]int{false: 0, true: 5}[mode != nil]; raw != want {
 			t.Errorf("%q: %d answers read as text, want %d", name, raw, want)
 		}
 		runs[name] = r
@@ -136,5 +141,103 @@ func TestDemoTextProtocol(t *testing.T) {
 		if !reflect.DeepEqual(r, native) {
 			t.Errorf("%q differs from the native run:\n%+v\nnative:\n%+v", name, r, native)
 		}
+	}
+}
+
+// TestApproveKeepsToolProtocol: a run started with --tool-protocol text
+// that stops for an approval continues, under `kernel approve` without the
+// flag, with the text protocol: the answer after the approval is read as
+// text and its call runs.
+func TestApproveKeepsToolProtocol(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	script := `steps:
+  - tool_calls:
+      - {name: write_file, args: {path: NOTES.md, content: "remember the milk\n"}}
+  - match: {role: tool, contains: "NOTES.md"}
+    raw: "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"NOTES.md\"}}\n</tool_call>"
+  - match: {role: tool, contains: "remember the milk"}
+    text: "Wrote and checked NOTES.md."
+`
+	cfg := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\npolicy: {file: " +
+		absPath("../../examples/policies/coding.yaml") + "}\ntools:\n  builtin:\n    enable: [read_file, list_dir, search, write_file, edit_file, run_command]\n"
+	for name, body := range map[string]string{"script.yaml": script, "kernel.yaml": cfg} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := t.TempDir()
+	conf := filepath.Join(dir, "kernel.yaml")
+	_, errOut, err := cli(t, "run", "--config", conf, "--store", store, "--tool-protocol", "text", "write a note")
+	if err != nil || !strings.Contains(errOut, "approval required: write_file") {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	id := sessionLine.FindStringSubmatch(errOut)[1]
+	out, errOut, err := cli(t, "approve", "--store", store, "--yes", id)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if !strings.Contains(errOut, "✓ read_file") || !strings.Contains(out, "Wrote and checked NOTES.md.") || strings.Contains(out+errOut, "<tool_call>") {
+		t.Fatalf("the approval did not continue with the text protocol:\nstdout %s\nstderr %s", out, errOut)
+	}
+}
+
+// TestToolProtocolPrecedence: the flag, then model.overrides, then
+// model.tool_protocol, then the catalog decide each model's protocol.
+func TestToolProtocolPrecedence(t *testing.T) {
+	cat, err := catalog.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "kernel.yaml")
+	body := `model:
+  provider: openai
+  base_url: http://127.0.0.1:11434/v1
+  name: gemma3:4b
+  fallbacks: [qwen2.5-coder:7b, llama3.2:3b]
+  tool_protocol: native
+  overrides:
+    llama3.2:3b: {tool_protocol: text}
+`
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		flags []string
+		want  map[string]kernel.ToolProtocol
+	}{
+		// model.tool_protocol: native wins over the catalog's auto for
+		// gemma3; the override sets llama3.2, which keeps its catalog format.
+		{nil, map[string]kernel.ToolProtocol{"llama3.2:3b": {Mode: kernel.ToolsText, Format: "json"}}},
+		// The flags win over everything, for every model.
+		{[]string{"--tool-protocol", "auto", "--tool-format", "hermes"}, map[string]kernel.ToolProtocol{
+			"gemma3:4b": {Mode: kernel.ToolsAuto, Format: "hermes"}, "qwen2.5-coder:7b": {Mode: kernel.ToolsAuto, Format: "hermes"},
+			"llama3.2:3b": {Mode: kernel.ToolsAuto, Format: "hermes"}}},
+	} {
+		var cf commonFlags
+		fs := newFlagSet("run", "", io.Discard)
+		cf.register(fs)
+		if err := fs.Parse(append([]string{"--config", conf}, tc.flags...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := cf.load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.toolProtocols(cat); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%v: %v, want %v", tc.flags, got, tc.want)
+		}
+	}
+	// A bad value names the field.
+	os.WriteFile(conf, []byte("model:\n  tool_protocol: sometimes\n"), 0o600)
+	if _, _, err := cli(t, "tools", "--config", conf); err == nil || !strings.Contains(err.Error(), "model.tool_protocol") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, _, err := cli(t, "run", "--tool-protocol", "sometimes", "hi"); err == nil {
+		t.Fatal("--tool-protocol sometimes was accepted")
 	}
 }
