@@ -461,3 +461,38 @@ func TestTextProtocolCompaction(t *testing.T) {
 		}
 	}
 }
+
+// TestCorrectionReplayedOnResume: a later run, in a new kernel over the
+// same store, sends the corrected exchange exactly as the first run did.
+func TestCorrectionReplayedOnResume(t *testing.T) {
+	c := codecOf(t, toolproto.JSON)
+	bad := violations(c)[toolproto.MalformedCall]
+	good := c.FormatCalls("", []toolproto.Call{{Name: "echo", Arguments: `{"text":"hi"}`}})
+	h := newHarness(t, textConfig(t, toolproto.JSON, kernel.ToolsText, kerneltest.EchoTool("echo")), raw(bad), raw(good), raw("Said hi."), raw("Again."))
+	res, err := h.k.Run(context.Background(), "", "echo hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := textConfig(t, toolproto.JSON, kernel.ToolsText, kerneltest.EchoTool("echo"))
+	cfg.Provider, cfg.Store = h.prov, h.store
+	k2, err := kernel.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k2.Run(context.Background(), res.SessionID, "again"); err != nil {
+		t.Fatal(err)
+	}
+	reqs := h.prov.Requests()
+	last, resumed := reqs[2].Messages, reqs[3].Messages
+	if len(resumed) != len(last)+2 {
+		t.Fatalf("resumed request has %d messages, the run's last had %d", len(resumed), len(last))
+	}
+	for i := range last {
+		if last[i].Role != resumed[i].Role || last[i].Content != resumed[i].Content {
+			t.Fatalf("message %d differs after resume:\n%+v\n%+v", i, last[i], resumed[i])
+		}
+	}
+	if resumed[2].Content != bad || !strings.HasPrefix(resumed[3].Content, toolproto.CorrectionPrefix) {
+		t.Fatalf("the corrected exchange is not replayed as written: %s", transcript(reqs[3:], 4))
+	}
+}

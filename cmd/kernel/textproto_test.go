@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -239,5 +240,39 @@ func TestToolProtocolPrecedence(t *testing.T) {
 	}
 	if _, _, err := cli(t, "run", "--tool-protocol", "sometimes", "hi"); err == nil {
 		t.Fatal("--tool-protocol sometimes was accepted")
+	}
+}
+
+// TestToolProtocolStopCLI: a scripted model that breaks the protocol twice
+// gets one correction, then the run stops as tool_protocol (exit status
+// 1); the events match their schema and the transcript shows both.
+func TestToolProtocolStopCLI(t *testing.T) {
+	dir := t.TempDir()
+	script := `steps:
+  - raw: "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"README.md\"}}\n</tool_call>\nThe README says hello."
+  - match: {role: user, contains: "Tool protocol error"}
+    raw: "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>"
+`
+	if err := os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, events := t.TempDir(), filepath.Join(dir, "events.jsonl")
+	_, errOut, err := cli(t, "run", "--script", filepath.Join(dir, "script.yaml"), "--tool-protocol", "text", "--workspace", "../../examples/demo/workspace",
+		"--store", store, "--events", events, "read the readme")
+	if err == nil || !strings.Contains(err.Error(), "broke the text tool protocol again after 1 correction(s): unknown_tool") {
+		t.Fatalf("err = %v\n%s", err, errOut)
+	}
+	for _, want := range []string{"tool_protocol: the model broke the text tool protocol: prose_after_call", "tool_protocol · the model kept breaking"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	types := validateEvents(t, events)
+	if len(types) == 0 || types[len(types)-1] != "run.failed" || !slices.Contains(types, "notice") {
+		t.Errorf("events: %v", types)
+	}
+	out, _, err := cli(t, "sessions", "show", "--store", store, sessionLine.FindStringSubmatch(errOut)[1])
+	if err != nil || !strings.Contains(out, "kernel correction (prose_after_call)") || !strings.Contains(out, "assistant (broke the tool protocol; nothing ran)") {
+		t.Fatalf("%v\n%s", err, out)
 	}
 }
