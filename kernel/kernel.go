@@ -110,7 +110,10 @@ type Kernel struct {
 	limit  *toolLimiter // nil: no cap
 	emitMu sync.Mutex
 	retry  RetryPolicy
-	calib  calibration
+	calib  *calibration
+	// principal and interrupt are the RunOptions of a Kernel made by With.
+	principal string
+	interrupt <-chan struct{}
 	// realClock: Config.Now is time.Now, so one reading serves both as a
 	// timestamp and, with its monotonic part, for durations.
 	realClock bool
@@ -162,7 +165,7 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.MaxCorrections == 0 {
 		cfg.MaxCorrections = DefaultMaxCorrections
 	}
-	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), realClock: realClock,
+	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), calib: new(calibration), realClock: realClock,
 		protos: protos, maxCorrections: cfg.MaxCorrections}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {

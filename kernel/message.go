@@ -54,6 +54,9 @@ type Message struct {
 	// ToolProtocol) and nil on every other message (a pointer, so that
 	// messages without it stay as small as they were).
 	Protocol *ProtocolNote `json:"protocol,omitempty"`
+	// Approval is set on the tool message that answers a call a human
+	// decided: the decision and who made it.
+	Approval *ApprovalRecord `json:"approval,omitempty"`
 }
 
 // ProtocolNote is what a message of the text tool protocol carries beside
@@ -84,6 +87,19 @@ func (m *Message) CorrectionKind() string {
 		return ""
 	}
 	return m.Protocol.Correction
+}
+
+// ApprovalRecord is how a pending approval was decided, recorded with the
+// call's result (Message.Approval) and in the decision log.
+type ApprovalRecord struct {
+	// ID is the approval's.
+	ID       string `json:"id"`
+	Approved bool   `json:"approved"`
+	// Expired: nobody decided in time (Config.ApprovalTTL).
+	Expired bool `json:"expired,omitempty"`
+	// By names who decided (RunOptions.Principal), when the front end said.
+	By   string `json:"by,omitempty"`
+	Note string `json:"note,omitempty"`
 }
 
 // ToolCall is one call the model asked for.
