@@ -259,15 +259,20 @@ func (r *run) streamProto(ctx context.Context, req Request, sink func(Delta), p 
 	}
 	dec := p.codec.NewDecoder(decoderConfig(tools))
 	show := func(s string) { sink(Delta{Kind: DeltaText, Text: s}) }
+	fed := false
 	resp, streamed, err = r.streamOnce(ctx, req, func(d Delta) {
 		if d.Kind != DeltaText {
 			sink(d)
 			return
 		}
+		fed = true
 		dec.Write(d.Text, show)
 	})
 	if err != nil {
 		return resp, streamed, false, err
+	}
+	if !fed { // a provider that streamed nothing: read the whole answer
+		dec.Write(resp.Message.Content, show)
 	}
 	a := dec.Close(show)
 	m := &resp.Message

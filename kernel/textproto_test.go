@@ -496,3 +496,29 @@ func TestCorrectionReplayedOnResume(t *testing.T) {
 		t.Fatalf("the corrected exchange is not replayed as written: %s", transcript(reqs[3:], 4))
 	}
 }
+
+// silent answers without streaming a delta, as a provider may.
+type silent struct{ answers []string }
+
+func (s *silent) Stream(_ context.Context, _ kernel.Request, _ func(kernel.Delta)) (kernel.Response, error) {
+	a := s.answers[0]
+	s.answers = s.answers[1:]
+	return kernel.Response{Message: kernel.Message{Content: a}}, nil
+}
+
+// TestTextProtocolWithoutDeltas: an answer that was not streamed is read
+// whole.
+func TestTextProtocolWithoutDeltas(t *testing.T) {
+	c := codecOf(t, toolproto.Hermes)
+	cfg := textConfig(t, toolproto.Hermes, kernel.ToolsText, kerneltest.EchoTool("echo"))
+	cfg.Provider = &silent{answers: []string{c.FormatCalls("", []toolproto.Call{{Name: "echo", Arguments: `{"text":"hi"}`}}), "Said hi."}}
+	cfg.Store = memory.New()
+	k, err := kernel.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(context.Background(), "", "echo hi")
+	if err != nil || len(res.Calls) != 1 || res.Calls[0].Outcome != kernel.OutcomeOK || res.Output != "Said hi." {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+}
