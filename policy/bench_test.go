@@ -64,7 +64,7 @@ func genPolicy(n int, tests, unindexed bool) string {
 }
 
 func benchDecide(b *testing.B, n int, unindexed bool) {
-	p, err := policy.Compile("bench.yaml", []byte(genPolicy(n, false, unindexed)), policy.Options{})
+	p, err := policy.Compile(context.Background(), "bench.yaml", []byte(genPolicy(n, false, unindexed)), policy.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -125,7 +125,7 @@ surfaces:
 	for i := range 5 {
 		src += fmt.Sprintf("    - id: d%d\n      tools: [\"tool%d*\"]\n      when: session.tool_calls[tool.name] > %d\n", i, i, i+10)
 	}
-	p, err := policy.Compile("bench.yaml", []byte(src), policy.Options{})
+	p, err := policy.Compile(context.Background(), "bench.yaml", []byte(src), policy.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -149,13 +149,13 @@ surfaces:
 // test per rule. Target: under 50ms.
 func BenchmarkLoad(b *testing.B) {
 	src := []byte(genPolicy(100, true, false))
-	if _, err := policy.Load("bench.yaml", src, policy.Options{}); err != nil {
+	if _, err := policy.Load(context.Background(), "bench.yaml", src, policy.Options{}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := policy.Load("bench.yaml", src, policy.Options{}); err != nil {
+		if _, err := policy.Load(context.Background(), "bench.yaml", src, policy.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -251,7 +251,7 @@ func BenchmarkLoadRules(b *testing.B) {
 			b.ReportAllocs()
 			cpu0 := testutil.CPUTime()
 			for b.Loop() {
-				if _, err := policy.Load("load.yaml", src, policy.Options{}); err != nil {
+				if _, err := policy.Load(context.Background(), "load.yaml", src, policy.Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}

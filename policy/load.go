@@ -8,17 +8,12 @@ import (
 )
 
 // LoadFile reads and loads a policy file; see Load.
-func LoadFile(path string, opts Options) (*Policy, error) {
-	return LoadFileContext(context.Background(), path, opts)
-}
-
-// LoadFileContext is LoadFile, stopping with ctx's error when ctx is done.
-func LoadFileContext(ctx context.Context, path string, opts Options) (*Policy, error) {
+func LoadFile(ctx context.Context, path string, opts Options) (*Policy, error) {
 	src, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return LoadContext(ctx, path, src, opts)
+	return Load(ctx, path, src, opts)
 }
 
 func readFile(path string) ([]byte, error) {
@@ -38,15 +33,12 @@ func readFile(path string) ([]byte, error) {
 // Policy only when all of that succeeds; otherwise a *LoadError listing
 // every problem with its file:line:col (matching ErrSyntax, ErrCompile,
 // ErrLint or ErrTestsFailed). name is the file name used in messages.
-func Load(name string, src []byte, opts Options) (*Policy, error) {
-	return LoadContext(context.Background(), name, src, opts)
-}
-
-// LoadContext is Load, cancellable: when ctx is done it stops compiling
-// or testing within a few expressions and returns an error that matches
-// ctx's (context.Canceled or context.DeadlineExceeded) and names the file.
-// The kernel's CLI cancels it on SIGINT and SIGTERM.
-func LoadContext(ctx context.Context, name string, src []byte, opts Options) (*Policy, error) {
+//
+// When ctx is done it stops compiling or testing within a few expressions
+// and returns an error that matches ctx's (context.Canceled or
+// context.DeadlineExceeded) and names the file. The kernel's CLI cancels
+// it on SIGINT and SIGTERM.
+func Load(ctx context.Context, name string, src []byte, opts Options) (*Policy, error) {
 	p, ps, err := compileContext(ctx, name, src, opts)
 	if err != nil {
 		return nil, err
@@ -54,7 +46,7 @@ func LoadContext(ctx context.Context, name string, src []byte, opts Options) (*P
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
-	rep, err := p.RunTestsContext(ctx)
+	rep, err := p.RunTests(ctx)
 	if err != nil {
 		return nil, cancelled(name, "testing", err)
 	}
@@ -73,13 +65,9 @@ func LoadContext(ctx context.Context, name string, src []byte, opts Options) (*P
 // Compile parses, compiles and lints src without running its tests (and so
 // without the test-coverage lint). Use it to run the tests yourself
 // (RunTests) or to explain inputs against a policy under construction; do
-// not give its result to a kernel.
-func Compile(name string, src []byte, opts Options) (*Policy, error) {
-	return CompileContext(context.Background(), name, src, opts)
-}
-
-// CompileContext is Compile, stopping with ctx's error when ctx is done.
-func CompileContext(ctx context.Context, name string, src []byte, opts Options) (*Policy, error) {
+// not give its result to a kernel. It stops with ctx's error when ctx is
+// done.
+func Compile(ctx context.Context, name string, src []byte, opts Options) (*Policy, error) {
 	p, ps, err := compileContext(ctx, name, src, opts)
 	if err != nil {
 		return nil, err
@@ -91,18 +79,12 @@ func CompileContext(ctx context.Context, name string, src []byte, opts Options) 
 }
 
 // CompileFile reads and compiles a policy file; see Compile.
-func CompileFile(path string, opts Options) (*Policy, error) {
-	return CompileFileContext(context.Background(), path, opts)
-}
-
-// CompileFileContext is CompileFile, stopping with ctx's error when ctx
-// is done.
-func CompileFileContext(ctx context.Context, path string, opts Options) (*Policy, error) {
+func CompileFile(ctx context.Context, path string, opts Options) (*Policy, error) {
 	src, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return CompileContext(ctx, path, src, opts)
+	return Compile(ctx, path, src, opts)
 }
 
 // compileContext parses, compiles and lints src. The error is only ever
@@ -140,19 +122,13 @@ func cancelled(name, stage string, err error) error {
 // CheckFile is `kernel policy check`: it compiles and lints the file,
 // including the lint that needs the tests run (rules no test exercises),
 // but does not report test failures (that is `kernel policy test`). The
-// error is a *LoadError.
-func CheckFile(path string, opts Options) error {
-	return CheckFileContext(context.Background(), path, opts)
-}
-
-// CheckFileContext is CheckFile, stopping with ctx's error when ctx is
-// done.
-func CheckFileContext(ctx context.Context, path string, opts Options) error {
-	p, err := CompileFileContext(ctx, path, opts)
+// error is a *LoadError, or ctx's when ctx is done.
+func CheckFile(ctx context.Context, path string, opts Options) error {
+	p, err := CompileFile(ctx, path, opts)
 	if err != nil {
 		return err
 	}
-	rep, err := p.RunTestsContext(ctx)
+	rep, err := p.RunTests(ctx)
 	if err != nil {
 		return cancelled(path, "testing", err)
 	}
@@ -164,19 +140,13 @@ func CheckFileContext(ctx context.Context, path string, opts Options) error {
 
 // TestFiles is `kernel policy test FILE...`: for each file it compiles the
 // policy and runs its tests, writing go-test-like output to w. It reports
-// whether every file compiled and passed.
-func TestFiles(w io.Writer, paths []string, opts Options, verbose bool) bool {
-	ok, _ := TestFilesContext(context.Background(), w, paths, opts, verbose)
-	return ok
-}
-
-// TestFilesContext is TestFiles, stopping when ctx is done: the error is
-// then ctx's (wrapped, naming the file), and the files after it are not
-// tested.
-func TestFilesContext(ctx context.Context, w io.Writer, paths []string, opts Options, verbose bool) (bool, error) {
+// whether every file compiled and passed. When ctx is done it stops: the
+// error is then ctx's (wrapped, naming the file), and the files after it
+// are not tested.
+func TestFiles(ctx context.Context, w io.Writer, paths []string, opts Options, verbose bool) (bool, error) {
 	ok := true
 	for _, path := range paths {
-		p, err := CompileFileContext(ctx, path, opts)
+		p, err := CompileFile(ctx, path, opts)
 		if err != nil && ctx.Err() != nil {
 			return false, err
 		}
@@ -185,7 +155,7 @@ func TestFilesContext(ctx context.Context, w io.Writer, paths []string, opts Opt
 			fmt.Fprintf(w, "%v\nFAIL\t%s\t[does not compile]\n", err, path)
 			continue
 		}
-		rep, err := p.RunTestsContext(ctx)
+		rep, err := p.RunTests(ctx)
 		if err != nil {
 			return false, cancelled(path, "testing", err)
 		}

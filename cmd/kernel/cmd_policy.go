@@ -56,10 +56,10 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 		for _, f := range pos {
 			// CheckFile's steps, keeping the policy to report its uses of
 			// deprecated names (which still work) as warnings.
-			p, err := policy.CompileFileContext(ctx, f, opts)
+			p, err := policy.CompileFile(ctx, f, opts)
 			if err == nil {
 				var rep *policy.TestReport
-				if rep, err = p.RunTestsContext(ctx); err == nil && len(rep.Untested) > 0 {
+				if rep, err = p.RunTests(ctx); err == nil && len(rep.Untested) > 0 {
 					err = &policy.LoadError{File: f, Problems: rep.Untested}
 				}
 			}
@@ -71,7 +71,7 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 				continue
 			}
 			// Uses of deprecated names still work: warnings, not errors.
-			if p, err := policy.CompileFileContext(ctx, f, opts); err == nil {
+			if p, err := policy.CompileFile(ctx, f, opts); err == nil {
 				for _, d := range p.Deprecated() {
 					fmt.Fprintf(env.stderr, "warning: %s\n", d)
 				}
@@ -96,7 +96,7 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 			}
 			return nil
 		}
-		ok, err := policy.TestFilesContext(ctx, env.stdout, pos, opts, *verbose)
+		ok, err := policy.TestFiles(ctx, env.stdout, pos, opts, *verbose)
 		if err != nil {
 			return policyCancelled(err)
 		}
@@ -108,7 +108,7 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 		if *input == "" {
 			return exitError{code: 2, msg: "policy explain needs --input CASE.yaml"}
 		}
-		p, err := policy.CompileFileContext(ctx, pos[0], opts)
+		p, err := policy.CompileFile(ctx, pos[0], opts)
 		if err != nil {
 			return policyCancelled(err)
 		}
@@ -125,7 +125,7 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 		if *session == "" {
 			return exitError{code: 2, msg: "policy replay needs --session ID"}
 		}
-		p, err := policy.CompileFileContext(ctx, pos[0], opts)
+		p, err := policy.CompileFile(ctx, pos[0], opts)
 		if err != nil {
 			return policyCancelled(err)
 		}

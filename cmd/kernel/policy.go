@@ -55,7 +55,7 @@ func (a *app) loadPolicy(ctx context.Context) error {
 		}
 		opts.Log = policy.NewDecisionLog(f, a.redact)
 	}
-	w, err := policy.NewWatcherContext(ctx, policy.WatcherConfig{Path: pc.File, Options: opts,
+	w, err := policy.NewWatcher(ctx, policy.WatcherConfig{Path: pc.File, Options: opts,
 		OnReload: func(e policy.ReloadEvent) { a.emit(e.Event()) }})
 	if err != nil {
 		return policyCancelled(err)
