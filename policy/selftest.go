@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/expr-lang/expr/vm"
 
@@ -23,6 +27,9 @@ type TestReport struct {
 	// Untested lists the rules, select and drop rules and budgets that no
 	// test exercised; a policy with any does not load.
 	Untested []Problem
+	// Evaluated counts the rules the tests' decisions evaluated: with the
+	// index, about one per test for a file of one rule per test.
+	Evaluated int
 }
 
 // TestResult is one test's outcome.
@@ -108,74 +115,176 @@ type coverage struct {
 // they did not exercise. It never uses the decision log. It stops early
 // with ctx's error when ctx is done (the report is then incomplete).
 //
-// Each test evaluates only the rules that can match its call (see
-// testIndex), so the run is linear in the number of tests and rules, not
-// their product; the report is the one evaluating every rule would give.
+// The tests run in parallel, on up to GOMAXPROCS goroutines, and each
+// evaluates only the rules the index finds can match its call, so the run
+// is linear in the number of tests and rules, not their product; the
+// report is the one evaluating every rule, one test after the other, would
+// give.
 func (p *Policy) RunTests(ctx context.Context) (*TestReport, error) {
 	return p.runTests(ctx, true)
 }
+
+// testChunk is how many tests a goroutine takes at a time (and how often
+// it checks for cancellation).
+const testChunk = 64
+
+// progressEvery is how often runTests reports progress (Options.Progress).
+const progressEvery = 100 * time.Millisecond
 
 // runTests runs the tests, with each test's candidate rules from the
 // index, or (indexed false, the reference the tests compare with) every
 // rule that applies to the call's tool.
 func (p *Policy) runTests(ctx context.Context, indexed bool) (*TestReport, error) {
-	rep := &TestReport{File: p.file, Policy: p.name, Revision: p.revision}
-	cov := &coverage{
-		rules: make([]int, len(p.rules)), selects: make([]int, len(p.selects)),
-		drops: make([]int, len(p.drops)), budgets: make([]int, len(p.budgets)),
-	}
-	run := &testRun{m: new(vm.VM), cov: cov, rules: make([]evalResult, len(p.rules)), ex: map[string]*toolEntry{}}
-	for i := range p.tests {
-		if i%64 == 0 {
-			if err := ctx.Err(); err != nil {
-				return rep, err
+	rep := &TestReport{File: p.file, Policy: p.name, Revision: p.revision, Results: make([]TestResult, len(p.tests))}
+	workers := max(1, min(runtime.GOMAXPROCS(0), (len(p.tests)+testChunk-1)/testChunk))
+	runs := make([]*testRun, workers)
+	var next, done atomic.Int64
+	var wg sync.WaitGroup
+	for w := range runs {
+		run := p.newTestRun(indexed)
+		runs[w] = run
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				start := int(next.Add(testChunk)) - testChunk
+				if start >= len(p.tests) {
+					return
+				}
+				end := min(start+testChunk, len(p.tests))
+				for i := start; i < end; i++ {
+					rep.Results[i] = p.runTest(run, &p.tests[i])
+				}
+				done.Add(int64(end - start))
 			}
-		}
-		if indexed && run.idx == nil && p.tests[i].Expect.wantsDecision() {
-			run.idx = p.newTestIndex()
-		}
-		run.epoch = i + 1
-		rep.Results = append(rep.Results, p.runTest(run, &p.tests[i]))
+		})
 	}
+	p.waitTests(&wg, &done)
 	if err := ctx.Err(); err != nil {
 		return rep, err
 	}
+	cov := runs[0].cov
+	for _, run := range runs[1:] {
+		cov.add(run.cov)
+	}
+	for _, run := range runs {
+		rep.Evaluated += run.evaluated
+	}
+	rep.Untested = p.untested(cov)
+	return rep, nil
+}
+
+// waitTests waits for the goroutines running the tests, reporting their
+// progress to Options.Progress meanwhile (and once at the end).
+func (p *Policy) waitTests(wg *sync.WaitGroup, done *atomic.Int64) {
+	if p.opts.Progress == nil {
+		wg.Wait()
+		return
+	}
+	finished := make(chan struct{})
+	go func() { // owned by waitTests, which waits for it below
+		wg.Wait()
+		close(finished)
+	}()
+	start := time.Now()
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	report := func(end bool) {
+		p.opts.Progress(TestProgress{File: p.file, Done: int(done.Load()), Total: len(p.tests), Elapsed: time.Since(start), End: end})
+	}
+	for {
+		select {
+		case <-finished:
+			report(true)
+			return
+		case <-tick.C:
+			report(false)
+		}
+	}
+}
+
+// TestProgress says how far a run of a policy's tests has got (see
+// Options.Progress).
+type TestProgress struct {
+	File        string
+	Done, Total int
+	// Elapsed is the time since the tests started.
+	Elapsed time.Duration
+	// End is set on the last report of the run: the tests finished or were
+	// cancelled.
+	End bool
+}
+
+// untested lists what the tests did not exercise.
+func (p *Policy) untested(cov *coverage) []Problem {
+	var out []Problem
 	where := func(kind, id string) string { return kind + " " + quote(id) }
 	for i, r := range p.rules {
 		if cov.rules[i] == 0 {
-			rep.Untested = append(rep.Untested, p.problem(StageLint, r.at, where("rule", r.id), "no test makes this rule match; add a test whose input it matches"))
+			out = append(out, p.problem(StageLint, r.at, where("rule", r.id), "no test makes this rule match; add a test whose input it matches"))
 		}
 	}
 	for i, s := range p.selects {
 		if cov.selects[i] == 0 {
-			rep.Untested = append(rep.Untested, p.problem(StageLint, s.at, where("select", s.id), "no test selects this surface; add a test with expect.surface"))
+			out = append(out, p.problem(StageLint, s.at, where("select", s.id), "no test selects this surface; add a test with expect.surface"))
 		}
 	}
 	for i, d := range p.drops {
 		if cov.drops[i] == 0 {
-			rep.Untested = append(rep.Untested, p.problem(StageLint, d.at, where("drop", d.id), "no test sees this rule drop a tool; add a test with expect.not_offered"))
+			out = append(out, p.problem(StageLint, d.at, where("drop", d.id), "no test sees this rule drop a tool; add a test with expect.not_offered"))
 		}
 	}
 	for i, b := range p.budgets {
 		if cov.budgets[i] == 0 {
-			rep.Untested = append(rep.Untested, p.problem(StageLint, b.at, where("budget", b.id), "no test makes this budget warn or stop; add a test with expect.stop or expect.warnings"))
+			out = append(out, p.problem(StageLint, b.at, where("budget", b.id), "no test makes this budget warn or stop; add a test with expect.stop or expect.warnings"))
 		}
 	}
-	return rep, nil
+	return out
 }
 
-// testRun is the state one run of the tests shares between tests.
+func (c *coverage) add(o *coverage) {
+	for _, pair := range [][2][]int{{c.rules, o.rules}, {c.selects, o.selects}, {c.drops, o.drops}, {c.budgets, o.budgets}} {
+		for i, n := range pair[1] {
+			pair[0][i] += n
+		}
+	}
+}
+
+// testRun is what the tests one goroutine runs share: nothing in it is
+// shared with another goroutine.
 type testRun struct {
-	m     *vm.VM
-	cov   *coverage
-	idx   *testIndex // built at the first test that expects a decision; nil: no index
-	epoch int
+	m       *vm.VM
+	cov     *coverage
+	indexed bool
+	probe   probe
 	// rules is the rules part of every test's trace, reset after each test
 	// (only the rules a test evaluated are set), so a test costs what it
 	// evaluates, not the size of the file.
 	rules []evalResult
-	// ex caches the argument extractors by tool name.
-	ex map[string]*toolEntry
+	// entries caches the policy's tool entries (which stops caching past
+	// maxEntries tools); ex the argument extractors, by tool name.
+	entries map[string]*toolEntry
+	ex      map[string]*toolEntry
+	// evaluated counts the rules the decisions evaluated.
+	evaluated int
+}
+
+func (p *Policy) newTestRun(indexed bool) *testRun {
+	return &testRun{
+		m: new(vm.VM), indexed: indexed, rules: make([]evalResult, len(p.rules)),
+		entries: map[string]*toolEntry{}, ex: map[string]*toolEntry{},
+		cov: &coverage{
+			rules: make([]int, len(p.rules)), selects: make([]int, len(p.selects)),
+			drops: make([]int, len(p.drops)), budgets: make([]int, len(p.budgets)),
+		},
+	}
+}
+
+func (run *testRun) entry(p *Policy, name string) *toolEntry {
+	e, ok := run.entries[name]
+	if !ok {
+		e = p.entry(name)
+		run.entries[name] = e
+	}
+	return e
 }
 
 // trace returns a trace for one test, sharing run.rules.
@@ -287,18 +396,17 @@ func (p *Policy) checkDecision(c *testCheck) {
 func (p *Policy) decideTest(run *testRun, env *Env, call *kernel.Call) (kernel.Decision, []*rule, *trace) {
 	name := call.Tool().Name
 	env.fillCall(call, run.extractor(name, call.Tool().Schema))
-	var cands []*rule
-	if run.idx != nil {
-		cands = run.idx.candidates(run.m, env, name, run.epoch)
-	} else {
-		for _, r := range p.rules {
-			if r.appliesTo(name) {
-				cands = append(cands, r)
-			}
-		}
+	e := run.entry(p, name)
+	g := &e.ruleGroups
+	cands := e.rules
+	if run.indexed && e.idx != nil {
+		cands = e.idx.candidates(p.rindex, run.m, env, &run.probe)
+		g = &run.probe.groups
+		groupRules(g, cands)
 	}
+	run.evaluated += len(cands)
 	tr := run.trace(p)
-	return p.decide(run.m, env, entryOf(cands), tr), cands, tr
+	return p.decide(run.m, env, g, tr), cands, tr
 }
 
 // resetRules clears what a test's decision left in the shared trace.
