@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
 // LoadFile reads and loads a policy file; see Load.
@@ -46,9 +47,12 @@ func Load(ctx context.Context, name string, src []byte, opts Options) (*Policy, 
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
-	rep, err := p.RunTests(ctx)
+	rep, err := p.testUnlessCached(ctx, src)
 	if err != nil {
 		return nil, cancelled(name, "testing", err)
+	}
+	if rep == nil { // the cache vouched for the file
+		return p, nil
 	}
 	for _, t := range rep.Results {
 		for _, f := range t.Failures {
@@ -122,20 +126,72 @@ func cancelled(name, stage string, err error) error {
 // CheckFile is `kernel policy check`: it compiles and lints the file,
 // including the lint that needs the tests run (rules no test exercises),
 // but does not report test failures (that is `kernel policy test`). The
-// error is a *LoadError, or ctx's when ctx is done.
-func CheckFile(ctx context.Context, path string, opts Options) error {
-	p, err := CompileFile(ctx, path, opts)
+// error is a *LoadError, or ctx's when ctx is done. It returns the
+// compiled policy when the check passes (its Deprecated uses, its
+// TestVerdict). With Options.Cache, a file the cache vouches for is not
+// tested again, and a file that passes every test is remembered.
+func CheckFile(ctx context.Context, path string, opts Options) (*Policy, error) {
+	src, err := readFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	p, err := Compile(ctx, path, src, opts)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := p.testUnlessCached(ctx, src)
+	if err != nil {
+		return nil, cancelled(path, "testing", err)
+	}
+	if rep != nil && len(rep.Untested) > 0 {
+		return nil, &LoadError{File: path, Problems: rep.Untested}
+	}
+	return p, nil
+}
+
+// testUnlessCached runs the file's tests unless Options.Cache vouches for
+// it (the report is then nil), records how in p.verdict, and remembers a
+// file that passed.
+func (p *Policy) testUnlessCached(ctx context.Context, src []byte) (*TestReport, error) {
+	p.verdict = TestVerdict{Tests: len(p.tests)}
+	key, c := "", p.opts.Cache
+	if c != nil {
+		if z := p.zoneDependent(); z != "" {
+			p.verdict.CacheNote = fmt.Sprintf("test cache not used: the file's tests depend on the machine's time zone (%s)", z)
+		} else if k, ok := c.cacheKey(src, p.opts.Tools); !ok {
+			p.verdict.CacheNote = "test cache not used: the kernel's build cannot be identified"
+		} else {
+			key = k
+			hit, note := c.lookup(key, len(p.tests))
+			if hit {
+				p.verdict.Cached = true
+				return nil, nil
+			}
+			p.verdict.CacheNote = note
+		}
+	}
+	start := time.Now()
 	rep, err := p.RunTests(ctx)
 	if err != nil {
-		return cancelled(path, "testing", err)
+		return nil, err
 	}
-	if len(rep.Untested) > 0 {
-		return &LoadError{File: path, Problems: rep.Untested}
+	p.verdict.Evaluated, p.verdict.Elapsed = rep.Evaluated, time.Since(start)
+	if key != "" && rep.Passed() {
+		if note := c.store(key, p); note != "" {
+			p.verdict.CacheNote = note
+		}
 	}
-	return nil
+	return rep, nil
+}
+
+// remember records in Options.Cache that the file passed its tests, when
+// rep says it did.
+func (p *Policy) remember(src []byte, rep *TestReport) {
+	if c := p.opts.Cache; c != nil && rep.Passed() && p.zoneDependent() == "" {
+		if key, ok := c.cacheKey(src, p.opts.Tools); ok {
+			c.store(key, p)
+		}
+	}
 }
 
 // TestFiles is `kernel policy test FILE...`: for each file it compiles the
@@ -146,7 +202,11 @@ func CheckFile(ctx context.Context, path string, opts Options) error {
 func TestFiles(ctx context.Context, w io.Writer, paths []string, opts Options, verbose bool) (bool, error) {
 	ok := true
 	for _, path := range paths {
-		p, err := CompileFile(ctx, path, opts)
+		src, err := readFile(path)
+		var p *Policy
+		if err == nil {
+			p, err = Compile(ctx, path, src, opts)
+		}
 		if err != nil && ctx.Err() != nil {
 			return false, err
 		}
@@ -159,6 +219,7 @@ func TestFiles(ctx context.Context, w io.Writer, paths []string, opts Options, v
 		if err != nil {
 			return false, cancelled(path, "testing", err)
 		}
+		p.remember(src, rep)
 		if err := rep.Format(w, verbose); err != nil || !rep.Passed() {
 			ok = false
 		}

@@ -102,7 +102,7 @@ func TestEveryEntryPointCancels(t *testing.T) {
 			_, err := policy.CompileFile(ctx, path, policy.Options{})
 			return err
 		},
-		"CheckFile": func() error { return policy.CheckFile(ctx, path, policy.Options{}) },
+		"CheckFile": func() error { _, err := policy.CheckFile(ctx, path, policy.Options{}); return err },
 		"TestFiles": func() error {
 			_, err := policy.TestFiles(ctx, &out, []string{path}, policy.Options{}, false)
 			return err

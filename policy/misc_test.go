@@ -68,23 +68,23 @@ func TestInputToolSection(t *testing.T) {
 }
 
 func TestCheckFile(t *testing.T) {
-	if err := policy.CheckFile(context.Background(), "../examples/policies/coding.yaml", policy.Options{Tools: policy.BuiltinSpecs()}); err != nil {
+	if _, err := policy.CheckFile(context.Background(), "../examples/policies/coding.yaml", policy.Options{Tools: policy.BuiltinSpecs()}); err != nil {
 		t.Fatal(err)
 	}
 	// check reports what lint finds, including untested rules...
-	err := policy.CheckFile(context.Background(), "testdata/errors/untested.yaml", policy.Options{})
+	_, err := policy.CheckFile(context.Background(), "testdata/errors/untested.yaml", policy.Options{})
 	var le *policy.LoadError
 	if !errors.As(err, &le) || len(le.Problems) != 4 || !errors.Is(err, policy.ErrLint) {
 		t.Fatalf("CheckFile(untested) = %v", err)
 	}
 	// ...but test failures are for `policy test`.
-	if err := policy.CheckFile(context.Background(), "testdata/errors/failing-test.yaml", policy.Options{}); err != nil {
+	if _, err := policy.CheckFile(context.Background(), "testdata/errors/failing-test.yaml", policy.Options{}); err != nil {
 		t.Fatalf("CheckFile(failing tests) = %v", err)
 	}
-	if err := policy.CheckFile(context.Background(), "testdata/errors/misspelt-field.yaml", policy.Options{}); !errors.Is(err, policy.ErrCompile) || errors.Is(err, policy.ErrLint) {
+	if _, err := policy.CheckFile(context.Background(), "testdata/errors/misspelt-field.yaml", policy.Options{}); !errors.Is(err, policy.ErrCompile) || errors.Is(err, policy.ErrLint) {
 		t.Fatalf("CheckFile(misspelt) = %v", err)
 	}
-	if err := policy.CheckFile(context.Background(), "testdata/nope.yaml", policy.Options{}); err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+	if _, err := policy.CheckFile(context.Background(), "testdata/nope.yaml", policy.Options{}); err == nil || !strings.Contains(err.Error(), "nope.yaml") {
 		t.Fatalf("CheckFile(missing) = %v", err)
 	}
 }

@@ -26,6 +26,10 @@ type Options struct {
 	// Log, when non-nil, receives every decision Decide makes (not those
 	// of tests, explain or replay).
 	Log *DecisionLog
+	// Cache, when set, remembers the files that passed their tests, so
+	// that loading one again skips them (see TestCache). Nil runs the
+	// tests on every load.
+	Cache *TestCache
 	// Progress, when set, is called about every 100ms while the file's
 	// tests run, from the goroutine that runs them, and once more when
 	// they end. The CLI shows it on a terminal.
@@ -57,6 +61,8 @@ type Policy struct {
 	tests       []testDoc
 	// deprecated are the uses of deprecated names (see Deprecated).
 	deprecated []Problem
+
+	verdict TestVerdict // how Load passed the tests
 
 	entries  sync.Map // tool name → *toolEntry
 	nEntries atomic.Int64
