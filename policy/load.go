@@ -184,16 +184,6 @@ func (p *Policy) testUnlessCached(ctx context.Context, src []byte) (*TestReport,
 	return rep, nil
 }
 
-// remember records in Options.Cache that the file passed its tests, when
-// rep says it did.
-func (p *Policy) remember(src []byte, rep *TestReport) {
-	if c := p.opts.Cache; c != nil && rep.Passed() && p.zoneDependent() == "" {
-		if key, ok := c.cacheKey(src, p.opts.Tools); ok {
-			c.store(key, p)
-		}
-	}
-}
-
 // TestFiles is `kernel policy test FILE...`: for each file it compiles the
 // policy and runs its tests, writing go-test-like output to w. It reports
 // whether every file compiled and passed. When ctx is done it stops: the
@@ -202,11 +192,7 @@ func (p *Policy) remember(src []byte, rep *TestReport) {
 func TestFiles(ctx context.Context, w io.Writer, paths []string, opts Options, verbose bool) (bool, error) {
 	ok := true
 	for _, path := range paths {
-		src, err := readFile(path)
-		var p *Policy
-		if err == nil {
-			p, err = Compile(ctx, path, src, opts)
-		}
+		p, err := CompileFile(ctx, path, opts)
 		if err != nil && ctx.Err() != nil {
 			return false, err
 		}
@@ -219,7 +205,6 @@ func TestFiles(ctx context.Context, w io.Writer, paths []string, opts Options, v
 		if err != nil {
 			return false, cancelled(path, "testing", err)
 		}
-		p.remember(src, rep)
 		if err := rep.Format(w, verbose); err != nil || !rep.Passed() {
 			ok = false
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,5 +176,32 @@ func TestWatcherIgnoresUnchangedContent(t *testing.T) {
 	}
 	if e := rl.next(t); e.Revision != "2" || e.Err != nil {
 		t.Fatalf("first reload = %+v, want revision 2", e)
+	}
+}
+
+// TestUnregisteredToolsOnce: against a stand-in for a deployment's tools
+// (the CLI's embedded defaults), the tools a file uses that are missing
+// are one problem naming each tool once with the rules that use it, not
+// a problem per rule; against a deployment's own tools, each use is
+// reported where it is.
+func TestUnregisteredToolsOnce(t *testing.T) {
+	defaults := policy.BuiltinSpecs()[:3] // read_file, list_dir, search
+	ctx := context.Background()
+	_, err := policy.LoadFile(ctx, "../examples/policies/coding.yaml", policy.Options{Tools: defaults, ToolsFrom: "the embedded defaults"})
+	var le *policy.LoadError
+	if !errors.As(err, &le) {
+		t.Fatalf("err = %v", err)
+	}
+	if len(le.Problems) != 1 || strings.Count(err.Error(), "run_command") != 1 ||
+		!strings.Contains(err.Error(), `3 tools are not registered by the embedded defaults (which register list_dir, read_file, search): run_command (rule "no-rm-rf", rule "no-force-push", rule "no-hard-reset"); write_file (rule "writes-outside-src"); edit_file (rule "writes-outside-src")`) ||
+		!strings.Contains(err.Error(), "--config FILE") {
+		t.Fatalf("err = %v", err)
+	}
+	if !slices.Equal(le.Unregistered, []string{"run_command", "write_file", "edit_file"}) {
+		t.Fatalf("Unregistered = %v", le.Unregistered)
+	}
+	_, err = policy.LoadFile(ctx, "../examples/policies/coding.yaml", policy.Options{Tools: defaults})
+	if !errors.As(err, &le) || len(le.Problems) != 5 || len(le.Unregistered) != 3 {
+		t.Fatalf("without ToolsFrom: %v", err)
 	}
 }

@@ -23,6 +23,13 @@ type Options struct {
 	// (tier, tags, schema). Nil skips the name check; tests then use
 	// BuiltinSpecs for the built-in tool names.
 	Tools []kernel.ToolSpec
+	// ToolsFrom, when set, says Tools are a stand-in for a deployment's
+	// tools and names them for messages: the CLI's "the embedded
+	// defaults" when no configuration is given. The tools the file uses
+	// that they do not register are then reported in one problem, each
+	// name once, that says to check against the configuration that
+	// registers them, instead of once per use.
+	ToolsFrom string
 	// Log, when non-nil, receives every decision Decide makes (not those
 	// of tests, explain or replay).
 	Log *DecisionLog

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/agentkernel/agentkernel/policy"
 )
@@ -49,34 +53,39 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	defer a.Close()
 	specs := a.tools.Specs()
-	opts := policy.Options{Tools: specs}
+	opts := policy.Options{Tools: specs, Progress: progressLine(env.stderr)}
+	if len(cfg.files) == 0 {
+		opts.ToolsFrom = "the embedded defaults"
+	}
 	switch sub {
 	case "check":
+		opts.Cache = policyOptions(cfg, specs).Cache
 		var errs []error
 		for _, f := range pos {
-			// CheckFile's steps, keeping the policy to report its uses of
-			// deprecated names (which still work) as warnings.
-			p, err := policy.CompileFile(ctx, f, opts)
-			if err == nil {
-				var rep *policy.TestReport
-				if rep, err = p.RunTests(ctx); err == nil && len(rep.Untested) > 0 {
-					err = &policy.LoadError{File: f, Problems: rep.Untested}
-				}
-			}
+			p, err := policy.CheckFile(ctx, f, opts)
 			if err != nil {
 				if ctx.Err() != nil {
 					return policyCancelled(err)
+				}
+				if opts.ToolsFrom != "" {
+					err = withConfigHint(ctx, err, f)
 				}
 				errs = append(errs, err)
 				continue
 			}
 			// Uses of deprecated names still work: warnings, not errors.
-			if p, err := policy.CompileFile(ctx, f, opts); err == nil {
-				for _, d := range p.Deprecated() {
-					fmt.Fprintf(env.stderr, "warning: %s\n", d)
-				}
+			for _, d := range p.Deprecated() {
+				fmt.Fprintf(env.stderr, "warning: %s\n", d)
 			}
-			fmt.Fprintf(env.stdout, "ok  %s\n", f)
+			v := p.TestVerdict()
+			if v.CacheNote != "" {
+				fmt.Fprintf(env.stderr, "note: %s\n", v.CacheNote)
+			}
+			how := fmt.Sprintf("%d tests", v.Tests)
+			if v.Cached {
+				how += "; passed before, verdict from the test cache"
+			}
+			fmt.Fprintf(env.stdout, "ok  %s (%s)\n", f, how)
 		}
 		if len(errs) > 0 {
 			return exitError{code: 1, msg: errors.Join(errs...).Error()}
@@ -144,4 +153,60 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	fmt.Fprintln(env.stderr, policyUsage)
 	return exitError{code: 2, msg: fmt.Sprintf("unknown policy subcommand %q", sub)}
+}
+
+// withConfigHint adds to a policy's load error, when the file uses tools
+// the embedded defaults do not register, the configuration that registers
+// them: the nearest kernel.yaml in the policy file's directory or a parent
+// of it (examples/kernel.yaml for examples/policies/*.yaml), loaded the
+// way `--config` would load it.
+func withConfigHint(ctx context.Context, err error, file string) error {
+	var le *policy.LoadError
+	if !errors.As(err, &le) || len(le.Unregistered) == 0 {
+		return err
+	}
+	abs, aerr := filepath.Abs(file)
+	if aerr != nil {
+		return err
+	}
+	for dir, i := filepath.Dir(abs), 0; i < 8; dir, i = filepath.Dir(dir), i+1 {
+		cand := filepath.Join(dir, projectConfigName)
+		if st, serr := os.Stat(cand); serr == nil && st.Mode().IsRegular() && registersAll(ctx, cand, le.Unregistered) {
+			rel := cand
+			if wd, werr := os.Getwd(); werr == nil {
+				if r, rerr := filepath.Rel(wd, cand); rerr == nil && !strings.HasPrefix(r, "..") {
+					rel = r
+				}
+			}
+			return fmt.Errorf("%w\nhint: %s registers %s: kernel policy check --config %s %s", err, rel, strings.Join(le.Unregistered, ", "), rel, file)
+		}
+		if filepath.Dir(dir) == dir {
+			break
+		}
+	}
+	return err
+}
+
+// registersAll reports whether the configuration file registers every
+// tool named (its tools loaded as `kernel run --config file` would).
+func registersAll(ctx context.Context, file string, names []string) bool {
+	cfg, err := loadConfig(file)
+	if err != nil {
+		return false
+	}
+	a, err := newToolsApp(ctx, cfg, io.Discard)
+	if err != nil {
+		return false
+	}
+	defer a.Close()
+	have := map[string]bool{}
+	for _, s := range a.tools.Specs() {
+		have[s.Name] = true
+	}
+	for _, n := range names {
+		if !have[n] {
+			return false
+		}
+	}
+	return true
 }

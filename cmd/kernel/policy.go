@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/policy"
@@ -43,7 +46,15 @@ func (a *app) loadPolicy(ctx context.Context) error {
 	if err != nil || pc.File == "" {
 		return err
 	}
-	opts := policy.Options{Tools: a.tools.Specs()}
+	opts := policyOptions(a.cfg, a.tools.Specs())
+	// The initial load may show its progress; reloads, while the kernel
+	// runs, do not draw on the terminal.
+	progress, initial := progressLine(a.stderr), true
+	opts.Progress = func(p policy.TestProgress) {
+		if initial && progress != nil {
+			progress(p)
+		}
+	}
 	if pc.DecisionLog != "" {
 		f, err := os.OpenFile(pc.DecisionLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
@@ -55,10 +66,19 @@ func (a *app) loadPolicy(ctx context.Context) error {
 		}
 		opts.Log = policy.NewDecisionLog(f, a.redact)
 	}
+	start := time.Now()
 	w, err := policy.NewWatcher(ctx, policy.WatcherConfig{Path: pc.File, Options: opts,
 		OnReload: func(e policy.ReloadEvent) { a.emit(e.Event()) }})
+	initial = false
 	if err != nil {
 		return policyCancelled(err)
+	}
+	if v := w.Policy().TestVerdict(); a.log != nil {
+		if v.CacheNote != "" {
+			a.log.Warn("policy test cache", "file", pc.File, "note", v.CacheNote)
+		}
+		a.log.Debug("policy loaded", "file", pc.File, "tests", v.Tests, "cached", v.Cached,
+			"evaluated", v.Evaluated, "tests_took", v.Elapsed, "load_took", time.Since(start))
 	}
 	if pc.Watch == nil || *pc.Watch {
 		if err := w.Start(); err != nil {
@@ -76,6 +96,48 @@ func (a *app) loadPolicy(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// policyOptions are the options every policy load of the CLI uses: the
+// registered tools and, unless --no-cache, the test cache in the user's
+// cache directory.
+func policyOptions(cfg *Config, tools []kernel.ToolSpec) policy.Options {
+	opts := policy.Options{Tools: tools}
+	if !cfg.policyNoCache {
+		opts.Cache = &policy.TestCache{Dir: filepath.Join(cacheDir(), "policy")}
+	}
+	return opts
+}
+
+// progressLine returns what shows a policy's tests' progress on w: one
+// status line, redrawn, once the tests have run for progressAfter, and
+// cleared when they end. It is nil when w is not a terminal (scripts see
+// nothing).
+func progressLine(w io.Writer) func(policy.TestProgress) {
+	if !isTerminal(w) {
+		return nil
+	}
+	return drawProgress(w)
+}
+
+// progressAfter is how long a policy's tests run before their progress
+// shows.
+const progressAfter = 2 * time.Second
+
+func drawProgress(w io.Writer) func(policy.TestProgress) {
+	shown := false
+	return func(p policy.TestProgress) {
+		switch {
+		case p.End:
+			if shown {
+				fmt.Fprint(w, "\r\x1b[K")
+				shown = false
+			}
+		case p.Elapsed >= progressAfter:
+			fmt.Fprintf(w, "\r\x1b[Kpolicy %s: testing %d/%d", filepath.Base(p.File), p.Done, p.Total)
+			shown = true
+		}
+	}
 }
 
 // emit sends an event that does not come from the kernel (a policy reload)
