@@ -19,6 +19,18 @@ const policyUsage = `Usage: kernel policy SUBCOMMAND [flags]
   test [-v|--json] FILE...        run the policies' own tests (exit 1 on failure)
   explain FILE --input CASE.yaml  show how every rule evaluates for one input
   replay FILE --session ID        re-decide a stored session's tool calls under FILE
+  diff OLD NEW [SESSIONS] [--expect FROM:TO[@RULE]]... [--json]
+                                  re-decide stored sessions' calls and surfaces under
+                                  both files: what changes, by which rule, and NEW's
+                                  coverage; exit 1 on an unexpected change between
+                                  allow and deny/ask
+  coverage FILE [SESSIONS] [--json]
+                                  rules no stored call made match, tools only the
+                                  default decided
+
+SESSIONS: every stored session (default), --since AGE|DATE (7d, 12h,
+2026-11-01), --session ID (repeatable), or --exports DIR (a directory of
+`+"`kernel sessions export`"+` files, *.jsonl).
 
 Tool names are checked against the tools ` + "`kernel run`" + ` with the same flags
 would register (--config, or the discovered kernel.yaml; the embedded
@@ -30,9 +42,14 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 		return nil
 	}
 	verbose := fs.Bool("v", false, "test: list every test, not only failures")
-	asJSON := fs.Bool("json", false, "test: print the results as JSON")
+	asJSON := fs.Bool("json", false, "test, diff, coverage: print the results as JSON")
 	input := fs.String("input", "", "explain: the input case `FILE` (YAML)")
-	session := fs.String("session", "", "replay: the stored session `ID`")
+	var sessions stringList
+	fs.Var(&sessions, "session", "replay, diff, coverage: the stored session `ID` (repeatable for diff and coverage)")
+	var expect stringList
+	fs.Var(&expect, "expect", "diff: a change the new file is meant to make, `FROM:TO[@RULE]` (allow:deny@no-curl; any for any effect); repeatable")
+	since := fs.String("since", "", "diff, coverage: only sessions updated in the last `AGE` (7d, 12h) or since a date (2026-11-01, RFC 3339)")
+	exports := fs.String("exports", "", "diff, coverage: re-decide the exported sessions (*.jsonl) of `DIR` instead of the store")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -130,9 +147,11 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 			return err
 		}
 		return ex.Format(env.stdout)
+	case "diff", "coverage":
+		return policyDiff(ctx, a, env, sub, pos, opts, diffFlags{sessions: sessions, expect: expect, since: *since, exports: *exports, json: *asJSON})
 	case "replay":
-		if *session == "" {
-			return exitError{code: 2, msg: "policy replay needs --session ID"}
+		if len(sessions) != 1 {
+			return exitError{code: 2, msg: "policy replay needs one --session ID"}
 		}
 		p, err := policy.CompileFile(ctx, pos[0], opts)
 		if err != nil {
@@ -141,7 +160,7 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 		if err := a.openStore(true); err != nil {
 			return err
 		}
-		sess, err := a.store.Load(ctx, *session)
+		sess, err := a.store.Load(ctx, sessions[0])
 		if err != nil {
 			return err
 		}
