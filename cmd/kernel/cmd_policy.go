@@ -30,7 +30,7 @@ const policyUsage = `Usage: kernel policy SUBCOMMAND [flags]
 
 SESSIONS: every stored session (default), --since AGE|DATE (7d, 12h,
 2026-11-01), --session ID (repeatable), or --exports DIR (a directory of
-`+"`kernel sessions export`"+` files, *.jsonl).
+` + "`kernel sessions export`" + ` files, *.jsonl).
 
 Tool names are checked against the tools ` + "`kernel run`" + ` with the same flags
 would register (--config, or the discovered kernel.yaml; the embedded

@@ -192,4 +192,3 @@ func parseSince(s string) (time.Time, error) {
 	}
 	return time.Now().Add(-age), nil
 }
-

@@ -153,7 +153,7 @@ func diffCorpus(t *testing.T) (conf, oldFile, newFile, store string, ids []strin
 
 type diffChangeKey struct {
 	session, tool, from, to, rules string
-	turn                            int
+	turn                           int
 }
 
 // TestPolicyDiffCorpus: the diff of the recorded corpus lists exactly the
