@@ -59,6 +59,7 @@ func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
 	ids := &idRegistry{ps: ps, seen: map[string]pos{}}
 	p.buildSurfaces(ps, c, doc.Surfaces, ids)
 
+	var jobs []compileJob // the rules' expressions, compiled in parallel
 	for i, rd := range doc.Rules {
 		where, ok := ids.require("rules", i, "rule", rd.ID, rd.At)
 		if !ok {
@@ -90,15 +91,18 @@ func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
 			}
 		}
 		if rd.When.Set {
-			r.when = c.compile(rd.When, where+": when", wantBool, len(doc.Vars))
-			if r.when != nil {
-				r.scope = analyze(r.when.prog.Node())
-			}
+			jobs = append(jobs, compileJob{&r.when, rd.When, where + ": when", wantBool})
 		}
 		if rd.Message.Set {
-			r.message = c.compile(rd.Message, where+": message", wantString, len(doc.Vars))
+			jobs = append(jobs, compileJob{&r.message, rd.Message, where + ": message", wantString})
 		}
 		p.rules = append(p.rules, r)
+	}
+	c.compileAll(jobs, len(doc.Vars))
+	for _, r := range p.rules {
+		if r.when != nil {
+			r.scope = analyze(r.when.prog.Node())
+		}
 	}
 
 	for i, bd := range doc.Budgets {
