@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/expr-lang/expr/vm"
-
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -260,7 +258,6 @@ type Diff struct {
 	rep      DiffReport
 	byEffect map[[2]kernel.Effect]int
 	byRule   map[[2]string]int
-	m        *vm.VM
 }
 
 // sideState is one file's part of a Diff: the policy and its coverage
@@ -273,16 +270,20 @@ type sideState struct {
 	calls    map[string]int // by tool: calls the rules were asked about
 	byRules  map[string]int // by tool: calls a rule decided
 	asked    int
+	// rules is the rules part of every decision's trace, reset after each
+	// (as in a run of the tests); probe the index's scratch space.
+	rules []evalResult
+	probe probe
 }
 
 func newSide(p *Policy) *sideState {
 	return &sideState{p: p, matched: make([]int, len(p.rules)), selected: make([]int, len(p.selects)),
-		dropped: map[string]bool{}, calls: map[string]int{}, byRules: map[string]int{}}
+		dropped: map[string]bool{}, calls: map[string]int{}, byRules: map[string]int{}, rules: make([]evalResult, len(p.rules))}
 }
 
 // NewDiff starts a comparison of old and new.
 func NewDiff(oldP, newP *Policy, opts DiffOptions) *Diff {
-	d := &Diff{opts: opts, specs: newSpecSet(opts.Tools), old: newSide(oldP), new: newSide(newP), m: new(vm.VM),
+	d := &Diff{opts: opts, specs: newSpecSet(opts.Tools), old: newSide(oldP), new: newSide(newP),
 		byEffect: map[[2]kernel.Effect]int{}, byRule: map[[2]string]int{}}
 	d.rep.Old, d.rep.New = refOf(oldP), refOf(newP)
 	d.rep.Expected = []string{}
@@ -321,12 +322,12 @@ type surfaceOf struct {
 
 func (d *Diff) surface(s *sideState, st *kernel.State, cands []kernel.ToolSpec) surfaceOf {
 	p := s.p
-	env := new(Env)
-	env.fillState(st)
-	tr := p.newTrace()
+	env, m := borrow(st)
+	defer giveBack(env, m)
+	tr := &trace{selects: make([]evalResult, len(p.selects)), chosen: -1, dropped: map[string]string{}}
 	var offered []kernel.ToolSpec
 	if p.hasSurfaces {
-		offered = p.surface(d.m, env, cands, tr)
+		offered = p.surface(m, env, cands, tr)
 	} else {
 		offered = cands
 	}
@@ -454,24 +455,24 @@ func (d *Diff) decide(s *sideState, st *kernel.State, c *kernel.Call, so surface
 		return side
 	}
 	e := p.entry(name)
-	env := new(Env)
-	env.fillState(st)
+	env, m := borrow(st)
+	defer giveBack(env, m)
 	env.fillCall(c, e.extractor(c.Tool().Schema))
-	g := &e.ruleGroups
+	g, cands := &e.ruleGroups, e.rules
 	if e.idx != nil {
-		pr := probePool.Get().(*probe)
-		defer probePool.Put(pr)
-		groupRules(&pr.groups, e.idx.candidates(p.rindex, d.m, env, pr))
-		g = &pr.groups
+		cands = e.idx.candidates(p.rindex, m, env, &s.probe)
+		groupRules(&s.probe.groups, cands)
+		g = &s.probe.groups
 	}
-	tr := &trace{rules: make([]evalResult, len(p.rules))}
-	dec := p.decide(d.m, env, g, tr)
+	tr := &trace{rules: s.rules}
+	dec := p.decide(m, env, g, tr)
 	s.asked++
 	s.calls[name]++
-	for i, r := range tr.rules {
-		if r.ran && (r.matched || r.err != nil && p.rules[i].effect != kernel.EffectAllow) {
-			s.matched[i]++
+	for _, r := range cands {
+		if e := s.rules[r.index]; e.ran && (e.matched || e.err != nil && r.effect != kernel.EffectAllow) {
+			s.matched[r.index]++
 		}
+		s.rules[r.index] = evalResult{}
 	}
 	if !dec.Default {
 		s.byRules[name]++
