@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -300,7 +301,7 @@ func BenchmarkLoadShapes(b *testing.B) {
 				opts := policy.Options{}
 				if cached {
 					name = fmt.Sprintf("%s/rules=%d/cached", shape, n)
-					opts.Cache = &policy.TestCache{Dir: b.TempDir(), Build: "bench"}
+					opts.Cache = &policy.TestCache{Dir: filepath.Join(b.TempDir(), "cache"), Build: "bench"}
 				}
 				b.Run(name, func(b *testing.B) {
 					ctx := context.Background()

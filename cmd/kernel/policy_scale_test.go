@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,5 +129,88 @@ func TestPolicyProgressLine(t *testing.T) {
 	want := "\r\x1b[Kpolicy gen.yaml: testing 40/100\r\x1b[Kpolicy gen.yaml: testing 90/100\r\x1b[K"
 	if b.String() != want {
 		t.Fatalf("drawn %q, want %q", b.String(), want)
+	}
+}
+
+// TestScaleWorkedExample runs the commands of docs/policy.md's worked
+// example for authors at scale, as written (with a fresh cache and store,
+// and the id of the session the run printed), and checks what the text
+// says they print: the second check takes the verdict from the cache, and
+// the diff prints the documented report, with the change expected (exit 0)
+// and, without --expect, exit 1.
+func TestScaleWorkedExample(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs/policy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	start := strings.Index(text, "### Diffs in review and CI")
+	if start < 0 {
+		t.Fatal("docs/policy.md has no section \"Diffs in review and CI\"")
+	}
+	section := text[start:]
+	var cmds [][]string
+	for _, m := range shBlock.FindAllStringSubmatch(section, 1) {
+		for _, line := range strings.Split(m[1], "\n") {
+			if line = strings.TrimSpace(line); strings.HasPrefix(line, "kernel ") {
+				cmds = append(cmds, shellWords(line)[1:])
+			}
+		}
+	}
+	outputs := regexp.MustCompile("(?s)The diff finds the one call that\nchanges:\n\n```\n(.*?)```").FindStringSubmatch(section)
+	if len(cmds) != 5 || outputs == nil {
+		t.Fatalf("the worked example has %d commands (want 5) and output block %v", len(cmds), outputs != nil)
+	}
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	t.Chdir(root)
+	scratch := t.TempDir()
+	const exampleID = "06h06szknzfvyh41"
+	id := ""
+	var outs []string
+	for i, args := range cmds {
+		args = slices.Clone(args)
+		for j, a := range args {
+			switch {
+			case a == "/tmp/scratch":
+				args[j] = scratch
+			case a == exampleID:
+				args[j] = id
+			}
+		}
+		out, errOut, err := cli(t, args...)
+		if err != nil {
+			t.Fatalf("command %d, kernel %s: %v\n%s\n%s", i+1, strings.Join(args, " "), err, out, errOut)
+		}
+		if m := sessionLine.FindStringSubmatch(errOut); m != nil {
+			id = m[1]
+		}
+		outs = append(outs, out)
+	}
+	if !strings.Contains(outs[0], "ok  examples/scale/commands.yaml (7 tests)\n") ||
+		!strings.Contains(outs[1], "ok  examples/scale/commands.yaml (7 tests; passed before, verdict from the test cache)") {
+		t.Fatalf("checks:\n%s%s", outs[0], outs[1])
+	}
+	want := strings.ReplaceAll(outputs[1], exampleID, id)
+	if !strings.Contains(outs[3], want) {
+		t.Fatalf("the diff prints\n%s\nwhere docs/policy.md shows\n%s", outs[3], want)
+	}
+	if !strings.Contains(outs[4], "6 rules matched no call") {
+		t.Fatalf("coverage:\n%s", outs[4])
+	}
+	noExpect := slices.DeleteFunc(slices.Clone(cmds[3]), func(a string) bool { return strings.HasPrefix(a, "allow:deny") || a == "--expect" })
+	for j, a := range noExpect {
+		if a == exampleID {
+			noExpect[j] = id
+		}
+	}
+	if _, _, err := cli(t, noExpect...); err == nil {
+		t.Fatal("the diff without --expect exits 0")
+	} else if code, _ := exitStatus(err); code != 1 {
+		t.Fatalf("the diff without --expect: exit %d (%v), want 1", code, err)
 	}
 }
