@@ -113,6 +113,9 @@ func eachSession(ctx context.Context, a *app, f diffFlags, visit func(*kernel.Se
 	keep := func(s *kernel.Session) bool {
 		return (len(f.sessions) == 0 || slices.Contains(f.sessions, s.Meta.ID)) && !s.Meta.Updated.Before(after)
 	}
+	// names are export files or session ids, load reads one.
+	var names []string
+	var load func(string) (*kernel.Session, error)
 	if f.exports != "" {
 		files, err := filepath.Glob(filepath.Join(f.exports, "*.jsonl"))
 		if err != nil {
@@ -121,37 +124,29 @@ func eachSession(ctx context.Context, a *app, f diffFlags, visit func(*kernel.Se
 		if len(files) == 0 {
 			return fmt.Errorf("--exports %s: no exported sessions (*.jsonl) in the directory", f.exports)
 		}
-		for _, file := range files {
-			s, err := readExport(ctx, file)
+		names = files
+		load = func(file string) (*kernel.Session, error) { return readExport(ctx, file) }
+	} else {
+		if err := a.openStore(true); err != nil {
+			return err
+		}
+		names = f.sessions
+		if len(names) == 0 {
+			list, err := a.store.List(ctx)
 			if err != nil {
 				return err
 			}
-			if keep(s) {
-				if err := visit(s); err != nil {
-					return err
+			for _, m := range list {
+				if !m.Updated.Before(after) {
+					names = append(names, m.ID)
 				}
 			}
+			slices.Reverse(names) // oldest first: the report reads in time order
 		}
-		return nil
+		load = func(id string) (*kernel.Session, error) { return a.store.Load(ctx, id) }
 	}
-	if err := a.openStore(true); err != nil {
-		return err
-	}
-	ids := f.sessions
-	if len(ids) == 0 {
-		list, err := a.store.List(ctx)
-		if err != nil {
-			return err
-		}
-		for _, m := range list {
-			if !m.Updated.Before(after) {
-				ids = append(ids, m.ID)
-			}
-		}
-		slices.Reverse(ids) // oldest first: the report reads in time order
-	}
-	for _, id := range ids {
-		s, err := a.store.Load(ctx, id)
+	for _, n := range names {
+		s, err := load(n)
 		if err != nil {
 			return err
 		}
