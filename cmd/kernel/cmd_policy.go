@@ -70,13 +70,13 @@ func cmdPolicy(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	defer a.Close()
 	specs := a.tools.Specs()
-	opts := policy.Options{Tools: specs, Progress: progressLine(env.stderr)}
-	if len(cfg.files) == 0 {
-		opts.ToolsFrom = "the embedded defaults"
+	opts := policyOptions(cfg, specs)
+	opts.Progress = progressLine(env.stderr)
+	if sub != "check" { // test and explain run the tests or none; diffs compile
+		opts.Cache = nil
 	}
 	switch sub {
 	case "check":
-		opts.Cache = policyOptions(cfg, specs).Cache
 		var errs []error
 		for _, f := range pos {
 			p, err := policy.CheckFile(ctx, f, opts)

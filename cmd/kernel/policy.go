@@ -99,10 +99,14 @@ func (a *app) loadPolicy(ctx context.Context) error {
 }
 
 // policyOptions are the options every policy load of the CLI uses: the
-// registered tools and, unless --no-cache, the test cache in the user's
+// registered tools (named as the embedded defaults' when no configuration
+// file was read) and, unless --no-cache, the test cache in the user's
 // cache directory.
 func policyOptions(cfg *Config, tools []kernel.ToolSpec) policy.Options {
 	opts := policy.Options{Tools: tools}
+	if len(cfg.files) == 0 {
+		opts.ToolsFrom = "the embedded defaults"
+	}
 	if !cfg.policyNoCache {
 		opts.Cache = &policy.TestCache{Dir: filepath.Join(cacheDir(), "policy")}
 	}
