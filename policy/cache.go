@@ -71,6 +71,11 @@ type cacheEntry struct {
 
 var entryName = regexp.MustCompile(`^[0-9a-f]{64}\.json$`)
 
+// zoneWords finds the expressions zoneDependent needs to look at (vars
+// are inlined, so an expression's source may not show them: the source of
+// every var is checked too).
+var zoneWords = regexp.MustCompile(`date|timezone|In|Local|Zone|IsDST|Location`)
+
 // TestVerdict says how a policy's tests were passed when it loaded.
 type TestVerdict struct {
 	// Cached is set when the cache vouched for the file: its tests did not
@@ -144,10 +149,11 @@ func goBuildID(exe string) string {
 
 // cacheKey is the hex SHA-256 of what decides whether a file passes its
 // tests: the cache's version, the build of the code that runs them, the
-// file's bytes, and the registered tools' specs (tests take tiers, tags,
-// sources and schemas from them), sorted by name. A policy file includes
-// no other file. ok is false when the build cannot be identified.
-func (c *TestCache) cacheKey(src []byte, tools []kernel.ToolSpec) (key string, ok bool) {
+// file's bytes (by their SHA-256, fileSHA), and the registered tools'
+// specs (tests take tiers, tags, sources and schemas from them), sorted by
+// name. A policy file includes no other file. ok is false when the build
+// cannot be identified.
+func (c *TestCache) cacheKey(fileSHA string, tools []kernel.ToolSpec) (key string, ok bool) {
 	build := c.Build
 	if build == "" {
 		build = BuildID()
@@ -164,7 +170,7 @@ func (c *TestCache) cacheKey(src []byte, tools []kernel.ToolSpec) (key string, o
 	}
 	field(fmt.Appendf(nil, "agentkernel policy test verdict v%d", cacheVersion))
 	field([]byte(build))
-	field(src)
+	field([]byte(fileSHA))
 	specs := slices.Clone(tools)
 	slices.SortStableFunc(specs, func(a, b kernel.ToolSpec) int { return strings.Compare(a.Name, b.Name) })
 	field(fmt.Appendf(nil, "%t %d", tools == nil, len(specs)))
@@ -255,7 +261,7 @@ func (c *TestCache) store(key string, p *Policy) (note string) {
 	if err := privateDir(c.Dir); err != nil {
 		return "test cache not used: " + err.Error()
 	}
-	b, err := json.Marshal(cacheEntry{Version: cacheVersion, Key: key, Passed: true, Tests: len(p.tests), Policy: p.name, Revision: p.revision, SHA256: p.sha})
+	b, err := json.Marshal(cacheEntry{Version: cacheVersion, Key: key, Passed: true, Tests: p.testsDoc.count(), Policy: p.name, Revision: p.revision, SHA256: p.sha})
 	if err != nil {
 		return "test cache not written: " + err.Error()
 	}
@@ -308,7 +314,7 @@ func (c *TestCache) prune() {
 func (p *Policy) zoneDependent() string {
 	found := ""
 	p.eachProgram(func(pr *program) {
-		if pr == nil || found != "" {
+		if pr == nil || found != "" || !zoneWords.MatchString(pr.src.Src) {
 			return
 		}
 		root := pr.prog.Node()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -188,7 +189,7 @@ func TestCacheRefusesForeignEntries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			key, ok := c.cacheKey(src, nil)
+			key, ok := c.cacheKey(sha256Hex(src), nil)
 			if !ok {
 				t.Fatal("no key")
 			}
@@ -264,5 +265,37 @@ func chown(t *testing.T, path string) {
 	}
 	if err := os.Lchown(path, 65534, 65534); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCachedLoadKeepsWhatTheTestsSay: a load the cache vouches for does
+// not decode the tests, yet reports the same deprecated test inputs, and
+// its tests still run on request.
+func TestCachedLoadKeepsWhatTheTestsSay(t *testing.T) {
+	src, err := os.ReadFile("testdata/deprecated/turn-names.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := privateCache(t)
+	ctx := context.Background()
+	first, err := Load(ctx, "turn-names.yaml", src, Options{Cache: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := Load(ctx, "turn-names.yaml", src, Options{Cache: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !second.TestVerdict().Cached || second.tests != nil {
+		t.Fatalf("second load: verdict %+v, %d tests decoded", second.TestVerdict(), len(second.tests))
+	}
+	if !slices.Equal(first.Deprecated(), second.Deprecated()) || !slices.ContainsFunc(second.Deprecated(), func(p Problem) bool {
+		return strings.Contains(p.Msg, "input.turn is deprecated")
+	}) {
+		t.Fatalf("deprecated uses: first %v, cached %v", first.Deprecated(), second.Deprecated())
+	}
+	rep, err := second.RunTests(ctx)
+	if err != nil || !rep.Passed() || len(rep.Results) != second.TestVerdict().Tests {
+		t.Fatalf("RunTests on the cached policy: %v %+v", err, rep)
 	}
 }

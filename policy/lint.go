@@ -49,12 +49,10 @@ func (p *Policy) lintDeprecated() {
 		}
 	}
 	p.eachProgram(check)
-	for i := range p.tests {
-		t := &p.tests[i]
-		if t.Input.Turn.At.Line > 0 {
-			p.deprecated = append(p.deprecated, p.problem(StageDeprecated, t.Input.Turn.At, "test "+quote(t.Name.V),
-				"input.turn is deprecated: write input.run (round is turn, max_rounds is max_turns)"))
-		}
+	names, at := p.testsDoc.deprecatedInputs()
+	for i, name := range names {
+		p.deprecated = append(p.deprecated, p.problem(StageDeprecated, at[i], "test "+quote(name),
+			"input.turn is deprecated: write input.run (round is turn, max_rounds is max_turns)"))
 	}
 	sort.SliceStable(p.deprecated, func(i, j int) bool {
 		a, b := p.deprecated[i], p.deprecated[j]
@@ -71,6 +69,9 @@ type deprecatedUse struct {
 // deprecatedUses finds the env's deprecated names in src: turn.<field>,
 // and turn used on its own.
 func deprecatedUses(src string) []deprecatedUse {
+	if !strings.Contains(src, "turn") {
+		return nil // the common case, without parsing
+	}
 	tree, err := parser.Parse(src)
 	if err != nil {
 		return nil

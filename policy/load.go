@@ -40,19 +40,9 @@ func readFile(path string) ([]byte, error) {
 // context.DeadlineExceeded) and names the file. The kernel's CLI cancels
 // it on SIGINT and SIGTERM.
 func Load(ctx context.Context, name string, src []byte, opts Options) (*Policy, error) {
-	p, ps, err := compileContext(ctx, name, src, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := ps.err(); err != nil {
-		return nil, err
-	}
-	rep, err := p.testUnlessCached(ctx, src)
-	if err != nil {
-		return nil, cancelled(name, "testing", err)
-	}
-	if rep == nil { // the cache vouched for the file
-		return p, nil
+	p, ps, rep, err := compileAndTest(ctx, name, src, opts)
+	if err != nil || rep == nil { // rep nil: the cache vouched for the file
+		return p, err
 	}
 	for _, t := range rep.Results {
 		for _, f := range t.Failures {
@@ -75,6 +65,9 @@ func Compile(ctx context.Context, name string, src []byte, opts Options) (*Polic
 	p, ps, err := compileContext(ctx, name, src, opts)
 	if err != nil {
 		return nil, err
+	}
+	if p != nil {
+		p.loadTests(ps)
 	}
 	if err := ps.err(); err != nil {
 		return nil, err
@@ -135,13 +128,9 @@ func CheckFile(ctx context.Context, path string, opts Options) (*Policy, error) 
 	if err != nil {
 		return nil, err
 	}
-	p, err := Compile(ctx, path, src, opts)
+	p, _, rep, err := compileAndTest(ctx, path, src, opts)
 	if err != nil {
 		return nil, err
-	}
-	rep, err := p.testUnlessCached(ctx, src)
-	if err != nil {
-		return nil, cancelled(path, "testing", err)
 	}
 	if rep != nil && len(rep.Untested) > 0 {
 		return nil, &LoadError{File: path, Problems: rep.Untested}
@@ -149,20 +138,44 @@ func CheckFile(ctx context.Context, path string, opts Options) (*Policy, error) 
 	return p, nil
 }
 
+// compileAndTest is what Load and CheckFile share: parse, compile and lint
+// src, then run its tests unless Options.Cache vouches for it (rep is then
+// nil). err is a *LoadError listing every problem of the file but the
+// tests' failures (those are in rep), or ctx's. The tests are decoded only
+// when they run or the file has other problems to report with theirs.
+func compileAndTest(ctx context.Context, name string, src []byte, opts Options) (p *Policy, ps *problems, rep *TestReport, err error) {
+	p, ps, err = compileContext(ctx, name, src, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(ps.list) > 0 {
+		if p != nil {
+			p.loadTests(ps)
+		}
+		return nil, nil, nil, ps.err()
+	}
+	rep, err = p.testUnlessCached(ctx, ps)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return p, ps, rep, nil
+}
+
 // testUnlessCached runs the file's tests unless Options.Cache vouches for
 // it (the report is then nil), records how in p.verdict, and remembers a
-// file that passed.
-func (p *Policy) testUnlessCached(ctx context.Context, src []byte) (*TestReport, error) {
-	p.verdict = TestVerdict{Tests: len(p.tests)}
+// file that passed. The tests are decoded (into ps's problems) only when
+// they run.
+func (p *Policy) testUnlessCached(ctx context.Context, ps *problems) (*TestReport, error) {
+	p.verdict = TestVerdict{Tests: p.testsDoc.count()}
 	key, c := "", p.opts.Cache
 	if c != nil {
 		if z := p.zoneDependent(); z != "" {
 			p.verdict.CacheNote = fmt.Sprintf("test cache not used: the file's tests depend on the machine's time zone (%s)", z)
-		} else if k, ok := c.cacheKey(src, p.opts.Tools); !ok {
+		} else if k, ok := c.cacheKey(p.sha, p.opts.Tools); !ok {
 			p.verdict.CacheNote = "test cache not used: the kernel's build cannot be identified"
 		} else {
 			key = k
-			hit, note := c.lookup(key, len(p.tests))
+			hit, note := c.lookup(key, p.testsDoc.count())
 			if hit {
 				p.verdict.Cached = true
 				return nil, nil
@@ -170,10 +183,13 @@ func (p *Policy) testUnlessCached(ctx context.Context, src []byte) (*TestReport,
 			p.verdict.CacheNote = note
 		}
 	}
+	if p.loadTests(ps); len(ps.list) > 0 {
+		return nil, ps.err()
+	}
 	start := time.Now()
 	rep, err := p.RunTests(ctx)
 	if err != nil {
-		return nil, err
+		return nil, cancelled(p.file, "testing", err)
 	}
 	p.verdict.Evaluated, p.verdict.Elapsed = rep.Evaluated, time.Since(start)
 	if key != "" && rep.Passed() {

@@ -65,7 +65,12 @@ type Policy struct {
 	selects     []*selectRule
 	drops       []*dropRule
 	budgets     []*budgetDef
-	tests       []testDoc
+	// testsDoc is the tests: section as written; tests the decoded tests,
+	// and testProblems what decoding and checking them found (loadTests).
+	testsDoc     testsDoc
+	testsOnce    sync.Once
+	tests        []testDoc
+	testProblems []Problem
 	// deprecated are the uses of deprecated names (see Deprecated).
 	deprecated []Problem
 

@@ -135,7 +135,17 @@ const progressEvery = 100 * time.Millisecond
 // index, or (indexed false, the reference the tests compare with) every
 // rule that applies to the call's tool.
 func (p *Policy) runTests(ctx context.Context, indexed bool) (*TestReport, error) {
+	p.loadTests(nil)
 	rep := &TestReport{File: p.file, Policy: p.name, Revision: p.revision, Results: make([]TestResult, len(p.tests))}
+	if len(p.testProblems) > 0 {
+		// Only for a policy Load took from the cache: Compile and a load
+		// that runs the tests report these problems themselves.
+		bad := TestResult{Name: "tests:"}
+		for _, pr := range p.testProblems {
+			bad.Failures = append(bad.Failures, pr.String())
+		}
+		rep.Results = append(rep.Results, bad)
+	}
 	workers := max(1, min(runtime.GOMAXPROCS(0), (len(p.tests)+testChunk-1)/testChunk))
 	runs := make([]*testRun, workers)
 	var next, done atomic.Int64
