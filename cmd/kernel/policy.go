@@ -77,7 +77,7 @@ func (a *app) loadPolicy(ctx context.Context) error {
 		if v.CacheNote != "" {
 			a.log.Warn("policy test cache", "file", pc.File, "note", v.CacheNote)
 		}
-		a.log.Debug("policy loaded", "file", pc.File, "tests", v.Tests, "cached", v.Cached,
+		a.log.Info("policy loaded", "file", pc.File, "tests", v.Tests, "cached", v.Cached,
 			"evaluated", v.Evaluated, "tests_took", v.Elapsed, "load_took", time.Since(start))
 	}
 	if pc.Watch == nil || *pc.Watch {

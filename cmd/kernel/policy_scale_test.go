@@ -47,7 +47,7 @@ func TestPolicyTestCache(t *testing.T) {
 	run := func(file string, flags ...string) string {
 		t.Helper()
 		args := append([]string{"run", "--config", "../../examples/kernel.yaml", "--policy", file, "--script", script,
-			"--store", store, "--log-level", "debug"}, flags...)
+			"--store", store, "--log-level", "info"}, flags...)
 		out, errOut, err := cli(t, append(args, "hi")...)
 		if err != nil || !strings.Contains(out, "hello") {
 			t.Fatalf("run: %v\nstdout %s\nstderr %s", err, out, errOut)
