@@ -129,17 +129,17 @@ func progressLine(w io.Writer) func(policy.TestProgress) {
 const progressAfter = 2 * time.Second
 
 func drawProgress(w io.Writer) func(policy.TestProgress) {
-	shown := false
+	shown, last := false, -1
 	return func(p policy.TestProgress) {
 		switch {
 		case p.End:
 			if shown {
 				fmt.Fprint(w, "\r\x1b[K")
-				shown = false
+				shown, last = false, -1
 			}
-		case p.Elapsed >= progressAfter:
+		case p.Elapsed >= progressAfter && p.Done != last:
 			fmt.Fprintf(w, "\r\x1b[Kpolicy %s: testing %d/%d", filepath.Base(p.File), p.Done, p.Total)
-			shown = true
+			shown, last = true, p.Done
 		}
 	}
 }

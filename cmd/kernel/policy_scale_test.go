@@ -124,6 +124,7 @@ func TestPolicyProgressLine(t *testing.T) {
 		t.Fatalf("drawn before 2s: %q", b.String())
 	}
 	draw(policy.TestProgress{File: "/x/gen.yaml", Done: 40, Total: 100, Elapsed: 2 * time.Second})
+	draw(policy.TestProgress{File: "/x/gen.yaml", Done: 40, Total: 100, Elapsed: 2100 * time.Millisecond}) // unchanged: not redrawn
 	draw(policy.TestProgress{File: "/x/gen.yaml", Done: 90, Total: 100, Elapsed: 3 * time.Second})
 	draw(policy.TestProgress{File: "/x/gen.yaml", Done: 100, Total: 100, Elapsed: 3 * time.Second, End: true})
 	want := "\r\x1b[Kpolicy gen.yaml: testing 40/100\r\x1b[Kpolicy gen.yaml: testing 90/100\r\x1b[K"
