@@ -35,12 +35,15 @@ type Config struct {
 	Compaction   CompactionSection `yaml:"compaction"`
 	Security     SecurityConfig    `yaml:"security"`
 	Sandbox      SandboxConfig     `yaml:"sandbox"`
+	MCPServe     MCPServeConfig    `yaml:"mcp_serve"`
 
 	// dir is the directory relative paths are resolved against: the config
 	// file's, or the working directory without one.
 	dir   string
 	file  string
 	files []string // every file laid over the defaults, in order
+	// keysFile is kernel serve's API key file (see keysPath).
+	keysFile string
 	// storeDir is --store, which wins over store.dir.
 	storeDir string
 	// policyFile is --policy, which wins over policy.file.
@@ -51,6 +54,12 @@ type Config struct {
 	layers []configLayer
 	// modelNameSet is true when a file sets model.name.
 	modelNameSet bool
+	// workspaceID, when set, is the identity the workspace must have (a
+	// resumed session's record).
+	workspaceID *kernel.FileID
+	// allowSetBy are the files (absolute) that set
+	// security.allow_writable: checkProtected refuses one a tool can write.
+	allowSetBy []string
 	// logLevel is --log-level, else $KERNEL_LOG, else warn.
 	logLevel string
 }
@@ -202,6 +211,11 @@ func (cfg *Config) layer(name, dir string, data []byte) error {
 	}
 	if name != "(embedded defaults)" && setsField(root.Content[0], "model.name") {
 		cfg.modelNameSet = true
+	}
+	if name != "(embedded defaults)" && setsField(root.Content[0], "security.allow_writable") {
+		if abs, err := filepath.Abs(name); err == nil {
+			cfg.allowSetBy = append(cfg.allowSetBy, abs)
+		}
 	}
 	absolutize(root.Content[0], dir)
 	if err := root.Content[0].Decode(cfg); err != nil {

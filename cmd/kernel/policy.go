@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -56,14 +55,11 @@ func (a *app) loadPolicy(ctx context.Context) error {
 		}
 	}
 	if pc.DecisionLog != "" {
-		f, err := os.OpenFile(pc.DecisionLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		f, err := openPrivate(pc.DecisionLog, true) // an existing log may be wider: narrowed to 0600
 		if err != nil {
 			return fmt.Errorf("policy.decision_log: %w", err)
 		}
 		a.closers = append(a.closers, f.Close)
-		if err := f.Chmod(0o600); err != nil { // an existing log may be wider
-			return fmt.Errorf("policy.decision_log: %w", err)
-		}
 		opts.Log = policy.NewDecisionLog(f, a.redact)
 	}
 	start := time.Now()
