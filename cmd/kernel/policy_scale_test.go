@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -213,5 +214,28 @@ func TestScaleWorkedExample(t *testing.T) {
 		t.Fatal("the diff without --expect exits 0")
 	} else if code, _ := exitStatus(err); code != 1 {
 		t.Fatalf("the diff without --expect: exit %d (%v), want 1", code, err)
+	}
+}
+
+// TestPolicyCacheIsAKernelFile: the test cache can make a policy load
+// without its tests, so it is one of the kernel's own files: with the
+// cache directory inside the writable workspace the kernel refuses to
+// start; with --no-cache (the cache unused) it starts.
+func TestPolicyCacheIsAKernelFile(t *testing.T) {
+	ws := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(ws, "cache"))
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"policy.yaml": "name: p\nrevision: \"1\"\ndefaults:\n  tool_call: allow\n",
+		"script.yaml": "steps:\n  - text: done\n",
+		"kernel.yaml": "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: " + ws + "\npolicy: {file: policy.yaml}\ntools:\n  builtin:\n    enable: [read_file, write_file]\n",
+	})
+	cfg := filepath.Join(dir, "kernel.yaml")
+	_, _, err := cli(t, "run", "--config", cfg, "--store", t.TempDir(), "go")
+	if !errors.Is(err, ErrProtectedWritable) || !strings.Contains(err.Error(), "the policy test cache "+filepath.Join(ws, "cache", "agentkernel", "policy")) {
+		t.Fatalf("started with the policy test cache inside the writable workspace: %v", err)
+	}
+	if _, errOut, err := cli(t, "run", "--config", cfg, "--no-cache", "--store", t.TempDir(), "go"); err != nil {
+		t.Fatalf("--no-cache: %v\n%s", err, errOut)
 	}
 }
