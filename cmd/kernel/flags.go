@@ -28,6 +28,7 @@ type commonFlags struct {
 	fallbacks stringList
 	store     string
 	policy    string
+	noCache   bool
 	logLevel  oneOf
 	// toolProtocol and toolFormat apply to every model of the run.
 	toolProtocol oneOf
@@ -51,6 +52,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.Var(&c.idle, "model-idle-timeout", "end a model stream that sends nothing for this long, e.g. 30s (model.idle_timeout)")
 	fs.Var(&c.fallbacks, "fallback", "fallback model `NAME`, tried when the model is unavailable; repeatable (model.fallbacks)")
 	fs.StringVar(&c.policy, "policy", "", "policy `FILE` (policy.file; see docs/policy.md)")
+	fs.BoolVar(&c.noCache, "no-cache", false, "run the policy's tests even when the test cache vouches for the file")
 	fs.StringVar(&c.store, "store", "", "session store `DIR` (store.dir; default $XDG_DATA_HOME/agentkernel)")
 	c.toolProtocol.allowed = toolModes()
 	fs.Var(&c.toolProtocol, "tool-protocol", "offer tools by `MODE`: native, text or auto (model.tool_protocol; see docs/providers.md)")
@@ -97,6 +99,7 @@ func (c *commonFlags) load() (*Config, error) {
 	if c.policy != "" {
 		cfg.policyFile = absPath(c.policy)
 	}
+	cfg.policyNoCache = c.noCache
 	if c.store != "" {
 		cfg.storeDir = absPath(c.store)
 	}
