@@ -33,7 +33,7 @@ tests:
 // is asked again.
 func TestRunCorrectionsInPolicy(t *testing.T) {
 	ws := newWorkspace(t)
-	pol, err := policy.Load("strict.yaml", []byte(protocolPolicy), policy.Options{Tools: ws.reg.Specs()})
+	pol, err := policy.Load(context.Background(), "strict.yaml", []byte(protocolPolicy), policy.Options{Tools: ws.reg.Specs()})
 	if err != nil {
 		t.Fatal(err)
 	}
