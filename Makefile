@@ -4,7 +4,7 @@ BIN     := bin
 KERNEL  := $(BIN)/kernel
 LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
-.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium sdk node python-deps sdk-test
+.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium sdk node python-deps sdk-test go-tutorial-mods
 
 # Every step prints one line saying what it does; V=1 shows the commands too.
 Q   := $(if $(V),,@)
@@ -166,7 +166,19 @@ TUTORIAL_NPM := typescript@5.9.3 @types/node@20.19.25 esbuild@0.28.2
 TUTORIAL_NPM_STAMP := $(NPM_CACHE)/.tutorial-$(shell echo '$(TUTORIAL_NPM)' | cksum | cut -d' ' -f1)
 
 ## sdk: the TypeScript SDK (built and packed), the example plugins, the Python SDK's Debian packages
-sdk: $(SDK_TS_PACK) $(TS_CONFORMANCE) $(BIN)/plugins/http_get/agentkernel.lock $(TUTORIAL_NPM_STAMP) python-deps
+sdk: $(SDK_TS_PACK) $(TS_CONFORMANCE) $(BIN)/plugins/http_get/agentkernel.lock $(TUTORIAL_NPM_STAMP) python-deps go-tutorial-mods
+
+# docs/plugins.md's Go tutorial makes a module of its own that requires this
+# checkout; its module graph needs a few go.mod files the kernel's own build
+# does not (older versions of indirect requirements, which this checkout's
+# go.sum lists). TestTutorials runs it offline: fetch them into the module
+# cache now, as the tutorial would (a no-op once they are there).
+go-tutorial-mods:
+	$(Q)tmp=$$(mktemp -d) && cd $$tmp && $(GO) mod init example.com/warm >/dev/null 2>&1 && \
+	$(GO) mod edit -require github.com/agentkernel/agentkernel@v0.0.0 -replace github.com/agentkernel/agentkernel=$(CURDIR) && \
+	cp $(CURDIR)/go.sum . && \
+	printf 'package main\n\nimport (\n\t_ "github.com/agentkernel/agentkernel/plugins/sdk"\n\t_ "github.com/agentkernel/agentkernel/plugins/sdk/sdktest"\n)\n\nfunc main() {}\n' > main.go && \
+	$(GO) list -mod=mod -deps -test . >/dev/null && cd / && rm -rf $$tmp
 
 node:
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { apt-get update && apt-get install -y nodejs npm; }
