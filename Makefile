@@ -4,7 +4,7 @@ BIN     := bin
 KERNEL  := $(BIN)/kernel
 LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
-.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp
+.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp test-deps
 
 # Every step prints one line saying what it does; V=1 shows the commands too.
 Q   := $(if $(V),,@)
@@ -126,8 +126,12 @@ proto:
 		--go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto
 
+## test-deps: programs the attack tests run inside the sandbox (python3)
+test-deps:
+	@command -v python3 >/dev/null 2>&1 || { apt-get update && apt-get install -y python3; }
+
 ## test: every test, with the race detector
-test: build wasm plugins
+test: build wasm plugins test-deps
 	$(call say,test,"go test -race ./... (every package)")
 	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test -race -count=1 -timeout 45m ./...
 

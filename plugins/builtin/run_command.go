@@ -259,7 +259,8 @@ func (w *headTail) String() string {
 	if omitted == 0 {
 		return validText(append(w.head[:len(w.head):len(w.head)], w.tail...))
 	}
-	return validText(w.head) + "\n[... " + strconv.FormatInt(omitted, 10) + " bytes of output omitted ...]\n" + validText(w.tail)
+	return validText(w.head) + "\n[... " + strconv.FormatInt(omitted, 10) + " bytes of output omitted: max_output_bytes is " +
+		strconv.Itoa(w.headMax+w.tailMax) + " ...]\n" + validText(w.tail)
 }
 
 var _ kernel.Tool = (*RunCommand)(nil)
