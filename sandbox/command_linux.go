@@ -438,22 +438,19 @@ func probe() Report {
 	} else {
 		set(LayerPIDNS, false, nsDetail)
 	}
-	switch {
-	case !nsOK:
-		set(LayerMountNS, false, nsDetail)
-	case pr.MountNS != "":
-		set(LayerMountNS, false, pr.MountNS)
-	default:
-		set(LayerMountNS, true, "a new mount namespace: fresh /proc, private /tmp, read-only bind mounts")
+	// A layer the probe launcher tried: why it failed there, if it did.
+	tried := func(l Layer, failed, detail string) {
+		switch {
+		case !nsOK:
+			set(l, false, nsDetail)
+		case failed != "":
+			set(l, false, failed)
+		default:
+			set(l, true, detail)
+		}
 	}
-	switch {
-	case !nsOK:
-		set(LayerFSView, false, nsDetail)
-	case pr.FSView != "":
-		set(LayerFSView, false, pr.FSView)
-	default:
-		set(LayerFSView, true, "the root is a new tmpfs with only the granted paths bound (read-only where ro): no host /run, /var/run, /var/tmp or /tmp, so no daemon's socket")
-	}
+	tried(LayerMountNS, pr.MountNS, "a new mount namespace: fresh /proc, private /tmp, read-only bind mounts")
+	tried(LayerFSView, pr.FSView, "the root is a new tmpfs with only the granted paths bound (read-only where ro): no host /run, /var/run, /var/tmp or /tmp, so no daemon's socket")
 	if nsOK {
 		set(LayerNetNS, true, "a new, empty network namespace when the grant has no net")
 	} else {
@@ -474,14 +471,7 @@ func probe() Report {
 	} else {
 		set(LayerMemoryCgroup, false, why)
 	}
-	switch {
-	case !nsOK:
-		set(LayerSeccomp, false, nsDetail)
-	case pr.Seccomp != "":
-		set(LayerSeccomp, false, pr.Seccomp)
-	default:
-		set(LayerSeccomp, true, "a seccomp filter: no ptrace, process_vm_*, pidfd_getfd or kcmp (the launcher out of reach), no new namespaces, io_uring, keyrings, bpf or mounts, sockets of the unix, inet and netlink families only")
-	}
+	tried(LayerSeccomp, pr.Seccomp, "a seccomp filter: no ptrace, process_vm_*, pidfd_getfd or kcmp (the launcher out of reach), no new namespaces, io_uring, keyrings, bpf or mounts, sockets of the unix, inet and netlink families only")
 	cg, cgWhy := pidsCgroupRoot()
 	switch {
 	case !rep.Root:

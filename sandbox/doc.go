@@ -1,6 +1,7 @@
 // Package sandbox confines native processes: run_command's programs,
 // subprocess plugins, command hooks and MCP stdio servers all start
-// through Command, with a Grant saying what they may do.
+// through Command (by way of their one owner, sandbox/proc), with a Grant
+// saying what they may do.
 //
 // The launcher is the kernel binary itself, re-executed as the sandbox's
 // init. Lifecycle of one confined process:

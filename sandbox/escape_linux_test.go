@@ -25,6 +25,19 @@ func needPython(t *testing.T) {
 	}
 }
 
+// runAttack runs a python3 attack script under the workspace grant; it
+// must run to its end ("done").
+func runAttack(t *testing.T, script string) (string, error) {
+	t.Helper()
+	needPython(t)
+	ws := newWorkspace(t)
+	out, err := run(t, workspaceGrant(ws), ws, python, "-c", script)
+	if !strings.Contains(out, "done") {
+		t.Fatalf("the attack did not run to its end (err %v):\n%s", err, out)
+	}
+	return out, err
+}
+
 // TestHostUnixSocketsUnreachable: a daemon's pathname socket under /run,
 // /var/tmp or /tmp (with the workspace under /tmp too) cannot be reached
 // from a program with no grant for its directory, by connect or by
@@ -66,12 +79,7 @@ func TestHostUnixSocketsUnreachable(t *testing.T) {
 // memory, take its descriptors or kill it, so it cannot forge the report
 // the kernel gets: the call ends with the program's real exit code.
 func TestLauncherOutOfReach(t *testing.T) {
-	needPython(t)
-	ws := newWorkspace(t)
-	out, err := run(t, workspaceGrant(ws), ws, python, "-c", sandboxtest.LauncherAttack)
-	if !strings.Contains(out, "done") {
-		t.Fatalf("the attack did not run to its end (err %v):\n%s", err, out)
-	}
+	out, err := runAttack(t, sandboxtest.LauncherAttack)
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasSuffix(line, " ok") && !strings.HasPrefix(line, "pidfd_open") {
 			t.Errorf("the program reached the launcher: %s", line)
@@ -126,12 +134,7 @@ func TestForkBombNamed(t *testing.T) {
 // io_uring, the keyrings and vsock (the hypervisor's host, whatever the
 // network namespace) are out of the program's reach.
 func TestSeccompHolds(t *testing.T) {
-	needPython(t)
-	ws := newWorkspace(t)
-	out, err := run(t, workspaceGrant(ws), ws, python, "-c", sandboxtest.SeccompProbe)
-	if !strings.Contains(out, "done") {
-		t.Fatalf("the probe did not run (err %v):\n%s", err, out)
-	}
+	out, _ := runAttack(t, sandboxtest.SeccompProbe)
 	for _, want := range []string{"unshare user namespace denied errno 1", "io_uring_setup denied errno 1", "keyctl denied errno 1", "socket vsock denied errno 97"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("want %q:\n%s", want, out)

@@ -51,17 +51,7 @@ func TestSandboxRoundTwoThroughTheCLI(t *testing.T) {
 	script := "steps:\n" + calls.String() + "  - text: done\n"
 	cfg := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\n" +
 		"tools:\n  builtin:\n    enable: [run_command]\n    command_sandbox: {memory_mb: 256, max_procs: 32}\n"
-	os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(script), 0o600)
-	os.WriteFile(filepath.Join(dir, "kernel.yaml"), []byte(cfg), 0o600)
-	store := t.TempDir()
-	_, errOut, err := cli(t, "run", "--config", filepath.Join(dir, "kernel.yaml"), "--store", store, "go")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, errOut)
-	}
-	out, _, err := cli(t, "sessions", "show", "--full", "--store", store, sessionLine.FindStringSubmatch(errOut)[1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := runScripted(t, dir, script, cfg)
 	// (The scripts are in the session too: count what only their output says.)
 	if strings.Count(out, "stream refused: [Errno") != 3 || strings.Count(out, "dgram refused: [Errno") != 3 {
 		t.Errorf("a host unix socket was reached from run_command:\n%s", out)

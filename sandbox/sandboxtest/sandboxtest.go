@@ -21,6 +21,12 @@ func Listener(t testing.TB) uint16 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reply(t, ln)
+	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// reply answers every connection to ln with Reply until the test ends.
+func reply(t testing.TB, ln net.Listener) {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -32,7 +38,6 @@ func Listener(t testing.TB) uint16 {
 			c.Close()
 		}
 	}()
-	return uint16(ln.Addr().(*net.TCPAddr).Port)
 }
 
 // UnixClient (a python3 program: UnixClient STREAM DGRAM) connects to a stream socket and sends one datagram to a
@@ -68,17 +73,7 @@ func UnixDaemon(t *testing.T, base string) (dir, stream, dgram string, got chan 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte(Reply))
-			c.Close()
-		}
-	}()
+	reply(t, ln)
 	pc, err := net.ListenPacket("unixgram", dgram)
 	if err != nil {
 		t.Fatal(err)
