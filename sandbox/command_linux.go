@@ -501,9 +501,12 @@ type observed struct {
 	cpu       time.Duration
 	peakProcs int   // sampled from the sandbox's /proc
 	peakVM    int64 // largest address space sampled
-	procCap   int   // max_procs where the sampled count means it (0: not)
-	cgroups   cgroupCounts
-	tmpFull   bool // the private /tmp had no room left
+	// addressSpace is set when memory_mb was RLIMIT_AS (no memory
+	// cgroup), so that a large address space explains a failure.
+	addressSpace bool
+	procCap      int // max_procs where the sampled count means it (0: not)
+	cgroups      cgroupCounts
+	tmpFull      bool // the private /tmp had no room left
 }
 
 // describeLimit names the limit that stopped a program, from what the
@@ -531,7 +534,7 @@ func describeLimit(lim Grant, o observed) *LimitError {
 		return &LimitError{Limit: "max_file_mb", Detail: fmt.Sprintf("the program wrote a file larger than %d MiB (max_file_mb)", lim.MaxFileMB)}
 	case o.procCap > 0 && o.peakProcs >= o.procCap:
 		return &LimitError{Limit: "max_procs", Detail: fmt.Sprintf("the sandbox reached %d processes, its limit (max_procs %d); further forks failed", o.peakProcs, lim.MaxProcs)}
-	case o.peakVM >= int64(lim.MemoryMB)<<20*85/100:
+	case o.addressSpace && o.peakVM >= int64(lim.MemoryMB)<<20*85/100:
 		return &LimitError{Limit: "memory_mb", Detail: fmt.Sprintf("a process reached %d MiB of address space, its limit is %d MiB (memory_mb); further allocations failed", o.peakVM>>20, lim.MemoryMB)}
 	case o.tmpFull:
 		return &LimitError{Limit: "max_file_mb", Detail: fmt.Sprintf("the private /tmp (max_file_mb: %d MiB) is full", lim.MaxFileMB)}

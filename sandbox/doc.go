@@ -12,7 +12,7 @@
 //     /proc/self/exe in new user, PID, IPC, mount and (without net)
 //     network namespaces.
 //  2. Main, called first in the binary's main, recognises the launcher,
-//     puts itself out of the program's reach (not dumpable, every signal
+//     puts itself out of the program's reach (not dumpable, fatal signals
 //     caught), builds the file system view (a new root holding only the
 //     granted paths, a fresh /proc and a private /tmp; view_linux.go),
 //     bounds the processes, sets the rlimits, drops every capability,

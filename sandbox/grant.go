@@ -40,8 +40,9 @@ type Grant struct {
 	// caller's exec.Cmd.Env, which callers build from this list.
 	Env []string `yaml:"env,omitempty" json:"env,omitempty"`
 	// MemoryMB caps the memory of the sandbox's processes together (a
-	// memory cgroup: their pages and the private /tmp's) and each
-	// process's address space (RLIMIT_AS). Zero means DefaultMemoryMB.
+	// memory cgroup: their pages and the private /tmp's); where the
+	// memory_cgroup layer is allowed missing, each process's address space
+	// (RLIMIT_AS) instead. Zero means DefaultMemoryMB.
 	MemoryMB int `yaml:"memory_mb,omitempty" json:"memory_mb,omitempty"`
 	// CPU caps each process's CPU time (RLIMIT_CPU, whole seconds). Zero
 	// means no CPU limit (Timeout still bounds the wall clock).

@@ -55,7 +55,7 @@ func (l *launcher) report(o Outcome) {
 }
 
 // runInit is the launcher, PID 1 of the sandbox. Order: out of the
-// program's reach (not dumpable, every signal caught), cgroup files, the
+// program's reach (not dumpable, fatal signals caught), cgroup files, the
 // file system view (or mounts: fresh /proc, private /tmp, ro binds),
 // pid_max, rlimits, capabilities dropped, no_new_privs and Landlock, the
 // seccomp filter, then the program as its child; the launcher reaps
@@ -447,11 +447,14 @@ func (l *launcher) run() int {
 		}
 		path = p
 	}
-	// The program starts traced: it stops right after its execve, before
-	// its first instruction, and gets its RLIMIT_AS then. The launcher's
+	// memory_mb is the memory cgroup's limit when there is one. Without
+	// it (the layer allowed missing) it is RLIMIT_AS per process: the
+	// program then starts traced, stops right after its execve, before
+	// its first instruction, and gets its RLIMIT_AS there. The launcher's
 	// own Go runtime must not live under the program's memory limit.
+	perProcess := sp.MemoryCgroup == ""
 	attr := &os.ProcAttr{Env: env, Files: l.stdio, Dir: l.dir,
-		Sys: &syscall.SysProcAttr{Ptrace: true}}
+		Sys: &syscall.SysProcAttr{Ptrace: perProcess}}
 	proc, err := l.start(path, sp.Argv, attr)
 	if err != nil {
 		msg := err.Error()
@@ -462,7 +465,7 @@ func (l *launcher) run() int {
 		return 126
 	}
 	pid := proc.Pid
-	if err := l.limitMemory(pid); err != nil {
+	if err := l.limitMemory(pid, perProcess); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		l.report(Outcome{Err: err.Error()})
 		return 126
@@ -504,7 +507,7 @@ func (l *launcher) run() int {
 	obs := observed{
 		sig: sig, failed: o.Signal != "" || o.ExitCode != 0, timedOut: timedOut,
 		cpu:       time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
-		peakProcs: w.peakProcs, peakVM: w.peakVM, procCap: procCap,
+		peakProcs: w.peakProcs, peakVM: w.peakVM, procCap: procCap, addressSpace: perProcess,
 		cgroups: l.cg.counts(), tmpFull: sp.MountNS && tmpFull(),
 	}
 	lim := Grant{MemoryMB: sp.MemoryMB, MaxProcs: sp.MaxProcs, MaxFileMB: sp.MaxFileMB, CPU: Duration(time.Duration(sp.CPUSeconds) * time.Second),
@@ -541,7 +544,10 @@ func killAll() {
 
 // limitMemory waits for the traced program's stop after execve, sets its
 // address-space limit and lets it go.
-func (l *launcher) limitMemory(pid int) error {
+func (l *launcher) limitMemory(pid int, traced bool) error {
+	if !traced {
+		return nil
+	}
 	var ws unix.WaitStatus
 	for {
 		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)

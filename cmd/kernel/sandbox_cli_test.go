@@ -98,21 +98,12 @@ func TestSandboxAttacksThroughTheCLI(t *testing.T) {
 }
 
 // runScripted writes script.yaml and kernel.yaml into dir, runs `kernel
-// run` on them and returns the whole session (`sessions show --full`).
+// run` on them and returns the whole session (runAndShow).
 func runScripted(t *testing.T, dir, script, cfg string) string {
 	t.Helper()
 	os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(script), 0o600)
 	os.WriteFile(filepath.Join(dir, "kernel.yaml"), []byte(cfg), 0o600)
-	store := t.TempDir()
-	_, errOut, err := cli(t, "run", "--config", filepath.Join(dir, "kernel.yaml"), "--store", store, "go")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, errOut)
-	}
-	out, _, err := cli(t, "sessions", "show", "--full", "--store", store, sessionLine.FindStringSubmatch(errOut)[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return runAndShow(t, filepath.Join(dir, "kernel.yaml"), "go")
 }
 
 // yamlDQuote renders s as a double-quoted YAML scalar.
