@@ -477,7 +477,7 @@ func probe() Report {
 	case !rep.Root:
 		set(LayerPIDLimit, true, "RLIMIT_NPROC (not root)")
 	case nsOK && pr.PIDLimit == "" && cg != "":
-		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: a pids cgroup per sandbox under "+cg+", and the PID namespace's pid_max")
+		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: a pids cgroup per sandbox under "+cg)
 	case nsOK && pr.PIDLimit == "":
 		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: the PID namespace's pid_max, at least 301, so max_procs below 299 holds as 299 ("+cgWhy+")")
 	default:

@@ -249,7 +249,11 @@ func (l *launcher) confine() error {
 			return err
 		}
 	}
-	if sp.Root && sp.MountNS {
+	// pid_max bounds max_procs only where no pids cgroup does: it counts
+	// the launcher's threads too (and a failing fork holds a pid for a
+	// moment), so under a fork bomb the launcher could not start the
+	// thread its Go runtime needed, and died before it reported.
+	if sp.Root && sp.MountNS && sp.PIDsCgroup == "" {
 		if err := setPIDMax("/proc", sp.MaxProcs); err != nil {
 			return err
 		}
