@@ -46,6 +46,10 @@
 //  4. Start a turn; choose the tools offered in it (Policy.Surface).
 //  5. Stream one generation from the Provider, emitting deltas; account
 //     tokens and cost; persist the assistant message. No tool calls: done.
+//     A model on the text tool protocol (ToolProtocol) gets its tools in
+//     the system prompt and its calls are read from the streamed text
+//     (package toolproto); an answer that breaks the protocol is stored
+//     with a correction and the model asked again (loop to 3).
 //  6. Run the tool calls through the pipeline, contiguous read-only calls
 //     concurrently and every other call alone, in document order:
 //     parse the arguments, check the tool was offered, validate against
@@ -57,7 +61,12 @@
 //  8. Check budgets again and loop to 3.
 //
 // Every step is committed to the Store before the loop moves on, so a crash
-// loses at most the step in flight. Cancellation through ctx reaches the
+// loses at most the step in flight. A run asked to stop at its next step
+// boundary (RunOptions.Interrupt, a server's drain) ends there with
+// StopInterrupted; Continue resumes it, or a session a crash left running,
+// from its last stored step. A front end serving many sessions runs each
+// through Kernel.With, which carries the run's event sink and the principal
+// recorded with approval decisions. Cancellation through ctx reaches the
 // provider stream and every tool; tool calls left without a result get a
 // "cancelled" result so the history stays valid.
 //

@@ -161,11 +161,21 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 	if pc, err := cfg.policyConfig(); err == nil {
 		add(pc.File, "the policy")
 		add(pc.DecisionLog, "the decision log")
+		if pc.File != "" && !cfg.policyNoCache {
+			// An entry there lets a policy load without its tests.
+			add(filepath.Join(cacheDir(), "policy"), "the policy test cache")
+		}
 	} else {
 		return nil, err
 	}
 	if sc, err := cfg.storeConfig(); err == nil && sc.Kind != "memory" {
 		add(sc.Dir, "the session store")
+	}
+	if cfg.keysFile != "" {
+		add(cfg.keysFile, "the API keys of kernel serve")
+		add(cfg.keysFile+".lock", "the API keys' lock file")
+	} else if p, err := cfg.keysPath(""); err == nil {
+		add(p, "the API keys of kernel serve")
 	}
 	hc, err := cfg.hooksConfig()
 	if err != nil {
