@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentkernel/agentkernel/internal/hostpath"
 )
 
 // The sandbox's file system view (LayerFSView). Landlock decides what a
@@ -166,45 +167,24 @@ func depth(p string) int {
 	return strings.Count(p, "/")
 }
 
-// resolveLinks resolves path like the kernel does, recording every
-// symlink met on the way (its real location and its target).
+// resolveLinks resolves path like the kernel does (hostpath.Locations),
+// with every symlink met on the way: its real location and its target.
+// A path that does not exist is an error.
 func resolveLinks(path string) (string, []viewEntry, error) {
+	locs := hostpath.Locations(path)
+	real := locs[len(locs)-1]
 	var links []viewEntry
-	rest := strings.Split(filepath.Clean(path), "/")
-	cur := "/"
-	for hops := 0; len(rest) > 0; {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, c)
-		st, err := os.Lstat(next)
+	for _, at := range locs[:len(locs)-1] {
+		target, err := os.Readlink(at)
 		if err != nil {
 			return "", nil, err
 		}
-		if st.Mode()&os.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if hops++; hops > 40 {
-			return "", nil, syscall.ELOOP
-		}
-		target, err := os.Readlink(next)
-		if err != nil {
-			return "", nil, err
-		}
-		links = append(links, viewEntry{dst: next, kind: viewLink, link: target})
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
+		links = append(links, viewEntry{dst: at, kind: viewLink, link: target})
 	}
-	return cur, links, nil
+	if _, err := os.Lstat(real); err != nil {
+		return "", nil, err
+	}
+	return real, links, nil
 }
 
 // viewBase is where the new root's tmpfs is mounted before the pivot
