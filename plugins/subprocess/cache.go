@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/agentkernel/agentkernel/sandbox/proc"
 )
 
 // The Describe cache lets the kernel list and register a lazy plugin's
@@ -34,7 +36,7 @@ type cacheEntry struct {
 func cacheKey(cfg PluginConfig, sum string) string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
-	key := []any{cacheVersion, sum, cfg.Args, cfg.Dir, allowedEnv(cfg.Env)}
+	key := []any{cacheVersion, sum, cfg.Args, cfg.Dir, proc.Env(cfg.Env)}
 	if in := cfg.Interpreter; in != nil {
 		key = append(key, in.Path, in.SHA256, in.Args)
 	}

@@ -113,13 +113,13 @@ func interpreterFS(in *Interpreter) []sandbox.FSRule {
 const opensslConfig = "/etc/ssl/openssl.cnf"
 
 // commandLine is what the host executes for a verified plugin whose
-// private copy is exe: the program and its argv (argv[0] included). A
-// binary runs as itself; an interpreted plugin runs as its interpreter
-// with Interpreter.Args, the copied script and Args.
-func commandLine(cfg PluginConfig, exe string) (string, []string) {
+// private copy is exe: the program (argv[0]) and its arguments. A binary
+// runs as itself; an interpreted plugin runs as its interpreter with
+// Interpreter.Args, the copied script and Args.
+func commandLine(cfg PluginConfig, exe string) []string {
 	in := cfg.Interpreter
 	if in == nil {
-		return exe, append([]string{filepath.Base(cfg.Path)}, cfg.Args...)
+		return append([]string{exe}, cfg.Args...)
 	}
 	script, err := filepath.Rel(filepath.Dir(cfg.Path), cfg.Path)
 	if err != nil {
@@ -127,5 +127,5 @@ func commandLine(cfg PluginConfig, exe string) (string, []string) {
 	}
 	argv := append([]string{in.exec}, in.Args...)
 	argv = append(argv, filepath.Join(exe, script))
-	return in.exec, append(argv, cfg.Args...)
+	return append(argv, cfg.Args...)
 }
