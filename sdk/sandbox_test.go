@@ -99,8 +99,11 @@ func TestSandboxedPlugins(t *testing.T) {
 				if out, err := attack(t, sandbox.Grant{Net: &sandbox.Net{Connect: []uint16{port}}}, "dial", dial); err != nil || !strings.HasPrefix(out, "connected") {
 					t.Fatalf("granted: %q, %v", out, err)
 				}
-				if accepted.Load() != before+1 {
-					t.Fatal("the granted connection did not arrive")
+				// The listener accepts in its own goroutine.
+				for deadline := time.Now().Add(20 * time.Second); accepted.Load() != before+1; time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("the granted connection did not arrive")
+					}
 				}
 			})
 		})
