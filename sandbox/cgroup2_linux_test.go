@@ -100,7 +100,7 @@ func writeFile(t *testing.T, name, v string) {
 	}
 }
 
-func readFile(t *testing.T, name string) string {
+func readFile(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(name)
 	if err != nil {

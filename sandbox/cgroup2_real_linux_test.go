@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The helper: these tests run TestCgroup2Helper in a child process (the
@@ -284,7 +285,7 @@ func TestPrepareUnifiedAsUser(t *testing.T) {
 
 // unifiedCgroup is this process's cgroup on the unified hierarchy: its
 // directory and its path there.
-func unifiedCgroup(t *testing.T) (dir, path string) {
+func unifiedCgroup(t testing.TB) (dir, path string) {
 	t.Helper()
 	self, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
@@ -311,7 +312,7 @@ var testCgroupSeq int
 // and leaves so (systemd enables every controller there; another run of
 // this test may rely on it). "" when there is none: the test then
 // exercises the placement without a controller.
-func testCgroup(t *testing.T) (dir, path, ctrl string) {
+func testCgroup(t testing.TB) (dir, path, ctrl string) {
 	t.Helper()
 	own, ownPath := unifiedCgroup(t)
 	on := strings.Fields(readFile(t, own+"/cgroup.subtree_control"))
@@ -442,4 +443,45 @@ func TestUnifiedBusyForReal(t *testing.T) {
 	if s := readFile(t, dir+"/cgroup.subtree_control"); s != "" {
 		t.Errorf("subtree_control %q set though refused", s)
 	}
+}
+
+// BenchmarkTrueConfinedUnified is BenchmarkTrueConfined (the host's v1
+// cgroups, a cold launcher) plus what a v2 machine adds: a cgroup made
+// and removed on the unified hierarchy, and the program started traced
+// for one stop at its execve, where the launcher moves it in. Compare
+// with BenchmarkTrueConfined.
+func BenchmarkTrueConfinedUnified(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root to make cgroups on the unified hierarchy")
+	}
+	dir, _, _ := testCgroup(b)
+	g := Grant{FS: SystemDirs()}
+	Check()
+	var d []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		sp, netns, rep, err := buildSpec(g, []string{"/bin/true"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cg, err := newSandboxCgroups(&sp, rep.Has(LayerMemoryCgroup))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sp.Cgroup, err = (cgroupFS{}).makeCgroup(dir, true, nil); err != nil {
+			b.Fatal(err)
+		}
+		c, err := newLauncherCmd(context.Background(), sp, netns, rep)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Run(); err != nil {
+			b.Fatal(err)
+		}
+		cg.remove()
+		removeCgroup(sp.Cgroup, true)
+		d = append(d, time.Since(start))
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2])/1e6, "p50-ms")
 }
