@@ -15,7 +15,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
-	"github.com/agentkernel/agentkernel/kernel/queue"
+	"github.com/agentkernel/agentkernel/kernel/replica"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 	"github.com/agentkernel/agentkernel/plugins/mcp"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
@@ -39,7 +39,10 @@ type app struct {
 	sink   func(kernel.Event)
 	scrub  func(string) string
 
-	queue         *queue.Dir
+	queue         replica.Queue
+	// replica names this process among those sharing a postgres store
+	// (kernel serve --replica); it claims steering messages in that name.
+	replica string
 	plugins       *subprocess.Host
 	mcp           *mcp.Host
 	chain         *hooks.Chain
@@ -124,7 +127,7 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 	a.closers = append(a.closers, a.cfg.applyPrestart(ctx))
 	r.mu.Lock()
 	r.scrub = a.scrub
-	if sc, err := a.cfg.storeConfig(); err == nil && sc.Kind != "memory" {
+	if sc, err := a.cfg.storeConfig(); err == nil && sc.Kind != "memory" && sc.Kind != "postgres" {
 		r.store = storeHint(sc.Dir)
 	}
 	r.mu.Unlock()

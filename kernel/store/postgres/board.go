@@ -183,20 +183,23 @@ WHERE q.kind = 'followup' AND (s.lease_owner IS NULL OR s.lease_expires <= now()
 	return ids, nil
 }
 
-// EndOrphanRuns ends the session's runs still marked running whose
-// replica does not hold the session's live lease (replica.Board).
-func (s *Store) EndOrphanRuns(ctx context.Context, sessionID, status string, record func(replica.Run) json.RawMessage) error {
-	runs, err := s.runs(ctx, "list runs of session "+sessionID, `SELECT `+runColumns+` FROM ak_runs r
-WHERE r.session_id = $1 AND r.status = 'running' AND NOT EXISTS
-  (SELECT 1 FROM ak_sessions s WHERE s.id = r.session_id AND s.lease_owner = r.replica AND s.lease_expires > now())`, sessionID)
+// EndOrphanRuns ends the runs still marked running whose replica does not
+// hold their session's live lease (replica.Board).
+func (s *Store) EndOrphanRuns(ctx context.Context, status string, record func(replica.Run) json.RawMessage) error {
+	runs, err := s.runs(ctx, "list the runs of stopped replicas", `SELECT `+runColumns+` FROM ak_runs r
+WHERE r.status = 'running' AND NOT EXISTS
+  (SELECT 1 FROM ak_sessions s WHERE s.id = r.session_id AND s.lease_owner = r.replica AND s.lease_expires > now())`)
 	if err != nil {
 		return err
 	}
 	for _, r := range runs {
 		rec := record(r)
+		n, _ := json.Marshal(replica.Notice{Kind: replica.NoticeRun, Session: r.SessionID, Run: r.ID})
 		err := s.retry(ctx, func(ctx context.Context) error {
-			_, err := s.pool.Exec(ctx, `UPDATE ak_runs SET status = $2, record = $3 WHERE id = $1 AND status = 'running'`, r.ID, status, string(rec))
-			return err
+			b := &pgx.Batch{}
+			b.Queue(`UPDATE ak_runs SET status = $2, record = $3 WHERE id = $1 AND status = 'running'`, r.ID, status, string(rec))
+			b.Queue(`SELECT pg_notify('ak_notices', $1)`, string(n))
+			return s.pool.SendBatch(ctx, b).Close()
 		})
 		if err != nil {
 			return s.classify("end run "+r.ID, err)

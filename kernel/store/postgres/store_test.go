@@ -17,7 +17,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(pgtest.Main(m, false))
+	os.Exit(pgtest.Main(m))
 }
 
 // openStore opens a store on a new, migrated database, closed when t

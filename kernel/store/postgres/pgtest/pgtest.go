@@ -319,46 +319,42 @@ func (s *Server) Restart() error {
 	return s.start(cred, s.port)
 }
 
-// shared is the server of Main.
-var shared *Server
+// The server of Shared, started by the first test that asks.
+var (
+	sharedOnce sync.Once
+	shared     *Server
+	sharedErr  error
+)
 
-// Main is a TestMain for a package whose tests use the server: it starts
-// one for the whole test binary (unless it runs as a helper process,
-// helper is true), runs the tests, and stops it. When the server cannot
-// start, Shared fails or skips each test that asks for it.
-func Main(m *testing.M, helper bool) int {
-	var startErr error
-	if !helper {
-		shared, startErr = Start(Options{})
-		if startErr != nil {
-			fmt.Fprintln(os.Stderr, "pgtest:", startErr)
-			sharedErr = startErr
-		}
-	}
+// Main is a TestMain for a package whose tests use Shared: it runs the
+// tests and stops the shared server, if one was started.
+func Main(m *testing.M) int {
 	code := m.Run()
-	if shared != nil {
-		shared.Stop()
-	}
+	StopShared()
 	return code
 }
 
-var sharedErr error
+// StopShared stops the server Shared started, if any (for a TestMain
+// that cannot use Main).
+func StopShared() {
+	if shared != nil {
+		shared.Stop()
+	}
+}
 
-// Shared returns Main's server: under AGENTKERNEL_REQUIRE_ARTIFACTS=1
-// (make test) a server that could not start fails tb, otherwise it skips
-// it.
+// Shared returns the test binary's server, starting it on first use (one
+// server for all the tests of a package: each takes a database of its
+// own). Under AGENTKERNEL_REQUIRE_ARTIFACTS=1 (make test) a server that
+// cannot start fails tb; otherwise it skips it.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
+	sharedOnce.Do(func() { shared, sharedErr = Start(Options{}) })
 	if shared != nil {
 		return shared
 	}
-	err := sharedErr
-	if err == nil {
-		err = errors.New("pgtest.Main did not start a server (call it from TestMain)")
-	}
 	if os.Getenv("AGENTKERNEL_REQUIRE_ARTIFACTS") != "" {
-		tb.Fatalf("PostgreSQL: %v", err)
+		tb.Fatalf("PostgreSQL: %v", sharedErr)
 	}
-	tb.Skipf("PostgreSQL: %v", err)
+	tb.Skipf("PostgreSQL: %v", sharedErr)
 	return nil
 }
