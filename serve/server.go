@@ -135,10 +135,10 @@ func (l Limits) withDefaults() Limits {
 //     first when AutoResume is set.
 //  3. Handler serves the same API without a listener (tests).
 type Server struct {
-	cfg    Config
-	lim    Limits
-	events kernel.EventLog
-	mux    *http.ServeMux
+	cfg      Config
+	lim      Limits
+	events   kernel.EventLog
+	mux      *http.ServeMux
 	hub      *hub
 	runs     *runManager
 	replicas *replicas

@@ -39,10 +39,10 @@ type app struct {
 	sink   func(kernel.Event)
 	scrub  func(string) string
 
-	queue         replica.Queue
+	queue replica.Queue
 	// replica names this process among those sharing a postgres store
 	// (kernel serve --replica); it claims steering messages in that name.
-	replica string
+	replica       string
 	plugins       *subprocess.Host
 	mcp           *mcp.Host
 	chain         *hooks.Chain
