@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/agentkernel/agentkernel/kernel/store/postgres/pgtest"
 	"github.com/agentkernel/agentkernel/sandbox"
 
 	"bufio"
@@ -33,6 +34,7 @@ func TestMain(m *testing.M) {
 	// No user kernel.yaml is discovered from the developer's home.
 	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	code := m.Run()
+	pgtest.StopShared()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
