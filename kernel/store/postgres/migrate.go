@@ -139,20 +139,16 @@ func Migrate(ctx context.Context, dsn string, opts Options) (MigrateResult, erro
 // whose tables the user may not read and write.
 func (s *Store) checkSchema(ctx context.Context) error {
 	want := SchemaVersion()
-	var have int
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ak_schema`).Scan(&have)
-	var pe *pgconn.PgError
-	switch {
-	case errors.As(err, &pe) && pe.Code == "42P01":
-		return fmt.Errorf("open session database %s: %w: it has no agentkernel tables yet: run kernel store migrate", s.where, ErrSchema)
-	case err != nil:
+	var present bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('ak_schema') IS NOT NULL`).Scan(&present); err != nil {
 		return s.classify("open session database "+s.where, err)
-	case have < want:
-		return fmt.Errorf("open session database %s: %w: the schema is version %d, older than this kernel needs (%d): run kernel store migrate", s.where, ErrSchema, have, want)
-	case have > want:
-		return fmt.Errorf("open session database %s: %w: the schema is version %d, newer than this kernel knows (%d): upgrade the kernel", s.where, ErrSchema, have, want)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT t FROM unnest($1::text[]) AS t WHERE NOT has_table_privilege(t, 'SELECT, INSERT, UPDATE, DELETE')`, tables)
+	if !present {
+		return fmt.Errorf("open session database %s: %w: it has no agentkernel tables yet: run kernel store migrate", s.where, ErrSchema)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT t FROM unnest($1::text[]) AS t
+WHERE to_regclass(t) IS NOT NULL AND NOT has_table_privilege(t, CASE WHEN t = 'ak_schema' THEN 'SELECT' ELSE 'SELECT, INSERT, UPDATE, DELETE' END)`,
+		append([]string{"ak_schema"}, tables...))
 	if err != nil {
 		return s.classify("open session database "+s.where, err)
 	}
@@ -161,7 +157,18 @@ func (s *Store) checkSchema(ctx context.Context) error {
 		return s.classify("open session database "+s.where, err)
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("open session database %s: the user may not read and write %s: GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO the user", s.where, strings.Join(missing, ", "), strings.Join(missing, ", "))
+		list := strings.Join(missing, ", ")
+		return fmt.Errorf("open session database %s: the user may not read and write %s: GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO the user (SELECT is enough on ak_schema)", s.where, list, list)
+	}
+	var have int
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ak_schema`).Scan(&have); err != nil {
+		return s.classify("open session database "+s.where, err)
+	}
+	switch {
+	case have < want:
+		return fmt.Errorf("open session database %s: %w: the schema is version %d, older than this kernel needs (%d): run kernel store migrate", s.where, ErrSchema, have, want)
+	case have > want:
+		return fmt.Errorf("open session database %s: %w: the schema is version %d, newer than this kernel knows (%d): upgrade the kernel", s.where, ErrSchema, have, want)
 	}
 	return nil
 }

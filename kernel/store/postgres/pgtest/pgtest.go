@@ -40,8 +40,10 @@ import (
 
 // Options configures Start.
 type Options struct {
-	// Durable keeps fsync and synchronous commit on (benchmarks measure
-	// the real cost of a durable commit); tests run without them.
+	// Durable keeps fsync on: a commit waits for the disk, as in
+	// production (benchmarks measure that cost). Without it commits wait
+	// for the operating system only, which survives a kill of the server
+	// but not of the machine.
 	Durable bool
 }
 
@@ -55,6 +57,11 @@ type Server struct {
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	n        atomic.Int64
+	drops    sync.WaitGroup
+
+	tplOnce sync.Once
+	tpl     string // the migrated database Migrated copies
+	tplErr  error
 
 	stopOnce sync.Once
 	stopErr  error
@@ -176,10 +183,14 @@ func (s *Server) start(cred *syscall.Credential, port int) error {
 	args := []string{"-D", filepath.Join(s.dir, "data"), "-p", strconv.Itoa(port), "-k", s.dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", "-c", "shared_buffers=64MB"}
 	if !s.opts.Durable {
-		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+		// Commits still wait for their WAL to be written (to the page
+		// cache): what the server acknowledged survives the server's
+		// kill (Kill), though not the machine's.
+		args = append(args, "-c", "fsync=off", "-c", "full_page_writes=off")
 	}
 	cmd := exec.Command(filepath.Join(s.bin, "postgres"), args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	// Its own process group: Kill takes the backends down with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
@@ -241,11 +252,13 @@ func (s *Server) Exec(db, sql string, args ...any) error {
 }
 
 // CreateDatabase creates an empty database and returns its name.
-func (s *Server) CreateDatabase() (string, error) {
+func (s *Server) CreateDatabase() (string, error) { return s.createFrom("template1") }
+
+func (s *Server) createFrom(template string) (string, error) {
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	name := fmt.Sprintf("t%d_%s", s.n.Add(1), hex.EncodeToString(rnd[:]))
-	if err := s.Exec("postgres", "CREATE DATABASE "+name); err != nil {
+	if err := s.Exec("postgres", "CREATE DATABASE "+name+" TEMPLATE "+template); err != nil {
 		return "", fmt.Errorf("create database %s: %w", name, err)
 	}
 	return name, nil
@@ -264,30 +277,53 @@ func (s *Server) NewDatabase(tb testing.TB) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		if err := s.DropDatabase(name); err != nil {
-			tb.Logf("drop database %s: %v", name, err)
-		}
-	})
+	s.dropLater(tb, name)
 	return s.DSN(name)
 }
 
-// Migrated is NewDatabase with the agentkernel schema applied.
-func (s *Server) Migrated(tb testing.TB) string {
-	tb.Helper()
-	dsn := s.NewDatabase(tb)
-	if _, err := postgres.Migrate(context.Background(), dsn, postgres.Options{}); err != nil {
-		tb.Fatal(err)
-	}
-	return dsn
+// dropLater drops name when tb ends, in the background (the server's
+// directory goes at Stop anyway; this only keeps the disk small).
+func (s *Server) dropLater(tb testing.TB, name string) {
+	tb.Cleanup(func() {
+		s.drops.Add(1)
+		go func() {
+			defer s.drops.Done()
+			s.DropDatabase(name)
+		}()
+	})
 }
 
-// Stop shuts the server down (fast shutdown, then a kill after 10s) and
-// removes its directory.
+// Migrated is NewDatabase with the agentkernel schema applied (a copy of
+// a database migrated once).
+func (s *Server) Migrated(tb testing.TB) string {
+	tb.Helper()
+	s.tplOnce.Do(func() {
+		var name string
+		if name, s.tplErr = s.CreateDatabase(); s.tplErr != nil {
+			return
+		}
+		if _, s.tplErr = postgres.Migrate(context.Background(), s.DSN(name), postgres.Options{}); s.tplErr == nil {
+			s.tpl = name
+		}
+	})
+	if s.tplErr != nil {
+		tb.Fatal(s.tplErr)
+	}
+	name, err := s.createFrom(s.tpl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.dropLater(tb, name)
+	return s.DSN(name)
+}
+
+// Stop shuts the server down (immediate shutdown: its data goes with its
+// directory, which Stop removes; a kill after 10s).
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
+		s.drops.Wait()
 		if s.cmd != nil {
-			s.cmd.Process.Signal(syscall.SIGINT)
+			s.cmd.Process.Signal(syscall.SIGQUIT)
 			select {
 			case <-s.exited:
 			case <-time.After(10 * time.Second):
@@ -304,7 +340,7 @@ func (s *Server) Stop() error {
 // keeping its directory: Restart starts it again on the same port.
 func (s *Server) Kill() {
 	if s.cmd != nil {
-		s.cmd.Process.Kill()
+		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		<-s.exited
 		s.cmd = nil
 	}
