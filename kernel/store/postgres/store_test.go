@@ -17,7 +17,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(pgtest.Main(m))
+	code := pgtest.Main(m)
+	if durable != nil {
+		durable.Stop()
+	}
+	os.Exit(code)
 }
 
 // openStore opens a store on a new, migrated database, closed when t
