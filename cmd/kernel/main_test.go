@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 }
 
 // cli runs the CLI in-process and returns stdout, stderr and the error.
-func cli(t *testing.T, args ...string) (string, string, error) {
+func cli(t testing.TB, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(context.Background(), args, strings.NewReader(""), &out, &errb)

@@ -28,7 +28,7 @@ import (
 
 // cluster is the shared setting of a set of replicas.
 type cluster struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	dsn  string
 	key  string // an admin key
@@ -64,7 +64,7 @@ func (l *lockedBuffer) String() string {
 
 // newCluster prepares a database, a workspace, a configuration with
 // script and policy, and an admin key.
-func newCluster(t *testing.T, script, policy string, ttl time.Duration) *cluster {
+func newCluster(t testing.TB, script, policy string, ttl time.Duration) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), dsn: pgtest.Shared(t).NewDatabase(t), ttl: ttl, poll: 100 * time.Millisecond}
 	write := func(name, body string) {
@@ -222,7 +222,7 @@ func (c *cluster) waitStatus(p *replicaProc, sid, want string, within time.Durat
 }
 
 // waitFile waits for a file the gate command writes.
-func waitFile(t *testing.T, path string) {
+func waitFile(t testing.TB, path string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -564,4 +564,37 @@ func TestStoreCopy(t *testing.T) {
 	if got != want {
 		t.Fatalf("Badger -> PostgreSQL -> Badger changed the session:\n want %s\n got  %s", want, got)
 	}
+}
+
+// BenchmarkFailover measures failover: replica a is killed with SIGKILL
+// in the middle of a run's tool call, and the time is taken until replica
+// b has resumed the session (its resume run exists), with a lease ttl of
+// 2s and a poll of 100ms. The expected value is the lease's remaining
+// life (at most the ttl) plus at most one poll.
+func BenchmarkFailover(b *testing.B) {
+	c := newCluster(b, fmt.Sprintf(gateScript, gateCall("fo")), "", 2*time.Second)
+	rb := c.start("b")
+	var total time.Duration
+	for i := range b.N {
+		a := c.start(fmt.Sprint("a", i))
+		os.Remove(c.ws("fo.started"))
+		sid := c.must(a, 201, "POST", "/v1/sessions", map[string]any{"title": "failover"})["id"].(string)
+		c.must(a, 202, "POST", "/v1/sessions/"+sid+"/runs", map[string]any{"prompt": "wait"})
+		waitFile(b, c.ws("fo.started"))
+		a.kill()
+		killed := time.Now()
+		for {
+			resumed := false
+			for _, r := range c.must(rb, 200, "GET", "/v1/sessions/"+sid+"/runs", nil)["runs"].([]any) {
+				resumed = resumed || r.(map[string]any)["kind"] == "resume"
+			}
+			if resumed {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		total += time.Since(killed)
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "failover-s")
+	b.ReportMetric(c.ttl.Seconds(), "lease-ttl-s")
 }
