@@ -47,6 +47,8 @@ type app struct {
 	mcp           *mcp.Host
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
+	// stderr is where the policy's test progress shows (on a terminal).
+	stderr io.Writer
 	// serverStore sizes the store for a long-running server (kernel serve).
 	serverStore bool
 	// warnings are load-time notices (capabilities a module asked for and
@@ -74,7 +76,7 @@ func loadApp(ctx context.Context, cf *commonFlags, env *cliEnv, protect bool) (*
 }
 
 func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
-	a := &app{cfg: cfg, tools: kernel.NewRegistry(), log: newLevelLogger(stderr, cfg.logLevel)}
+	a := &app{cfg: cfg, tools: kernel.NewRegistry(), log: newLevelLogger(stderr, cfg.logLevel), stderr: stderr}
 	if err := a.loadTools(ctx); err != nil {
 		a.Close()
 		return nil, err
@@ -253,9 +255,21 @@ func (a *app) provider() (kernel.Provider, error) {
 		if err != nil {
 			return nil, err
 		}
+		ms, err := a.model()
+		if err != nil {
+			return nil, err
+		}
+		if p, ok := ms.protocols[m.Name]; ok && p.Mode == kernel.ToolsText {
+			// The script's calls are written in the text protocol.
+			return scripted.NewText(s, p.Format)
+		}
 		return scripted.New(s), nil
 	case "openai", "":
-		return openai.New(openaiConfig(m))
+		oc := openaiConfig(m)
+		if a.log != nil {
+			oc.Logger = a.log.Named("openai")
+		}
+		return openai.New(oc)
 	}
 	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Msg: fmt.Sprintf("unknown provider %q (want openai or scripted)", m.Provider)}
 }
@@ -295,6 +309,8 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		Retry:          retryPolicy(a.cfg.Model.Retry),
 		Fallbacks:      a.cfg.Model.Fallbacks,
 		SessionContext: a.sessionContext(),
+		ToolProtocols:  ms.protocols,
+		MaxCorrections: a.cfg.Limits.MaxCorrections,
 
 		MaxConcurrentTools: a.cfg.Limits.MaxConcurrentTools,
 	})
