@@ -2,8 +2,8 @@
 // benchmarks: Debian's postgresql package's initdb and postgres, in a
 // temporary directory, on a free loopback port, as an unprivileged user
 // when the tests run as root (PostgreSQL refuses to run as root). One
-// server serves a test binary (start it in TestMain); each test gets a
-// database of its own.
+// server serves a test binary (Shared starts it on first use; Main in
+// TestMain stops it); each test gets a database of its own.
 //
 // The server is a child of the test process that the kernel kills if the
 // test process dies (Linux's parent-death signal), so a killed `go test`
