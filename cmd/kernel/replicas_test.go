@@ -13,11 +13,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres/pgtest"
 )
 
@@ -41,25 +41,8 @@ type replicaProc struct {
 	name   string
 	url    string
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *testutil.SyncBuffer
 	exited chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // newCluster prepares a database, a workspace, a configuration with
@@ -108,7 +91,7 @@ func (c *cluster) start(name string) *replicaProc {
 	cmd := exec.Command(os.Args[0], "serve", "--config", c.cfg(), "--keys", c.keys(), "--listen", "127.0.0.1:0",
 		"--replica", name, "--lease-ttl", c.ttl.String(), "--poll", c.poll.String(), "--auto-resume", "--access-log", "")
 	cmd.Env = append(os.Environ(), "KERNEL_TEST_MAIN=1", "AK_TEST_DSN="+c.dsn, "GORACE=atexit_sleep_ms=0")
-	p := &replicaProc{name: name, cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &replicaProc{name: name, cmd: cmd, stderr: &testutil.SyncBuffer{}, exited: make(chan struct{})}
 	pr, pw := io.Pipe()
 	cmd.Stderr = io.MultiWriter(p.stderr, pw)
 	if err := cmd.Start(); err != nil {
@@ -430,6 +413,19 @@ func callResult(msgs []map[string]any) (string, int) {
 
 const gateScript = "steps:\n  - text: \"At the gate.\"\n    tool_calls:\n" + "%s" + "  - text: \"Finished.\"\n"
 
+// atTheGate starts replicas a and b, runs a session on a up to its gate
+// call (named gate), and returns the session, a's run and the messages a
+// client saw then.
+func atTheGate(t *testing.T, gate string) (c *cluster, a, b *replicaProc, sid string, run map[string]any, before []map[string]any) {
+	t.Helper()
+	c = newCluster(t, fmt.Sprintf(gateScript, gateCall(gate)), "", 2*time.Second)
+	a, b = c.start("a"), c.start("b")
+	sid = c.must(a, 201, "POST", "/v1/sessions", map[string]any{"title": gate})["id"].(string)
+	run = c.must(a, 202, "POST", "/v1/sessions/"+sid+"/runs", map[string]any{"prompt": "wait at the gate"})["run"].(map[string]any)
+	waitFile(t, c.ws(gate+".started"))
+	return c, a, b, sid, run, c.messages(b, sid)
+}
+
 // TestReplicaFencing: replica a is stopped (SIGSTOP) in the middle of a
 // tool call, past its lease; replica b takes the session over and
 // finishes it (the call in flight answered as interrupted, never run
@@ -437,12 +433,7 @@ const gateScript = "steps:\n  - text: \"At the gate.\"\n    tool_calls:\n" + "%s
 // refused: the session holds b's history only, and a's run ends failed,
 // saying it lost the lease.
 func TestReplicaFencing(t *testing.T) {
-	c := newCluster(t, fmt.Sprintf(gateScript, gateCall("f")), "", 2*time.Second)
-	a, b := c.start("a"), c.start("b")
-	sid := c.must(a, 201, "POST", "/v1/sessions", map[string]any{"title": "fencing"})["id"].(string)
-	run := c.must(a, 202, "POST", "/v1/sessions/"+sid+"/runs", map[string]any{"prompt": "wait at the gate"})["run"].(map[string]any)
-	waitFile(t, c.ws("f.started"))
-	before := c.messages(b, sid)
+	c, a, b, sid, run, before := atTheGate(t, "f")
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -489,12 +480,7 @@ func TestReplicaFencing(t *testing.T) {
 // and runs to the end; every message a client saw before the kill is
 // there, once, unchanged.
 func TestReplicaFailover(t *testing.T) {
-	c := newCluster(t, fmt.Sprintf(gateScript, gateCall("k")), "", 2*time.Second)
-	a, b := c.start("a"), c.start("b")
-	sid := c.must(a, 201, "POST", "/v1/sessions", map[string]any{"title": "failover"})["id"].(string)
-	run := c.must(a, 202, "POST", "/v1/sessions/"+sid+"/runs", map[string]any{"prompt": "wait at the gate"})["run"].(map[string]any)
-	waitFile(t, c.ws("k.started"))
-	before := c.messages(b, sid)
+	c, a, b, sid, run, before := atTheGate(t, "k")
 	a.kill()
 	killed := time.Now()
 	var resumed map[string]any

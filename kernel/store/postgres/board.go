@@ -131,56 +131,39 @@ func (s *Store) RequestCancel(ctx context.Context, id string) (bool, error) {
 // CancelRequests lists replica's runs in flight with a cancel request
 // (replica.Board).
 func (s *Store) CancelRequests(ctx context.Context, replicaName string) ([]string, error) {
-	var ids []string
-	err := s.retry(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT id FROM ak_runs WHERE replica = $1 AND status = 'running' AND cancel_requested`, replicaName)
-		if err != nil {
-			return err
-		}
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		return err
-	})
-	if err != nil {
-		return nil, s.classify("list cancel requests", err)
-	}
-	return ids, nil
+	return s.strings(ctx, "list cancel requests", `SELECT id FROM ak_runs WHERE replica = $1 AND status = 'running' AND cancel_requested`, replicaName)
 }
 
 // Orphans lists the sessions left running that no live lease holds
 // (replica.Board).
 func (s *Store) Orphans(ctx context.Context) ([]string, error) {
-	var ids []string
-	err := s.retry(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT id FROM ak_sessions WHERE status = 'running' AND (lease_owner IS NULL OR lease_expires <= now()) ORDER BY updated`)
-		if err != nil {
-			return err
-		}
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		return err
-	})
-	if err != nil {
-		return nil, s.classify("list interrupted sessions", err)
-	}
-	return ids, nil
+	return s.strings(ctx, "list interrupted sessions",
+		`SELECT id FROM ak_sessions WHERE status = 'running' AND (lease_owner IS NULL OR lease_expires <= now()) ORDER BY updated`)
 }
 
 // FollowUpsWaiting lists the sessions with a queued follow-up that no
 // live lease holds (replica.Board).
 func (s *Store) FollowUpsWaiting(ctx context.Context) ([]string, error) {
-	var ids []string
-	err := s.retry(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT DISTINCT q.session_id FROM ak_queue q JOIN ak_sessions s ON s.id = q.session_id
+	return s.strings(ctx, "list waiting follow-ups", `SELECT DISTINCT q.session_id FROM ak_queue q JOIN ak_sessions s ON s.id = q.session_id
 WHERE q.kind = 'followup' AND (s.lease_owner IS NULL OR s.lease_expires <= now())`)
+}
+
+// strings runs a query of one text column, retrying what is safe, and
+// returns the column.
+func (s *Store) strings(ctx context.Context, op, sql string, args ...any) ([]string, error) {
+	var out []string
+	err := s.retry(ctx, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, sql, args...)
 		if err != nil {
 			return err
 		}
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return err
 	})
 	if err != nil {
-		return nil, s.classify("list waiting follow-ups", err)
+		return nil, s.classify(op, err)
 	}
-	return ids, nil
+	return out, nil
 }
 
 // EndOrphanRuns ends the runs still marked running whose replica does not

@@ -92,18 +92,10 @@ func (s *Store) GC(ctx context.Context, olderThan time.Duration) ([]string, erro
 	if olderThan < 0 {
 		return nil, fmt.Errorf("gc: negative age %s", olderThan)
 	}
-	var removed []string
-	err := s.retry(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `DELETE FROM ak_sessions
+	removed, err := s.strings(ctx, "gc", `DELETE FROM ak_sessions
 WHERE updated < $1 AND (lease_owner IS NULL OR lease_expires <= now()) RETURNING id`, time.Now().Add(-olderThan))
-		if err != nil {
-			return err
-		}
-		removed, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		return err
-	})
 	if err != nil {
-		return nil, s.classify("gc", err)
+		return nil, err
 	}
 	slices.Sort(removed)
 	return removed, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/badger"
 )
 
 // LabelCorrupt is the label List puts on the entry of a session whose
@@ -165,24 +166,10 @@ FROM (SELECT 1) one LEFT JOIN ak_sessions s ON s.id = $1`, id).Scan(&deleted, &o
 }
 
 // ErrCorrupt is wrapped by every error about a stored value that cannot
-// be decoded.
-var ErrCorrupt = errors.New("corrupt session data")
+// be decoded: the badger store's, so callers check one error whatever the
+// store.
+var ErrCorrupt = badger.ErrCorrupt
 
-// CorruptError is a stored value of one session that cannot be read.
-type CorruptError struct {
-	Session string
-	// Part is "meta", "pending" or "message".
-	Part string
-	Seq  uint64
-	Err  error
-}
-
-func (e *CorruptError) Error() string {
-	if e.Part == "message" {
-		return fmt.Sprintf("session %s: message %d: %v: %v", e.Session, e.Seq, ErrCorrupt, e.Err)
-	}
-	return fmt.Sprintf("session %s: %s: %v: %v", e.Session, e.Part, ErrCorrupt, e.Err)
-}
-
-// Unwrap returns ErrCorrupt and the cause.
-func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
+// CorruptError is a stored value of one session that cannot be read (the
+// badger store's type).
+type CorruptError = badger.CorruptError
