@@ -312,6 +312,11 @@ func TestReplicaProcesses(t *testing.T) {
 	}()
 	run := c.must(a, 202, "POST", "/v1/sessions/"+sid+"/runs", map[string]any{"prompt": "wait, then write"})["run"].(map[string]any)
 	waitFile(t, c.ws("g1.started"))
+	// A kernel run beside the replicas is one more writer: refused while a
+	// runs the session, naming a.
+	if _, _, err := cli(t, "run", "--config", c.cfg(), "--session", sid, "meanwhile"); err == nil || !strings.Contains(err.Error(), "is running on a") {
+		t.Fatalf("kernel run on a session replica a runs: %v", err)
+	}
 	// b knows a's run is in flight, and queues the steer for it.
 	q := c.must(b, 202, "POST", "/v1/sessions/"+sid+"/messages", map[string]any{"text": "mind the tests", "kind": "steer"})["queued"].(map[string]any)
 	if q["run"] != run["id"] {
