@@ -3,11 +3,14 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
@@ -21,6 +24,7 @@ import (
 // on the same disk.
 
 var (
+	benchDSN    string
 	durableOnce sync.Once
 	durable     *pgtest.Server
 	durableErr  error
@@ -35,16 +39,18 @@ func durableServer(b *testing.B) *pgtest.Server {
 	return durable
 }
 
-// benchStores opens each kind of store, empty, closed when b ends.
+// benchStores opens each kind of store, empty, closed when b ends; the
+// postgres one's DSN is benchDSN.
 func benchStores(b *testing.B) map[string]kernel.Store {
 	b.Helper()
-	bs, err := badger.Open(b.TempDir(), badger.Options{Server: true, GCInterval: -1})
+	bs, err := badger.Open(filepath.Join(b.TempDir(), "store"), badger.Options{Server: true, GCInterval: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { bs.Close() })
 	srv := durableServer(b)
-	ps, err := postgres.Open(context.Background(), srv.Migrated(b), postgres.Options{MaxConns: 40})
+	benchDSN = srv.Migrated(b)
+	ps, err := postgres.Open(context.Background(), benchDSN, postgres.Options{MaxConns: 40})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -71,6 +77,10 @@ func BenchmarkStepWrite(b *testing.B) {
 				st := benchStores(b)[kind]
 				ctx := context.Background()
 				meta := kernel.SessionMeta{Status: kernel.StatusRunning, Model: "m", Created: time.Now()}
+				var wal0 int64
+				if kind == "postgres" {
+					wal0 = pgStat(b, "SELECT pg_current_wal_lsn() - '0/0'")
+				}
 				lat := make([][]time.Duration, writers)
 				per := max(1, b.N/writers)
 				var wg sync.WaitGroup
@@ -105,6 +115,12 @@ func BenchmarkStepWrite(b *testing.B) {
 				b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
 				b.ReportMetric(float64(all[min(len(all)-1, len(all)*99/100)].Microseconds())/1000, "p99-ms")
 				b.ReportMetric(float64(len(all))/elapsed.Seconds(), "steps/s")
+				if kind == "postgres" {
+					// What a step costs the database: WAL written, and
+					// the messages table's size per stored message.
+					b.ReportMetric(float64(pgStat(b, "SELECT pg_current_wal_lsn() - '0/0'")-wal0)/float64(len(all)), "wal-B/step")
+					b.ReportMetric(float64(pgStat(b, "SELECT pg_total_relation_size('ak_messages')"))/float64(len(all)), "disk-B/msg")
+				}
 			})
 		}
 	}
@@ -145,4 +161,19 @@ func BenchmarkResume10k(b *testing.B) {
 			}
 		})
 	}
+}
+
+// pgStat runs a query of one number on the benchmark's database.
+func pgStat(b *testing.B, sql string) int64 {
+	b.Helper()
+	c, err := pgx.Connect(context.Background(), benchDSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var n float64
+	if err := c.QueryRow(context.Background(), sql).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return int64(n)
 }
