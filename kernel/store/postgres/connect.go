@@ -27,7 +27,13 @@ func parseDSN(dsn string, opts Options) (*pgxpool.Config, error) {
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, errors.New("the DSN is not a PostgreSQL connection string (" + dsnForm + ")")
+		// pgx's message quotes the DSN with the password masked, best
+		// effort; only what follows the quote (the reason) is kept.
+		reason := ""
+		if i := strings.LastIndex(err.Error(), "`: "); i >= 0 {
+			reason = ": " + err.Error()[i+3:]
+		}
+		return nil, errors.New("the DSN is not a PostgreSQL connection string (" + dsnForm + ")" + reason)
 	}
 	cfg.MaxConns = 16
 	if opts.MaxConns > 0 {

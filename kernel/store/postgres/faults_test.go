@@ -48,6 +48,7 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		{"not a DSN", "postgres://ak:hunter2@[::1:5432/x", []string{"not a PostgreSQL connection string", "postgres://USER:PASSWORD@HOST:PORT/DATABASE"}, nil},
 		{"empty", " ", []string{"the DSN is empty"}, nil},
+		{"bad option", "postgres://ak:hunter2@127.0.0.1/x?sslmode=bogus", []string{"not a PostgreSQL connection string", "sslmode is invalid"}, nil},
 		{"unreachable", fmt.Sprintf("postgres://ak:hunter2@127.0.0.1:%d/x?sslmode=disable&connect_timeout=5", freePort(t)), []string{"cannot reach the server", "connection refused"}, postgres.ErrUnavailable},
 		{"wrong password", srv.UserDSN(pgtest.Superuser, "hunter2", dbName), []string{"password authentication failed for user \"ak\"", "check the password"}, nil},
 		{"no database", srv.UserDSN(pgtest.Superuser, srv.Password(), "nosuchdb"), []string{`database "nosuchdb" does not exist`, "createdb nosuchdb", "kernel store migrate"}, nil},
