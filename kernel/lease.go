@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// Errors of session leases (Leaser), for errors.Is.
+// Errors of session leases (Leaser) and of stores other processes share,
+// for errors.Is.
 var (
 	// ErrLeaseHeld is returned when another owner holds a live lease of
 	// the session: by AcquireLease, and by a Leaser store's Commit of an
@@ -18,6 +19,11 @@ var (
 	// expired, or another owner took the session over. A Leaser store
 	// refuses a fenced step with it, and writes nothing.
 	ErrLeaseLost = errors.New("session lease lost")
+	// ErrStoreUnavailable is wrapped by a store's error when it could not
+	// reach its database (a store on a server: postgres): nothing was
+	// written, and the operation may be retried once it is back. A run
+	// stopped by it resumes like an interrupted one.
+	ErrStoreUnavailable = errors.New("session store unavailable")
 )
 
 // Lease is one owner's hold on a session, granted by a Leaser.

@@ -217,3 +217,30 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestStoreDown: with the database gone, the API answers 503 with
+// Retry-After (store_unavailable), and /readyz says 503; once the
+// database is back, everything answers again.
+func TestStoreDown(t *testing.T) {
+	srv, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		pgtest.Shared(t)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	r := newRig(t, rigOpts{pg: srv.Migrated(t), replica: "solo"})
+	sid := r.newSession(r.alice)
+	srv.Kill()
+	got := r.do("GET", "/v1/sessions/"+sid, r.alice, nil)
+	if got.status != 503 || got.header.Get("Retry-After") == "" || !strings.Contains(string(got.body), "store_unavailable") {
+		t.Fatalf("GET a session with the database gone = %d %s (Retry-After %q), want 503 store_unavailable", got.status, got.body, got.header.Get("Retry-After"))
+	}
+	if got := r.do("GET", "/readyz", "", nil); got.status != 503 {
+		t.Fatalf("/readyz with the database gone = %d", got.status)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	r.must(200, "GET", "/v1/sessions/"+sid, r.alice, nil)
+	r.must(200, "GET", "/readyz", "", nil)
+}

@@ -44,8 +44,9 @@ import (
 var (
 	// ErrUnavailable wraps a failure to reach the database (refused,
 	// reset, timed out, shut down). Nothing was stored; the write may be
-	// retried once the database is back.
-	ErrUnavailable = errors.New("database unavailable")
+	// retried once the database is back. It is kernel.ErrStoreUnavailable,
+	// so front ends need not know the store.
+	ErrUnavailable = kernel.ErrStoreUnavailable
 	// ErrSchema is returned by Open for a database whose schema this
 	// kernel cannot use: missing, older than it needs, or newer than it
 	// knows.
