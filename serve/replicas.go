@@ -72,14 +72,25 @@ func (r *replicas) claim(rec *runRec) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	lease, err := kernel.HoldLease(ctx, r.st, rec.SessionID, r.name, r.ttl)
-	if errors.Is(err, kernel.ErrLeaseHeld) {
+	// A lease held with no run in flight is a run starting or ending on
+	// another replica (its record and its lease change one after the
+	// other): wait for one or the other, briefly.
+	var lease *kernel.HeldLease
+	var err error
+	for settle := time.Now().Add(3 * time.Second); ; {
+		lease, err = kernel.HoldLease(ctx, r.st, rec.SessionID, r.name, r.ttl)
+		if !errors.Is(err, kernel.ErrLeaseHeld) {
+			break
+		}
 		if run, ok, aerr := r.st.ActiveRun(ctx, rec.SessionID); aerr == nil && ok {
 			return errBusy{fromRecord(run)}
 		}
-		var held *kernel.LeaseHeldError
-		errors.As(err, &held)
-		return conflict(runRunning, "session %s is held by %s (a run is starting or ending there): retry shortly", rec.SessionID, held.Owner)
+		if time.Now().After(settle) {
+			var held *kernel.LeaseHeldError
+			errors.As(err, &held)
+			return conflict(runRunning, "session %s is held by %s (a run is starting or ending there): retry shortly", rec.SessionID, held.Owner)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
 		return r.unavailable(err)
