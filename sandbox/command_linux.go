@@ -36,6 +36,14 @@ var ErrNoMain = errors.New("sandbox: sandbox.Main() was not called first in main
 // A Cmd is not safe for concurrent use.
 type Cmd struct {
 	*exec.Cmd
+	// Thread, when set, runs a cold start's fork (its argument) on a
+	// thread of the caller's choosing: the launcher's parent-death signal
+	// fires when that thread ends. By default the fork runs on the
+	// package's own thread, which lives as long as the process. The
+	// calling goroutine's thread would not do: when the runtime retires
+	// it (a goroutine that locked it returned), the launcher dies with
+	// it, mid-run ("sandbox launcher killed").
+	Thread    func(fork func() error) error
 	status    *os.File
 	childEnds []*os.File
 	outcome   Outcome
@@ -274,7 +282,12 @@ func (c *Cmd) Start() error {
 		cold.Stdin, cold.Stdout, cold.Stderr = c.Stdin, c.Stdout, c.Stderr
 		c.Cmd, c.status, c.childEnds, c.cgroups, c.prestarted = cold.Cmd, cold.status, cold.childEnds, cold.cgroups, false
 	}
-	err := c.Cmd.Start()
+	var err error
+	if c.Thread != nil {
+		err = c.Thread(c.Cmd.Start)
+	} else {
+		thePool.onSpawner(func() { err = c.Cmd.Start() })
+	}
 	for _, f := range c.childEnds {
 		f.Close()
 	}
