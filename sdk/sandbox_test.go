@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 	"github.com/agentkernel/agentkernel/sandbox"
@@ -106,7 +108,69 @@ func TestSandboxedPlugins(t *testing.T) {
 					}
 				}
 			})
+			t.Run("write its own files", func(t *testing.T) { writeOwnFiles(t, base) })
 		})
+	}
+}
+
+// writeOwnFiles: a plugin cannot change what it runs from. Its private
+// copy (the binary, or the interpreted plugin's copied directory) is
+// read-only under the sandbox, whatever the file modes say (the tests run
+// as root). (Its source directory is not in its view at all: see read
+// $HOME for a directory outside the grant.) The control: the
+// same tool writes a directory its grant lets it write.
+func writeOwnFiles(t *testing.T, cfg subprocess.PluginConfig) {
+	// A short run directory: unix socket paths are at most 107 bytes.
+	runDir, err := os.MkdirTemp("", "ak-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(runDir) })
+	out := t.TempDir()
+	h := subprocess.NewHost(subprocess.HostConfig{RunDir: runDir, Logger: hclog.New(&hclog.LoggerOptions{Output: logWriter{t}, Level: hclog.Warn})})
+	t.Cleanup(func() { _ = h.Close() })
+	cfg.Start = subprocess.StartEager
+	cfg.Sandbox = sandbox.Grant{FS: []sandbox.FSRule{{Path: out, Mode: "rw"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tools, err := h.Load(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mark kernel.Tool
+	for _, tl := range tools {
+		if tl.Spec().Name == cfg.Name+".mark" {
+			mark = tl
+		}
+	}
+	if mark == nil {
+		t.Fatal("no tool mark")
+	}
+	copies, err := filepath.Glob(filepath.Join(runDir, "agentkernel-plugins-*", cfg.Name+"-*"))
+	if err != nil || len(copies) != 1 {
+		t.Fatalf("the private copy of %s: %v, %v", cfg.Name, copies, err)
+	}
+	targets := []string{copies[0]} // a Go plugin's copy is its binary
+	if cfg.Interpreter != nil {
+		targets = []string{
+			filepath.Join(copies[0], filepath.Base(cfg.Path)), // the script it runs
+			filepath.Join(copies[0], "added"),                 // a new file beside it
+		}
+	}
+	for _, target := range targets {
+		before, _ := os.ReadFile(target)
+		res, err := mark.Call(ctx, []byte(fmt.Sprintf(`{"path":%q}`, target)))
+		after, _ := os.ReadFile(target)
+		if err == nil || string(after) == "marked" || string(after) != string(before) {
+			t.Errorf("mark %s: %q, %v; the file went from %d to %d bytes; want the write refused", target, res.Content, err, len(before), len(after))
+		}
+	}
+	granted := filepath.Join(out, "m")
+	if res, err := mark.Call(ctx, []byte(fmt.Sprintf(`{"path":%q}`, granted))); err != nil || res.Content != "marked" {
+		t.Fatalf("granted: %q, %v", res.Content, err)
+	}
+	if b, err := os.ReadFile(granted); err != nil || string(b) != "marked" {
+		t.Fatalf("granted: %s holds %q, %v", granted, b, err)
 	}
 }
 
