@@ -22,10 +22,14 @@ export interface ServerCert {
 /** Validity of the certificate, as go-plugin's: 262980 hours (30 years). */
 const validityMs = 262980 * 3600 * 1000;
 
-/** newServerCert generates an ECDSA P-256 key and a self-signed certificate for "localhost". */
-export function newServerCert(now: Date = new Date()): ServerCert {
+/**
+ * newServerCert generates an ECDSA P-256 key and a self-signed certificate
+ * for "localhost". The serial number is 16 random bytes unless given (the
+ * tests give the ones DER encodes specially).
+ */
+export function newServerCert(now: Date = new Date(), serial: Buffer = randomBytes(16)): ServerCert {
   const { publicKey, privateKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
-  const der = selfSigned(publicKey, privateKey, now);
+  const der = selfSigned(publicKey, privateKey, now, serial);
   const b64 = der.toString("base64").replace(/(.{64})/g, "$1\n").replace(/\n$/, "");
   return {
     certPem: `-----BEGIN CERTIFICATE-----\n${b64}\n-----END CERTIFICATE-----\n`,
@@ -34,17 +38,15 @@ export function newServerCert(now: Date = new Date()): ServerCert {
   };
 }
 
-function selfSigned(pub: KeyObject, priv: KeyObject, now: Date): Buffer {
+function selfSigned(pub: KeyObject, priv: KeyObject, now: Date, serial: Buffer): Buffer {
   const ecdsaWithSHA256 = seq(oid("2a8648ce3d040302"));
   const name = seq(
     set(seq(oid("550403"), tlv(0x0c, Buffer.from("localhost")))),
     set(seq(oid("55040a"), tlv(0x0c, Buffer.from("agentkernel")))),
   );
-  const serial = randomBytes(16);
-  serial[0] &= 0x7f; // a positive INTEGER
   const tbs = seq(
     tlv(0xa0, tlv(0x02, Buffer.from([2]))), // version v3
-    tlv(0x02, serial),
+    integer(serial),
     ecdsaWithSHA256,
     name,
     seq(time(new Date(now.getTime() - 30_000)), time(new Date(now.getTime() + validityMs))),
@@ -74,6 +76,16 @@ function tlv(tag: number, value: Buffer): Buffer {
   else if (n < 0x10000) len = Buffer.from([0x82, n >> 8, n & 0xff]);
   else throw new Error("DER value too long");
   return Buffer.concat([Buffer.from([tag]), len, value]);
+}
+
+// integer encodes the unsigned big-endian b as a DER INTEGER: minimal (no
+// leading zero byte unless the next byte's top bit is set, which OpenSSL
+// refuses as "illegal padding") and positive.
+export function integer(b: Buffer): Buffer {
+  let i = 0;
+  while (i < b.length - 1 && b[i] === 0) i++;
+  const v = b.subarray(i);
+  return tlv(0x02, v.length > 0 && v[0] & 0x80 ? Buffer.concat([Buffer.from([0]), v]) : Buffer.from(v.length > 0 ? v : [0]));
 }
 
 const seq = (...items: Buffer[]): Buffer => tlv(0x30, Buffer.concat(items));

@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { newServerCert } from "../src/cert";
+import { integer, newServerCert } from "../src/cert";
 import { Code, ToolError, tool, truncateOutput } from "../src/index";
 import { startHarness } from "../src/testing";
 
@@ -202,6 +202,24 @@ describe("the AutoMTLS certificate", () => {
     assert.deepEqual(x.keyUsage?.sort(), ["1.3.6.1.5.5.7.3.1", "1.3.6.1.5.5.7.3.2"]);
     assert.ok(new Date(x.validTo).getFullYear() >= new Date().getFullYear() + 29);
     assert.equal(new X509Certificate(c.certPem).fingerprint256, x.fingerprint256);
+  });
+
+  it("encodes every serial number as DER wants (one start in 512 drew a padded one)", () => {
+    const serial = (head: number[]) => Buffer.concat([Buffer.from(head), Buffer.alloc(16 - head.length, 0x11)]);
+    for (const [head, want] of [
+      [[0x00, 0x05], "05" + "11".repeat(14)], // a leading zero byte OpenSSL calls illegal padding
+      [[0x00, 0x00, 0x00], "11".repeat(13)],
+      [[0x80], "80" + "11".repeat(15)], // the top bit set: a zero byte keeps it positive
+      [[0x00, 0x80], "80" + "11".repeat(14)],
+      [[0x7f], "7F" + "11".repeat(15)],
+    ] as const) {
+      const c = newServerCert(new Date(), serial([...head]));
+      const x = new X509Certificate(c.der);
+      assert.equal(x.serialNumber.toLowerCase().replace(/^00/, ""), want.toLowerCase(), `serial ${Buffer.from(head).toString("hex")}…`);
+      assert.equal(x.verify(x.publicKey), true);
+    }
+    assert.deepEqual(integer(Buffer.alloc(3)), Buffer.from([0x02, 0x01, 0x00]));
+    assert.deepEqual(integer(Buffer.from([0x00, 0x00, 0xff])), Buffer.from([0x02, 0x02, 0x00, 0xff]));
   });
 });
 
