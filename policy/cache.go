@@ -29,14 +29,19 @@ import (
 // that has not changed passes them again: the cache remembers that a file
 // passed, keyed by everything that decides whether it does (cacheKey), so
 // a start or a reload of the same file under the same kernel skips them.
-// Only the verdict is cached: parsing, compiling and lint run on every
-// load. Why, and what the key holds: RATIONALE.md, "Policy tests: a
-// cached verdict, keyed by what decides it".
+// Beside the verdict it keeps the snapshot of what the load built
+// (snapshot.go), so such a load does not parse, compile or lint the file
+// either. Why, and what the key holds: RATIONALE.md, "Policy tests: a
+// cached verdict, keyed by what decides it" and "Policy load from the
+// test cache: a snapshot, compiled on first use".
 //
 // Layout:
 //
 //	<Dir>/          0700, owned by this user (else the cache is not used)
-//	  <key>.json    0600, owned by this user (else the entry is ignored)
+//	  <key>.json    0600, owned by this user (else the entry is ignored):
+//	                the verdict, with the SHA-256 of the snapshot
+//	  <key>.snap    0600, owned by this user (else the file is loaded in
+//	                full): the snapshot
 
 // TestCache is where Load remembers the files that passed their tests.
 // The zero value is not usable: Dir is required.
