@@ -291,8 +291,26 @@ func TestCachedLoadKeepsWhatTheTestsSay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !second.TestVerdict().Cached || second.tests != nil {
-		t.Fatalf("second load: verdict %+v, %d tests decoded", second.TestVerdict(), len(second.tests))
+	if !second.TestVerdict().Cached || !FromSnapshot(second) || second.tests != nil {
+		t.Fatalf("second load: verdict %+v (from the snapshot: %t), %d tests decoded", second.TestVerdict(), FromSnapshot(second), len(second.tests))
+	}
+	// kernel policy check prints the same warnings and verdict either way.
+	path := filepath.Join(t.TempDir(), "turn-names.yaml")
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	checked, err := CheckFile(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		cached, err := CheckFile(ctx, path, Options{Cache: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(cached.Deprecated(), checked.Deprecated()) || cached.TestVerdict().Tests != checked.TestVerdict().Tests {
+			t.Fatalf("check from the cache: %v %+v; in full: %v %+v", cached.Deprecated(), cached.TestVerdict(), checked.Deprecated(), checked.TestVerdict())
+		}
 	}
 	if !slices.Equal(first.Deprecated(), second.Deprecated()) || !slices.ContainsFunc(second.Deprecated(), func(p Problem) bool {
 		return strings.Contains(p.Msg, "input.turn is deprecated")

@@ -453,3 +453,55 @@ func TestSnapshotEditedRuleRunsTests(t *testing.T) {
 		t.Fatalf("a rule edit that fails its test loaded: %v", err)
 	}
 }
+
+// TestSnapshotHotReload: a watcher's reloads use the cache as a start
+// does. A new version of the file is loaded in full and tested; going back
+// to a version the cache has seen loads it from its snapshot, and decides
+// as that version; a broken version is refused, snapshot or not.
+func TestSnapshotHotReload(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	write := func(src string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(makePolicy("1", false))
+	opts := policy.Options{Cache: &policy.TestCache{Dir: filepath.Join(t.TempDir(), "cache"), Build: "test-build"}}
+	w, err := policy.NewWatcher(ctx, policy.WatcherConfig{Path: path, Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &kernel.State{Run: 1, Turn: 1}
+	c, err := kernel.NewCall("c", specFor("run_command"), json.RawMessage(`{"argv":["make"]}`), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(rev string, effect kernel.Effect, fromSnapshot bool) {
+		t.Helper()
+		p := w.Policy()
+		if d := w.Decide(ctx, st, c); d.Revision != rev || d.Effect != effect || policy.FromSnapshot(p) != fromSnapshot {
+			t.Fatalf("decision %+v (from the snapshot: %t), want revision %s, %s, from the snapshot: %t", d, policy.FromSnapshot(p), rev, effect, fromSnapshot)
+		}
+	}
+	check("1", kernel.EffectAllow, false)
+	write(makePolicy("2", true))
+	if err := w.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := w.Policy().TestVerdict(); v.Cached {
+		t.Fatalf("a new version: %+v", v)
+	}
+	check("2", kernel.EffectDeny, false)
+	write(makePolicy("1", false))
+	if err := w.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("1", kernel.EffectAllow, true)
+	write(brokenPolicy)
+	if err := w.Reload(ctx); err == nil {
+		t.Fatal("a broken file reloaded")
+	}
+	check("1", kernel.EffectAllow, true)
+}
