@@ -4,7 +4,7 @@ BIN     := bin
 KERNEL  := $(BIN)/kernel
 LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
-.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp
+.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp generate
 
 # Every step prints one line saying what it does; V=1 shows the commands too.
 Q   := $(if $(V),,@)
@@ -49,6 +49,13 @@ $(KERNEL): $(KERNEL_SRC) $(GOMOD) $(LAUNCHER)
 $(LAUNCHER): $(wildcard sandbox/*.go cmd/sandbox-init/*.go) $(GOMOD)
 	$(call say,build,"$@ (the sandbox launcher)")
 	$(Q)$(GO) build -trimpath -o $@ ./cmd/sandbox-init
+
+## generate: rewrite what is generated from the Go lists: the closed sets in
+## schemas/*.json, the policy schema's input sections, docs tables
+## (docs/architecture.md, "Closed sets"); tests fail until it is run
+generate:
+	$(call say,generate,"schemas and docs tables from the Go lists (go test -run '^TestGenerated' -update)")
+	$(Q)$(GO) test -count=1 -run '^TestGenerated' ./schemas/ ./policy/ -update
 
 ## install: go install ./cmd/kernel (into $$GOBIN, else $$GOPATH/bin)
 install:
