@@ -71,7 +71,7 @@ func (o Object) MarshalJSON() ([]byte, error) {
 // its pointer, and the pointers whose value differed (compared as JSON
 // values, so formatting alone is no difference). A value that already
 // matches keeps its bytes; a new one is rendered in the file's style (one
-// line when it fits in 100 columns, else one member a line). A pointer
+// line when it fits in 140 columns, else one member a line). A pointer
 // that names nothing is an error.
 func RewriteJSON(data []byte, edits []JSONEdit) ([]byte, []string, error) {
 	var differ []string
@@ -246,10 +246,10 @@ func unmarshalOrdered(data []byte, v *any) error {
 }
 
 // render writes v the way the schemas are written: `{"a": 1, "b": [2, 3]}`
-// on one line when that fits in 100 columns from col, else one member or
+// on one line when that fits in 140 columns from col, else one member or
 // element a line, indented two spaces more than indent.
 func render(v any, indent string, col int) string {
-	if line := renderLine(v); col+len(line) <= 100 {
+	if line := renderLine(v); col+len(line) <= 140 {
 		return line
 	}
 	inner := indent + "  "
