@@ -1,6 +1,10 @@
 package kernel
 
-import "context"
+import (
+	"context"
+	"io"
+	"time"
+)
 
 // Session is a stored conversation.
 type Session struct {
@@ -45,8 +49,83 @@ type Store interface {
 	List(ctx context.Context) ([]SessionMeta, error)
 }
 
-// SessionDeleter is a Store that can delete sessions. Stores without it
-// cannot remove sessions; the CLI says so.
+// Optional Store capabilities. A Store may implement any of the interfaces
+// below; a caller finds one by type assertion and, where the store lacks
+// it, says that this store cannot do that (the CLI's `kernel sessions rm`,
+// `export`, `import`, `gc` and `fsck` fail with "this store cannot ...").
+// None is needed to run sessions. The badger store implements them all;
+// the memory store only SessionDeleter.
+
+// SessionDeleter is a Store that can delete sessions.
 type SessionDeleter interface {
 	Delete(ctx context.Context, id string) error
 }
+
+// SessionExporter is a Store that can write a session out: JSON Lines, a
+// header line with the metadata and pending approval, then one line per
+// message (schemas/session-export.schema.json, the same for every store).
+// On error the output is incomplete.
+type SessionExporter interface {
+	Export(ctx context.Context, id string, w io.Writer) error
+}
+
+// SessionImporter is a Store that can add a session a SessionExporter
+// (of any store) wrote. Import checks all of it before storing anything
+// and returns the session's id; a session with that id already stored is
+// an error.
+type SessionImporter interface {
+	Import(ctx context.Context, r io.Reader) (id string, err error)
+}
+
+// SessionCollector is a Store that can delete every session not updated
+// for olderThan (with whatever invisible remains the store keeps of
+// interrupted writes). It returns the deleted sessions' ids, sorted.
+type SessionCollector interface {
+	GC(ctx context.Context, olderThan time.Duration) (removed []string, err error)
+}
+
+// StoreChecker is a Store that can check what it holds: every stored
+// value of the sessions ids (all when ids is empty) read and verified.
+// With repair, a message that cannot be read is replaced for good by a
+// placeholder so the session is whole again. The report is returned with
+// the error when the check stopped part way.
+type StoreChecker interface {
+	Fsck(ctx context.Context, ids []string, repair bool) (*FsckReport, error)
+}
+
+// FsckReport is what a StoreChecker found.
+type FsckReport struct {
+	Sessions []FsckSession
+	// Quarantined lists copies of damaged files the store kept aside.
+	Quarantined []string
+}
+
+// Damaged counts the sessions with damage.
+func (r *FsckReport) Damaged() int {
+	n := 0
+	for i := range r.Sessions {
+		if !r.Sessions[i].OK() {
+			n++
+		}
+	}
+	return n
+}
+
+// FsckSession is what a StoreChecker found in one session.
+type FsckSession struct {
+	ID       string
+	Messages int // message values read
+	// Damaged maps the sequence number of each message that cannot be
+	// read to the reason (a checksum mismatch, a value that does not
+	// decode, a missing message).
+	Damaged map[uint64]string
+	// Meta and Pending are the errors reading those parts, if any.
+	Meta    error
+	Pending error
+	// Repaired is set when the checker stored placeholders for the
+	// damaged messages (repair mode).
+	Repaired bool
+}
+
+// OK reports whether nothing in the session is damaged.
+func (f *FsckSession) OK() bool { return len(f.Damaged) == 0 && f.Meta == nil && f.Pending == nil }

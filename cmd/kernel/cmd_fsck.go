@@ -12,8 +12,8 @@ import (
 // runFsck is `kernel sessions fsck [--repair] [ID...]`: one line per
 // session, then the damaged messages of each damaged one, then a summary.
 // It fails (exit 1) when damage is left unrepaired.
-func runFsck(ctx context.Context, env *cliEnv, bs *badger.Store, ids []string, repair bool) error {
-	rep, err := bs.Fsck(ctx, ids, repair)
+func runFsck(ctx context.Context, env *cliEnv, c kernel.StoreChecker, ids []string, repair bool) error {
+	rep, err := c.Fsck(ctx, ids, repair)
 	if rep != nil {
 		for _, f := range rep.Sessions {
 			switch {
@@ -74,10 +74,17 @@ func statusText(m kernel.SessionMeta) string {
 	return string(m.Status)
 }
 
+// spaceReclaimer is a store that can give the disk space of deleted
+// sessions back (badger's Reclaim); other stores need not.
+type spaceReclaimer interface {
+	Reclaim(ctx context.Context) (badger.ReclaimResult, error)
+	Dir() string
+}
+
 // reclaimSpace compacts the store after `sessions rm` and `sessions gc`
 // so the removed sessions' disk space comes back, and says how much.
 func reclaimSpace(ctx context.Context, env *cliEnv, st kernel.Store) {
-	bs, ok := st.(*badger.Store)
+	bs, ok := st.(spaceReclaimer)
 	if !ok {
 		return
 	}

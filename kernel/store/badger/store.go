@@ -322,3 +322,12 @@ var (
 	_ kernel.Store          = (*Store)(nil)
 	_ kernel.SessionDeleter = (*Store)(nil)
 )
+
+// The optional Store capabilities (kernel/store.go) badger has.
+var (
+	_ kernel.SessionDeleter   = (*Store)(nil)
+	_ kernel.SessionExporter  = (*Store)(nil)
+	_ kernel.SessionImporter  = (*Store)(nil)
+	_ kernel.SessionCollector = (*Store)(nil)
+	_ kernel.StoreChecker     = (*Store)(nil)
+)
