@@ -232,6 +232,13 @@ func (a *app) provider() (kernel.Provider, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Old names still work for one release; say so, as for a
+		// policy's (policy.go).
+		for _, d := range s.Deprecated() {
+			if a.log != nil {
+				a.log.Warn("script uses a deprecated name", "problem", d)
+			}
+		}
 		return scripted.New(s), nil
 	case "openai", "":
 		return openai.New(openaiConfig(m))
