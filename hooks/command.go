@@ -109,7 +109,7 @@ type commandHook struct {
 func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []error {
 	var errs []error
 	bad := func(f string, format string, args ...any) {
-		errs = append(errs, &ConfigError{Hook: r.Name, Field: field(f), Err: fmt.Errorf(format, args...)})
+		errs = append(errs, hookError(r.Name, field(f), fmt.Errorf(format, args...)))
 	}
 	c := r.Command
 	ch := &commandHook{name: r.Name, phase: h.phase, timeout: c.Timeout.D(), env: c.Env, message: r.Message}

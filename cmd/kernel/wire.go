@@ -226,7 +226,7 @@ func (a *app) provider() (kernel.Provider, error) {
 	switch m.Provider {
 	case "scripted":
 		if m.Script == "" {
-			return nil, &ConfigError{File: a.cfg.source(), Field: "model.script", Msg: "the scripted provider needs a script file (--script FILE)"}
+			return nil, &ConfigError{File: a.cfg.source(), Field: "model.script", Err: errors.New("the scripted provider needs a script file (--script FILE)")}
 		}
 		s, err := scripted.Load(a.cfg.path(m.Script))
 		if err != nil {
@@ -243,7 +243,7 @@ func (a *app) provider() (kernel.Provider, error) {
 	case "openai", "":
 		return openai.New(openaiConfig(m))
 	}
-	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Msg: fmt.Sprintf("unknown provider %q (want openai or scripted)", m.Provider)}
+	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Err: fmt.Errorf("unknown provider %q (want openai or scripted)", m.Provider)}
 }
 
 // kernel builds the kernel around prov, sending events to onEvent.

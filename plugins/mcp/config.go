@@ -78,15 +78,14 @@ const (
 
 var envRefRE = regexp.MustCompile(`\$\{env:([^}]*)\}`)
 
-// ConfigError is a problem in one server's configuration.
-type ConfigError struct {
-	Server string
-	Field  string
-	Msg    string
-}
+// ConfigError is a problem in one server's configuration (internal/config's
+// Error, the kernel's one configuration error): Kind "mcp server", Name
+// the server's name, Field the field under the server.
+type ConfigError = config.Error
 
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("mcp server %q: %s: %s", e.Server, e.Field, e.Msg)
+// serverError is a *ConfigError about field of the server called name.
+func serverError(name, field string, err error) *ConfigError {
+	return &ConfigError{Kind: "mcp server", Name: name, Field: field, Err: err}
 }
 
 // Validate checks c without starting anything.
@@ -99,7 +98,7 @@ func (c ServerConfig) Validate() error {
 // expanded.
 func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 	bad := func(field, format string, args ...any) (ServerConfig, error) {
-		return ServerConfig{}, &ConfigError{Server: c.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+		return ServerConfig{}, serverError(c.Name, field, fmt.Errorf(format, args...))
 	}
 	if err := names.Namespace.Check(c.Name); err != nil {
 		return bad("name", "%v", err)
@@ -135,7 +134,7 @@ func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 		}
 	}
 	if fe := config.CheckEnvList("env", c.Env, nil); fe != nil {
-		return bad(fe.Field, "%s", fe.Msg)
+		return bad(fe.Field, "%w", fe.Err)
 	}
 	for name, t := range c.Tiers {
 		if !t.Valid() {
@@ -163,7 +162,7 @@ func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 	config.Default(&c.MaxSchemaBytes, DefaultMaxSchemaBytes)
 	r, fe := c.Restart.Normalize()
 	if fe != nil {
-		return bad(fe.Field, "%s", fe.Msg)
+		return bad(fe.Field, "%w", fe.Err)
 	}
 	c.Restart = r
 	if workspace != "" {
@@ -194,7 +193,7 @@ func (c ServerConfig) headers() (map[string]string, error) {
 			return val
 		})
 		if missing != "" {
-			return nil, &ConfigError{Server: c.Name, Field: "headers." + k, Msg: fmt.Sprintf("environment variable %s is not set", missing)}
+			return nil, serverError(c.Name, "headers."+k, fmt.Errorf("environment variable %s is not set", missing))
 		}
 	}
 	return out, nil

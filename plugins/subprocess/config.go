@@ -103,7 +103,7 @@ func (c PluginConfig) Validate() error {
 func (c PluginConfig) normalize() (PluginConfig, error) {
 	name := c.Name
 	bad := func(field, format string, args ...any) (PluginConfig, error) {
-		return PluginConfig{}, &ConfigError{Plugin: name, Field: field, Msg: fmt.Sprintf(format, args...)}
+		return PluginConfig{}, pluginError(name, field, fmt.Errorf(format, args...))
 	}
 	if err := names.Namespace.Check(c.Name); err != nil {
 		return bad("name", "%v", err)
@@ -121,7 +121,7 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 		c.SHA256 = ""
 	}
 	if fe := config.CheckEnvList("env", c.Env, handshakeEnv); fe != nil {
-		return bad(fe.Field, "%s", fe.Msg)
+		return bad(fe.Field, "%w", fe.Err)
 	}
 	if c.Timeout < 0 {
 		return bad("timeout", "must not be negative")
@@ -141,7 +141,7 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 	}
 	r, err := c.Restart.Normalize()
 	if err != nil {
-		return bad(err.Field, "%s", err.Msg)
+		return bad(err.Field, "%w", err.Err)
 	}
 	c.Restart = r
 	switch c.Start {
@@ -169,14 +169,14 @@ func handshakeEnv(name string) string {
 
 // Normalize checks r (a problem names its field under restart) and
 // returns it with the defaults filled in. MCP servers share it.
-func (r RestartPolicy) Normalize() (RestartPolicy, *config.FieldError) {
+func (r RestartPolicy) Normalize() (RestartPolicy, *config.Error) {
 	switch {
 	case r.MaxCrashes < 0:
-		return r, config.FieldErrorf("restart.max_crashes", "must not be negative")
+		return r, config.Errorf("restart.max_crashes", "must not be negative")
 	case r.Backoff < 0:
-		return r, config.FieldErrorf("restart.backoff", "must not be negative")
+		return r, config.Errorf("restart.backoff", "must not be negative")
 	case r.Cooldown < 0:
-		return r, config.FieldErrorf("restart.cooldown", "must not be negative")
+		return r, config.Errorf("restart.cooldown", "must not be negative")
 	}
 	config.Default(&r.MaxCrashes, DefaultMaxCrashes)
 	config.Default(&r.Backoff, Duration(DefaultBackoff))
