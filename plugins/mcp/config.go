@@ -14,6 +14,7 @@ import (
 	"github.com/agentkernel/agentkernel/internal/config/names"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	toolpkg "github.com/agentkernel/agentkernel/tool"
 )
 
 // ServerConfig configures one MCP server: an entry of the tools.mcp list in
@@ -83,6 +84,15 @@ var envRefRE = regexp.MustCompile(`\$\{env:([^}]*)\}`)
 // the server's name, Field the field under the server.
 type ConfigError = config.Error
 
+// tierNames lists the tiers (tool.Tiers) for messages.
+func tierNames() string {
+	var names []string
+	for _, t := range toolpkg.Tiers() {
+		names = append(names, string(t))
+	}
+	return strings.Join(names, ", ")
+}
+
 // serverError is a *ConfigError about field of the server called name.
 func serverError(name, field string, err error) *ConfigError {
 	return &ConfigError{Kind: "mcp server", Name: name, Field: field, Err: err}
@@ -138,14 +148,14 @@ func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 	}
 	for name, t := range c.Tiers {
 		if !t.Valid() {
-			return bad("tiers."+name, "%q is not one of read_only, side_effecting, privileged", t)
+			return bad("tiers."+name, "%q is not one of %s", t, tierNames())
 		}
 	}
 	switch {
 	case c.DefaultTier == "":
 		c.DefaultTier = DefaultTier
 	case !c.DefaultTier.Valid():
-		return bad("default_tier", "%q is not one of read_only, side_effecting, privileged", c.DefaultTier)
+		return bad("default_tier", "%q is not one of %s", c.DefaultTier, tierNames())
 	}
 	switch {
 	case c.Timeout < 0:
