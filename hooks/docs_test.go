@@ -166,19 +166,10 @@ func TestDocsRuleSnippetsCompile(t *testing.T) {
 	}
 }
 
-func readHooksDoc(t *testing.T) string {
-	t.Helper()
-	data, err := os.ReadFile("../docs/hooks.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
-}
-
 // docTable is the only table of a section of docs/hooks.md.
 func docTable(t *testing.T, heading string) [][]string {
 	t.Helper()
-	tables := testutil.Tables(testutil.Section(readHooksDoc(t), heading))
+	tables := testutil.Tables(testutil.Section(testutil.ReadFile(t, "../docs/hooks.md"), heading))
 	if len(tables) == 0 {
 		t.Fatalf("docs/hooks.md, %q: no table", heading)
 	}
@@ -220,21 +211,13 @@ func TestDocsEnvTable(t *testing.T) {
 			continue
 		}
 		got = append(got, [2]string{name[0], row[1]})
-		if name[0] == "tier" && !slices.Equal(testutil.Code(row[2]), tierNames()) {
-			t.Errorf("docs/hooks.md env table: the tier row names %v, the tiers are %v (tool.Tiers)", testutil.Code(row[2]), tierNames())
+		if name[0] == "tier" && !slices.Equal(testutil.Code(row[2]), testutil.Strings(tool.Tiers())) {
+			t.Errorf("docs/hooks.md env table: the tier row names %v, the tiers are %v (tool.Tiers)", testutil.Code(row[2]), testutil.Strings(tool.Tiers()))
 		}
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("docs/hooks.md, \"Matchers: the environment\" has the rows (name, type)\n  %v\nhooks.Env has the fields (expr tag, type)\n  %v\na field hooks see is one row of that table, in the struct's order", got, want)
 	}
-}
-
-func tierNames() []string {
-	var out []string
-	for _, t := range tool.Tiers() {
-		out = append(out, string(t))
-	}
-	return out
 }
 
 // TestDocsEventsTable holds the events table of docs/hooks.md to the
@@ -278,7 +261,7 @@ func TestDocsEventsTable(t *testing.T) {
 // writes in the before phase, in the kernel's order; the schema's
 // properties are Input's JSON fields, required unless omitempty.
 func TestDocsCommandInput(t *testing.T) {
-	sec := testutil.Section(readHooksDoc(t), "### The input (`schemas/hook-input.schema.json`)")
+	sec := testutil.Section(testutil.ReadFile(t, "../docs/hooks.md"), "### The input (`schemas/hook-input.schema.json`)")
 	_, block, ok := strings.Cut(sec, "```json\n")
 	if !ok {
 		t.Fatal("docs/hooks.md, \"The input\": no ```json block")

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -44,47 +45,34 @@ func TestEventTypesListsEveryEvent(t *testing.T) {
 // but not to the list fails here, naming the list to extend.
 func TestClosedSetsListEveryConstant(t *testing.T) {
 	lists := map[string][]string{
-		"StopReason": strs(kernel.StopReasons()),
-		"Outcome":    strs(kernel.Outcomes()),
-		"Effect":     strs(kernel.Effects()),
+		"StopReason": testutil.Strings(kernel.StopReasons()),
+		"Outcome":    testutil.Strings(kernel.Outcomes()),
+		"Effect":     testutil.Strings(kernel.Effects()),
 	}
 	listName := map[string]string{"StopReason": "stopReasons in kernel/kernel.go", "Outcome": "outcomes in kernel/outcome.go", "Effect": "effects in kernel/policy.go"}
 	found := map[string]int{}
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
+	fset, decls := sourceDecls(t)
+	for _, d := range decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
 			continue
 		}
-		f, err := parser.ParseFile(fset, file, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			gd, ok := d.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			typ, ok := vs.Type.(*ast.Ident)
+			if !ok || lists[typ.Name] == nil {
 				continue
 			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				typ, ok := vs.Type.(*ast.Ident)
-				if !ok || lists[typ.Name] == nil {
+			for i, n := range vs.Names {
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok {
 					continue
 				}
-				for i, n := range vs.Names {
-					lit, ok := vs.Values[i].(*ast.BasicLit)
-					if !ok {
-						continue
-					}
-					v, _ := strconv.Unquote(lit.Value)
-					found[typ.Name]++
-					if !slices.Contains(lists[typ.Name], v) {
-						t.Errorf("%s: %s %s = %q is not in the list: add it to %s, then run `make generate` and document it (docs/architecture.md, \"Closed sets\")",
-							fset.Position(n.Pos()), typ.Name, n.Name, v, listName[typ.Name])
-					}
+				v, _ := strconv.Unquote(lit.Value)
+				found[typ.Name]++
+				if !slices.Contains(lists[typ.Name], v) {
+					t.Errorf("%s: %s %s = %q is not in the list: add it to %s, then run `make generate` and document it (docs/architecture.md, \"Closed sets\")",
+						fset.Position(n.Pos()), typ.Name, n.Name, v, listName[typ.Name])
 				}
 			}
 		}
@@ -96,10 +84,25 @@ func TestClosedSetsListEveryConstant(t *testing.T) {
 	}
 }
 
-func strs[T ~string](xs []T) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = string(x)
+// sourceDecls parses the package's own (non-test) files and returns their
+// top-level declarations.
+func sourceDecls(t *testing.T) (*token.FileSet, []ast.Decl) {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	fset := token.NewFileSet()
+	var decls []ast.Decl
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decls = append(decls, f.Decls...)
+	}
+	return fset, decls
 }

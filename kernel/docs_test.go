@@ -1,7 +1,6 @@
 package kernel_test
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,11 +13,7 @@ import (
 // "Stop reasons", to kernel.StopReasons: one row a stop reason, in the
 // list's order, and the budget row.
 func TestDocsNameEveryStopReason(t *testing.T) {
-	data, err := os.ReadFile("../docs/architecture.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tables := testutil.Tables(testutil.Section(string(data), "## Stop reasons"))
+	tables := testutil.Tables(testutil.Section(testutil.ReadFile(t, "../docs/architecture.md"), "## Stop reasons"))
 	if len(tables) != 1 {
 		t.Fatalf("docs/architecture.md, \"Stop reasons\": %d tables, want 1", len(tables))
 	}
@@ -36,7 +31,7 @@ func TestDocsNameEveryStopReason(t *testing.T) {
 		t.Errorf("docs/architecture.md, \"Stop reasons\": no row for %s", budget)
 	}
 	rows = slices.DeleteFunc(rows, func(r string) bool { return r == budget })
-	want := strs(kernel.StopReasons())
+	want := testutil.Strings(kernel.StopReasons())
 	if !slices.Equal(rows, want) {
 		t.Errorf("docs/architecture.md, \"Stop reasons\" names %v; kernel.StopReasons is %v: a stop reason is one row of that table, in the list's order (docs/architecture.md, \"Closed sets\")",
 			strings.Join(rows, ", "), strings.Join(want, ", "))

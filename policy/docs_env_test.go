@@ -16,15 +16,6 @@ import (
 	"github.com/agentkernel/agentkernel/tool"
 )
 
-func readPolicyDoc(t *testing.T) string {
-	t.Helper()
-	data, err := os.ReadFile("../docs/policy.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
-}
-
 // docRows reads a table of docs/policy.md: for each row, the names of its
 // first cell (a name written `.x` continues the row's first name:
 // "`session.id`, `.model`") and the row's cells.
@@ -106,21 +97,13 @@ func envFields() (names []string, types map[string]reflect.Type) {
 	return names, types
 }
 
-func strs[T ~string](xs []T) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = string(x)
-	}
-	return out
-}
-
 // TestDocsEnvTable holds the table of docs/policy.md, "The environment", to
 // policy.Env: every field (by its expr tag, in the struct's order) is
 // named once, with its type; only v.<name> and budget.<name>, which the
 // compiler resolves, are there besides. The run.calls row names every
 // outcome and the tool.tier row every tier.
 func TestDocsEnvTable(t *testing.T) {
-	tables := testutil.Tables(testutil.Section(readPolicyDoc(t), "## The environment"))
+	tables := testutil.Tables(testutil.Section(testutil.ReadFile(t, "../docs/policy.md"), "## The environment"))
 	if len(tables) == 0 {
 		t.Fatal(`docs/policy.md, "The environment": no table`)
 	}
@@ -144,13 +127,13 @@ func TestDocsEnvTable(t *testing.T) {
 		code := testutil.Code(rows[i][2])
 		switch {
 		case slices.Contains(ns, "run.calls"):
-			for _, o := range strs(kernel.Outcomes()) {
+			for _, o := range testutil.Strings(kernel.Outcomes()) {
 				if !slices.Contains(code, o) {
 					t.Errorf("docs/policy.md env table, run.calls: outcome %s is not named (kernel.Outcomes)", o)
 				}
 			}
 		case slices.Contains(ns, "tool.tier"):
-			if !slices.Equal(code, strs(tool.Tiers())) {
+			if !slices.Equal(code, testutil.Strings(tool.Tiers())) {
 				t.Errorf("docs/policy.md env table, tool.tier names %v; the tiers are %v (tool.Tiers)", code, tool.Tiers())
 			}
 		}
@@ -164,7 +147,7 @@ func TestDocsEnvTable(t *testing.T) {
 // to what a test input can set: the session and run keys (inputFields),
 // call, context, tool, tools, phase and now.
 func TestDocsTestInputTable(t *testing.T) {
-	tables := testutil.Tables(testutil.Section(readPolicyDoc(t), "## Tests"))
+	tables := testutil.Tables(testutil.Section(testutil.ReadFile(t, "../docs/policy.md"), "## Tests"))
 	if len(tables) == 0 || !slices.Equal(tables[0][0], []string{"Field", "Default", "Meaning"}) {
 		t.Fatal(`docs/policy.md, "Tests": the first table is not the input table (Field | Default | Meaning)`)
 	}
@@ -214,8 +197,8 @@ func TestDocsTestInputTable(t *testing.T) {
 // TestDocsNameTheEffects: the places of docs/policy.md that list the
 // effects list exactly kernel.Effects.
 func TestDocsNameTheEffects(t *testing.T) {
-	doc := readPolicyDoc(t)
-	want := slices.Sorted(slices.Values(strs(kernel.Effects())))
+	doc := testutil.ReadFile(t, "../docs/policy.md")
+	want := slices.Sorted(slices.Values(testutil.Strings(kernel.Effects())))
 	for _, c := range []struct{ section, row string }{
 		{"## The file", "`defaults.tool_call`"},
 		{"## Tests", "`decision`"},

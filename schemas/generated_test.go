@@ -30,20 +30,12 @@ type closedSet struct {
 	members []string
 }
 
-func strs[T ~string](xs []T) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = string(x)
-	}
-	return out
-}
-
 var (
-	stopReasons = closedSet{"kernel.StopReasons", strs(kernel.StopReasons())}
-	outcomes    = closedSet{"kernel.Outcomes", strs(kernel.Outcomes())}
+	stopReasons = closedSet{"kernel.StopReasons", testutil.Strings(kernel.StopReasons())}
+	outcomes    = closedSet{"kernel.Outcomes", testutil.Strings(kernel.Outcomes())}
 	eventTypes  = closedSet{"kernel.EventTypes", kernel.EventTypes()}
-	effects     = closedSet{"kernel.Effects", strs(kernel.Effects())}
-	tiers       = closedSet{"tool.Tiers", strs(tool.Tiers())}
+	effects     = closedSet{"kernel.Effects", testutil.Strings(kernel.Effects())}
+	tiers       = closedSet{"tool.Tiers", testutil.Strings(tool.Tiers())}
 	closedSets  = []closedSet{stopReasons, outcomes, eventTypes, effects, tiers}
 )
 

@@ -56,14 +56,21 @@ func openSessions(cf *commonFlags, env *cliEnv, readOnly bool) (*app, error) {
 	return a, nil
 }
 
-// storeCan returns the store as the optional capability T (kernel/store.go),
-// or an error saying that this store cannot do what.
-func storeCan[T any](st kernel.Store, what string) (T, error) {
-	c, ok := st.(T)
-	if !ok {
-		return c, fmt.Errorf("this store cannot %s", what)
+// openCapability opens the store as openSessions does and returns it as
+// the optional capability T (kernel/store.go), or an error saying that
+// this store cannot do what; close the app when done.
+func openCapability[T any](cf *commonFlags, env *cliEnv, readOnly bool, what string) (*app, T, error) {
+	var c T
+	a, err := openSessions(cf, env, readOnly)
+	if err != nil {
+		return nil, c, err
 	}
-	return c, nil
+	c, ok := a.store.(T)
+	if !ok {
+		a.Close()
+		return nil, c, fmt.Errorf("this store cannot %s", what)
+	}
+	return a, c, nil
 }
 
 func sessionsLs(fs *flag.FlagSet) subRun {
@@ -124,15 +131,11 @@ func sessionsCompact(ctx context.Context, cf *commonFlags, env *cliEnv, pos []st
 func sessionsExport(fs *flag.FlagSet) subRun {
 	out := fs.String("o", "", "write to `FILE` instead of stdout")
 	return func(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
-		a, err := openSessions(cf, env, true)
+		a, ex, err := openCapability[kernel.SessionExporter](cf, env, true, "export sessions")
 		if err != nil {
 			return err
 		}
 		defer a.Close()
-		ex, err := storeCan[kernel.SessionExporter](a.store, "export sessions")
-		if err != nil {
-			return err
-		}
 		var buf bytes.Buffer
 		if err := ex.Export(ctx, pos[0], &buf); err != nil {
 			return err
@@ -147,15 +150,11 @@ func sessionsExport(fs *flag.FlagSet) subRun {
 }
 
 func sessionsImport(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
-	a, err := openSessions(cf, env, false)
+	a, im, err := openCapability[kernel.SessionImporter](cf, env, false, "import sessions")
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	im, err := storeCan[kernel.SessionImporter](a.store, "import sessions")
-	if err != nil {
-		return err
-	}
 	var r io.Reader = env.stdin
 	if pos[0] != "-" {
 		f, err := os.Open(pos[0])
@@ -174,15 +173,11 @@ func sessionsImport(ctx context.Context, cf *commonFlags, env *cliEnv, pos []str
 }
 
 func sessionsRm(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
-	a, err := openSessions(cf, env, false)
+	a, d, err := openCapability[kernel.SessionDeleter](cf, env, false, "delete sessions")
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	d, err := storeCan[kernel.SessionDeleter](a.store, "delete sessions")
-	if err != nil {
-		return err
-	}
 	var errs []error
 	for _, id := range pos {
 		if err := d.Delete(ctx, id); err != nil {
@@ -205,15 +200,11 @@ func sessionsGC(fs *flag.FlagSet) subRun {
 		if err != nil {
 			return fmt.Errorf("--older-than: %w", err)
 		}
-		a, err := openSessions(cf, env, false)
+		a, gc, err := openCapability[kernel.SessionCollector](cf, env, false, "collect old sessions")
 		if err != nil {
 			return err
 		}
 		defer a.Close()
-		gc, err := storeCan[kernel.SessionCollector](a.store, "collect old sessions")
-		if err != nil {
-			return err
-		}
 		removed, err := gc.GC(ctx, age)
 		for _, id := range removed {
 			fmt.Fprintln(env.stdout, "removed", id)
@@ -229,15 +220,11 @@ func sessionsGC(fs *flag.FlagSet) subRun {
 func sessionsFsck(fs *flag.FlagSet) subRun {
 	repair := fs.Bool("repair", false, "replace damaged messages with placeholders for good")
 	return func(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
-		a, err := openSessions(cf, env, false)
+		a, c, err := openCapability[kernel.StoreChecker](cf, env, false, "check its sessions")
 		if err != nil {
 			return err
 		}
 		defer a.Close()
-		c, err := storeCan[kernel.StoreChecker](a.store, "check its sessions")
-		if err != nil {
-			return err
-		}
 		return runFsck(ctx, env, c, pos, *repair)
 	}
 }

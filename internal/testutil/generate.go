@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -166,7 +167,7 @@ func jsonSpan(data []byte, pointer string) (start, end int, err error) {
 				return err
 			}
 		}
-		if !found && slicesEqual(path, want) {
+		if !found && slices.Equal(path, want) {
 			start, end, found = s, int(dec.InputOffset()), true
 		}
 		return nil
@@ -185,18 +186,6 @@ func skipSeparators(data []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // unmarshalOrdered decodes JSON keeping the key order of objects (as
@@ -419,4 +408,25 @@ func Code(cell string) []string {
 		out = append(out, cell[i+1:i+1+j])
 		cell = cell[i+j+2:]
 	}
+}
+
+// ReadFile returns the text of the file at path; a file that cannot be
+// read ends the test.
+func ReadFile(t testing.TB, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// Strings converts a list of a string type (a closed set's members) to
+// []string.
+func Strings[T ~string](xs []T) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = string(x)
+	}
+	return out
 }
