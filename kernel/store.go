@@ -54,7 +54,8 @@ type Store interface {
 // it, says that this store cannot do that (the CLI's `kernel sessions rm`,
 // `export`, `import`, `gc` and `fsck` fail with "this store cannot ...").
 // None is needed to run sessions. The badger store implements them all;
-// the memory store only SessionDeleter.
+// the memory store only SessionDeleter. Why interfaces here: RATIONALE.md,
+// "Optional store capabilities are interfaces in kernel".
 
 // SessionDeleter is a Store that can delete sessions.
 type SessionDeleter interface {

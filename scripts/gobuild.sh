@@ -12,6 +12,7 @@
 # put back, so make does not redo what depends on OUT (the launcher's pin in
 # bin/kernel, bin/plugins/git.sha256, the precompiled WASM modules). Prints
 # one line, "  build     OUT (WHAT)", when OUT was built or changed.
+# Why: RATIONALE.md, "`go build` decides what the Makefile rebuilds".
 set -eu
 out=$1 what=$2
 shift 2

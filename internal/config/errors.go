@@ -19,7 +19,8 @@ import (
 // the field, a dotted path with [i] for list items, from the root of the
 // configuration ("tools.plugins[0].sha256", "hooks.rules[1].match") or,
 // under an entry, from the entry ("restart.backoff"). Err is what is
-// wrong; errors.Is and errors.As see through it.
+// wrong; errors.Is and errors.As see through it. Why one type:
+// RATIONALE.md, "One ConfigError".
 type Error struct {
 	File   string
 	Line   int

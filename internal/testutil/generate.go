@@ -21,7 +21,8 @@ import (
 // file keeps its bytes. A test compares what the file holds with what the
 // Go code says and fails naming `make generate`; `make generate` runs the
 // same tests with -update, which rewrites the parts that differ
-// (docs/architecture.md, "Closed sets").
+// (docs/architecture.md, "Closed sets"). Why in place: RATIONALE.md,
+// "Generated in place, not in a separate file".
 
 // GenerateCommand is what a generated part's error message tells the
 // reader to run.
