@@ -205,7 +205,7 @@ func TestAddingAnEnvField(t *testing.T) {
 		t.Skip("builds the kernel, policy and hooks packages in a scratch copy of the tree")
 	}
 	src := root(t)
-	dir := scratch(t, "envfield")
+	dir := scratch(t)
 	doc, err := os.ReadFile(filepath.Join(src, "docs/architecture.md"))
 	if err != nil {
 		t.Fatal(err)

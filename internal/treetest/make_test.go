@@ -49,7 +49,7 @@ func TestMakeRebuildsWhatChanged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the kernel in a scratch copy of the tree")
 	}
-	dir := scratch(t, "make")
+	dir := scratch(t)
 	kernel := filepath.Join(dir, "bin", "kernel")
 	launcher := filepath.Join(dir, "bin", "agentkernel-sandbox-init")
 	makeBuild := func() string {

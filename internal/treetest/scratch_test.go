@@ -27,15 +27,15 @@ func root(t *testing.T) string {
 }
 
 // scratch copies the source tree (not bin/, .git or WASM binaries) into a
-// directory of its own and returns it. The directory is the same on every
-// run for this checkout and name, so go build's cache, whose keys include
-// a package's directory, serves every package the test does not change; a
-// lock keeps two runs of the same test apart. It is removed afterwards.
-func scratch(t *testing.T, name string) string {
+// directory and returns it. The directory is the same for every test and
+// every run of this checkout, so go build's cache, whose keys include a
+// package's directory, serves every package a test does not change; a lock
+// keeps two tests (or two runs) apart. It is removed afterwards.
+func scratch(t *testing.T) string {
 	t.Helper()
 	src := root(t)
 	sum := sha256.Sum256([]byte(src))
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("agentkernel-treetest-%s-%x", name, sum[:6]))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("agentkernel-treetest-%x", sum[:6]))
 	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatal(err)
