@@ -215,8 +215,15 @@ func TestDocsEnvTable(t *testing.T) {
 			t.Errorf("docs/hooks.md env table: the tier row names %v, the tiers are %v (tool.Tiers)", testutil.Code(row[2]), testutil.Strings(tool.Tiers()))
 		}
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("docs/hooks.md, \"Matchers: the environment\" has the rows (name, type)\n  %v\nhooks.Env has the fields (expr tag, type)\n  %v\na field hooks see is one row of that table, in the struct's order", got, want)
+	pairs := func(xs [][2]string) []string {
+		var out []string
+		for _, x := range xs {
+			out = append(out, x[0]+" ("+x[1]+")")
+		}
+		return out
+	}
+	if d := testutil.ListDiff(pairs(got), pairs(want)); d != "" {
+		t.Errorf("docs/hooks.md, \"Matchers: the environment\", against hooks.Env's fields (expr tag and type): %s; a field hooks see is one row of that table, in the struct's order", d)
 	}
 }
 

@@ -138,8 +138,8 @@ func TestDocsEnvTable(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("docs/policy.md, \"The environment\" names\n  %v\npolicy.Env has\n  %v\nan env field is one row of that table (or one name of a row), in the struct's order", got, want)
+	if d := testutil.ListDiff(got, want); d != "" {
+		t.Errorf("docs/policy.md, \"The environment\", against policy.Env's fields: %s; an env field is one row of that table (or one name of a row), in the struct's order", d)
 	}
 }
 
@@ -189,8 +189,8 @@ func TestDocsTestInputTable(t *testing.T) {
 		}
 	}
 	slices.Sort(want)
-	if have := slices.Sorted(maps.Keys(got)); !slices.Equal(have, want) {
-		t.Errorf("docs/policy.md, \"Tests\": the input table names\n  %v\na test input can set\n  %v\nan input key is one row of that table (or one name of a row)", have, want)
+	if d := testutil.ListDiff(slices.Sorted(maps.Keys(got)), want); d != "" {
+		t.Errorf("docs/policy.md, \"Tests\": the input table, against what a test input can set: %s; an input key is one row of that table (or one name of a row)", d)
 	}
 }
 

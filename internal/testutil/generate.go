@@ -431,3 +431,34 @@ func Strings[T ~string](xs []T) []string {
 	}
 	return out
 }
+
+// ListDiff says how got differs from want for a test message: the names
+// missing from got, those it has extra, or that only the order differs.
+// It returns "" when they are equal.
+func ListDiff(got, want []string) string {
+	if slices.Equal(got, want) {
+		return ""
+	}
+	var missing, extra []string
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			missing = append(missing, w)
+		}
+	}
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			extra = append(extra, g)
+		}
+	}
+	var parts []string
+	if len(missing) > 0 {
+		parts = append(parts, fmt.Sprintf("missing %v", missing))
+	}
+	if len(extra) > 0 {
+		parts = append(parts, fmt.Sprintf("extra %v", extra))
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("the same names in another order: %v, want %v", got, want)
+	}
+	return strings.Join(parts, ", ")
+}
