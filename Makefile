@@ -4,7 +4,7 @@ BIN     := bin
 KERNEL  := $(BIN)/kernel
 LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
-.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp generate FORCE
+.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm generate FORCE
 
 # Every step prints one line saying what it does; V=1 shows the commands too.
 Q   := $(if $(V),,@)
@@ -113,6 +113,18 @@ $(BIN)/plugins/git.sha256: $(BIN)/plugins/git
 	$(call say,pin,"$@ (the sha256 kernel.yaml pins)")
 	$(Q)cd $(BIN)/plugins && { sha256sum git 2>/dev/null || shasum -a 256 git; } > git.sha256
 
+## mcp-npm: the npm MCP servers the tests start as their READMEs say
+## (internal/mcptest/npm, versions pinned by its package-lock.json)
+MCP_NPM := $(BIN)/mcp-npm/node_modules/.bin/mcp-server-filesystem
+mcp-npm: $(MCP_NPM)
+
+$(MCP_NPM): internal/mcptest/npm/package.json internal/mcptest/npm/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { apt-get update && apt-get install -y nodejs npm; }
+	$(call say,npm,"$(BIN)/mcp-npm (npm ci: @modelcontextprotocol/server-filesystem)")
+	$(Q)mkdir -p $(BIN)/mcp-npm && cp internal/mcptest/npm/package.json internal/mcptest/npm/package-lock.json $(BIN)/mcp-npm/
+	$(Q)cd $(BIN)/mcp-npm && npm ci --no-audit --no-fund --loglevel=error >/dev/null
+	$(Q)touch $@
+
 ## proto: regenerate the plugin protocol's Go code (needs protoc; make test does not)
 proto:
 	@command -v protoc >/dev/null 2>&1 || { apt-get update && apt-get install -y protobuf-compiler; }
@@ -124,7 +136,7 @@ proto:
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto
 
 ## test: every test, with the race detector
-test: build wasm plugins
+test: build wasm plugins mcp-npm
 	$(call say,test,"go test -race ./... (every package)")
 	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test -race -count=1 -timeout 45m ./...
 

@@ -80,6 +80,18 @@ func (ch *Chain) Scrub(s string) string {
 	return out
 }
 
+// ScrubResult is what the scrubber in force would leave of s in a tool
+// result, each line where it was (Scrubber.ScrubLines), or s itself when
+// the scrubber is disabled. A tool that reports on text it does not return
+// (search's match counts) matches on this, so that it never reveals what
+// the scrubber hides.
+func (ch *Chain) ScrubResult(s string) string {
+	if sc := ch.cur.Load().scrub; sc != nil {
+		return sc.ScrubLines(s)
+	}
+	return s
+}
+
 // Hook returns the chain as one kernel.Hook. It may be used by several
 // kernels.
 func (ch *Chain) Hook() kernel.Hook {

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentkernel/agentkernel/internal/config"
+	"github.com/agentkernel/agentkernel/internal/hostpath"
 	"github.com/agentkernel/agentkernel/internal/schema"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/sandbox"
@@ -158,8 +159,9 @@ func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []
 }
 
 // HookGrant is a command hook's effective sandbox grant: the system
-// directories, the program file prog and opts.Workspace read-only, plus
-// c.Sandbox; env is c.Env.
+// directories, the program file prog, opts.Workspace and the files the
+// command runs (CommandFiles, with their package directories) read-only,
+// plus c.Sandbox; env is c.Env.
 func HookGrant(c *CommandConfig, opts Options, prog string) sandbox.Grant {
 	g := c.Sandbox
 	fs := sandbox.SystemDirs()
@@ -169,10 +171,34 @@ func HookGrant(c *CommandConfig, opts Options, prog string) sandbox.Grant {
 	if filepath.IsAbs(prog) {
 		fs = append(fs, sandbox.FSRule{Path: prog, Mode: "ro"})
 	}
+	rw := g.WritablePaths()
+	for _, p := range hostpath.ReadPaths(CommandFiles(c, opts)) {
+		if !hostpath.Within(p, rw) { // a file the grant lets it write stays writable
+			fs = append(fs, sandbox.FSRule{Path: p, Mode: "ro"})
+		}
+	}
 	g.FS = append(fs, g.FS...)
 	g.Env = slices.Clone(c.Env)
 	g.AllowMissing = append(slices.Clone(g.AllowMissing), opts.AllowMissing...)
 	return g
+}
+
+// CommandFiles returns the files a command hook runs: its program (argv[0]
+// as the hook resolves it) and every argument that names an existing file,
+// relative to the kernel's working directory where the hook runs; for a
+// symbolic link both the link and its target (hostpath.ArgvFiles). An
+// interpreter's script ([sh, hook.sh]) is as much the hook as the
+// interpreter: these are kernel files, readable by the hook and protected
+// from tools.
+func CommandFiles(c *CommandConfig, opts Options) []string {
+	if c == nil || len(c.Argv) == 0 {
+		return nil
+	}
+	prog, err := resolveProgram(c.Argv[0], opts.Dir)
+	if err != nil {
+		return hostpath.Files(c.Argv[1:], "")
+	}
+	return hostpath.ArgvFiles(append([]string{prog}, c.Argv[1:]...), "")
 }
 
 // resolveProgram finds argv[0]: a path with a slash relative to dir, or a

@@ -115,9 +115,10 @@ type CommandConfig struct {
 	// the kernel's environment. Nothing else is passed, not even PATH.
 	Env []string `yaml:"env" json:"env,omitempty"`
 	// Sandbox adds to the hook's grant (package sandbox). By default the
-	// hook reads and runs the system directories, its own program file
-	// and (read-only) Options.Workspace; it writes nothing and has no
-	// network. Its env is ignored: Env is the allowlist.
+	// hook reads and runs the system directories, its own program file,
+	// the files its argv names (CommandFiles, with their package
+	// directories) and (read-only) Options.Workspace; it writes nothing
+	// and has no network. Its env is ignored: Env is the allowlist.
 	Sandbox sandbox.Grant `yaml:"sandbox" json:"sandbox,omitempty"`
 }
 

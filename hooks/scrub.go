@@ -227,12 +227,22 @@ func merge(in []Finding) []Finding {
 // part of a longer one stands alone), so Scrub scans the lines around its
 // replacements again until nothing more is found: scrubbed text scrubs to
 // itself.
-func (s *Scrubber) Scrub(text string) (string, int) {
+func (s *Scrubber) Scrub(text string) (string, int) { return s.scrub(text, false) }
+
+// ScrubLines is Scrub that keeps every line where it was: a credential that
+// spans lines (a private key block) is replaced by a marker followed by its
+// line breaks, so line N of the result is what is left of line N of text.
+func (s *Scrubber) ScrubLines(text string) string {
+	out, _ := s.scrub(text, true)
+	return out
+}
+
+func (s *Scrubber) scrub(text string, keepLines bool) (string, int) {
 	found := s.Find(text)
 	if len(found) == 0 {
 		return text, 0
 	}
-	out, marks := replace(text, found)
+	out, marks := replace(text, found, keepLines)
 	total := len(found)
 	for pass := 1; pass < maxPasses; pass++ {
 		// The lines next to a replacement may read differently now. Scan
@@ -251,7 +261,7 @@ func (s *Scrubber) Scrub(text string) (string, int) {
 		if len(more) == 0 {
 			break
 		}
-		out, marks = replace(out, more)
+		out, marks = replace(out, more, keepLines)
 		total += len(more)
 	}
 	return out, total
@@ -261,8 +271,9 @@ func (s *Scrubber) Scrub(text string) (string, int) {
 const maxPasses = 4
 
 // replace builds text with found (sorted, disjoint) replaced by markers,
-// and returns where the markers are.
-func replace(text string, found []Finding) (string, [][2]int) {
+// and returns where the markers are. keepLines puts the line breaks of
+// each replaced span after its marker.
+func replace(text string, found []Finding, keepLines bool) (string, [][2]int) {
 	var b strings.Builder
 	b.Grow(len(text))
 	marks := make([][2]int, 0, len(found))
@@ -275,6 +286,9 @@ func replace(text string, found []Finding) (string, [][2]int) {
 		}
 		marks = append(marks, [2]int{b.Len(), b.Len() + len(m)})
 		b.WriteString(m)
+		if keepLines {
+			b.WriteString(strings.Repeat("\n", strings.Count(text[x.Start:x.End], "\n")))
+		}
 		at = x.End
 	}
 	b.WriteString(text[at:])

@@ -257,7 +257,7 @@ func FuzzScrub(f *testing.F) {
 			}
 			prev = x.End
 		}
-		out, _ := replace(in, found)
+		out, _ := replace(in, found, false)
 		n := len(found)
 		// Rebuild: the kept text is exactly the input outside the findings.
 		var kept strings.Builder

@@ -43,6 +43,9 @@ type SessionMeta struct {
 // Config.Context with a new session; it does not interpret it.
 type SessionContext struct {
 	Workspace string `json:"workspace,omitempty"`
+	// WorkspaceID identifies the workspace directory itself: the same path
+	// swapped for a symbolic link or another directory has another.
+	WorkspaceID *FileID `json:"workspace_id,omitempty"`
 	// Config are the configuration files laid over the defaults, in order.
 	Config []RecordedFile `json:"config,omitempty"`
 	// Policy is the policy file and PolicyRevision its revision.
@@ -55,6 +58,13 @@ type SessionContext struct {
 	// Script is the scripted provider's script.
 	Script *RecordedFile `json:"script,omitempty"`
 	Store  string        `json:"store,omitempty"`
+}
+
+// FileID identifies a file or directory on its host: its device and inode
+// numbers.
+type FileID struct {
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
 }
 
 // RecordedFile is a file and the SHA-256 of its content when recorded.

@@ -19,7 +19,7 @@ func cmdResolve(approve bool) func(context.Context, []string, *cliEnv) error {
 		var cf commonFlags
 		cf.register(fs)
 		note := fs.String("note", "", "a note recorded with the decision")
-		accept := fs.Bool("accept-changed", false, "resume even if a file the session recorded (configuration, policy, script) changed since it started")
+		accept := fs.Bool("accept-changed", false, "resume even if a file the session recorded (configuration, policy, script) changed, or its workspace path now leads to another directory")
 		yes := fs.Bool("yes", false, "approve without showing the call and asking (for scripts)")
 		events := fs.String("events", "", "also write every event as a JSON line to `FILE` (- for stderr)")
 		pos, err := parseArgs(fs, args)

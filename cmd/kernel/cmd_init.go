@@ -148,7 +148,7 @@ func cmdInit(_ context.Context, args []string, env *cliEnv) error {
 	}
 	for _, f := range files {
 		p := filepath.Join(target, f.name)
-		if err := os.WriteFile(p, []byte(f.text), 0o600); err != nil {
+		if err := writePrivateFile(p, []byte(f.text)); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.stdout, "wrote %s\n", p)

@@ -99,6 +99,27 @@ func mcpList(ctx context.Context, cf *commonFlags, env *cliEnv, asJSON bool) err
 	return tw.Flush()
 }
 
+// MCPServeConfig is the mcp_serve section of kernel.yaml.
+type MCPServeConfig struct {
+	// Approvals says who may answer a policy ask of a client's call (one
+	// of the mcpApprovals values; empty means kernel).
+	Approvals string `yaml:"approvals"`
+}
+
+// Who may answer an ask in `kernel mcp serve` (mcp_serve.approvals).
+const (
+	// approvalsKernel leaves it pending in the session for `kernel
+	// approve`/`reject`: the client, which is the agent, never approves
+	// its own calls. The default.
+	approvalsKernel = "kernel"
+	// approvalsElicitation asks the client's user by elicitation; a
+	// client without elicitation gets the call rejected.
+	approvalsElicitation = "elicitation"
+	// approvalsBoth asks by elicitation when the client supports it, and
+	// leaves it pending otherwise.
+	approvalsBoth = "both"
+)
+
 // noModel is the provider of `kernel mcp serve`: the client is the agent.
 type noModel struct{}
 
@@ -136,7 +157,7 @@ func mcpServe(ctx context.Context, cf *commonFlags, env *cliEnv, addr, tokenEnv,
 	for _, n := range a.warnings {
 		r.event(n)
 	}
-	srv := newMCPServer(k, a.log)
+	srv := newMCPServer(k, a.log, a.cfg.MCPServe.Approvals)
 	if addr == "" {
 		t := &sdk.IOTransport{Reader: io.NopCloser(env.stdin), Writer: nopWriteCloser{env.stdout}}
 		err := srv.Run(ctx, t)
@@ -256,6 +277,8 @@ func (a *app) loadMCP(ctx context.Context) error {
 type mcpHost struct {
 	k   *kernel.Kernel
 	log hclog.Logger
+	// approvals is mcp_serve.approvals: who may answer an ask.
+	approvals string
 
 	mu       sync.Mutex
 	sessions map[*sdk.ServerSession]*kernel.DirectSession
@@ -264,8 +287,11 @@ type mcpHost struct {
 // newMCPServer builds the MCP server that offers every tool of k's registry.
 // The SDK does not validate arguments here (tools are added raw): the
 // kernel's pipeline does, like for a model's calls.
-func newMCPServer(k *kernel.Kernel, log hclog.Logger) *sdk.Server {
-	h := &mcpHost{k: k, log: log.Named("mcp-serve"), sessions: map[*sdk.ServerSession]*kernel.DirectSession{}}
+func newMCPServer(k *kernel.Kernel, log hclog.Logger, approvals string) *sdk.Server {
+	if approvals == "" {
+		approvals = approvalsKernel
+	}
+	h := &mcpHost{k: k, log: log.Named("mcp-serve"), approvals: approvals, sessions: map[*sdk.ServerSession]*kernel.DirectSession{}}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "agentkernel", Title: "agentkernel (policy-guarded tools)", Version: version}, &sdk.ServerOptions{
 		Instructions: "Every call goes through the kernel's policy, hooks and credential scrubber. A denied call returns isError naming the policy rule.",
 		// The handshake-era versions: approvals use elicitation/create,
@@ -334,12 +360,23 @@ func (h *mcpHost) handler(name string) sdk.ToolHandler {
 	}
 }
 
-// approver asks the client's user through elicitation when the client
-// supports it; otherwise it is nil, and an ask leaves the approval pending
-// in the session for `kernel approve`.
+// approver is who answers a policy ask of the client's calls, as
+// mcp_serve.approvals says: nil (the ask is left pending in the session
+// for `kernel approve`) under "kernel", and under "both" for a client
+// without elicitation; the client's user through elicitation under
+// "elicitation" and "both" when the client supports it; a refusal under
+// "elicitation" for a client that does not.
 func (h *mcpHost) approver(ss *sdk.ServerSession) kernel.Approver {
+	if h.approvals == approvalsKernel {
+		return nil
+	}
 	p := ss.InitializeParams()
 	if p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
+		if h.approvals == approvalsElicitation {
+			return func(context.Context, string, json.RawMessage, kernel.Decision) (bool, error) {
+				return false, nil // recorded as rejected: nobody else may answer
+			}
+		}
 		return nil
 	}
 	return func(ctx context.Context, tool string, args json.RawMessage, d kernel.Decision) (bool, error) {

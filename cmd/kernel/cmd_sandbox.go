@@ -130,6 +130,9 @@ func cmdSandbox(ctx context.Context, args []string, env *cliEnv) error {
 		if len(sc.Command) == 0 {
 			continue // an HTTP server runs no process here
 		}
+		if n, err := sc.Normalize(cfg.path(cfg.Workspace)); err == nil {
+			sc = n // {workspace} expanded: the files its command names are in the grant
+		}
 		g, err := mcp.StdioGrant(sc, nil)
 		if err != nil {
 			return err

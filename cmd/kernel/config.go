@@ -35,6 +35,7 @@ type Config struct {
 	Compaction   CompactionSection `yaml:"compaction"`
 	Security     SecurityConfig    `yaml:"security"`
 	Sandbox      SandboxConfig     `yaml:"sandbox"`
+	MCPServe     MCPServeConfig    `yaml:"mcp_serve"`
 
 	// dir is the directory relative paths are resolved against: the config
 	// file's, or the working directory without one.
@@ -49,6 +50,12 @@ type Config struct {
 	layers []configLayer
 	// modelNameSet is true when a file sets model.name.
 	modelNameSet bool
+	// workspaceID, when set, is the identity the workspace must have (a
+	// resumed session's record).
+	workspaceID *kernel.FileID
+	// allowSetBy are the files (absolute) that set
+	// security.allow_writable: checkProtected refuses one a tool can write.
+	allowSetBy []string
 	// logLevel is --log-level, else $KERNEL_LOG, else warn.
 	logLevel string
 }
@@ -200,6 +207,11 @@ func (cfg *Config) layer(name, dir string, data []byte) error {
 	}
 	if name != "(embedded defaults)" && setsField(root.Content[0], "model.name") {
 		cfg.modelNameSet = true
+	}
+	if name != "(embedded defaults)" && setsField(root.Content[0], "security.allow_writable") {
+		if abs, err := filepath.Abs(name); err == nil {
+			cfg.allowSetBy = append(cfg.allowSetBy, abs)
+		}
 	}
 	absolutize(root.Content[0], dir)
 	if err := root.Content[0].Decode(cfg); err != nil {

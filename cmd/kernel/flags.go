@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
 )
 
 // commonFlags are the flags every command that builds a kernel accepts.
@@ -26,6 +28,9 @@ type commonFlags struct {
 	store     string
 	policy    string
 	logLevel  oneOf
+	// workspaceID is the identity a resumed session recorded for its
+	// workspace (resume): the built-in tools refuse another directory.
+	workspaceID *kernel.FileID
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -74,6 +79,7 @@ func (c *commonFlags) load() (*Config, error) {
 	if c.workspace != "" {
 		cfg.Workspace = absPath(c.workspace)
 	}
+	cfg.workspaceID = c.workspaceID
 	if c.script != "" {
 		cfg.Model.Script = absPath(c.script)
 		if c.provider.v == "" {

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,9 +284,23 @@ func TestMCPServeStdio(t *testing.T) {
 	}
 }
 
-// With elicitation, an ask goes to the client's user.
+// appendFile adds text to the end of the file at path.
+func appendFile(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With mcp_serve.approvals: elicitation, an ask goes to the client's user.
 func TestMCPServeElicitation(t *testing.T) {
 	cfg, calls := mcpSetup(t, "steps: [{text: x}]\n")
+	appendFile(t, cfg, "mcp_serve: {approvals: elicitation}\n")
 	var asked []string
 	var mu sync.Mutex
 	cs, stop := serveStdio(t, cfg, t.TempDir(), &sdk.ClientOptions{
@@ -316,6 +331,53 @@ func TestMCPServeElicitation(t *testing.T) {
 	}
 	if seen := readFile(calls); !strings.Contains(seen, "groceries") || strings.Contains(seen, "chores") {
 		t.Errorf("calls that reached the server:\n%s", seen)
+	}
+}
+
+// TestMCPServeClientCannotApproveItself is issue 25's attack: a client
+// that declares elicitation and accepts every request approved its own
+// asks. By default (mcp_serve.approvals: kernel) the client is never asked:
+// the call waits in the session for `kernel approve`, and never reaches the
+// server. Under "elicitation", a client without elicitation gets the ask
+// rejected; under "both" it is left pending.
+func TestMCPServeClientCannotApproveItself(t *testing.T) {
+	selfApprover := func(asked *atomic.Int32) *sdk.ClientOptions {
+		return &sdk.ClientOptions{ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			asked.Add(1)
+			return &sdk.ElicitResult{Action: "accept"}, nil
+		}}
+	}
+	for _, tc := range []struct {
+		name, config string
+		elicit       bool
+		want         string
+	}{
+		{"default", "", true, "kernel approve"},
+		{"kernel", "mcp_serve: {approvals: kernel}\n", true, "kernel approve"},
+		{"elicitation without the capability", "mcp_serve: {approvals: elicitation}\n", false, "rejected"},
+		{"both without the capability", "mcp_serve: {approvals: both}\n", false, "kernel approve"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, calls := mcpSetup(t, "steps: [{text: x}]\n")
+			appendFile(t, cfg, tc.config)
+			var asked atomic.Int32
+			var opts *sdk.ClientOptions
+			if tc.elicit {
+				opts = selfApprover(&asked)
+			}
+			cs, stop := serveStdio(t, cfg, t.TempDir(), opts)
+			text, isErr := callText(t, cs, "t.write_note", map[string]any{"title": "groceries", "body": "milk"})
+			stop()
+			if !isErr || !strings.Contains(text, tc.want) {
+				t.Errorf("ask: isError=%v %q, want an error containing %q", isErr, text, tc.want)
+			}
+			if n := asked.Load(); n != 0 {
+				t.Errorf("the client was asked %d times to approve its own call", n)
+			}
+			if strings.Contains(readFile(calls), "write_note") {
+				t.Errorf("the call reached the server without the operator's approval:\n%s", readFile(calls))
+			}
+		})
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/policy"
@@ -45,14 +44,11 @@ func (a *app) loadPolicy(ctx context.Context) error {
 	}
 	opts := policy.Options{Tools: a.tools.Specs()}
 	if pc.DecisionLog != "" {
-		f, err := os.OpenFile(pc.DecisionLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		f, err := openPrivate(pc.DecisionLog, true) // an existing log may be wider: narrowed to 0600
 		if err != nil {
 			return fmt.Errorf("policy.decision_log: %w", err)
 		}
 		a.closers = append(a.closers, f.Close)
-		if err := f.Chmod(0o600); err != nil { // an existing log may be wider
-			return fmt.Errorf("policy.decision_log: %w", err)
-		}
 		opts.Log = policy.NewDecisionLog(f, a.redact)
 	}
 	w, err := policy.NewWatcherContext(ctx, policy.WatcherConfig{Path: pc.File, Options: opts,

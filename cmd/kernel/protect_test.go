@@ -34,13 +34,13 @@ func TestSelfRewriteRefusedAtStart(t *testing.T) {
 		}
 	}
 
-	// Opted in: the kernel starts, and the write tool still refuses.
+	// Opted in by a file outside the workspace: the kernel starts, and the
+	// write tool still refuses.
 	before, _ := os.ReadFile(filepath.Join(ws, "policy.yaml"))
-	writeFiles(t, ws, map[string]string{
-		"kernel.yaml": "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: .\npolicy: {file: policy.yaml}\n" +
-			"security: {allow_writable: [kernel.yaml, policy.yaml]}\ntools:\n  builtin:\n    enable: [read_file, write_file]\n",
+	outside := writeFiles(t, t.TempDir(), map[string]string{
+		"optin.yaml": "security: {allow_writable: [" + cfg + ", " + filepath.Join(ws, "policy.yaml") + "]}\n",
 	})
-	_, errOut, err = cli(t, "run", "--config", cfg, "--store", t.TempDir(), "go")
+	_, errOut, err = cli(t, "run", "--config", filepath.Join(outside, "optin.yaml"), "--config", cfg, "--store", t.TempDir(), "go")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
@@ -85,7 +85,7 @@ func TestSelfRewriteRefusedAtReload(t *testing.T) {
 	defer a.Close()
 	wait := watchReloads(t, a)
 	write(base + "hooks:\n  rules:\n    - name: second\n      phase: before\n      command: {argv: [" + filepath.Join(ws, "hook.sh") + "]}\n")
-	if r := wait(); !strings.Contains(r.Error, "the script of hook second") || !strings.Contains(r.Error, "allow_writable") {
+	if r := wait(); !strings.Contains(r.Error, "a file the command of hook second runs") || !strings.Contains(r.Error, "allow_writable") {
 		t.Fatalf("reload event %+v", r)
 	}
 	if n := a.chain.Config().Rules[0].Name; n != "first" {

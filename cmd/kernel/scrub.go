@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"io"
-	"os"
 
 	"github.com/agentkernel/agentkernel/hooks"
 )
@@ -93,18 +92,4 @@ func isEnvName(s string) bool {
 		return false
 	}
 	return s != ""
-}
-
-// createPrivate creates (or truncates) a file only its owner can read,
-// whatever the umask and whatever the mode of a file already there.
-func createPrivate(name string) (*os.File, error) {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
 }

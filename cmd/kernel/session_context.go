@@ -37,6 +37,9 @@ func (a *app) sessionContext() *kernel.SessionContext {
 		BaseURL:   cfg.Model.BaseURL,
 		APIKeyEnv: cfg.Model.APIKeyEnv,
 	}
+	if fi, err := os.Stat(sc.Workspace); err == nil {
+		sc.WorkspaceID = fileID(fi)
+	}
 	for _, f := range cfg.files {
 		sc.Config = append(sc.Config, *fileRecord(f))
 	}
@@ -88,6 +91,13 @@ func (c *commonFlags) resume(ctx context.Context, id string, accept bool, stderr
 	} else if rc.Workspace != "" && absPath(c.workspace) != rc.Workspace {
 		changed = append(changed, fmt.Sprintf("the workspace was %s, --workspace says %s", rc.Workspace, absPath(c.workspace)))
 	}
+	if why := workspaceSwapped(rc); why != "" {
+		changed = append(changed, why)
+	} else if absPath(c.workspace) == rc.Workspace {
+		// The built-in tools check it again when they open the workspace:
+		// a swap after this check is refused too.
+		c.workspaceID = rc.WorkspaceID
+	}
 	if c.policy == "" && rc.Policy != nil {
 		c.policy = rc.Policy.Path
 		changed = append(changed, fileChanged("policy", rc.Policy)...)
@@ -122,6 +132,28 @@ func (c *commonFlags) resume(ctx context.Context, id string, accept bool, stderr
 	}
 	return fmt.Errorf("session %s: %w since it started:\n  %s\nreview the change, then run again with --accept-changed to resume with the files as they are now",
 		id, ErrContextChanged, strings.Join(changed, "\n  "))
+}
+
+// workspaceSwapped describes how the recorded workspace path no longer
+// leads to the directory the session started in ("" when it does, or when
+// the session recorded no identity).
+func workspaceSwapped(rc *kernel.SessionContext) string {
+	if rc.WorkspaceID == nil || rc.Workspace == "" {
+		return ""
+	}
+	fi, err := os.Stat(rc.Workspace)
+	if err != nil {
+		return fmt.Sprintf("the workspace %s is gone (%v)", rc.Workspace, err)
+	}
+	if now := fileID(fi); now != nil && *now != *rc.WorkspaceID {
+		how := "replaced by another directory"
+		if lfi, err := os.Lstat(rc.Workspace); err == nil && lfi.Mode()&os.ModeSymlink != 0 {
+			how = "swapped for a symbolic link"
+		}
+		return fmt.Sprintf("the workspace %s is not the directory the session started in (device %d inode %d then, device %d inode %d now): it was moved, %s",
+			rc.Workspace, rc.WorkspaceID.Dev, rc.WorkspaceID.Ino, now.Dev, now.Ino, how)
+	}
+	return ""
 }
 
 // fileChanged describes how a recorded file differs from the one on disk.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -113,5 +114,47 @@ func TestResumeRefusesChangedContext(t *testing.T) {
 	_, _, err = cli(t, "run", "--store", store, "--session", id, "again")
 	if err == nil || !strings.Contains(err.Error(), "changed") {
 		t.Fatalf("run --session after a config change: %v", err)
+	}
+}
+
+// TestApproveRefusesSwappedWorkspace is issue 25's finding on approvals:
+// a session records its workspace's identity (device and inode), and
+// `kernel approve`, `reject` and `run --session` refuse a workspace path
+// that now leads elsewhere — swapped for a symbolic link, or for another
+// directory — naming it; the write never lands in the new target.
+// --accept-changed goes on after review, like a changed file.
+func TestApproveRefusesSwappedWorkspace(t *testing.T) {
+	for _, swap := range []string{"symlink", "directory"} {
+		t.Run(swap, func(t *testing.T) {
+			_, ws, store, id, _ := approvalSetup(t, "note\n")
+			elsewhere := t.TempDir()
+			if err := os.Rename(ws, ws+".orig"); err != nil {
+				t.Fatal(err)
+			}
+			if swap == "symlink" {
+				if err := os.Symlink(elsewhere, ws); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.Mkdir(ws, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"approve", "--yes"}, {"reject", "--yes"}, {"run", "--session", id, "again"}} {
+				if args[0] != "run" {
+					args = append(args, id)
+				}
+				_, errOut, err := cli(t, append(args, "--store", store)...)
+				if !errors.Is(err, ErrContextChanged) || !strings.Contains(err.Error(), "is not the directory the session started in") {
+					t.Fatalf("%s with the workspace swapped for a %s: %v\n%s", args[0], swap, err, errOut)
+				}
+			}
+			for _, d := range []string{elsewhere, ws} {
+				if _, err := os.Stat(filepath.Join(d, "NOTES.md")); err == nil {
+					t.Fatalf("the approved write landed in the swapped-in %s", d)
+				}
+			}
+			if _, errOut, err := cli(t, "approve", "--store", store, "--yes", "--accept-changed", id); err != nil || !strings.Contains(errOut, "accepted with --accept-changed") {
+				t.Fatalf("--accept-changed: %v\n%s", err, errOut)
+			}
+		})
 	}
 }

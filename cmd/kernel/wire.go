@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 
@@ -158,7 +159,7 @@ func eventsWriter(events string, stderr io.Writer) (io.Writer, func(), error) {
 	case "-":
 		return stderr, func() {}, nil
 	}
-	f, err := createPrivate(events)
+	f, err := openPrivate(events, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--events: %w", err)
 	}
@@ -208,6 +209,21 @@ func (a *app) loadBuiltins() error {
 	b := a.cfg.Tools.Builtin
 	b.Root = a.cfg.path(a.cfg.Workspace)
 	b.Protected = a.cfg.protectedPaths()
+	b.Scrub = func(s string) string {
+		if a.chain == nil { // the hooks load after the tools; no call runs before
+			return s
+		}
+		return a.chain.ScrubResult(s)
+	}
+	if want := a.cfg.workspaceID; want != nil {
+		b.RootCheck = func(fi fs.FileInfo) error {
+			if now := fileID(fi); now != nil && *now != *want {
+				return fmt.Errorf("the workspace %s is not the directory the session started in (device %d inode %d then, device %d inode %d now): it was moved or swapped while the kernel started",
+					b.Root, want.Dev, want.Ino, now.Dev, now.Ino)
+			}
+			return nil
+		}
+	}
 	b.CommandSandbox.AllowMissing = append(b.CommandSandbox.AllowMissing, a.cfg.Sandbox.AllowMissing...)
 	tools, closer, err := builtin.New(b)
 	if err != nil {

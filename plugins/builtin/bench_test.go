@@ -2,8 +2,11 @@ package builtin
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentkernel/agentkernel/hooks"
 )
 
 // BenchmarkReadFile reads a 2,000-line (114 KiB) Go-like file: the first
@@ -27,8 +30,8 @@ func BenchmarkReadFile(b *testing.B) {
 
 // searchTree makes 300 files of 200 lines in 10 directories; every tenth
 // file has 3 matching lines.
-func searchTree(b *testing.B) *env {
-	e := newEnv(b, Config{})
+func searchTree(b *testing.B, cfg Config) *env {
+	e := newEnv(b, cfg)
 	files := map[string]string{}
 	for f := range 300 {
 		var src strings.Builder
@@ -48,7 +51,7 @@ func searchTree(b *testing.B) *env {
 // BenchmarkSearch searches 300 files (3.3 MiB) for a literal and a
 // regular expression.
 func BenchmarkSearch(b *testing.B) {
-	e := searchTree(b)
+	e := searchTree(b, Config{})
 	for _, bc := range []struct{ name, args string }{
 		{"literal", `{"pattern":"HandleRequest"}`},
 		{"ignore_case_ascii", `{"pattern":"handlereque","ignore_case":true}`},
@@ -67,5 +70,41 @@ func BenchmarkSearch(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkSearchScrubbed is BenchmarkSearch/literal with the credential
+// scrubber on: the 30 files with matches are scrubbed and matched again
+// (search matches what the model may see).
+func BenchmarkSearchScrubbed(b *testing.B) {
+	sc, err := hooks.NewScrubber(hooks.ScrubberConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := searchTree(b, Config{Scrub: sc.ScrubLines})
+	args := `{"pattern":"HandleRequest"}`
+	for b.Loop() {
+		if _, err := e.call(b, "search", args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWriteFileProtected writes a small file in a workspace holding
+// a .git directory and with ten kernel files to check it against (by
+// folded name and by identity).
+func BenchmarkWriteFileProtected(b *testing.B) {
+	base := b.TempDir()
+	var protected []string
+	for i := range 10 {
+		protected = append(protected, filepath.Join(base, fmt.Sprintf("conf%d.yaml", i)))
+	}
+	e := newEnv(b, Config{Protected: protected})
+	mkfiles(b, e.root, map[string]string{".git/config": "[core]\n"})
+	args := `{"path":"src/deep/dir/notes.txt","content":"some text\n"}`
+	for b.Loop() {
+		if _, err := e.call(b, "write_file", args); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

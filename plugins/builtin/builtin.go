@@ -87,8 +87,19 @@ type Config struct {
 	// Protected are host paths (files or directories) write_file and
 	// edit_file refuse to change, wherever the model's path leads: the
 	// kernel's own files (policy, configuration, hooks, store). Set by the
-	// kernel, not by configuration.
+	// kernel, not by configuration. The write tools also refuse the
+	// workspace's .git unless CommandSandbox grants it read-write.
 	Protected []string `yaml:"-"`
+	// Scrub, when set, is what the credential scrubber would leave of a
+	// text in a tool result, line for line (hooks.Chain.ScrubResult):
+	// search matches on it, so its match counts never reveal a credential
+	// the scrubber hides. Set by the kernel, not by configuration.
+	Scrub func(string) string `yaml:"-"`
+	// RootCheck, when set, is called with the opened root's FileInfo; an
+	// error refuses New (the kernel checks that a resumed session's
+	// workspace is still the directory it recorded, on the directory it
+	// actually opened). Set by the kernel, not by configuration.
+	RootCheck func(fs.FileInfo) error `yaml:"-"`
 	// CommandSandbox adds to run_command's sandbox grant (package
 	// sandbox). Without it a command may write the workspace but not its
 	// .git (an fs rule granting <root>/.git rw lifts that), read and run
@@ -102,14 +113,9 @@ type Config struct {
 // workspace root (absolute): the defaults plus cfg.CommandSandbox.
 func CommandGrant(root string, cfg Config) sandbox.Grant {
 	g := cfg.CommandSandbox
-	gitDir := filepath.Join(root, ".git")
 	fs := append(sandbox.SystemDirs(), sandbox.FSRule{Path: root, Mode: "rw"})
-	gitGranted := false
-	for _, r := range g.FS {
-		gitGranted = gitGranted || (r.Writable() && filepath.Clean(r.Path) == gitDir)
-	}
-	if !gitGranted {
-		fs = append(fs, sandbox.FSRule{Path: gitDir, Mode: "ro", Optional: true})
+	if !gitGranted(root, cfg) {
+		fs = append(fs, sandbox.FSRule{Path: filepath.Join(root, ".git"), Mode: "ro", Optional: true})
 	}
 	g.FS = append(fs, g.FS...)
 	env := defaultCommandEnv
@@ -204,8 +210,14 @@ type workspace struct {
 	commandTimeout time.Duration
 	commandEnv     []string
 	// protected are the Config.Protected paths inside the root, real and
-	// relative to it.
-	protected    []string
+	// relative to it; protectedHost are all of them, as given.
+	protected     []string
+	protectedHost []string
+	// scrub is Config.Scrub (nil: none).
+	scrub func(string) string
+	// gitWritable: the operator granted <root>/.git read-write to
+	// commands, so the write tools may change it too (protect.go).
+	gitWritable  bool
 	commandGrant sandbox.Grant
 	// writeMu serialises write_file and edit_file so an edit's
 	// read-modify-write never interleaves with another write.
@@ -260,8 +272,21 @@ func newWorkspace(cfg Config) (*workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("builtin: open root %q: %w", cfg.Root, err)
 	}
+	if cfg.RootCheck != nil {
+		fi, err := root.Stat(".")
+		if err == nil {
+			err = cfg.RootCheck(fi)
+		}
+		if err != nil {
+			root.Close()
+			return nil, fmt.Errorf("builtin: root %q: %w", cfg.Root, err)
+		}
+	}
 	return &workspace{
 		protected:      protectedInside(dir, cfg.Protected),
+		protectedHost:  slices.Clone(cfg.Protected),
+		gitWritable:    gitGranted(dir, cfg),
+		scrub:          cfg.Scrub,
 		root:           root,
 		dir:            dir,
 		maxRead:        orDefault(cfg.MaxReadBytes, DefaultMaxReadBytes),

@@ -97,14 +97,14 @@ func TestSearchReadChecksContext(t *testing.T) {
 // chunks and says the file is incomplete.
 func TestWriteChecksContextPerChunk(t *testing.T) {
 	e := newEnv(t, Config{})
-	root, err := os.OpenRoot(e.root)
+	ws, err := newWorkspace(Config{Root: e.root})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer root.Close()
+	defer ws.root.Close()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	err = writeRegular(ctx, root, "big.txt", make([]byte, 3*readChunk))
+	err = ws.writeRegular(ctx, "write", "big.txt", make([]byte, 3*readChunk))
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "incomplete") {
 		t.Fatalf("write under a cancelled context: %v", err)
 	}

@@ -106,7 +106,7 @@ func (t *EditFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Result
 	i := at[0]
 	out := make([]byte, 0, len(data)-len(old)+len(repl))
 	out = append(append(append(out, data[:i]...), repl...), data[i+len(old):]...)
-	if err := writeRegular(ctx, t.ws.root, p, out); err != nil {
+	if err := t.ws.writeRegular(ctx, "edit", p, out); err != nil {
 		return kernel.Result{}, err
 	}
 	what := fmt.Sprintf("replaced %s at line %d with %s", plural(lineCount(old), "line"), lineAt(data, i), plural(lineCount(repl), "line"))

@@ -3,7 +3,6 @@ package builtin
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"path"
 	"path/filepath"
@@ -125,42 +124,18 @@ func (t *EditFile) ResolvePaths(args json.RawMessage) (kernel.PathResolution, er
 	return t.ws.resolveArgs(args, nil)
 }
 
-// searchTouchedMax bounds the files a search's resolution lists, and
-// searchWalkMax the entries it visits to find them.
-const (
-	searchTouchedMax = 256
-	searchWalkMax    = 20000
-)
-
 // ResolvePaths implements kernel.PathResolver. With a glob, the files the
 // glob selects are touched paths, so a rule about ".env" files sees a
-// search for ".env*".
+// search for ".env*". When there are more than globFiles lists, the search
+// refuses to run (Search.Call), so it never reads a file policy did not see.
 func (t *Search) ResolvePaths(args json.RawMessage) (kernel.PathResolution, error) {
 	return t.ws.resolveArgs(args, func(real string, a map[string]any) []string {
 		glob, _ := a["glob"].(string)
 		if glob == "" {
 			return nil
 		}
-		var out []string
-		seen := 0
-		_ = fs.WalkDir(t.ws.root.FS(), real, func(p string, d fs.DirEntry, err error) error {
-			if seen++; seen > searchWalkMax || len(out) >= searchTouchedMax {
-				return fs.SkipAll
-			}
-			if err != nil {
-				return nil
-			}
-			if d.IsDir() && p != real && (d.Name() == ".git" || skipHidden(d.Name(), "")) {
-				return fs.SkipDir
-			}
-			if d.Type().IsRegular() && (p == real || !skipHidden(d.Name(), glob)) {
-				if ok, _ := path.Match(glob, d.Name()); ok {
-					out = append(out, p)
-				}
-			}
-			return nil
-		})
-		return out
+		files, _ := t.ws.globFiles(real, glob)
+		return files
 	})
 }
 
@@ -171,50 +146,3 @@ var (
 	_ kernel.PathResolver = (*WriteFile)(nil)
 	_ kernel.PathResolver = (*EditFile)(nil)
 )
-
-// protectedInside returns the protected paths that lie inside dir, real
-// (symbolic links resolved as far as they exist) and relative to it.
-func protectedInside(dir string, protected []string) []string {
-	realDir := RealPath(dir)
-	var out []string
-	for _, p := range protected {
-		rel, err := filepath.Rel(realDir, RealPath(p))
-		if err == nil && filepath.IsLocal(rel) {
-			out = append(out, filepath.ToSlash(rel))
-		}
-	}
-	return out
-}
-
-// RealPath is the host path p with symbolic links resolved as far as it
-// exists (the missing tail is kept as written).
-func RealPath(p string) string {
-	p = filepath.Clean(p)
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	dir, base := filepath.Split(p)
-	if d := filepath.Clean(dir); dir == "" || d == p {
-		return p
-	} else {
-		return filepath.Join(RealPath(d), base)
-	}
-}
-
-// refuseProtected fails a write whose real target is one of the kernel's
-// own files, or inside one of its directories.
-func (w *workspace) refuseProtected(verb, p string) error {
-	if len(w.protected) == 0 {
-		return nil
-	}
-	real, ok := w.resolve(p)
-	if !ok {
-		return nil // the write itself refuses a path that leaves the root
-	}
-	for _, q := range w.protected {
-		if real == q || strings.HasPrefix(real, q+"/") {
-			return fmt.Errorf("%s %q: it is one of the kernel's own files (%s); tools may never change it", verb, p, q)
-		}
-	}
-	return nil
-}

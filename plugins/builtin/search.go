@@ -25,6 +25,48 @@ const (
 	searchLineBytes  = 300 // bytes shown of one matching line
 )
 
+// A glob's files are listed for policy (ResolvePaths) up to searchGlobMax
+// files, visiting up to searchWalkMax entries to find them; a glob that
+// selects more, or a tree larger than that, is refused rather than
+// searched unseen. Variables so tests can make them small.
+var (
+	searchGlobMax = 1000
+	searchWalkMax = 100000
+)
+
+// globFiles lists the regular files under dir (real, relative to the
+// root) that a search with glob reads, in walk order: what policy sees as
+// the call's touched paths and exactly what Call searches. complete is
+// false when the walk stopped at searchWalkMax entries or searchGlobMax
+// files; the list is then partial and Call refuses to run.
+func (w *workspace) globFiles(dir, glob string) (files []string, complete bool) {
+	seen := 0
+	complete = true
+	_ = fs.WalkDir(w.root.FS(), dir, func(p string, d fs.DirEntry, err error) error {
+		if seen++; seen > searchWalkMax {
+			complete = false
+			return fs.SkipAll
+		}
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && p != dir && (d.Name() == ".git" || skipHidden(d.Name(), "")) {
+			return fs.SkipDir
+		}
+		if d.Type().IsRegular() && (p == dir || !skipHidden(d.Name(), glob)) {
+			if ok, _ := path.Match(glob, d.Name()); ok {
+				if len(files) == searchGlobMax {
+					complete = false
+					return fs.SkipAll
+				}
+				files = append(files, p)
+			}
+		}
+		return nil
+	})
+	return files, complete
+}
+
 // Search is the search tool: it finds lines matching a literal string or a
 // regular expression in the workspace's text files. It is safe for
 // concurrent use.
@@ -113,35 +155,8 @@ func (t *Search) Call(ctx context.Context, raw json.RawMessage) (kernel.Result, 
 	var body strings.Builder
 	var buf []byte
 	full := false
-	fsys := t.ws.root.FS()
-	walkErr := fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
-		if err != nil {
-			if p == root {
-				return fsError("search", p, err)
-			}
-			st.unreadable++
-			return nil
-		}
-		if d.IsDir() {
-			if p != root && (d.Name() == ".git" || skipHidden(d.Name(), "")) {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil // symbolic links, devices, pipes, sockets
-		}
-		if p != root && skipHidden(d.Name(), a.Glob) {
-			return nil
-		}
-		if a.Glob != "" {
-			if ok, _ := path.Match(a.Glob, d.Name()); !ok {
-				return nil
-			}
-		}
+	// visit scans one file and adds its group to the report.
+	visit := func(p string) error {
 		h, skip := t.scan(ctx, p, match, &st, &buf)
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
@@ -166,6 +181,47 @@ func (t *Search) Call(ctx context.Context, raw json.RawMessage) (kernel.Result, 
 		st.shownFiles++
 		st.shownMatches += min(len(h.lines), searchMaxMatches-st.shownMatches)
 		return nil
+	}
+	if a.Glob != "" {
+		// Exactly the files policy saw (ResolvePaths): a glob that selects
+		// more than were listed is refused, not searched unseen.
+		files, complete := t.ws.globFiles(root, a.Glob)
+		if !complete {
+			return kernel.Result{}, fmt.Errorf("search %q with glob %q: it selects more than %d files (or the tree under it has more than %d entries), more than the kernel lists for policy to judge; nothing was searched. Narrow it with path (a directory) or a more specific glob",
+				root, a.Glob, searchGlobMax, searchWalkMax)
+		}
+		for _, p := range files {
+			if err := visit(p); err != nil {
+				return kernel.Result{}, fmt.Errorf("search %q: %w", root, err)
+			}
+		}
+		return kernel.Result{Content: searchReport(a, root, st, body.String())}, nil
+	}
+	fsys := t.ws.root.FS()
+	walkErr := fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if err != nil {
+			if p == root {
+				return fsError("search", p, err)
+			}
+			st.unreadable++
+			return nil
+		}
+		if d.IsDir() {
+			if p != root && (d.Name() == ".git" || skipHidden(d.Name(), "")) {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil // symbolic links, devices, pipes, sockets
+		}
+		if p != root && skipHidden(d.Name(), "") {
+			return nil
+		}
+		return visit(p)
 	})
 	if walkErr != nil {
 		if errors.Is(walkErr, context.Canceled) || errors.Is(walkErr, context.DeadlineExceeded) {
@@ -212,10 +268,30 @@ func (t *Search) scan(ctx context.Context, p string, match matcher, st *searchSt
 	if match.file != nil && !match.file(data) {
 		return h, false
 	}
+	h, ok := collectHits(ctx, p, data, match)
+	if !ok {
+		return h, true // the walk reports the deadline
+	}
+	if h.count > 0 && t.ws.scrub != nil {
+		// Match what the model may see: a match inside a credential the
+		// scrubber hides would tell, by its count, what the credential
+		// holds. RATIONALE.md, "search matches scrubbed text".
+		if clean := t.ws.scrub(string(data)); clean != string(data) {
+			if h, ok = collectHits(ctx, p, []byte(clean), match); !ok {
+				return h, true
+			}
+		}
+	}
+	return h, false
+}
+
+// collectHits finds the lines of data that match; ok is false when ctx
+// ended on the way.
+func collectHits(ctx context.Context, p string, data []byte, match matcher) (h fileHits, ok bool) {
 	h.path = p
 	for n := 1; len(data) > 0; n++ {
 		if n%4096 == 0 && ctx.Err() != nil {
-			return h, true // the walk reports the deadline
+			return h, false
 		}
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -232,7 +308,7 @@ func (t *Search) scan(ctx context.Context, p string, match matcher, st *searchSt
 			h.lines = append(h.lines, fmt.Sprintf("%6d: %s", n, cutLine(validText(line), searchLineBytes)))
 		}
 	}
-	return h, false
+	return h, true
 }
 
 // readChunk is the most one read or write does between two checks of the

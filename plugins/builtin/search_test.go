@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentkernel/agentkernel/hooks"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -182,5 +183,86 @@ func TestSearchSkipsHiddenFiles(t *testing.T) {
 	}
 	if !slices.Contains(rel, ".env") || !slices.Contains(rel, ".env.prod") {
 		t.Fatalf("the glob's touched paths %v do not list the .env files", pr.Touched)
+	}
+}
+
+// smallSearchCaps makes the glob resolution's caps small for one test.
+func smallSearchCaps(t *testing.T, glob, walk int) {
+	oldGlob, oldWalk := searchGlobMax, searchWalkMax
+	searchGlobMax, searchWalkMax = glob, walk
+	t.Cleanup(func() { searchGlobMax, searchWalkMax = oldGlob, oldWalk })
+}
+
+// TestSearchGlobFailsClosed is issue 25's finding: resolution for policy
+// stopped at a cap (256 files, 20,000 entries), and the search then read
+// every file the glob selected, .env files policy never saw included.
+// Now a glob whose files do not all fit the listing is refused, nothing
+// read; one that fits searches exactly the files listed.
+func TestSearchGlobFailsClosed(t *testing.T) {
+	smallSearchCaps(t, 5, 40)
+	e := newEnv(t, Config{})
+	files := map[string]string{"services/api/.env": "API_TOKEN=tok-secret-9\n"}
+	for i := range 6 {
+		files[fmt.Sprintf("node_modules/p%d/.env.example", i)] = "API_TOKEN=\n"
+	}
+	mkfiles(t, e.root, files)
+	args := `{"pattern":"API_TOKEN","glob":".env*"}`
+	pr, err := e.tools[NameSearch].(kernel.PathResolver).ResolvePaths([]byte(args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(pr.Touched, "services/api/.env") {
+		t.Fatalf("the capped listing reached services/api/.env; the fixture proves nothing: %v", pr.Touched)
+	}
+	res, err := e.call(t, "search", args)
+	if err == nil || !strings.Contains(err.Error(), "nothing was searched") || strings.Contains(res.Content, "tok-secret") {
+		t.Fatalf("a glob beyond the listing ran: %v\n%s", err, res.Content)
+	}
+	// Too many entries to walk (the files themselves would fit): refused.
+	smallSearchCaps(t, 100, 10)
+	if _, err := e.call(t, "search", args); err == nil || !strings.Contains(err.Error(), "nothing was searched") {
+		t.Fatalf("a glob over a tree beyond the walk ran: %v", err)
+	}
+	// Within the caps: exactly the listed files, .env included.
+	smallSearchCaps(t, 100, 1000)
+	pr, _ = e.tools[NameSearch].(kernel.PathResolver).ResolvePaths([]byte(args))
+	res, err = e.call(t, "search", args)
+	if err != nil || !slices.Contains(pr.Touched, "services/api/.env") || !strings.Contains(res.Content, "services/api/.env") {
+		t.Fatalf("within the caps: %v %v\n%s", err, pr.Touched, res.Content)
+	}
+}
+
+// TestSearchMatchesScrubbedText is issue 25's oracle: search counted
+// matches in the raw file, so patterns growing one character at a time
+// ("AKIA6", "AKIA6P", ...) recovered a key the scrubber hid from the
+// output. Matching the scrubbed text (line for line, so line numbers
+// hold) gives nothing to count.
+func TestSearchMatchesScrubbedText(t *testing.T) {
+	sc, err := hooks.NewScrubber(hooks.ScrubberConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, Config{Scrub: sc.ScrubLines})
+	mkfiles(t, e.root, map[string]string{
+		"creds.txt": "aws key: AKIA6PYCDYBK155OXTZ7\n" +
+			"-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\nVTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n-----END RSA PRIVATE KEY-----\n" +
+			"after the key\n",
+	})
+	for _, probe := range []string{"AKIA6P", "AKIA6PYCDYBK155OXTZ7", "MIIEow", "Nm0tRgeLez"} {
+		res, err := e.call(t, "search", map[string]any{"pattern": probe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(res.Content, "no matches") {
+			t.Errorf("a search for %q inside a redacted credential matched:\n%s", probe, res.Content)
+		}
+	}
+	res, err := e.call(t, "search", map[string]any{"pattern": "aws key"})
+	if err != nil || !strings.Contains(res.Content, "1: aws key: [REDACTED]") || strings.Contains(res.Content, "AKIA") {
+		t.Fatalf("search for the line's visible part: %v\n%s", err, res.Content)
+	}
+	res, err = e.call(t, "search", map[string]any{"pattern": "after the key"})
+	if err != nil || !strings.Contains(res.Content, "6: after the key") {
+		t.Fatalf("line numbers after a redacted key block: %v\n%s", err, res.Content)
 	}
 }

@@ -90,7 +90,7 @@ func (t *WriteFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Resul
 			return kernel.Result{}, fsError("create directory", dir, err)
 		}
 	}
-	if err := writeRegular(ctx, t.ws.root, p, []byte(*a.Content)); err != nil {
+	if err := t.ws.writeRegular(ctx, "write", p, []byte(*a.Content)); err != nil {
 		return kernel.Result{}, err
 	}
 	what := "created"
@@ -102,17 +102,32 @@ func (t *WriteFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Resul
 
 // writeRegular writes data to p in place (keeping its mode, and writing
 // through a symbolic link that stays inside the root), creating it 0644.
-// O_NONBLOCK keeps a FIFO swapped in at p from blocking the call.
-// The data goes out in chunks with a check of ctx before each; a write cut
-// by the deadline leaves a partial file and says so.
-func writeRegular(ctx context.Context, root *os.Root, p string, data []byte) error {
-	f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|oNonblock, 0o644)
+// O_NONBLOCK keeps a FIFO swapped in at p from blocking the call. The file
+// is truncated only once it is known to be a regular file and none of the
+// kernel's own files (a hard link to one, say). The data goes out in
+// chunks with a check of ctx before each; a write cut by the deadline
+// leaves a partial file and says so.
+func (w *workspace) writeRegular(ctx context.Context, verb, p string, data []byte) error {
+	f, err := w.root.OpenFile(p, os.O_WRONLY|os.O_CREATE|oNonblock, 0o644)
 	if err != nil {
-		return fsError("write", p, err)
+		return fsError(verb, p, err)
 	}
-	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil {
 		f.Close()
-		return fmt.Errorf("write %q: not a regular file (%s)", p, fileKind(fi.Mode()))
+		return fsError(verb, p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return fmt.Errorf("%s %q: not a regular file (%s)", verb, p, fileKind(fi.Mode()))
+	}
+	if err := w.checkOpened(verb, p, fi); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return fsError(verb, p, err)
 	}
 	for off := 0; off < len(data) || off == 0; {
 		if err := ctx.Err(); err != nil {
@@ -122,7 +137,7 @@ func writeRegular(ctx context.Context, root *os.Root, p string, data []byte) err
 		end := min(len(data), off+readChunk)
 		if _, err := f.Write(data[off:end]); err != nil {
 			f.Close()
-			return fsError("write", p, err)
+			return fsError(verb, p, err)
 		}
 		if end == off {
 			break
@@ -130,7 +145,7 @@ func writeRegular(ctx context.Context, root *os.Root, p string, data []byte) err
 		off = end
 	}
 	if err := f.Close(); err != nil {
-		return fsError("write", p, err)
+		return fsError(verb, p, err)
 	}
 	return nil
 }

@@ -67,9 +67,30 @@ func (h *Host) writeCache(cfg ServerConfig, tools []*mcp.Tool) (changed bool) {
 		h.log.Warn("mcp tool cache", "error", err)
 		return true
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil || os.Rename(tmp, p) != nil {
-		h.log.Warn("mcp tool cache: could not write", "path", p)
+	// A fresh temporary file (O_EXCL: never through a link put there),
+	// renamed over the entry.
+	if err := writeFileAtomic(p, b); err != nil {
+		h.log.Warn("mcp tool cache: could not write", "path", p, "error", err)
 	}
 	return true
+}
+
+// writeFileAtomic writes b to a new temporary file beside p (0600, created
+// exclusively, so never through a link) and renames it over p.
+func writeFileAtomic(p string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(p), filepath.Base(p)+".tmp*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), p)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }

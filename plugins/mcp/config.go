@@ -104,6 +104,13 @@ func (c ServerConfig) Validate() error {
 	return err
 }
 
+// Normalize validates c and returns it as the host runs it: defaults set,
+// {workspace} expanded and the working directory defaulted to workspace
+// (what StdioGrant expects).
+func (c ServerConfig) Normalize(workspace string) (ServerConfig, error) {
+	return c.normalize(workspace)
+}
+
 // normalize validates c and returns it with defaults set and {workspace}
 // expanded.
 func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {

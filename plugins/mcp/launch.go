@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentkernel/agentkernel/internal/hostpath"
 	"github.com/agentkernel/agentkernel/sandbox"
 )
 
@@ -63,17 +64,29 @@ func (c ServerConfig) ConfiguredGrant() (sandbox.Grant, error) {
 }
 
 // StdioGrant is a stdio server's sandbox grant: the system directories,
-// its program and its working directory read-only, plus the config's
-// grant (deny by default: no network, no writes); env is cfg.Env.
+// its program, every file its command names (a script given to an
+// interpreter, npm's .bin link and its target: ProgramFiles) with its
+// package directory (the node_modules tree, the virtual environment), and
+// its working directory, all read-only, plus the config's grant (deny by
+// default: no network, no writes); env is cfg.Env. cfg is normalized
+// ({workspace} expanded).
 func StdioGrant(cfg ServerConfig, allowMissing []sandbox.Layer) (sandbox.Grant, error) {
 	g, err := cfg.ConfiguredGrant()
 	if err != nil {
 		return g, err
 	}
 	fs := sandbox.SystemDirs()
-	if prog, err := exec.LookPath(cfg.Command[0]); err == nil {
-		if abs, err := filepath.Abs(prog); err == nil {
+	prog := ""
+	if p, err := exec.LookPath(cfg.Command[0]); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			prog = abs
 			fs = append(fs, sandbox.FSRule{Path: abs, Mode: "ro"})
+		}
+	}
+	rw := g.WritablePaths()
+	for _, p := range hostpath.ReadPaths(hostpath.ArgvFiles(cfg.Command, cfg.Dir)) {
+		if p != prog && !hostpath.Within(p, rw) { // a file the grant lets it write stays writable
+			fs = append(fs, sandbox.FSRule{Path: p, Mode: "ro"})
 		}
 	}
 	if cfg.Dir != "" {
@@ -83,6 +96,21 @@ func StdioGrant(cfg ServerConfig, allowMissing []sandbox.Layer) (sandbox.Grant, 
 	g.Env = slices.Clone(cfg.Env)
 	g.AllowMissing = append(g.AllowMissing, allowMissing...)
 	return g, nil
+}
+
+// ProgramFiles returns the files a stdio server's command runs, for the
+// workspace that {workspace} stands for: its program and every argument
+// that names an existing file, relative to the server's working directory
+// (hostpath.ArgvFiles: a symbolic link and its target). They are kernel
+// files: the kernel refuses to start while a tool could write one, and
+// the server may read them. An HTTP server (or an invalid configuration)
+// has none.
+func ProgramFiles(sc ServerConfig, workspace string) []string {
+	cfg, err := sc.normalize(workspace)
+	if err != nil || len(cfg.Command) == 0 {
+		return nil
+	}
+	return hostpath.ArgvFiles(cfg.Command, cfg.Dir)
 }
 
 // allowedEnv is the kernel's environment cut down to names.

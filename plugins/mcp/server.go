@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -146,9 +147,45 @@ func (s *server) connect(ctx context.Context, wait time.Duration) (*mcp.ClientSe
 
 func (s *server) startError(err error) error {
 	if tail := s.stderr.lastLines(); tail != "" {
-		return fmt.Errorf("start mcp server %s: %w; its stderr ends: %s", s.cfg.Name, err, tail)
+		return fmt.Errorf("start mcp server %s: %w; its stderr ends: %s%s", s.cfg.Name, err, tail, permissionHint(s.cfg.Name, tail))
 	}
 	return fmt.Errorf("start mcp server %s: %w", s.cfg.Name, err)
+}
+
+// The permission errors of the runtimes MCP servers are written in, each
+// with the path it names: Node ("EACCES: permission denied, open
+// '/x'"), Python ("[Errno 13] Permission denied: '/x'"), and C programs and
+// shells ("/x: Permission denied").
+var (
+	nodeDenied   = regexp.MustCompile(`E(?:ACCES|PERM): [^,\n]*, (\w+) '([^'\n]+)'`)
+	pythonDenied = regexp.MustCompile(`(?:PermissionError|Errno 13)[^'\n]*'([^'\n]+)'`)
+	plainDenied  = regexp.MustCompile(`(/[^\s:'"]+): (?:Permission denied|Operation not permitted)`)
+)
+
+// writingCalls are the Node system calls an EACCES names that write.
+var writingCalls = map[string]bool{"mkdir": true, "rmdir": true, "unlink": true, "rename": true, "write": true,
+	"copyfile": true, "symlink": true, "link": true, "utime": true, "chmod": true, "chown": true}
+
+// permissionHint is what to add to a server's grant when its stderr says
+// the sandbox refused a path ("" when it does not): the path and the exact
+// grant line.
+func permissionHint(name, stderr string) string {
+	path, mode := "", "ro"
+	if m := nodeDenied.FindStringSubmatch(stderr); m != nil {
+		path = m[2]
+		if writingCalls[m[1]] {
+			mode = "rw"
+		}
+	} else if m := pythonDenied.FindStringSubmatch(stderr); m != nil {
+		path = m[1]
+	} else if m := plainDenied.FindStringSubmatch(stderr); m != nil {
+		path = m[1]
+	}
+	if path == "" {
+		return ""
+	}
+	return fmt.Sprintf("\nthe sandbox denied the server access to %s (docs/sandbox.md); if it needs that path, add it to the server's grant in tools.mcp (name: %s):\n  grant: {fs: [{path: %s, mode: %s}]}",
+		path, name, path, mode)
 }
 
 func (s *server) install(sess *mcp.ClientSession, pid int, start time.Time) *mcp.ClientSession {
@@ -184,7 +221,7 @@ func (s *server) install(sess *mcp.ClientSession, pid int, start time.Time) *mcp
 			why = err.Error()
 		}
 		if tail := s.stderr.lastLines(); tail != "" && s.cfg.URL == "" {
-			why += "; its stderr ends: " + tail
+			why += "; its stderr ends: " + tail + permissionHint(s.cfg.Name, tail)
 		}
 		s.log.Error("mcp server went away", "error", why)
 		s.recordCrashLocked(errors.New(why))

@@ -79,7 +79,7 @@ func (g *git) tools() []*sdk.Tool {
 }
 
 func (g *git) status(ctx context.Context, a statusArgs) (string, error) {
-	args := []string{"status", "--short", "--branch", "--untracked-files=normal"}
+	args := []string{"status", "--short", "--branch", "--untracked-files=normal", "--ignore-submodules=all"}
 	out, err := g.run(ctx, args, a.Path)
 	if err != nil {
 		return "", err
@@ -91,7 +91,7 @@ func (g *git) status(ctx context.Context, a statusArgs) (string, error) {
 }
 
 func (g *git) diff(ctx context.Context, a diffArgs) (string, error) {
-	args := []string{"diff", "--no-color", "--no-ext-diff", "--no-textconv"}
+	args := []string{"diff", "--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=all"}
 	if a.Staged {
 		args = append(args, "--cached")
 	}
@@ -170,8 +170,14 @@ func checkPath(p string) error {
 // git run: fsmonitor hooks, hooks, pagers, external diff drivers. Every
 // other program a repository names (filters, textconv, diff and merge
 // drivers, credential helpers, ssh commands...) is blanked by
-// hardenedEnv, key by key.
+// hardenedEnv, key by key. Submodules are not entered at all (status and
+// diff also pass --ignore-submodules=all): a submodule has its own
+// configuration (.git/modules/NAME/config), which hardenedEnv does not
+// read, so git must never run a command inside one.
 var safetyConfig = []string{
+	"-c", "submodule.recurse=false",
+	"-c", "diff.ignoreSubmodules=all",
+	"-c", "status.submoduleSummary=false",
 	"-c", "core.fsmonitor=false",
 	"-c", "core.hooksPath=/dev/null",
 	"-c", "core.pager=cat",

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/sdk"
@@ -268,5 +269,79 @@ func TestRepositoryFilterAttack(t *testing.T) {
 	}
 	if b, err := os.ReadFile(mark); err == nil {
 		t.Fatalf("the plugin let git run a repository-configured filter: %s", b)
+	}
+}
+
+// TestSubmoduleFilterAttack: a filter written into a submodule's own
+// configuration (.git/modules/sub/config), which the plugin's key-by-key
+// overrides of the superproject's configuration do not cover, must not run
+// on git_status or git_diff. Plain git status and diff run it (git looks
+// inside the submodule to see whether it is modified).
+func TestSubmoduleFilterAttack(t *testing.T) {
+	needGit(t)
+	dir := t.TempDir()
+	env := append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=Ada", "GIT_AUTHOR_EMAIL=ada@example.com", "GIT_COMMITTER_NAME=Ada", "GIT_COMMITTER_EMAIL=ada@example.com")
+	run := func(in string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir, cmd.Env = in, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	sub, repo := filepath.Join(dir, "sub"), filepath.Join(dir, "super")
+	run(dir, "init", "-q", "-b", "main", sub)
+	os.WriteFile(filepath.Join(sub, "a.md"), []byte("hello\n"), 0o644)
+	run(sub, "add", "a.md")
+	run(sub, "commit", "-q", "-m", "a")
+	run(dir, "init", "-q", "-b", "main", repo)
+	run(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "sub")
+	run(repo, "commit", "-q", "-m", "add the submodule")
+
+	mark := filepath.Join(t.TempDir(), "ran")
+	script := filepath.Join(t.TempDir(), "evil.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$0 $*\" >> "+mark+"\ncat\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(repo, ".git", "modules", "sub", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "[filter \"x\"]\n\tclean = %s\n", script)
+	f.Close()
+	os.WriteFile(filepath.Join(repo, "sub", ".gitattributes"), []byte("*.md filter=x\n"), 0o644)
+	// Same size, new mtime: git must read the file (through the filter)
+	// to know whether it changed.
+	n := 0
+	touch := func() {
+		t.Helper()
+		n++
+		if err := os.WriteFile(filepath.Join(repo, "sub", "a.md"), []byte("HELLO\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		future := time.Now().Add(time.Duration(n) * time.Second)
+		os.Chtimes(filepath.Join(repo, "sub", "a.md"), future, future)
+	}
+
+	// Sanity: plain git runs the submodule's filter.
+	touch()
+	cmd := exec.Command("git", "-C", repo, "status")
+	cmd.Env = env
+	_ = cmd.Run()
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatalf("plain git status did not run the submodule's filter, so this test proves nothing: %v", err)
+	}
+	os.Remove(mark)
+
+	p := sdktest.Start(t, (&git{repo: repo, maxOutput: 64 << 10}).tools()...)
+	for _, c := range [][2]string{{"git_status", `{}`}, {"git_diff", `{}`}, {"git_diff", `{"stat":true}`}, {"git_diff", `{"base":"HEAD"}`}, {"git_log", `{}`}} {
+		touch()
+		if _, err := p.Call(context.Background(), c[0], c[1]); err != nil {
+			t.Fatalf("%s %s: %v", c[0], c[1], err)
+		}
+		if b, err := os.ReadFile(mark); err == nil {
+			t.Fatalf("%s %s let git run a filter from a submodule's configuration: %s", c[0], c[1], b)
+		}
 	}
 }

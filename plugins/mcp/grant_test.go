@@ -1,0 +1,102 @@
+package mcp
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentkernel/agentkernel/internal/hostpath"
+)
+
+// TestStdioGrantReadsTheServersOwnFiles: a server run as [node,
+// .../node_modules/.bin/NAME, {workspace}] may read the .bin link, the
+// script it leads to and the node_modules tree its dependencies are
+// hoisted into, with no grant; a file the operator's grant lets it write
+// stays writable (no read-only rule over it).
+func TestStdioGrantReadsTheServersOwnFiles(t *testing.T) {
+	dir := t.TempDir()
+	nm := filepath.Join(dir, "tools", "node_modules")
+	for name, body := range map[string]string{
+		"@scope/server/package.json":  `{"name": "@scope/server"}`,
+		"@scope/server/dist/index.js": "#!/usr/bin/env node\n",
+		"dep/index.js":                "",
+	} {
+		p := filepath.Join(nm, name)
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(filepath.Join(nm, ".bin"), 0o700)
+	link := filepath.Join(nm, ".bin", "server")
+	if err := os.Symlink("../@scope/server/dist/index.js", link); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	os.MkdirAll(data, 0o700)
+	db := filepath.Join(data, "db.json")
+	os.WriteFile(db, []byte("{}"), 0o600)
+	ws := t.TempDir()
+
+	sc := ServerConfig{Name: "s", Command: []string{"sh", link, "{workspace}", "--db", db}}
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte("fs: [{path: "+strconv.Quote(data)+", mode: rw}]\n"), &n); err != nil {
+		t.Fatal(err)
+	}
+	sc.Grant = *n.Content[0]
+	cfg, err := sc.normalize(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := StdioGrant(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := g.ReadOnlyPaths()
+	for _, want := range []string{nm, ws} {
+		if !slices.Contains(ro, want) {
+			t.Errorf("read-only paths lack %s:\n%s", want, strings.Join(ro, "\n"))
+		}
+	}
+	for _, want := range []string{link, filepath.Join(nm, "@scope", "server", "dist", "index.js"), filepath.Join(nm, "dep", "index.js")} {
+		if !hostpath.Within(want, ro) {
+			t.Errorf("%s is not readable:\n%s", want, strings.Join(ro, "\n"))
+		}
+	}
+	if slices.Contains(ro, db) {
+		t.Errorf("the file the grant lets the server write got a read-only rule: %v", ro)
+	}
+	if files := ProgramFiles(sc, ws); !slices.Contains(files, link) || !slices.Contains(files, db) {
+		t.Errorf("ProgramFiles = %v", files)
+	}
+}
+
+// TestPermissionHint: a server that dies on a permission error is told
+// the path and the exact grant line to add, for the runtimes MCP servers
+// are written in.
+func TestPermissionHint(t *testing.T) {
+	for _, tc := range []struct{ stderr, line string }{
+		{"Error: EACCES: permission denied, open '/opt/srv/dist/index.js'\n    at Object.readFileSync", "grant: {fs: [{path: /opt/srv/dist/index.js, mode: ro}]}"},
+		{"Error: EACCES: permission denied, mkdir '/home/me/.cache/srv'", "grant: {fs: [{path: /home/me/.cache/srv, mode: rw}]}"},
+		{"PermissionError: [Errno 13] Permission denied: '/srv/app/server.py'", "grant: {fs: [{path: /srv/app/server.py, mode: ro}]}"},
+		{"sh: 0: cannot open /srv/run.sh: Permission denied", "grant: {fs: [{path: /srv/run.sh, mode: ro}]}"},
+		{"/usr/local/bin/srv: /srv/conf.toml: Permission denied", "grant: {fs: [{path: /srv/conf.toml, mode: ro}]}"},
+		{"panic: something else", ""},
+	} {
+		got := permissionHint("s", tc.stderr)
+		if tc.line == "" {
+			if got != "" {
+				t.Errorf("%q: unexpected hint %q", tc.stderr, got)
+			}
+			continue
+		}
+		if !strings.Contains(got, tc.line) || !strings.Contains(got, "name: s") {
+			t.Errorf("%q: hint %q lacks %q", tc.stderr, got, tc.line)
+		}
+	}
+}
