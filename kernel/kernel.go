@@ -18,6 +18,10 @@ const (
 	StopCancelled        StopReason = "cancelled"
 	StopAwaitingApproval StopReason = "awaiting_approval"
 	StopError            StopReason = "error"
+	// StopInterrupted ends a run that was asked to stop at its next step
+	// boundary (RunOptions.Interrupt): everything before the boundary is
+	// stored, the session keeps status running, and Continue resumes it.
+	StopInterrupted StopReason = "interrupted"
 	// StopEmptyResponse ends a run whose model answered with nothing, even
 	// when asked again (ErrEmptyResponse).
 	StopEmptyResponse StopReason = "empty_response"
@@ -27,7 +31,7 @@ const (
 // docs name them. It is the one list: schemas/events.schema.json and the
 // stop reasons of docs/architecture.md are held to it by tests
 // (docs/architecture.md, "Closed sets").
-var stopReasons = []StopReason{StopCompleted, StopMaxTurns, StopAwaitingApproval, StopCancelled, StopError, StopEmptyResponse}
+var stopReasons = []StopReason{StopCompleted, StopMaxTurns, StopAwaitingApproval, StopCancelled, StopInterrupted, StopError, StopEmptyResponse}
 
 // StopReasons returns every stop reason but a budget stop (BudgetStop),
 // in the order the docs name them.
@@ -117,7 +121,10 @@ type Kernel struct {
 	limit  *toolLimiter // nil: no cap
 	emitMu sync.Mutex
 	retry  RetryPolicy
-	calib  calibration
+	calib  *calibration
+	// principal and interrupt are the RunOptions of a Kernel made by With.
+	principal string
+	interrupt <-chan struct{}
 	// realClock: Config.Now is time.Now, so one reading serves both as a
 	// timestamp and, with its monotonic part, for durations.
 	realClock bool
@@ -156,7 +163,7 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.MaxConcurrentTools < 0 {
 		return nil, errors.New("kernel: Config.MaxConcurrentTools must not be negative")
 	}
-	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), realClock: realClock}
+	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), calib: new(calibration), realClock: realClock}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
 		h = cfg.Hooks[i](h)
