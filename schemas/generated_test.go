@@ -73,6 +73,9 @@ func generated() map[string][]testutil.JSONEdit {
 			{Pointer: "/properties/tools/properties/mcp/items/properties/tiers/additionalProperties/enum", Value: tiers.members},
 			{Pointer: "/properties/tools/properties/mcp/items/properties/default_tier/enum", Value: tiers.members},
 		},
+		"policy-diff.schema.json": {
+			{Pointer: "/$defs/effect/enum", Value: effects.members},
+		},
 		"hook-input.schema.json": {
 			{Pointer: "/properties/tool/properties/tier/enum", Value: tiers.members},
 		},

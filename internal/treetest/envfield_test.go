@@ -63,7 +63,7 @@ tests:
     expect: {decision: allow}
 ` + "`" + `)
 	// Loading runs the file's tests and fails if one does.
-	if _, err := policy.LoadContext(context.Background(), "last-tool.yaml", src, policy.Options{Tools: policy.BuiltinSpecs()}); err != nil {
+	if _, err := policy.Load(context.Background(), "last-tool.yaml", src, policy.Options{Tools: policy.BuiltinSpecs()}); err != nil {
 		t.Fatal(err)
 	}
 	validateAgainstSchema(t, src)
