@@ -25,13 +25,17 @@ const (
 	// StopEmptyResponse ends a run whose model answered with nothing, even
 	// when asked again (ErrEmptyResponse).
 	StopEmptyResponse StopReason = "empty_response"
+	// StopToolProtocol ends a run whose model broke the text tool
+	// protocol again after a correction, or more often than
+	// Config.MaxCorrections (ErrToolProtocol).
+	StopToolProtocol StopReason = "tool_protocol"
 )
 
 // stopReasons is every stop reason but a budget stop, in the order the
 // docs name them. It is the one list: schemas/events.schema.json and the
 // stop reasons of docs/architecture.md are held to it by tests
 // (docs/architecture.md, "Closed sets").
-var stopReasons = []StopReason{StopCompleted, StopMaxTurns, StopAwaitingApproval, StopCancelled, StopInterrupted, StopError, StopEmptyResponse}
+var stopReasons = []StopReason{StopCompleted, StopMaxTurns, StopAwaitingApproval, StopCancelled, StopInterrupted, StopError, StopEmptyResponse, StopToolProtocol}
 
 // StopReasons returns every stop reason but a budget stop (BudgetStop),
 // in the order the docs name them.
@@ -110,6 +114,13 @@ type Config struct {
 	// SessionContext, when set, is recorded in every new session's
 	// metadata.
 	SessionContext *SessionContext
+	// ToolProtocols says, by model name, how each model is offered tools
+	// (see ToolProtocol); a model not in it takes them natively.
+	ToolProtocols map[string]ToolProtocol
+	// MaxCorrections bounds the text-protocol corrections of one run
+	// (default DefaultMaxCorrections); the next violation stops the run
+	// with StopToolProtocol.
+	MaxCorrections int
 }
 
 // Kernel runs the agent loop. It is safe for concurrent use by runs of
@@ -128,6 +139,9 @@ type Kernel struct {
 	// realClock: Config.Now is time.Now, so one reading serves both as a
 	// timestamp and, with its monotonic part, for durations.
 	realClock bool
+	// protos are the models that do not take tools natively only.
+	protos         map[string]protoSetup
+	maxCorrections int
 }
 
 // New checks cfg and builds a Kernel.
@@ -163,7 +177,18 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.MaxConcurrentTools < 0 {
 		return nil, errors.New("kernel: Config.MaxConcurrentTools must not be negative")
 	}
-	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), calib: new(calibration), realClock: realClock}
+	protos, err := setupProtocols(cfg.ToolProtocols)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxCorrections < 0 {
+		return nil, errors.New("kernel: Config.MaxCorrections must not be negative")
+	}
+	if cfg.MaxCorrections == 0 {
+		cfg.MaxCorrections = DefaultMaxCorrections
+	}
+	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), calib: new(calibration), realClock: realClock,
+		protos: protos, maxCorrections: cfg.MaxCorrections}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
 		h = cfg.Hooks[i](h)

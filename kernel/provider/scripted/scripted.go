@@ -12,6 +12,13 @@
 // The list was called steps before; "steps:" still works for one release
 // and Script.Deprecated reports it with its file:line:col.
 //
+// NewText plays the same script to a kernel that offers tools with the
+// text tool protocol: each turn's calls are written as text in the
+// protocol's format, as a model without native tool calling writes them,
+// and a guard on a tool message matches the user message that carries
+// the round's results. A turn's raw text, when set, is sent verbatim
+// whatever the mode (to script answers that break the protocol).
+//
 //	turns:
 //	  - text: "Let me look around."
 //	    tool_calls:
@@ -33,6 +40,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/toolproto"
 )
 
 // Script is a parsed script.
@@ -48,7 +56,9 @@ type Script struct {
 
 // Turn is one scripted generation.
 type Turn struct {
-	Text      string     `yaml:"text"`
+	Text string `yaml:"text"`
+	// Raw is the whole answer, sent verbatim: no tool_calls, no text.
+	Raw       string     `yaml:"raw"`
 	Reasoning string     `yaml:"reasoning"`
 	ToolCalls []ToolCall `yaml:"tool_calls"`
 	Match     *Match     `yaml:"match"`
@@ -162,8 +172,11 @@ func decodeStrict(n *yaml.Node, v any) error {
 }
 
 func (st *Turn) compile(unit string) error {
-	if st.Text == "" && len(st.ToolCalls) == 0 {
-		return fmt.Errorf("a %s needs text or tool_calls", unit)
+	if st.Raw != "" && (st.Text != "" || len(st.ToolCalls) > 0) {
+		return fmt.Errorf("a %s with raw has no text or tool_calls: raw is the whole answer", unit)
+	}
+	if st.Text == "" && st.Raw == "" && len(st.ToolCalls) == 0 {
+		return fmt.Errorf("a %s needs text, tool_calls or raw", unit)
 	}
 	for i, c := range st.ToolCalls {
 		if c.Name == "" {
@@ -205,10 +218,23 @@ func (st *Turn) compile(unit string) error {
 // safe for concurrent use and replays identically after a restart.
 type Provider struct {
 	script *Script
+	// text, when set, writes the calls as text in its format.
+	text *toolproto.Codec
 }
 
 // New returns a Provider for s.
 func New(s *Script) *Provider { return &Provider{script: s} }
+
+// NewText returns a Provider for s that writes each turn's calls as text
+// in the tool protocol's format ("hermes" or "json"), for a kernel that
+// offers this model its tools as text.
+func NewText(s *Script, format string) (*Provider, error) {
+	c, err := toolproto.Lookup(format)
+	if err != nil {
+		return nil, fmt.Errorf("script %s: %w", s.Name, err)
+	}
+	return &Provider{script: s, text: c}, nil
+}
 
 // Stream answers with the turn for this point of the conversation.
 func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(kernel.Delta)) (kernel.Response, error) {
@@ -234,17 +260,28 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 			Message: fmt.Sprintf("script %s has %d %ss and the conversation needs %s %d: the script ran out", p.script.Name, len(p.script.Turns), unit, unit, n+1)}
 	}
 	st := &p.script.Turns[n]
-	if err := st.check(last); err != nil {
+	if err := st.check(last, p.text); err != nil {
 		return kernel.Response{}, &kernel.ProviderError{Provider: "scripted",
 			Message: fmt.Sprintf("script %s:%d: %s %d: %v", p.script.Name, st.line, unit, n+1, err)}
 	}
 	if st.Reasoning != "" {
 		emit(kernel.Delta{Kind: kernel.DeltaReasoning, Text: st.Reasoning})
 	}
-	streamWords(st.Text, emit)
-	msg := kernel.Message{Role: kernel.RoleAssistant, Content: st.Text, Reasoning: st.Reasoning}
+	text := st.Text
+	switch {
+	case st.Raw != "":
+		text = st.Raw
+	case p.text != nil && len(st.ToolCalls) > 0:
+		calls := make([]toolproto.Call, len(st.ToolCalls))
+		for i, c := range st.ToolCalls {
+			calls[i] = toolproto.Call{Name: c.Name, Arguments: st.args[i]}
+		}
+		text = p.text.FormatCalls(st.Text, calls)
+	}
+	streamWords(text, emit)
+	msg := kernel.Message{Role: kernel.RoleAssistant, Content: text, Reasoning: st.Reasoning}
 	finish := "stop"
-	if len(st.ToolCalls) > 0 {
+	if len(st.ToolCalls) > 0 && p.text == nil {
 		finish = "tool_calls"
 		msg.ToolCalls = make([]kernel.ToolCall, len(st.ToolCalls))
 		for i, c := range st.ToolCalls {
@@ -254,7 +291,7 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 	return kernel.Response{Message: msg, Usage: st.usage(req), FinishReason: finish, Model: req.Model}, nil
 }
 
-func (st *Turn) check(last *kernel.Message) error {
+func (st *Turn) check(last *kernel.Message, text *toolproto.Codec) error {
 	m := st.Match
 	if m == nil {
 		return nil
@@ -262,8 +299,12 @@ func (st *Turn) check(last *kernel.Message) error {
 	if last == nil {
 		return fmt.Errorf("match: there is no user or tool message yet")
 	}
-	if m.Role != "" && last.Role != m.Role {
-		return fmt.Errorf("match: the last message is a %s message, want %s", last.Role, m.Role)
+	role := last.Role
+	if text != nil && role == kernel.RoleUser && text.IsResults(last.Content) {
+		role = kernel.RoleTool // the round's results, written as text
+	}
+	if m.Role != "" && role != m.Role {
+		return fmt.Errorf("match: the last message is a %s message, want %s", role, m.Role)
 	}
 	if m.Contains != "" && !strings.Contains(last.Content, m.Contains) {
 		return fmt.Errorf("match: the last %s message does not contain %q (it begins %q)", last.Role, m.Contains, head(last.Content, 80))
@@ -288,7 +329,7 @@ func (st *Turn) usage(req kernel.Request) kernel.Usage {
 	for _, t := range req.Tools {
 		in += len(t.Name) + len(t.Description) + len(t.Schema)
 	}
-	out := len(st.Text)
+	out := len(st.Text) + len(st.Raw)
 	for _, a := range st.args {
 		out += len(a)
 	}

@@ -82,7 +82,7 @@ func TestGuardFailure(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	for name, tc := range map[string]struct{ src, want string }{
 		"unknown field":     {"steps:\n  - text: hi\n    tool_call: []\n", "script bad.yaml:2: step 1: yaml: unmarshal errors:\n  line 2: field tool_call not found"},
-		"empty step":        {"steps:\n  - match: {role: user}\n", "step 1: a step needs text or tool_calls"},
+		"empty step":        {"steps:\n  - match: {role: user}\n", "step 1: a step needs text, tool_calls or raw"},
 		"no steps":          {"stepz: []\n", "field stepz not found"},
 		"bad regex":         {"steps:\n  - text: x\n    match: {regex: '('}\n", "match.regex: error parsing regexp"},
 		"bad role":          {"steps:\n  - text: x\n    match: {role: assistant}\n", `match.role must be user or tool, got "assistant"`},
@@ -156,7 +156,7 @@ func TestTurnsAndTheDeprecatedSteps(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "script new.yaml has 1 turns and the conversation needs turn 2") {
 		t.Errorf("running out: %v", err)
 	}
-	if _, err := scripted.Parse("new.yaml", []byte("turns:\n  - match: {role: user}\n")); err == nil || !strings.Contains(err.Error(), "script new.yaml:2: turn 1: a turn needs text or tool_calls") {
+	if _, err := scripted.Parse("new.yaml", []byte("turns:\n  - match: {role: user}\n")); err == nil || !strings.Contains(err.Error(), "script new.yaml:2: turn 1: a turn needs text, tool_calls or raw") {
 		t.Errorf("an empty turn: %v", err)
 	}
 
@@ -171,5 +171,52 @@ func TestTurnsAndTheDeprecatedSteps(t *testing.T) {
 	_, err = scripted.Parse("both.yaml", []byte("turns:\n  - text: a\nsteps:\n  - text: b\n"))
 	if err == nil || !strings.Contains(err.Error(), "script both.yaml:3:1: has both turns and its deprecated name steps: write turns only") {
 		t.Errorf("both: %v", err)
+	}
+}
+
+// TestReplayAsText plays the same script to a kernel that takes tools as
+// text: the calls are written in the protocol, the guards see the results,
+// the user never sees a tag, and a raw step breaks the protocol on purpose.
+func TestReplayAsText(t *testing.T) {
+	s, err := scripted.Parse("test.yaml", []byte(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"hermes", "json"} {
+		t.Run(format, func(t *testing.T) {
+			p, err := scripted.NewText(s, format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg := kernel.NewRegistry()
+			if err := reg.Register(kerneltest.EchoTool("echo")); err != nil {
+				t.Fatal(err)
+			}
+			var deltas strings.Builder
+			k, err := kernel.New(kernel.Config{Provider: p, Store: memory.New(), Tools: reg, Model: "m",
+				ToolProtocols: map[string]kernel.ToolProtocol{"m": {Mode: kernel.ToolsText, Format: format}},
+				OnEvent: func(e kernel.Event) {
+					if d, ok := e.(kernel.MessageDelta); ok {
+						deltas.WriteString(d.Text)
+					}
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := k.Run(context.Background(), "", "what is here?")
+			if err != nil || res.Output != "There is a README." || len(res.Calls) != 1 || res.Calls[0].Outcome != kernel.OutcomeOK {
+				t.Fatalf("result = %+v, %v", res, err)
+			}
+			if deltas.String() != "Let me look.\nThere is a README." {
+				t.Fatalf("shown %q", deltas.String())
+			}
+		})
+	}
+	if _, err := scripted.NewText(s, "xml"); err == nil {
+		t.Fatal("NewText accepted an unknown format")
+	}
+	bad, err := scripted.Parse("bad.yaml", []byte("steps:\n  - raw: x\n    text: y\n"))
+	if err == nil || !strings.Contains(err.Error(), "raw is the whole answer") {
+		t.Fatalf("Parse = %v, %v", bad, err)
 	}
 }
