@@ -331,7 +331,7 @@ func testOptional(t *testing.T, open func(t *testing.T) kernel.Store, t0 time.Ti
 				t.Fatalf("Fsck of a healthy store: %+v", rep)
 			}
 			for _, f := range rep.Sessions {
-				if want := map[string]int{"s1": 5, "s2": 1}[f.ID]; f.Messages != want || !f.OK() {
+				if want := map[string]int{"s1": len(sampleMessages(t0)), "s2": 1}[f.ID]; f.Messages != want || !f.OK() {
 					t.Errorf("Fsck session %+v, want %d messages, no damage", f, want)
 				}
 			}
