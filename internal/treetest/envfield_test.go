@@ -15,21 +15,22 @@ import (
 
 // exampleGoEdits are the three Go files the docs name.
 var exampleGoEdits = []struct{ file, old, new string }{
-	{"kernel/state.go", "\tContext ContextUse\n}", "\tContext ContextUse\n\t// LastTool is the tool of the run's last finished call.\n\tLastTool string\n}"},
+	{"kernel/state.go", "\tRunCalls []CallOutcome\n", "\tRunCalls []CallOutcome\n\t// LastTool is the tool of the run's last finished call.\n\tLastTool string\n"},
 	{"kernel/state.go", "\tst.RunCalls = st.RunCalls[:0]\n", "\tst.RunCalls = st.RunCalls[:0]\n\tst.LastTool = \"\"\n"},
 	{"kernel/state.go", "\tst.RunCalls = append(st.RunCalls, CallOutcome{Tool: tool, Outcome: o})\n", "\tst.RunCalls = append(st.RunCalls, CallOutcome{Tool: tool, Outcome: o})\n\tst.LastTool = tool\n"},
-	{"policy/env.go", "\tPhase string `expr:\"phase\"`\n}", "\tPhase string `expr:\"phase\"`\n\tLastTool string `expr:\"last_tool\"`\n}"},
-	{"policy/env.go", "\t\tTools: tools, Calls: calls,\n", "\t\tTools: tools, Calls: calls, LastTool: st.LastTool,\n"},
+	{"policy/env.go", "\tCalls []CallOutcome `expr:\"calls\"`\n", "\tCalls []CallOutcome `expr:\"calls\"`\n\tLastTool string `expr:\"last_tool\"`\n"},
+	{"policy/env.go", "Tools: tools, Calls: calls,", "Tools: tools, Calls: calls, LastTool: st.LastTool,"},
 	{"policy/env.go", "\"calls\": v(&st.RunCalls),", "\"calls\": v(&st.RunCalls), \"last_tool\": v(&st.LastTool),"},
-	{"hooks/match.go", "\tIsError bool   `expr:\"is_error\"`\n}", "\tIsError bool   `expr:\"is_error\"`\n\tLastTool string `expr:\"last_tool\"`\n}"},
-	{"hooks/match.go", "\t\te.Session, e.Run, e.Turn = st.SessionID, st.Run, st.Turn\n", "\t\te.Session, e.Run, e.Turn = st.SessionID, st.Run, st.Turn\n\t\te.LastTool = st.LastTool\n"},
+	{"hooks/match.go", "\tTurn    int    `expr:\"turn\"`\n", "\tTurn    int    `expr:\"turn\"`\n\tLastTool string `expr:\"last_tool\"`\n"},
+	{"hooks/match.go", "\t\tst := c.State()\n", "\t\tst := c.State()\n\t\te.LastTool = st.LastTool\n"},
 }
 
-// exampleDocEdits are the rows the docs ask for.
-var exampleDocEdits = []struct{ file, old, new string }{
-	{"docs/policy.md", "| `tool.name` | string |", "| `run.last_tool` | string | The tool of the run's last finished call; `\"\"` before the first. |\n| `tool.name` | string |"},
-	{"docs/policy.md", "| `run.calls` | `[]` |", "| `run.last_tool` | `\"\"` | |\n| `run.calls` | `[]` |"},
-	{"docs/hooks.md", "| `is_error` | bool | after hooks: the result reports a failure (tool error, denial, block) |\n", "| `is_error` | bool | after hooks: the result reports a failure (tool error, denial, block) |\n| `last_tool` | string | the tool of the run's last finished call |\n"},
+// exampleDocRows are the rows the docs ask for, each after the row of the
+// field before it in the struct.
+var exampleDocRows = []struct{ file, after, row string }{
+	{"docs/policy.md", "| `run.calls` | list of", "| `run.last_tool` | string | The tool of the run's last finished call; `\"\"` before the first. |"},
+	{"docs/policy.md", "| `run.calls` | `[]` |", "| `run.last_tool` | `\"\"` | |"},
+	{"docs/hooks.md", "| `turn` | int |", "| `last_tool` | string | the tool of the run's last finished call |"},
 }
 
 // The example's own tests, written into the scratch tree: policy reads
@@ -235,8 +236,18 @@ func TestAddingAnEnvField(t *testing.T) {
 	}
 
 	run(t, dir, true, "make", "generate")
-	for _, e := range exampleDocEdits {
-		edit(t, dir, e.file, e.old, e.new)
+	for _, r := range exampleDocRows {
+		data, err := os.ReadFile(filepath.Join(dir, r.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(data)
+		i := strings.Index(text, "\n"+r.after)
+		if i < 0 || strings.Count(text, "\n"+r.after) != 1 {
+			t.Fatalf("%s has no single row starting %q: the tree changed under this test, update the test (and the docs it follows) with it", r.file, r.after)
+		}
+		i += 1 + strings.IndexByte(text[i+1:], '\n') + 1
+		writeFile(t, dir, r.file, text[:i]+r.row+"\n"+text[i:])
 	}
 	changed := changedFiles(t, src, dir)
 	want := []string{"docs/hooks.md", "docs/policy.md", "hooks/match.go", "kernel/state.go", "policy/env.go", "schemas/policy.schema.json"}
