@@ -326,13 +326,9 @@ func (s *Store) deletePrefix(ctx context.Context, p, seek []byte) error {
 	return wb.Flush()
 }
 
+// The Store and the optional capabilities (kernel/store.go) badger has.
 var (
-	_ kernel.Store          = (*Store)(nil)
-	_ kernel.SessionDeleter = (*Store)(nil)
-)
-
-// The optional Store capabilities (kernel/store.go) badger has.
-var (
+	_ kernel.Store            = (*Store)(nil)
 	_ kernel.SessionDeleter   = (*Store)(nil)
 	_ kernel.SessionExporter  = (*Store)(nil)
 	_ kernel.SessionImporter  = (*Store)(nil)
