@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 )
@@ -58,8 +59,8 @@ type Store interface {
 // below; a caller finds one by type assertion and, where the store lacks
 // it, says that this store cannot do that (the CLI's `kernel sessions rm`,
 // `export`, `import`, `gc` and `fsck` fail with "this store cannot ...").
-// None is needed to run sessions. The badger store implements them all;
-// the memory store only SessionDeleter. Why interfaces here: RATIONALE.md,
+// None is needed to run sessions. The badger and postgres stores
+// implement them all; the memory store only SessionDeleter. Why interfaces here: RATIONALE.md,
 // "Optional store capabilities are interfaces in kernel".
 
 // SessionDeleter is a Store that can delete sessions.
@@ -91,9 +92,11 @@ type SessionCollector interface {
 }
 
 // StoreChecker is a Store that can check what it holds: every stored
-// value of the sessions ids (all when ids is empty) read and verified.
-// With repair, a message that cannot be read is replaced for good by a
-// placeholder so the session is whole again. The report is returned with
+// value of the sessions ids (all when ids is empty) read and verified,
+// and a session that reads whole held to CheckHistory. With repair, a
+// message that cannot be read is replaced for good by a placeholder so
+// the session is whole again (and a store fixes what else of its own it
+// can; FsckProblem.Repaired says which). The report is returned with
 // the error when the check stopped part way.
 type StoreChecker interface {
 	Fsck(ctx context.Context, ids []string, repair bool) (*FsckReport, error)
@@ -131,7 +134,85 @@ type FsckSession struct {
 	// Repaired is set when the checker stored placeholders for the
 	// damaged messages (repair mode).
 	Repaired bool
+	// Problems are what is wrong with a session whose values all read:
+	// a history the kernel would not have written (CheckHistory), rows
+	// a store keeps that disagree with each other.
+	Problems []FsckProblem
+}
+
+// FsckProblem is one inconsistency a StoreChecker found in a session.
+type FsckProblem struct {
+	Seq  uint64 // the message it is about, or 0 for the session
+	Text string
+	// Repaired is set when the checker fixed it (repair mode).
+	Repaired bool
 }
 
 // OK reports whether nothing in the session is damaged.
-func (f *FsckSession) OK() bool { return len(f.Damaged) == 0 && f.Meta == nil && f.Pending == nil }
+func (f *FsckSession) OK() bool {
+	return len(f.Damaged) == 0 && f.Meta == nil && f.Pending == nil && len(f.Problems) == 0
+}
+
+// Unrepaired reports whether something found in the session is still
+// wrong: damage no repair stored placeholders for, metadata or a pending
+// approval that does not read, a problem the checker could not fix.
+func (f *FsckSession) Unrepaired() bool {
+	if f.Meta != nil || f.Pending != nil || len(f.Damaged) > 0 && !f.Repaired {
+		return true
+	}
+	for _, p := range f.Problems {
+		if !p.Repaired {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckHistory returns what in a session's messages (all readable, in
+// seq order) breaks the pairing of tool calls and results that every
+// history the kernel writes keeps: each tool result answers a call of the
+// assistant message before it, once; every call of an assistant message
+// has its result before the next assistant message (the last assistant
+// message's calls may still be open: loading the session answers them as
+// interrupted); a pending approval is for one of those open calls. A
+// model API rejects a history that breaks it. Stores' fsck use it.
+func CheckHistory(msgs []Message, pending *Approval) []FsckProblem {
+	var out []FsckProblem
+	var open, answered map[string]bool
+	var turn *Message // the last assistant message
+	unanswered := func() {
+		if turn == nil {
+			return
+		}
+		for _, c := range turn.ToolCalls {
+			if open[c.ID] {
+				out = append(out, FsckProblem{Seq: turn.Seq, Text: fmt.Sprintf("call %s (%s) has no result, and a later assistant message follows it", c.ID, c.Name)})
+			}
+		}
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		switch m.Role {
+		case RoleAssistant:
+			unanswered()
+			turn, open, answered = m, map[string]bool{}, map[string]bool{}
+			for _, c := range m.ToolCalls {
+				open[c.ID] = true
+			}
+		case RoleTool:
+			switch {
+			case open[m.ToolCallID]:
+				delete(open, m.ToolCallID)
+				answered[m.ToolCallID] = true
+			case answered[m.ToolCallID]:
+				out = append(out, FsckProblem{Seq: m.Seq, Text: fmt.Sprintf("a second result for call %s", m.ToolCallID)})
+			default:
+				out = append(out, FsckProblem{Seq: m.Seq, Text: fmt.Sprintf("a result for call %q, which the assistant message before it did not make", m.ToolCallID)})
+			}
+		}
+	}
+	if pending != nil && !open[pending.Call.ID] {
+		out = append(out, FsckProblem{Text: fmt.Sprintf("the pending approval is for call %q, which is not an open call of the last assistant message", pending.Call.ID)})
+	}
+	return out
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 
 	bdg "github.com/dgraph-io/badger/v4"
 
@@ -14,7 +13,8 @@ import (
 
 // Fsck reads every value of every session (or of ids, when given): each
 // value-log entry's CRC (Badger's, with VerifyValueChecksum) and each
-// value's own CRC-32C and encoding. It records what it finds in the
+// value's own CRC-32C and encoding; a session that reads whole is held to
+// kernel.CheckHistory (reported, never repaired). It records what it finds in the
 // damage record `sessions ls` reads. With repair, each damaged message is
 // replaced for good by the placeholder Load shows in its place (the lost
 // content stays in the quarantined copy, if any), so the session is whole
@@ -71,6 +71,7 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*kerne
 	defer mu.Unlock()
 	f := &kernel.FsckSession{ID: id}
 	var msgs []kernel.Message
+	var pending *kernel.Approval
 	var last uint64
 	err := s.db.View(func(txn *bdg.Txn) error {
 		meta, err := s.readMeta(txn, id)
@@ -80,7 +81,7 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*kerne
 		f.Meta = err
 		last = meta.LastSeq
 		if item, err := txn.Get(pendingKey(id)); err == nil {
-			f.Pending = item.Value(func(v []byte) error { _, err := decodePending(v); return err })
+			f.Pending = item.Value(func(v []byte) error { pending, err = decodePending(v); return err })
 		} else if !errors.Is(err, bdg.ErrKeyNotFound) {
 			f.Pending = err
 		}
@@ -114,23 +115,13 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*kerne
 	if err != nil {
 		return nil, err
 	}
+	if len(f.Damaged) == 0 && f.Meta == nil && f.Pending == nil {
+		f.Problems = kernel.CheckHistory(msgs, pending)
+	}
 	if !repair || len(f.Damaged) == 0 || f.Meta != nil {
 		return f, nil
 	}
-	// Build the placeholders in order, as Load does, and store them.
-	lost := map[uint64]bool{}
-	for i := range msgs {
-		if reason, bad := f.Damaged[msgs[i].Seq]; bad {
-			lost[msgs[i].Seq] = true
-			msgs[i] = placeholder(msgs[:i], msgs[i].Seq, errors.New(reason))
-		}
-	}
-	fixPlaceholders(msgs, lost)
-	seqs := make([]uint64, 0, len(lost))
-	for q := range lost {
-		seqs = append(seqs, q)
-	}
-	slices.Sort(seqs)
+	seqs := Placeholders(msgs, f.Damaged)
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
 	for _, q := range seqs {
