@@ -33,7 +33,7 @@ var sessions = group{
 			args: "FILE", need: 1, needs: "a file (- for stdin)", flags: noFlags(sessionsImport)},
 		{name: "rm", synopsis: "ID...", summary: "delete sessions", args: "ID...", need: 1, needs: "one or more session ids", flags: noFlags(sessionsRm)},
 		{name: "gc", synopsis: "--older-than AGE", summary: "delete sessions not updated for AGE (30d, 12h, 90m)", flags: sessionsGC},
-		{name: "fsck", synopsis: "[--repair] [ID...]", summary: "check every stored value's checksum, per session;\n--repair stores placeholders for lost messages",
+		{name: "fsck", synopsis: "[--repair] [ID...]", summary: "check every stored value and the pairing of calls and\nresults, per session; --repair stores placeholders for lost messages",
 			args: "[ID...]", flags: sessionsFsck},
 	},
 }
