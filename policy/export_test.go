@@ -25,3 +25,7 @@ func InputSections() (session, run map[string]reflect.Type, renamed map[string]s
 	}
 	return types(f.session), types(f.run), deprecatedInputFields
 }
+
+// FromSnapshot reports whether p was built from the test cache's snapshot
+// (for the tests of package policy_test).
+func FromSnapshot(p *Policy) bool { return p.snapshotSrc != nil }
