@@ -137,7 +137,7 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 	if c.Interpreter != nil {
 		in, err := c.Interpreter.normalize()
 		if err != nil {
-			return bad(err.Field, "%s", err.Msg)
+			return bad(err.Field, "%w", err.Err)
 		}
 		c.Interpreter = in
 	}
@@ -186,20 +186,20 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 
 // normalize checks the interpreter entry without touching its file and
 // returns a copy with the pin in lower case.
-func (in *Interpreter) normalize() (*Interpreter, *config.FieldError) {
+func (in *Interpreter) normalize() (*Interpreter, *config.Error) {
 	out := *in
 	out.Args = slices.Clone(in.Args)
 	switch {
 	case strings.TrimSpace(in.Path) == "":
-		return nil, config.FieldErrorf("interpreter.path", "is required: the interpreter's absolute path, e.g. /usr/bin/node or /usr/bin/python3")
+		return nil, config.Errorf("interpreter.path", "is required: the interpreter's absolute path, e.g. /usr/bin/node or /usr/bin/python3")
 	case !filepath.IsAbs(in.Path):
-		return nil, config.FieldErrorf("interpreter.path", "%q is not an absolute path: name the interpreter by its absolute path (`command -v %s` prints it), so that what runs does not depend on PATH", in.Path, in.Path)
+		return nil, config.Errorf("interpreter.path", "%q is not an absolute path: name the interpreter by its absolute path (`command -v %s` prints it), so that what runs does not depend on PATH", in.Path, in.Path)
 	}
 	out.Path = filepath.Clean(in.Path)
 	if strings.TrimSpace(in.SHA256) != "" {
 		pin, err := config.ParsePin(in.SHA256)
 		if err != nil {
-			return nil, config.FieldErrorf("interpreter.sha256", "%v (compute it with `sha256sum %s`)", err, in.Path)
+			return nil, config.Errorf("interpreter.sha256", "%v (compute it with `sha256sum %s`)", err, in.Path)
 		}
 		out.SHA256 = pin
 	} else {

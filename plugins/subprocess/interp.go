@@ -24,7 +24,7 @@ import (
 func checkInterpreter(cfg PluginConfig) error {
 	in := cfg.Interpreter
 	bad := func(format string, args ...any) error {
-		return &ConfigError{Plugin: cfg.Name, Field: "interpreter.path", Msg: fmt.Sprintf(format, args...)}
+		return pluginError(cfg.Name, "interpreter.path", fmt.Errorf(format, args...))
 	}
 	real, err := filepath.EvalSymlinks(in.Path)
 	if err != nil {

@@ -245,8 +245,8 @@ func copyLocked(cfg PluginConfig, dir string) (root, sum string, err error) {
 	lockPath := filepath.Join(pdir, LockFile)
 	data, sum, err := readHashed(lockPath, maxLockBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", "", &ConfigError{Plugin: cfg.Name, Field: "path", Msg: fmt.Sprintf(
-			"%s has no %s: an interpreted plugin is pinned by the lock of its script's directory; create it with `kernel plugins lock %s` and pin the sha256 it prints", pdir, LockFile, pdir)}
+		return "", "", pluginError(cfg.Name, "path", fmt.Errorf(
+			"%s has no %s: an interpreted plugin is pinned by the lock of its script's directory; create it with `kernel plugins lock %s` and pin the sha256 it prints", pdir, LockFile, pdir))
 	}
 	if err != nil {
 		return "", "", fmt.Errorf("plugin %q: read its lock: %w", cfg.Name, err)
