@@ -58,7 +58,8 @@ func (r *run) commitTail(ctx context.Context, n int, step Step) error {
 			r.persistCtx = context.WithoutCancel(ctx)
 		}
 	}
-	if err := r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step); err != nil {
+	err := r.storeCommit(step)
+	if err != nil {
 		clear(r.msgs[n:])
 		r.msgs = r.msgs[:n]
 		return fmt.Errorf("persist session %s: %w", r.meta.ID, err)
@@ -73,4 +74,15 @@ func (r *run) commitTail(ctx context.Context, n int, step Step) error {
 		}
 	}
 	return nil
+}
+
+// storeCommit writes step, timed for the observer when there is one.
+func (r *run) storeCommit(step Step) error {
+	if r.obs == nil {
+		return r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step)
+	}
+	start := time.Now()
+	err := r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step)
+	r.obs.Committed(time.Since(start), err)
+	return err
 }

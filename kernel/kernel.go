@@ -92,6 +92,10 @@ type Config struct {
 	// SessionContext, when set, is recorded in every new session's
 	// metadata.
 	SessionContext *SessionContext
+	// Observe, when set, is told when each run starts and gets its events,
+	// store writes and end (see ObserveFunc): telemetry hooks in here.
+	// Nil costs nothing.
+	Observe ObserveFunc
 }
 
 // Kernel runs the agent loop. It is safe for concurrent use by runs of

@@ -41,20 +41,26 @@ type RunOptions struct {
 // request; k is unchanged.
 // Why: RATIONALE.md, "One Kernel, many front ends: per-run options".
 func (k *Kernel) With(o RunOptions) *Kernel {
-	d := &Kernel{
+	d := k.view(o.Principal, o.Interrupt)
+	if o.OnEvent != nil {
+		d.cfg.OnEvent = o.OnEvent
+	}
+	return d
+}
+
+// view is a Kernel sharing k's configuration, tools, hooks, limiter and
+// calibration, with its own event lock and the given run options.
+func (k *Kernel) view(principal string, interrupt <-chan struct{}) *Kernel {
+	return &Kernel{
 		cfg:       k.cfg,
 		chain:     k.chain,
 		limit:     k.limit,
 		retry:     k.retry,
 		calib:     k.calib,
 		realClock: k.realClock,
-		principal: o.Principal,
-		interrupt: o.Interrupt,
+		principal: principal,
+		interrupt: interrupt,
 	}
-	if o.OnEvent != nil {
-		d.cfg.OnEvent = o.OnEvent
-	}
-	return d
 }
 
 // interrupted reports whether the run was asked to stop at its next step
@@ -78,7 +84,7 @@ func (k *Kernel) interrupted() bool {
 // again) and continues the loop from the last stored step, within the
 // interrupted run's turns. A session whose last run ended returns
 // ErrNothingToContinue; one waiting for an approval, ErrApprovalPending.
-func (k *Kernel) Continue(ctx context.Context, sessionID string) (*RunResult, error) {
+func (k *Kernel) Continue(ctx context.Context, sessionID string) (res *RunResult, err error) {
 	r, err := k.open(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -89,6 +95,11 @@ func (k *Kernel) Continue(ctx context.Context, sessionID string) (*RunResult, er
 	}
 	if !r.continuable() {
 		return nil, fmt.Errorf("session %s (status %s): %w", r.meta.ID, r.meta.Status, ErrNothingToContinue)
+	}
+	if k.cfg.Observe != nil {
+		ctx = r.observe(ctx, RunInfo{Resumed: true})
+		defer func() { r.end(res, err) }()
+		k = r.k
 	}
 	r.meta.Status = StatusRunning
 	k.emitIf(func() Event {
