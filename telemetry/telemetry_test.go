@@ -66,7 +66,9 @@ func newFixture(t *testing.T, content bool, replies ...kerneltest.Reply) *fixtur
 		})
 	side := func(name string) kernel.Tool {
 		return kernel.NewTool(kernel.ToolSpec{Name: name, Description: name, Schema: json.RawMessage(`{"type":"object"}`), Tier: kernel.TierSideEffecting, Source: "mcp:ops"},
-			func(context.Context, json.RawMessage) (kernel.Result, error) { return kernel.Result{Content: name + " done"}, nil })
+			func(context.Context, json.RawMessage) (kernel.Result, error) {
+				return kernel.Result{Content: name + " done"}, nil
+			})
 	}
 	if err := reg.Register(secret, side("rm"), side("deploy")); err != nil {
 		t.Fatal(err)
