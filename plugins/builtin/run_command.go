@@ -112,7 +112,7 @@ func (t *RunCommand) Call(ctx context.Context, raw json.RawMessage) (kernel.Resu
 		return kernel.Result{}, fmt.Errorf("run %s: %w", a.Argv[0], err)
 	}
 	cmd.Dir = t.ws.dir
-	cmd.Env = t.env()
+	cmd.Env = t.env(ctx)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return kernel.Result{}, fmt.Errorf("run %s: create output pipe: %w", a.Argv[0], err)
@@ -207,9 +207,15 @@ func (t *RunCommand) Call(ctx context.Context, raw json.RawMessage) (kernel.Resu
 
 // env builds the child's environment from the allowlist. It is never nil:
 // a nil Env would make exec pass the whole environment.
-func (t *RunCommand) env() []string {
+func (t *RunCommand) env(ctx context.Context) []string {
 	env := make([]string, 0, len(t.ws.commandEnv))
 	for _, k := range t.ws.commandEnv {
+		if k == TraceParentEnv && t.ws.traceParent {
+			if tp := traceParent(ctx); tp != "" {
+				env = append(env, k+"="+tp)
+			}
+			continue
+		}
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
