@@ -69,6 +69,7 @@ type Cmd struct {
 // was not called. ctx kills the launcher (and so everything) when done.
 func Command(ctx context.Context, g Grant, argv []string) (*Cmd, error) {
 	sp, netns, rep, err := buildSpec(g, argv)
+	countSetup(err)
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +88,7 @@ func Command(ctx context.Context, g Grant, argv []string) (*Cmd, error) {
 // *ExitError.
 func CommandPrestarted(ctx context.Context, g Grant, argv []string) (*Cmd, error) {
 	sp, netns, rep, err := buildSpec(g, argv)
+	countSetup(err)
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +298,7 @@ func (c *Cmd) Wait() error {
 	err := c.Cmd.Wait()
 	removePidsCgroup(c.pidsCgroup)
 	c.collect()
+	countLimit(c.outcome.Limit)
 	switch {
 	case c.outcome.Limit != nil:
 		return c.outcome.Limit

@@ -54,6 +54,7 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 	if err := cfg.checkProtected(); err != nil {
 		return err
 	}
+	cfg.spanExporter = env.spans
 	a, err := newApp(ctx, cfg, env.stderr)
 	if err != nil {
 		return err
@@ -112,6 +113,10 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 		DrainTimeout: *drain, AutoResume: *autoResume, Version: buildVersion().Version,
 	})
 	if err != nil {
+		return err
+	}
+	a.mountMetrics(srv, ks)
+	if err := a.serveMetrics(ctx, env.stderr); err != nil {
 		return err
 	}
 	var tlsConfig *tls.Config

@@ -19,7 +19,9 @@ import (
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 	"github.com/agentkernel/agentkernel/plugins/mcp"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/plugins/wasm"
 	"github.com/agentkernel/agentkernel/policy"
+	"github.com/agentkernel/agentkernel/telemetry"
 )
 
 // app is a configured kernel and everything it owns. cmd/kernel is the only
@@ -40,6 +42,8 @@ type app struct {
 	scrub  func(string) string
 
 	queue         *queue.Dir
+	tel           *telemetry.Telemetry // nil: telemetry is off
+	wasm          *wasm.Host
 	plugins       *subprocess.Host
 	mcp           *mcp.Host
 	chain         *hooks.Chain
@@ -69,11 +73,16 @@ func loadApp(ctx context.Context, cf *commonFlags, env *cliEnv, protect bool) (*
 			return nil, err
 		}
 	}
+	cfg.spanExporter = env.spans
 	return newApp(ctx, cfg, env.stderr)
 }
 
 func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
 	a := &app{cfg: cfg, tools: kernel.NewRegistry(), log: newLevelLogger(stderr, cfg.logLevel), stderr: stderr}
+	if err := a.startTelemetry(ctx, cfg.spanExporter); err != nil {
+		a.Close()
+		return nil, err
+	}
 	if err := a.loadTools(ctx); err != nil {
 		a.Close()
 		return nil, err
@@ -124,6 +133,10 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 		return nil, nil, err
 	}
 	a.closers = append(a.closers, a.cfg.applyPrestart(ctx))
+	if err := a.serveMetrics(ctx, env.stderr); err != nil {
+		a.Close()
+		return nil, nil, err
+	}
 	r.mu.Lock()
 	r.scrub = a.scrub
 	if sc, err := a.cfg.storeConfig(); err == nil && sc.Kind != "memory" {
@@ -229,6 +242,7 @@ func (a *app) loadBuiltins() error {
 		}
 	}
 	b.CommandSandbox.AllowMissing = append(b.CommandSandbox.AllowMissing, a.cfg.Sandbox.AllowMissing...)
+	b.CommandTraceParent = a.commandTraceParent()
 	tools, closer, err := builtin.New(b)
 	if err != nil {
 		return fmt.Errorf("%s: tools.builtin: %w", a.cfg.source(), err)
@@ -254,7 +268,9 @@ func (a *app) provider() (kernel.Provider, error) {
 		}
 		return scripted.New(s), nil
 	case "openai", "":
-		return openai.New(openaiConfig(m))
+		oc := openaiConfig(m)
+		oc.HTTPClient = a.httpClient()
+		return openai.New(oc)
 	}
 	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Msg: fmt.Sprintf("unknown provider %q (want openai or scripted)", m.Provider)}
 }
@@ -273,7 +289,7 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 			return nil, err
 		}
 	}
-	return kernel.New(kernel.Config{
+	kc := kernel.Config{
 		Provider:       prov,
 		Store:          a.store,
 		Tools:          a.tools,
@@ -296,5 +312,7 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		SessionContext: a.sessionContext(),
 
 		MaxConcurrentTools: a.cfg.Limits.MaxConcurrentTools,
-	})
+	}
+	a.instrument(&kc)
+	return kernel.New(kc)
 }
