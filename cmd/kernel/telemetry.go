@@ -215,6 +215,7 @@ func (a *app) serveMetrics(ctx context.Context, stderr io.Writer) error {
 	go func() { done <- a.tel.ServeMetrics(ctx, func(addr string) { ready <- addr }) }()
 	select {
 	case addr := <-ready:
+		a.metricsAddr = addr
 		fmt.Fprintf(stderr, "kernel: metrics on http://%s/metrics\n", addr)
 	case err := <-done:
 		cancel()

@@ -43,6 +43,7 @@ type app struct {
 
 	queue         *queue.Dir
 	tel           *telemetry.Telemetry // nil: telemetry is off
+	metricsAddr   string               // the metrics listener's, once it listens
 	wasm          *wasm.Host
 	plugins       *subprocess.Host
 	mcp           *mcp.Host

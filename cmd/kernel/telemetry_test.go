@@ -1,0 +1,459 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/agentkernel/agentkernel/internal/mcptest"
+	"github.com/agentkernel/agentkernel/telemetry/telemetrytest"
+)
+
+// cliSpans runs the CLI in-process with its spans going to exp.
+func cliSpans(t *testing.T, exp *tracetest.InMemoryExporter, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := runEnv(context.Background(), args, &cliEnv{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, spans: keepSpans{exp}})
+	return out.String(), errb.String(), err
+}
+
+// keepSpans keeps the spans when the command shuts its exporter down (an
+// InMemoryExporter forgets them then).
+type keepSpans struct{ *tracetest.InMemoryExporter }
+
+func (keepSpans) Shutdown(context.Context) error { return nil }
+
+// traceSetup writes a workspace with a git repository, the MCP test
+// server's policy and a config whose tools are a built-in, the git plugin
+// and the MCP test server (exporting its own spans to col).
+func traceSetup(t *testing.T, col *telemetrytest.Collector, script, extra string) (cfgPath, ws string) {
+	t.Helper()
+	root := artifacts(t, "bin/plugins/git", "bin/plugins/git.sha256")
+	dir := t.TempDir()
+	ws = filepath.Join(dir, "ws")
+	os.MkdirAll(filepath.Join(dir, "server"), 0o700)
+	os.MkdirAll(ws, 0o700)
+	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("deploy token sk-live-CANARY-4242\n"), 0o600)
+	git := func(args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	git("add", "-A")
+	git("commit", "-q", "-m", "first")
+	sum, err := os.ReadFile(filepath.Join(root, "bin/plugins/git.sha256"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.HTTPEndpoint) // for the MCP server: the kernel's spans go to its own exporter
+	os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(mcpPolicy), 0o600)
+	os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(script), 0o600)
+	cfg := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\npolicy: {file: policy.yaml}\n" +
+		"hooks:\n  rules:\n    - name: canary\n      phase: after\n      match: 'true'\n      redact: ['CANARY-[0-9]+']\n" +
+		"tools:\n  builtin: {enable: [read_file, write_file]}\n" +
+		"  plugins:\n    - {name: git, path: " + filepath.Join(root, "bin/plugins/git") + ", sha256: " + strings.Fields(string(sum))[0] +
+		", dir: ws, env: [PATH, HOME], sandbox: {fs: [{path: /usr, mode: ro}, {path: ws, mode: ro}]}}\n" +
+		"  mcp:\n    - name: t\n      command: [" + mcptest.Server(t) + ", -calls, " + filepath.Join(dir, "server", "calls.log") + "]\n" +
+		"      env: [OTEL_EXPORTER_OTLP_ENDPOINT]\n" +
+		"      grant: {fs: [{path: server, mode: rw}], net: {connect: [" + strconv.Itoa(col.HTTPPort) + "]}}\n" +
+		"      tiers: {echo: read_only}\n" + extra
+	cfgPath = filepath.Join(dir, "kernel.yaml")
+	os.WriteFile(cfgPath, []byte(cfg), 0o600)
+	return cfgPath, ws
+}
+
+const traceScript = `steps:
+  - tool_calls:
+      - {name: read_file, args: {path: notes.txt}}
+      - {name: git.git_log, args: {max_count: 1}}
+      - {name: t.echo, args: {text: "hello"}}
+  - tool_calls:
+      - {name: t.write_note, args: {title: "my secret", body: "x"}}
+  - tool_calls:
+      - {name: t.write_note, args: {title: "groceries", body: "milk"}}
+  - text: done
+`
+
+func spanAttr(s tracetest.SpanStub, key string) string {
+	for _, kv := range s.Attributes {
+		if string(kv.Key) == key {
+			if kv.Value.Type() == attribute.STRINGSLICE {
+				return strings.Join(kv.Value.AsStringSlice(), ",")
+			}
+			return kv.Value.Emit()
+		}
+	}
+	return ""
+}
+
+// renderTree draws spans as an indented tree, children in start order,
+// with a few attributes each (docs/observability.md shows one).
+func renderTree(spans tracetest.SpanStubs, extra map[string][]string) string {
+	children := map[string][]tracetest.SpanStub{}
+	ids := map[string]bool{}
+	for _, s := range spans {
+		ids[s.SpanContext.SpanID().String()] = true
+	}
+	var roots []tracetest.SpanStub
+	for _, s := range spans {
+		p := s.Parent.SpanID().String()
+		if !s.Parent.IsValid() || !ids[p] {
+			roots = append(roots, s)
+			continue
+		}
+		children[p] = append(children[p], s)
+	}
+	show := []string{"gen_ai.conversation.id", "agentkernel.run.stop_reason", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens",
+		"agentkernel.tool.source", "agentkernel.tool.outcome", "agentkernel.policy.effect", "agentkernel.policy.rules",
+		"agentkernel.hooks.rewrote", "agentkernel.sandbox.layers", "agentkernel.approval.decision", "agentkernel.approval.by"}
+	var b strings.Builder
+	var walk func(s tracetest.SpanStub, depth int)
+	walk = func(s tracetest.SpanStub, depth int) {
+		fmt.Fprintf(&b, "%s%s", strings.Repeat("  ", depth), s.Name)
+		if svc := s.Resource.Set(); svc.Len() > 0 {
+			if v, ok := svc.Value("service.name"); ok && v.AsString() != "agentkernel" {
+				fmt.Fprintf(&b, "  [%s]", v.AsString())
+			}
+		}
+		for _, k := range show {
+			if v := spanAttr(s, k); v != "" {
+				fmt.Fprintf(&b, "  %s=%s", strings.TrimPrefix(strings.TrimPrefix(k, "agentkernel."), "gen_ai."), v)
+			}
+		}
+		b.WriteByte('\n')
+		for _, line := range extra[s.SpanContext.SpanID().String()] {
+			fmt.Fprintf(&b, "%s%s\n", strings.Repeat("  ", depth+1), line)
+		}
+		kids := children[s.SpanContext.SpanID().String()]
+		sort.Slice(kids, func(i, j int) bool { return kids[i].StartTime.Before(kids[j].StartTime) })
+		for _, k := range kids {
+			walk(k, depth+1)
+		}
+	}
+	sort.Slice(roots, func(i, j int) bool { return roots[i].StartTime.Before(roots[j].StartTime) })
+	for _, r := range roots {
+		walk(r, 0)
+	}
+	return b.String()
+}
+
+// TestTraceAcrossPluginsAndMCP: a scripted run that calls a built-in, a
+// subprocess plugin and an MCP stdio server, is denied a call and asks for
+// an approval, then `kernel approve`: the whole span tree, with the
+// plugin's spans (sent back over gRPC) and the MCP server's (exported by
+// the server itself from the _meta trace context) in the run's trace.
+func TestTraceAcrossPluginsAndMCP(t *testing.T) {
+	col := telemetrytest.New(t)
+	cfg, _ := traceSetup(t, col, traceScript, "")
+	store := t.TempDir()
+	exp := tracetest.NewInMemoryExporter()
+	_, errOut, err := cliSpans(t, exp, "run", "--config", cfg, "--store", store, "go")
+	if err != nil || !strings.Contains(errOut, "awaiting_approval") {
+		t.Fatalf("run: want it to stop for an approval: %v\n%s", err, errOut)
+	}
+	sid := sessionLine.FindStringSubmatch(errOut)[1]
+	if _, errOut, err := cliSpans(t, exp, "approve", "--config", cfg, "--store", store, "--yes", sid); err != nil {
+		t.Fatalf("approve: %v\n%s", err, errOut)
+	}
+	spans := exp.GetSpans()
+	named := func(name string) []tracetest.SpanStub {
+		var out []tracetest.SpanStub
+		for _, s := range spans {
+			if s.Name == name {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	one := func(name string) tracetest.SpanStub {
+		t.Helper()
+		got := named(name)
+		if len(got) != 1 {
+			t.Fatalf("want one %q span, have %d; the spans:\n%s", name, len(got), renderTree(spans, nil))
+		}
+		return got[0]
+	}
+	parentOf := func(s tracetest.SpanStub) string { return s.Parent.SpanID().String() }
+	id := func(s tracetest.SpanStub) string { return s.SpanContext.SpanID().String() }
+
+	runs := named("invoke_agent agentkernel")
+	if len(runs) != 2 {
+		t.Fatalf("want two invoke_agent spans (run, approve), have %d:\n%s", len(runs), renderTree(spans, nil))
+	}
+	first, second := runs[0], runs[1]
+	if first.StartTime.After(second.StartTime) {
+		first, second = second, first
+	}
+	trace1 := first.SpanContext.TraceID()
+	if spanAttr(first, "gen_ai.conversation.id") != sid || spanAttr(first, "agentkernel.run.stop_reason") != "awaiting_approval" ||
+		spanAttr(second, "agentkernel.run.stop_reason") != "completed" {
+		t.Errorf("run spans: session %q stop %q, then stop %q", spanAttr(first, "gen_ai.conversation.id"),
+			spanAttr(first, "agentkernel.run.stop_reason"), spanAttr(second, "agentkernel.run.stop_reason"))
+	}
+	for _, c := range named("chat m") {
+		if parentOf(c) != id(first) && parentOf(c) != id(second) {
+			t.Errorf("a chat span is not a child of a run span")
+		}
+	}
+	if n := len(named("chat m")); n != 4 {
+		t.Errorf("want four chat spans (three turns, then the answer after approval), have %d", n)
+	}
+
+	read := one("execute_tool read_file")
+	gitCall := one("execute_tool git.git_log")
+	echo := one("execute_tool t.echo")
+	for _, c := range []tracetest.SpanStub{read, gitCall, echo} {
+		if parentOf(c) != id(first) {
+			t.Errorf("%s is not a child of the run", c.Name)
+		}
+		if spanAttr(c, "agentkernel.tool.outcome") != "ok" || spanAttr(c, "agentkernel.policy.effect") != "allow" {
+			t.Errorf("%s: outcome %q effect %q", c.Name, spanAttr(c, "agentkernel.tool.outcome"), spanAttr(c, "agentkernel.policy.effect"))
+		}
+	}
+	for span, want := range map[*tracetest.SpanStub]string{&read: "builtin", &gitCall: "plugin", &echo: "mcp"} {
+		if got := spanAttr(*span, "agentkernel.tool.source"); got != want {
+			t.Errorf("%s source = %q, want %q", span.Name, got, want)
+		}
+	}
+	if !strings.Contains(spanAttr(read, "agentkernel.hooks.rewrote"), "canary") {
+		t.Errorf("the canary hook's rewrite is not on read_file's span: %q", spanAttr(read, "agentkernel.hooks.rewrote"))
+	}
+	if spanAttr(gitCall, "agentkernel.sandbox.layers") == "" || spanAttr(read, "agentkernel.sandbox.layers") != "os_root" {
+		t.Errorf("sandbox layers: git %q, read_file %q", spanAttr(gitCall, "agentkernel.sandbox.layers"), spanAttr(read, "agentkernel.sandbox.layers"))
+	}
+	notes := named("execute_tool t.write_note")
+	if len(notes) != 3 {
+		t.Fatalf("want three t.write_note spans (denied, asked, approved), have %d", len(notes))
+	}
+	sort.Slice(notes, func(i, j int) bool { return notes[i].StartTime.Before(notes[j].StartTime) })
+	for i, want := range []struct{ outcome, effect, rules, parent string }{
+		{"denied", "deny", "no-notes-about-secrets", id(first)},
+		{"awaiting_approval", "ask", "notes-need-approval", id(first)},
+		{"ok", "", "", id(second)},
+	} {
+		n := notes[i]
+		if spanAttr(n, "agentkernel.tool.outcome") != want.outcome || spanAttr(n, "agentkernel.policy.effect") != want.effect ||
+			spanAttr(n, "agentkernel.policy.rules") != want.rules || parentOf(n) != want.parent {
+			t.Errorf("t.write_note %d: outcome %q effect %q rules %q (want %+v)", i, spanAttr(n, "agentkernel.tool.outcome"),
+				spanAttr(n, "agentkernel.policy.effect"), spanAttr(n, "agentkernel.policy.rules"), want)
+		}
+	}
+	if notes[0].Status.Code.String() != "Error" {
+		t.Errorf("the denied call's span status = %v, want Error", notes[0].Status)
+	}
+	wait := one("await_approval t.write_note")
+	if parentOf(wait) != id(second) || spanAttr(wait, "agentkernel.approval.decision") != "approved" || wait.StartTime.After(second.StartTime) {
+		t.Errorf("await_approval: parent ok %v, decision %q, starts at the ask %v", parentOf(wait) == id(second),
+			spanAttr(wait, "agentkernel.approval.decision"), !wait.StartTime.After(second.StartTime))
+	}
+
+	// The plugin's spans came back with its result: the call's span in the
+	// plugin, and the git plugin's own child span, in the run's trace.
+	pluginCall := one("git_log")
+	gitExec := one("git log")
+	if pluginCall.SpanContext.TraceID() != trace1 || parentOf(pluginCall) != id(gitCall) || parentOf(gitExec) != id(pluginCall) {
+		t.Errorf("the plugin's spans are not under execute_tool git.git_log in the run's trace:\n%s", renderTree(spans, nil))
+	}
+	if v, _ := pluginCall.Resource.Set().Value("service.name"); v.AsString() != "agentkernel-plugin-git" {
+		t.Errorf("the plugin's spans are exported as service %q", v.AsString())
+	}
+
+	// The MCP server exported its span from the _meta trace context.
+	mcpSpans := col.Wait(30*time.Second, func(s []telemetrytest.Span) bool { return len(s) >= 2 })
+	var echoRemote *telemetrytest.Span
+	for i, s := range mcpSpans {
+		if s.Name == "tools/call echo" {
+			echoRemote = &mcpSpans[i]
+		}
+	}
+	if echoRemote == nil {
+		t.Fatalf("the MCP server exported no span for echo: %+v", mcpSpans)
+	}
+	if echoRemote.TraceID != trace1.String() || echoRemote.ParentID != id(echo) || echoRemote.Service != "mcp-testserver" {
+		t.Errorf("the MCP server's span is not a child of execute_tool t.echo in the run's trace: %+v", *echoRemote)
+	}
+
+	// No content without the opt-in: the workspace's canary is nowhere.
+	for _, s := range spans {
+		for _, kv := range s.Attributes {
+			if strings.Contains(kv.Value.Emit(), "CANARY") || strings.Contains(kv.Value.Emit(), "sk-live") {
+				t.Errorf("span %s exports content without the opt-in: %s", s.Name, kv.Key)
+			}
+		}
+	}
+	extra := map[string][]string{id(echo): {"tools/call echo  [mcp-testserver, exported by the server]"}}
+	t.Logf("the run's trace:\n%s", renderTree(spans, extra))
+}
+
+// TestContentOptInRedactsSecrets: with telemetry.content, arguments and
+// results are on the spans, and the canary a tool read reaches the
+// exporter redacted by the scrubber.
+func TestContentOptInRedactsSecrets(t *testing.T) {
+	col := telemetrytest.New(t)
+	cfg, _ := traceSetup(t, col, "steps:\n  - tool_calls: [{name: read_file, args: {path: notes.txt}}]\n  - text: done\n", "telemetry: {content: true}\n")
+	exp := tracetest.NewInMemoryExporter()
+	if _, errOut, err := cliSpans(t, exp, "run", "--config", cfg, "--store", t.TempDir(), "read my notes"); err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	var result string
+	for _, s := range exp.GetSpans() {
+		if s.Name == "execute_tool read_file" {
+			result = spanAttr(s, "gen_ai.tool.call.result")
+		}
+		for _, kv := range s.Attributes {
+			if strings.Contains(kv.Value.Emit(), "CANARY-4242") {
+				t.Errorf("span %s exports the canary: %s", s.Name, kv.Key)
+			}
+		}
+	}
+	if !strings.Contains(result, "deploy token sk-live-[REDACTED]") {
+		for _, s := range exp.GetSpans() {
+			t.Logf("%s %v", s.Name, s.Attributes)
+		}
+		t.Fatalf("read_file's result on its span = %q, want the file with the canary redacted", result)
+	}
+}
+
+// TestMetricsEndpoint: kernel run with telemetry.metrics.listen serves
+// /metrics while it runs; the serve test below scrapes kernel serve. The
+// families are parsed with the Prometheus text parser, every one named in
+// docs/observability.md is present, and the counts match the run.
+func TestMetricsEndpoint(t *testing.T) {
+	col := telemetrytest.New(t)
+	cfg, _ := traceSetup(t, col, traceScript, "telemetry: {metrics: {listen: '127.0.0.1:0'}}\n")
+	store := t.TempDir()
+	env := &cliEnv{stdout: io.Discard, stderr: io.Discard}
+	a, k, err := startKernel(context.Background(), &commonFlags{config: stringList{cfg}, store: store}, env, newRenderer(env, true, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	res, err := k.Run(context.Background(), "", "go")
+	if err != nil || res.StopReason != "awaiting_approval" {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	fams := scrape(t, a.tel.MetricsHandler(), "")
+	for _, name := range documentedFamilies(t) {
+		if _, ok := fams[name]; !ok {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	check := func(name string, labels map[string]string, want float64) {
+		t.Helper()
+		if got := metricValue(fams, name, labels); got != want {
+			t.Errorf("%s%v = %v, want %v", name, labels, got, want)
+		}
+	}
+	check("agentkernel_runs_total", map[string]string{"stop_reason": "awaiting_approval"}, 1)
+	check("agentkernel_tool_calls_total", map[string]string{"tool": "git.git_log", "source": "plugin", "outcome": "ok"}, 1)
+	check("agentkernel_tool_calls_total", map[string]string{"tool": "t.echo", "source": "mcp", "outcome": "ok"}, 1)
+	check("agentkernel_tool_calls_total", map[string]string{"tool": "t.write_note", "source": "mcp", "outcome": "denied"}, 1)
+	check("agentkernel_tool_calls_total", map[string]string{"tool": "t.write_note", "source": "mcp", "outcome": "awaiting_approval"}, 1)
+	check("agentkernel_policy_decisions_total", map[string]string{"effect": "deny", "rule": "no-notes-about-secrets"}, 1)
+	check("agentkernel_policy_decisions_total", map[string]string{"effect": "ask", "rule": "notes-need-approval"}, 1)
+	check("agentkernel_model_generations_total", map[string]string{"model": "m", "result": "ok"}, 3)
+	check("agentkernel_approvals_pending", nil, 1)
+	check("agentkernel_tool_call_duration_seconds", map[string]string{"tool": "read_file"}, 1)
+	if v := metricValue(fams, "agentkernel_sandbox_starts_total", nil); v < 2 {
+		t.Errorf("sandbox starts = %v, want the plugin and the MCP server at least", v)
+	}
+	// The listener serves the same families over HTTP.
+	resp, err := http.Get("http://" + a.metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("GET the metrics listener: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "agentkernel_runs_total") {
+		t.Fatalf("the metrics listener answered %d:\n%s", resp.StatusCode, body)
+	}
+}
+
+// documentedFamilies are the families docs/observability.md lists.
+func documentedFamilies(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/observability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `((?:agentkernel|gen_ai)_[a-z_]+)`").FindAllStringSubmatch(string(b), -1) {
+		out = append(out, m[1])
+	}
+	if len(out) < 20 {
+		t.Fatalf("docs/observability.md lists %d families; is the table there?", len(out))
+	}
+	return out
+}
+
+// scrape GETs h's metrics and parses them.
+func scrape(t *testing.T, h http.Handler, auth string) map[string]*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	req, _ := http.NewRequest("GET", "/metrics", nil)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	h.ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		t.Fatalf("/metrics: %d %s", rec.Code, rec.Body.String())
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(rec.Body.String()))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// metricValue is the value of the first series of name whose labels
+// include labels: a counter's or gauge's value, a histogram's count.
+func metricValue(fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	fam, ok := fams[name]
+	if !ok {
+		return -1
+	}
+next:
+	for _, m := range fam.GetMetric() {
+		have := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			have[lp.GetName()] = lp.GetValue()
+		}
+		for k, v := range labels {
+			if have[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case m.GetCounter() != nil:
+			return m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			return m.GetGauge().GetValue()
+		case m.GetHistogram() != nil:
+			return float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return -1
+}
