@@ -54,6 +54,9 @@ type Config struct {
 	// Provider names the model provider (gen_ai.provider.name): "openai",
 	// or the configured provider's name.
 	Provider string `yaml:"-" json:"-"`
+	// Models are the configured model and its fallbacks, in order: their
+	// series start at zero.
+	Models []string `yaml:"-" json:"-"`
 	// ServerAddress is the model server's base URL, for server.address and
 	// server.port; empty for an in-process provider.
 	ServerAddress string `yaml:"-" json:"-"`

@@ -98,6 +98,15 @@ func newMetrics(t *Telemetry) (*metrics, error) {
 	for _, d := range []string{"approved", "rejected", "expired"} {
 		m.approvalWait.WithLabelValues(d)
 	}
+	for i, model := range t.cfg.Models {
+		for _, r := range []string{"ok", "error"} {
+			m.generations.WithLabelValues(model, r)
+		}
+		m.cost.WithLabelValues(model)
+		if i+1 < len(t.cfg.Models) {
+			m.fallbacks.WithLabelValues(model, t.cfg.Models[i+1])
+		}
+	}
 
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 	if err != nil {

@@ -36,6 +36,7 @@ func (a *app) startTelemetry(ctx context.Context, exporter sdktrace.SpanExporter
 	tc.Tools = a.tools
 	tc.Version = buildVersion().Version
 	tc.Provider, tc.ServerAddress = providerName(a.cfg.Model)
+	tc.Models = append([]string{a.cfg.Model.Name}, a.cfg.Model.Fallbacks...)
 	tc.Layers = a.layersInForce()
 	tc.Stats = a.telemetryStats
 	tel, err := telemetry.New(ctx, tc)

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/agentkernel/agentkernel/internal/mcptest"
+	"github.com/agentkernel/agentkernel/kernel/provider/openai/openaitest"
 	"github.com/agentkernel/agentkernel/telemetry/telemetrytest"
 )
 
@@ -45,6 +46,11 @@ func (keepSpans) Shutdown(context.Context) error { return nil }
 // server's policy and a config whose tools are a built-in, the git plugin
 // and the MCP test server (exporting its own spans to col).
 func traceSetup(t *testing.T, col *telemetrytest.Collector, script, extra string) (cfgPath, ws string) {
+	return traceSetupModel(t, col, "model: {provider: scripted, name: m, script: script.yaml}\n", script, extra)
+}
+
+// traceSetupModel is traceSetup with the model: line given.
+func traceSetupModel(t *testing.T, col *telemetrytest.Collector, modelLine, script, extra string) (cfgPath, ws string) {
 	t.Helper()
 	root := artifacts(t, "bin/plugins/git", "bin/plugins/git.sha256")
 	dir := t.TempDir()
@@ -70,7 +76,7 @@ func traceSetup(t *testing.T, col *telemetrytest.Collector, script, extra string
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.HTTPEndpoint) // for the MCP server: the kernel's spans go to its own exporter
 	os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(mcpPolicy), 0o600)
 	os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(script), 0o600)
-	cfg := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\npolicy: {file: policy.yaml}\n" +
+	cfg := modelLine + "workspace: ws\npolicy: {file: policy.yaml}\n" +
 		"hooks:\n  rules:\n    - name: canary\n      phase: after\n      match: 'true'\n      redact: ['CANARY-[0-9]+']\n" +
 		"tools:\n  builtin: {enable: [read_file, write_file]}\n" +
 		"  plugins:\n    - {name: git, path: " + filepath.Join(root, "bin/plugins/git") + ", sha256: " + strings.Fields(string(sum))[0] +
@@ -336,13 +342,26 @@ func TestContentOptInRedactsSecrets(t *testing.T) {
 	}
 }
 
-// TestMetricsEndpoint: kernel run with telemetry.metrics.listen serves
-// /metrics while it runs; the serve test below scrapes kernel serve. The
-// families are parsed with the Prometheus text parser, every one named in
-// docs/observability.md is present, and the counts match the run.
+// TestMetricsEndpoint: kernel run with telemetry.metrics.listen, against
+// an OpenAI-compatible server that fails once, serves /metrics while it
+// runs. The families are parsed with the Prometheus text parser, every one
+// docs/observability.md lists is present, and the counts match the run.
+// With tracing on too, the model server gets the chat span as traceparent.
 func TestMetricsEndpoint(t *testing.T) {
+	root := artifacts(t, "wasm-tools/starlark/starlark.wasm")
 	col := telemetrytest.New(t)
-	cfg, _ := traceSetup(t, col, traceScript, "telemetry: {metrics: {listen: '127.0.0.1:0'}}\n")
+	srv := openaitest.NewServer(t,
+		openaitest.Error(503, "overloaded"),
+		openaitest.Step{Text: "Looking.", Calls: []openaitest.Call{
+			{Name: "read_file", Arguments: `{"path":"notes.txt"}`}, {Name: "git.git_log", Arguments: `{"max_count":1}`}, {Name: "t.echo", Arguments: `{"text":"hi"}`}}},
+		openaitest.ToolCall("t.write_note", `{"title":"my secret","body":"x"}`),
+		openaitest.ToolCall("t.write_note", `{"title":"groceries","body":"milk"}`),
+		openaitest.Text("done"),
+	)
+	t.Setenv("AGENTKERNEL_TEST_KEY", "sk-test-not-a-real-key")
+	model := "model: {provider: openai, name: m, base_url: " + srv.URL() + ", api_key_env: AGENTKERNEL_TEST_KEY, fallbacks: [m2], retry: {base_delay: 1ms, max_delay: 1ms}}\n"
+	cfg, _ := traceSetupModel(t, col, model, "steps: []\n", "  wasm:\n    - {path: "+filepath.Join(root, "wasm-tools/starlark/starlark.wasm")+", pool: 1}\n"+
+		"telemetry: {metrics: {listen: '127.0.0.1:0'}, traces: {exporter: otlp, endpoint: "+col.HTTPEndpoint+"}}\n")
 	store := t.TempDir()
 	env := &cliEnv{stdout: io.Discard, stderr: io.Discard}
 	a, k, err := startKernel(context.Background(), &commonFlags{config: stringList{cfg}, store: store}, env, newRenderer(env, true, nil))
@@ -355,11 +374,6 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Fatalf("run = %+v, %v", res, err)
 	}
 	fams := scrape(t, a.tel.MetricsHandler(), "")
-	for _, name := range documentedFamilies(t) {
-		if _, ok := fams[name]; !ok {
-			t.Errorf("/metrics lacks %s", name)
-		}
-	}
 	check := func(name string, labels map[string]string, want float64) {
 		t.Helper()
 		if got := metricValue(fams, name, labels); got != want {
@@ -367,18 +381,45 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 	check("agentkernel_runs_total", map[string]string{"stop_reason": "awaiting_approval"}, 1)
+	check("agentkernel_approvals_pending", nil, 1)
+	if res, err = k.Resolve(context.Background(), res.SessionID, true, ""); err != nil || res.StopReason != "completed" {
+		t.Fatalf("resolve = %+v, %v", res, err)
+	}
+	fams = scrape(t, a.tel.MetricsHandler(), "")
+	for _, name := range documentedFamilies(t) {
+		if _, ok := fams[name]; !ok {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	check("agentkernel_runs_total", map[string]string{"stop_reason": "awaiting_approval"}, 1)
+	check("agentkernel_runs_total", map[string]string{"stop_reason": "completed"}, 1)
+	check("agentkernel_tool_calls_total", map[string]string{"tool": "read_file", "source": "builtin", "outcome": "ok"}, 1)
 	check("agentkernel_tool_calls_total", map[string]string{"tool": "git.git_log", "source": "plugin", "outcome": "ok"}, 1)
 	check("agentkernel_tool_calls_total", map[string]string{"tool": "t.echo", "source": "mcp", "outcome": "ok"}, 1)
 	check("agentkernel_tool_calls_total", map[string]string{"tool": "t.write_note", "source": "mcp", "outcome": "denied"}, 1)
 	check("agentkernel_tool_calls_total", map[string]string{"tool": "t.write_note", "source": "mcp", "outcome": "awaiting_approval"}, 1)
+	check("agentkernel_tool_calls_total", map[string]string{"tool": "t.write_note", "source": "mcp", "outcome": "ok"}, 1)
+	check("agentkernel_tool_call_duration_seconds", map[string]string{"tool": "read_file"}, 1)
 	check("agentkernel_policy_decisions_total", map[string]string{"effect": "deny", "rule": "no-notes-about-secrets"}, 1)
 	check("agentkernel_policy_decisions_total", map[string]string{"effect": "ask", "rule": "notes-need-approval"}, 1)
-	check("agentkernel_model_generations_total", map[string]string{"model": "m", "result": "ok"}, 3)
-	check("agentkernel_approvals_pending", nil, 1)
-	check("agentkernel_tool_call_duration_seconds", map[string]string{"tool": "read_file"}, 1)
+	check("agentkernel_model_generations_total", map[string]string{"model": "m", "result": "ok"}, 4)
+	check("agentkernel_model_retries_total", map[string]string{"model": "m", "class": "503"}, 1)
+	check("agentkernel_model_time_to_first_token_seconds", map[string]string{"model": "m"}, 2)
+	check("agentkernel_approvals_pending", nil, 0)
+	check("agentkernel_approval_wait_seconds", map[string]string{"decision": "approved"}, 1)
+	check("agentkernel_wasm_pool_size", map[string]string{"module": "starlark"}, 1)
+	check("gen_ai_client_operation_duration_seconds", map[string]string{"gen_ai_request_model": "m"}, 4)
+	check("gen_ai_client_token_usage", map[string]string{"gen_ai_token_type": "output"}, 4)
+	if v := metricValue(fams, "agentkernel_store_commit_duration_seconds", nil); v < 6 {
+		t.Errorf("store commits = %v, want one per step (at least 6)", v)
+	}
 	if v := metricValue(fams, "agentkernel_sandbox_starts_total", nil); v < 2 {
 		t.Errorf("sandbox starts = %v, want the plugin and the MCP server at least", v)
 	}
+	if v := metricValue(fams, "agentkernel_model_tokens_total", map[string]string{"model": "m", "type": "input"}); v <= 0 {
+		t.Errorf("input tokens = %v", v)
+	}
+
 	// The listener serves the same families over HTTP.
 	resp, err := http.Get("http://" + a.metricsAddr + "/metrics")
 	if err != nil {
@@ -388,6 +429,31 @@ func TestMetricsEndpoint(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "agentkernel_runs_total") {
 		t.Fatalf("the metrics listener answered %d:\n%s", resp.StatusCode, body)
+	}
+
+	// Every request to the model server carried its chat span's context.
+	a.Close()
+	spans := col.Wait(30*time.Second, func(s []telemetrytest.Span) bool {
+		n := 0
+		for _, x := range s {
+			if x.Name == "chat m" {
+				n++
+			}
+		}
+		return n >= 4
+	})
+	chats := map[string]bool{}
+	for _, x := range spans {
+		if x.Name == "chat m" {
+			chats[x.TraceID+"-"+x.SpanID] = true
+		}
+	}
+	tpRE := regexp.MustCompile(`^00-([0-9a-f]{32})-([0-9a-f]{16})-01$`)
+	for i, r := range srv.Requests() {
+		m := tpRE.FindStringSubmatch(r.Header.Get("traceparent"))
+		if m == nil || !chats[m[1]+"-"+m[2]] {
+			t.Errorf("request %d to the model server: traceparent %q is not a chat span's (have %v)", i, r.Header.Get("traceparent"), chats)
+		}
 	}
 }
 

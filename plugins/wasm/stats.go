@@ -11,24 +11,26 @@ type PoolStats struct {
 	Hits, Misses int64
 }
 
-// PoolStats reports the pools of the modules that have one and are
-// loaded. Safe for concurrent use.
+// PoolStats reports the pools of the modules configured with one; a
+// module not loaded yet has none ready. Safe for concurrent use.
 func (h *Host) PoolStats() []PoolStats {
 	h.mu.Lock()
 	modules := append([]*module(nil), h.modules...)
 	h.mu.Unlock()
 	var out []PoolStats
 	for _, m := range modules {
+		if m.spec.pool <= 0 {
+			continue
+		}
+		ps := PoolStats{Module: m.name, Size: m.spec.pool}
 		select {
 		case <-m.loaded:
+			if p := m.pool; p != nil {
+				ps.Ready, ps.Hits, ps.Misses = len(p.ready), p.hits.Load(), p.misses.Load()
+			}
 		default:
-			continue
 		}
-		if m.pool == nil {
-			continue
-		}
-		out = append(out, PoolStats{Module: m.name, Size: m.spec.pool, Ready: len(m.pool.ready),
-			Hits: m.pool.hits.Load(), Misses: m.pool.misses.Load()})
+		out = append(out, ps)
 	}
 	return out
 }
