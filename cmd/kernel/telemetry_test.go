@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/agentkernel/agentkernel/internal/mcptest"
+	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai/openaitest"
 	"github.com/agentkernel/agentkernel/telemetry/telemetrytest"
 )
@@ -522,4 +524,144 @@ next:
 		}
 	}
 	return -1
+}
+
+// TestTracingFromStandardVariables: OTEL_TRACES_EXPORTER=otlp and an
+// endpoint turn tracing on for kernel run (OTLP/HTTP, then gRPC), chat,
+// serve and mcp serve, with no other change: their spans reach a collector
+// on loopback.
+func TestTracingFromStandardVariables(t *testing.T) {
+	col := telemetrytest.New(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	t.Setenv("OTEL_SERVICE_NAME", "from-env")
+	count := func(service, name string) int {
+		n := 0
+		for _, s := range col.Spans() {
+			if s.Service == service && s.Name == name {
+				n++
+			}
+		}
+		return n
+	}
+	wait := func(t *testing.T, service, name string, want int) {
+		t.Helper()
+		col.Wait(30*time.Second, func([]telemetrytest.Span) bool { return count(service, name) >= want })
+		if got := count(service, name); got < want {
+			t.Fatalf("%d %q spans of service %s reached the collector, want %d", got, name, service, want)
+		}
+	}
+
+	t.Run("run over http", func(t *testing.T) {
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.HTTPEndpoint)
+		t.Setenv("OTEL_SERVICE_NAME", "run-http")
+		if _, errOut, err := cli(t, "run", "--config", demoConfig, "--store", t.TempDir(), "What does this project do?"); err != nil {
+			t.Fatalf("%v\n%s", err, errOut)
+		}
+		wait(t, "run-http", "invoke_agent agentkernel", 1)
+		wait(t, "run-http", "execute_tool read_file", 1)
+	})
+	t.Run("run over grpc", func(t *testing.T) {
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.GRPCEndpoint)
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+		t.Setenv("OTEL_SERVICE_NAME", "run-grpc")
+		if _, errOut, err := cli(t, "run", "--config", demoConfig, "--store", t.TempDir(), "What does this project do?"); err != nil {
+			t.Fatalf("%v\n%s", err, errOut)
+		}
+		wait(t, "run-grpc", "invoke_agent agentkernel", 1)
+	})
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.HTTPEndpoint)
+	t.Run("chat", func(t *testing.T) {
+		t.Setenv("OTEL_SERVICE_NAME", "chat")
+		var out, errb bytes.Buffer
+		in := "What does this project do?\n/quit\n"
+		if err := run(t.Context(), []string{"chat", "--config", demoConfig, "--store", t.TempDir()}, strings.NewReader(in), &out, &errb); err != nil {
+			t.Fatalf("%v\n%s", err, errb.String())
+		}
+		wait(t, "chat", "invoke_agent agentkernel", 1)
+	})
+	t.Run("mcp serve", func(t *testing.T) {
+		t.Setenv("OTEL_SERVICE_NAME", "mcp-serve")
+		cfg, _ := mcpSetup(t, "steps: [{text: x}]\n")
+		cs, stop := serveStdio(t, cfg, t.TempDir(), nil)
+		if text, isErr := callText(t, cs, "read_file", map[string]any{"path": "creds.txt"}); isErr {
+			t.Fatalf("read_file: %s", text)
+		}
+		stop()
+		wait(t, "mcp-serve", "execute_tool read_file", 1)
+	})
+	t.Run("serve", func(t *testing.T) {
+		t.Setenv("OTEL_SERVICE_NAME", "serve")
+		dir := t.TempDir()
+		keys := filepath.Join(dir, "keys.json")
+		secret, errOut, err := cli(t, "keys", "create", "ci", "--scopes", "run,read,metrics", "--keys", keys)
+		if err != nil {
+			t.Fatalf("keys: %v\n%s", err, errOut)
+		}
+		secret = strings.TrimSpace(secret)
+		other, _, err := cli(t, "keys", "create", "runner", "--scopes", "run,read", "--keys", keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "metrics.yaml"), []byte("telemetry: {metrics: {enabled: true}}\n"), 0o600)
+		ctx, cancel := context.WithCancel(t.Context())
+		var errb testutil.SyncBuffer
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, []string{"serve", "--config", demoConfig, "--config", filepath.Join(dir, "metrics.yaml"), "--store", filepath.Join(dir, "store"),
+				"--keys", keys, "--listen", "127.0.0.1:0", "--access-log", ""}, strings.NewReader(""), io.Discard, &errb)
+		}()
+		var base string
+		for deadline := time.Now().Add(60 * time.Second); base == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if m := regexp.MustCompile(`listening on (http://[0-9.:]+)`).FindStringSubmatch(errb.String()); m != nil {
+				base = m[1]
+			}
+		}
+		if base == "" {
+			cancel()
+			t.Fatalf("kernel serve did not start:\n%s", errb.String())
+		}
+		do := func(method, path, body, key string) (int, string) {
+			req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		code, body := do("POST", "/v1/sessions", `{}`, secret)
+		var sess struct{ ID string }
+		if code != 201 || json.Unmarshal([]byte(body), &sess) != nil {
+			t.Fatalf("create session: %d %s", code, body)
+		}
+		if code, body := do("POST", "/v1/sessions/"+sess.ID+"/runs", `{"prompt":"What does this project do?"}`, secret); code != 202 {
+			t.Fatalf("start run: %d %s", code, body)
+		}
+		// /metrics: a key with the metrics scope reads it once the run ended.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			code, body := do("GET", "/metrics", "", secret)
+			if code == 200 && strings.Contains(body, `agentkernel_runs_total{stop_reason="completed"} 1`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/metrics never counted the run: %d\n%s", code, body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if code, _ := do("GET", "/metrics", "", "aks_not-a-key"); code != 401 {
+			t.Errorf("/metrics with an unknown key: %d, want 401", code)
+		}
+		if code, _ := do("GET", "/metrics", "", strings.TrimSpace(other)); code != 403 {
+			t.Errorf("/metrics with a key without the metrics scope: %d, want 403", code)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("serve: %v\n%s", err, errb.String())
+		}
+		wait(t, "serve", "invoke_agent agentkernel", 1)
+	})
 }
