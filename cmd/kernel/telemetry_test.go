@@ -665,3 +665,56 @@ func TestTracingFromStandardVariables(t *testing.T) {
 		wait(t, "serve", "invoke_agent agentkernel", 1)
 	})
 }
+
+// TestTraceParentToCommands: with telemetry.traces.command_env,
+// run_command's program gets TRACEPARENT, the call's span; without it the
+// variable is not there. Logs in JSON carry the trace and span ids.
+func TestTraceParentToCommands(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprint("command_env=", on), func(t *testing.T) {
+			dir := t.TempDir()
+			os.MkdirAll(filepath.Join(dir, "ws"), 0o700)
+			script := "steps:\n  - tool_calls:\n      - name: run_command\n        args: {argv: [sh, -c, 'echo \"tp=$TRACEPARENT\"']}\n  - text: done\n"
+			os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(script), 0o600)
+			os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte("name: p\nrevision: \"1\"\ndefaults: {tool_call: allow}\n"), 0o600)
+			cfg := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\npolicy: {file: policy.yaml}\ntools:\n  builtin:\n    enable: [run_command]\n" +
+				fmt.Sprintf("telemetry: {logs: json, traces: {command_env: %v}}\n", on)
+			os.WriteFile(filepath.Join(dir, "kernel.yaml"), []byte(cfg), 0o600)
+			exp := tracetest.NewInMemoryExporter()
+			store := t.TempDir()
+			_, errOut, err := cliSpans(t, exp, "run", "--config", filepath.Join(dir, "kernel.yaml"), "--store", store, "--log-level", "debug", "go")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, errOut)
+			}
+			var call tracetest.SpanStub
+			for _, s := range exp.GetSpans() {
+				if s.Name == "execute_tool run_command" {
+					call = s
+				}
+			}
+			want := "00-" + call.SpanContext.TraceID().String() + "-" + call.SpanContext.SpanID().String() + "-01"
+			out, _, err := cli(t, "sessions", "show", "--full", "--store", store, sessionLine.FindStringSubmatch(errOut)[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(out, "tp="+want); got != on {
+				t.Errorf("the program saw TRACEPARENT=%s: %v, want %v:\n%s", want, got, on, out)
+			}
+			if !on && !strings.Contains(out, "tp=\n") && !strings.Contains(out, "tp=") {
+				t.Errorf("the command did not run:\n%s", out)
+			}
+			// The JSON log's record of the call carries its ids.
+			found := false
+			for _, line := range strings.Split(errOut, "\n") {
+				var rec map[string]any
+				if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "tool call ended" {
+					continue
+				}
+				found = rec["trace_id"] == call.SpanContext.TraceID().String() && rec["span_id"] == call.SpanContext.SpanID().String()
+			}
+			if !found {
+				t.Errorf("no JSON log record of the call with its trace and span ids:\n%s", errOut)
+			}
+		})
+	}
+}
