@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -43,6 +44,9 @@ type metrics struct {
 	approvalWait *prometheus.HistogramVec
 	storeCommit  prometheus.Histogram
 	storeErrors  prometheus.Counter
+
+	models sync.Map // model name → *modelMetrics
+	tools  sync.Map // tool and source → *toolMetrics
 
 	tokenUsage genaiconv.ClientTokenUsage
 	opDuration genaiconv.ClientOperationDuration
@@ -123,17 +127,54 @@ func newMetrics(t *Telemetry) (*metrics, error) {
 	return m, nil
 }
 
+// modelMetrics are one model's series, resolved once: a label lookup
+// hashes its values every time.
+type modelMetrics struct {
+	genOK                          prometheus.Counter
+	genDur, ttft                   prometheus.Observer
+	tokIn, tokOut, tokCached, tokR prometheus.Counter
+	cost                           prometheus.Counter
+	// in, out and op are the GenAI metrics' attribute sets.
+	in, out, op attribute.Set
+}
+
+func (m *metrics) model(name string) *modelMetrics {
+	if mm, ok := m.models.Load(name); ok {
+		return mm.(*modelMetrics)
+	}
+	base := []attribute.KeyValue{semconv.GenAIOperationNameKey.String(string(genaiconv.OperationNameChat)),
+		semconv.GenAIProviderNameKey.String(string(m.provider)), semconv.GenAIRequestModel(name), semconv.GenAIResponseModel(name)}
+	mm := &modelMetrics{
+		genOK: m.generations.WithLabelValues(name, "ok"), genDur: m.genDuration.WithLabelValues(name), ttft: m.ttft.WithLabelValues(name),
+		tokIn: m.tokens.WithLabelValues(name, "input"), tokOut: m.tokens.WithLabelValues(name, "output"),
+		tokCached: m.tokens.WithLabelValues(name, "cached_input"), tokR: m.tokens.WithLabelValues(name, "reasoning"),
+		cost: m.cost.WithLabelValues(name),
+		in:   attribute.NewSet(append(base, semconv.GenAITokenTypeKey.String(string(genaiconv.TokenTypeInput)))...),
+		out:  attribute.NewSet(append(base, semconv.GenAITokenTypeKey.String(string(genaiconv.TokenTypeOutput)))...),
+		op:   attribute.NewSet(base...),
+	}
+	got, _ := m.models.LoadOrStore(name, mm)
+	return got.(*modelMetrics)
+}
+
 // generation counts a generation that answered.
 func (m *metrics) generation(g *genSpan, model string, u kernel.Usage, cost float64) {
-	m.generations.WithLabelValues(g.model, "ok").Inc()
+	mm := m.model(g.model)
+	mm.genOK.Inc()
 	d := time.Since(g.start).Seconds()
-	m.genDuration.WithLabelValues(g.model).Observe(d)
+	mm.genDur.Observe(d)
 	if g.ttft > 0 {
-		m.ttft.WithLabelValues(g.model).Observe(g.ttft.Seconds())
+		mm.ttft.Observe(g.ttft.Seconds())
 	}
 	m.account(model, u, cost)
 	ctx := context.Background()
-	req, resp := semconv.GenAIRequestModel(g.model), semconv.GenAIResponseModel(model)
+	if model == g.model {
+		m.opDuration.RecordSet(ctx, d, mm.op)
+		m.tokenUsage.RecordSet(ctx, u.InputTokens, mm.in)
+		m.tokenUsage.RecordSet(ctx, u.OutputTokens, mm.out)
+		return
+	}
+	req, resp := semconv.GenAIRequestModel(g.model), semconv.GenAIResponseModel(model) // a fallback answered
 	m.opDuration.Record(ctx, d, genaiconv.OperationNameChat, m.provider, req, resp)
 	m.tokenUsage.Record(ctx, u.InputTokens, genaiconv.OperationNameChat, m.provider, genaiconv.TokenTypeInput, req, resp)
 	m.tokenUsage.Record(ctx, u.OutputTokens, genaiconv.OperationNameChat, m.provider, genaiconv.TokenTypeOutput, req, resp)
@@ -141,15 +182,38 @@ func (m *metrics) generation(g *genSpan, model string, u kernel.Usage, cost floa
 
 // account adds usage and cost.
 func (m *metrics) account(model string, u kernel.Usage, cost float64) {
-	m.tokens.WithLabelValues(model, "input").Add(float64(u.InputTokens))
-	m.tokens.WithLabelValues(model, "output").Add(float64(u.OutputTokens))
+	mm := m.model(model)
+	mm.tokIn.Add(float64(u.InputTokens))
+	mm.tokOut.Add(float64(u.OutputTokens))
 	if u.CachedInputTokens > 0 {
-		m.tokens.WithLabelValues(model, "cached_input").Add(float64(u.CachedInputTokens))
+		mm.tokCached.Add(float64(u.CachedInputTokens))
 	}
 	if u.ReasoningTokens > 0 {
-		m.tokens.WithLabelValues(model, "reasoning").Add(float64(u.ReasoningTokens))
+		mm.tokR.Add(float64(u.ReasoningTokens))
 	}
-	m.cost.WithLabelValues(model).Add(cost)
+	mm.cost.Add(cost)
+}
+
+// toolMetrics are one tool's series (of one source), resolved once.
+type toolMetrics struct {
+	duration prometheus.Observer
+	outcomes sync.Map // kernel.Outcome → prometheus.Counter
+}
+
+// tool counts a finished call.
+func (m *metrics) tool(name, source string, outcome kernel.Outcome, d time.Duration) {
+	key := name + "\x00" + source
+	v, ok := m.tools.Load(key)
+	if !ok {
+		v, _ = m.tools.LoadOrStore(key, &toolMetrics{duration: m.toolDuration.WithLabelValues(name, source)})
+	}
+	tm := v.(*toolMetrics)
+	c, ok := tm.outcomes.Load(outcome)
+	if !ok {
+		c, _ = tm.outcomes.LoadOrStore(outcome, m.toolCalls.WithLabelValues(name, source, string(outcome)))
+	}
+	c.(prometheus.Counter).Inc()
+	tm.duration.Observe(d.Seconds())
 }
 
 // decision counts a policy decision once per matched rule.

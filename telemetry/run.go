@@ -356,8 +356,7 @@ func (ro *runObs) toolDone(id, name string, outcome kernel.Outcome, errText stri
 		if src == "" {
 			src = "unknown"
 		}
-		m.toolCalls.WithLabelValues(name, src, string(outcome)).Inc()
-		m.toolDuration.WithLabelValues(name, src).Observe(d.Seconds())
+		m.tool(name, src, outcome, d)
 	}
 	switch outcome {
 	case kernel.OutcomeOK, kernel.OutcomeNeedsReview:
