@@ -300,4 +300,4 @@ func toolSource(source string) string {
 // stopReasons are the stop reasons every scrape shows (at zero until a run
 // ends so): budget stops add their own.
 var stopReasons = []kernel.StopReason{kernel.StopCompleted, kernel.StopMaxTurns, kernel.StopCancelled,
-	kernel.StopAwaitingApproval, kernel.StopError, kernel.StopEmptyResponse, kernel.StopInterrupted}
+	kernel.StopAwaitingApproval, kernel.StopError, kernel.StopEmptyResponse, kernel.StopInterrupted, kernel.StopToolProtocol}

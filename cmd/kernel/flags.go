@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/toolproto"
 )
 
 // commonFlags are the flags every command that builds a kernel accepts.
@@ -29,6 +30,9 @@ type commonFlags struct {
 	policy    string
 	noCache   bool
 	logLevel  oneOf
+	// toolProtocol and toolFormat apply to every model of the run.
+	toolProtocol oneOf
+	toolFormat   oneOf
 	// workspaceID is the identity a resumed session recorded for its
 	// workspace (resume): the built-in tools refuse another directory.
 	workspaceID *kernel.FileID
@@ -50,6 +54,10 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.policy, "policy", "", "policy `FILE` (policy.file; see docs/policy.md)")
 	fs.BoolVar(&c.noCache, "no-cache", false, "run the policy's tests even when the test cache vouches for the file")
 	fs.StringVar(&c.store, "store", "", "session store `DIR` (store.dir; default $XDG_DATA_HOME/agentkernel)")
+	c.toolProtocol.allowed = toolModes()
+	fs.Var(&c.toolProtocol, "tool-protocol", "offer tools by `MODE`: native, text or auto (model.tool_protocol; see docs/providers.md)")
+	c.toolFormat.allowed = toolproto.Formats()
+	fs.Var(&c.toolFormat, "tool-format", "write the text tool protocol in `SYNTAX`: hermes or json (model.tool_format)")
 	c.logLevel.allowed = logLevels
 	fs.Var(&c.logLevel, "log-level", "log `LEVEL` on stderr: "+strings.Join(logLevels, ", ")+" (default $KERNEL_LOG, else warn)")
 }
@@ -112,6 +120,8 @@ func (c *commonFlags) load() (*Config, error) {
 	if len(c.fallbacks) > 0 {
 		cfg.Model.Fallbacks = c.fallbacks
 	}
+	cfg.toolProtocol, cfg.toolFormat = c.toolProtocol.v, c.toolFormat.v
+	cfg.holdSecrets()
 	return cfg, nil
 }
 
