@@ -78,11 +78,12 @@ func (r *run) commitTail(ctx context.Context, n int, step Step) error {
 
 // storeCommit writes step, timed for the observer when there is one.
 func (r *run) storeCommit(step Step) error {
-	if r.obs == nil {
+	obs := r.k.obs
+	if obs == nil {
 		return r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step)
 	}
 	start := time.Now()
 	err := r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step)
-	r.obs.Committed(time.Since(start), err)
+	obs.Committed(time.Since(start), err)
 	return err
 }

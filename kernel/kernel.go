@@ -118,6 +118,10 @@ type Kernel struct {
 	// principal and interrupt are the RunOptions of a Kernel made by With.
 	principal string
 	interrupt <-chan struct{}
+	// obs watches the run of a view made by observe (Config.Observe); nil
+	// otherwise. Kept here rather than in the run: a run's memory is what
+	// every run allocates.
+	obs RunObserver
 	// realClock: Config.Now is time.Now, so one reading serves both as a
 	// timestamp and, with its monotonic part, for durations.
 	realClock bool

@@ -33,8 +33,6 @@ type run struct {
 	started time.Time
 	warned  map[string]bool
 	deltaFn func(Delta)
-	// obs watches the run (Config.Observe); nil when nobody does.
-	obs     RunObserver
 	lastGen generation
 	offered []ToolSpec
 	// persistCtx is the run's context without its cancellation: a

@@ -58,7 +58,6 @@ func (r *run) observe(ctx context.Context, info RunInfo) context.Context {
 	if obs == nil {
 		return ctx
 	}
-	r.obs = obs
 	// The run's events go through a view of the kernel whose sink also
 	// feeds the observer: calls and hooks of this run emit through r.k.
 	d := k.view(k.principal, k.interrupt)
@@ -69,14 +68,14 @@ func (r *run) observe(ctx context.Context, info RunInfo) context.Context {
 		}
 		obs.Event(e)
 	}
+	d.obs = obs
 	r.k = d
 	return octx
 }
 
 // end tells the observer the run returned.
 func (r *run) end(res *RunResult, err error) {
-	if r.obs != nil {
-		r.obs.End(res, err)
-		r.obs = nil
+	if obs := r.k.obs; obs != nil {
+		obs.End(res, err)
 	}
 }
