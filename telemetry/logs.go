@@ -63,7 +63,7 @@ func HCLogger(h slog.Handler, name string, level hclog.Level) hclog.Logger {
 type slogSink struct{ h slog.Handler }
 
 func (s *slogSink) Accept(name string, level hclog.Level, msg string, args ...any) {
-	lv := slogLevel(level)
+	lv := SlogLevel(level)
 	ctx := context.Background()
 	if !s.h.Enabled(ctx, lv) {
 		return
@@ -90,7 +90,8 @@ func (s *slogSink) Accept(name string, level hclog.Level, msg string, args ...an
 	_ = s.h.Handle(ctx, r)
 }
 
-func slogLevel(l hclog.Level) slog.Level {
+// SlogLevel is the slog level of an hclog level.
+func SlogLevel(l hclog.Level) slog.Level {
 	switch {
 	case l <= hclog.Debug:
 		return slog.LevelDebug

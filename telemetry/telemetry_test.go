@@ -3,16 +3,10 @@ package telemetry_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -21,6 +15,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/kerneltest"
 	"github.com/agentkernel/agentkernel/kernel/store/memory"
 	"github.com/agentkernel/agentkernel/telemetry"
+	"github.com/agentkernel/agentkernel/telemetry/telemetrytest"
 )
 
 // policy denies "rm", asks for "deploy", allows the rest.
@@ -289,43 +284,8 @@ func TestMetricsScrape(t *testing.T) {
 	if _, err := f.k.Run(context.Background(), "", "go"); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(f.tel.MetricsHandler())
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
-	}
-	value := func(name string, labels map[string]string) float64 {
-		t.Helper()
-		fam, ok := fams[name]
-		if !ok {
-			t.Fatalf("no family %s", name)
-		}
-	next:
-		for _, m := range fam.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
-					continue next
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-		t.Fatalf("family %s has no series %v", name, labels)
-		return 0
-	}
+	fams := telemetrytest.Scrape(t, f.tel.MetricsHandler(), "")
+	value := func(name string, labels map[string]string) float64 { return telemetrytest.Value(fams, name, labels) }
 	if v := value("agentkernel_runs_total", map[string]string{"stop_reason": "completed"}); v != 1 {
 		t.Errorf("runs completed = %v, want 1", v)
 	}
@@ -398,6 +358,3 @@ func TestStandardVariables(t *testing.T) {
 		_ = tel.Shutdown(context.Background())
 	}
 }
-
-var _ = errors.New
-var _ = io.EOF

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/agentkernel/agentkernel/kernel"
@@ -44,7 +43,7 @@ func (a *app) startTelemetry(ctx context.Context, exporter sdktrace.SpanExporter
 		return fmt.Errorf("%s: telemetry: %w", a.cfg.source(), err)
 	}
 	if tel.LogsJSON() {
-		h := telemetry.NewLogHandler(a.stderr, slogLevel(a.log.GetLevel()), a.redact)
+		h := telemetry.NewLogHandler(a.stderr, telemetry.SlogLevel(a.log.GetLevel()), a.redact)
 		a.log = telemetry.HCLogger(h, "kernel", a.log.GetLevel())
 		tc.Logger = slog.New(h)
 		if tel, err = telemetry.New(ctx, tc); err != nil {
@@ -77,18 +76,6 @@ func providerName(m ModelConfig) (name, base string) {
 		return openai.Name, base
 	}
 	return m.Provider, ""
-}
-
-func slogLevel(l hclog.Level) slog.Level {
-	switch {
-	case l <= hclog.Debug:
-		return slog.LevelDebug
-	case l == hclog.Info:
-		return slog.LevelInfo
-	case l == hclog.Warn:
-		return slog.LevelWarn
-	}
-	return slog.LevelError
 }
 
 // instrument wires the telemetry into a kernel's configuration: the

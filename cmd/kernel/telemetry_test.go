@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -18,9 +16,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -60,17 +55,7 @@ func traceSetupModel(t *testing.T, col *telemetrytest.Collector, modelLine, scri
 	os.MkdirAll(filepath.Join(dir, "server"), 0o700)
 	os.MkdirAll(ws, 0o700)
 	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("deploy token sk-live-CANARY-4242\n"), 0o600)
-	git := func(args ...string) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = ws
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	git("init", "-q")
-	git("add", "-A")
-	git("commit", "-q", "-m", "first")
+	gitCommit(t, ws, "first")
 	sum, err := os.ReadFile(filepath.Join(root, "bin/plugins/git.sha256"))
 	if err != nil {
 		t.Fatal(err)
@@ -375,10 +360,10 @@ func TestMetricsEndpoint(t *testing.T) {
 	if err != nil || res.StopReason != "awaiting_approval" {
 		t.Fatalf("run = %+v, %v", res, err)
 	}
-	fams := scrape(t, a.tel.MetricsHandler(), "")
+	fams := telemetrytest.Scrape(t, a.tel.MetricsHandler(), "")
 	check := func(name string, labels map[string]string, want float64) {
 		t.Helper()
-		if got := metricValue(fams, name, labels); got != want {
+		if got := telemetrytest.Value(fams, name, labels); got != want {
 			t.Errorf("%s%v = %v, want %v", name, labels, got, want)
 		}
 	}
@@ -387,7 +372,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	if res, err = k.Resolve(context.Background(), res.SessionID, true, ""); err != nil || res.StopReason != "completed" {
 		t.Fatalf("resolve = %+v, %v", res, err)
 	}
-	fams = scrape(t, a.tel.MetricsHandler(), "")
+	fams = telemetrytest.Scrape(t, a.tel.MetricsHandler(), "")
 	for _, name := range documentedFamilies(t) {
 		if _, ok := fams[name]; !ok {
 			t.Errorf("/metrics lacks %s", name)
@@ -412,13 +397,13 @@ func TestMetricsEndpoint(t *testing.T) {
 	check("agentkernel_wasm_pool_size", map[string]string{"module": "starlark"}, 1)
 	check("gen_ai_client_operation_duration_seconds", map[string]string{"gen_ai_request_model": "m"}, 4)
 	check("gen_ai_client_token_usage", map[string]string{"gen_ai_token_type": "output"}, 4)
-	if v := metricValue(fams, "agentkernel_store_commit_duration_seconds", nil); v < 6 {
+	if v := telemetrytest.Value(fams, "agentkernel_store_commit_duration_seconds", nil); v < 6 {
 		t.Errorf("store commits = %v, want one per step (at least 6)", v)
 	}
-	if v := metricValue(fams, "agentkernel_sandbox_starts_total", nil); v < 2 {
+	if v := telemetrytest.Value(fams, "agentkernel_sandbox_starts_total", nil); v < 2 {
 		t.Errorf("sandbox starts = %v, want the plugin and the MCP server at least", v)
 	}
-	if v := metricValue(fams, "agentkernel_model_tokens_total", map[string]string{"model": "m", "type": "input"}); v <= 0 {
+	if v := telemetrytest.Value(fams, "agentkernel_model_tokens_total", map[string]string{"model": "m", "type": "input"}); v <= 0 {
 		t.Errorf("input tokens = %v", v)
 	}
 
@@ -474,56 +459,6 @@ func documentedFamilies(t *testing.T) []string {
 		t.Fatalf("docs/observability.md lists %d families; is the table there?", len(out))
 	}
 	return out
-}
-
-// scrape GETs h's metrics and parses them.
-func scrape(t *testing.T, h http.Handler, auth string) map[string]*dto.MetricFamily {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	req, _ := http.NewRequest("GET", "/metrics", nil)
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	h.ServeHTTP(rec, req)
-	if rec.Code != 200 {
-		t.Fatalf("/metrics: %d %s", rec.Code, rec.Body.String())
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(rec.Body.String()))
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
-	}
-	return fams
-}
-
-// metricValue is the value of the first series of name whose labels
-// include labels: a counter's or gauge's value, a histogram's count.
-func metricValue(fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
-	fam, ok := fams[name]
-	if !ok {
-		return -1
-	}
-next:
-	for _, m := range fam.GetMetric() {
-		have := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			have[lp.GetName()] = lp.GetValue()
-		}
-		for k, v := range labels {
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.GetCounter() != nil:
-			return m.GetCounter().GetValue()
-		case m.GetGauge() != nil:
-			return m.GetGauge().GetValue()
-		case m.GetHistogram() != nil:
-			return float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return -1
 }
 
 // TestTracingFromStandardVariables: OTEL_TRACES_EXPORTER=otlp and an

@@ -48,7 +48,7 @@ func (tr *tracing) start(ctx context.Context, tool string) (context.Context, *si
 	if !ok || len(md.Get("traceparent")) == 0 {
 		return ctx, nil
 	}
-	parent := propagation.TraceContext{}.Extract(ctx, metadataCarrier(md))
+	parent := propagation.TraceContext{}.Extract(ctx, MetadataCarrier(md))
 	if !trace.SpanContextFromContext(parent).IsSampled() {
 		return ctx, nil
 	}
@@ -152,19 +152,24 @@ func (encoder) UploadTraces(ctx context.Context, rs []*tracepb.ResourceSpans) er
 	return nil
 }
 
-// metadataCarrier reads W3C trace context keys from gRPC metadata.
-type metadataCarrier metadata.MD
+// MetadataCarrier is gRPC metadata as an OpenTelemetry text map carrier:
+// the host injects a call's W3C trace context (traceparent, tracestate)
+// into the call's metadata through it, and the SDK extracts it.
+type MetadataCarrier metadata.MD
 
-func (c metadataCarrier) Get(key string) string {
+// Get returns the first value of key, or "".
+func (c MetadataCarrier) Get(key string) string {
 	if v := metadata.MD(c).Get(key); len(v) > 0 {
 		return v[0]
 	}
 	return ""
 }
 
-func (c metadataCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+// Set sets key to value.
+func (c MetadataCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
 
-func (c metadataCarrier) Keys() []string {
+// Keys lists the keys.
+func (c MetadataCarrier) Keys() []string {
 	out := make([]string, 0, len(c))
 	for k := range c {
 		out = append(out, k)

@@ -6,6 +6,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/agentkernel/agentkernel/plugins/sdk"
 )
 
 // withTraceContext adds the W3C trace context of ctx's span (traceparent,
@@ -18,26 +20,6 @@ func withTraceContext(ctx context.Context) context.Context {
 	}
 	md, _ := metadata.FromOutgoingContext(ctx)
 	md = md.Copy()
-	propagation.TraceContext{}.Inject(ctx, metadataCarrier(md))
+	propagation.TraceContext{}.Inject(ctx, sdk.MetadataCarrier(md))
 	return metadata.NewOutgoingContext(ctx, md)
-}
-
-// metadataCarrier writes W3C trace context keys into gRPC metadata.
-type metadataCarrier metadata.MD
-
-func (c metadataCarrier) Get(key string) string {
-	if v := metadata.MD(c).Get(key); len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
-func (c metadataCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
-
-func (c metadataCarrier) Keys() []string {
-	out := make([]string, 0, len(c))
-	for k := range c {
-		out = append(out, k)
-	}
-	return out
 }
