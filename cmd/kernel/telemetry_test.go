@@ -28,7 +28,8 @@ import (
 // cliSpans runs the CLI in-process with its spans going to exp.
 func cliSpans(t *testing.T, exp *tracetest.InMemoryExporter, args ...string) (string, string, error) {
 	t.Helper()
-	var out, errb bytes.Buffer
+	var out bytes.Buffer
+	var errb testutil.SyncBuffer // the renderer and the log write it from different goroutines
 	err := runEnv(context.Background(), args, &cliEnv{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, spans: keepSpans{exp}})
 	return out.String(), errb.String(), err
 }
