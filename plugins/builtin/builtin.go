@@ -304,7 +304,7 @@ func newWorkspace(cfg Config) (*workspace, error) {
 		maxOutput:      orDefault(cfg.MaxOutputBytes, DefaultMaxOutputBytes),
 		maxFile:        orDefault(cfg.MaxFileBytes, DefaultMaxFileBytes),
 		commandTimeout: orDefault(cfg.CommandTimeout, DefaultCommandTimeout),
-		commandEnv:     slices.Clone(grant.Env),
+		commandEnv:     slices.DeleteFunc(slices.Clone(grant.Env), func(n string) bool { return n == TraceParentEnv && cfg.CommandTraceParent }),
 		commandGrant:   grant,
 		traceParent:    cfg.CommandTraceParent,
 	}, nil

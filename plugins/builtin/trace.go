@@ -16,3 +16,16 @@ func traceParent(ctx context.Context) string {
 	propagation.TraceContext{}.Inject(ctx, c)
 	return c["traceparent"]
 }
+
+// traceEnv is what run_command's program gets besides its allowlist:
+// TRACEPARENT, the call's span, when the kernel passes it (never the
+// kernel's own variable of that name).
+func (w *workspace) traceEnv(ctx context.Context) []string {
+	if !w.traceParent {
+		return nil
+	}
+	if tp := traceParent(ctx); tp != "" {
+		return []string{TraceParentEnv + "=" + tp}
+	}
+	return nil
+}
