@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strconv"
@@ -140,6 +141,9 @@ func (t *Telemetry) LogsJSON() bool { return t.cfg.logsJSON }
 
 // MetricsListen is the address of the metrics listener, empty for none.
 func (t *Telemetry) MetricsListen() string { return t.cfg.Metrics.Listen }
+
+// SetLogger sets Config.Logger: call it while wiring, before the first run.
+func (t *Telemetry) SetLogger(l *slog.Logger) { t.cfg.Logger = l }
 
 // Propagator is the W3C trace context and baggage propagator.
 func (t *Telemetry) Propagator() propagation.TextMapPropagator { return t.prop }

@@ -45,10 +45,7 @@ func (a *app) startTelemetry(ctx context.Context, exporter sdktrace.SpanExporter
 	if tel.LogsJSON() {
 		h := telemetry.NewLogHandler(a.stderr, telemetry.SlogLevel(a.log.GetLevel()), a.redact)
 		a.log = telemetry.HCLogger(h, "kernel", a.log.GetLevel())
-		tc.Logger = slog.New(h)
-		if tel, err = telemetry.New(ctx, tc); err != nil {
-			return fmt.Errorf("%s: telemetry: %w", a.cfg.source(), err)
-		}
+		tel.SetLogger(slog.New(h))
 	}
 	if !tel.Enabled() {
 		return nil
