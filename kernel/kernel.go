@@ -115,9 +115,11 @@ type Kernel struct {
 	emitMu sync.Mutex
 	retry  RetryPolicy
 	calib  *calibration
-	// principal and interrupt are the RunOptions of a Kernel made by With.
+	// principal, interrupt and lease are the RunOptions of a Kernel made
+	// by With.
 	principal string
 	interrupt <-chan struct{}
+	lease     *HeldLease
 	// obs watches the run of a view made by observe (Config.Observe); nil
 	// otherwise. Kept here rather than in the run: a run's memory is what
 	// every run allocates.

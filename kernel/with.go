@@ -33,6 +33,12 @@ type RunOptions struct {
 	// message is stored) with StopInterrupted. A model call or tool round
 	// in flight finishes first; cancel the context to stop sooner.
 	Interrupt <-chan struct{}
+	// Lease, when set, is the session's lease the caller holds (on a
+	// Leaser store): every step of the run carries its token
+	// (Step.Fence), and once it is lost the run ends at its next step
+	// boundary with an error wrapping ErrLeaseLost, writing nothing more.
+	// The run neither acquires nor releases it.
+	Lease *HeldLease
 }
 
 // With returns a Kernel that runs with o: it shares k's configuration,
@@ -41,7 +47,7 @@ type RunOptions struct {
 // request; k is unchanged.
 // Why: RATIONALE.md, "One Kernel, many front ends: per-run options".
 func (k *Kernel) With(o RunOptions) *Kernel {
-	d := k.view(o.Principal, o.Interrupt)
+	d := k.view(o)
 	if o.OnEvent != nil {
 		d.cfg.OnEvent = o.OnEvent
 	}
@@ -49,8 +55,9 @@ func (k *Kernel) With(o RunOptions) *Kernel {
 }
 
 // view is a Kernel sharing k's configuration, tools, hooks, limiter and
-// calibration, with its own event lock and the given run options.
-func (k *Kernel) view(principal string, interrupt <-chan struct{}) *Kernel {
+// calibration, with its own event lock and o's principal, interrupt and
+// lease (o.OnEvent is the caller's to apply).
+func (k *Kernel) view(o RunOptions) *Kernel {
 	return &Kernel{
 		cfg:       k.cfg,
 		chain:     k.chain,
@@ -58,8 +65,9 @@ func (k *Kernel) view(principal string, interrupt <-chan struct{}) *Kernel {
 		retry:     k.retry,
 		calib:     k.calib,
 		realClock: k.realClock,
-		principal: principal,
-		interrupt: interrupt,
+		principal: o.Principal,
+		interrupt: o.Interrupt,
+		lease:     o.Lease,
 	}
 }
 
