@@ -90,10 +90,13 @@ func (s *slogSink) Accept(name string, level hclog.Level, msg string, args ...an
 	_ = s.h.Handle(ctx, r)
 }
 
-// SlogLevel is the slog level of an hclog level.
+// SlogLevel is the slog level of an hclog level. Trace is below debug
+// (slog's DEBUG-4), so a debug handler drops it as hclog would.
 func SlogLevel(l hclog.Level) slog.Level {
 	switch {
-	case l <= hclog.Debug:
+	case l <= hclog.Trace:
+		return slog.LevelDebug - 4
+	case l == hclog.Debug:
 		return slog.LevelDebug
 	case l == hclog.Info:
 		return slog.LevelInfo

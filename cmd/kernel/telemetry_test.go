@@ -302,31 +302,56 @@ func TestTraceAcrossPluginsAndMCP(t *testing.T) {
 }
 
 // TestContentOptInRedactsSecrets: with telemetry.content, arguments and
-// results are on the spans, and the canary a tool read reaches the
-// exporter redacted by the scrubber.
+// results are on the spans, and a credential a tool read reaches the
+// exporter redacted by the kernel's scrubber, even with the scrubber off for
+// tool results (the model reads the token; the exporter does not). Without
+// the opt-in no content is exported.
 func TestContentOptInRedactsSecrets(t *testing.T) {
-	col := telemetrytest.New(t)
-	cfg, _ := traceSetup(t, col, "steps:\n  - tool_calls: [{name: read_file, args: {path: notes.txt}}]\n  - text: done\n", "telemetry: {content: true}\n")
-	exp := tracetest.NewInMemoryExporter()
-	if _, errOut, err := cliSpans(t, exp, "run", "--config", cfg, "--store", t.TempDir(), "read my notes"); err != nil {
-		t.Fatalf("%v\n%s", err, errOut)
-	}
-	var result string
-	for _, s := range exp.GetSpans() {
-		if s.Name == "execute_tool read_file" {
-			result = spanAttr(s, "gen_ai.tool.call.result")
-		}
-		for _, kv := range s.Attributes {
-			if strings.Contains(kv.Value.Emit(), "CANARY-4242") {
-				t.Errorf("span %s exports the canary: %s", s.Name, kv.Key)
+	const token = "ghp_R8x2kQ7mN4pL9vT3wZ6yB1cD5fG0hJ2sA8uE"
+	for _, content := range []bool{true, false} {
+		t.Run(fmt.Sprint("content=", content), func(t *testing.T) {
+			col := telemetrytest.New(t)
+			cfg, ws := traceSetup(t, col, "steps:\n  - tool_calls: [{name: read_file, args: {path: keys.txt}}]\n  - text: done\n",
+				fmt.Sprintf("telemetry: {content: %v}\n", content))
+			os.WriteFile(filepath.Join(ws, "keys.txt"), []byte("github token "+token+"\n"), 0o600)
+			b, err := os.ReadFile(cfg)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	if !strings.Contains(result, "deploy token sk-live-[REDACTED]") {
-		for _, s := range exp.GetSpans() {
-			t.Logf("%s %v", s.Name, s.Attributes)
-		}
-		t.Fatalf("read_file's result on its span = %q, want the file with the canary redacted", result)
+			os.WriteFile(cfg, []byte(strings.Replace(string(b), "hooks:\n", "hooks:\n  scrubber: {enabled: false}\n", 1)), 0o600)
+			exp := tracetest.NewInMemoryExporter()
+			store := t.TempDir()
+			_, errOut, err := cliSpans(t, exp, "run", "--config", cfg, "--store", store, "read my keys")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, errOut)
+			}
+			// The model read the token: the hooks did not redact it.
+			out, _, err := cli(t, "sessions", "show", "--full", "--store", store, sessionLine.FindStringSubmatch(errOut)[1])
+			if err != nil || !strings.Contains(out, token) {
+				t.Fatalf("the session does not hold the tool's result verbatim (%v):\n%s", err, out)
+			}
+			var result string
+			for _, s := range exp.GetSpans() {
+				if s.Name == "execute_tool read_file" {
+					result = spanAttr(s, "gen_ai.tool.call.result")
+				}
+				for _, kv := range s.Attributes {
+					if strings.Contains(kv.Value.Emit(), token) {
+						t.Errorf("span %s exports the token: %s", s.Name, kv.Key)
+					}
+					switch kv.Key {
+					case "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result":
+						if content {
+							break
+						}
+						t.Errorf("span %s exports content without the opt-in: %s", s.Name, kv.Key)
+					}
+				}
+			}
+			if content && !strings.Contains(result, "github token [REDACTED]") {
+				t.Fatalf("read_file's result on its span = %q, want the file with the token redacted", result)
+			}
+		})
 	}
 }
 
