@@ -16,8 +16,10 @@ type RunInfo struct {
 	// NewSession is true when the run creates the session; Resumed when
 	// it continues one (Resolve, Continue).
 	NewSession, Resumed bool
-	// Direct is true for one call of a DirectSession (`kernel mcp serve`):
-	// no model, one tool call, no run events around it.
+	// Direct is true for one call of a DirectSession (`kernel mcp serve`:
+	// no model, one tool call) and for a forced compaction (Compact: the
+	// summariser's model call, then ContextCompacted): no run and no run
+	// events around it.
 	Direct bool
 	// Pending is the approval this run resolves (Resolve), nil otherwise.
 	// It must not be modified.

@@ -63,7 +63,8 @@ func TestCompactionSpan(t *testing.T) {
 	}
 	defer tel.Shutdown(context.Background())
 	var compactions []kernel.ContextCompacted
-	k, err := kernel.New(kernel.Config{Provider: tel.Provider(&longProvider{turns: 12}), Store: memory.New(), Model: "m1", Tools: reg, MaxTurns: 20,
+	prov := &longProvider{turns: 12}
+	k, err := kernel.New(kernel.Config{Provider: tel.Provider(prov), Store: memory.New(), Model: "m1", Tools: reg, MaxTurns: 20,
 		ContextWindow: 4096, Hooks: []kernel.Hook{tel.Hook}, Observe: tel.Observe,
 		OnEvent: func(e kernel.Event) {
 			if c, ok := e.(kernel.ContextCompacted); ok {
@@ -129,6 +130,40 @@ func TestCompactionSpan(t *testing.T) {
 	fams := telemetrytest.Scrape(t, tel.MetricsHandler(), "")
 	if v := telemetrytest.Value(fams, "agentkernel_model_tokens_total", map[string]string{"model": "summariser-1", "type": "input"}); v < 900 {
 		t.Errorf("the summariser's input tokens in the metrics = %v, want at least 900", v)
+	}
+
+	// A forced compaction (`kernel compact`, chat's /compact), outside any
+	// run, is a trace of its own: compact_context, the summariser's chat
+	// under it.
+	exp.Reset()
+	compactions = nil
+	prov.mu.Lock()
+	prov.n, prov.turns = 0, 3
+	prov.mu.Unlock()
+	short, err := k.Run(context.Background(), "", "read a few")
+	if err != nil || len(compactions) != 0 {
+		t.Fatalf("a short run: %v, %d compactions", err, len(compactions))
+	}
+	tel.Flush(context.Background())
+	exp.Reset()
+	rec, err := k.Compact(context.Background(), short.SessionID)
+	if err != nil || rec == nil || rec.Summarised == 0 {
+		t.Fatalf("Compact = %+v, %v", rec, err)
+	}
+	tel.Flush(context.Background())
+	spans = exp.GetSpans()
+	forced := one(t, spans, "compact_context")
+	if forced.Parent.IsValid() {
+		t.Errorf("the forced compaction's span has a parent: %v", forced.Parent)
+	}
+	if v, _ := attr(forced, "agentkernel.compaction.kind"); v.AsString() != "summarised" {
+		t.Errorf("the forced compaction's kind = %q", v.AsString())
+	}
+	if c := one(t, spans, "chat m1"); c.Parent.SpanID() != forced.SpanContext.SpanID() {
+		t.Errorf("the summariser's chat span is not under the forced compaction")
+	}
+	if n := len(byName(spans, "invoke_agent agentkernel")); n != 0 {
+		t.Errorf("a forced compaction made %d run spans", n)
 	}
 }
 
