@@ -40,17 +40,6 @@ func (tt *traceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return tt.base.RoundTrip(r)
 }
 
-// TraceParent returns the W3C traceparent of ctx's span, or "" when ctx
-// has no recording span: the value native commands get as TRACEPARENT.
-func TraceParent(ctx context.Context) string {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return ""
-	}
-	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, c)
-	return c["traceparent"]
-}
-
 // MetricsHandler serves the metrics in the Prometheus text format (or
 // OpenMetrics, when the scraper asks for it). Nil when metrics are off.
 func (t *Telemetry) MetricsHandler() http.Handler {
