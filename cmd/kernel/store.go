@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
 
-	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 	"github.com/agentkernel/agentkernel/kernel/store/memory"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
@@ -150,14 +149,18 @@ func decodeNode(n *yaml.Node, v any) error {
 	return n.Decode(v)
 }
 
-var _ kernel.Store = (*badger.Store)(nil)
+// spaceChecker is a store on a volume that can fill up (badger's
+// CheckSpace); other stores need not be.
+type spaceChecker interface {
+	CheckSpace(step int64) error
+}
 
 // requireStoreSpace fails when the store's volume cannot hold one step
 // (1 MiB on top of the store's reserve): before a run announces its
 // session.
 func (a *app) requireStoreSpace() error {
-	if bs, ok := a.store.(*badger.Store); ok {
-		return bs.CheckSpace(1 << 20)
+	if sc, ok := a.store.(spaceChecker); ok {
+		return sc.CheckSpace(1 << 20)
 	}
 	return nil
 }
