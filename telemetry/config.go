@@ -296,8 +296,3 @@ func toolSource(source string) string {
 	}
 	return kind
 }
-
-// stopReasons are the stop reasons every scrape shows (at zero until a run
-// ends so): budget stops add their own.
-var stopReasons = []kernel.StopReason{kernel.StopCompleted, kernel.StopMaxTurns, kernel.StopCancelled,
-	kernel.StopAwaitingApproval, kernel.StopError, kernel.StopEmptyResponse, kernel.StopInterrupted, kernel.StopToolProtocol}

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // namespace prefixes every Prometheus family of the kernel's own.
@@ -93,10 +94,10 @@ func newMetrics(t *Telemetry) (*metrics, error) {
 
 	// Zeros for the closed sets, so that every family is there from the
 	// start and rate() sees the first increase.
-	for _, r := range stopReasons {
+	for _, r := range kernel.StopReasons() { // budget stops add their own
 		m.runs.WithLabelValues(string(r))
 	}
-	for _, e := range []kernel.Effect{kernel.EffectAllow, kernel.EffectAsk, kernel.EffectDeny} {
+	for _, e := range kernel.Effects() {
 		m.decisions.WithLabelValues(string(e), "(default)")
 	}
 	for _, d := range []string{"approved", "rejected", "expired"} {
@@ -243,11 +244,18 @@ var (
 	descPoolWaits    = prometheus.NewDesc(namespace+"_wasm_pool_waits_total", "WASM calls that found no ready instance and waited for one to be instantiated.", []string{"module"}, nil)
 )
 
-// sandboxLayers and sandboxLimits are the label values always shown.
-var (
-	sandboxLayers = []string{"userns", "pidns", "mountns", "netns", "landlock", "landlock_net", "pid_limit"}
-	sandboxLimits = []string{"cpu", "memory_mb", "max_procs", "max_file_mb", "timeout"}
-)
+// sandboxLimits are the limits' label values always shown (the
+// LimitError's Limit); the layers' are sandbox.Layers().
+var sandboxLimits = []string{"cpu", "memory_mb", "max_procs", "max_file_mb", "timeout"}
+
+// sandboxLayers are the layers' label values always shown.
+var sandboxLayers = func() []string {
+	var out []string
+	for _, l := range sandbox.Layers() {
+		out = append(out, string(l))
+	}
+	return out
+}()
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPending, descPendingAge, descSandboxStart, descSandboxDeny, descSandboxLimit, descPoolSize, descPoolReady, descPoolHits, descPoolWaits} {
