@@ -51,3 +51,26 @@ func TestSessionsFsckOnPostgres(t *testing.T) {
 		t.Fatalf("export after the repair: %v\n%s%s", err, out, errOut)
 	}
 }
+
+// TestStoreDriverKey: `store.driver` names the store (the issue's and the
+// docs' spelling); `kind`, its first name, is still read; the two set to
+// different stores is refused naming both, never guessed.
+func TestStoreDriverKey(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ store, want string }{
+		{"{driver: memory}", ""},
+		{"{kind: memory}", ""},
+		{"{driver: memory, kind: memory}", ""},
+		{"{driver: postgres, kind: badger}", `store.driver is "postgres" but store.kind is "badger"`},
+		{"{driver: postgres}", "store.dsn_env"},
+	} {
+		cfg := filepath.Join(dir, "kernel.yaml")
+		if err := os.WriteFile(cfg, []byte("store: "+c.store+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out, _, msg := status(t, "sessions", "ls", "--config", cfg)
+		if c.want == "" && code != 0 || c.want != "" && (code == 0 || !strings.Contains(msg, c.want) || !strings.Contains(msg, "kernel.yaml: store.")) {
+			t.Errorf("store %s: exit %d, %q\n%s", c.store, code, msg, out)
+		}
+	}
+}
