@@ -118,7 +118,7 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*FsckS
 		f.Meta = err
 		last = meta.LastSeq
 		if item, err := txn.Get(pendingKey(id)); err == nil {
-			f.Pending = item.Value(func(v []byte) error { _, err := decodePending(v); return err })
+			f.Pending = readValue(item, func(v []byte) error { _, err := decodePending(v); return err })
 		} else if !errors.Is(err, bdg.ErrKeyNotFound) {
 			f.Pending = err
 		}
@@ -138,7 +138,7 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*FsckS
 			want = seq + 1
 			f.Messages++
 			m := kernel.Message{Seq: seq}
-			if err := it.Item().Value(func(v []byte) error { return decodeMessage(v, &m) }); err != nil {
+			if err := readValue(it.Item(), func(v []byte) error { return decodeMessage(v, &m) }); err != nil {
 				f.damage(seq, err.Error())
 			}
 			msgs = append(msgs, m)
