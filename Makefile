@@ -4,7 +4,7 @@ BIN     := bin
 KERNEL  := $(BIN)/kernel
 LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
-.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm
+.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium
 
 # Every step prints one line saying what it does; V=1 shows the commands too.
 Q   := $(if $(V),,@)
@@ -138,14 +138,23 @@ proto:
 		--go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto
 
+## chromium: Debian's headless browser, for the approvals page's browser test
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		{ printf '  %-9s %s\n' apt "chromium (the approvals page's browser test)"; apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
 ## test: every test, with the race detector
-test: build wasm plugins mcp-npm
+test: build wasm plugins mcp-npm chromium
 	$(call say,test,"go test -race ./... (every package)")
 	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test -race -count=1 -timeout 45m ./...
 
 ## demo: the main job, offline, with the scripted model and the embedded defaults
 demo: build wasm plugins
 	@bash examples/demo/run.sh
+
+## serve: kernel serve with the demo configuration, a key, and a run waiting for your approval in the inbox
+serve: build wasm plugins
+	@bash examples/serve/run.sh
 
 ## demo-mcp: an MCP server's tools under policy, offline (a Go SDK server from this repo)
 demo-mcp: build

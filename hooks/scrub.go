@@ -35,7 +35,8 @@ type Finding struct {
 //     END line, or to the end of the text when the END line is missing);
 //  2. passwords in URLs (scheme://user:password@host);
 //  3. well-known token formats: AWS access key ids, GitHub, GitLab, Slack,
-//     OpenAI-style sk- keys, Stripe, Google API keys, JWTs, npm, Hugging
+//     OpenAI-style sk- keys, agentkernel API keys (aks_), Stripe, Google
+//     API keys, JWTs, npm, Hugging
 //     Face, SendGrid, Telegram, DigitalOcean, Shopify, PyPI, Slack and
 //     Discord webhook URLs, and "Bearer <token>";
 //  4. keyword assignments: a key ending in password, secret, token, api_key,

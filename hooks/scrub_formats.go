@@ -242,6 +242,8 @@ var formats = []format{
 	{prefix: "https://discord.com/api/webhooks/", class: "discord_webhook", body: isPathChar, min: 20, max: 255, keepPrefix: true},
 	{prefix: "https://discordapp.com/api/webhooks/", class: "discord_webhook", body: isPathChar, min: 20, max: 255, keepPrefix: true},
 	// OpenAI-style keys (OpenAI, Anthropic, DeepSeek, ...).
+	// agentkernel's own API keys (kernel keys create): aks_<id>_<secret>.
+	{prefix: "aks_", class: "agentkernel_api_key", body: isB64URL, min: 40, max: 80},
 	{prefix: "sk-", class: "openai_key", body: isB64URL, min: 20, max: 255, check: digitAndLetter},
 	// Stripe.
 	{prefix: "sk_live_", class: "stripe_key", body: isAlnum, min: 16, max: 255},

@@ -302,11 +302,17 @@ func (p *callProgress) ReportProgress(text string) {
 // core is the innermost handler: the policy decision, then execution with
 // the call's deadline.
 func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
+	// The call's run's kernel (a Kernel.With view) carries the run's event
+	// sink; the chain is shared by every view.
+	ek := c.k
+	if ek == nil {
+		ek = k
+	}
 	if k.cfg.Policy != nil && !c.approved {
 		d := k.cfg.Policy.Decide(ctx, c.st, c)
 		c.noteResolved(&d)
 		c.decision = &d
-		k.emitIf(func() Event { return PolicyDecided{CallID: c.id, Tool: c.spec.Name, Decision: d} })
+		ek.emitIf(func() Event { return PolicyDecided{CallID: c.id, Tool: c.spec.Name, Decision: d} })
 		switch d.Effect {
 		case EffectAllow:
 		case EffectAsk:
@@ -328,7 +334,7 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 		timeout = k.cfg.ToolTimeout
 	}
 	tctx := c.newCtx()
-	if k.cfg.OnEvent != nil {
+	if ek.cfg.OnEvent != nil {
 		tctx.progress = (*callProgress)(c)
 	}
 	c.dl.begin(tctx, ctx, time.Now(), timeout)

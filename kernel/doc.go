@@ -57,7 +57,12 @@
 //  8. Check budgets again and loop to 3.
 //
 // Every step is committed to the Store before the loop moves on, so a crash
-// loses at most the step in flight. Cancellation through ctx reaches the
+// loses at most the step in flight. A run asked to stop at its next step
+// boundary (RunOptions.Interrupt, a server's drain) ends there with
+// StopInterrupted; Continue resumes it, or a session a crash left running,
+// from its last stored step. A front end serving many sessions runs each
+// through Kernel.With, which carries the run's event sink and the principal
+// recorded with approval decisions. Cancellation through ctx reaches the
 // provider stream and every tool; tool calls left without a result get a
 // "cancelled" result so the history stays valid.
 //

@@ -130,6 +130,9 @@ type ApprovalResolved struct {
 	Approved   bool   `json:"approved"`
 	Expired    bool   `json:"expired,omitempty"`
 	Note       string `json:"note,omitempty"`
+	// By names who decided (RunOptions.Principal), when the front end
+	// said.
+	By string `json:"by,omitempty"`
 }
 
 // BudgetWarning is a budget's warn_when holding (once per budget per run).

@@ -103,7 +103,10 @@ type Kernel struct {
 	limit  *toolLimiter // nil: no cap
 	emitMu sync.Mutex
 	retry  RetryPolicy
-	calib  calibration
+	calib  *calibration
+	// principal and interrupt are the RunOptions of a Kernel made by With.
+	principal string
+	interrupt <-chan struct{}
 	// realClock: Config.Now is time.Now, so one reading serves both as a
 	// timestamp and, with its monotonic part, for durations.
 	realClock bool
@@ -142,7 +145,7 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.MaxConcurrentTools < 0 {
 		return nil, errors.New("kernel: Config.MaxConcurrentTools must not be negative")
 	}
-	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), realClock: realClock}
+	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), calib: new(calibration), realClock: realClock}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
 		h = cfg.Hooks[i](h)

@@ -16,6 +16,9 @@ type run struct {
 	meta    SessionMeta
 	pending *Approval
 	isNew   bool
+	// wasRunning: the stored status was running when the session was
+	// opened (a run was interrupted or the process stopped); see Continue.
+	wasRunning bool
 	// msgs is the history as sent to the provider: the system message (when
 	// configured, never stored) followed by the stored messages. The loop
 	// only appends to it.
@@ -122,15 +125,18 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	}
 	p := r.pending
 	out := r.execute(ctx, p.Call, p.Args, true)
+	rec := ApprovalRecord{ID: p.ID, Approved: true, By: k.principal, Note: note}
+	out.msg.Approval = &rec
 	r.st.finishCall(p.Call.Name, out.rec.Outcome, true)
 	r.meta.Status = StatusRunning
 	k.emitIf(func() Event {
-		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Approved: true, Note: note}
+		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Approved: true, Note: note, By: k.principal}
 	})
 	if err := r.commitMsg(ctx, out.msg, Step{ClearPending: true}); err != nil {
 		return r.fail(ctx, err)
 	}
 	r.pending = nil
+	r.recordApproval(p, rec)
 	if ctx.Err() != nil {
 		return r.done(ctx, StopCancelled, "")
 	}
@@ -143,6 +149,9 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 func (r *run) loop(ctx context.Context) (*RunResult, error) {
 	k := r.k
 	for {
+		if k.interrupted() {
+			return r.done(ctx, StopInterrupted, "")
+		}
 		if _, err := r.steer(ctx); err != nil {
 			return r.fail(ctx, err)
 		}
@@ -368,8 +377,11 @@ func (r *run) checkBudget(ctx context.Context, phase BudgetPhase) (res *RunResul
 // done ends the run with a non-error stop reason.
 func (r *run) done(ctx context.Context, reason StopReason, output string) (*RunResult, error) {
 	want := StatusIdle
-	if reason == StopAwaitingApproval {
+	switch reason {
+	case StopAwaitingApproval:
 		want = StatusAwaitingApproval
+	case StopInterrupted:
+		want = StatusRunning // Continue resumes it, as after a crash
 	}
 	var marker []Message
 	if reason == StopCancelled {
@@ -462,7 +474,13 @@ func (k *Kernel) emitIf(build func() Event) {
 // result, and the new prompt follows.
 func (r *run) reject(ctx context.Context, reason string, beforePrompt bool) error {
 	p := r.pending
-	msgs := []Message{{Role: RoleTool, ToolCallID: p.Call.ID, ToolName: p.Call.Name, Content: "not run: " + reason, IsError: true}}
+	expired := strings.HasPrefix(reason, "approval expired")
+	by := ""
+	if !beforePrompt {
+		by = r.k.principal // an expiry found by a new prompt is nobody's decision
+	}
+	rec := ApprovalRecord{ID: p.ID, Expired: expired, By: by, Note: reason}
+	msgs := []Message{{Role: RoleTool, ToolCallID: p.Call.ID, ToolName: p.Call.Name, Content: "not run: " + reason, IsError: true, Approval: &rec}}
 	answer := ""
 	if !beforePrompt {
 		answer = fmt.Sprintf("I did not run %s: %s.", p.Call.Name, reason)
@@ -482,9 +500,10 @@ func (r *run) reject(ctx context.Context, reason string, beforePrompt bool) erro
 		r.k.emit(MessageCompleted{Turn: r.st.Turn, Message: msg})
 	}
 	outcome := OutcomeRejected
+	r.recordApproval(p, rec)
 	r.res.Calls = append(r.res.Calls, CallRecord{ID: p.Call.ID, Tool: p.Call.Name, Args: string(p.Args), Outcome: outcome, Error: reason})
 	r.k.emitIf(func() Event {
-		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Expired: strings.HasPrefix(reason, "approval expired"), Note: reason}
+		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Expired: expired, Note: reason, By: by}
 	})
 	return nil
 }

@@ -50,6 +50,22 @@ type Message struct {
 	// they answer, are kept in the session but left out of requests, so
 	// the next prompt never follows another user message.
 	Failed string `json:"failed,omitempty"`
+	// Approval is set on the tool message that answers a call a human
+	// decided: the decision and who made it.
+	Approval *ApprovalRecord `json:"approval,omitempty"`
+}
+
+// ApprovalRecord is how a pending approval was decided, recorded with the
+// call's result (Message.Approval) and in the decision log.
+type ApprovalRecord struct {
+	// ID is the approval's.
+	ID       string `json:"id"`
+	Approved bool   `json:"approved"`
+	// Expired: nobody decided in time (Config.ApprovalTTL).
+	Expired bool `json:"expired,omitempty"`
+	// By names who decided (RunOptions.Principal), when the front end said.
+	By   string `json:"by,omitempty"`
+	Note string `json:"note,omitempty"`
 }
 
 // ToolCall is one call the model asked for.

@@ -40,6 +40,7 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 			return nil, fmt.Errorf("load session %s: %w", sessionID, err)
 		}
 		r.meta, r.pending = s.Meta, s.Pending
+		r.wasRunning = s.Meta.Status == StatusRunning
 		if k.cfg.Model != "" {
 			r.meta.Model = k.cfg.Model
 		}

@@ -46,6 +46,9 @@ type LogRecord struct {
 	Tool     string          `json:"tool"`
 	Args     any             `json:"args,omitempty"`
 	Decision kernel.Decision `json:"decision"`
+	// Approval is set on the line that records how a call the policy sent
+	// to a human (decision "ask") was decided, and by whom.
+	Approval *kernel.ApprovalRecord `json:"approval,omitempty"`
 }
 
 // UnmarshalJSON reads a line of the decision log, also as older kernels
@@ -116,6 +119,11 @@ func (l *DecisionLog) write(p *Policy, st *kernel.State, c *kernel.Call, d kerne
 		rec.Args = redactValue(c.Value(), l.redact)
 		rec.Decision.Message = l.redact(d.Message)
 	}
+	l.append(rec)
+}
+
+// append writes one line; the first error is kept for Err.
+func (l *DecisionLog) append(rec LogRecord) {
 	b, err := json.Marshal(rec)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -147,4 +155,22 @@ func redactValue(v any, redact func(string) string) any {
 		return out
 	}
 	return v
+}
+
+// writeApproval records how the ask of approval a was decided: a line
+// with the ask decision and the approval record (note redacted).
+func (l *DecisionLog) writeApproval(p *Policy, st *kernel.State, a *kernel.Approval, rec kernel.ApprovalRecord) {
+	line := LogRecord{Time: l.now().UTC(), Policy: p.name, CallID: a.Call.ID, Tool: a.Call.Name,
+		Decision: kernel.Decision{ID: a.DecisionID, Effect: kernel.EffectAsk, Message: a.Message}, Approval: &rec}
+	if a.RuleID != "" {
+		line.Decision.Rules = []string{a.RuleID}
+	}
+	if st != nil {
+		line.Session, line.Run, line.Turn = st.SessionID, st.Run, st.Turn
+	}
+	if l.redact != nil {
+		line.Decision.Message = l.redact(line.Decision.Message)
+		rec.Note = l.redact(rec.Note)
+	}
+	l.append(line)
 }

@@ -270,6 +270,14 @@ func (p *Policy) newTrace() *trace {
 	}
 }
 
+// RecordApproval writes how an approval this policy asked for was decided
+// to the decision log, if any (kernel.ApprovalRecorder).
+func (p *Policy) RecordApproval(st *kernel.State, a *kernel.Approval, rec kernel.ApprovalRecord) {
+	if p.opts.Log != nil {
+		p.opts.Log.writeApproval(p, st, a, rec)
+	}
+}
+
 // Decide rules on one call: deny > ask > allow > the default. An error in a
 // deny or ask rule counts as a match (fail closed); in an allow rule, as no
 // match. Dry-run rules are evaluated and reported, never acted on.
@@ -481,6 +489,8 @@ func (p *Policy) budgetMessage(m *vm.VM, b *budgetDef, condErr error, env *Env) 
 	}
 	return s
 }
+
+var _ kernel.ApprovalRecorder = (*Policy)(nil)
 
 var _ kernel.Policy = (*Policy)(nil)
 

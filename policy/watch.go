@@ -125,6 +125,12 @@ func (w *Watcher) Decide(ctx context.Context, st *kernel.State, c *kernel.Call) 
 	return w.cur.Load().Decide(ctx, st, c)
 }
 
+// RecordApproval delegates to the policy in force
+// (kernel.ApprovalRecorder).
+func (w *Watcher) RecordApproval(st *kernel.State, a *kernel.Approval, rec kernel.ApprovalRecord) {
+	w.cur.Load().RecordApproval(st, a, rec)
+}
+
 // Budget delegates to the policy in force.
 func (w *Watcher) Budget(ctx context.Context, st *kernel.State, phase kernel.BudgetPhase) kernel.BudgetVerdict {
 	return w.cur.Load().Budget(ctx, st, phase)
@@ -252,4 +258,7 @@ func (w *Watcher) report(err error) {
 	}
 }
 
-var _ kernel.Policy = (*Watcher)(nil)
+var (
+	_ kernel.Policy           = (*Watcher)(nil)
+	_ kernel.ApprovalRecorder = (*Watcher)(nil)
+)

@@ -42,6 +42,8 @@ type Config struct {
 	dir   string
 	file  string
 	files []string // every file laid over the defaults, in order
+	// keysFile is kernel serve's API key file (see keysPath).
+	keysFile string
 	// storeDir is --store, which wins over store.dir.
 	storeDir string
 	// policyFile is --policy, which wins over policy.file.

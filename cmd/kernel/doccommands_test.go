@@ -24,6 +24,7 @@ var docFiles = []string{"README.md", "docs/*.md", "plugins/sdk/README.md", "wasm
 // test that exercises it.
 var docCommandsCoveredBy = map[string]string{
 	"kernel approve SESSION_ID":                                       "TestApproveAndRejectUnderCodingPolicy",
+	"kernel serve --config kernel.yaml":                               "serve's tests (a real server on a loopback port) and make serve",
 	"kernel plugins verify --config kernel.yaml":                      "plugins/sdk TestReadme",
 	"kernel tools --config kernel.yaml":                               "plugins/sdk TestReadme",
 	"go install github.com/agentkernel/agentkernel/cmd/kernel@latest": "TestGoInstallFromClone (the same package from the checkout)",

@@ -59,6 +59,8 @@ func commands() []command {
 		{"sessions", "list, show, export, import and remove sessions", cmdSessions},
 		{"policy", "check, test, explain and replay policies", cmdPolicy},
 		{"steer", "queue a message for a running session, list or cancel queued ones", cmdSteer},
+		{"serve", "serve the kernel over HTTP: sessions, runs, live events, approvals inbox", cmdServe},
+		{"keys", "create, list and revoke kernel serve's API keys", cmdKeys},
 		{"approve", "approve a session's pending tool call and continue", cmdResolve(true)},
 		{"reject", "reject a session's pending tool call", cmdResolve(false)},
 		{"tools", "list the tools the model can call", cmdTools},

@@ -167,6 +167,12 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 	if sc, err := cfg.storeConfig(); err == nil && sc.Kind != "memory" {
 		add(sc.Dir, "the session store")
 	}
+	if cfg.keysFile != "" {
+		add(cfg.keysFile, "the API keys of kernel serve")
+		add(cfg.keysFile+".lock", "the API keys' lock file")
+	} else if p, err := cfg.keysPath(""); err == nil {
+		add(p, "the API keys of kernel serve")
+	}
 	hc, err := cfg.hooksConfig()
 	if err != nil {
 		return nil, err

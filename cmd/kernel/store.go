@@ -68,6 +68,9 @@ func (a *app) openStore(readOnly bool) error {
 		}
 	}
 	sc.Options.ReadOnly = readOnly
+	if a.serverStore {
+		sc.Options.Server = true
+	}
 	sc.Options.Logger = a.log.Named("store")
 	s, err := badger.Open(sc.Dir, sc.Options)
 	if err != nil {

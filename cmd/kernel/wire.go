@@ -44,6 +44,8 @@ type app struct {
 	mcp           *mcp.Host
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
+	// serverStore sizes the store for a long-running server (kernel serve).
+	serverStore bool
 	// warnings are load-time notices (capabilities a module asked for and
 	// was not granted), shown once the renderer exists.
 	warnings []kernel.Notice

@@ -197,3 +197,23 @@ func MustEmbedded(file string) *Schema {
 	}
 	return s
 }
+
+// CompileRefs compiles the schemas at the JSON pointers refs ("#/a/b") of
+// one document, resolving $refs inside it: the response schemas of an
+// OpenAPI 3.1 document, say. name labels the document in errors.
+func CompileRefs(name string, data []byte, refs []string) (map[string]*Schema, error) {
+	c := newCompiler()
+	url := "mem:///" + name
+	if err := c.AddResource(url, bytes.NewReader(data)); err != nil {
+		return nil, fmt.Errorf("schema %s: %w", name, err)
+	}
+	out := make(map[string]*Schema, len(refs))
+	for _, ref := range refs {
+		s, err := c.Compile(url + ref)
+		if err != nil {
+			return nil, fmt.Errorf("schema %s%s: %w", name, ref, err)
+		}
+		out[ref] = &Schema{s: s}
+	}
+	return out, nil
+}

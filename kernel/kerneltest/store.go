@@ -267,7 +267,8 @@ func sampleMessages(t0 time.Time) []kernel.Message {
 		{Seq: 2, Role: kernel.RoleAssistant, Content: "Looking.", Reasoning: "the user wants a listing",
 			ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "list_dir", Arguments: `{"path":"."}`}, {ID: "c2", Name: "git.git_status", Arguments: `{}`}},
 			Time:      t0.Add(time.Second)},
-		{Seq: 3, Role: kernel.RoleTool, ToolCallID: "c1", ToolName: "list_dir", Content: "a.go\nb.go\n", Time: t0.Add(2 * time.Second)},
+		{Seq: 3, Role: kernel.RoleTool, ToolCallID: "c1", ToolName: "list_dir", Content: "a.go\nb.go\n", Time: t0.Add(2 * time.Second),
+			Approval: &kernel.ApprovalRecord{ID: "a1", Approved: true, By: "alice", Note: "fine by me"}},
 		{Seq: 4, Role: kernel.RoleTool, ToolCallID: "c2", ToolName: "git.git_status", Content: "error: not a repository", IsError: true, Time: t0.Add(2 * time.Second)},
 		{Seq: 5, Role: kernel.RoleAssistant, Content: "Two Go files: a.go and b.go ✓", Time: t0.Add(3 * time.Second)},
 	}

@@ -18,9 +18,11 @@ import (
 // A message's payload (version 1) is binary: uvarint-length-prefixed
 // strings and uvarints, in this order:
 //
-//	role, flags (bit 0 is_error, bit 1 has time), [unix seconds (varint),
-//	nanoseconds (uvarint)], content, reasoning, tool_call_id, tool_name,
-//	number of tool calls, then id, name, arguments of each call
+//	role, flags (bit 0 is_error, bit 1 has time, bit 2 has approval),
+//	[unix seconds (varint), nanoseconds (uvarint)], content, reasoning,
+//	tool_call_id, tool_name, number of tool calls, then id, name,
+//	arguments of each call, [approval: id, by, note, bits (uvarint: 1
+//	approved, 2 expired)]
 //
 // The message's Seq is not stored: the key carries it. Meta and pending
 // payloads (version 1) are the JSON of kernel.SessionMeta and
@@ -30,8 +32,9 @@ const (
 	metaVersion = 1
 	pendVersion = 1
 
-	flagIsError = 1 << 0
-	flagHasTime = 1 << 1
+	flagIsError     = 1 << 0
+	flagHasTime     = 1 << 1
+	flagHasApproval = 1 << 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -111,6 +114,9 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 	if !m.Time.IsZero() {
 		flags |= flagHasTime
 	}
+	if m.Approval != nil {
+		flags |= flagHasApproval
+	}
 	b = binary.AppendUvarint(b, flags)
 	if !m.Time.IsZero() {
 		b = binary.AppendVarint(b, m.Time.Unix())
@@ -126,6 +132,19 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 		b = appendString(b, c.Name)
 		b = appendString(b, c.Arguments)
 	}
+	if a := m.Approval; a != nil {
+		b = appendString(b, a.ID)
+		b = appendString(b, a.By)
+		b = appendString(b, a.Note)
+		var bits uint64
+		if a.Approved {
+			bits |= 1
+		}
+		if a.Expired {
+			bits |= 2
+		}
+		b = binary.AppendUvarint(b, bits)
+	}
 	return seal(b, start)
 }
 
@@ -135,6 +154,9 @@ func encodedSize(m *kernel.Message) int {
 		len(m.Role) + len(m.Content) + len(m.Reasoning) + len(m.ToolCallID) + len(m.ToolName)
 	for _, c := range m.ToolCalls {
 		n += 3*binary.MaxVarintLen64 + len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	if a := m.Approval; a != nil {
+		n += 4*binary.MaxVarintLen64 + len(a.ID) + len(a.By) + len(a.Note)
 	}
 	return n
 }
@@ -205,7 +227,7 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 	r := reader{s: string(p)}
 	m.Role = kernel.Role(r.str())
 	flags := r.uvarint()
-	if flags&^(flagIsError|flagHasTime) != 0 && r.err == nil {
+	if flags&^(flagIsError|flagHasTime|flagHasApproval) != 0 && r.err == nil {
 		return fmt.Errorf("unknown message flags %#x", flags)
 	}
 	m.IsError = flags&flagIsError != 0
@@ -230,6 +252,12 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 		for i := range m.ToolCalls {
 			m.ToolCalls[i] = kernel.ToolCall{ID: r.str(), Name: r.str(), Arguments: r.str()}
 		}
+	}
+	if flags&flagHasApproval != 0 {
+		a := &kernel.ApprovalRecord{ID: r.str(), By: r.str(), Note: r.str()}
+		bits := r.uvarint()
+		a.Approved, a.Expired = bits&1 != 0, bits&2 != 0
+		m.Approval = a
 	}
 	if r.err != nil {
 		return r.err

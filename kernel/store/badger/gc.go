@@ -152,7 +152,10 @@ func (s *Store) dropOrphan(ctx context.Context, id string) error {
 	if err := s.db.Update(func(txn *bdg.Txn) error { return txn.Delete(pendingKey(id)) }); err != nil {
 		return err
 	}
-	return s.deleteMessages(ctx, id, 1)
+	if err := s.deleteMessages(ctx, id, 1); err != nil {
+		return err
+	}
+	return s.deleteEvents(ctx, id)
 }
 
 // dropTail deletes the messages of id past its LastSeq: an oversized

@@ -110,6 +110,7 @@ type Store struct {
 	// baseTable is the tuning's table size (for tooManyTables).
 	baseTable int64
 	locks     locks
+	events    eventLast
 
 	gcMu      sync.Mutex // one GC at a time
 	stop      chan struct{}
@@ -283,6 +284,9 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err == nil {
 		err = s.deleteMessages(ctx, id, 1)
 	}
+	if err == nil {
+		err = s.deleteEvents(ctx, id)
+	}
 	if err != nil {
 		return fmt.Errorf("delete session: %w", err)
 	}
@@ -292,12 +296,16 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 // deleteMessages deletes the message keys of id from seq from on. The
 // caller holds the session's lock.
 func (s *Store) deleteMessages(ctx context.Context, id string, from uint64) error {
+	return s.deletePrefix(ctx, msgPrefix(id), msgKey(id, from))
+}
+
+// deletePrefix deletes the keys with prefix p from seek on.
+func (s *Store) deletePrefix(ctx context.Context, p, seek []byte) error {
 	var keys [][]byte
 	err := s.db.View(func(txn *bdg.Txn) error {
-		p := msgPrefix(id)
 		it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
 		defer it.Close()
-		for it.Seek(msgKey(id, from)); it.Valid(); it.Next() {
+		for it.Seek(seek); it.Valid(); it.Next() {
 			keys = append(keys, it.Item().KeyCopy(nil))
 		}
 		return nil

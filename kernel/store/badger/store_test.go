@@ -51,6 +51,10 @@ func TestConformance(t *testing.T) {
 	kerneltest.TestStore(t, func(t *testing.T) kernel.Store { return openTest(t, Options{}) })
 }
 
+func TestEventLogConformance(t *testing.T) {
+	kerneltest.TestEventLog(t, func(t *testing.T) kernel.Store { return openTest(t, Options{}) })
+}
+
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 // commitN stores a session of n user messages in one step.

@@ -23,6 +23,7 @@ type session struct {
 	meta    kernel.SessionMeta
 	msgs    []kernel.Message
 	pending *kernel.Approval
+	events  []kernel.StoredEvent
 }
 
 // New returns an empty store.
@@ -122,7 +123,41 @@ func (s *Store) Delete(_ context.Context, id string) error {
 	return nil
 }
 
+// AppendEvents adds events to the session's log (kernel.EventLog).
+func (s *Store) AppendEvents(_ context.Context, id string, events []kernel.StoredEvent) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se, ok := s.sessions[id]
+	if !ok {
+		return 0, fmt.Errorf("append events: session %q: %w", id, kernel.ErrSessionNotFound)
+	}
+	first := uint64(len(se.events)) + 1
+	for i, e := range events {
+		e.Seq = first + uint64(i)
+		e.Data = slices.Clone(e.Data)
+		se.events = append(se.events, e)
+	}
+	return first, nil
+}
+
+// ReadEvents returns up to limit events after the given Seq
+// (kernel.EventLog).
+func (s *Store) ReadEvents(_ context.Context, id string, after uint64, limit int) ([]kernel.StoredEvent, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	se, ok := s.sessions[id]
+	if !ok || after >= uint64(len(se.events)) {
+		return nil, nil
+	}
+	evs := se.events[after:]
+	if limit > 0 && len(evs) > limit {
+		evs = evs[:limit]
+	}
+	return slices.Clone(evs), nil
+}
+
 var (
 	_ kernel.Store          = (*Store)(nil)
 	_ kernel.SessionDeleter = (*Store)(nil)
+	_ kernel.EventLog       = (*Store)(nil)
 )

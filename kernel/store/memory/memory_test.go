@@ -14,6 +14,10 @@ func TestConformance(t *testing.T) {
 	kerneltest.TestStore(t, func(t *testing.T) kernel.Store { return memory.New() })
 }
 
+func TestEventLogConformance(t *testing.T) {
+	kerneltest.TestEventLog(t, func(t *testing.T) kernel.Store { return memory.New() })
+}
+
 // TestCommitAppendsInPlace: the steps of a run append to the session's
 // history in place. A new session's history has room for a prompt and a
 // few turns; append's own growth would reallocate it at the 2nd, 3rd and

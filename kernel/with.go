@@ -1,0 +1,131 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// StopInterrupted ends a run that was asked to stop at its next step
+// boundary (RunOptions.Interrupt): everything before the boundary is
+// stored, the session keeps status running, and Continue resumes it.
+const StopInterrupted StopReason = "interrupted"
+
+// ErrNothingToContinue is returned by Continue for a session whose last
+// run ended (answered, failed, cancelled or waiting for an approval):
+// there is no interrupted run to resume.
+var ErrNothingToContinue = errors.New("no interrupted run to continue")
+
+// RunOptions are what a front end that serves many sessions from one
+// Kernel (`kernel serve`) sets per run. The zero value behaves as Config
+// says.
+type RunOptions struct {
+	// Principal names who started the run or decided the approval (an API
+	// key's name). The kernel records it with approval decisions
+	// (ApprovalResolved.By, Message.Approval); it does not interpret it.
+	Principal string
+	// OnEvent, when set, receives the run's events instead of
+	// Config.OnEvent, with the same guarantees (calls are serialised, and
+	// must not block for long).
+	OnEvent func(Event)
+	// Interrupt, when closed, ends the run at its next step boundary (after
+	// the prompt, a model answer with its tool round, or a steering
+	// message is stored) with StopInterrupted. A model call or tool round
+	// in flight finishes first; cancel the context to stop sooner.
+	Interrupt <-chan struct{}
+}
+
+// With returns a Kernel that runs with o: it shares k's configuration,
+// tools, hooks, tool-concurrency cap and calibration, and differs only in
+// the options. It is cheap (one allocation), meant for one run or one
+// request; k is unchanged.
+// Why: RATIONALE.md, "One Kernel, many front ends: per-run options".
+func (k *Kernel) With(o RunOptions) *Kernel {
+	d := &Kernel{
+		cfg:       k.cfg,
+		chain:     k.chain,
+		limit:     k.limit,
+		retry:     k.retry,
+		calib:     k.calib,
+		realClock: k.realClock,
+		principal: o.Principal,
+		interrupt: o.Interrupt,
+	}
+	if o.OnEvent != nil {
+		d.cfg.OnEvent = o.OnEvent
+	}
+	return d
+}
+
+// interrupted reports whether the run was asked to stop at its next step
+// boundary.
+func (k *Kernel) interrupted() bool {
+	if k.interrupt == nil {
+		return false
+	}
+	select {
+	case <-k.interrupt:
+		return true
+	default:
+		return false
+	}
+}
+
+// Continue resumes a session whose run stopped without ending: one
+// interrupted at a step boundary (StopInterrupted) or by a crash (its
+// status is still running). It repairs the history the way every load
+// does (calls without a result are answered as interrupted, never run
+// again) and continues the loop from the last stored step, within the
+// interrupted run's turns. A session whose last run ended returns
+// ErrNothingToContinue; one waiting for an approval, ErrApprovalPending.
+func (k *Kernel) Continue(ctx context.Context, sessionID string) (*RunResult, error) {
+	r, err := k.open(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer r.dl.stop()
+	if r.pending != nil {
+		return nil, fmt.Errorf("session %s: %w for %s (approve or reject it first)", r.meta.ID, ErrApprovalPending, r.pending.Call.Name)
+	}
+	if !r.continuable() {
+		return nil, fmt.Errorf("session %s (status %s): %w", r.meta.ID, r.meta.Status, ErrNothingToContinue)
+	}
+	r.meta.Status = StatusRunning
+	k.emitIf(func() Event {
+		return RunStarted{SessionID: r.meta.ID, Model: k.cfg.Model, MaxTurns: k.cfg.MaxTurns, Resumed: true}
+	})
+	return r.loop(ctx)
+}
+
+// continuable reports whether the stored history ends where a run was
+// going on: a prompt, a steering message or tool results waiting for the
+// model, and the session's status says a run was in progress.
+func (r *run) continuable() bool {
+	if !r.wasRunning || len(r.msgs) == r.sysN {
+		return false
+	}
+	switch last := r.msgs[len(r.msgs)-1]; last.Role {
+	case RoleUser, RoleTool:
+		return true
+	case RoleAssistant:
+		// Calls without results were answered by repair (a tool message
+		// follows); an answer without calls ended the run.
+		return false
+	}
+	return false
+}
+
+// ApprovalRecorder is an optional interface of a Policy: RecordApproval is
+// told how a call the policy sent to a human was decided, so that the
+// decision log has who approved what beside what asked. st is the run's
+// state; it must not be kept.
+type ApprovalRecorder interface {
+	RecordApproval(st *State, a *Approval, rec ApprovalRecord)
+}
+
+// recordApproval tells the policy, when it wants to know.
+func (r *run) recordApproval(a *Approval, rec ApprovalRecord) {
+	if ar, ok := r.k.cfg.Policy.(ApprovalRecorder); ok {
+		ar.RecordApproval(&r.st, a, rec)
+	}
+}

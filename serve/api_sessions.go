@@ -1,0 +1,288 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// Labels serve keeps on the sessions it creates. Metadata a client sets is
+// kept under "meta.<key>".
+const (
+	labelOwner     = "serve.owner"
+	labelPrincipal = "serve.principal"
+	metaPrefix     = "meta."
+)
+
+// Session statuses the API shows: the stored ones, and interrupted for a
+// session whose run stopped (a drain, a crash) and that no run of this
+// server continues.
+const statusInterrupted = "interrupted"
+
+var sessionStatuses = []string{string(kernel.StatusIdle), string(kernel.StatusRunning), string(kernel.StatusAwaitingApproval), string(kernel.StatusFailed), statusInterrupted}
+
+// sessionView is a session as the API shows it.
+type sessionView struct {
+	ID       string            `json:"id"`
+	Title    string            `json:"title"`
+	Status   string            `json:"status"`
+	Model    string            `json:"model"`
+	Created  time.Time         `json:"created"`
+	Updated  time.Time         `json:"updated"`
+	Metadata map[string]string `json:"metadata"`
+	Totals   totalsView        `json:"totals"`
+	// Pending and ActiveRun are set by GET of one session.
+	Pending   *approvalView `json:"pending_approval,omitempty"`
+	ActiveRun *runRec       `json:"active_run,omitempty"`
+}
+
+type totalsView struct {
+	Messages uint64       `json:"messages"`
+	Runs     int          `json:"runs"`
+	Turns    int          `json:"turns"`
+	Usage    kernel.Usage `json:"usage"`
+	CostUSD  float64      `json:"cost_usd"`
+}
+
+func (s *Server) view(m *kernel.SessionMeta) sessionView {
+	v := sessionView{ID: m.ID, Title: m.Title, Status: s.status(m), Model: m.Model, Created: m.Created, Updated: m.Updated,
+		Metadata: map[string]string{},
+		Totals:   totalsView{Messages: m.LastSeq, Runs: m.Runs, Turns: m.Turns, Usage: m.Usage, CostUSD: m.CostUSD}}
+	for k, val := range m.Labels {
+		if name, ok := strings.CutPrefix(k, metaPrefix); ok {
+			v.Metadata[name] = val
+		}
+	}
+	return v
+}
+
+// status is the session's status as the API shows it.
+func (s *Server) status(m *kernel.SessionMeta) string {
+	if m.Status == kernel.StatusRunning {
+		if _, ok := s.runs.activeRun(m.ID); !ok {
+			return statusInterrupted
+		}
+	}
+	return string(m.Status)
+}
+
+// owned loads session id for key k: a session of another owner is not
+// found, exactly as one that does not exist.
+func (s *Server) owned(ctx context.Context, k *Key, id string) (*kernel.Session, error) {
+	sess, err := s.cfg.Store.Load(ctx, id)
+	if errors.Is(err, kernel.ErrSessionNotFound) || err == nil && sess.Meta.Labels[labelOwner] != k.Owner() {
+		return nil, notFound("session", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+var metaKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+type createSessionReq struct {
+	Title    string            `json:"title"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, k *Key) error {
+	var req createSessionReq
+	if err := s.decodeBody(r, &req); err != nil {
+		return err
+	}
+	if len(req.Title) > 200 {
+		return badField("title", "title is %d bytes; at most 200", len(req.Title))
+	}
+	if len(req.Metadata) > 32 {
+		return badField("metadata", "metadata has %d keys; at most 32", len(req.Metadata))
+	}
+	labels := map[string]string{labelOwner: k.Owner(), labelPrincipal: k.Name}
+	for name, v := range req.Metadata {
+		if !metaKeyRE.MatchString(name) {
+			return badField("metadata."+name, "metadata key %q: use 1-64 letters, digits, '_' or '-'", name)
+		}
+		if len(v) > 1024 {
+			return badField("metadata."+name, "metadata value of %q is %d bytes; at most 1024", name, len(v))
+		}
+		labels[metaPrefix+name] = v
+	}
+	now := time.Now().UTC()
+	meta := kernel.SessionMeta{ID: kernel.NewID(), Title: req.Title, Status: kernel.StatusIdle, Created: now, Updated: now,
+		Labels: labels, Context: s.cfg.SessionContext}
+	if err := s.cfg.Store.Commit(r.Context(), meta.ID, kernel.Step{Meta: meta}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, s.view(&meta))
+	return nil
+}
+
+// listCursor is the position after which a page of sessions starts.
+type listCursor struct {
+	Updated time.Time `json:"u"`
+	ID      string    `json:"i"`
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, k *Key) error {
+	limit, err := queryInt(r, "limit", 50, 1, 500)
+	if err != nil {
+		return err
+	}
+	status := r.URL.Query().Get("status")
+	if status != "" && !slices.Contains(sessionStatuses, status) {
+		return badField("status", "status %q: want one of %s", status, strings.Join(sessionStatuses, ", "))
+	}
+	var after *listCursor
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		after = new(listCursor)
+		if err := decodeCursor(c, after); err != nil {
+			return badField("cursor", "cursor %q is not one this server gave out", c)
+		}
+	}
+	metas, err := s.cfg.Store.List(r.Context())
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(metas, func(a, b kernel.SessionMeta) int {
+		if c := b.Updated.Compare(a.Updated); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	out := struct {
+		Sessions   []sessionView `json:"sessions"`
+		NextCursor string        `json:"next_cursor,omitempty"`
+	}{Sessions: []sessionView{}}
+	for i := range metas {
+		m := &metas[i]
+		if m.Labels[labelOwner] != k.Owner() {
+			continue
+		}
+		if after != nil && (m.Updated.After(after.Updated) || m.Updated.Equal(after.Updated) && m.ID <= after.ID) {
+			continue
+		}
+		v := s.view(m)
+		if status != "" && v.Status != status {
+			continue
+		}
+		if len(out.Sessions) == limit {
+			out.NextCursor = encodeCursor(listCursor{Updated: out.Sessions[limit-1].Updated, ID: out.Sessions[limit-1].ID})
+			break
+		}
+		out.Sessions = append(out.Sessions, v)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, k *Key) error {
+	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	v := s.view(&sess.Meta)
+	if sess.Pending != nil {
+		v.Pending = s.approval(sess)
+	}
+	if run, ok := s.runs.activeRun(sess.Meta.ID); ok {
+		v.ActiveRun = &run
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, k *Key) error {
+	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	del, ok := s.cfg.Store.(kernel.SessionDeleter)
+	if !ok {
+		return errorf(http.StatusNotImplemented, "not_implemented", "this store cannot delete sessions")
+	}
+	if run, ok := s.runs.activeRun(sess.Meta.ID); ok {
+		return conflict(runRunning, "session %s has a run in flight (%s): cancel it first", sess.Meta.ID, run.ID)
+	}
+	if err := del.Delete(r.Context(), sess.Meta.ID); err != nil {
+		if errors.Is(err, kernel.ErrSessionNotFound) {
+			return notFound("session", sess.Meta.ID)
+		}
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, k *Key) error {
+	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	after, err := queryInt(r, "after", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", 100, 1, 1000)
+	if err != nil {
+		return err
+	}
+	msgs := []kernel.Message{}
+	for _, m := range sess.Messages {
+		if m.Seq > uint64(after) && len(msgs) < limit {
+			msgs = append(msgs, m)
+		}
+	}
+	out := struct {
+		Messages []kernel.Message `json:"messages"`
+		LastSeq  uint64           `json:"last_seq"`
+	}{msgs, sess.Meta.LastSeq}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// exporter is a store that writes a session export itself (badger).
+type exporter interface {
+	Export(ctx context.Context, id string, w io.Writer) error
+}
+
+func (s *Server) exportSession(w http.ResponseWriter, r *http.Request, k *Key) error {
+	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+sess.Meta.ID+`.jsonl"`)
+	if ex, ok := s.cfg.Store.(exporter); ok {
+		return ex.Export(r.Context(), sess.Meta.ID, w)
+	}
+	// The export format of `kernel sessions export`
+	// (schemas/session-export.schema.json).
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	head := map[string]any{"type": "session", "version": 1, "meta": sess.Meta}
+	if sess.Pending != nil {
+		head["pending"] = sess.Pending
+	}
+	if err := enc.Encode(head); err != nil {
+		return err
+	}
+	for _, m := range sess.Messages {
+		if err := enc.Encode(struct {
+			Type string `json:"type"`
+			kernel.Message
+		}{"message", m}); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}

@@ -1,0 +1,244 @@
+package serve_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/serve"
+)
+
+// benchScript is a 2-turn run with a tool call.
+const benchScript = `
+steps:
+  - text: "Reading."
+    tool_calls:
+      - name: read_file
+        args: {path: notes.txt}
+  - text: "Done reading."
+`
+
+// BenchmarkRunLatency compares one run in process (Kernel.Run on the
+// server's own kernel and store) with the same run through HTTP and SSE
+// (POST the run, read the session's stream until run.completed). The
+// added-p50-µs metric is the difference of the two medians.
+// The badger variant includes the event log's synced writes, which the
+// in-process run does not make; the memory variant is HTTP and SSE alone.
+func BenchmarkRunLatency(b *testing.B) {
+	for _, store := range []string{"badger", "memory"} {
+		b.Run(store, func(b *testing.B) { benchRunLatency(b, store) })
+	}
+}
+
+func benchRunLatency(b *testing.B, store string) {
+	o := rigOpts{script: benchScript}
+	if store == "badger" {
+		o.badger = filepath.Join(b.TempDir(), "store")
+	}
+	r := newRigTB(b, o)
+	ctx := context.Background()
+	var inproc, viaHTTP []time.Duration
+	b.Run("in-process", func(b *testing.B) {
+		for b.Loop() {
+			sid := r.newSession(r.alice)
+			start := time.Now()
+			if _, err := r.kernel.Run(ctx, sid, "read"); err != nil {
+				b.Fatal(err)
+			}
+			inproc = append(inproc, time.Since(start))
+		}
+		b.ReportMetric(float64(median(inproc).Microseconds()), "p50-µs")
+	})
+	b.Run("http-sse", func(b *testing.B) {
+		for b.Loop() {
+			sid := r.newSession(r.alice)
+			start := time.Now()
+			done := make(chan error, 1)
+			go func() {
+				_, err := r.stream(ctx, r.alice, sid, "", func(e sseEvent) bool { return e.typ == "run.completed" })
+				done <- err
+			}()
+			if p := r.doNoCheck("POST", "/v1/sessions/"+sid+"/runs", r.alice, map[string]any{"prompt": "read"}); p.status != 202 {
+				b.Fatalf("run: %d %s", p.status, p.body)
+			}
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			viaHTTP = append(viaHTTP, time.Since(start))
+		}
+		b.ReportMetric(float64(median(viaHTTP).Microseconds()), "p50-µs")
+		if len(inproc) > 0 {
+			b.ReportMetric(float64((median(viaHTTP) - median(inproc)).Microseconds()), "added-p50-µs")
+		}
+	})
+}
+
+// BenchmarkEventsPerSecond: a run of many small text deltas, streamed to
+// 1 client and to 200 clients at once; events/s counts events delivered.
+func BenchmarkEventsPerSecond(b *testing.B) {
+	words := strings.Repeat("word ", 2000)
+	script := "steps:\n  - text: \"" + words + "\"\n"
+	for _, clients := range []int{1, 200} {
+		b.Run(strconv.Itoa(clients)+"-clients", func(b *testing.B) {
+			r := newRigB(b, script, serve.Limits{MaxStreams: 1000})
+			ctx := context.Background()
+			var delivered int64
+			var elapsed time.Duration
+			for b.Loop() {
+				sid := r.newSession(r.alice)
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				ready := make(chan struct{}, clients)
+				for range clients {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						req, _ := http.NewRequestWithContext(ctx, "GET", r.url+"/v1/sessions/"+sid+"/events", nil)
+						req.Header.Set("Authorization", "Bearer "+r.alice)
+						res, err := http.DefaultClient.Do(req)
+						if err != nil {
+							b.Error(err)
+							ready <- struct{}{}
+							return
+						}
+						defer res.Body.Close()
+						ready <- struct{}{}
+						evs, _ := readSSE(res.Body, func(e sseEvent) bool { return e.typ == "run.completed" })
+						mu.Lock()
+						delivered += int64(len(evs))
+						mu.Unlock()
+					}()
+				}
+				for range clients {
+					<-ready
+				}
+				start := time.Now()
+				if p := r.doNoCheck("POST", "/v1/sessions/"+sid+"/runs", r.alice, map[string]any{"prompt": "talk"}); p.status != 202 {
+					b.Fatalf("run: %d %s", p.status, p.body)
+				}
+				wg.Wait()
+				elapsed += time.Since(start)
+			}
+			b.ReportMetric(float64(delivered)/elapsed.Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkRSS reports the process's resident memory with 1,000 idle
+// sessions, then with 200 runs in flight (each waiting in a tool), each
+// with a stream open.
+func BenchmarkRSS(b *testing.B) {
+	for b.Loop() {
+		gate := make(chan struct{})
+		script := "steps:\n  - text: \"" + strings.Repeat("x ", 200) + "\"\n    tool_calls:\n      - name: gate\n        args: {}\n  - text: done\n"
+		r := newRigBTools(b, script, serve.Limits{MaxRuns: 300, MaxRunsPerKey: 300, MaxStreams: 1000}, []kernel.Tool{gateTool("gate", gate, nil)})
+		base := rssMiB()
+		for range 1000 {
+			r.newSession(r.alice)
+		}
+		idle := rssMiB()
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range 200 {
+			sid := r.newSession(r.alice)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.stream(ctx, r.alice, sid, "", func(e sseEvent) bool { return e.typ == "run.completed" })
+			}()
+			if p := r.doNoCheck("POST", "/v1/sessions/"+sid+"/runs", r.alice, map[string]any{"prompt": "wait"}); p.status != 202 {
+				b.Fatalf("run: %d %s", p.status, p.body)
+			}
+		}
+		for r.srv.Stats().Runs < 200 || r.srv.Stats().Streams < 200 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		running := rssMiB()
+		close(gate)
+		wg.Wait()
+		cancel()
+		b.ReportMetric(base, "rss-base-MiB")
+		b.ReportMetric(idle, "rss-1000-idle-MiB")
+		b.ReportMetric(running, "rss-200-running-MiB")
+	}
+}
+
+// BenchmarkDrain: SIGTERM's drain with 50 runs in flight, each in a tool
+// call: the time from the drain's start until Serve returns (the calls
+// return as the drain starts; each run stores its round, stops at the
+// boundary as interrupted, and its events are flushed).
+func BenchmarkDrain(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		gate := make(chan struct{})
+		entered := make(chan struct{}, 64)
+		tool := gateTool("gate", gate, entered)
+		r := newRigBTools(b, "steps:\n  - tool_calls:\n      - name: gate\n        args: {}\n  - text: done\n",
+			serve.Limits{MaxRuns: 100, MaxRunsPerKey: 100}, []kernel.Tool{tool})
+		for range 50 {
+			sid := r.newSession(r.alice)
+			if p := r.doNoCheck("POST", "/v1/sessions/"+sid+"/runs", r.alice, map[string]any{"prompt": "go"}); p.status != 202 {
+				b.Fatalf("run: %d %s", p.status, p.body)
+			}
+		}
+		for range 50 {
+			<-entered
+		}
+		b.StartTimer()
+		start := time.Now()
+		stopped := make(chan error, 1)
+		go func() { stopped <- r.stop() }()
+		for { // the listener closed: the runs have been told
+			res, err := http.Get(r.url + "/healthz")
+			if err != nil {
+				break
+			}
+			res.Body.Close()
+		}
+		close(gate)
+		if err := <-stopped; err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(time.Since(start).Milliseconds()), "drain-ms")
+	}
+}
+
+func newRigB(b *testing.B, script string, lim serve.Limits) *rig {
+	return newRigBTools(b, script, lim, nil)
+}
+
+func newRigBTools(b *testing.B, script string, lim serve.Limits, tools []kernel.Tool) *rig {
+	return newRigTB(b, rigOpts{script: script, limits: lim, tools: tools, badger: filepath.Join(b.TempDir(), "store")})
+}
+
+func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// rssMiB is the resident set size of this process, from /proc.
+func rssMiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}

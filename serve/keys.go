@@ -1,0 +1,400 @@
+package serve
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Scopes a key may carry. Admin holds every other scope.
+const (
+	ScopeRun     = "run"
+	ScopeApprove = "approve"
+	ScopeRead    = "read"
+	ScopeAdmin   = "admin"
+)
+
+// AllScopes are the scopes in the order they are shown.
+var AllScopes = []string{ScopeRun, ScopeApprove, ScopeRead, ScopeAdmin}
+
+// KeyPrefix starts every API key secret. The credential scrubber knows the
+// format (hooks: "agentkernel_api_key"), so a key that reaches a log, an
+// event or a tool's output is redacted.
+const KeyPrefix = "aks_"
+
+// Key is an API key as the key file keeps it: never the secret, only its
+// SHA-256. Keys are checked at the edge; the kernel sees only the name
+// (the principal it records) and serve the owner (whose sessions these
+// are).
+type Key struct {
+	ID     string   `json:"id"`
+	Name   string   `json:"name"`
+	Scopes []string `json:"scopes"`
+	// Tenant, when set, owns the sessions the key creates, and every key
+	// of the tenant sees them; otherwise the key alone owns its sessions.
+	Tenant  string    `json:"tenant,omitempty"`
+	Hash    string    `json:"hash"`
+	Created time.Time `json:"created"`
+	Revoked time.Time `json:"revoked,omitzero"`
+}
+
+// Owner is the owner recorded on the sessions the key creates.
+func (k *Key) Owner() string {
+	if k.Tenant != "" {
+		return "tenant:" + k.Tenant
+	}
+	return "key:" + k.ID
+}
+
+// Has reports whether the key carries scope (admin carries every scope).
+func (k *Key) Has(scope string) bool {
+	return slices.Contains(k.Scopes, scope) || slices.Contains(k.Scopes, ScopeAdmin)
+}
+
+// Active reports whether the key is not revoked.
+func (k *Key) Active() bool { return k.Revoked.IsZero() }
+
+// Errors of the key file.
+var (
+	ErrKeyNotFound = errors.New("no such key")
+	ErrKeyExists   = errors.New("a key with that name exists")
+)
+
+// KeyStore is the key file: JSON, mode 0600, in a 0700 directory, written
+// whole under a temporary name and renamed into place, never through a
+// symbolic link. A running server rereads it when it changes (at most once
+// a second), so a revocation takes effect without a restart. It is safe
+// for concurrent use, and by several processes (writes hold a lock file).
+// Why: RATIONALE.md, "API keys: SHA-256 in a file beside the store".
+type KeyStore struct {
+	path string
+	now  func() time.Time
+
+	mu      sync.Mutex
+	keys    map[string]*Key // by id
+	stamp   fileStamp
+	checked time.Time
+	err     error
+}
+
+type fileStamp struct {
+	ino, size int64
+	mtime     time.Time
+}
+
+type keyFile struct {
+	Version int    `json:"version"`
+	Keys    []*Key `json:"keys"`
+}
+
+// OpenKeys opens (without creating) the key file at path; a missing file
+// holds no keys.
+func OpenKeys(path string) (*KeyStore, error) {
+	if path == "" {
+		return nil, errors.New("open keys: empty file name")
+	}
+	ks := &KeyStore{path: path, now: time.Now}
+	if err := ks.reload(true); err != nil {
+		return nil, err
+	}
+	return ks, nil
+}
+
+// Path is the key file's name.
+func (ks *KeyStore) Path() string { return ks.path }
+
+var keyNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// CheckScopes checks a list of scopes and returns it sorted, without
+// repeats.
+func CheckScopes(scopes []string) ([]string, error) {
+	if len(scopes) == 0 {
+		return nil, fmt.Errorf("a key needs at least one scope (%s)", strings.Join(AllScopes, ", "))
+	}
+	out := make([]string, 0, len(scopes))
+	for _, s := range scopes {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(AllScopes, s) {
+			return nil, fmt.Errorf("unknown scope %q (want %s)", s, strings.Join(AllScopes, ", "))
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return slices.Index(AllScopes, a) - slices.Index(AllScopes, b) })
+	return out, nil
+}
+
+// Create adds a key and returns it with its secret, which is shown once
+// and never stored.
+func (ks *KeyStore) Create(name, tenant string, scopes []string) (*Key, string, error) {
+	if !keyNameRE.MatchString(name) {
+		return nil, "", fmt.Errorf("key name %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+	}
+	if tenant != "" && !keyNameRE.MatchString(tenant) {
+		return nil, "", fmt.Errorf("tenant %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", tenant)
+	}
+	scopes, err := CheckScopes(scopes)
+	if err != nil {
+		return nil, "", err
+	}
+	var idb [6]byte
+	var sec [32]byte
+	if _, err := rand.Read(idb[:]); err != nil {
+		return nil, "", err
+	}
+	if _, err := rand.Read(sec[:]); err != nil {
+		return nil, "", err
+	}
+	id := hex.EncodeToString(idb[:])
+	secret := base64.RawURLEncoding.EncodeToString(sec[:])
+	k := &Key{ID: id, Name: name, Tenant: tenant, Scopes: scopes, Hash: hashSecret(secret), Created: ks.now().UTC().Truncate(time.Second)}
+	err = ks.update(func(f *keyFile) error {
+		for _, o := range f.Keys {
+			if o.Name == name && o.Active() {
+				return fmt.Errorf("key %q: %w (revoke it first, or choose another name)", name, ErrKeyExists)
+			}
+		}
+		f.Keys = append(f.Keys, k)
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return k, KeyPrefix + id + "_" + secret, nil
+}
+
+// Revoke revokes the active key with the given name or id.
+func (ks *KeyStore) Revoke(nameOrID string) (*Key, error) {
+	var out *Key
+	err := ks.update(func(f *keyFile) error {
+		for _, k := range f.Keys {
+			if k.Active() && (k.Name == nameOrID || k.ID == nameOrID) {
+				k.Revoked = ks.now().UTC().Truncate(time.Second)
+				out = k
+				return nil
+			}
+		}
+		return fmt.Errorf("key %q: %w (kernel keys list shows them)", nameOrID, ErrKeyNotFound)
+	})
+	return out, err
+}
+
+// List returns every key, revoked ones included, oldest first.
+func (ks *KeyStore) List() ([]Key, error) {
+	if err := ks.reload(true); err != nil {
+		return nil, err
+	}
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	out := make([]Key, 0, len(ks.keys))
+	for _, k := range ks.keys {
+		out = append(out, *k)
+	}
+	slices.SortFunc(out, func(a, b Key) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+// Authenticate returns the active key whose secret is token. The secret's
+// hash is compared in constant time; the id part only finds the record.
+func (ks *KeyStore) Authenticate(token string) (*Key, bool) {
+	rest, ok := strings.CutPrefix(token, KeyPrefix)
+	if !ok {
+		return nil, false
+	}
+	id, secret, ok := strings.Cut(rest, "_")
+	if !ok || id == "" || secret == "" {
+		return nil, false
+	}
+	_ = ks.reload(false) // a broken rewrite keeps the keys last read
+	ks.mu.Lock()
+	k := ks.keys[id]
+	ks.mu.Unlock()
+	want := hashSecret(secret)
+	if k == nil {
+		// Compare anyway, so an unknown id costs what a wrong secret does.
+		subtle.ConstantTimeCompare([]byte(want), []byte(strings.Repeat("0", len(want))))
+		return nil, false
+	}
+	if subtle.ConstantTimeCompare([]byte(want), []byte(k.Hash)) != 1 || !k.Active() {
+		return nil, false
+	}
+	c := *k
+	return &c, true
+}
+
+func hashSecret(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// reload rereads the file when it changed since the last read; unless
+// force, it looks at most once a second.
+func (ks *KeyStore) reload(force bool) error {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	now := time.Now()
+	if !force && now.Sub(ks.checked) < time.Second {
+		return ks.err
+	}
+	ks.checked = now
+	f, stamp, err := readKeyFile(ks.path)
+	if err == nil && stamp == ks.stamp && ks.keys != nil {
+		return nil
+	}
+	if err != nil {
+		ks.err = err
+		if ks.keys == nil {
+			ks.keys = map[string]*Key{}
+		}
+		return err
+	}
+	ks.err = nil
+	ks.stamp = stamp
+	ks.keys = make(map[string]*Key, len(f.Keys))
+	for _, k := range f.Keys {
+		ks.keys[k.ID] = k
+	}
+	return nil
+}
+
+// readKeyFile reads the key file without following a symbolic link. A
+// missing file is an empty one.
+func readKeyFile(path string) (*keyFile, fileStamp, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.ENOENT) {
+		return &keyFile{Version: 1}, fileStamp{}, nil
+	}
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fileStamp{}, fmt.Errorf("key file %s is a symbolic link: refused (keys are read and written only as a plain file)", path)
+	}
+	if err != nil {
+		return nil, fileStamp{}, fmt.Errorf("open key file: %w", &os.PathError{Op: "open", Path: path, Err: err})
+	}
+	file := os.NewFile(uintptr(fd), path)
+	defer file.Close()
+	fi, err := file.Stat()
+	if err != nil {
+		return nil, fileStamp{}, fmt.Errorf("key file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fileStamp{}, fmt.Errorf("key file %s is not a regular file", path)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fileStamp{}, fmt.Errorf("key file %s has mode %#o: other users could read the key hashes; run chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	stamp := fileStamp{size: fi.Size(), mtime: fi.ModTime()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		stamp.ino = int64(st.Ino)
+	}
+	b, err := io.ReadAll(io.LimitReader(file, 16<<20))
+	if err != nil {
+		return nil, fileStamp{}, fmt.Errorf("read key file: %w", err)
+	}
+	var f keyFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fileStamp{}, fmt.Errorf("key file %s: %w", path, err)
+	}
+	if f.Version != 1 {
+		return nil, fileStamp{}, fmt.Errorf("key file %s: version %d (this kernel reads version 1)", path, f.Version)
+	}
+	for i, k := range f.Keys {
+		if k == nil || k.ID == "" || !strings.HasPrefix(k.Hash, "sha256:") {
+			return nil, fileStamp{}, fmt.Errorf("key file %s: keys[%d] has no id or hash", path, i)
+		}
+	}
+	return &f, stamp, nil
+}
+
+// update changes the key file under its lock: read, fn, write whole.
+func (ks *KeyStore) update(fn func(*keyFile) error) error {
+	dir := filepath.Dir(ks.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("key file: %w", err)
+	}
+	unlock, err := lockFile(ks.path + ".lock")
+	if err != nil {
+		return fmt.Errorf("lock key file: %w", err)
+	}
+	defer unlock()
+	f, _, err := readKeyFile(ks.path)
+	if err != nil {
+		return err
+	}
+	if err := fn(f); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(ks.path, append(b, '\n')); err != nil {
+		return fmt.Errorf("write key file: %w", err)
+	}
+	return ks.reload(true)
+}
+
+// writeFileAtomic writes b to a new 0600 file beside path and renames it
+// over path: rename replaces a symbolic link there, never its target.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Chmod(0o600)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(name, path)
+	}
+	if err != nil {
+		os.Remove(name)
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// lockFile takes an exclusive flock on name (created 0600, never through
+// a link) and returns its release.
+func lockFile(name string) (func(), error) {
+	fd, err := syscall.Open(name, syscall.O_RDWR|syscall.O_CREAT|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
+		syscall.Close(fd)
+		return nil, &os.PathError{Op: "flock", Path: name, Err: err}
+	}
+	return func() { syscall.Close(fd) }, nil
+}

@@ -1,0 +1,286 @@
+package serve
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/queue"
+	"github.com/agentkernel/agentkernel/policy"
+)
+
+// Config configures a Server. Kernel, Store, Queue and Keys are required;
+// every other zero value means the documented default. A Config must not
+// be modified after New.
+type Config struct {
+	// Kernel runs the sessions; the server runs each run through a
+	// Kernel.With view carrying the caller's key name and the session's
+	// event sink.
+	Kernel *kernel.Kernel
+	// Store is the Kernel's store. It must implement kernel.EventLog (the
+	// event streams replay from it); kernel.SessionDeleter enables DELETE.
+	Store kernel.Store
+	// Queue holds steering and follow-up messages (the Kernel's Inbox).
+	Queue *queue.Dir
+	// Keys are the API keys.
+	Keys *KeyStore
+	// Policy is the policy in effect, for GET /v1/policy and explain; nil
+	// means none (every call allowed).
+	Policy *policy.Watcher
+	// Workspace is the built-in tools' root: approval diffs read the
+	// current file through it (never following a link out of it).
+	// Protected are the kernel's own files, never shown in a diff.
+	Workspace string
+	Protected []string
+	// SessionContext is recorded in the sessions the API creates.
+	SessionContext *kernel.SessionContext
+	// Scrub redacts credentials (the configured scrubber) in events and
+	// logged errors; nil uses none.
+	Scrub func(string) string
+	// AccessLog receives one JSON line per request (no bodies, no
+	// credentials); nil discards them. ErrorLog receives the server's
+	// own problems; nil discards them.
+	AccessLog io.Writer
+	ErrorLog  io.Writer
+	Limits    Limits
+	// DrainTimeout bounds a drain (SIGTERM): runs get this long to reach a
+	// step boundary before they are cancelled (default 30s).
+	DrainTimeout time.Duration
+	// AutoResume continues, at start, the sessions a previous process left
+	// interrupted; otherwise they wait for POST .../resume.
+	AutoResume bool
+	// Version is reported by /healthz.
+	Version string
+}
+
+// Limits bound what clients may ask of the server. Zero values mean the
+// defaults.
+type Limits struct {
+	// MaxRuns caps the runs in flight (default 64); MaxRunsPerKey caps one
+	// key's (default 16). More are refused with 429 and Retry-After.
+	MaxRuns       int
+	MaxRunsPerKey int
+	// MaxBodyBytes caps a request body (default 1 MiB): more is 413.
+	MaxBodyBytes int64
+	// ReadHeaderTimeout (default 10s), ReadTimeout (default 30s) and
+	// IdleTimeout (default 120s) bound slow clients; WriteTimeout (default
+	// 30s) bounds each write of a response, so an event stream whose
+	// client stopped reading is dropped without holding anything up.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
+	WriteTimeout      time.Duration
+	// MaxStreams caps the open event streams (default 4096).
+	MaxStreams int
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxRuns, 64)
+	def(&l.MaxRunsPerKey, 16)
+	def(&l.MaxStreams, 4096)
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = 1 << 20
+	}
+	defD(&l.ReadHeaderTimeout, 10*time.Second)
+	defD(&l.ReadTimeout, 30*time.Second)
+	defD(&l.IdleTimeout, 120*time.Second)
+	defD(&l.WriteTimeout, 30*time.Second)
+	return l
+}
+
+// Server is `kernel serve`: the kernel's HTTP API, its event streams, and
+// the approvals page. It is safe for concurrent use.
+//
+// The lifecycle:
+//
+//  1. New(cfg) checks the configuration.
+//  2. Serve(ctx, ln) serves until ctx is cancelled, then drains: it stops
+//     accepting, lets runs reach a step boundary (stored as interrupted,
+//     resumable), ends every event stream with a final notice event, and
+//     returns within DrainTimeout. Start resumes interrupted sessions
+//     first when AutoResume is set.
+//  3. Handler serves the same API without a listener (tests).
+type Server struct {
+	cfg    Config
+	lim    Limits
+	events kernel.EventLog
+	mux    *http.ServeMux
+	hub    *hub
+	runs   *runManager
+	api    http.Handler
+
+	draining atomic.Bool
+	streams  atomic.Int64
+	started  time.Time
+
+	mountMu sync.Mutex
+}
+
+// New checks cfg and builds the server.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Kernel == nil:
+		return nil, errors.New("serve: Config.Kernel is required")
+	case cfg.Store == nil:
+		return nil, errors.New("serve: Config.Store is required")
+	case cfg.Queue == nil:
+		return nil, errors.New("serve: Config.Queue is required")
+	case cfg.Keys == nil:
+		return nil, errors.New("serve: Config.Keys is required")
+	}
+	el, ok := cfg.Store.(kernel.EventLog)
+	if !ok {
+		return nil, fmt.Errorf("serve: the store (%T) keeps no events (kernel.EventLog): use the badger or memory store", cfg.Store)
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 30 * time.Second
+	}
+	if cfg.Scrub == nil {
+		cfg.Scrub = func(s string) string { return s }
+	}
+	if cfg.AccessLog == nil {
+		cfg.AccessLog = io.Discard
+	}
+	if cfg.ErrorLog == nil {
+		cfg.ErrorLog = io.Discard
+	}
+	s := &Server{cfg: cfg, lim: cfg.Limits.withDefaults(), events: el, mux: http.NewServeMux(), started: time.Now()}
+	s.hub = newHub(el, cfg.Scrub, s.logError)
+	s.runs = newRunManager(s)
+	s.routes()
+	s.api = s.middleware(s.mux)
+	return s, nil
+}
+
+// Handler is the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.api }
+
+// Mount adds a handler beside the API (e.g. a Prometheus /metrics). It
+// gets the access log and the limits but no key check: the handler
+// decides. Call it before serving.
+func (s *Server) Mount(pattern string, h http.Handler) {
+	s.mountMu.Lock()
+	defer s.mountMu.Unlock()
+	s.mux.Handle(pattern, h)
+}
+
+// Start resumes the sessions a previous process left interrupted when
+// Config.AutoResume is set. Serve calls it.
+func (s *Server) Start(ctx context.Context) error {
+	if !s.cfg.AutoResume {
+		return nil
+	}
+	return s.runs.autoResume(ctx)
+}
+
+// Serve serves on ln until ctx is cancelled, then drains (see Server). A
+// non-nil tlsConfig serves HTTPS.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Config) error {
+	srv := &http.Server{
+		Handler:           s.api,
+		ReadHeaderTimeout: s.lim.ReadHeaderTimeout,
+		ReadTimeout:       s.lim.ReadTimeout,
+		IdleTimeout:       s.lim.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		TLSConfig:         tlsConfig,
+		ErrorLog:          nil,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if tlsConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-errc:
+		s.runs.stopAll()
+		return err
+	case <-ctx.Done():
+	}
+	return s.drain(srv, errc)
+}
+
+// drain stops srv the way Serve documents.
+func (s *Server) drain(srv *http.Server, errc chan error) error {
+	deadline := time.Now().Add(s.cfg.DrainTimeout)
+	s.runs.interruptAll() // first: whoever sees the drain sees the runs told
+	s.draining.Store(true)
+	shutCtx, cancel := context.WithDeadline(context.Background(), deadline.Add(2*time.Second))
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(shutCtx) }() // closes the listeners now
+	s.runs.drain(deadline)
+	s.hub.closeStreams()
+	err := <-shut
+	if errors.Is(err, context.DeadlineExceeded) {
+		srv.Close()
+		err = nil
+	}
+	if serr := <-errc; err == nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = serr
+	}
+	return err
+}
+
+// Close stops every run at once (cancelled) and ends the event streams;
+// for tests and for a server that never served.
+func (s *Server) Close() {
+	s.draining.Store(true)
+	s.runs.stopAll()
+	s.hub.closeStreams()
+}
+
+// Drain is the drain of Serve without the listener: stop accepting runs,
+// let runs reach a step boundary by DrainTimeout, end the streams.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.runs.drain(time.Now().Add(s.cfg.DrainTimeout))
+	s.hub.closeStreams()
+}
+
+func (s *Server) logError(format string, args ...any) {
+	line := s.cfg.Scrub(fmt.Sprintf(format, args...))
+	fmt.Fprintf(s.cfg.ErrorLog, "%s kernel serve: %s\n", time.Now().UTC().Format(time.RFC3339), line)
+}
+
+// Stats is a snapshot of what the server holds.
+type Stats struct {
+	// Runs are the runs in flight; Streams the open event streams; Topics
+	// the sessions with a run or a stream (each holds its recent events).
+	Runs, Streams, Topics int
+}
+
+// Stats returns what the server holds now (for tests and metrics).
+func (s *Server) Stats() Stats {
+	s.runs.mu.Lock()
+	runs := len(s.runs.active)
+	s.runs.mu.Unlock()
+	s.hub.mu.Lock()
+	topics := len(s.hub.topics)
+	s.hub.mu.Unlock()
+	return Stats{Runs: runs, Streams: int(s.streams.Load()), Topics: topics}
+}

@@ -1,0 +1,439 @@
+// The approvals inbox of kernel serve. Plain JavaScript, no build step, no
+// other origin. Everything the server sends — tool arguments, results,
+// model text, messages — is untrusted text: it is only ever put into the
+// page with textContent (el() below), never parsed as HTML, and no link is
+// made from it.
+'use strict';
+
+const KEY = 'kernel-serve-key';
+const $ = (id) => document.getElementById(id);
+let key = sessionStorage.getItem(KEY) || '';
+let viewAbort = null; // aborts the streams of the view on screen
+
+// el builds an element; strings among children become text nodes.
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    e.append(typeof c === 'string' ? document.createTextNode(c) : c);
+  }
+  return e;
+}
+
+async function api(method, path, body) {
+  const opts = { method, headers: { Authorization: 'Bearer ' + key } };
+  if (body !== undefined) {
+    opts.headers['Content-Type'] = 'application/json';
+    opts.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, opts);
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+  if (!res.ok) {
+    const msg = data && data.error ? data.error.message : res.status + ' ' + res.statusText;
+    const err = new Error(msg);
+    err.status = res.status;
+    throw err;
+  }
+  return data;
+}
+
+// sse reads a Server-Sent Events stream with the key in a header (which
+// EventSource cannot send), calling onEvent for each message. It
+// reconnects with Last-Event-ID until signal aborts or onEvent returns
+// true.
+async function sse(path, onEvent, signal) {
+  let lastId = '';
+  let delay = 500;
+  while (!signal.aborted) {
+    try {
+      const headers = { Authorization: 'Bearer ' + key };
+      if (lastId) headers['Last-Event-ID'] = lastId;
+      const res = await fetch(path, { headers, signal });
+      if (res.status === 401) { signOut('The key was refused; sign in again.'); return; }
+      if (!res.ok) throw new Error('stream: ' + res.status);
+      const reader = res.body.getReader();
+      const dec = new TextDecoder();
+      let buf = '';
+      delay = 500;
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        let i;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          const ev = { id: '', event: 'message', data: '' };
+          for (const line of block.split('\n')) {
+            if (line.startsWith('id: ')) ev.id = line.slice(4);
+            else if (line.startsWith('event: ')) ev.event = line.slice(7);
+            else if (line.startsWith('data: ')) ev.data += line.slice(6);
+          }
+          if (!ev.data) continue;
+          if (ev.id) lastId = ev.id;
+          if (onEvent(ev)) return;
+        }
+      }
+    } catch (e) {
+      if (signal.aborted) return;
+    }
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 10000);
+  }
+}
+
+function show(id) {
+  for (const v of ['signin-view', 'approvals-view', 'sessions-view', 'session-view']) $(v).hidden = v !== id;
+  $('nav').hidden = id === 'signin-view';
+}
+
+function signOut(message) {
+  key = '';
+  sessionStorage.removeItem(KEY);
+  $('signin-error').textContent = message || '';
+  route();
+}
+
+// ---- approvals -------------------------------------------------------
+
+const cards = new Map(); // approval id -> card element
+
+function argValue(v) {
+  return typeof v === 'string' ? v : JSON.stringify(v, null, 2);
+}
+
+function diffBlock(diff) {
+  const wrap = el('div', {});
+  wrap.append(el('p', { class: 'muted' }, 'Change to ' + diff.path + (diff.note ? ' — ' + diff.note : '')));
+  if (diff.unified) {
+    const pre = el('pre', { class: 'diff', 'aria-label': 'diff of ' + diff.path });
+    for (const line of diff.unified.split('\n')) {
+      let cls = '';
+      if (line.startsWith('+') && !line.startsWith('+++')) cls = 'add';
+      else if (line.startsWith('-') && !line.startsWith('---')) cls = 'del';
+      else if (line.startsWith('@@')) cls = 'hunk';
+      pre.append(el('span', cls ? { class: cls } : {}, line + '\n'));
+    }
+    wrap.append(pre);
+  }
+  return wrap;
+}
+
+function approvalCard(a) {
+  const card = el('article', { class: 'card approval', 'data-approval': a.id, 'aria-labelledby': 'h-' + a.id });
+  card.append(el('h3', { id: 'h-' + a.id }, a.tool + ' — ' + (a.session_title || a.session_id)));
+  card.append(el('p', { class: 'muted' }, 'session ' + a.session_id + ' · asked ' + new Date(a.created).toLocaleString()));
+  if (a.rule_id || a.message) card.append(el('p', { class: 'rule' }, 'rule ' + (a.rule_id || '-') + ': ' + (a.message || '')));
+  card.append(el('h4', {}, 'Arguments'));
+  if (a.args && typeof a.args === 'object' && !Array.isArray(a.args)) {
+    for (const [name, v] of Object.entries(a.args)) {
+      card.append(el('div', { class: 'arg-name' }, name));
+      card.append(el('pre', { class: 'arg' }, argValue(v)));
+    }
+  } else {
+    card.append(el('pre', { class: 'arg' }, argValue(a.args)));
+  }
+  if (a.diff) card.append(diffBlock(a.diff));
+  const noteId = 'note-' + a.id;
+  card.append(el('label', { for: noteId }, 'Note (recorded with your decision)'));
+  const note = el('textarea', { id: noteId, rows: '2' });
+  card.append(note);
+  const approve = el('button', { type: 'button', class: 'approve' }, 'Approve');
+  const reject = el('button', { type: 'button', class: 'reject' }, 'Reject');
+  approve.setAttribute('aria-label', 'Approve ' + a.tool + ' in ' + (a.session_title || a.session_id));
+  reject.setAttribute('aria-label', 'Reject ' + a.tool + ' in ' + (a.session_title || a.session_id));
+  const status = el('p', { class: 'status', role: 'status' });
+  card.append(approve, reject, status);
+  const decide = async (decision) => {
+    approve.disabled = reject.disabled = true;
+    status.textContent = decision === 'approve' ? 'Approving…' : 'Rejecting…';
+    try {
+      await api('POST', '/v1/sessions/' + encodeURIComponent(a.session_id) + '/approval', { decision, note: note.value, approval_id: a.id });
+      status.textContent = decision === 'approve' ? 'Approved. The run continues below.' : 'Rejected.';
+      follow(a, decision);
+    } catch (e) {
+      status.textContent = 'Failed: ' + e.message;
+      approve.disabled = reject.disabled = false;
+    }
+  };
+  approve.addEventListener('click', () => decide('approve'));
+  reject.addEventListener('click', () => decide('reject'));
+  return card;
+}
+
+function renderApprovals(list) {
+  const box = $('approvals-list');
+  const ids = new Set(list.approvals.map((a) => a.id));
+  for (const [id, card] of cards) {
+    if (!ids.has(id) && !card.contains(document.activeElement)) { card.remove(); cards.delete(id); }
+  }
+  for (const a of list.approvals) {
+    if (!cards.has(a.id)) {
+      const c = approvalCard(a);
+      cards.set(a.id, c);
+      box.append(c);
+    }
+  }
+  $('approvals-status').textContent = list.approvals.length === 0 ? 'Nothing waits for you.' : list.approvals.length + ' waiting.';
+}
+
+// follow streams the run that continues after a decision onto the page.
+function follow(a, decision) {
+  $('activity-title').hidden = false;
+  const box = el('article', { class: 'card activity', 'data-session': a.session_id, 'aria-live': 'polite' });
+  box.append(el('h3', {}, (decision === 'approve' ? 'Approved ' : 'Rejected ') + a.tool + ' — ' + (a.session_title || a.session_id)));
+  const log = el('ol', { class: 'transcript' });
+  const state = el('p', { class: 'run-state', role: 'status' }, 'Running…');
+  box.append(log, state);
+  $('activity').prepend(box);
+  let after = false; // events before this decision's approval.resolved are history
+  const r = transcriptRenderer(log);
+  sse('/v1/sessions/' + encodeURIComponent(a.session_id) + '/events', (ev) => {
+    let e;
+    try { e = JSON.parse(ev.data); } catch (x) { return false; }
+    if (!after) {
+      if (e.type === 'approval.resolved' && e.approval_id === a.id) after = true;
+      else return false;
+    }
+    r(e);
+    if (e.type === 'run.completed') {
+      state.textContent = 'Run ' + (e.stop_reason === 'completed' ? 'completed' : 'ended: ' + e.stop_reason) + '.';
+      state.className = 'run-state done';
+      return true;
+    }
+    if (e.type === 'run.failed') {
+      state.textContent = 'Run failed: ' + e.error;
+      state.className = 'run-state failed';
+      return true;
+    }
+    return false;
+  }, viewAbort.signal);
+}
+
+function showApprovals() {
+  show('approvals-view');
+  sse('/v1/approvals/stream', (ev) => {
+    if (ev.event === 'approvals') renderApprovals(JSON.parse(ev.data));
+    return false;
+  }, viewAbort.signal);
+}
+
+// ---- sessions ----------------------------------------------------------
+
+let cursor = '';
+
+async function loadSessions(more) {
+  const list = $('sessions-list');
+  if (!more) { list.replaceChildren(); cursor = ''; }
+  const status = $('status-filter').value;
+  let q = '/v1/sessions?limit=50';
+  if (status) q += '&status=' + encodeURIComponent(status);
+  if (more && cursor) q += '&cursor=' + encodeURIComponent(cursor);
+  try {
+    const page = await api('GET', q);
+    for (const s of page.sessions) {
+      const a = el('a', { href: '#/sessions/' + encodeURIComponent(s.id) }, s.title || s.id);
+      list.append(el('li', {}, a, ' ', el('span', { class: 'badge' }, s.status), el('span', { class: 'muted' },
+        ' ' + s.totals.turns + ' turns · ' + fmtUSD(s.totals.cost_usd) + ' · ' + new Date(s.updated).toLocaleString())));
+    }
+    cursor = page.next_cursor || '';
+    $('sessions-more').hidden = !cursor;
+    if (!more && page.sessions.length === 0) list.append(el('li', { class: 'muted' }, 'No sessions.'));
+  } catch (e) {
+    list.append(el('li', { class: 'error' }, 'Cannot list sessions: ' + e.message));
+  }
+}
+
+function fmtUSD(v) { return '$' + (v || 0).toFixed(4); }
+function fmtUsage(u) { return u ? (u.input_tokens || 0) + ' in / ' + (u.output_tokens || 0) + ' out tokens' : ''; }
+
+// transcriptRenderer returns a function that adds one event to list.
+function transcriptRenderer(list) {
+  let text = null; // the assistant item being streamed
+  const add = (cls, ...children) => { const li = el('li', { class: cls }, ...children); list.append(li); return li; };
+  return (e) => {
+    switch (e.type) {
+      case 'run.started':
+        add('user', el('strong', {}, e.resumed ? 'Run resumed' : 'Prompt'), e.prompt ? el('pre', {}, e.prompt) : null);
+        break;
+      case 'steer.delivered':
+        add('user', el('strong', {}, 'Steering message'), el('pre', {}, e.text));
+        break;
+      case 'message.delta':
+        if (!text) { text = add('assistant', el('strong', {}, 'Model'), el('pre', {}, '')); }
+        text.querySelector('pre').textContent += e.text;
+        break;
+      case 'message.completed': {
+        const li = text || add('assistant', el('strong', {}, 'Model'), el('pre', {}, ''));
+        li.querySelector('pre').textContent = e.message.content || '';
+        if (e.message.tool_calls && e.message.tool_calls.length) li.append(el('div', { class: 'muted' }, 'asks for ' + e.message.tool_calls.map((c) => c.name).join(', ')));
+        li.append(el('div', { class: 'muted' }, 'turn ' + e.turn + ' · ' + fmtUsage(e.usage) + ' · ' + fmtUSD(e.cost_usd)));
+        text = null;
+        break;
+      }
+      case 'tool.started':
+        add('tool', el('strong', {}, 'Tool ' + e.tool), el('pre', {}, e.args));
+        break;
+      case 'policy.decision':
+        add('policy', el('strong', {}, 'Policy: ' + e.decision.effect), ' ' + (e.decision.rules || []).join(', ') + (e.decision.message ? ' — ' + e.decision.message : ''));
+        break;
+      case 'tool.completed':
+        add('tool', el('strong', {}, e.tool + ' → ' + e.outcome), ' in ' + e.duration + (e.error ? ' — ' + e.error : ''));
+        break;
+      case 'approval.required':
+        add('policy', el('strong', {}, 'Waiting for approval'), ' ' + e.approval.call.name + ': ' + (e.approval.message || ''));
+        break;
+      case 'approval.resolved':
+        add('policy', el('strong', {}, e.approved ? 'Approved' : 'Rejected'), (e.by ? ' by ' + e.by : '') + (e.note ? ': ' + e.note : ''));
+        break;
+      case 'run.completed':
+        add('end', el('strong', {}, 'Run ended: ' + e.stop_reason), ' · ' + e.turns + ' turns · ' + fmtUsage(e.usage) + ' · ' + fmtUSD(e.cost_usd));
+        break;
+      case 'run.failed':
+        add('fail', el('strong', {}, 'Run failed'), ' ' + e.error);
+        break;
+      case 'budget.warning': case 'budget.exceeded':
+        add('policy', el('strong', {}, e.type), ' ' + (e.message || e.id || ''));
+        break;
+      case 'turn.started': case 'model.request': case 'reasoning.delta': case 'tool.progress':
+        break;
+      default:
+        add('', el('span', { class: 'badge' }, e.type));
+    }
+  };
+}
+
+// The session page: its messages as a transcript (prompts, answers, tool
+// calls with their arguments, tool results), each tool call with its
+// policy decision and outcome and each answer with its tokens and cost,
+// from the session's events; refreshed live as events arrive.
+async function showSession(id) {
+  show('session-view');
+  const facts = $('session-facts');
+  const list = $('transcript');
+  facts.replaceChildren();
+  list.replaceChildren();
+  const sid = encodeURIComponent(id);
+  const info = { decision: new Map(), outcome: new Map(), usage: new Map() };
+  const refreshFacts = async () => {
+    const s = await api('GET', '/v1/sessions/' + sid);
+    $('session-title').textContent = 'Session: ' + (s.title || s.id);
+    facts.replaceChildren();
+    const fact = (k, v) => facts.append(el('dt', {}, k), el('dd', {}, v));
+    fact('id', s.id);
+    fact('status', s.status);
+    fact('model', s.model || '-');
+    fact('runs / turns', s.totals.runs + ' / ' + s.totals.turns);
+    fact('tokens', fmtUsage(s.totals.usage));
+    fact('cost', fmtUSD(s.totals.cost_usd));
+    if (s.pending_approval) fact('waiting for', s.pending_approval.tool + ' (see Approvals)');
+  };
+  const render = async () => {
+    await refreshFacts();
+    const out = [];
+    let after = 0;
+    for (;;) {
+      const page = await api('GET', '/v1/sessions/' + sid + '/messages?limit=1000&after=' + after);
+      out.push(...page.messages);
+      if (page.messages.length < 1000) break;
+      after = page.messages[page.messages.length - 1].seq;
+    }
+    list.replaceChildren(...out.map((m) => messageItem(m, info)));
+  };
+  try {
+    await render();
+  } catch (e) {
+    facts.append(el('dd', { class: 'error' }, e.message));
+    return;
+  }
+  let pending = null;
+  const later = () => { if (!pending) pending = setTimeout(() => { pending = null; render().catch(() => {}); }, 150); };
+  sse('/v1/sessions/' + sid + '/events', (ev) => {
+    let e;
+    try { e = JSON.parse(ev.data); } catch (x) { return false; }
+    switch (e.type) {
+      case 'policy.decision': info.decision.set(e.call_id, e.decision); break;
+      case 'tool.completed': info.outcome.set(e.call_id, e); later(); break;
+      case 'message.completed': info.usage.set(e.message.seq, e); later(); break;
+      case 'run.completed': case 'run.failed': case 'approval.required': case 'approval.resolved': case 'steer.delivered': later(); break;
+    }
+    return false;
+  }, viewAbort.signal);
+}
+
+// messageItem renders one stored message of the transcript.
+function messageItem(m, info) {
+  switch (m.role) {
+    case 'user':
+      return el('li', { class: 'user', 'data-seq': String(m.seq) }, el('strong', {}, 'User'), el('pre', {}, m.content || ''));
+    case 'assistant': {
+      const li = el('li', { class: 'assistant', 'data-seq': String(m.seq) }, el('strong', {}, m.failed ? 'No answer' : 'Model'));
+      if (m.content) li.append(el('pre', {}, m.content));
+      if (m.failed) li.append(el('p', { class: 'error' }, m.failed));
+      for (const c of m.tool_calls || []) {
+        li.append(el('div', { class: 'arg-name' }, 'calls ' + c.name), el('pre', { class: 'arg' }, c.arguments));
+      }
+      const u = info.usage.get(m.seq);
+      if (u) li.append(el('div', { class: 'muted' }, 'turn ' + u.turn + ' · ' + fmtUsage(u.usage) + ' · ' + fmtUSD(u.cost_usd)));
+      return li;
+    }
+    case 'tool': {
+      const li = el('li', { class: 'tool', 'data-seq': String(m.seq) });
+      const o = info.outcome.get(m.tool_call_id);
+      li.append(el('strong', {}, (m.tool_name || 'tool') + ' → ' + (o ? o.outcome : (m.is_error ? 'error' : 'ok'))), o ? ' in ' + o.duration : '');
+      const d = info.decision.get(m.tool_call_id);
+      if (d) li.append(el('div', { class: 'policy' }, 'policy: ' + d.effect + ((d.rules || []).length ? ' (' + d.rules.join(', ') + ')' : '') + (d.message ? ' — ' + d.message : '')));
+      if (m.approval) li.append(el('div', { class: 'policy' }, (m.approval.approved ? 'approved' : 'rejected') + (m.approval.by ? ' by ' + m.approval.by : '') + (m.approval.note ? ': ' + m.approval.note : '')));
+      li.append(el('pre', { class: 'result' }, m.content || ''));
+      return li;
+    }
+    default:
+      return el('li', { 'data-seq': String(m.seq) }, el('span', { class: 'badge' }, m.role), el('pre', {}, m.content || ''));
+  }
+}
+
+// ---- routing -------------------------------------------------------------
+
+async function route() {
+  if (viewAbort) viewAbort.abort();
+  viewAbort = new AbortController();
+  cards.clear();
+  $('approvals-list').replaceChildren();
+  if (!key) { show('signin-view'); $('key-input').focus(); return; }
+  const h = location.hash || '#/approvals';
+  if (h.startsWith('#/sessions/')) return showSession(decodeURIComponent(h.slice('#/sessions/'.length)));
+  if (h === '#/sessions') { show('sessions-view'); return loadSessions(false); }
+  return showApprovals();
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('signin-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    key = $('key-input').value.trim();
+    $('key-input').value = '';
+    try {
+      const me = await api('GET', '/v1/whoami');
+      sessionStorage.setItem(KEY, key);
+      $('who').textContent = 'signed in as ' + me.name;
+      $('signin-error').textContent = '';
+      if (!location.hash) location.hash = '#/approvals';
+      route();
+    } catch (e) {
+      key = '';
+      $('signin-error').textContent = 'Sign-in failed: ' + e.message;
+    }
+  });
+  $('signout').addEventListener('click', () => signOut(''));
+  $('status-filter').addEventListener('change', () => loadSessions(false));
+  $('sessions-more').addEventListener('click', () => loadSessions(true));
+  window.addEventListener('hashchange', route);
+  if (key) api('GET', '/v1/whoami').then((me) => { $('who').textContent = 'signed in as ' + me.name; }).catch(() => signOut('Sign in again.'));
+  route();
+});
