@@ -26,6 +26,7 @@ import (
 
 const mcpUsage = `Usage: kernel mcp ls [--json] [flags]
        kernel mcp serve [--http ADDR --token-env NAME] [--events FILE] [flags]
+       kernel mcp import FILE [--write CONFIG] [flags]
 
   ls      connect to the configured MCP servers (tools.mcp) and list each
           one's state and the tools the kernel registered from it
@@ -36,6 +37,12 @@ const mcpUsage = `Usage: kernel mcp ls [--json] [flags]
           streamable HTTP on ADDR with --http (the client must send
           "Authorization: Bearer <token>", the token read from the
           environment variable --token-env, default KERNEL_MCP_TOKEN).
+  import  read an MCP client's server list (the mcpServers format of
+          Claude Desktop's claude_desktop_config.json, Claude Code's
+          .mcp.json, Cursor's mcp.json) and print tools.mcp entries for
+          it, with the grants each needs; --write adds them to CONFIG.
+          Tiers are left to you: every tool is side_effecting until its
+          entry's tiers names it.
 
 See docs/mcp.md.`
 
@@ -48,10 +55,17 @@ func cmdMCP(ctx context.Context, args []string, env *cliEnv) error {
 	addr := fs.String("http", "", "serve: streamable HTTP on `ADDR` (e.g. 127.0.0.1:8931) instead of stdio")
 	tokenEnv := fs.String("token-env", "KERNEL_MCP_TOKEN", "serve --http: the environment variable holding the bearer token clients must send")
 	events := fs.String("events", "", "serve: write every event as a JSON line to `FILE` (- for stderr)")
-	if _, err := parseArgs(fs, args); err != nil {
+	write := fs.String("write", "", "import: add the entries to the tools.mcp of configuration `FILE` (its comments and layout kept) instead of printing them")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
 	switch sub {
+	case "import":
+		if len(pos) != 1 {
+			return usageError("mcp import takes one FILE (a .mcp.json, claude_desktop_config.json or mcp.json)")
+		}
+		return mcpImport(cf, env, pos[0], *write)
 	case "ls":
 		return mcpList(ctx, cf, env, *asJSON)
 	case "serve":
