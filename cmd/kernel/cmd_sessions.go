@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentkernel/agentkernel/internal/progress"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 )
@@ -120,7 +121,11 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 			return errors.New("export needs the badger store")
 		}
 		var buf bytes.Buffer
-		if err := bs.Export(ctx, pos[0], &buf); err != nil {
+		var moved progress.Counter
+		stop := statusLine(env.stderr, "exporting session "+pos[0], &moved)
+		err := bs.Export(ctx, pos[0], moved.Writer(&buf))
+		stop()
+		if err != nil {
 			return err
 		}
 		_ = a.Close() // let go of the store before writing
@@ -143,7 +148,10 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 			defer f.Close()
 			r = f
 		}
-		id, err := bs.Import(ctx, r)
+		var moved progress.Counter
+		stop := statusLine(env.stderr, "importing "+pos[0], &moved)
+		id, err := bs.Import(ctx, moved.Reader(r))
+		stop()
 		if err != nil {
 			return fmt.Errorf("import %s: %w", pos[0], err)
 		}
@@ -173,7 +181,9 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		if !ok {
 			return errors.New("gc needs the badger store")
 		}
+		stop := statusLine(env.stderr, "removing the sessions not updated for "+*olderThan, nil)
 		removed, err := bs.GC(ctx, age)
+		stop()
 		for _, id := range removed {
 			fmt.Fprintln(env.stdout, "removed", id)
 		}

@@ -44,6 +44,9 @@ type app struct {
 	mcp           *mcp.Host
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
+	// stderr is where status lines go (internal/progress: only on a
+	// terminal).
+	stderr io.Writer
 	// serverStore sizes the store for a long-running server (kernel serve).
 	serverStore bool
 	// warnings are load-time notices (capabilities a module asked for and
@@ -71,7 +74,7 @@ func loadApp(ctx context.Context, cf *commonFlags, env *cliEnv, protect bool) (*
 }
 
 func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
-	a := &app{cfg: cfg, tools: kernel.NewRegistry(), log: newLevelLogger(stderr, cfg.logLevel)}
+	a := &app{cfg: cfg, tools: kernel.NewRegistry(), log: newLevelLogger(stderr, cfg.logLevel), stderr: stderr}
 	if err := a.loadTools(ctx); err != nil {
 		a.Close()
 		return nil, err
