@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -64,7 +65,7 @@ func genPolicy(n int, tests, unindexed bool) string {
 }
 
 func benchDecide(b *testing.B, n int, unindexed bool) {
-	p, err := policy.Compile("bench.yaml", []byte(genPolicy(n, false, unindexed)), policy.Options{})
+	p, err := policy.Compile(context.Background(), "bench.yaml", []byte(genPolicy(n, false, unindexed)), policy.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -125,7 +126,7 @@ surfaces:
 	for i := range 5 {
 		src += fmt.Sprintf("    - id: d%d\n      tools: [\"tool%d*\"]\n      when: session.tool_calls[tool.name] > %d\n", i, i, i+10)
 	}
-	p, err := policy.Compile("bench.yaml", []byte(src), policy.Options{})
+	p, err := policy.Compile(context.Background(), "bench.yaml", []byte(src), policy.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -149,13 +150,13 @@ surfaces:
 // test per rule. Target: under 50ms.
 func BenchmarkLoad(b *testing.B) {
 	src := []byte(genPolicy(100, true, false))
-	if _, err := policy.Load("bench.yaml", src, policy.Options{}); err != nil {
+	if _, err := policy.Load(context.Background(), "bench.yaml", src, policy.Options{}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := policy.Load("bench.yaml", src, policy.Options{}); err != nil {
+		if _, err := policy.Load(context.Background(), "bench.yaml", src, policy.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -251,7 +252,7 @@ func BenchmarkLoadRules(b *testing.B) {
 			b.ReportAllocs()
 			cpu0 := testutil.CPUTime()
 			for b.Loop() {
-				if _, err := policy.Load("load.yaml", src, policy.Options{}); err != nil {
+				if _, err := policy.Load(context.Background(), "load.yaml", src, policy.Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -260,4 +261,153 @@ func BenchmarkLoadRules(b *testing.B) {
 			b.ReportMetric(float64(testutil.CPUTime()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// genShape writes a policy of n rules of one shape, for every tool, each
+// with a test that makes it match: "regex" is one regular expression
+// anchored on a literal prefix per command (call.command matches
+// "^cmdN( |$)", what a team generates from an inventory), "equality" one
+// argument value per rule (call.args.ticket == "T-N"), "mixed" the mix of
+// genLoadPolicy.
+func genShape(shape string, n int) string {
+	if shape == "mixed" {
+		return genLoadPolicy(n)
+	}
+	var b, t strings.Builder
+	b.WriteString("name: shape\nrevision: \"1\"\ndefaults: {tool_call: allow}\nrules:\n")
+	for i := range n {
+		when, args := fmt.Sprintf(`call.command matches "^cmd%d( |$)"`, i), fmt.Sprintf("{argv: [cmd%d, x]}", i)
+		if shape == "equality" {
+			when, args = fmt.Sprintf(`call.args.ticket == "T-%d"`, i), fmt.Sprintf("{ticket: T-%d}", i)
+		}
+		fmt.Fprintf(&b, "  - id: r%d\n    effect: deny\n    when: '%s'\n", i, when)
+		fmt.Fprintf(&t, "  - name: r%d\n    input: {call: {tool: run_command, args: %s}}\n    expect: {decision: deny, rules: [r%d]}\n", i, args, i)
+	}
+	return b.String() + "tests:\n" + t.String()
+}
+
+var shapes = []string{"regex", "equality", "mixed"}
+
+// BenchmarkLoadShapes loads policies of 100, 1,000 and 10,000 rules of
+// each shape with a test per rule: uncached (parse, compile, lint and run
+// every test, the first load of a file) and cached (the test cache
+// vouches for the file: parse, compile and lint only, every later start).
+func BenchmarkLoadShapes(b *testing.B) {
+	for _, shape := range shapes {
+		for _, n := range []int{100, 1000, 10000} {
+			src := []byte(genShape(shape, n))
+			for _, cached := range []bool{false, true} {
+				name := fmt.Sprintf("%s/rules=%d/uncached", shape, n)
+				opts := policy.Options{}
+				if cached {
+					name = fmt.Sprintf("%s/rules=%d/cached", shape, n)
+					opts.Cache = &policy.TestCache{Dir: filepath.Join(b.TempDir(), "cache"), Build: "bench"}
+				}
+				b.Run(name, func(b *testing.B) {
+					ctx := context.Background()
+					if _, err := policy.Load(ctx, "shape.yaml", src, opts); err != nil {
+						b.Fatal(err)
+					}
+					b.ReportAllocs()
+					cpu0 := testutil.CPUTime()
+					for b.Loop() {
+						p, err := policy.Load(ctx, "shape.yaml", src, opts)
+						if err != nil || p.TestVerdict().Cached != cached {
+							b.Fatalf("%v (verdict %+v)", err, p.TestVerdict())
+						}
+					}
+					b.ReportMetric(float64(testutil.CPUTime()-cpu0)/float64(b.N), "cpu-ns/op")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkDecideShapes decides, in a running kernel, on a call that one
+// rule of the middle of the file matches, for policies of 100, 1,000 and
+// 10,000 rules of each shape: the index keeps the cost near that of the
+// few rules that can match.
+func BenchmarkDecideShapes(b *testing.B) {
+	for _, shape := range shapes {
+		for _, n := range []int{100, 1000, 10000} {
+			b.Run(fmt.Sprintf("%s/rules=%d", shape, n), func(b *testing.B) {
+				ctx := context.Background()
+				p, err := policy.Compile(ctx, "shape.yaml", []byte(genShape(shape, n)), policy.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				i := n / 2
+				args := fmt.Sprintf(`{"argv":["cmd%d","x"]}`, i)
+				spec := policy.BuiltinSpecs()[5] // run_command
+				switch shape {
+				case "equality":
+					args = fmt.Sprintf(`{"ticket":"T-%d"}`, i)
+				case "mixed":
+					i -= i % 20
+					i += 8 // a ticket rule, for every tool
+					args = fmt.Sprintf(`{"ticket":"T-%d"}`, i)
+				}
+				st := &kernel.State{SessionID: "s", Run: 1, Turn: 1, ToolCounts: map[string]int{}}
+				c, err := kernel.NewCall("c1", spec, []byte(args), st)
+				if err != nil {
+					b.Fatal(err)
+				}
+				want := fmt.Sprintf("r%d", i)
+				if d := p.Decide(ctx, st, c); len(d.Rules) != 1 || d.Rules[0] != want {
+					b.Fatalf("decision = %+v, want rule %s", d, want)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					p.Decide(ctx, st, c)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkDiff re-decides 200 recorded sessions of 50 calls each (and
+// their surfaces) under two versions of a 10,000-rule generated policy,
+// reporting decisions per second (two per call: one per file).
+func BenchmarkDiff(b *testing.B) {
+	ctx := context.Background()
+	old, err := policy.Compile(ctx, "old.yaml", []byte(genShape("regex", 10000)), policy.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	newSrc := strings.Replace(genShape("regex", 10000), `"^cmd7( |$)"`, `"^cmd7( |$|-)"`, 1)
+	newP, err := policy.Compile(ctx, "new.yaml", []byte(newSrc), policy.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sessions []*kernel.Session
+	calls := 0
+	for s := range 200 {
+		sess := &kernel.Session{Meta: kernel.SessionMeta{ID: fmt.Sprintf("s%d", s)}}
+		add := func(m kernel.Message) {
+			m.Seq = uint64(len(sess.Messages) + 1)
+			sess.Messages = append(sess.Messages, m)
+		}
+		add(kernel.Message{Role: kernel.RoleUser, Content: "fix it"})
+		for c := range 50 {
+			id := fmt.Sprintf("c%d", c)
+			add(kernel.Message{Role: kernel.RoleAssistant, ToolCalls: []kernel.ToolCall{{ID: id, Name: "run_command",
+				Arguments: fmt.Sprintf(`{"argv":["cmd%d","x"]}`, (s*50+c)%12000)}}})
+			add(kernel.Message{Role: kernel.RoleTool, ToolCallID: id, ToolName: "run_command", Content: "ok"})
+			calls++
+		}
+		sessions = append(sessions, sess)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		d := policy.NewDiff(old, newP, policy.DiffOptions{Tools: policy.BuiltinSpecs()})
+		for _, s := range sessions {
+			if err := d.Add(ctx, s); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if rep := d.Report(); rep.Calls != calls {
+			b.Fatalf("%d calls re-decided, want %d", rep.Calls, calls)
+		}
+	}
+	b.ReportMetric(float64(2*calls*b.N)/b.Elapsed().Seconds(), "decisions/s")
 }

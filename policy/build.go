@@ -21,7 +21,7 @@ func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
 	p := &Policy{
 		name: doc.Name.V, revision: doc.Revision.V, sha: sha256Hex(src), file: ps.file,
 		lines: ps.lines, opts: opts, specs: newSpecSet(opts.Tools), defSet: -1, setIdx: map[string]int{},
-		tests: doc.Tests,
+		testsDoc: doc.Tests,
 	}
 	if !doc.Name.Set || strings.TrimSpace(doc.Name.V) == "" {
 		ps.add(StageSyntax, 0, 0, "", "name is required")
@@ -59,6 +59,7 @@ func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
 	ids := &idRegistry{ps: ps, seen: map[string]pos{}}
 	p.buildSurfaces(ps, c, doc.Surfaces, ids)
 
+	var jobs []compileJob // the rules' expressions, compiled in parallel
 	for i, rd := range doc.Rules {
 		where, ok := ids.require("rules", i, "rule", rd.ID, rd.At)
 		if !ok {
@@ -90,15 +91,18 @@ func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
 			}
 		}
 		if rd.When.Set {
-			r.when = c.compile(rd.When, where+": when", wantBool, len(doc.Vars))
-			if r.when != nil {
-				r.scope = analyze(r.when.prog.Node())
-			}
+			jobs = append(jobs, compileJob{&r.when, rd.When, where + ": when", wantBool})
 		}
 		if rd.Message.Set {
-			r.message = c.compile(rd.Message, where+": message", wantString, len(doc.Vars))
+			jobs = append(jobs, compileJob{&r.message, rd.Message, where + ": message", wantString})
 		}
 		p.rules = append(p.rules, r)
+	}
+	c.compileAll(jobs, len(doc.Vars))
+	for _, r := range p.rules {
+		if r.when != nil {
+			r.scope = analyze(r.when.prog.Node())
+		}
 	}
 
 	for i, bd := range doc.Budgets {
@@ -131,8 +135,26 @@ func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
 		return p // cancelled: the caller reports that, not what is left
 	}
 	p.lint(ps)
-	p.checkTests(ps)
 	return p
+}
+
+// loadTests decodes the tests: section into p.tests and checks its shape,
+// once; the problems go to ps (when not nil) every time. Compile calls it
+// with the rest of the file; Load only when the tests must run or the file
+// has other problems, so a load the test cache vouches for never decodes
+// the tests (they are a large part of a generated file).
+func (p *Policy) loadTests(ps *problems) {
+	p.testsOnce.Do(func() {
+		local := &problems{file: p.file, lines: p.lines, ctx: nil}
+		if p.testsDoc.node != nil {
+			(&ydec{ps: local}).decode(p.testsDoc.node, reflectValue(&p.tests), p.testsDoc.where)
+		}
+		p.checkTests(local)
+		p.testProblems = local.list
+	})
+	if ps != nil {
+		ps.list = append(ps.list, p.testProblems...)
+	}
 }
 
 func (p *Policy) buildSurfaces(ps *problems, c *compiler, sd *surfacesDoc, ids *idRegistry) {

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
@@ -38,9 +40,7 @@ type compiler struct {
 	consts map[string]constDef
 	vars   []namedExpr
 	varIdx map[string]int
-	// used records the vars and constants some expression refers to.
-	used map[string]bool
-	mu   sync.Mutex // serialises compileSrc
+	mu     sync.Mutex // serialises compileSrc
 	// configs are the expr configurations by resultKind (see config).
 	configs [wantAny + 1]*conf.Config
 	// ctx, when done, makes compile a no-op returning nil: the load is
@@ -49,7 +49,7 @@ type compiler struct {
 }
 
 func newCompiler(ps *problems, doc *fileDoc) *compiler {
-	c := &compiler{ps: ps, ctx: ps.ctx, consts: map[string]constDef{}, vars: doc.Vars, varIdx: map[string]int{}, used: map[string]bool{}}
+	c := &compiler{ps: ps, ctx: ps.ctx, consts: map[string]constDef{}, vars: doc.Vars, varIdx: map[string]int{}}
 	for _, k := range doc.Budget {
 		c.consts[k.Name] = k
 	}
@@ -87,6 +87,63 @@ func (c *compiler) compile(e exprSrc, where string, want resultKind, upto int) *
 	return &program{prog: prog, src: e, where: where}
 }
 
+// compileJob is one expression to compile into *dst.
+type compileJob struct {
+	dst   **program
+	src   exprSrc
+	where string
+	want  resultKind
+}
+
+// parallelJobs is the number of expressions below which compileAll
+// compiles them one after the other.
+const parallelJobs = 512
+
+// compileAll compiles the jobs, with vars below upto visible, on up to
+// GOMAXPROCS goroutines: each has a compiler of its own (expr's
+// configurations cache types as they check, so they cannot be shared),
+// and the problems are reported in the jobs' order, as compiling them one
+// by one would.
+func (c *compiler) compileAll(jobs []compileJob, upto int) {
+	workers := min(runtime.GOMAXPROCS(0), len(jobs)/parallelJobs+1)
+	if workers <= 1 {
+		for _, j := range jobs {
+			*j.dst = c.compile(j.src, j.where, j.want, upto)
+		}
+		return
+	}
+	found := make([][]Problem, len(jobs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		w := c.fork()
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(jobs) {
+					return
+				}
+				j := jobs[i]
+				*j.dst = w.compile(j.src, j.where, j.want, upto)
+				if len(w.ps.list) > 0 {
+					found[i], w.ps.list = w.ps.list, nil
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, ps := range found {
+		c.ps.list = append(c.ps.list, ps...)
+	}
+}
+
+// fork is a compiler for another goroutine: the same file, vars and
+// constants, its own configurations and problem list.
+func (c *compiler) fork() *compiler {
+	return &compiler{ps: &problems{file: c.ps.file, lines: c.ps.lines, ctx: c.ps.ctx}, ctx: c.ctx,
+		consts: c.consts, vars: c.vars, varIdx: c.varIdx}
+}
+
 // exprError is a compile error at a rune offset of the expression.
 type exprError struct {
 	offset int
@@ -98,7 +155,7 @@ func (c *compiler) compileSrc(src string, want resultKind, upto int) (prog *vm.P
 		return nil, []exprError{{0, "the expression is empty"}}
 	}
 	// Explain compiles after the load, possibly from several goroutines:
-	// the configurations and c.used are shared.
+	// the configurations are shared.
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	in := &inliner{c: c, upto: upto}
@@ -215,7 +272,6 @@ func (in *inliner) Visit(node *ast.Node) {
 			in.fail(m.Location(), fmt.Sprintf("unknown budget constant budget.%s (%s)", prop.Value, in.c.constNames()))
 			return
 		}
-		in.c.used["budget."+prop.Value] = true
 		ast.Patch(node, &ast.ConstantNode{Value: k.Value})
 		return
 	}
@@ -228,7 +284,6 @@ func (in *inliner) Visit(node *ast.Node) {
 		in.fail(m.Location(), fmt.Sprintf("v.%s is defined at or after this var; a var may only use the vars before it", prop.Value))
 		return
 	}
-	in.c.used["v."+prop.Value] = true
 	tree, err := parser.Parse(in.c.vars[i].Expr.Src)
 	if err != nil {
 		in.fail(m.Location(), fmt.Sprintf("var %s does not parse", prop.Value))

@@ -14,7 +14,7 @@ import (
 // compileT compiles a policy without requiring tests.
 func compileT(t *testing.T, src string) *Policy {
 	t.Helper()
-	p, err := Compile("t.yaml", []byte(src), Options{})
+	p, err := Compile(context.Background(), "t.yaml", []byte(src), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // every use is reported with its line, column and replacement.
 func TestDeprecatedTurnNames(t *testing.T) {
 	const file = "testdata/deprecated/turn-names.yaml"
-	p, err := policy.LoadFile(file, policy.Options{Tools: policy.BuiltinSpecs()})
+	p, err := policy.LoadFile(context.Background(), file, policy.Options{Tools: policy.BuiltinSpecs()})
 	if err != nil {
 		t.Fatal(err) // Load runs the file's tests: the old names decide as before
 	}
@@ -67,7 +67,7 @@ func TestDeprecatedTurnNames(t *testing.T) {
 // A file without deprecated names reports none, and an input that writes
 // both run and turn is an error.
 func TestDeprecatedNone(t *testing.T) {
-	p, err := policy.LoadFile("../examples/policies/coding.yaml", policy.Options{Tools: policy.BuiltinSpecs()})
+	p, err := policy.LoadFile(context.Background(), "../examples/policies/coding.yaml", policy.Options{Tools: policy.BuiltinSpecs()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,11 @@
 //     inlined: a misspelt field is a compile error, never a silent nil.
 //  3. Lint: duplicate ids, tools that are not registered (Options.Tools),
 //     rules that can never decide anything.
-//  4. Run the file's tests, and require that every rule, select rule, drop
-//     rule and budget is exercised by one.
+//  4. Run the file's tests (in parallel, each evaluating only the rules
+//     the index finds can match its call), and require that every rule,
+//     select rule, drop rule and budget is exercised by one. With
+//     Options.Cache, a file that passed them before, unchanged, under the
+//     same build and tools, skips this step (see TestCache).
 //
 // Only a file that passes all four becomes a *Policy; anything else is a
 // *LoadError listing every problem. A *Policy never changes; a Watcher
@@ -29,5 +32,11 @@
 // deny or ask rule counts as a match (fail closed), in an allow rule as no
 // match. Rules in mode dryrun are evaluated and reported as would_deny or
 // would_ask, and never act. Rules are indexed by the tool names they can
-// apply to, so a decision costs what the applicable rules cost.
+// apply to and by their guards (a first condition of the forms x == c,
+// x in [...], x startsWith "p", x matches "^p..."), so a decision costs
+// what the rules that can match the call cost.
+//
+// Changing a policy (Diff): re-decide recorded sessions under an old and a
+// new file, with the state each call saw, and report the calls and
+// surfaces that change and each file's coverage.
 package policy

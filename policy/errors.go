@@ -73,6 +73,10 @@ func (p Problem) String() string {
 type LoadError struct {
 	File     string
 	Problems []Problem
+	// Unregistered are the tool names the file uses (in rules, drop rules
+	// and conditions) that are not among Options.Tools, in the order of
+	// their first use.
+	Unregistered []string
 }
 
 // Error lists the problems, one per line, each followed by the offending
@@ -114,6 +118,8 @@ type problems struct {
 	lines []string
 	list  []Problem
 	ctx   context.Context // nil: not cancellable; see compiler.compile
+	// unregistered goes to LoadError.Unregistered.
+	unregistered []string
 }
 
 func (ps *problems) add(stage Stage, line, col int, where, format string, a ...any) {
@@ -136,5 +142,5 @@ func (ps *problems) err() error {
 		a, b := ps.list[i], ps.list[j]
 		return a.Line < b.Line || a.Line == b.Line && a.Col < b.Col
 	})
-	return &LoadError{File: ps.file, Problems: ps.list}
+	return &LoadError{File: ps.file, Problems: ps.list, Unregistered: ps.unregistered}
 }

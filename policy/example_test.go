@@ -27,7 +27,7 @@ tests:
       call: {tool: run_command, args: {argv: [git, push, --force]}}
     expect: {decision: deny, rules: [no-force-push]}
 `
-	p, err := policy.Load("example.yaml", []byte(src), policy.Options{})
+	p, err := policy.Load(context.Background(), "example.yaml", []byte(src), policy.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -43,7 +43,8 @@ tests:
 		d := p.Decide(context.Background(), st, call)
 		fmt.Printf("%s %v: %s\n", d.Effect, d.Rules, d.Message)
 	}
-	_ = p.RunTests().Format(os.Stdout, false)
+	rep, _ := p.RunTests(context.Background())
+	_ = rep.Format(os.Stdout, false)
 	// Output:
 	// deny [no-force-push]: force push refused: git push --force origin
 	// allow []: no rule matched; the default is allow
@@ -52,7 +53,7 @@ tests:
 
 func ExampleLoad_error() {
 	src := "name: typo\nrevision: \"1\"\ndefaults: {tool_call: allow}\nrules:\n  - id: shell\n    effect: deny\n    when: tool.nmae == \"run_command\"\n"
-	_, err := policy.Load("typo.yaml", []byte(src), policy.Options{})
+	_, err := policy.Load(context.Background(), "typo.yaml", []byte(src), policy.Options{})
 	fmt.Println(err)
 	// Output:
 	// policy typo.yaml: 1 problem

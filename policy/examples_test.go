@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,11 +18,14 @@ import (
 func TestExamplePolicies(t *testing.T) {
 	for _, file := range fixtures(t, "../examples/policies/*.yaml") {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			p, err := policy.LoadFile(file, policy.Options{Tools: policy.BuiltinSpecs()})
+			p, err := policy.LoadFile(context.Background(), file, policy.Options{Tools: policy.BuiltinSpecs()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep := p.RunTests()
+			rep, err := p.RunTests(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !rep.Passed() || len(rep.Results) < 8 {
 				t.Fatalf("%d tests, passed %t", len(rep.Results), rep.Passed())
 			}

@@ -165,7 +165,7 @@ func (p *Policy) explainCall(m *vm.VM, env *Env, e *toolEntry) *CallExplanation 
 		ce.Derived = append(ce.Derived, p.probe(m, env, f))
 	}
 	tr := p.newTrace()
-	d := p.decide(m, env, e, tr)
+	d := p.decide(m, env, &e.ruleGroups, tr)
 	d.ID, d.EvalTime, d.Revision, d.SHA256 = "", 0, "", ""
 	ce.Decision = d
 	for i, r := range p.rules {

@@ -25,7 +25,72 @@ type fileDoc struct {
 	Surfaces *surfacesDoc `yaml:"surfaces"`
 	Rules    []ruleDoc    `yaml:"rules"`
 	Budgets  []budgetDoc  `yaml:"budgets"`
-	Tests    []testDoc    `yaml:"tests"`
+	Tests    testsDoc     `yaml:"tests"`
+}
+
+// testsDoc is the tests: section, kept as YAML until the tests are needed:
+// a load the test cache vouches for never decodes them (see
+// Policy.loadTests).
+type testsDoc struct {
+	node  *yaml.Node // the list; nil when absent
+	where string
+}
+
+func (t *testsDoc) decodeNode(d *ydec, n *yaml.Node, where string) {
+	if isNull(n) {
+		return
+	}
+	if n = d.resolve(n); n.Kind != yaml.SequenceNode {
+		d.errAt(n, where, "expected a list, got %s", kindName(n))
+		return
+	}
+	t.node, t.where = n, where
+}
+
+// count is the number of tests, without decoding them.
+func (t *testsDoc) count() int {
+	if t.node == nil {
+		return 0
+	}
+	return len(t.node.Content)
+}
+
+// deprecatedInputs finds the tests whose input uses the deprecated turn:
+// section, from the YAML (so that a load that does not decode the tests
+// still reports them): each test's name and where its turn: section is.
+func (t *testsDoc) deprecatedInputs() (names []string, at []pos) {
+	if t.node == nil {
+		return nil, nil
+	}
+	resolve := func(n *yaml.Node) *yaml.Node {
+		for n != nil && n.Kind == yaml.AliasNode {
+			n = n.Alias
+		}
+		return n
+	}
+	field := func(m *yaml.Node, key string) *yaml.Node {
+		if m = resolve(m); m == nil || m.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if k := resolve(m.Content[i]); k != nil && k.Kind == yaml.ScalarNode && k.Value == key {
+				return resolve(m.Content[i+1])
+			}
+		}
+		return nil
+	}
+	for _, test := range t.node.Content {
+		turn := field(field(test, "input"), "turn")
+		if turn == nil || isNull(turn) {
+			continue
+		}
+		name := ""
+		if n := field(test, "name"); n != nil {
+			name = n.Value
+		}
+		names, at = append(names, name), append(at, posOf(turn))
+	}
+	return names, at
 }
 
 type defaultsDoc struct {

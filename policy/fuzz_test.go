@@ -29,7 +29,7 @@ func FuzzLoad(f *testing.F) {
 	specs := policy.BuiltinSpecs()
 	st := &kernel.State{Run: 1, Turn: 2, Prompt: "fix it", ToolCounts: map[string]int{"read_file": 3}}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := policy.Load("fuzz.yaml", data, policy.Options{})
+		p, err := policy.Load(context.Background(), "fuzz.yaml", data, policy.Options{})
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error")

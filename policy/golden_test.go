@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
@@ -46,7 +47,7 @@ func fixtures(t *testing.T, pattern string) []string {
 func TestLoadErrorsGolden(t *testing.T) {
 	for _, file := range fixtures(t, "testdata/errors/*.yaml") {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			_, err := policy.LoadFile(file, policy.Options{Tools: policy.BuiltinSpecs()})
+			_, err := policy.LoadFile(context.Background(), file, policy.Options{Tools: policy.BuiltinSpecs()})
 			if err == nil {
 				t.Fatal("a broken policy loaded")
 			}
@@ -70,7 +71,10 @@ func TestPolicyTestGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			ok := policy.TestFiles(&out, tc.files, policy.Options{}, tc.verbose)
+			ok, err := policy.TestFiles(context.Background(), &out, tc.files, policy.Options{}, tc.verbose)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if ok != tc.ok {
 				t.Errorf("TestFiles = %t, want %t", ok, tc.ok)
 			}
@@ -93,7 +97,7 @@ func TestExplainGolden(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: the first line must be # policy: FILE", file)
 			}
-			p, err := policy.CompileFile(filepath.Join("testdata/explain", polFile), policy.Options{})
+			p, err := policy.CompileFile(context.Background(), filepath.Join("testdata/explain", polFile), policy.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -112,7 +112,7 @@ func (h *harness) toolMessages(t *testing.T, session string) []kernel.Message {
 func loadExample(t *testing.T, name string, ws *workspace, opts policy.Options) *policy.Policy {
 	t.Helper()
 	opts.Tools = ws.reg.Specs()
-	p, err := policy.LoadFile("../examples/policies/"+name, opts)
+	p, err := policy.LoadFile(context.Background(), "../examples/policies/"+name, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ tests:
     input: {call: {tool: write_file, args: {path: a}}}
     expect: {decision: allow, would_ask: [would-ask-writes]}
 `
-	pol, err := policy.Load("dry.yaml", []byte(src), policy.Options{Tools: ws.reg.Specs()})
+	pol, err := policy.Load(context.Background(), "dry.yaml", []byte(src), policy.Options{Tools: ws.reg.Specs()})
 	if err != nil {
 		t.Fatal(err)
 	}

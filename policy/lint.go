@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -47,12 +49,10 @@ func (p *Policy) lintDeprecated() {
 		}
 	}
 	p.eachProgram(check)
-	for i := range p.tests {
-		t := &p.tests[i]
-		if t.Input.Turn.At.Line > 0 {
-			p.deprecated = append(p.deprecated, p.problem(StageDeprecated, t.Input.Turn.At, "test "+quote(t.Name.V),
-				"input.turn is deprecated: write input.run (round is turn, max_rounds is max_turns)"))
-		}
+	names, at := p.testsDoc.deprecatedInputs()
+	for i, name := range names {
+		p.deprecated = append(p.deprecated, p.problem(StageDeprecated, at[i], "test "+quote(name),
+			"input.turn is deprecated: write input.run (round is turn, max_rounds is max_turns)"))
 	}
 	sort.SliceStable(p.deprecated, func(i, j int) bool {
 		a, b := p.deprecated[i], p.deprecated[j]
@@ -69,6 +69,9 @@ type deprecatedUse struct {
 // deprecatedUses finds the env's deprecated names in src: turn.<field>,
 // and turn used on its own.
 func deprecatedUses(src string) []deprecatedUse {
+	if !strings.Contains(src, "turn") {
+		return nil // the common case, without parsing
+	}
 	tree, err := parser.Parse(src)
 	if err != nil {
 		return nil
@@ -122,6 +125,13 @@ func (p *Policy) registeredList() string {
 
 func (p *Policy) lintToolNames(ps *problems) {
 	reg := p.registered()
+	var uses []toolUse
+	unregistered := func(name string, at pos, where string) {
+		uses = append(uses, toolUse{name, at, where})
+		if p.opts.ToolsFrom == "" {
+			ps.at(StageLint, at, where, "tool %q is not registered (%s)", name, p.registeredList())
+		}
+	}
 	checkGlobs := func(globs []string, at pos, where string) {
 		for _, g := range globs {
 			if reg[g] {
@@ -133,7 +143,7 @@ func (p *Policy) lintToolNames(ps *problems) {
 				}
 				continue
 			}
-			ps.at(StageLint, at, where, "tool %q is not registered (%s)", g, p.registeredList())
+			unregistered(g, at, where)
 		}
 	}
 	checkExpr := func(pr *program) {
@@ -142,10 +152,11 @@ func (p *Policy) lintToolNames(ps *problems) {
 		}
 		for _, lit := range toolLiterals(pr.prog.Node()) {
 			if !reg[lit.name] {
-				ps.at(StageLint, exprPos(p.lines, pr.src, lit.loc.From), pr.where, "tool %q is not registered (%s)", lit.name, p.registeredList())
+				unregistered(lit.name, exprPos(p.lines, pr.src, lit.loc.From), pr.where)
 			}
 		}
 	}
+	defer func() { p.reportUnregistered(ps, uses) }()
 	// Surface sets may name tools that are not registered: a policy is
 	// shared by deployments with different plugins, and a name that offers
 	// nothing fails safe (the tool is not offered). Rules and drops are
@@ -181,6 +192,59 @@ func (p *Policy) eachProgram(fn func(*program)) {
 		fn(b.stop)
 		fn(b.msg)
 	}
+}
+
+// toolUse is a tool name the file uses at a place.
+type toolUse struct {
+	name  string
+	at    pos
+	where string
+}
+
+// reportUnregistered records the names the file uses that are not
+// registered (LoadError.Unregistered) and, when the registered tools are a
+// stand-in (Options.ToolsFrom), reports them in one problem that names
+// each once, with where it is used, and the way to check the file against
+// the tools of its deployment: the per-use problems would only repeat that
+// the stand-in lacks them.
+func (p *Policy) reportUnregistered(ps *problems, uses []toolUse) {
+	if len(uses) == 0 {
+		return
+	}
+	slices.SortStableFunc(uses, func(a, b toolUse) int { return cmp.Or(a.at.Line-b.at.Line, a.at.Col-b.at.Col) })
+	var names []string
+	places := map[string][]string{}
+	for _, u := range uses {
+		if _, seen := places[u.name]; !seen {
+			names = append(names, u.name)
+		}
+		place := strings.TrimSuffix(strings.TrimSuffix(u.where, ": when"), ": tools")
+		if l := places[u.name]; len(l) == 0 || l[len(l)-1] != place {
+			places[u.name] = append(l, place)
+		}
+	}
+	ps.unregistered = names
+	if p.opts.ToolsFrom == "" {
+		return
+	}
+	var b strings.Builder
+	has := "which register no tools"
+	if regd := sortedKeys(p.registered()); len(regd) > 0 {
+		has = "which register " + strings.Join(regd, ", ")
+	}
+	if len(names) == 1 {
+		fmt.Fprintf(&b, "tool %s is not registered by %s (%s): ", names[0], p.opts.ToolsFrom, has)
+	} else {
+		fmt.Fprintf(&b, "%d tools are not registered by %s (%s): ", len(names), p.opts.ToolsFrom, has)
+	}
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s (%s)", n, strings.Join(places[n], ", "))
+	}
+	b.WriteString(". Check the file against the configuration of the deployment that registers them: --config FILE")
+	ps.at(StageLint, uses[0].at, "tools", "%s", b.String())
 }
 
 func matchesAnyName(glob string, names map[string]bool) bool {

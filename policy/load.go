@@ -5,20 +5,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
 // LoadFile reads and loads a policy file; see Load.
-func LoadFile(path string, opts Options) (*Policy, error) {
-	return LoadFileContext(context.Background(), path, opts)
-}
-
-// LoadFileContext is LoadFile, stopping with ctx's error when ctx is done.
-func LoadFileContext(ctx context.Context, path string, opts Options) (*Policy, error) {
+func LoadFile(ctx context.Context, path string, opts Options) (*Policy, error) {
 	src, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return LoadContext(ctx, path, src, opts)
+	return Load(ctx, path, src, opts)
 }
 
 func readFile(path string) ([]byte, error) {
@@ -38,25 +34,15 @@ func readFile(path string) ([]byte, error) {
 // Policy only when all of that succeeds; otherwise a *LoadError listing
 // every problem with its file:line:col (matching ErrSyntax, ErrCompile,
 // ErrLint or ErrTestsFailed). name is the file name used in messages.
-func Load(name string, src []byte, opts Options) (*Policy, error) {
-	return LoadContext(context.Background(), name, src, opts)
-}
-
-// LoadContext is Load, cancellable: when ctx is done it stops compiling
-// or testing within a few expressions and returns an error that matches
-// ctx's (context.Canceled or context.DeadlineExceeded) and names the file.
-// The kernel's CLI cancels it on SIGINT and SIGTERM.
-func LoadContext(ctx context.Context, name string, src []byte, opts Options) (*Policy, error) {
-	p, ps, err := compileContext(ctx, name, src, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := ps.err(); err != nil {
-		return nil, err
-	}
-	rep, err := p.RunTestsContext(ctx)
-	if err != nil {
-		return nil, cancelled(name, "testing", err)
+//
+// When ctx is done it stops compiling or testing within a few expressions
+// and returns an error that matches ctx's (context.Canceled or
+// context.DeadlineExceeded) and names the file. The kernel's CLI cancels
+// it on SIGINT and SIGTERM.
+func Load(ctx context.Context, name string, src []byte, opts Options) (*Policy, error) {
+	p, ps, rep, err := compileAndTest(ctx, name, src, opts)
+	if err != nil || rep == nil { // rep nil: the cache vouched for the file
+		return p, err
 	}
 	for _, t := range rep.Results {
 		for _, f := range t.Failures {
@@ -73,16 +59,15 @@ func LoadContext(ctx context.Context, name string, src []byte, opts Options) (*P
 // Compile parses, compiles and lints src without running its tests (and so
 // without the test-coverage lint). Use it to run the tests yourself
 // (RunTests) or to explain inputs against a policy under construction; do
-// not give its result to a kernel.
-func Compile(name string, src []byte, opts Options) (*Policy, error) {
-	return CompileContext(context.Background(), name, src, opts)
-}
-
-// CompileContext is Compile, stopping with ctx's error when ctx is done.
-func CompileContext(ctx context.Context, name string, src []byte, opts Options) (*Policy, error) {
+// not give its result to a kernel. It stops with ctx's error when ctx is
+// done.
+func Compile(ctx context.Context, name string, src []byte, opts Options) (*Policy, error) {
 	p, ps, err := compileContext(ctx, name, src, opts)
 	if err != nil {
 		return nil, err
+	}
+	if p != nil {
+		p.loadTests(ps)
 	}
 	if err := ps.err(); err != nil {
 		return nil, err
@@ -91,18 +76,12 @@ func CompileContext(ctx context.Context, name string, src []byte, opts Options) 
 }
 
 // CompileFile reads and compiles a policy file; see Compile.
-func CompileFile(path string, opts Options) (*Policy, error) {
-	return CompileFileContext(context.Background(), path, opts)
-}
-
-// CompileFileContext is CompileFile, stopping with ctx's error when ctx
-// is done.
-func CompileFileContext(ctx context.Context, path string, opts Options) (*Policy, error) {
+func CompileFile(ctx context.Context, path string, opts Options) (*Policy, error) {
 	src, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return CompileContext(ctx, path, src, opts)
+	return Compile(ctx, path, src, opts)
 }
 
 // compileContext parses, compiles and lints src. The error is only ever
@@ -140,43 +119,96 @@ func cancelled(name, stage string, err error) error {
 // CheckFile is `kernel policy check`: it compiles and lints the file,
 // including the lint that needs the tests run (rules no test exercises),
 // but does not report test failures (that is `kernel policy test`). The
-// error is a *LoadError.
-func CheckFile(path string, opts Options) error {
-	return CheckFileContext(context.Background(), path, opts)
+// error is a *LoadError, or ctx's when ctx is done. It returns the
+// compiled policy when the check passes (its Deprecated uses, its
+// TestVerdict). With Options.Cache, a file the cache vouches for is not
+// tested again, and a file that passes every test is remembered.
+func CheckFile(ctx context.Context, path string, opts Options) (*Policy, error) {
+	src, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p, _, rep, err := compileAndTest(ctx, path, src, opts)
+	if err != nil {
+		return nil, err
+	}
+	if rep != nil && len(rep.Untested) > 0 {
+		return nil, &LoadError{File: path, Problems: rep.Untested}
+	}
+	return p, nil
 }
 
-// CheckFileContext is CheckFile, stopping with ctx's error when ctx is
-// done.
-func CheckFileContext(ctx context.Context, path string, opts Options) error {
-	p, err := CompileFileContext(ctx, path, opts)
+// compileAndTest is what Load and CheckFile share: parse, compile and lint
+// src, then run its tests unless Options.Cache vouches for it (rep is then
+// nil). err is a *LoadError listing every problem of the file but the
+// tests' failures (those are in rep), or ctx's. The tests are decoded only
+// when they run or the file has other problems to report with theirs.
+func compileAndTest(ctx context.Context, name string, src []byte, opts Options) (p *Policy, ps *problems, rep *TestReport, err error) {
+	p, ps, err = compileContext(ctx, name, src, opts)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	rep, err := p.RunTestsContext(ctx)
+	if len(ps.list) > 0 {
+		if p != nil {
+			p.loadTests(ps)
+		}
+		return nil, nil, nil, ps.err()
+	}
+	rep, err = p.testUnlessCached(ctx, ps)
 	if err != nil {
-		return cancelled(path, "testing", err)
+		return nil, nil, nil, err
 	}
-	if len(rep.Untested) > 0 {
-		return &LoadError{File: path, Problems: rep.Untested}
+	return p, ps, rep, nil
+}
+
+// testUnlessCached runs the file's tests unless Options.Cache vouches for
+// it (the report is then nil), records how in p.verdict, and remembers a
+// file that passed. The tests are decoded (into ps's problems) only when
+// they run.
+func (p *Policy) testUnlessCached(ctx context.Context, ps *problems) (*TestReport, error) {
+	p.verdict = TestVerdict{Tests: p.testsDoc.count()}
+	key, c := "", p.opts.Cache
+	if c != nil {
+		if z := p.zoneDependent(); z != "" {
+			p.verdict.CacheNote = fmt.Sprintf("test cache not used: the file's tests depend on the machine's time zone (%s)", z)
+		} else if k, ok := c.cacheKey(p.sha, p.opts.Tools); !ok {
+			p.verdict.CacheNote = "test cache not used: the kernel's build cannot be identified"
+		} else {
+			key = k
+			hit, note := c.lookup(key, p.testsDoc.count())
+			if hit {
+				p.verdict.Cached = true
+				return nil, nil
+			}
+			p.verdict.CacheNote = note
+		}
 	}
-	return nil
+	if p.loadTests(ps); len(ps.list) > 0 {
+		return nil, ps.err()
+	}
+	start := time.Now()
+	rep, err := p.RunTests(ctx)
+	if err != nil {
+		return nil, cancelled(p.file, "testing", err)
+	}
+	p.verdict.Evaluated, p.verdict.Elapsed = rep.Evaluated, time.Since(start)
+	if key != "" && rep.Passed() {
+		if note := c.store(key, p); note != "" {
+			p.verdict.CacheNote = note
+		}
+	}
+	return rep, nil
 }
 
 // TestFiles is `kernel policy test FILE...`: for each file it compiles the
 // policy and runs its tests, writing go-test-like output to w. It reports
-// whether every file compiled and passed.
-func TestFiles(w io.Writer, paths []string, opts Options, verbose bool) bool {
-	ok, _ := TestFilesContext(context.Background(), w, paths, opts, verbose)
-	return ok
-}
-
-// TestFilesContext is TestFiles, stopping when ctx is done: the error is
-// then ctx's (wrapped, naming the file), and the files after it are not
-// tested.
-func TestFilesContext(ctx context.Context, w io.Writer, paths []string, opts Options, verbose bool) (bool, error) {
+// whether every file compiled and passed. When ctx is done it stops: the
+// error is then ctx's (wrapped, naming the file), and the files after it
+// are not tested.
+func TestFiles(ctx context.Context, w io.Writer, paths []string, opts Options, verbose bool) (bool, error) {
 	ok := true
 	for _, path := range paths {
-		p, err := CompileFileContext(ctx, path, opts)
+		p, err := CompileFile(ctx, path, opts)
 		if err != nil && ctx.Err() != nil {
 			return false, err
 		}
@@ -185,7 +217,7 @@ func TestFilesContext(ctx context.Context, w io.Writer, paths []string, opts Opt
 			fmt.Fprintf(w, "%v\nFAIL\t%s\t[does not compile]\n", err, path)
 			continue
 		}
-		rep, err := p.RunTestsContext(ctx)
+		rep, err := p.RunTests(ctx)
 		if err != nil {
 			return false, cancelled(path, "testing", err)
 		}

@@ -51,7 +51,7 @@ func TestLoadCancelled(t *testing.T) {
 	// How often a whole load asks: the compiler once per expression, the
 	// tests once per 64 tests and at the end.
 	count := newCancelAfter(1 << 62)
-	if _, err := policy.LoadContext(count, "big.yaml", src, policy.Options{}); err != nil {
+	if _, err := policy.Load(count, "big.yaml", src, policy.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	total := count.checks.Load()
@@ -71,9 +71,9 @@ func TestLoadCancelled(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := newCancelAfter(tc.after)
-			p, err := policy.LoadContext(ctx, "big.yaml", src, policy.Options{})
+			p, err := policy.Load(ctx, "big.yaml", src, policy.Options{})
 			if p != nil || !errors.Is(err, context.Canceled) {
-				t.Fatalf("LoadContext = (policy: %t), %v; want no policy and context.Canceled", p != nil, err)
+				t.Fatalf("Load = (policy: %t), %v; want no policy and context.Canceled", p != nil, err)
 			}
 			if !strings.Contains(err.Error(), "policy big.yaml: "+tc.stage) {
 				t.Fatalf("error %q does not say %q", err, tc.stage)
@@ -97,26 +97,26 @@ func TestEveryEntryPointCancels(t *testing.T) {
 	cancel()
 	var out strings.Builder
 	calls := map[string]func() error{
-		"LoadFileContext": func() error { _, err := policy.LoadFileContext(ctx, path, policy.Options{}); return err },
-		"CompileFileContext": func() error {
-			_, err := policy.CompileFileContext(ctx, path, policy.Options{})
+		"LoadFile": func() error { _, err := policy.LoadFile(ctx, path, policy.Options{}); return err },
+		"CompileFile": func() error {
+			_, err := policy.CompileFile(ctx, path, policy.Options{})
 			return err
 		},
-		"CheckFileContext": func() error { return policy.CheckFileContext(ctx, path, policy.Options{}) },
-		"TestFilesContext": func() error {
-			_, err := policy.TestFilesContext(ctx, &out, []string{path}, policy.Options{}, false)
+		"CheckFile": func() error { _, err := policy.CheckFile(ctx, path, policy.Options{}); return err },
+		"TestFiles": func() error {
+			_, err := policy.TestFiles(ctx, &out, []string{path}, policy.Options{}, false)
 			return err
 		},
-		"NewWatcherContext": func() error {
-			_, err := policy.NewWatcherContext(ctx, policy.WatcherConfig{Path: path})
+		"NewWatcher": func() error {
+			_, err := policy.NewWatcher(ctx, policy.WatcherConfig{Path: path})
 			return err
 		},
-		"RunTestsContext": func() error {
-			p, err := policy.CompileFile(path, policy.Options{})
+		"RunTests": func() error {
+			p, err := policy.CompileFile(context.Background(), path, policy.Options{})
 			if err != nil {
 				return err
 			}
-			_, err = p.RunTestsContext(ctx)
+			_, err = p.RunTests(ctx)
 			return err
 		},
 	}
@@ -126,7 +126,7 @@ func TestEveryEntryPointCancels(t *testing.T) {
 		}
 	}
 	if out.Len() > 0 {
-		t.Errorf("TestFilesContext wrote results of a cancelled run:\n%s", out.String())
+		t.Errorf("TestFiles wrote results of a cancelled run:\n%s", out.String())
 	}
 }
 
@@ -142,7 +142,7 @@ func TestReloadCancelled(t *testing.T) {
 	}
 	write(strings.Replace(genLoadPolicy(20), `revision: "1"`, `revision: "old"`, 1))
 	var events []policy.ReloadEvent
-	w, err := policy.NewWatcher(policy.WatcherConfig{Path: path, OnReload: func(e policy.ReloadEvent) { events = append(events, e) }})
+	w, err := policy.NewWatcher(context.Background(), policy.WatcherConfig{Path: path, OnReload: func(e policy.ReloadEvent) { events = append(events, e) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +150,8 @@ func TestReloadCancelled(t *testing.T) {
 	write(strings.Replace(genLoadPolicy(200), `revision: "1"`, `revision: "new"`, 1))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := w.ReloadContext(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("ReloadContext = %v, want context.Canceled", err)
+	if err := w.Reload(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Reload = %v, want context.Canceled", err)
 	}
 	if got := w.Policy().Revision(); got != "old" {
 		t.Fatalf("after a cancelled reload the revision is %q, want old", got)
@@ -159,7 +159,7 @@ func TestReloadCancelled(t *testing.T) {
 	if len(events) != 1 || !errors.Is(events[0].Err, context.Canceled) || events[0].Revision != "old" {
 		t.Fatalf("events = %+v", events)
 	}
-	if err := w.Reload(); err != nil {
+	if err := w.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := w.Policy().Revision(); got != "new" {

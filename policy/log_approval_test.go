@@ -34,7 +34,7 @@ tests:
 	}
 	var buf bytes.Buffer
 	redact := func(s string) string { return strings.ReplaceAll(s, "hunter2", "[REDACTED]") }
-	w, err := policy.NewWatcherContext(context.Background(), policy.WatcherConfig{Path: path, Options: policy.Options{Log: policy.NewDecisionLog(&buf, redact)}})
+	w, err := policy.NewWatcher(context.Background(), policy.WatcherConfig{Path: path, Options: policy.Options{Log: policy.NewDecisionLog(&buf, redact)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestInputToolSection(t *testing.T) {
 	if in.Spec.Tier != kernel.TierPrivileged || in.Spec.Source != "mcp:fs" || len(in.Spec.Tags) != 1 || in.Spec.Tags[0] != "net" {
 		t.Fatalf("spec = %+v", in.Spec)
 	}
-	p, err := policy.Compile("p.yaml", []byte("name: p\nrevision: \"1\"\ndefaults: {tool_call: allow}\nrules:\n  - id: priv\n    effect: deny\n    when: tool.tier == \"privileged\" && tool.source == \"mcp:fs\" && \"net\" in tool.tags\n"), policy.Options{})
+	p, err := policy.Compile(context.Background(), "p.yaml", []byte("name: p\nrevision: \"1\"\ndefaults: {tool_call: allow}\nrules:\n  - id: priv\n    effect: deny\n    when: tool.tier == \"privileged\" && tool.source == \"mcp:fs\" && \"net\" in tool.tags\n"), policy.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,23 +69,23 @@ func TestInputToolSection(t *testing.T) {
 }
 
 func TestCheckFile(t *testing.T) {
-	if err := policy.CheckFile("../examples/policies/coding.yaml", policy.Options{Tools: policy.BuiltinSpecs()}); err != nil {
+	if _, err := policy.CheckFile(context.Background(), "../examples/policies/coding.yaml", policy.Options{Tools: policy.BuiltinSpecs()}); err != nil {
 		t.Fatal(err)
 	}
 	// check reports what lint finds, including untested rules...
-	err := policy.CheckFile("testdata/errors/untested.yaml", policy.Options{})
+	_, err := policy.CheckFile(context.Background(), "testdata/errors/untested.yaml", policy.Options{})
 	var le *policy.LoadError
 	if !errors.As(err, &le) || len(le.Problems) != 4 || !errors.Is(err, policy.ErrLint) {
 		t.Fatalf("CheckFile(untested) = %v", err)
 	}
 	// ...but test failures are for `policy test`.
-	if err := policy.CheckFile("testdata/errors/failing-test.yaml", policy.Options{}); err != nil {
+	if _, err := policy.CheckFile(context.Background(), "testdata/errors/failing-test.yaml", policy.Options{}); err != nil {
 		t.Fatalf("CheckFile(failing tests) = %v", err)
 	}
-	if err := policy.CheckFile("testdata/errors/misspelt-field.yaml", policy.Options{}); !errors.Is(err, policy.ErrCompile) || errors.Is(err, policy.ErrLint) {
+	if _, err := policy.CheckFile(context.Background(), "testdata/errors/misspelt-field.yaml", policy.Options{}); !errors.Is(err, policy.ErrCompile) || errors.Is(err, policy.ErrLint) {
 		t.Fatalf("CheckFile(misspelt) = %v", err)
 	}
-	if err := policy.CheckFile("testdata/nope.yaml", policy.Options{}); err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+	if _, err := policy.CheckFile(context.Background(), "testdata/nope.yaml", policy.Options{}); err == nil || !strings.Contains(err.Error(), "nope.yaml") {
 		t.Fatalf("CheckFile(missing) = %v", err)
 	}
 }
@@ -101,7 +102,7 @@ func TestLoadErrorSentinels(t *testing.T) {
 		{"failing-test", policy.ErrTestsFailed},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			_, err := policy.LoadFile("testdata/errors/"+tc.file+".yaml", policy.Options{})
+			_, err := policy.LoadFile(context.Background(), "testdata/errors/"+tc.file+".yaml", policy.Options{})
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("error = %v, want %v", err, tc.want)
 			}
@@ -113,7 +114,7 @@ func TestLoadErrorSentinels(t *testing.T) {
 		})
 	}
 	big := make([]byte, policy.MaxFileSize+1)
-	if _, err := policy.Load("big.yaml", big, policy.Options{}); !errors.Is(err, policy.ErrSyntax) {
+	if _, err := policy.Load(context.Background(), "big.yaml", big, policy.Options{}); !errors.Is(err, policy.ErrSyntax) {
 		t.Fatalf("oversized file: %v", err)
 	}
 }
@@ -124,7 +125,7 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk ful
 
 func TestDecisionLogWriteError(t *testing.T) {
 	log := policy.NewDecisionLog(failingWriter{}, nil)
-	p, err := policy.LoadFile("../examples/policies/coding.yaml", policy.Options{Log: log})
+	p, err := policy.LoadFile(context.Background(), "../examples/policies/coding.yaml", policy.Options{Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestWatcherIgnoresUnchangedContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	rl := newReloads()
-	w, err := policy.NewWatcher(policy.WatcherConfig{Path: path, OnReload: rl.on, Debounce: 10 * time.Millisecond})
+	w, err := policy.NewWatcher(context.Background(), policy.WatcherConfig{Path: path, OnReload: rl.on, Debounce: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,5 +176,32 @@ func TestWatcherIgnoresUnchangedContent(t *testing.T) {
 	}
 	if e := rl.next(t); e.Revision != "2" || e.Err != nil {
 		t.Fatalf("first reload = %+v, want revision 2", e)
+	}
+}
+
+// TestUnregisteredToolsOnce: against a stand-in for a deployment's tools
+// (the CLI's embedded defaults), the tools a file uses that are missing
+// are one problem naming each tool once with the rules that use it, not
+// a problem per rule; against a deployment's own tools, each use is
+// reported where it is.
+func TestUnregisteredToolsOnce(t *testing.T) {
+	defaults := policy.BuiltinSpecs()[:3] // read_file, list_dir, search
+	ctx := context.Background()
+	_, err := policy.LoadFile(ctx, "../examples/policies/coding.yaml", policy.Options{Tools: defaults, ToolsFrom: "the embedded defaults"})
+	var le *policy.LoadError
+	if !errors.As(err, &le) {
+		t.Fatalf("err = %v", err)
+	}
+	if len(le.Problems) != 1 || strings.Count(err.Error(), "run_command") != 1 ||
+		!strings.Contains(err.Error(), `3 tools are not registered by the embedded defaults (which register list_dir, read_file, search): run_command (rule "no-rm-rf", rule "no-force-push", rule "no-hard-reset"); write_file (rule "writes-outside-src"); edit_file (rule "writes-outside-src")`) ||
+		!strings.Contains(err.Error(), "--config FILE") {
+		t.Fatalf("err = %v", err)
+	}
+	if !slices.Equal(le.Unregistered, []string{"run_command", "write_file", "edit_file"}) {
+		t.Fatalf("Unregistered = %v", le.Unregistered)
+	}
+	_, err = policy.LoadFile(ctx, "../examples/policies/coding.yaml", policy.Options{Tools: defaults})
+	if !errors.As(err, &le) || len(le.Problems) != 5 || len(le.Unregistered) != 3 {
+		t.Fatalf("without ToolsFrom: %v", err)
 	}
 }

@@ -23,9 +23,24 @@ type Options struct {
 	// (tier, tags, schema). Nil skips the name check; tests then use
 	// BuiltinSpecs for the built-in tool names.
 	Tools []kernel.ToolSpec
+	// ToolsFrom, when set, says Tools are a stand-in for a deployment's
+	// tools and names them for messages: the CLI's "the embedded
+	// defaults" when no configuration is given. The tools the file uses
+	// that they do not register are then reported in one problem, each
+	// name once, that says to check against the configuration that
+	// registers them, instead of once per use.
+	ToolsFrom string
 	// Log, when non-nil, receives every decision Decide makes (not those
 	// of tests, explain or replay).
 	Log *DecisionLog
+	// Cache, when set, remembers the files that passed their tests, so
+	// that loading one again skips them (see TestCache). Nil runs the
+	// tests on every load.
+	Cache *TestCache
+	// Progress, when set, is called about every 100ms while the file's
+	// tests run, from the goroutine that runs them, and once more when
+	// they end. The CLI shows it on a terminal.
+	Progress func(TestProgress)
 }
 
 // Policy is a loaded, compiled, linted and tested policy file. It
@@ -50,9 +65,16 @@ type Policy struct {
 	selects     []*selectRule
 	drops       []*dropRule
 	budgets     []*budgetDef
-	tests       []testDoc
+	// testsDoc is the tests: section as written; tests the decoded tests,
+	// and testProblems what decoding and checking them found (loadTests).
+	testsDoc     testsDoc
+	testsOnce    sync.Once
+	tests        []testDoc
+	testProblems []Problem
 	// deprecated are the uses of deprecated names (see Deprecated).
 	deprecated []Problem
+
+	verdict TestVerdict // how Load passed the tests
 
 	entries  sync.Map // tool name → *toolEntry
 	nEntries atomic.Int64
@@ -133,20 +155,31 @@ func (p *Policy) File() string { return p.file }
 const maxEntries = 4096
 
 // toolEntry is what the policy precomputes for one tool name: the rules
-// that can apply to it, its surface sets and drop rules, and how to find
-// its paths and command.
+// that can apply to it and their index, its surface sets and drop rules,
+// and how to find its paths and command.
 type toolEntry struct {
-	ex                       atomic.Pointer[extractor]
-	dryrun, deny, ask, allow []*rule
-	inSet                    []bool
-	drops                    []*dropRule
+	ex atomic.Pointer[extractor]
+	// rules are every rule that applies to the tool, in file order (what
+	// explain shows, and what the index's candidates are a subset of);
+	// ruleGroups the same rules grouped.
+	rules []*rule
+	ruleGroups
+	// idx finds the candidates for a call; nil when no rule that applies
+	// to the tool has a guard (every rule then runs).
+	idx   *entryIndex
+	inSet []bool
+	drops []*dropRule
 }
 
 func (p *Policy) entry(name string) *toolEntry {
 	if e, ok := p.entries.Load(name); ok {
 		return e.(*toolEntry)
 	}
-	e := entryOf(p.rulesFor(name))
+	e := &toolEntry{rules: p.rulesFor(name)}
+	groupRules(&e.ruleGroups, e.rules)
+	if p.rindex != nil {
+		e.idx = p.rindex.newEntryIndex(name)
+	}
 	e.inSet = make([]bool, len(p.sets))
 	for i, s := range p.sets {
 		e.inSet[i] = s.has(name)
@@ -286,7 +319,7 @@ func (p *Policy) Decide(_ context.Context, st *kernel.State, c *kernel.Call) ker
 	e := p.entry(c.Tool().Name)
 	env, m := borrow(st)
 	env.fillCall(c, e.extractor(c.Tool().Schema))
-	d := p.decide(m, env, e, nil)
+	d := p.decideIndexed(m, env, e)
 	giveBack(env, m)
 	d.ID = kernel.NewID()
 	d.EvalTime = time.Since(start)
@@ -296,7 +329,26 @@ func (p *Policy) Decide(_ context.Context, st *kernel.State, c *kernel.Call) ker
 	return d
 }
 
-func (p *Policy) decide(m *vm.VM, env *Env, e *toolEntry, tr *trace) kernel.Decision {
+// decideIndexed decides on the call in env, evaluating only the rules the
+// index finds can match it. A rule it leaves out would have evaluated to
+// false without an error, so the decision is the one evaluating every
+// rule that applies to the tool gives (FuzzIndexedDecision holds it to
+// that).
+func (p *Policy) decideIndexed(m *vm.VM, env *Env, e *toolEntry) kernel.Decision {
+	if e.idx == nil {
+		return p.decide(m, env, &e.ruleGroups, nil)
+	}
+	pr := probePool.Get().(*probe)
+	groupRules(&pr.groups, e.idx.candidates(p.rindex, m, env, pr))
+	d := p.decide(m, env, &pr.groups, nil)
+	probePool.Put(pr)
+	return d
+}
+
+// decide decides on the call in env with the rules of e (every rule that
+// could match it). With a trace it evaluates every rule of e; without one,
+// it stops once a group (deny, then ask, then allow) has matched.
+func (p *Policy) decide(m *vm.VM, env *Env, e *ruleGroups, tr *trace) kernel.Decision {
 	d := kernel.Decision{Revision: p.revision, SHA256: p.sha}
 	for _, r := range e.dryrun {
 		if ok, _ := p.match(m, r, env, tr); ok {

@@ -141,7 +141,7 @@ func (p *Policy) redecide(m *vm.VM, st *kernel.State, rc *ReplayedCall, tc kerne
 		env := new(Env)
 		env.fillState(st)
 		env.fillCall(call, e.extractor(spec.Schema))
-		d := p.decide(m, env, e, nil)
+		d := p.decideIndexed(m, env, e)
 		rc.Now, rc.Rules, rc.Message = d.Effect, d.Rules, d.Message
 	}
 	rc.Changed = rc.Was != "" && rc.Was != rc.Now

@@ -87,23 +87,18 @@ type Watcher struct {
 // ErrWatcherClosed is returned by Start after Close.
 var ErrWatcherClosed = errors.New("policy watcher closed")
 
-// NewWatcher loads cfg.Path and returns a Watcher serving it.
-func NewWatcher(cfg WatcherConfig) (*Watcher, error) {
-	return NewWatcherContext(context.Background(), cfg)
-}
-
-// NewWatcherContext is NewWatcher with a cancellable initial load: when
-// ctx is done it returns ctx's error (see LoadContext). ctx is not kept;
-// reloads from Start are cancelled by Close, and ReloadContext takes its
-// own.
-func NewWatcherContext(ctx context.Context, cfg WatcherConfig) (*Watcher, error) {
+// NewWatcher loads cfg.Path and returns a Watcher serving it. The initial
+// load is cancellable: when ctx is done it returns ctx's error (see Load).
+// ctx is not kept; reloads from Start are cancelled by Close, and Reload
+// takes its own.
+func NewWatcher(ctx context.Context, cfg WatcherConfig) (*Watcher, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("policy watcher: WatcherConfig.Path is required")
 	}
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = 150 * time.Millisecond
 	}
-	p, err := LoadFileContext(ctx, cfg.Path, cfg.Options)
+	p, err := LoadFile(ctx, cfg.Path, cfg.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -138,14 +133,9 @@ func (w *Watcher) Budget(ctx context.Context, st *kernel.State, phase kernel.Bud
 
 // Reload loads the file now and swaps it in when it loads. It returns the
 // load error (the previous policy then stays in force) and reports the
-// attempt to OnReload either way.
-func (w *Watcher) Reload() error {
-	return w.ReloadContext(context.Background())
-}
-
-// ReloadContext is Reload, abandoned with ctx's error when ctx is done
-// (the previous policy stays in force).
-func (w *Watcher) ReloadContext(ctx context.Context) error {
+// attempt to OnReload either way. It is abandoned with ctx's error when
+// ctx is done (the previous policy stays in force).
+func (w *Watcher) Reload(ctx context.Context) error {
 	return w.reload(ctx, "request", false)
 }
 
@@ -161,7 +151,7 @@ func (w *Watcher) reload(ctx context.Context, trigger string, onlyIfChanged bool
 		prev := w.lastSHA
 		w.lastSHA = sum
 		var p *Policy
-		if p, err = LoadContext(ctx, w.cfg.Path, src, w.cfg.Options); err == nil {
+		if p, err = Load(ctx, w.cfg.Path, src, w.cfg.Options); err == nil {
 			w.cur.Store(p)
 		} else if ctx.Err() != nil {
 			w.lastSHA = prev // not tried to the end: a later change retries it

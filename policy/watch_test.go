@@ -97,7 +97,7 @@ func TestWatcherHotReloadUnderKernel(t *testing.T) {
 	}
 	ws := newWorkspace(t)
 	rl := newReloads()
-	w, err := policy.NewWatcher(policy.WatcherConfig{Path: path, Options: policy.Options{Tools: ws.reg.Specs()}, OnReload: rl.on, Debounce: 20 * time.Millisecond})
+	w, err := policy.NewWatcher(context.Background(), policy.WatcherConfig{Path: path, Options: policy.Options{Tools: ws.reg.Specs()}, OnReload: rl.on, Debounce: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestWatcherReloadOnRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	rl := newReloads()
-	w, err := policy.NewWatcher(policy.WatcherConfig{Path: path, OnReload: rl.on})
+	w, err := policy.NewWatcher(context.Background(), policy.WatcherConfig{Path: path, OnReload: rl.on})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestWatcherReloadOnRequest(t *testing.T) {
 	if err := os.WriteFile(path, []byte(brokenPolicy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Reload(); !errors.Is(err, policy.ErrCompile) {
+	if err := w.Reload(context.Background()); !errors.Is(err, policy.ErrCompile) {
 		t.Fatalf("Reload of a broken file = %v", err)
 	}
 	if e := rl.next(t); e.Err == nil || e.Trigger != "request" || w.Policy().Revision() != "1" {
@@ -185,7 +185,7 @@ func TestWatcherReloadOnRequest(t *testing.T) {
 	if err := os.WriteFile(path, []byte(makePolicy("2", true)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Reload(); err != nil {
+	if err := w.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if e := rl.next(t); e.Err != nil || e.Revision != "2" || w.Policy().Revision() != "2" {
@@ -204,10 +204,10 @@ func TestNewWatcherRefusesABadFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(brokenPolicy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := policy.NewWatcher(policy.WatcherConfig{Path: path}); !errors.Is(err, policy.ErrCompile) {
+	if _, err := policy.NewWatcher(context.Background(), policy.WatcherConfig{Path: path}); !errors.Is(err, policy.ErrCompile) {
 		t.Fatalf("NewWatcher = %v", err)
 	}
-	if _, err := policy.NewWatcher(policy.WatcherConfig{Path: filepath.Join(t.TempDir(), "missing.yaml")}); err == nil {
+	if _, err := policy.NewWatcher(context.Background(), policy.WatcherConfig{Path: filepath.Join(t.TempDir(), "missing.yaml")}); err == nil {
 		t.Fatal("NewWatcher of a missing file succeeded")
 	}
 }
@@ -221,7 +221,7 @@ func TestWatcherHammer(t *testing.T) {
 	if err := os.WriteFile(path, []byte(makePolicy("allow", false)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w, err := policy.NewWatcher(policy.WatcherConfig{Path: path})
+	w, err := policy.NewWatcher(context.Background(), policy.WatcherConfig{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestWatcherHammer(t *testing.T) {
 		if err := os.WriteFile(path, []byte(makePolicy(rev, deny)), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Reload(); err != nil {
+		if err := w.Reload(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}

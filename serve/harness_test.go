@@ -117,7 +117,7 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 	if err := reg.Register(append(tools, o.tools...)...); err != nil {
 		t.Fatal(err)
 	}
-	pw, err := policy.NewWatcherContext(context.Background(), policy.WatcherConfig{Path: "testdata/policy.yaml", Options: policy.Options{Tools: reg.Specs()}})
+	pw, err := policy.NewWatcher(context.Background(), policy.WatcherConfig{Path: "testdata/policy.yaml", Options: policy.Options{Tools: reg.Specs()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func writeConfigShow(w io.Writer, cfg *Config) error {
 // newToolsApp is an app with only the tools loaded, exactly as newApp
 // loads them: what the policy commands check names against.
 func newToolsApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
-	a := &app{cfg: cfg, tools: kernel.NewRegistry(), log: newLevelLogger(stderr, cfg.logLevel)}
+	a := &app{cfg: cfg, tools: kernel.NewRegistry(), log: newLevelLogger(stderr, cfg.logLevel), stderr: stderr}
 	if err := a.loadTools(ctx); err != nil {
 		a.Close()
 		return nil, err

@@ -48,6 +48,8 @@ type Config struct {
 	storeDir string
 	// policyFile is --policy, which wins over policy.file.
 	policyFile string
+	// policyNoCache is --no-cache: run the policy's tests on every load.
+	policyNoCache bool
 	// layers are the files considered, in order (cmd_config.go).
 	layers []configLayer
 	// modelNameSet is true when a file sets model.name.

@@ -27,6 +27,7 @@ type commonFlags struct {
 	fallbacks stringList
 	store     string
 	policy    string
+	noCache   bool
 	logLevel  oneOf
 	// workspaceID is the identity a resumed session recorded for its
 	// workspace (resume): the built-in tools refuse another directory.
@@ -47,6 +48,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.Var(&c.idle, "model-idle-timeout", "end a model stream that sends nothing for this long, e.g. 30s (model.idle_timeout)")
 	fs.Var(&c.fallbacks, "fallback", "fallback model `NAME`, tried when the model is unavailable; repeatable (model.fallbacks)")
 	fs.StringVar(&c.policy, "policy", "", "policy `FILE` (policy.file; see docs/policy.md)")
+	fs.BoolVar(&c.noCache, "no-cache", false, "run the policy's tests even when the test cache vouches for the file")
 	fs.StringVar(&c.store, "store", "", "session store `DIR` (store.dir; default $XDG_DATA_HOME/agentkernel)")
 	c.logLevel.allowed = logLevels
 	fs.Var(&c.logLevel, "log-level", "log `LEVEL` on stderr: "+strings.Join(logLevels, ", ")+" (default $KERNEL_LOG, else warn)")
@@ -89,6 +91,7 @@ func (c *commonFlags) load() (*Config, error) {
 	if c.policy != "" {
 		cfg.policyFile = absPath(c.policy)
 	}
+	cfg.policyNoCache = c.noCache
 	if c.store != "" {
 		cfg.storeDir = absPath(c.store)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
@@ -105,7 +106,7 @@ func (a *app) watchConfig() error {
 					a.reloadHooks()
 				}
 				if a.policyWatcher != nil {
-					_ = a.policyWatcher.Reload() // its event reports the outcome
+					_ = a.policyWatcher.Reload(context.Background()) // its event reports the outcome
 				}
 			case e, ok := <-events:
 				if !ok {

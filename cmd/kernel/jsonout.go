@@ -79,7 +79,7 @@ func policyTests(ctx context.Context, paths []string, opts policy.Options) (out 
 	out = []policyTestJSON{}
 	for _, path := range paths {
 		f := policyTestJSON{File: path, Tests: []policyTestCase{}}
-		p, err := policy.CompileFileContext(ctx, path, opts)
+		p, err := policy.CompileFile(ctx, path, opts)
 		if err != nil && ctx.Err() != nil {
 			return nil, false, err
 		}
@@ -88,7 +88,7 @@ func policyTests(ctx context.Context, paths []string, opts policy.Options) (out 
 			out = append(out, f)
 			continue
 		}
-		rep, err := p.RunTestsContext(ctx)
+		rep, err := p.RunTests(ctx)
 		if err != nil {
 			return nil, false, fmt.Errorf("policy %s: cancelled while testing: %w", path, err)
 		}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"path/filepath"
+	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/policy"
@@ -42,7 +45,15 @@ func (a *app) loadPolicy(ctx context.Context) error {
 	if err != nil || pc.File == "" {
 		return err
 	}
-	opts := policy.Options{Tools: a.tools.Specs()}
+	opts := policyOptions(a.cfg, a.tools.Specs())
+	// The initial load may show its progress; reloads, while the kernel
+	// runs, do not draw on the terminal.
+	progress, initial := progressLine(a.stderr), true
+	opts.Progress = func(p policy.TestProgress) {
+		if initial && progress != nil {
+			progress(p)
+		}
+	}
 	if pc.DecisionLog != "" {
 		f, err := openPrivate(pc.DecisionLog, true) // an existing log may be wider: narrowed to 0600
 		if err != nil {
@@ -51,10 +62,19 @@ func (a *app) loadPolicy(ctx context.Context) error {
 		a.closers = append(a.closers, f.Close)
 		opts.Log = policy.NewDecisionLog(f, a.redact)
 	}
-	w, err := policy.NewWatcherContext(ctx, policy.WatcherConfig{Path: pc.File, Options: opts,
+	start := time.Now()
+	w, err := policy.NewWatcher(ctx, policy.WatcherConfig{Path: pc.File, Options: opts,
 		OnReload: func(e policy.ReloadEvent) { a.emit(e.Event()) }})
+	initial = false
 	if err != nil {
 		return policyCancelled(err)
+	}
+	if v := w.Policy().TestVerdict(); a.log != nil {
+		if v.CacheNote != "" {
+			a.log.Warn("policy test cache", "file", pc.File, "note", v.CacheNote)
+		}
+		a.log.Info("policy loaded", "file", pc.File, "tests", v.Tests, "cached", v.Cached,
+			"evaluated", v.Evaluated, "tests_took", v.Elapsed, "load_took", time.Since(start))
 	}
 	if pc.Watch == nil || *pc.Watch {
 		if err := w.Start(); err != nil {
@@ -72,6 +92,52 @@ func (a *app) loadPolicy(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// policyOptions are the options every policy load of the CLI uses: the
+// registered tools (named as the embedded defaults' when no configuration
+// file was read) and, unless --no-cache, the test cache in the user's
+// cache directory.
+func policyOptions(cfg *Config, tools []kernel.ToolSpec) policy.Options {
+	opts := policy.Options{Tools: tools}
+	if len(cfg.files) == 0 {
+		opts.ToolsFrom = "the embedded defaults"
+	}
+	if !cfg.policyNoCache {
+		opts.Cache = &policy.TestCache{Dir: filepath.Join(cacheDir(), "policy")}
+	}
+	return opts
+}
+
+// progressLine returns what shows a policy's tests' progress on w: one
+// status line, redrawn, once the tests have run for progressAfter, and
+// cleared when they end. It is nil when w is not a terminal (scripts see
+// nothing).
+func progressLine(w io.Writer) func(policy.TestProgress) {
+	if !isTerminal(w) {
+		return nil
+	}
+	return drawProgress(w)
+}
+
+// progressAfter is how long a policy's tests run before their progress
+// shows.
+const progressAfter = 2 * time.Second
+
+func drawProgress(w io.Writer) func(policy.TestProgress) {
+	shown, last := false, -1
+	return func(p policy.TestProgress) {
+		switch {
+		case p.End:
+			if shown {
+				fmt.Fprint(w, "\r\x1b[K")
+				shown, last = false, -1
+			}
+		case p.Elapsed >= progressAfter && p.Done != last:
+			fmt.Fprintf(w, "\r\x1b[Kpolicy %s: testing %d/%d", filepath.Base(p.File), p.Done, p.Total)
+			shown, last = true, p.Done
+		}
+	}
 }
 
 // emit sends an event that does not come from the kernel (a policy reload)

@@ -161,6 +161,10 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 	if pc, err := cfg.policyConfig(); err == nil {
 		add(pc.File, "the policy")
 		add(pc.DecisionLog, "the decision log")
+		if pc.File != "" && !cfg.policyNoCache {
+			// An entry there lets a policy load without its tests.
+			add(filepath.Join(cacheDir(), "policy"), "the policy test cache")
+		}
 	} else {
 		return nil, err
 	}

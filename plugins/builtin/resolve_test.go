@@ -50,7 +50,7 @@ func TestSymlinkPathsTriggerRules(t *testing.T) {
 			if err := reg.Register(tools...); err != nil {
 				t.Fatal(err)
 			}
-			pol, err := policy.LoadFile("../../examples/policies/coding.yaml", policy.Options{Tools: reg.Specs()})
+			pol, err := policy.LoadFile(context.Background(), "../../examples/policies/coding.yaml", policy.Options{Tools: reg.Specs()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -160,6 +160,18 @@ func (s *Store) Import(ctx context.Context, r io.Reader) (id string, err error) 
 	return id, nil
 }
 
+// ReadExport reads and checks a session written by Export, as Import does,
+// without storing it: `kernel policy diff --exports DIR` re-decides the
+// sessions of a directory of exports. A problem is an *ImportError naming
+// the line.
+func ReadExport(ctx context.Context, r io.Reader) (*kernel.Session, error) {
+	h, msgs, err := parseExport(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &kernel.Session{Meta: h.Meta, Messages: msgs, Pending: h.Pending}, nil
+}
+
 // parseExport reads and checks an export.
 func parseExport(ctx context.Context, r io.Reader) (exportHeader, []kernel.Message, error) {
 	var h exportHeader
