@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -96,21 +95,24 @@ func mcpList(ctx context.Context, cf *commonFlags, env *cliEnv, asJSON bool) err
 		enc.SetIndent("", "  ")
 		return enc.Encode(servers)
 	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	var rows [][]string
 	for _, s := range servers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.State, s.Transport, s.Target)
+		rows = append(rows, []string{s.Name, string(s.State), s.Transport, s.Target})
 		for _, t := range s.Tools {
 			hints := "-"
 			if len(t.Hints) > 0 {
 				hints = "hints: " + strings.Join(t.Hints, ",")
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.Name, t.Tier, hints, clip(firstLine(t.Description), 50))
+			rows = append(rows, []string{"  " + t.Name, string(t.Tier), hints, clip(firstLine(t.Description), 50)})
 		}
 		for _, p := range s.Problems {
-			fmt.Fprintf(tw, "  %s\tLEFT OUT\t%s\t\n", p.Tool, clip(p.Reason, 60))
+			rows = append(rows, []string{"  " + p.Tool, "LEFT OUT", clip(p.Reason, 60), ""})
 		}
 	}
-	return tw.Flush()
+	// On a terminal the long cells are cut to fit (`kernel mcp ls --json`
+	// has them whole).
+	_, err = writeTable(env.stdout, rows, terminalWidth(env.stdout), 3, 2)
+	return err
 }
 
 // MCPServeConfig is the mcp_serve section of kernel.yaml.
