@@ -6,25 +6,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentkernel/agentkernel/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe for the line's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestNotATerminalIsSilent(t *testing.T) {
 	var b bytes.Buffer
@@ -39,7 +23,7 @@ func TestNotATerminalIsSilent(t *testing.T) {
 }
 
 func TestLineShownThenErased(t *testing.T) {
-	var b syncBuffer
+	var b testutil.SyncBuffer
 	shown := make(chan struct{})
 	var once sync.Once
 	l := start(&b, time.Millisecond, func(el time.Duration) string {
@@ -56,7 +40,7 @@ func TestLineShownThenErased(t *testing.T) {
 }
 
 func TestQuickWorkShowsNothing(t *testing.T) {
-	var b syncBuffer
+	var b testutil.SyncBuffer
 	l := start(&b, time.Hour, func(time.Duration) string { return "never" })
 	l.Stop()
 	if b.String() != "" {
