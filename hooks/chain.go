@@ -22,6 +22,10 @@ type Options struct {
 	// layers the operator accepts to run without (kernel.yaml's
 	// sandbox.allow_missing).
 	AllowMissing []sandbox.Layer
+	// Known are the secrets the process holds: every scrubber of the chain
+	// redacts them first, and tool results lose them even when the
+	// scrubber is disabled (see KnownSecrets).
+	Known *KnownSecrets
 }
 
 // Chain is the configured hooks as one reloadable kernel.Hook: the
@@ -154,13 +158,18 @@ func (comp *compiled) build(next kernel.Handler) kernel.Handler {
 func compile(cfg Config, opts Options) (*compiled, error) {
 	var errs []error
 	comp := &compiled{cfg: cfg}
-	s, err := NewScrubber(cfg.Scrubber)
+	sc := cfg.Scrubber
+	sc.Known = opts.Known
+	s, err := NewScrubber(sc)
 	if err != nil {
 		errs = append(errs, err)
 	} else {
 		comp.scrubber = s
-		if enabled(cfg.Scrubber.Enabled) {
+		switch {
+		case enabled(cfg.Scrubber.Enabled):
 			comp.scrub = s
+		case opts.Known != nil:
+			comp.scrub = s.onlyKnown() // the held secrets, still
 		}
 	}
 	head, tail, err := cfg.OutputLimit.limits()

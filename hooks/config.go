@@ -52,6 +52,10 @@ type ScrubberConfig struct {
 	// AllowPatterns are Go regular expressions of text that is never
 	// redacted: a finding inside a match is dropped.
 	AllowPatterns []string `yaml:"allow_patterns" json:"allow_patterns,omitempty"`
+	// Known are the exact secrets the process holds, redacted first and
+	// always (see KnownSecrets); nil for none. Not configuration: the
+	// program that reads the secrets sets it.
+	Known *KnownSecrets `yaml:"-" json:"-"`
 }
 
 // OutputLimitConfig configures the built-in output limiter: a result longer

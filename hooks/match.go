@@ -34,6 +34,9 @@ type Env struct {
 	Session string `expr:"session"`
 	Run     int    `expr:"run"`
 	Turn    int    `expr:"turn"`
+	// Corrections counts the text tool protocol's corrections sent in the
+	// run so far.
+	Corrections int `expr:"corrections"`
 	// Approved is true when a human approved the call.
 	Approved bool `expr:"approved"`
 	// Result and IsError are the result so far (after hooks; empty before).
@@ -57,7 +60,7 @@ func envFor(c *kernel.Call, phase Phase, res *kernel.Result, err error) *Env {
 	}
 	if c.State() != nil {
 		st := c.State()
-		e.Session, e.Run, e.Turn = st.SessionID, st.Run, st.Turn
+		e.Session, e.Run, e.Turn, e.Corrections = st.SessionID, st.Run, st.Turn, st.Corrections
 	}
 	if res != nil {
 		e.Result, e.IsError = res.Content, res.IsError || err != nil

@@ -29,7 +29,10 @@ type Finding struct {
 }
 
 // Scrubber finds credentials in text and replaces them with Redacted (or
-// RedactedHighEntropy). Its detectors, in order:
+// RedactedHighEntropy). Before any detector, the values of its
+// KnownSecrets (the keys the process holds) are redacted wherever they
+// occur; allow patterns and placeholder shapes never keep one. Its
+// detectors, in order:
 //
 //  1. private key blocks (-----BEGIN ... PRIVATE KEY----- to the matching
 //     END line, or to the end of the text when the END line is missing);
@@ -66,12 +69,16 @@ type Scrubber struct {
 	entropy bool
 	extra   []*regexp.Regexp
 	allow   []*regexp.Regexp
+	known   *KnownSecrets
+	// knownOnly: only the known secrets are redacted (a chain whose
+	// scrubber is disabled for tool results).
+	knownOnly bool
 }
 
 // NewScrubber compiles a scrubber. Enabled is not consulted: a Scrubber
 // always scrubs. A bad pattern is a *ConfigError naming it.
 func NewScrubber(cfg ScrubberConfig) (*Scrubber, error) {
-	s := &Scrubber{entropy: cfg.HighEntropy == nil || *cfg.HighEntropy}
+	s := &Scrubber{entropy: cfg.HighEntropy == nil || *cfg.HighEntropy, known: cfg.Known}
 	var errs []error
 	for i, p := range cfg.ExtraPatterns {
 		re, err := compilePattern(p)
@@ -109,8 +116,24 @@ func compilePattern(p string) (*regexp.Regexp, error) {
 	return re, nil
 }
 
-// Find returns the credentials in text, sorted and not overlapping.
+// onlyKnown returns a scrubber that redacts only s's known secrets.
+func (s *Scrubber) onlyKnown() *Scrubber { return &Scrubber{known: s.known, knownOnly: true} }
+
+// Find returns the credentials in text, sorted and not overlapping: the
+// known secrets, and what the detectors find.
 func (s *Scrubber) Find(text string) []Finding {
+	known := s.known.find(text)
+	if s.knownOnly || len(known) == 0 {
+		if s.knownOnly {
+			return known
+		}
+		return s.detect(text)
+	}
+	return merge(append(known, s.detect(text)...))
+}
+
+// detect runs the detectors.
+func (s *Scrubber) detect(text string) []Finding {
 	f := finder{text: text}
 	f.privateKeys()
 	f.urlCredentials()
@@ -215,7 +238,7 @@ func merge(in []Finding) []Finding {
 		if x.End > last.End {
 			last.End = x.End
 		}
-		if last.Class == ClassHighEntropy && x.Class != ClassHighEntropy {
+		if last.Class == ClassHighEntropy && x.Class != ClassHighEntropy || x.Class == ClassKnownSecret {
 			last.Class = x.Class
 		}
 	}
@@ -239,9 +262,19 @@ func (s *Scrubber) ScrubLines(text string) string {
 }
 
 func (s *Scrubber) scrub(text string, keepLines bool) (string, int) {
-	found := s.Find(text)
+	// The known secrets go first: what the detectors see next no longer
+	// holds them, so nothing they decide can keep one.
+	known := 0
+	if kf := s.known.find(text); len(kf) > 0 {
+		text, _ = replace(text, kf, keepLines)
+		known = len(kf)
+	}
+	if s.knownOnly {
+		return text, known
+	}
+	found := s.detect(text)
 	if len(found) == 0 {
-		return text, 0
+		return text, known
 	}
 	out, marks := replace(text, found, keepLines)
 	total := len(found)
@@ -252,7 +285,7 @@ func (s *Scrubber) scrub(text string, keepLines bool) (string, int) {
 		inner := lineWindows(out, marks, 1)
 		var more []Finding
 		for _, w := range lineWindows(out, marks, 2) {
-			for _, x := range s.Find(out[w[0]:w[1]]) {
+			for _, x := range s.detect(out[w[0]:w[1]]) {
 				x.Start, x.End = x.Start+w[0], x.End+w[0]
 				if overlapsAny(x, inner) {
 					more = append(more, x)
@@ -265,7 +298,7 @@ func (s *Scrubber) scrub(text string, keepLines bool) (string, int) {
 		out, marks = replace(out, more, keepLines)
 		total += len(more)
 	}
-	return out, total
+	return out, total + known
 }
 
 // maxPasses bounds Scrub's rescans; two are enough in practice.

@@ -92,6 +92,13 @@ type Config struct {
 	// SessionContext, when set, is recorded in every new session's
 	// metadata.
 	SessionContext *SessionContext
+	// ToolProtocols says, by model name, how each model is offered tools
+	// (see ToolProtocol); a model not in it takes them natively.
+	ToolProtocols map[string]ToolProtocol
+	// MaxCorrections bounds the text-protocol corrections of one run
+	// (default DefaultMaxCorrections); the next violation stops the run
+	// with StopToolProtocol.
+	MaxCorrections int
 }
 
 // Kernel runs the agent loop. It is safe for concurrent use by runs of
@@ -110,6 +117,9 @@ type Kernel struct {
 	// realClock: Config.Now is time.Now, so one reading serves both as a
 	// timestamp and, with its monotonic part, for durations.
 	realClock bool
+	// protos are the models that do not take tools natively only.
+	protos         map[string]protoSetup
+	maxCorrections int
 }
 
 // New checks cfg and builds a Kernel.
@@ -145,7 +155,18 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.MaxConcurrentTools < 0 {
 		return nil, errors.New("kernel: Config.MaxConcurrentTools must not be negative")
 	}
-	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), calib: new(calibration), realClock: realClock}
+	protos, err := setupProtocols(cfg.ToolProtocols)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxCorrections < 0 {
+		return nil, errors.New("kernel: Config.MaxCorrections must not be negative")
+	}
+	if cfg.MaxCorrections == 0 {
+		cfg.MaxCorrections = DefaultMaxCorrections
+	}
+	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), calib: new(calibration), realClock: realClock,
+		protos: protos, maxCorrections: cfg.MaxCorrections}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
 		h = cfg.Hooks[i](h)

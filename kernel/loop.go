@@ -16,6 +16,9 @@ type run struct {
 	meta    SessionMeta
 	pending *Approval
 	isNew   bool
+	// corrected: the last generation broke the text tool protocol and was
+	// corrected; another violation now stops the run.
+	corrected bool
 	// wasRunning: the stored status was running when the session was
 	// opened (a run was interrupted or the process stopped); see Continue.
 	wasRunning bool
@@ -167,6 +170,13 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 		if err != nil {
 			return r.fail(ctx, err)
 		}
+		if resp.text != nil && resp.text.violation != nil {
+			if res, err, stop := r.correct(ctx, resp, tools); stop {
+				return res, err
+			}
+			continue
+		}
+		r.corrected = false
 		final := len(resp.Message.ToolCalls) == 0
 		if final {
 			r.meta.Status = StatusIdle
@@ -413,8 +423,11 @@ func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
 		return r.done(ctx, StopCancelled, "")
 	}
 	r.res.StopReason = StopError
-	if errors.Is(err, ErrEmptyResponse) {
+	switch {
+	case errors.Is(err, ErrEmptyResponse):
 		r.res.StopReason = StopEmptyResponse
+	case errors.Is(err, ErrToolProtocol):
+		r.res.StopReason = StopToolProtocol
 	}
 	r.settle()
 	if r.meta.Status != StatusFailed {

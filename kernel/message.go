@@ -50,9 +50,43 @@ type Message struct {
 	// they answer, are kept in the session but left out of requests, so
 	// the next prompt never follows another user message.
 	Failed string `json:"failed,omitempty"`
+	// Protocol is set on the messages of the text tool protocol (see
+	// ToolProtocol) and nil on every other message (a pointer, so that
+	// messages without it stay as small as they were).
+	Protocol *ProtocolNote `json:"protocol,omitempty"`
 	// Approval is set on the tool message that answers a call a human
 	// decided: the decision and who made it.
 	Approval *ApprovalRecord `json:"approval,omitempty"`
+}
+
+// ProtocolNote is what a message of the text tool protocol carries beside
+// its content. Like its message, it never changes once in a history.
+type ProtocolNote struct {
+	// Raw is an assistant message exactly as the model wrote it: Content
+	// is then the text before its first call, and ToolCalls the calls read
+	// from it. Requests in text mode send Raw back verbatim.
+	Raw string `json:"raw,omitempty"`
+	// Correction marks a user message the kernel wrote to correct a
+	// violation of the protocol; it holds the violation's kind
+	// (toolproto.Kind). Such a message does not start a run.
+	Correction string `json:"correction,omitempty"`
+}
+
+// RawText is the answer as the model wrote it (Protocol.Raw), or "".
+func (m *Message) RawText() string {
+	if m.Protocol == nil {
+		return ""
+	}
+	return m.Protocol.Raw
+}
+
+// CorrectionKind is the violation a kernel-written correction answers
+// (Protocol.Correction), or "".
+func (m *Message) CorrectionKind() string {
+	if m.Protocol == nil {
+		return ""
+	}
+	return m.Protocol.Correction
 }
 
 // ApprovalRecord is how a pending approval was decided, recorded with the

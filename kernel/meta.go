@@ -58,6 +58,10 @@ type SessionContext struct {
 	// Script is the scripted provider's script.
 	Script *RecordedFile `json:"script,omitempty"`
 	Store  string        `json:"store,omitempty"`
+	// ToolProtocol and ToolFormat are the tool protocol and format the
+	// session was started with on the command line, if any.
+	ToolProtocol string `json:"tool_protocol,omitempty"`
+	ToolFormat   string `json:"tool_format,omitempty"`
 }
 
 // FileID identifies a file or directory on its host: its device and inode

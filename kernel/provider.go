@@ -51,6 +51,9 @@ type Response struct {
 	FinishReason string
 	// Model is the model that answered, when the provider reports it.
 	Model string
+
+	// text is set by the loop for an answer read with the text protocol.
+	text *textAnswer
 }
 
 // ProviderError is a failed model call. Retryable says whether the same
@@ -74,7 +77,9 @@ func (e *ProviderError) Error() string {
 		s += fmt.Sprintf(": HTTP %d", e.StatusCode)
 	}
 	if e.Code != "" {
-		s += " " + e.Code
+		// In parentheses: "invalid_api_key: Incorrect ..." would read as a
+		// credential assignment to a scrubber.
+		s += " (" + e.Code + ")"
 	}
 	if e.Message != "" {
 		s += ": " + e.Message

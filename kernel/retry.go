@@ -139,6 +139,8 @@ func classifyFailure(err error) failureClass {
 	}
 	code := pe.Code
 	switch {
+	case code == CodeToolsUnsupported: // whatever the status (llama.cpp sends 500)
+		return failureClass{cause: code}
 	case hasCode(code, quotaCodes):
 		return failureClass{cause: "quota"}
 	case hasCode(code, contextCodes):
@@ -190,7 +192,9 @@ func (e *ModelCallError) Error() string {
 	if e.Later {
 		b.WriteString(" (retrying later may help)")
 	} else {
-		fmt.Fprintf(&b, " (%s: retrying will not help)", e.Cause)
+		// Not "cause: ...": that reads as a credential assignment to a
+		// scrubber ("auth: retrying" would lose its verb).
+		fmt.Fprintf(&b, " (%s; retrying will not help)", e.Cause)
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Err.Error())
@@ -208,9 +212,10 @@ func retryAfterOf(err error) time.Duration {
 	return 0
 }
 
-// isEmpty reports whether a generation has nothing to act on.
+// isEmpty reports whether a generation has nothing to act on (a text
+// protocol answer that broke the rules has its Raw text to correct).
 func isEmpty(m *Message) bool {
-	return strings.TrimSpace(m.Content) == "" && len(m.ToolCalls) == 0
+	return strings.TrimSpace(m.Content) == "" && len(m.ToolCalls) == 0 && strings.TrimSpace(m.RawText()) == ""
 }
 
 // genCall says how callModel runs a generation other than the turn's own
@@ -255,13 +260,32 @@ func (r *run) callModel(ctx context.Context, req Request, g genCall) (Response, 
 	for mi := range nModels {
 		model := modelAt(mi)
 		req.Model = model
+		// The turn's generations follow the model's tool protocol; the
+		// others (summaries) offer no tools and read plain text.
+		p, mreq := proto{native: true}, req
+		if g.models == nil {
+			if p = r.protoFor(model); !p.native {
+				mreq = textRequest(req, p.codec)
+			}
+		}
 		emptyRetried := false
 		for attempt := 1; ; attempt++ {
 			total++
-			resp, streamed, err := r.streamOnce(ctx, req, sink)
+			resp, streamed, switched, err := r.streamProto(ctx, mreq, sink, p, req.Tools)
+			if switched {
+				r.switchToText(model, p.codec, "the model wrote its tool calls as text (the server ignored the tools field)")
+			}
 			if err == nil && !isEmpty(&resp.Message) {
 				resp.Message.Model = model
 				return resp, nil
+			}
+			if err != nil && p.native && p.codec != nil && len(req.Tools) > 0 && refusesTools(err) {
+				// auto: the server refuses the tools field for this model.
+				r.switchToText(model, p.codec, "the server refused native tool calling ("+err.Error()+")")
+				p = proto{codec: p.codec}
+				mreq = textRequest(req, p.codec)
+				attempt--
+				continue
 			}
 			if err == nil { // empty: ask once more, at once
 				if !emptyRetried && r.retries < pol.Budget {
@@ -284,6 +308,9 @@ func (r *run) callModel(ctx context.Context, req Request, g genCall) (Response, 
 				if cls.missing && mi+1 < nModels {
 					r.emitRetry(1, 0, cls.cause, model, modelAt(mi+1), streamed, err)
 					break
+				}
+				if cls.cause == CodeToolsUnsupported {
+					err = fmt.Errorf("%s does not take native tool calls here; set model.tool_protocol to auto or text (docs/providers.md): %w", model, err)
 				}
 				return Response{}, &ModelCallError{Attempts: total, Cause: cls.cause, Err: err}
 			}

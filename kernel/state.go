@@ -41,6 +41,9 @@ type State struct {
 	// Context is the next request's share of the context window (zero
 	// without Config.ContextWindow).
 	Context ContextUse
+	// Corrections counts the text-protocol corrections sent in this run
+	// (see ToolProtocol); the run stops at Config.MaxCorrections.
+	Corrections int
 }
 
 // Totals counts what a session, or one run of it, has used: its turns
@@ -70,8 +73,12 @@ func (st *State) startRun(n int, prompt string, now time.Time) {
 	st.Turn = 0
 	st.RunTotals = Totals{}
 	st.RunCalls = st.RunCalls[:0]
+	st.Corrections = 0
 	st.RunStarted, st.Now = now, now
 }
+
+// correct counts a correction of the text tool protocol.
+func (st *State) correct() { st.Corrections++ }
 
 // startTurn begins the next generation of the run.
 func (st *State) startTurn(now time.Time) {
@@ -105,6 +112,10 @@ func (st *State) finishCall(tool string, o Outcome, counted bool) {
 func (st *State) apply(m *Message) {
 	switch m.Role {
 	case RoleUser:
+		if m.CorrectionKind() != "" {
+			st.correct()
+			return
+		}
 		st.startRun(st.Run+1, m.Content, m.Time)
 	case RoleAssistant:
 		st.startTurn(m.Time)
@@ -116,7 +127,7 @@ func (st *State) apply(m *Message) {
 
 // WalkState rebuilds, message by message, the State the loop had while it
 // wrote sess: run and turn numbers, prompts, times, tool counts, and each
-// run's calls with their outcomes. visit, when not nil, is called after
+// run's calls with their outcomes and corrections. visit, when not nil, is called after
 // each message i is applied (st is reused: copy what must outlive the
 // call); an error from visit stops the walk. The returned State is the one
 // after the last message, with the session's totals, run count and labels
@@ -127,7 +138,8 @@ func (st *State) apply(m *Message) {
 // Kernel.open resumes a session from it, and policy replay re-decides
 // every recorded call with it, so the two never disagree on what a run,
 // a turn or a count is. Every stored user message starts a run (a message
-// steered into a running run is counted as one too).
+// steered into a running run is counted as one too), except a correction
+// the kernel wrote, which counts in State.Corrections.
 func WalkState(sess *Session, maxTurns int, visit func(i int, st *State) error) (State, error) {
 	meta := &sess.Meta
 	if maxTurns <= 0 {

@@ -79,6 +79,9 @@ type RunEnv struct {
 	Tools []string `expr:"tools"`
 	// Calls are this run's finished calls with their outcomes.
 	Calls []CallOutcome `expr:"calls"`
+	// Corrections counts the text tool protocol's corrections sent this
+	// run (docs/providers.md).
+	Corrections int `expr:"corrections"`
 	// Phase is "before_model" or "after_tools" in budget expressions and
 	// "" everywhere else.
 	Phase string `expr:"phase"`
@@ -163,6 +166,7 @@ func inputFields(st *kernel.State, sessionElapsed, runElapsed *time.Duration) in
 			"number": v(&st.Run), "turn": v(&st.Turn), "max_turns": v(&st.MaxTurns), "prompt": v(&st.Prompt),
 			"tokens_in": v(&st.RunTotals.Usage.InputTokens), "tokens_out": v(&st.RunTotals.Usage.OutputTokens),
 			"cost_usd": v(&st.RunTotals.CostUSD), "elapsed": v(runElapsed), "calls": v(&st.RunCalls),
+			"corrections": v(&st.Corrections),
 		},
 	}
 }
@@ -203,7 +207,7 @@ func (e *Env) fillState(st *kernel.State) {
 		Number: st.Run, Turn: st.Turn, MaxTurns: st.MaxTurns, Prompt: st.Prompt,
 		TokensIn: int(st.RunTotals.Usage.InputTokens), TokensOut: int(st.RunTotals.Usage.OutputTokens), Tokens: int(st.RunTotals.Usage.Total()),
 		CostUSD: st.RunTotals.CostUSD, Elapsed: since(st.Now, st.RunStarted),
-		Tools: tools, Calls: calls,
+		Tools: tools, Calls: calls, Corrections: st.Corrections,
 	}
 	e.fillTurn()
 }

@@ -28,7 +28,7 @@ func TestParseInput(t *testing.T) {
 		// The session and run sections decode straight into kernel.State:
 		// their errors keep the line and column.
 		{"bad session field", "session: {tokens_in: many}\n", `case.yaml:1:22: session.tokens_in: expected an integer, got the scalar "many"`},
-		{"unknown run field", "run:\n  nope: 1\n", `case.yaml:2:3: run: unknown field "nope" (valid fields: calls, cost_usd, elapsed, max_turns, number, prompt, tokens_in, tokens_out, turn)`},
+		{"unknown run field", "run:\n  nope: 1\n", `case.yaml:2:3: run: unknown field "nope" (valid fields: calls, corrections, cost_usd, elapsed, max_turns, number, prompt, tokens_in, tokens_out, turn)`},
 		{"new key in the deprecated turn section", "turn: {round: 2, turn: 3}\n", `case.yaml:1:18: turn: unknown field "turn"`},
 		{"both run and turn", "run: {turn: 2}\nturn: {round: 2}\n", `case.yaml:2:7: input has both run and its deprecated name turn`},
 		{"bad outcome", "run:\n  calls: [{tool: a, outcome: weird}]\n", `case.yaml:2:3: input.run.calls[0].outcome must be one of`},

@@ -26,6 +26,7 @@ model:
   # base_url: http://127.0.0.1:11434/v1   # Ollama, vLLM, llama.cpp, LM Studio...
   api_key_env: OPENAI_API_KEY   # the variable's NAME; the key never goes in a file
   timeout: 5m                   # one model call
+  # tool_protocol: auto         # a local model without tool calling: see docs/providers.md
 
 # The only directory the built-in tools can reach.
 %s

@@ -147,6 +147,7 @@ func mcpServe(ctx context.Context, cf *commonFlags, env *cliEnv, addr, tokenEnv,
 	token := ""
 	if addr != "" {
 		token = os.Getenv(tokenEnv)
+		heldSecrets.Add(token)
 		if token == "" {
 			return exitError{code: 2, msg: fmt.Sprintf("mcp serve --http needs a bearer token in the environment variable %s (--token-env)", tokenEnv)}
 		}

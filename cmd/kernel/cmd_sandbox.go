@@ -61,7 +61,7 @@ func (cfg *Config) applyPrestart(ctx context.Context) func() error {
 // hooksOptions are the hook chain's options: paths against the config's
 // directory, the workspace readable by command hooks, the accepted risks.
 func (cfg *Config) hooksOptions() hooks.Options {
-	return hooks.Options{Dir: cfg.dir, Workspace: cfg.path(cfg.Workspace), AllowMissing: cfg.Sandbox.AllowMissing}
+	return hooks.Options{Dir: cfg.dir, Workspace: cfg.path(cfg.Workspace), AllowMissing: cfg.Sandbox.AllowMissing, Known: &heldSecrets}
 }
 
 const sandboxUsage = `Usage: kernel sandbox check [--config FILE] [--json]

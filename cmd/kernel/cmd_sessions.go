@@ -213,11 +213,22 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 	for _, msg := range s.Messages {
 		switch msg.Role {
 		case kernel.RoleUser:
-			fmt.Fprintf(w, "[%d] user\n%s\n\n", msg.Seq, indent(msg.Content))
+			who := "user"
+			if k := msg.CorrectionKind(); k != "" {
+				who = "kernel correction (" + k + ")"
+			}
+			fmt.Fprintf(w, "[%d] %s\n%s\n\n", msg.Seq, who, indent(msg.Content))
 		case kernel.RoleAssistant:
-			fmt.Fprintf(w, "[%d] assistant\n", msg.Seq)
-			if msg.Content != "" {
-				fmt.Fprintln(w, indent(msg.Content))
+			text := msg.Content
+			if raw := msg.RawText(); raw != "" && len(msg.ToolCalls) == 0 && raw != msg.Content {
+				// A text-protocol answer that broke the rules: as written.
+				fmt.Fprintf(w, "[%d] assistant (broke the tool protocol; nothing ran)\n", msg.Seq)
+				text = raw
+			} else {
+				fmt.Fprintf(w, "[%d] assistant\n", msg.Seq)
+			}
+			if text != "" {
+				fmt.Fprintln(w, indent(text))
 			}
 			for _, c := range msg.ToolCalls {
 				fmt.Fprintf(w, "    → %s\n%s", c.Name, formatArgs(json.RawMessage(c.Arguments), "        "))

@@ -62,6 +62,9 @@ type Config struct {
 	allowSetBy []string
 	// logLevel is --log-level, else $KERNEL_LOG, else warn.
 	logLevel string
+	// toolProtocol and toolFormat are --tool-protocol and --tool-format,
+	// which win over every model's configured ones.
+	toolProtocol, toolFormat string
 }
 
 // ModelConfig selects and prices the model.
@@ -87,6 +90,11 @@ type ModelConfig struct {
 	ToolChoice        string                   `yaml:"tool_choice"`
 	ReasoningEffort   string                   `yaml:"reasoning_effort"`
 	Overrides         map[string]ModelOverride `yaml:"overrides"`
+	// ToolProtocol (native, text, auto) and ToolFormat (hermes, json)
+	// say how the model is offered tools (docs/providers.md); overrides
+	// and the catalog set them per model.
+	ToolProtocol string `yaml:"tool_protocol"`
+	ToolFormat   string `yaml:"tool_format"`
 	// Catalog is a model catalog file laid over the embedded one.
 	Catalog string `yaml:"catalog"`
 }
@@ -96,6 +104,8 @@ type ModelOverride struct {
 	ParallelToolCalls *bool  `yaml:"parallel_tool_calls"`
 	ToolChoice        string `yaml:"tool_choice"`
 	ReasoningEffort   string `yaml:"reasoning_effort"`
+	ToolProtocol      string `yaml:"tool_protocol"`
+	ToolFormat        string `yaml:"tool_format"`
 }
 
 // RetryConfig is model.retry (kernel.RetryPolicy).
@@ -114,6 +124,9 @@ type LimitsConfig struct {
 	ApprovalTTL time.Duration `yaml:"approval_ttl"`
 	// MaxConcurrentTools caps tool executions running at once (0: no cap).
 	MaxConcurrentTools int `yaml:"max_concurrent_tools"`
+	// MaxCorrections caps the text tool protocol's corrections per run
+	// (0: kernel.DefaultMaxCorrections).
+	MaxCorrections int `yaml:"max_corrections"`
 	// WASMMemoryBudgetMB caps the memory all WASM instances hold at once
 	// (0: half the machine's memory); see docs/wasm.md.
 	WASMMemoryBudgetMB int `yaml:"wasm_memory_budget_mb"`

@@ -35,6 +35,8 @@ type modelSetup struct {
 	tokenizer kernel.Tokenizer
 	entry     catalog.Model
 	known     bool
+	// protocols are how the model and its fallbacks take tools.
+	protocols map[string]kernel.ToolProtocol
 }
 
 // model resolves the model's window, prices and tokenizer: the catalog
@@ -49,7 +51,7 @@ func (a *app) model() (modelSetup, error) {
 	if err != nil {
 		return modelSetup{}, fmt.Errorf("%s: %w", a.cfg.source(), err)
 	}
-	ms := modelSetup{prices: cat.Prices()}
+	ms := modelSetup{prices: cat.Prices(), protocols: a.cfg.toolProtocols(cat)}
 	maps.Copy(ms.prices, a.cfg.Model.Prices)
 	ms.entry, ms.known = cat.Lookup(a.cfg.Model.Name)
 	ms.window = a.cfg.Model.ContextWindow

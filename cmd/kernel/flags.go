@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/toolproto"
 )
 
 // commonFlags are the flags every command that builds a kernel accepts.
@@ -29,6 +30,9 @@ type commonFlags struct {
 	policy    string
 	noCache   bool
 	logLevel  oneOf
+	// toolProtocol and toolFormat apply to every model of the run.
+	toolProtocol oneOf
+	toolFormat   oneOf
 	// workspaceID is the identity a resumed session recorded for its
 	// workspace (resume): the built-in tools refuse another directory.
 	workspaceID *kernel.FileID
@@ -59,6 +63,10 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 		fs.Var(&c.timeout, "model-timeout", "deadline of one model call, e.g. 90s or 5m (model.timeout)")
 		fs.Var(&c.idle, "model-idle-timeout", "end a model stream that sends nothing for this long, e.g. 30s (model.idle_timeout)")
 		fs.Var(&c.fallbacks, "fallback", "fallback model `NAME`, tried when the model is unavailable; repeatable (model.fallbacks)")
+		c.toolProtocol.allowed = toolModes()
+		fs.Var(&c.toolProtocol, "tool-protocol", "offer tools by `MODE`: native, text or auto (model.tool_protocol; see docs/providers.md)")
+		c.toolFormat.allowed = toolproto.Formats()
+		fs.Var(&c.toolFormat, "tool-format", "write the text tool protocol in `SYNTAX`: hermes or json (model.tool_format)")
 	}
 	if groups&flagsWorkspace != 0 {
 		fs.StringVar(&c.workspace, "workspace", "", "`DIR` the built-in tools are confined to (workspace)")
@@ -104,6 +112,7 @@ var commonFlagGroup = map[string]flagGroup{
 	"config": flagsConfig, "log-level": flagsConfig,
 	"model": flagsModel, "base-url": flagsModel, "api-key-env": flagsModel, "max-turns": flagsModel, "provider": flagsModel,
 	"script": flagsModel, "model-timeout": flagsModel, "model-idle-timeout": flagsModel, "fallback": flagsModel,
+	"tool-protocol": flagsModel, "tool-format": flagsModel,
 	"workspace": flagsWorkspace, "policy": flagsPolicy, "no-cache": flagsPolicyTests, "store": flagsStore,
 }
 
@@ -191,6 +200,8 @@ func (c *commonFlags) load() (*Config, error) {
 	if len(c.fallbacks) > 0 {
 		cfg.Model.Fallbacks = c.fallbacks
 	}
+	cfg.toolProtocol, cfg.toolFormat = c.toolProtocol.v, c.toolFormat.v
+	cfg.holdSecrets()
 	return cfg, nil
 }
 

@@ -18,7 +18,7 @@ var commonFlagSample = map[string]string{
 	"config": "kernel.yaml", "log-level": "warn", "model": "m", "base-url": "http://127.0.0.1:1/v1",
 	"api-key-env": "SOME_KEY", "max-turns": "3", "provider": "scripted", "script": "s.yaml",
 	"model-timeout": "1m", "model-idle-timeout": "30s", "fallback": "m2", "workspace": ".",
-	"policy": "p.yaml", "no-cache": "true", "store": "st",
+	"policy": "p.yaml", "no-cache": "true", "store": "st", "tool-protocol": "native", "tool-format": "json",
 }
 
 // TestHelpListsTheFlagsACommandReads: every command's and subcommand's

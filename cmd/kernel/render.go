@@ -220,8 +220,12 @@ func (r *renderer) event(e kernel.Event) {
 			r.paint("1", string(e.StopReason)), counted(e.Turns, "turn"), e.Usage.InputTokens, e.Usage.OutputTokens, e.CostUSD, fmtDuration(e.Duration))
 	case kernel.RunFailed:
 		r.endLine()
-		if e.StopReason == kernel.StopEmptyResponse && !r.quiet {
+		switch {
+		case r.quiet:
+		case e.StopReason == kernel.StopEmptyResponse:
 			fmt.Fprintf(r.stderr, "%s · the model answered with nothing, twice\n", r.paint("31;1", string(e.StopReason)))
+		case e.StopReason == kernel.StopToolProtocol:
+			fmt.Fprintf(r.stderr, "%s · the model kept breaking the text tool protocol (see docs/providers.md)\n", r.paint("31;1", string(e.StopReason)))
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 // events, log lines) whenever the configured one is not at hand; the
 // configured one adds its extra patterns on top.
 var defaultScrubber = func() *hooks.Scrubber {
-	s, err := hooks.NewScrubber(hooks.ScrubberConfig{})
+	s, err := hooks.NewScrubber(hooks.ScrubberConfig{Known: &heldSecrets})
 	if err != nil {
 		panic("default scrubber: " + err.Error()) // no patterns: cannot fail
 	}

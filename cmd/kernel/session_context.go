@@ -36,6 +36,9 @@ func (a *app) sessionContext() *kernel.SessionContext {
 		Model:     cfg.Model.Name,
 		BaseURL:   cfg.Model.BaseURL,
 		APIKeyEnv: cfg.Model.APIKeyEnv,
+
+		ToolProtocol: cfg.toolProtocol,
+		ToolFormat:   cfg.toolFormat,
 	}
 	if fi, err := os.Stat(sc.Workspace); err == nil {
 		sc.WorkspaceID = fileID(fi)
@@ -113,6 +116,12 @@ func (c *commonFlags) resume(ctx context.Context, id string, accept bool, stderr
 	}
 	if c.apiKeyEnv == "" {
 		c.apiKeyEnv = rc.APIKeyEnv
+	}
+	if c.toolProtocol.v == "" {
+		c.toolProtocol.v = rc.ToolProtocol
+	}
+	if c.toolFormat.v == "" {
+		c.toolFormat.v = rc.ToolFormat
 	}
 	if c.script == "" && rc.Script != nil {
 		c.script = rc.Script.Path

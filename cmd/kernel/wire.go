@@ -253,9 +253,21 @@ func (a *app) provider() (kernel.Provider, error) {
 		if err != nil {
 			return nil, err
 		}
+		ms, err := a.model()
+		if err != nil {
+			return nil, err
+		}
+		if p, ok := ms.protocols[m.Name]; ok && p.Mode == kernel.ToolsText {
+			// The script's calls are written in the text protocol.
+			return scripted.NewText(s, p.Format)
+		}
 		return scripted.New(s), nil
 	case "openai", "":
-		return openai.New(openaiConfig(m))
+		oc := openaiConfig(m)
+		if a.log != nil {
+			oc.Logger = a.log.Named("openai")
+		}
+		return openai.New(oc)
 	}
 	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Msg: fmt.Sprintf("unknown provider %q (want openai or scripted)", m.Provider)}
 }
@@ -295,6 +307,8 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		Retry:          retryPolicy(a.cfg.Model.Retry),
 		Fallbacks:      a.cfg.Model.Fallbacks,
 		SessionContext: a.sessionContext(),
+		ToolProtocols:  ms.protocols,
+		MaxCorrections: a.cfg.Limits.MaxCorrections,
 
 		MaxConcurrentTools: a.cfg.Limits.MaxConcurrentTools,
 	})

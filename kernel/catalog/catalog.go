@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/toolproto"
 )
 
 //go:embed models.yaml
@@ -31,6 +32,11 @@ type Model struct {
 	// accepts reasoning_effort). Request shaping reads them.
 	ParallelToolCalls *bool `yaml:"parallel_tool_calls"`
 	Reasoning         *bool `yaml:"reasoning"`
+	// ToolProtocol (native, text, auto) and ToolFormat (hermes, json) say
+	// how the model takes tools (kernel.ToolProtocol); empty leaves it to
+	// the configuration (native, hermes).
+	ToolProtocol string `yaml:"tool_protocol"`
+	ToolFormat   string `yaml:"tool_format"`
 }
 
 // Catalog maps model names to entries. It is not modified after Load and
@@ -67,7 +73,7 @@ func (c *Catalog) layer(name string, data []byte) error {
 	dec.KnownFields(true)
 	var f file
 	if err := dec.Decode(&f); err != nil {
-		return fmt.Errorf("%s: %s (fields: context_window, max_output, tokenizer, prices, parallel_tool_calls, reasoning)", name, strings.TrimPrefix(err.Error(), "yaml: "))
+		return fmt.Errorf("%s: %s (fields: context_window, max_output, tokenizer, prices, parallel_tool_calls, reasoning, tool_protocol, tool_format)", name, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	for _, n := range sortedKeys(f.Models) {
 		m := f.Models[n]
@@ -76,6 +82,16 @@ func (c *Catalog) layer(name string, data []byte) error {
 		}
 		if m.ContextWindow < 0 || m.MaxOutput < 0 {
 			return fmt.Errorf("%s: models.%s: context_window and max_output must not be negative", name, n)
+		}
+		switch kernel.ToolMode(m.ToolProtocol) {
+		case "", kernel.ToolsNative, kernel.ToolsText, kernel.ToolsAuto:
+		default:
+			return fmt.Errorf("%s: models.%s.tool_protocol: %q is not native, text or auto", name, n, m.ToolProtocol)
+		}
+		if m.ToolFormat != "" {
+			if _, err := toolproto.Lookup(m.ToolFormat); err != nil {
+				return fmt.Errorf("%s: models.%s.tool_format: %w", name, n, err)
+			}
 		}
 		old, ok := c.models[n]
 		if !ok {
@@ -99,6 +115,12 @@ func (c *Catalog) layer(name string, data []byte) error {
 		}
 		if m.Reasoning != nil {
 			old.Reasoning = m.Reasoning
+		}
+		if m.ToolProtocol != "" {
+			old.ToolProtocol = m.ToolProtocol
+		}
+		if m.ToolFormat != "" {
+			old.ToolFormat = m.ToolFormat
 		}
 		c.models[n] = old
 	}

@@ -62,6 +62,8 @@ func TestBadFile(t *testing.T) {
 	for name, body := range map[string]string{
 		"unknown-field": "models:\n  m: {context_windw: 1}\n",
 		"bad-tokenizer": "models:\n  m: {tokenizer: p50k}\n",
+		"bad-protocol":  "models:\n  m: {tool_protocol: sometimes}\n",
+		"bad-format":    "models:\n  m: {tool_format: xml}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := filepath.Join(dir, name+".yaml")
@@ -71,6 +73,26 @@ func TestBadFile(t *testing.T) {
 				t.Fatalf("err = %v, want one naming %s", err, p)
 			}
 		})
+	}
+}
+
+func TestToolProtocol(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "models.yaml")
+	os.WriteFile(p, []byte("models:\n  gemma3: {tool_format: json}\n"), 0o600)
+	c, err := catalog.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][2]string{
+		"gemma3:4b":   {"auto", "json"}, // the overlay keeps the protocol, sets the format
+		"llama3.2:3b": {"", "json"},
+		"llama3:8b":   {"auto", "json"},
+		"gpt-4o":      {"", ""},
+	} {
+		m, _ := c.Lookup(name)
+		if got := [2]string{m.ToolProtocol, m.ToolFormat}; got != want {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
 	}
 }
 

@@ -19,6 +19,9 @@ type Reply struct {
 	Usage     kernel.Usage
 	Err       error
 	Wait      bool
+	// Chunk, when set, streams Text in pieces of at most Chunk bytes, as
+	// a server streams tokens; otherwise it comes as one piece.
+	Chunk int
 }
 
 // Text is a reply with text only.
@@ -81,8 +84,13 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 	if r.Reasoning != "" {
 		emit(kernel.Delta{Kind: kernel.DeltaReasoning, Text: r.Reasoning})
 	}
-	if r.Text != "" {
-		emit(kernel.Delta{Kind: kernel.DeltaText, Text: r.Text})
+	for rest := r.Text; rest != ""; {
+		n := len(rest)
+		if r.Chunk > 0 {
+			n = min(n, r.Chunk)
+		}
+		emit(kernel.Delta{Kind: kernel.DeltaText, Text: rest[:n]})
+		rest = rest[n:]
 	}
 	return kernel.Response{
 		Message: kernel.Message{Role: kernel.RoleAssistant, Content: r.Text, Reasoning: r.Reasoning, ToolCalls: append([]kernel.ToolCall(nil), r.Calls...)},

@@ -266,11 +266,14 @@ func sampleMessages(t0 time.Time) []kernel.Message {
 		{Seq: 1, Role: kernel.RoleUser, Content: "list the files", Time: t0},
 		{Seq: 2, Role: kernel.RoleAssistant, Content: "Looking.", Reasoning: "the user wants a listing",
 			ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "list_dir", Arguments: `{"path":"."}`}, {ID: "c2", Name: "git.git_status", Arguments: `{}`}},
-			Time:      t0.Add(time.Second)},
+			Time:      t0.Add(time.Second), Model: "local", ReasoningField: "reasoning_content",
+			Protocol: &kernel.ProtocolNote{Raw: "Looking.\n<tool_call>\n{\"name\": \"list_dir\", \"arguments\": {\"path\":\".\"}}\n</tool_call>"}},
 		{Seq: 3, Role: kernel.RoleTool, ToolCallID: "c1", ToolName: "list_dir", Content: "a.go\nb.go\n", Time: t0.Add(2 * time.Second),
 			Approval: &kernel.ApprovalRecord{ID: "a1", Approved: true, By: "alice", Note: "fine by me"}},
 		{Seq: 4, Role: kernel.RoleTool, ToolCallID: "c2", ToolName: "git.git_status", Content: "error: not a repository", IsError: true, Time: t0.Add(2 * time.Second)},
 		{Seq: 5, Role: kernel.RoleAssistant, Content: "Two Go files: a.go and b.go ✓", Time: t0.Add(3 * time.Second)},
+		{Seq: 6, Role: kernel.RoleUser, Content: "Tool protocol error: ...", Protocol: &kernel.ProtocolNote{Correction: "prose_after_call"}, Time: t0.Add(4 * time.Second)},
+		{Seq: 7, Role: kernel.RoleAssistant, Failed: "cancelled before the model answered", Model: "local", Time: t0.Add(5 * time.Second)},
 	}
 }
 

@@ -186,6 +186,18 @@ func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 	return c, nil
 }
 
+// HeaderEnv lists the environment variables the headers name with
+// ${env:NAME}: what they send is a credential the kernel holds.
+func (c ServerConfig) HeaderEnv() []string {
+	var out []string
+	for _, v := range c.Headers {
+		for _, m := range envRefRE.FindAllStringSubmatch(v, -1) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
 // headers expands ${env:NAME} in the configured headers; an unset variable
 // is an error naming it.
 func (c ServerConfig) headers() (map[string]string, error) {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/respjson"
 
@@ -31,6 +32,14 @@ type accumulator struct {
 	finish         string
 	model          string
 	chunks         int
+	log            hclog.Logger // nil logs nothing
+}
+
+func (a *accumulator) logger() hclog.Logger {
+	if a.log == nil {
+		return hclog.NewNullLogger()
+	}
+	return a.log
 }
 
 // callAcc is one tool call being assembled.
@@ -331,12 +340,22 @@ func (a *accumulator) response() (kernel.Response, error) {
 	}
 	if len(a.calls) > 0 {
 		sort.SliceStable(a.calls, func(i, j int) bool { return a.calls[i].index < a.calls[j].index })
-		msg.ToolCalls = make([]kernel.ToolCall, len(a.calls))
-		for i, c := range a.calls {
+		msg.ToolCalls = make([]kernel.ToolCall, 0, len(a.calls))
+		for _, c := range a.calls {
+			args := c.args.String()
+			if c.name == "" && strings.TrimSpace(args) == "" {
+				// LM Studio (bug tracker 830) may end a text answer with an
+				// empty tool_calls entry: no name, no arguments. Noise.
+				a.logger().Debug("dropped an empty tool call (no name, no arguments)", "index", c.index, "id", c.id)
+				continue
+			}
 			if c.name == "" {
 				return kernel.Response{}, malformed(0, fmt.Sprintf("tool call %d (id %q) never got a function name", c.index, c.id))
 			}
-			msg.ToolCalls[i] = kernel.ToolCall{ID: c.id, Name: a.names.Decode(c.name), Arguments: c.args.String()}
+			msg.ToolCalls = append(msg.ToolCalls, kernel.ToolCall{ID: c.id, Name: a.names.Decode(c.name), Arguments: args})
+		}
+		if len(msg.ToolCalls) == 0 {
+			msg.ToolCalls = nil
 		}
 	}
 	return kernel.Response{Message: msg, Usage: a.usage, FinishReason: a.finish, Model: a.model}, nil

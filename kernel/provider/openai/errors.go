@@ -64,7 +64,7 @@ func streamError(data []byte, line int) *kernel.ProviderError {
 	} else {
 		pe.Retryable = retryableCode(code)
 	}
-	return pe
+	return refusedTools(pe)
 }
 
 // httpError maps an HTTP error status and its body.
@@ -76,13 +76,52 @@ func httpError(status int, body []byte) *kernel.ProviderError {
 			msg = http.StatusText(status)
 		}
 	}
-	return &kernel.ProviderError{
+	return refusedTools(&kernel.ProviderError{
 		Provider:   Name,
 		StatusCode: status,
 		Code:       code,
 		Message:    msg,
 		Retryable:  retryableStatus(status, code),
+	})
+}
+
+// toolsRefusals are what servers answer when a model cannot take the
+// "tools" field, lower-cased. Each is matched as a substring of the
+// error's message; the sources are the servers' own code.
+var toolsRefusals = []string{
+	// Ollama, a model whose template has no tools (400):
+	// "registry.ollama.ai/library/gemma3:4b does not support tools".
+	"does not support tools",
+	// llama.cpp's server started without --jinja (500 server_error).
+	"tools param requires --jinja flag",
+	// llama.cpp's server from b4500 or so until streamed tool calls
+	// landed (b5300 or so), for tools with "stream": true (500).
+	"cannot use tools with stream",
+	// vLLM without --enable-auto-tool-choice and --tool-call-parser (400):
+	// "\"auto\" tool choice requires --enable-auto-tool-choice and
+	// --tool-call-parser to be set".
+	"tool choice requires --enable-auto-tool-choice",
+	// OpenRouter, a model no provider serves with tools (404).
+	"no endpoints found that support tool use",
+	// Gateways and smaller servers.
+	"does not support tool calling",
+	"does not support function calling",
+	"tool calling is not supported",
+	"function calling is not supported",
+}
+
+// refusedTools marks an error that says the server will not take the
+// tools field for this model: kernel.CodeToolsUnsupported, never retried
+// (the kernel switches a model in auto mode to the text protocol).
+func refusedTools(pe *kernel.ProviderError) *kernel.ProviderError {
+	msg := strings.ToLower(pe.Message)
+	for _, r := range toolsRefusals {
+		if strings.Contains(msg, r) {
+			pe.Code, pe.Retryable = kernel.CodeToolsUnsupported, false
+			break
+		}
 	}
+	return pe
 }
 
 // retryableStatus: rate limits (except an exhausted quota, which waiting

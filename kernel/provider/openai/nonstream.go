@@ -27,7 +27,7 @@ func (p *Provider) completion(parent, ctx context.Context, res *http.Response, n
 		return kernel.Response{}, p.failure(parent, ctx, err, "read response")
 	}
 	if code, msg, ok := parseErrorBody(body); ok {
-		return kernel.Response{}, &kernel.ProviderError{Provider: Name, StatusCode: res.StatusCode, Code: code, Message: msg, Retryable: retryableCode(code)}
+		return kernel.Response{}, refusedTools(&kernel.ProviderError{Provider: Name, StatusCode: res.StatusCode, Code: code, Message: msg, Retryable: retryableCode(code)})
 	}
 	notStream := &kernel.ProviderError{Provider: Name, StatusCode: res.StatusCode, Code: "not_a_stream",
 		Message: "the server answered with application/json that is neither an event stream nor a chat completion: " + excerpt(body)}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -66,6 +67,10 @@ type Config struct {
 	// which is a fallback's name when the kernel falls back): each setting
 	// an override sets replaces the default's.
 	Models map[string]RequestOptions
+	// Logger receives debug lines about server quirks the provider works
+	// around (a stream complete without [DONE], an empty tool call
+	// dropped). Nil logs nothing.
+	Logger hclog.Logger
 }
 
 // Provider is a kernel.Provider for OpenAI-compatible Chat Completions
@@ -76,6 +81,10 @@ type Provider struct {
 	idle     time.Duration
 	defaults RequestOptions
 	models   map[string]RequestOptions
+	log      hclog.Logger
+	// key is the API key sent, redacted from every error (a proxy may
+	// echo it in its 401 body).
+	key string
 }
 
 // New checks cfg and returns a Provider. Errors name the offending field
@@ -152,7 +161,12 @@ func New(cfg Config) (*Provider, error) {
 		}
 		opts = append(opts, option.WithHeader(k, v))
 	}
-	return &Provider{client: oa.Client{Options: opts}, baseURL: base, idle: cfg.IdleTimeout, defaults: cfg.Request, models: models}, nil
+	log := cfg.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Provider{client: oa.Client{Options: opts}, baseURL: base, idle: cfg.IdleTimeout, defaults: cfg.Request, models: models,
+		log: log, key: key}, nil
 }
 
 // errIdle is the cancellation cause when IdleTimeout fires.
@@ -163,9 +177,40 @@ const maxErrorBody = 64 << 10
 
 // Stream implements kernel.Provider: it sends req as one streaming chat
 // completion request, calls emit for every text and reasoning fragment, and
-// returns the assembled message once the server sends [DONE]. Every error is
-// a *kernel.ProviderError.
+// returns the assembled message once the server sends [DONE] (or closes
+// the stream after the finish reason). Every error is a
+// *kernel.ProviderError, and never contains the API key.
 func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(kernel.Delta)) (kernel.Response, error) {
+	resp, err := p.stream(ctx, req, emit)
+	if err != nil {
+		return resp, p.redactKey(err)
+	}
+	return resp, nil
+}
+
+// minKeyRedact is the shortest key redacted from errors: a shorter one
+// ("ollama", "EMPTY", what local servers are given) is a word, not a
+// secret, and would mangle the messages it appears in.
+const minKeyRedact = 8
+
+// redactKey removes the API key from err's message (a proxy that echoes
+// the key in its error body, "Incorrect API key provided: sk-..."), before
+// the error goes anywhere.
+func (p *Provider) redactKey(err error) error {
+	var pe *kernel.ProviderError
+	if len(p.key) < minKeyRedact || !errors.As(err, &pe) {
+		return err
+	}
+	if strings.Contains(pe.Message, p.key) {
+		pe.Message = strings.ReplaceAll(pe.Message, p.key, "[REDACTED]")
+	}
+	if pe.Err != nil && strings.Contains(pe.Err.Error(), p.key) {
+		pe.Err = errors.New(strings.ReplaceAll(pe.Err.Error(), p.key, "[REDACTED]"))
+	}
+	return err
+}
+
+func (p *Provider) stream(ctx context.Context, req kernel.Request, emit func(kernel.Delta)) (kernel.Response, error) {
 	params, names, err := buildParams(req)
 	if err != nil {
 		return kernel.Response{}, &kernel.ProviderError{Provider: Name, Code: "invalid_request", Message: err.Error(), Err: err}
@@ -204,7 +249,9 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 	if idle != nil {
 		onLine = func() { idle.Reset(p.idle) }
 	}
-	resp, err := readStream(ctx, res.Body, newAccumulator(names, emit), onLine)
+	acc := newAccumulator(names, emit)
+	acc.log = p.log
+	resp, err := readStream(ctx, res.Body, acc, onLine)
 	if err != nil {
 		pe := p.failure(parent, ctx, err, "read stream")
 		if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); errors.Is(pe, ErrStreamCut) && mt != "text/event-stream" {
@@ -216,8 +263,10 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 }
 
 // readStream reads an event stream to its [DONE] and returns the assembled
-// response. Protocol failures (a malformed chunk, an error event, a stream
-// that ends early) are *kernel.ProviderError; a failing reader's error is
+// response. A stream that ends without [DONE] after it delivered its
+// finish reason is complete (ik_llama.cpp did that until mid-2025). Protocol
+// failures (a malformed chunk, an error event, a stream that ends before
+// its finish reason) are *kernel.ProviderError; a failing reader's error is
 // returned as it is, and so is ctx's error once ctx is done (checked before
 // every event, so that no delta is emitted after cancellation). onLine, when
 // set, is called for every line read.
@@ -233,6 +282,11 @@ func readStream(ctx context.Context, body io.Reader, acc *accumulator, onLine fu
 			var tooLong *lineTooLongError
 			switch {
 			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+				if acc.finish != "" {
+					acc.logger().Debug("stream ended without data: [DONE] after its finish reason; read as complete",
+						"finish_reason", acc.finish, "events", sse.events, "lines", sse.line)
+					return acc.response()
+				}
 				return kernel.Response{}, cutError(sse, err)
 			case errors.As(err, &tooLong):
 				return kernel.Response{}, malformed(tooLong.line, tooLong.Error())

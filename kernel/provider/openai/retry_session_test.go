@@ -32,6 +32,12 @@ type session struct {
 
 func newSession(t *testing.T, model string, steps ...openaitest.Step) *session {
 	t.Helper()
+	return newSessionWith(t, model, nil, steps...)
+}
+
+// newSessionWith is newSession with the kernel's Config adjusted by tune.
+func newSessionWith(t *testing.T, model string, tune func(*kernel.Config), steps ...openaitest.Step) *session {
+	t.Helper()
 	s := &session{srv: openaitest.NewServer(t, steps...), store: memory.New()}
 	p, err := openai.New(openai.Config{BaseURL: s.srv.URL(), APIKeyEnv: "AGENTKERNEL_TEST_UNSET_KEY"})
 	if err != nil {
@@ -51,7 +57,7 @@ func newSession(t *testing.T, model string, steps ...openaitest.Step) *session {
 			t.Fatal(err)
 		}
 	}
-	k, err := kernel.New(kernel.Config{
+	cfg := kernel.Config{
 		Provider: p, Store: s.store, Tools: tools, Model: model, ModelTimeout: 20 * time.Second,
 		Retry: kernel.RetryPolicy{Sleep: func(ctx context.Context, d time.Duration) error {
 			s.mu.Lock()
@@ -60,7 +66,11 @@ func newSession(t *testing.T, model string, steps ...openaitest.Step) *session {
 			return ctx.Err()
 		}},
 		OnEvent: func(e kernel.Event) { s.events = append(s.events, e) },
-	})
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	k, err := kernel.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

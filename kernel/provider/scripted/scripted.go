@@ -16,6 +16,13 @@
 //	        args: {path: "."}
 //	  - match: {role: tool, contains: "README.md"}
 //	    text: "The project is described in README.md."
+//
+// NewText plays the same script to a kernel that offers tools with the
+// text tool protocol: each step's calls are written as text in the
+// protocol's format, as a model without native tool calling writes them,
+// and a guard on a tool message matches the user message that carries
+// the round's results. A step's raw text, when set, is sent verbatim
+// whatever the mode (to script answers that break the protocol).
 package scripted
 
 import (
@@ -30,6 +37,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/toolproto"
 )
 
 // Script is a parsed script.
@@ -40,7 +48,9 @@ type Script struct {
 
 // Step is one scripted generation.
 type Step struct {
-	Text      string     `yaml:"text"`
+	Text string `yaml:"text"`
+	// Raw is the whole answer, sent verbatim: no tool_calls, no text.
+	Raw       string     `yaml:"raw"`
 	Reasoning string     `yaml:"reasoning"`
 	ToolCalls []ToolCall `yaml:"tool_calls"`
 	Match     *Match     `yaml:"match"`
@@ -120,8 +130,11 @@ func decodeStrict(n *yaml.Node, v any) error {
 }
 
 func (st *Step) compile() error {
-	if st.Text == "" && len(st.ToolCalls) == 0 {
-		return fmt.Errorf("a step needs text or tool_calls")
+	if st.Raw != "" && (st.Text != "" || len(st.ToolCalls) > 0) {
+		return fmt.Errorf("a step with raw has no text or tool_calls: raw is the whole answer")
+	}
+	if st.Text == "" && st.Raw == "" && len(st.ToolCalls) == 0 {
+		return fmt.Errorf("a step needs text, tool_calls or raw")
 	}
 	for i, c := range st.ToolCalls {
 		if c.Name == "" {
@@ -163,10 +176,23 @@ func (st *Step) compile() error {
 // safe for concurrent use and replays identically after a restart.
 type Provider struct {
 	script *Script
+	// text, when set, writes the calls as text in its format.
+	text *toolproto.Codec
 }
 
 // New returns a Provider for s.
 func New(s *Script) *Provider { return &Provider{script: s} }
+
+// NewText returns a Provider for s that writes each step's calls as text
+// in the tool protocol's format ("hermes" or "json"), for a kernel that
+// offers this model its tools as text.
+func NewText(s *Script, format string) (*Provider, error) {
+	c, err := toolproto.Lookup(format)
+	if err != nil {
+		return nil, fmt.Errorf("script %s: %w", s.Name, err)
+	}
+	return &Provider{script: s, text: c}, nil
+}
 
 // Stream answers with the step for this point of the conversation.
 func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(kernel.Delta)) (kernel.Response, error) {
@@ -188,17 +214,28 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 			Message: fmt.Sprintf("script %s has %d steps and the conversation needs step %d: the script ran out", p.script.Name, len(p.script.Steps), n+1)}
 	}
 	st := &p.script.Steps[n]
-	if err := st.check(last); err != nil {
+	if err := st.check(last, p.text); err != nil {
 		return kernel.Response{}, &kernel.ProviderError{Provider: "scripted",
 			Message: fmt.Sprintf("script %s:%d: step %d: %v", p.script.Name, st.line, n+1, err)}
 	}
 	if st.Reasoning != "" {
 		emit(kernel.Delta{Kind: kernel.DeltaReasoning, Text: st.Reasoning})
 	}
-	streamWords(st.Text, emit)
-	msg := kernel.Message{Role: kernel.RoleAssistant, Content: st.Text, Reasoning: st.Reasoning}
+	text := st.Text
+	switch {
+	case st.Raw != "":
+		text = st.Raw
+	case p.text != nil && len(st.ToolCalls) > 0:
+		calls := make([]toolproto.Call, len(st.ToolCalls))
+		for i, c := range st.ToolCalls {
+			calls[i] = toolproto.Call{Name: c.Name, Arguments: st.args[i]}
+		}
+		text = p.text.FormatCalls(st.Text, calls)
+	}
+	streamWords(text, emit)
+	msg := kernel.Message{Role: kernel.RoleAssistant, Content: text, Reasoning: st.Reasoning}
 	finish := "stop"
-	if len(st.ToolCalls) > 0 {
+	if len(st.ToolCalls) > 0 && p.text == nil {
 		finish = "tool_calls"
 		msg.ToolCalls = make([]kernel.ToolCall, len(st.ToolCalls))
 		for i, c := range st.ToolCalls {
@@ -208,7 +245,7 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 	return kernel.Response{Message: msg, Usage: st.usage(req), FinishReason: finish, Model: req.Model}, nil
 }
 
-func (st *Step) check(last *kernel.Message) error {
+func (st *Step) check(last *kernel.Message, text *toolproto.Codec) error {
 	m := st.Match
 	if m == nil {
 		return nil
@@ -216,8 +253,12 @@ func (st *Step) check(last *kernel.Message) error {
 	if last == nil {
 		return fmt.Errorf("match: there is no user or tool message yet")
 	}
-	if m.Role != "" && last.Role != m.Role {
-		return fmt.Errorf("match: the last message is a %s message, want %s", last.Role, m.Role)
+	role := last.Role
+	if text != nil && role == kernel.RoleUser && text.IsResults(last.Content) {
+		role = kernel.RoleTool // the round's results, written as text
+	}
+	if m.Role != "" && role != m.Role {
+		return fmt.Errorf("match: the last message is a %s message, want %s", role, m.Role)
 	}
 	if m.Contains != "" && !strings.Contains(last.Content, m.Contains) {
 		return fmt.Errorf("match: the last %s message does not contain %q (it begins %q)", last.Role, m.Contains, head(last.Content, 80))
@@ -242,7 +283,7 @@ func (st *Step) usage(req kernel.Request) kernel.Usage {
 	for _, t := range req.Tools {
 		in += len(t.Name) + len(t.Description) + len(t.Schema)
 	}
-	out := len(st.Text)
+	out := len(st.Text) + len(st.Raw)
 	for _, a := range st.args {
 		out += len(a)
 	}

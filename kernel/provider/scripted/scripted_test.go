@@ -82,7 +82,7 @@ func TestGuardFailure(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	for name, tc := range map[string]struct{ src, want string }{
 		"unknown field":     {"steps:\n  - text: hi\n    tool_call: []\n", "script bad.yaml:2: step 1: yaml: unmarshal errors:\n  line 2: field tool_call not found"},
-		"empty step":        {"steps:\n  - match: {role: user}\n", "step 1: a step needs text or tool_calls"},
+		"empty step":        {"steps:\n  - match: {role: user}\n", "step 1: a step needs text, tool_calls or raw"},
 		"no steps":          {"stepz: []\n", "field stepz not found"},
 		"bad regex":         {"steps:\n  - text: x\n    match: {regex: '('}\n", "match.regex: error parsing regexp"},
 		"bad role":          {"steps:\n  - text: x\n    match: {role: assistant}\n", `match.role must be user or tool, got "assistant"`},
@@ -140,4 +140,51 @@ func Example() {
 	res, _ := k.Run(context.Background(), "", "hi")
 	fmt.Println(res.StopReason, res.Output)
 	// Output: completed Hello from the script.
+}
+
+// TestReplayAsText plays the same script to a kernel that takes tools as
+// text: the calls are written in the protocol, the guards see the results,
+// the user never sees a tag, and a raw step breaks the protocol on purpose.
+func TestReplayAsText(t *testing.T) {
+	s, err := scripted.Parse("test.yaml", []byte(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"hermes", "json"} {
+		t.Run(format, func(t *testing.T) {
+			p, err := scripted.NewText(s, format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg := kernel.NewRegistry()
+			if err := reg.Register(kerneltest.EchoTool("echo")); err != nil {
+				t.Fatal(err)
+			}
+			var deltas strings.Builder
+			k, err := kernel.New(kernel.Config{Provider: p, Store: memory.New(), Tools: reg, Model: "m",
+				ToolProtocols: map[string]kernel.ToolProtocol{"m": {Mode: kernel.ToolsText, Format: format}},
+				OnEvent: func(e kernel.Event) {
+					if d, ok := e.(kernel.MessageDelta); ok {
+						deltas.WriteString(d.Text)
+					}
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := k.Run(context.Background(), "", "what is here?")
+			if err != nil || res.Output != "There is a README." || len(res.Calls) != 1 || res.Calls[0].Outcome != kernel.OutcomeOK {
+				t.Fatalf("result = %+v, %v", res, err)
+			}
+			if deltas.String() != "Let me look.\nThere is a README." {
+				t.Fatalf("shown %q", deltas.String())
+			}
+		})
+	}
+	if _, err := scripted.NewText(s, "xml"); err == nil {
+		t.Fatal("NewText accepted an unknown format")
+	}
+	bad, err := scripted.Parse("bad.yaml", []byte("steps:\n  - raw: x\n    text: y\n"))
+	if err == nil || !strings.Contains(err.Error(), "raw is the whole answer") {
+		t.Fatalf("Parse = %v, %v", bad, err)
+	}
 }

@@ -18,11 +18,15 @@ import (
 // A message's payload (version 1) is binary: uvarint-length-prefixed
 // strings and uvarints, in this order:
 //
-//	role, flags (bit 0 is_error, bit 1 has time, bit 2 has approval),
-//	[unix seconds (varint), nanoseconds (uvarint)], content, reasoning,
-//	tool_call_id, tool_name, number of tool calls, then id, name,
-//	arguments of each call, [approval: id, by, note, bits (uvarint: 1
-//	approved, 2 expired)]
+//	role, flags (bit 0 is_error, bit 1 has time, bit 2 has approval, bit 3
+//	has more), [unix seconds (varint), nanoseconds (uvarint)], content,
+//	reasoning, tool_call_id, tool_name, number of tool calls, then id,
+//	name, arguments of each call, [approval: id, by, note, bits (uvarint: 1
+//	approved, 2 expired)], [more: model, reasoning_field, failed,
+//	protocol.raw, protocol.correction]
+//
+// The optional parts are written only when set (their flag bit), so a
+// message without them is encoded as before they existed.
 //
 // The message's Seq is not stored: the key carries it. Meta and pending
 // payloads (version 1) are the JSON of kernel.SessionMeta and
@@ -35,6 +39,7 @@ const (
 	flagIsError     = 1 << 0
 	flagHasTime     = 1 << 1
 	flagHasApproval = 1 << 2
+	flagHasMore     = 1 << 3
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -117,6 +122,10 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 	if m.Approval != nil {
 		flags |= flagHasApproval
 	}
+	more := m.Model != "" || m.ReasoningField != "" || m.Failed != "" || m.Protocol != nil
+	if more {
+		flags |= flagHasMore
+	}
 	b = binary.AppendUvarint(b, flags)
 	if !m.Time.IsZero() {
 		b = binary.AppendVarint(b, m.Time.Unix())
@@ -145,13 +154,21 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 		}
 		b = binary.AppendUvarint(b, bits)
 	}
+	if more {
+		b = appendString(b, m.Model)
+		b = appendString(b, m.ReasoningField)
+		b = appendString(b, m.Failed)
+		b = appendString(b, m.RawText())
+		b = appendString(b, m.CorrectionKind())
+	}
 	return seal(b, start)
 }
 
 // encodedSize is an upper bound of the size of m's value.
 func encodedSize(m *kernel.Message) int {
-	n := 1 + 4 + 2*binary.MaxVarintLen64 + 1 + 6*binary.MaxVarintLen64 +
-		len(m.Role) + len(m.Content) + len(m.Reasoning) + len(m.ToolCallID) + len(m.ToolName)
+	n := 1 + 4 + 2*binary.MaxVarintLen64 + 1 + 11*binary.MaxVarintLen64 +
+		len(m.Role) + len(m.Content) + len(m.Reasoning) + len(m.ToolCallID) + len(m.ToolName) +
+		len(m.Model) + len(m.ReasoningField) + len(m.Failed) + len(m.RawText()) + len(m.CorrectionKind())
 	for _, c := range m.ToolCalls {
 		n += 3*binary.MaxVarintLen64 + len(c.ID) + len(c.Name) + len(c.Arguments)
 	}
@@ -227,7 +244,7 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 	r := reader{s: string(p)}
 	m.Role = kernel.Role(r.str())
 	flags := r.uvarint()
-	if flags&^(flagIsError|flagHasTime|flagHasApproval) != 0 && r.err == nil {
+	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore) != 0 && r.err == nil {
 		return fmt.Errorf("unknown message flags %#x", flags)
 	}
 	m.IsError = flags&flagIsError != 0
@@ -258,6 +275,14 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 		bits := r.uvarint()
 		a.Approved, a.Expired = bits&1 != 0, bits&2 != 0
 		m.Approval = a
+	}
+	if flags&flagHasMore != 0 {
+		m.Model = r.str()
+		m.ReasoningField = r.str()
+		m.Failed = r.str()
+		if raw, fix := r.str(), r.str(); raw != "" || fix != "" {
+			m.Protocol = &kernel.ProtocolNote{Raw: raw, Correction: fix}
+		}
 	}
 	if r.err != nil {
 		return r.err

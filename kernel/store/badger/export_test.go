@@ -28,7 +28,9 @@ func fixture() (kernel.SessionMeta, []kernel.Message, *kernel.Approval) {
 	msgs := []kernel.Message{
 		{Seq: 1, Role: kernel.RoleUser, Content: "list the files", Time: at(0)},
 		{Seq: 2, Role: kernel.RoleAssistant, Content: "Looking.", Reasoning: "the user wants a listing", Time: at(1),
-			ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "list_dir", Arguments: `{"path":"."}`}, {ID: "c2", Name: "git.git_status", Arguments: `{}`}}},
+			ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "list_dir", Arguments: `{"path":"."}`}, {ID: "c2", Name: "git.git_status", Arguments: `{}`}},
+			Model:     "gpt-test", ReasoningField: "reasoning_content",
+			Protocol: &kernel.ProtocolNote{Raw: "Looking.<tool_call>{\"name\": \"list_dir\", \"arguments\": {\"path\":\".\"}}</tool_call><tool_call>{\"name\": \"git.git_status\"}</tool_call>"}},
 		{Seq: 3, Role: kernel.RoleTool, ToolCallID: "c1", ToolName: "list_dir", Content: "a.go\nb.go\n", Time: at(2)},
 		{Seq: 4, Role: kernel.RoleTool, ToolCallID: "c2", ToolName: "git.git_status", Content: "error: not a repository", IsError: true, Time: at(2)},
 		{Seq: 5, Role: kernel.RoleAssistant, Content: "Two Go files: a.go and b.go ✓ <ok> & done", Time: at(3)},

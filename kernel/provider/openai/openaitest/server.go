@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,7 +56,8 @@ type Step struct {
 	// Status, when not zero, answers with this HTTP status and Body.
 	Status int
 	// Body is the error body; empty means an OpenAI-shaped error naming
-	// the status.
+	// the status. "{{api_key}}" in it is replaced by the bearer token the
+	// request carried, as a proxy that echoes the key does.
 	Body string
 	// Header holds extra response headers (Retry-After on a 429).
 	Header http.Header
@@ -246,6 +248,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if body == "" {
 			body = Error(step.Status, http.StatusText(step.Status)).Body
 		}
+		body = strings.ReplaceAll(body, "{{api_key}}", strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(step.Status)
 		io.WriteString(w, body)

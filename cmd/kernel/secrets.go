@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"strings"
+
+	"github.com/agentkernel/agentkernel/hooks"
+	"github.com/agentkernel/agentkernel/kernel/provider/openai"
+)
+
+// heldSecrets are the secrets this process holds: the API key it sends,
+// the credentials MCP servers and plugins get from its environment, the
+// token `mcp serve` checks. Every scrubber of the CLI (the default one for
+// errors, logs and events, and the hook chain's for tool results) redacts
+// them first, wherever they appear. One process holds one set of secrets,
+// so it is one value for the process, filled as the configuration is read.
+// Why: RATIONALE.md, "Known secrets first".
+var heldSecrets hooks.KnownSecrets
+
+// holdSecrets registers the secrets the configuration makes the process
+// read: the model's API key; the variables MCP servers' headers name; and
+// the variables passed to MCP servers and plugins whose names say they
+// hold a credential. A configuration that does not parse registers what
+// it can; its error is reported where it is used.
+func (cfg *Config) holdSecrets() {
+	if cfg.Model.Provider != "scripted" {
+		env := cfg.Model.APIKeyEnv
+		if env == "" {
+			env = openai.DefaultAPIKeyEnv
+		}
+		holdEnv(env)
+	}
+	if scs, err := cfg.mcpConfigs(); err == nil {
+		for _, sc := range scs {
+			for _, n := range sc.HeaderEnv() {
+				holdEnv(n)
+			}
+			holdSecretNamed(sc.Env)
+		}
+	}
+	if pcs, err := cfg.pluginConfigs(); err == nil {
+		for _, pc := range pcs {
+			holdSecretNamed(pc.Env)
+		}
+	}
+}
+
+// holdEnv registers the value of an environment variable.
+func holdEnv(name string) {
+	if isEnvName(name) {
+		heldSecrets.Add(os.Getenv(name))
+	}
+}
+
+// holdSecretNamed registers the values of the variables whose names say
+// they hold a credential (GITHUB_TOKEN, DB_PASSWORD, X_API_KEY, ...);
+// PATH or HOME are not secrets, and redacting them would mangle output.
+func holdSecretNamed(names []string) {
+	for _, n := range names {
+		u := strings.ToUpper(n)
+		for _, w := range []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "ACCESS_KEY", "PRIVATE_KEY", "CREDENTIAL", "AUTH"} {
+			if strings.Contains(u, w) {
+				holdEnv(n)
+				break
+			}
+		}
+	}
+}
