@@ -52,7 +52,7 @@ func cmdMCP(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	asJSON := fs.Bool("json", false, "ls: print JSON")
 	addr := fs.String("http", "", "serve: streamable HTTP on `ADDR` (e.g. 127.0.0.1:8931) instead of stdio")
-	tokenEnv := fs.String("token-env", "KERNEL_MCP_TOKEN", "serve --http: the environment variable holding the bearer token clients must send")
+	tokenEnv := fs.String("token-env", "KERNEL_MCP_TOKEN", "serve: with --http, the environment variable holding the bearer token clients must send")
 	events := fs.String("events", "", "serve: write every event as a JSON line to `FILE` (- for stderr)")
 	write := fs.String("write", "", "import: add the entries to the tools.mcp of configuration `FILE` (its comments and layout kept) instead of printing them")
 	pos, err := parseArgs(fs, args)

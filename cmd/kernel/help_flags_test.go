@@ -88,6 +88,16 @@ func TestHelpListsTheFlagsACommandReads(t *testing.T) {
 						t.Errorf("--%s is not in the help but accepted (exit %d)", name, code)
 					}
 				}
+				// A flag of a FlagSet the group's subcommands share says
+				// whose it is as "sub: ..." or "sub1, sub2: ..."; one that
+				// starts with a subcommand's name any other way ("serve
+				// --http: ...") would show in every subcommand's help.
+				fs.VisitAll(func(f *flag.Flag) {
+					first := strings.FieldsFunc(f.Usage, func(r rune) bool { return r == ' ' || r == ':' || r == ',' })
+					if len(first) > 0 && subs[first[0]] && subcommandFlagOwner(f.Usage) == nil {
+						t.Errorf("--%s reads as %s's (%q) but is not marked as its: it shows in every subcommand's help", f.Name, first[0], f.Usage)
+					}
+				})
 				groups, ok := commonFlagsOf[fs.Name()]
 				if ok && groups&flagsModel == 0 && strings.Contains(help, "\nModel:\n") {
 					t.Errorf("a command that calls no model lists the model's flags:\n%s", help)
