@@ -30,3 +30,15 @@ func TestVocabSizes(t *testing.T) {
 		t.Error("half a vocabulary file decoded")
 	}
 }
+
+// TestVocabularyOnFirstCount: getting an encoding holds no vocabulary;
+// its first Count unpacks it.
+func TestVocabularyOnFirstCount(t *testing.T) {
+	e := &Encoding{name: Cl100kBase, data: cl100kData, pattern: cl100kPattern}
+	if e.ranks != nil {
+		t.Fatal("a vocabulary before any count")
+	}
+	if n := e.Count("hello world"); n != 2 || len(e.ranks) != 100256 {
+		t.Fatalf("Count = %d, vocabulary %d tokens", n, len(e.ranks))
+	}
+}
