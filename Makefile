@@ -4,7 +4,7 @@ BIN     := bin
 KERNEL  := $(BIN)/kernel
 LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
-.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium
+.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium test-deps
 
 # Every step prints one line saying what it does; V=1 shows the commands too.
 Q   := $(if $(V),,@)
@@ -141,13 +141,17 @@ proto:
 		--go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto
 
+## test-deps: programs the attack tests run inside the sandbox (python3)
+test-deps:
+	@command -v python3 >/dev/null 2>&1 || { apt-get update && apt-get install -y python3; }
+
 ## chromium: Debian's headless browser, for the approvals page's browser test
 chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 		{ printf '  %-9s %s\n' apt "chromium (the approvals page's browser test)"; apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
 ## test: every test, with the race detector
-test: build wasm plugins mcp-npm chromium
+test: build wasm plugins mcp-npm chromium test-deps
 	$(call say,test,"go test -race ./... (every package)")
 	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test -race -count=1 -timeout 45m ./...
 

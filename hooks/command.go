@@ -20,6 +20,7 @@ import (
 	"github.com/agentkernel/agentkernel/internal/schema"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/sandbox"
+	"github.com/agentkernel/agentkernel/sandbox/proc"
 )
 
 // Limits of the command hook protocol.
@@ -31,9 +32,6 @@ const (
 	// maxStderr is how much of stderr is kept (the block reason, or the
 	// error of a failed hook).
 	maxStderr = 4096
-	// waitDelay bounds the wait for the output pipes after the hook exited
-	// or was killed (a process that left the group may hold them).
-	waitDelay = time.Second
 )
 
 // Input is the JSON document a command hook reads on stdin
@@ -229,18 +227,6 @@ func resolveProgram(p, dir string) (string, error) {
 	return p, nil
 }
 
-// environ is the hook's whole environment: the allowlisted variables that
-// are set in the kernel's.
-func (ch *commandHook) environ() []string {
-	env := make([]string, 0, len(ch.env))
-	for _, name := range ch.env {
-		if v, ok := os.LookupEnv(name); ok {
-			env = append(env, name+"="+v)
-		}
-	}
-	return env
-}
-
 func (ch *commandHook) input(c *kernel.Call, res *kernel.Result, err error) ([]byte, error) {
 	in := Input{
 		Version: 1, Hook: ch.name, Phase: ch.phase, CallID: c.ID(), Approved: c.Approved(),
@@ -277,29 +263,25 @@ func (ch *commandHook) run(ctx context.Context, c *kernel.Call, res *kernel.Resu
 	}
 	rctx, cancel := context.WithTimeout(ctx, ch.timeout)
 	defer cancel()
-	cmd, err := sandbox.CommandPrestarted(rctx, ch.grant, ch.argv)
+	stdout := &cappedBuffer{max: maxReply}
+	stderr := &cappedBuffer{max: maxStderr}
+	// The process owner kills the hook and everything it left running
+	// (they die with the sandbox's init) when rctx ends.
+	p, err := proc.Start(rctx, proc.Spec{Argv: ch.argv, Grant: ch.grant, Env: ch.env,
+		Stdin: bytes.NewReader(in), Stdout: stdout, Stderr: stderr, Prestarted: true})
 	if err != nil {
 		return Verdict{}, fmt.Errorf("run command: %w", err)
 	}
-	cmd.Env = ch.environ() // never nil: nil would inherit everything
-	cmd.Stdin = bytes.NewReader(in)
-	stdout := &cappedBuffer{max: maxReply}
-	stderr := &cappedBuffer{max: maxStderr}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = waitDelay
-	killGroupOnCancel(cmd.Cmd)
-	// Run returns once the hook and everything it left running are dead:
-	// they die with the sandbox's init.
-	runErr := cmd.Run()
+	exit := p.Wait()
 	if ctx.Err() != nil {
 		return Verdict{}, ctx.Err()
 	}
 	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
 		return Verdict{}, fmt.Errorf("command timed out after %s (its process group was killed)", ch.timeout)
 	}
-	var exit interface{ ExitCode() int } // *sandbox.ExitError, or *exec.ExitError off Linux
+	var failed interface{ ExitCode() int } // *sandbox.ExitError, or *exec.ExitError off Linux
 	switch {
-	case errors.As(runErr, &exit) && exit.ExitCode() == 2:
+	case exit.Code() == 2:
 		reason := strings.TrimSpace(stderr.String())
 		if reason == "" {
 			reason = ch.message
@@ -308,13 +290,13 @@ func (ch *commandHook) run(ctx context.Context, c *kernel.Call, res *kernel.Resu
 			reason = "the hook exited with code 2"
 		}
 		return Verdict{Block: true, Reason: reason}, nil
-	case errors.As(runErr, &exit):
-		return Verdict{}, fmt.Errorf("command %v%s", runErr, stderrSuffix(stderr))
-	case errors.Is(runErr, exec.ErrWaitDelay):
-		// It exited 0 but something it started kept the pipes open; the
-		// group is killed and the answer stands.
-	case runErr != nil:
-		return Verdict{}, fmt.Errorf("run command: %w", runErr)
+	case errors.As(exit.Err, &failed):
+		return Verdict{}, fmt.Errorf("command %v%s", exit.Err, stderrSuffix(stderr))
+	case exit.Err == nil, errors.Is(exit.Err, exec.ErrWaitDelay):
+		// Exited 0 (if something it started kept the pipes open, the
+		// group was killed and the answer stands).
+	default:
+		return Verdict{}, fmt.Errorf("run command: %w", exit.Err)
 	}
 	if stdout.over {
 		return Verdict{}, fmt.Errorf("the reply is larger than %d bytes", maxReply)

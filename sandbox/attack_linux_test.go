@@ -30,12 +30,16 @@ func TestMain(m *testing.M) {
 // launcher (TestDedicatedLauncher) or another start (TestPrestartedAttacks).
 func runAttackTests(t *testing.T) {
 	for name, f := range map[string]func(*testing.T){
-		"Runs":              TestConfinedRuns,
-		"EnvUnreachable":    TestKernelEnvironmentUnreachable,
-		"WritesOutsideFail": TestWritesOutsideGrantFail,
-		"Network":           TestNetwork,
-		"EscapedChildren":   TestEscapedChildrenDie,
-		"Limits":            TestLimits,
+		"Runs":               TestConfinedRuns,
+		"EnvUnreachable":     TestKernelEnvironmentUnreachable,
+		"WritesOutsideFail":  TestWritesOutsideGrantFail,
+		"Network":            TestNetwork,
+		"EscapedChildren":    TestEscapedChildrenDie,
+		"Limits":             TestLimits,
+		"HostUnixSockets":    TestHostUnixSocketsUnreachable,
+		"LauncherOutOfReach": TestLauncherOutOfReach,
+		"MemoryTogether":     TestMemoryBoundsTheSandbox,
+		"ForkBomb":           TestForkBombNamed,
 	} {
 		t.Run(name, f)
 	}
@@ -273,7 +277,8 @@ func TestMissingLayerRefused(t *testing.T) {
 	}
 	// A report without Landlock refuses a grant, naming the layer and the setting.
 	fake := sandbox.Report{Layers: []sandbox.LayerStatus{{Layer: sandbox.LayerUserNS, Active: true}, {Layer: sandbox.LayerPIDNS, Active: true},
-		{Layer: sandbox.LayerMountNS, Active: true}, {Layer: sandbox.LayerNetNS, Active: true}, {Layer: sandbox.LayerPIDLimit, Active: true}}}
+		{Layer: sandbox.LayerMountNS, Active: true}, {Layer: sandbox.LayerFSView, Active: true}, {Layer: sandbox.LayerNetNS, Active: true},
+		{Layer: sandbox.LayerPIDLimit, Active: true}, {Layer: sandbox.LayerMemoryCgroup, Active: true}, {Layer: sandbox.LayerSeccomp, Active: true}}}
 	err := fake.Missing(sandbox.Grant{})
 	var me *sandbox.MissingLayerError
 	if !errors.As(err, &me) || me.Layer != sandbox.LayerLandlock || !strings.Contains(err.Error(), "allow_missing: [landlock]") {

@@ -53,8 +53,8 @@ type Cmd struct {
 	stopCancel func() bool
 	warmed     bool
 	poolKey    string
-	// pidsCgroup is the launcher's pids cgroup, removed once it is gone.
-	pidsCgroup string
+	// cgroups are the sandbox's, removed once the launcher is gone.
+	cgroups *sandboxCgroups
 }
 
 // Command returns a Cmd that runs argv confined by g. argv[0] is looked up
@@ -114,6 +114,8 @@ func buildSpec(g Grant, argv []string) (spec, bool, Report, error) {
 	sp := spec{
 		Argv: argv, Net: g.Net, HostPATH: os.Getenv("PATH"),
 		MountNS:     rep.Has(LayerMountNS),
+		FSView:      rep.Has(LayerMountNS) && rep.Has(LayerFSView),
+		Seccomp:     rep.Has(LayerSeccomp),
 		LandlockABI: rep.LandlockABI,
 		Root:        rep.Root,
 		MemoryMB:    lim.MemoryMB, MaxProcs: lim.MaxProcs, MaxFileMB: lim.MaxFileMB, MaxOpenFiles: lim.MaxOpenFiles,
@@ -136,20 +138,19 @@ func buildSpec(g Grant, argv []string) (spec, bool, Report, error) {
 }
 
 func newCmd(ctx context.Context, sp spec, netns bool, rep Report) (*Cmd, error) {
-	var cgroup string
-	if sp.Root && !sp.Probe && sp.MaxProcs > 0 && sp.MaxProcs < pidMaxFloor {
-		// Below pid_max's floor only a pids cgroup holds max_procs as root;
-		// without one the floor is the bound (docs/sandbox.md).
-		if d, err := newPidsCgroup(); err == nil {
-			cgroup, sp.PIDsCgroup = d, d
+	var cg *sandboxCgroups
+	if !sp.Probe {
+		var err error
+		if cg, err = newSandboxCgroups(&sp, rep.Has(LayerMemoryCgroup)); err != nil {
+			return nil, err
 		}
 	}
 	c, err := newLauncherCmd(ctx, sp, netns, rep)
 	if err != nil {
-		removePidsCgroup(cgroup)
+		cg.remove()
 		return nil, err
 	}
-	c.pidsCgroup = cgroup
+	c.cgroups = cg
 	return c, nil
 }
 
@@ -271,7 +272,7 @@ func (c *Cmd) Start() error {
 		}
 		cold.Dir, cold.Env, cold.WaitDelay = c.Dir, c.Env, c.Cmd.WaitDelay
 		cold.Stdin, cold.Stdout, cold.Stderr = c.Stdin, c.Stdout, c.Stderr
-		c.Cmd, c.status, c.childEnds, c.pidsCgroup, c.prestarted = cold.Cmd, cold.status, cold.childEnds, cold.pidsCgroup, false
+		c.Cmd, c.status, c.childEnds, c.cgroups, c.prestarted = cold.Cmd, cold.status, cold.childEnds, cold.cgroups, false
 	}
 	err := c.Cmd.Start()
 	for _, f := range c.childEnds {
@@ -294,9 +295,17 @@ func (c *Cmd) Wait() error {
 		return c.waitPrestarted()
 	}
 	err := c.Cmd.Wait()
-	removePidsCgroup(c.pidsCgroup)
+	c.cgroups.remove()
 	c.collect()
 	switch {
+	case c.outcome.Known && !c.outcome.agrees(c.ProcessState):
+		// The launcher exits with the program's status, which the kernel
+		// reports here: a report that says otherwise was not the
+		// launcher's (it is out of the program's reach; this is the
+		// second check).
+		err := fmt.Errorf("sandbox: the report (%s) disagrees with the launcher's exit status (%v); the report is ignored", c.outcome, c.ProcessState)
+		c.outcome = Outcome{}
+		return err
 	case c.outcome.Limit != nil:
 		return c.outcome.Limit
 	case c.outcome.Err != "":
@@ -305,6 +314,22 @@ func (c *Cmd) Wait() error {
 		return errors.New("sandbox: the launcher exited without reporting how the program ended (is it agentkernel's launcher?)")
 	}
 	return err
+}
+
+// agrees reports whether o is what a launcher that exited with ps would
+// have reported: the program's exit code, or 128 plus its signal.
+func (o Outcome) agrees(ps *os.ProcessState) bool {
+	if ps == nil || o.Err != "" {
+		return true // not started, or killed before reporting
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Exited() {
+		return true // the launcher was killed from outside after reporting
+	}
+	if o.Exited {
+		return ws.ExitStatus() == o.ExitCode
+	}
+	return ws.ExitStatus() >= 128
 }
 
 // Run starts and waits.
@@ -413,14 +438,19 @@ func probe() Report {
 	} else {
 		set(LayerPIDNS, false, nsDetail)
 	}
-	switch {
-	case !nsOK:
-		set(LayerMountNS, false, nsDetail)
-	case pr.MountNS != "":
-		set(LayerMountNS, false, pr.MountNS)
-	default:
-		set(LayerMountNS, true, "a new mount namespace: fresh /proc, private /tmp, read-only bind mounts")
+	// A layer the probe launcher tried: why it failed there, if it did.
+	tried := func(l Layer, failed, detail string) {
+		switch {
+		case !nsOK:
+			set(l, false, nsDetail)
+		case failed != "":
+			set(l, false, failed)
+		default:
+			set(l, true, detail)
+		}
 	}
+	tried(LayerMountNS, pr.MountNS, "a new mount namespace: fresh /proc, private /tmp, read-only bind mounts")
+	tried(LayerFSView, pr.FSView, "the root is a new tmpfs with only the granted paths bound (read-only where ro): no host /run, /var/run, /var/tmp or /tmp, so no daemon's socket")
 	if nsOK {
 		set(LayerNetNS, true, "a new, empty network namespace when the grant has no net")
 	} else {
@@ -436,12 +466,18 @@ func probe() Report {
 	} else {
 		set(LayerLandlockNet, false, fmt.Sprintf("Landlock ABI %d has no network rules (needs 4, Linux 6.7+)", abi))
 	}
+	if mem, why := memoryCgroupRoot(); mem != "" {
+		set(LayerMemoryCgroup, true, "a memory cgroup per sandbox under "+mem+": memory_mb bounds all of its processes together")
+	} else {
+		set(LayerMemoryCgroup, false, why)
+	}
+	tried(LayerSeccomp, pr.Seccomp, "a seccomp filter: no ptrace, process_vm_*, pidfd_getfd or kcmp (the launcher out of reach), no new namespaces, io_uring, keyrings, bpf or mounts, sockets of the unix, inet and netlink families only")
 	cg, cgWhy := pidsCgroupRoot()
 	switch {
 	case !rep.Root:
 		set(LayerPIDLimit, true, "RLIMIT_NPROC (not root)")
 	case nsOK && pr.PIDLimit == "" && cg != "":
-		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: a pids cgroup per sandbox under "+cg+", and the PID namespace's pid_max")
+		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: a pids cgroup per sandbox under "+cg)
 	case nsOK && pr.PIDLimit == "":
 		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: the PID namespace's pid_max, at least 301, so max_procs below 299 holds as 299 ("+cgWhy+")")
 	default:
@@ -451,21 +487,57 @@ func probe() Report {
 		}
 		set(LayerPIDLimit, false, "running as root, where RLIMIT_NPROC does not apply, and the PID namespace's pid_max cannot be set: "+d)
 	}
+	slices.SortStableFunc(rep.Layers, func(a, b LayerStatus) int {
+		return slices.Index(Layers(), a.Layer) - slices.Index(Layers(), b.Layer)
+	})
 	return rep
 }
 
-// describeLimit names the limit that stopped a process, from what the
-// launcher observed. lim has defaults filled in.
-func describeLimit(lim Grant, sig syscall.Signal, cpu time.Duration, peakProcs int, peakVM int64, procCap int) *LimitError {
+// observed is what the launcher saw of a program's end.
+type observed struct {
+	sig       syscall.Signal // the signal that ended it, if one did
+	failed    bool           // it did not exit 0
+	timedOut  bool
+	cpu       time.Duration
+	peakProcs int   // sampled from the sandbox's /proc
+	peakVM    int64 // largest address space sampled
+	// addressSpace is set when memory_mb was RLIMIT_AS (no memory
+	// cgroup), so that a large address space explains a failure.
+	addressSpace bool
+	procCap      int // max_procs where the sampled count means it (0: not)
+	cgroups      cgroupCounts
+	tmpFull      bool // the private /tmp had no room left
+}
+
+// describeLimit names the limit that stopped a program, from what the
+// launcher observed; lim has the defaults filled in. The kernel's own
+// counts (a fork refused at pids.max, the memory cgroup's OOM killer)
+// name a limit also when the program exited 0: its processes were cut
+// short (a fork bomb whose first shell exits at once). The rest are
+// inferences from a failed program (its signal, its CPU time, the
+// sampled process count and address space).
+func describeLimit(lim Grant, o observed) *LimitError {
+	cg := o.cgroups
 	switch {
-	case lim.CPU > 0 && (sig == syscall.SIGXCPU || (sig == syscall.SIGKILL && cpu >= lim.CPU.D())):
-		return &LimitError{Limit: "cpu", Detail: fmt.Sprintf("the program used %s of CPU time, its limit is %s (cpu)", cpu.Round(time.Millisecond), lim.CPU)}
-	case sig == syscall.SIGXFSZ:
+	case cg.oomKills > 0:
+		return &LimitError{Limit: "memory_mb", Detail: fmt.Sprintf("the sandbox's processes together reached %d MiB (memory_mb %d, all of them together), and the kernel killed %d of them", cg.memPeak>>20, lim.MemoryMB, cg.oomKills)}
+	case cg.forkFailures > 0:
+		n := max(cg.pidsPeak, int64(o.peakProcs))
+		return &LimitError{Limit: "max_procs", Detail: fmt.Sprintf("the sandbox reached %d processes, its limit (max_procs %d); a fork failed %d times", n, lim.MaxProcs, cg.forkFailures)}
+	case o.timedOut:
+		return &LimitError{Limit: "timeout", Detail: fmt.Sprintf("the sandbox ran longer than %s (timeout) and every process in it was killed", lim.Timeout)}
+	case !o.failed:
+		return nil
+	case lim.CPU > 0 && (o.sig == syscall.SIGXCPU || (o.sig == syscall.SIGKILL && o.cpu >= lim.CPU.D())):
+		return &LimitError{Limit: "cpu", Detail: fmt.Sprintf("the program used %s of CPU time, its limit is %s (cpu)", o.cpu.Round(time.Millisecond), lim.CPU)}
+	case o.sig == syscall.SIGXFSZ:
 		return &LimitError{Limit: "max_file_mb", Detail: fmt.Sprintf("the program wrote a file larger than %d MiB (max_file_mb)", lim.MaxFileMB)}
-	case procCap > 0 && peakProcs >= procCap:
-		return &LimitError{Limit: "max_procs", Detail: fmt.Sprintf("the sandbox reached %d processes, its limit (max_procs %d); further forks failed", peakProcs, lim.MaxProcs)}
-	case peakVM >= int64(lim.MemoryMB)<<20*85/100:
-		return &LimitError{Limit: "memory_mb", Detail: fmt.Sprintf("a process reached %d MiB of address space, its limit is %d MiB (memory_mb); further allocations failed", peakVM>>20, lim.MemoryMB)}
+	case o.procCap > 0 && o.peakProcs >= o.procCap:
+		return &LimitError{Limit: "max_procs", Detail: fmt.Sprintf("the sandbox reached %d processes, its limit (max_procs %d); further forks failed", o.peakProcs, lim.MaxProcs)}
+	case o.addressSpace && o.peakVM >= int64(lim.MemoryMB)<<20*85/100:
+		return &LimitError{Limit: "memory_mb", Detail: fmt.Sprintf("a process reached %d MiB of address space, its limit is %d MiB (memory_mb); further allocations failed", o.peakVM>>20, lim.MemoryMB)}
+	case o.tmpFull:
+		return &LimitError{Limit: "max_file_mb", Detail: fmt.Sprintf("the private /tmp (max_file_mb: %d MiB) is full", lim.MaxFileMB)}
 	}
 	return nil
 }

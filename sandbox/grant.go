@@ -39,8 +39,10 @@ type Grant struct {
 	// itself never adds the kernel's environment: the process gets the
 	// caller's exec.Cmd.Env, which callers build from this list.
 	Env []string `yaml:"env,omitempty" json:"env,omitempty"`
-	// MemoryMB caps each process's address space (RLIMIT_AS). Zero means
-	// DefaultMemoryMB.
+	// MemoryMB caps the memory of the sandbox's processes together (a
+	// memory cgroup: their pages and the private /tmp's); where the
+	// memory_cgroup layer is allowed missing, each process's address space
+	// (RLIMIT_AS) instead. Zero means DefaultMemoryMB.
 	MemoryMB int `yaml:"memory_mb,omitempty" json:"memory_mb,omitempty"`
 	// CPU caps each process's CPU time (RLIMIT_CPU, whole seconds). Zero
 	// means no CPU limit (Timeout still bounds the wall clock).
@@ -49,9 +51,9 @@ type Grant struct {
 	// means none: the caller bounds the run (run_command's timeout, a
 	// plugin's lifetime).
 	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
-	// MaxProcs caps the processes in the sandbox (RLIMIT_NPROC, and the
-	// PID namespace's pid_max when running as root, where RLIMIT_NPROC
-	// does not apply; pid_max cannot go below 301). Zero means
+	// MaxProcs caps the processes in the sandbox (RLIMIT_NPROC; as root,
+	// where RLIMIT_NPROC does not apply, a pids cgroup and the PID
+	// namespace's pid_max, which cannot go below 301). Zero means
 	// DefaultMaxProcs.
 	MaxProcs int `yaml:"max_procs,omitempty" json:"max_procs,omitempty"`
 	// MaxOutputBytes caps the output the caller keeps. The sandbox does not

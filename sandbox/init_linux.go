@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -43,8 +45,8 @@ type launcher struct {
 	// the ones a goMsg brought (a pre-started launcher).
 	stdio []*os.File
 	dir   string
-	// pids, when set, is the cgroup the program is forked into.
-	pids *programCgroup
+	// cg, when set, are the cgroups the program is forked into.
+	cg *programCgroups
 }
 
 func (l *launcher) report(o Outcome) {
@@ -52,15 +54,29 @@ func (l *launcher) report(o Outcome) {
 	_, _ = l.status.Write(b)
 }
 
-// runInit is the launcher, PID 1 of the sandbox. Order: mounts (fresh
-// /proc, private /tmp, ro binds), pid_max, rlimits, capabilities dropped,
-// no_new_privs and Landlock, then the program as its child; the launcher
-// reaps everything and exits with the program, which takes the rest of
-// the PID namespace with it.
+// runInit is the launcher, PID 1 of the sandbox. Order: out of the
+// program's reach (not dumpable, fatal signals caught), cgroup files, the
+// file system view (or mounts: fresh /proc, private /tmp, ro binds),
+// pid_max, rlimits, capabilities dropped, no_new_privs and Landlock, the
+// seccomp filter, then the program as its child; the launcher reaps
+// everything and exits with the program, which takes the rest of the PID
+// namespace with it.
 func runInit() int {
-	// Every per-thread setting (capabilities, securebits) is made on this
-	// thread, and the program is forked from it.
+	// Every per-thread setting (capabilities, securebits, the seccomp
+	// filter) is made on this thread, and the program is forked from it.
 	runtime.LockOSThread()
+	// The program runs as the same uid in the same Landlock domain. Not
+	// dumpable, the launcher cannot be traced, nor its memory, descriptors
+	// (/proc/1/fd, pidfd_getfd) or environment read by a process without
+	// CAP_SYS_PTRACE, which the program never has: the report it writes
+	// and the cgroup files it holds are out of the program's reach.
+	dumpErr := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// A signal the program sends PID 1 is delivered only when the
+	// launcher handles it, and Go handles most; relayed here instead, none
+	// ends it (SIGKILL and SIGSTOP never arrive from inside the
+	// namespace). The program's dispositions are reset to the default by
+	// exec.
+	signal.Notify(make(chan os.Signal, 1), fatalSignals...)
 	// Nothing the launcher inherited reaches the program but its stdio: a
 	// descriptor the kernel got without close-on-exec (from its own
 	// parent, say) would otherwise pass through every exec.
@@ -72,6 +88,10 @@ func runInit() int {
 	syscall.CloseOnExec(specFD)
 	syscall.CloseOnExec(statusFD)
 	l := &launcher{status: os.NewFile(statusFD, "status")}
+	if dumpErr != nil {
+		l.report(Outcome{Err: "make the launcher non-dumpable: " + dumpErr.Error()})
+		return 126
+	}
 	b, err := io.ReadAll(io.LimitReader(os.NewFile(specFD, "spec"), 1<<20))
 	if err == nil {
 		err = json.Unmarshal(b, &l.sp)
@@ -100,6 +120,12 @@ func runInit() int {
 	}
 	return l.run()
 }
+
+// fatalSignals are the signals the Go runtime ends a program on when one
+// arrives from another process (its sigtable: _SigKill, _SigThrow and
+// _SigPanic); it ignores the rest unless notified.
+var fatalSignals = []os.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT,
+	unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGTERM, unix.SIGSTKFLT, unix.SIGSYS}
 
 // awaitGo tells the host the launcher is confined and waits for the
 // program to run. It reports false when the host closed the socket
@@ -155,13 +181,26 @@ func (l *launcher) awaitGo() (bool, error) {
 
 func (l *launcher) probe() int {
 	pr := probeResult{PID: os.Getpid()}
-	if err := mountProc(); err != nil {
-		pr.MountNS = err.Error()
+	mounted := false
+	if err := buildView(&l.sp); err != nil {
+		pr.FSView = err.Error()
+	} else {
+		mounted = true
 	}
-	if l.sp.Root {
-		if err := setPIDMax(10); err != nil {
+	if !mounted {
+		if err := mountProc(); err != nil {
+			pr.MountNS = err.Error()
+		} else {
+			mounted = true
+		}
+	}
+	if l.sp.Root && mounted {
+		if err := setPIDMax("/proc", 10); err != nil {
 			pr.PIDLimit = err.Error()
 		}
+	}
+	if err := installSeccomp(); err != nil {
+		pr.Seccomp = err.Error()
 	}
 	b, _ := json.Marshal(pr)
 	_, _ = l.status.Write(b)
@@ -179,10 +218,10 @@ func mountProc() error {
 }
 
 // setPIDMax bounds the PID namespace to n processes (pid_max n+2, at least
-// the kernel's minimum of 301).
-func setPIDMax(n int) error {
+// the kernel's minimum of 301), in the namespace's proc mounted at proc.
+func setPIDMax(proc string, n int) error {
 	v := max(n+2, 301)
-	if err := os.WriteFile("/proc/sys/kernel/pid_max", []byte(strconv.Itoa(v)), 0); err != nil {
+	if err := os.WriteFile(proc+"/sys/kernel/pid_max", []byte(strconv.Itoa(v)), 0); err != nil {
 		return fmt.Errorf("set the namespace's pid_max (Linux 6.14+): %w", err)
 	}
 	return nil
@@ -192,36 +231,37 @@ func setPIDMax(n int) error {
 // program inherits them.
 func (l *launcher) confine() error {
 	sp := &l.sp
-	if sp.MountNS {
-		if err := mountProc(); err != nil {
-			return err
-		}
-		if st, err := os.Stat("/tmp"); err == nil && st.IsDir() && !sp.ruleUnder("/tmp") {
-			opts := fmt.Sprintf("size=%dm,mode=1777", sp.MaxFileMB)
-			if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-				return fmt.Errorf("mount a private /tmp: %w", err)
-			}
-		}
-		for _, p := range sp.BindRO {
-			if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-				return fmt.Errorf("bind %s read-only: %w", p, err)
-			}
-			if err := unix.Mount("", p, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-				return fmt.Errorf("remount %s read-only: %w", p, err)
-			}
-		}
-	}
-	if sp.Root && sp.MountNS {
-		if err := setPIDMax(sp.MaxProcs); err != nil {
-			return err
-		}
-	}
-	if sp.PIDsCgroup != "" {
-		c, err := openProgramCgroup(sp.PIDsCgroup, sp.MaxProcs)
+	if sp.PIDsCgroup != "" || sp.MemoryCgroup != "" {
+		// Before the view: the cgroup file system is not in it.
+		c, err := openProgramCgroups(sp)
 		if err != nil {
 			return err
 		}
-		l.pids = c
+		l.cg = c
+	}
+	switch {
+	case sp.FSView:
+		if err := buildView(sp); err != nil {
+			return err
+		}
+	case sp.MountNS:
+		if err := l.mountHostTree(); err != nil {
+			return err
+		}
+	}
+	// pid_max bounds max_procs only where no pids cgroup does: it counts
+	// the launcher's threads too (and a failing fork holds a pid for a
+	// moment), so under a fork bomb the launcher could not start the
+	// thread its Go runtime needed, and died before it reported.
+	if sp.Root && sp.MountNS && sp.PIDsCgroup == "" {
+		if err := setPIDMax("/proc", sp.MaxProcs); err != nil {
+			return err
+		}
+	}
+	if sp.FSView {
+		if err := protectProc("/proc"); err != nil {
+			return err
+		}
 	}
 	for _, r := range []struct {
 		res int
@@ -247,7 +287,39 @@ func (l *launcher) confine() error {
 	if err := dropCapabilities(); err != nil {
 		return err
 	}
-	return l.landlock()
+	if err := l.landlock(); err != nil {
+		return err
+	}
+	if sp.Seccomp {
+		return installSeccomp()
+	}
+	return nil
+}
+
+// mountHostTree is the mount namespace without a view (LayerFSView
+// allowed missing): the host's tree with a fresh /proc, a private /tmp
+// unless a granted path is under it, and read-only binds for ro rules
+// nested in rw ones.
+func (l *launcher) mountHostTree() error {
+	sp := &l.sp
+	if err := mountProc(); err != nil {
+		return err
+	}
+	if st, err := os.Stat("/tmp"); err == nil && st.IsDir() && !sp.ruleUnder("/tmp") {
+		opts := fmt.Sprintf("size=%dm,mode=1777", sp.MaxFileMB)
+		if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("mount a private /tmp: %w", err)
+		}
+	}
+	for _, p := range sp.BindRO {
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s read-only: %w", p, err)
+		}
+		if err := setMountAttr(p, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
+			return fmt.Errorf("remount %s read-only: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // dropCapabilities leaves this thread (and so the program) no capability,
@@ -309,13 +381,15 @@ func (l *launcher) landlock() error {
 	}
 	// The launcher's own devices and /proc: harmless, needed by most programs.
 	rules = append(rules,
-		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full").IgnoreIfMissing(),
-		landlock.ROFiles("/dev/random", "/dev/urandom").IgnoreIfMissing())
+		landlock.RWFiles(devicesRW...).IgnoreIfMissing(),
+		landlock.ROFiles(devicesRO...).IgnoreIfMissing())
 	if sp.MountNS {
 		// Only the sandbox's processes are in this /proc; the private /tmp
-		// dies with the sandbox.
+		// dies with the sandbox. In the view /tmp is private unless /tmp
+		// itself is granted (a granted path under it is bound into the
+		// private one, read-only where ro: the mount decides then).
 		rules = append(rules, landlock.RODirs("/proc"))
-		if !sp.ruleUnder("/tmp") {
+		if sp.FSView && !sp.ruleIs("/tmp") || !sp.FSView && !sp.ruleUnder("/tmp") {
 			rules = append(rules, landlock.RWDirs("/tmp").IgnoreIfMissing())
 		}
 	}
@@ -333,15 +407,16 @@ func (l *launcher) landlock() error {
 	return nil
 }
 
-// start starts the program, in the program's pids cgroup when there is
-// one (see programCgroup). It runs on the launcher's locked main thread.
+// start starts the program, in the sandbox's cgroups when there are any
+// (see programCgroups). It runs on the launcher's locked main thread.
 func (l *launcher) start(path string, argv []string, attr *os.ProcAttr) (proc *os.Process, err error) {
-	if l.pids != nil {
-		if err := l.pids.enter(); err != nil {
+	if l.cg != nil {
+		if err := l.cg.enter(); err != nil {
+			l.cg.closeTasks()
 			return nil, err
 		}
 		defer func() {
-			if lerr := l.pids.leave(); lerr != nil && err == nil {
+			if lerr := l.cg.leave(); lerr != nil && err == nil {
 				_ = proc.Kill()
 				proc, err = nil, lerr
 			}
@@ -376,11 +451,14 @@ func (l *launcher) run() int {
 		}
 		path = p
 	}
-	// The program starts traced: it stops right after its execve, before
-	// its first instruction, and gets its RLIMIT_AS then. The launcher's
+	// memory_mb is the memory cgroup's limit when there is one. Without
+	// it (the layer allowed missing) it is RLIMIT_AS per process: the
+	// program then starts traced, stops right after its execve, before
+	// its first instruction, and gets its RLIMIT_AS there. The launcher's
 	// own Go runtime must not live under the program's memory limit.
+	perProcess := sp.MemoryCgroup == ""
 	attr := &os.ProcAttr{Env: env, Files: l.stdio, Dir: l.dir,
-		Sys: &syscall.SysProcAttr{Ptrace: true}}
+		Sys: &syscall.SysProcAttr{Ptrace: perProcess}}
 	proc, err := l.start(path, sp.Argv, attr)
 	if err != nil {
 		msg := err.Error()
@@ -391,7 +469,7 @@ func (l *launcher) run() int {
 		return 126
 	}
 	pid := proc.Pid
-	if err := l.limitMemory(pid); err != nil {
+	if err := l.limitMemory(pid, perProcess); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		l.report(Outcome{Err: err.Error()})
 		return 126
@@ -426,20 +504,28 @@ func (l *launcher) run() int {
 		o.Signal = ws.Signal().String()
 		code = 128 + int(ws.Signal())
 	}
-	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	lim := Grant{MemoryMB: sp.MemoryMB, MaxProcs: sp.MaxProcs, MaxFileMB: sp.MaxFileMB, CPU: Duration(time.Duration(sp.CPUSeconds) * time.Second)}
-	switch {
-	case timedOut:
-		o.Limit = &LimitError{Limit: "timeout", Detail: fmt.Sprintf("the sandbox ran longer than %s (timeout) and every process in it was killed", time.Duration(sp.TimeoutNS))}
-	case o.Signal != "" || o.ExitCode != 0:
-		var sig syscall.Signal
-		if ws.Signaled() {
-			sig = ws.Signal()
-		}
-		o.Limit = describeLimit(lim, sig, cpu, w.peakProcs, w.peakVM, procCap)
+	var sig syscall.Signal
+	if ws.Signaled() {
+		sig = ws.Signal()
 	}
+	obs := observed{
+		sig: sig, failed: o.Signal != "" || o.ExitCode != 0, timedOut: timedOut,
+		cpu:       time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		peakProcs: w.peakProcs, peakVM: w.peakVM, procCap: procCap, addressSpace: perProcess,
+		cgroups: l.cg.counts(), tmpFull: sp.MountNS && tmpFull(),
+	}
+	lim := Grant{MemoryMB: sp.MemoryMB, MaxProcs: sp.MaxProcs, MaxFileMB: sp.MaxFileMB, CPU: Duration(time.Duration(sp.CPUSeconds) * time.Second),
+		Timeout: Duration(sp.TimeoutNS)}
+	o.Limit = describeLimit(lim, obs)
 	l.report(o)
 	return code
+}
+
+// tmpFull reports whether the private /tmp has no room left (its size is
+// max_file_mb).
+func tmpFull() bool {
+	var st unix.Statfs_t
+	return unix.Statfs("/tmp", &st) == nil && st.Type == unix.TMPFS_MAGIC && st.Bavail == 0
 }
 
 // killAll kills every other process of the PID namespace and reaps them,
@@ -462,7 +548,10 @@ func killAll() {
 
 // limitMemory waits for the traced program's stop after execve, sets its
 // address-space limit and lets it go.
-func (l *launcher) limitMemory(pid int) error {
+func (l *launcher) limitMemory(pid int, traced bool) error {
+	if !traced {
+		return nil
+	}
 	var ws unix.WaitStatus
 	for {
 		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
@@ -529,6 +618,13 @@ func (l *launcher) wait(pid int) (ws unix.WaitStatus, ru unix.Rusage, timedOut b
 			}
 			if err != nil || wpid <= 0 {
 				break
+			}
+			if s.Stopped() {
+				// A process that made the launcher its tracer
+				// (PTRACE_TRACEME) stops at its next signal: let it go
+				// with that signal, untraced.
+				_, _, _ = unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(wpid), 0, uintptr(s.StopSignal()), 0, 0)
+				continue
 			}
 			if wpid == pid {
 				return s, r, timedOut
@@ -602,6 +698,16 @@ func (w *watcher) sample() {
 	if n > w.peakProcs {
 		w.peakProcs = n
 	}
+}
+
+// ruleIs reports whether path itself is granted.
+func (sp *spec) ruleIs(path string) bool {
+	for _, r := range sp.Rules {
+		if filepath.Clean(r.Path) == path {
+			return true
+		}
+	}
+	return false
 }
 
 // ruleUnder reports whether a granted path is dir or beneath it: a private

@@ -23,6 +23,11 @@ const (
 	// sandbox's processes), a private /tmp and read-only bind mounts for
 	// ro rules nested in rw ones (workspace/.git).
 	LayerMountNS Layer = "mountns"
+	// LayerFSView: the sandbox's root is a new, empty tmpfs holding only
+	// what the grant names (bind mounts, read-only where ro), a fresh
+	// /proc, a private /tmp and the harmless devices; nothing of the
+	// host's /run, /var or /tmp, so no daemon's pathname socket (view_linux.go).
+	LayerFSView Layer = "fsview"
 	// LayerNetNS: a new, empty network namespace when the grant has no net.
 	LayerNetNS Layer = "netns"
 	// LayerLandlock: Landlock file system rules (the fs grant).
@@ -32,11 +37,20 @@ const (
 	// LayerPIDLimit: max_procs. RLIMIT_NPROC does not apply to root, so
 	// as root the PID namespace's pid_max (Linux 6.14+) bounds it.
 	LayerPIDLimit Layer = "pid_limit"
+	// LayerMemoryCgroup: memory_mb for the sandbox's processes together,
+	// a memory cgroup per sandbox (cgroup_linux.go); without it memory_mb
+	// holds per process only.
+	LayerMemoryCgroup Layer = "memory_cgroup"
+	// LayerSeccomp: a seccomp filter on the program: no ptrace of the
+	// launcher, no other process's memory or descriptors, no new
+	// namespaces, no io_uring, keyrings, bpf or mounts, and only the unix,
+	// inet and netlink socket families (seccomp_linux.go).
+	LayerSeccomp Layer = "seccomp"
 )
 
 // Layers returns every layer, in order.
 func Layers() []Layer {
-	return []Layer{LayerUserNS, LayerPIDNS, LayerMountNS, LayerNetNS, LayerLandlock, LayerLandlockNet, LayerPIDLimit}
+	return []Layer{LayerUserNS, LayerPIDNS, LayerMountNS, LayerFSView, LayerNetNS, LayerLandlock, LayerLandlockNet, LayerPIDLimit, LayerMemoryCgroup, LayerSeccomp}
 }
 
 func layerList() string {
@@ -156,11 +170,11 @@ func (r Report) detail(l Layer) string {
 
 // Needs returns the layers g needs, in order.
 func (g Grant) Needs() []Layer {
-	n := []Layer{LayerUserNS, LayerPIDNS, LayerMountNS}
+	n := []Layer{LayerUserNS, LayerPIDNS, LayerMountNS, LayerFSView}
 	if g.Net == nil {
 		n = append(n, LayerNetNS)
 	}
-	n = append(n, LayerLandlock, LayerLandlockNet, LayerPIDLimit)
+	n = append(n, LayerLandlock, LayerLandlockNet, LayerPIDLimit, LayerMemoryCgroup, LayerSeccomp)
 	return n
 }
 

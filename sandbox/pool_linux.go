@@ -144,13 +144,13 @@ func WarmUp(ctx context.Context, g Grant) error {
 
 // warm is one pre-started launcher.
 type warm struct {
-	cmd    *exec.Cmd
-	cgroup string   // its pids cgroup, if any
-	status *os.File // the outcome, read by the Cmd that takes it
-	ctl    *os.File // the host's end of the go socket
-	fp     fingerprint
-	ready  chan struct{} // closed when the launcher said it is confined
-	dead   chan struct{} // closed when it exited before being taken
+	cmd     *exec.Cmd
+	cgroups *sandboxCgroups // its cgroups, if any
+	status  *os.File        // the outcome, read by the Cmd that takes it
+	ctl     *os.File        // the host's end of the go socket
+	fp      fingerprint
+	ready   chan struct{} // closed when the launcher said it is confined
+	dead    chan struct{} // closed when it exited before being taken
 
 	mu    sync.Mutex
 	taken bool
@@ -331,7 +331,7 @@ func startWarm(sp spec, netns bool, rep Report) (*warm, error) {
 		host.Close()
 		return nil, err
 	}
-	w := &warm{cmd: c.Cmd, cgroup: c.pidsCgroup, status: c.status, ctl: host, fp: fp, ready: make(chan struct{}), dead: make(chan struct{})}
+	w := &warm{cmd: c.Cmd, cgroups: c.cgroups, status: c.status, ctl: host, fp: fp, ready: make(chan struct{}), dead: make(chan struct{})}
 	go w.watch()
 	return w, nil
 }
@@ -375,7 +375,7 @@ func (w *warm) discard() {
 		_ = w.cmd.Process.Kill()
 	}
 	_ = w.cmd.Wait()
-	removePidsCgroup(w.cgroup)
+	w.cgroups.remove()
 	w.status.Close()
 }
 
@@ -400,7 +400,7 @@ func (c *Cmd) startPrestarted() error {
 		w.discard()
 		return err
 	}
-	c.Cmd, c.status, c.waitDelay, c.pidsCgroup = w.cmd, w.status, orig.WaitDelay, w.cgroup
+	c.Cmd, c.status, c.waitDelay, c.cgroups = w.cmd, w.status, orig.WaitDelay, w.cgroups
 	w.ctl.Close()
 	if c.ctx.Done() != nil {
 		pid := c.Process.Pid
@@ -545,11 +545,11 @@ func (c *Cmd) waitPrestarted() error {
 	if c.outcome.Known {
 		go func() {
 			_ = c.Cmd.Wait()
-			removePidsCgroup(c.pidsCgroup)
+			c.cgroups.remove()
 		}()
 	} else {
 		_ = c.Cmd.Wait() // killed from outside: nothing reported
-		removePidsCgroup(c.pidsCgroup)
+		c.cgroups.remove()
 	}
 	copyErr := c.waitCopies()
 	c.collect()

@@ -31,16 +31,23 @@ type spec struct {
 	BindRO []string   `json:"bind_ro,omitempty"`
 	Net    *Net       `json:"net,omitempty"`
 
-	MountNS     bool `json:"mount_ns"`
+	MountNS bool `json:"mount_ns"`
+	// FSView builds the root from the rules alone (view_linux.go)
+	// instead of keeping the host's tree under Landlock.
+	FSView      bool `json:"fs_view"`
+	Seccomp     bool `json:"seccomp"`
 	LandlockABI int  `json:"landlock_abi"`
 	Root        bool `json:"root"`
 
 	MemoryMB   int `json:"memory_mb"`
 	CPUSeconds int `json:"cpu_seconds"`
 	MaxProcs   int `json:"max_procs"`
-	// PIDsCgroup is the pids cgroup the launcher joins and bounds to
-	// MaxProcs (as root, where RLIMIT_NPROC does not apply; cgroup_linux.go).
+	// PIDsCgroup and MemoryCgroup are the sandbox's cgroups, made and
+	// bounded by the host, that the program is forked into
+	// (cgroup_linux.go): pids as root (where RLIMIT_NPROC does not apply)
+	// for a max_procs below pid_max's floor, memory for memory_mb.
 	PIDsCgroup   string `json:"pids_cgroup,omitempty"`
+	MemoryCgroup string `json:"memory_cgroup,omitempty"`
 	MaxFileMB    int    `json:"max_file_mb"`
 	MaxOpenFiles int    `json:"max_open_files"`
 	TimeoutNS    int64  `json:"timeout_ns"`
@@ -58,6 +65,8 @@ type specRule struct {
 // probeResult is the launcher's answer to a probe.
 type probeResult struct {
 	MountNS  string `json:"mount_ns"` // "" when the fresh /proc was mounted, else why not
+	FSView   string `json:"fs_view"`  // "" when the root could be built, else why not
+	Seccomp  string `json:"seccomp"`  // "" when the filter could be installed, else why not
 	PIDLimit string `json:"pid_limit"`
 	PID      int    `json:"pid"`
 }

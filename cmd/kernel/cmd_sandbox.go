@@ -166,7 +166,7 @@ func cmdSandbox(ctx context.Context, args []string, env *cliEnv) error {
 		if !l.Active {
 			mark = "MISSING"
 		}
-		fmt.Fprintf(env.stdout, "  %s %-13s %s\n", mark, l.Layer, l.Detail)
+		fmt.Fprintf(env.stdout, "  %s %-14s %s\n", mark, l.Layer, l.Detail)
 	}
 	fmt.Fprintln(env.stdout, "launcher:", rep.Launcher)
 	if len(cfg.Sandbox.AllowMissing) > 0 {

@@ -60,17 +60,7 @@ func TestSandboxAttacksThroughTheCLI(t *testing.T) {
 		"tools:\n  builtin: {enable: [write_file, run_command]}\n" +
 		"  plugins:\n    - {name: git, path: " + filepath.Join(root, "bin/plugins/git") + ", sha256: " + strings.Fields(string(sum))[0] +
 		", dir: ws, env: [PATH], sandbox: {fs: [{path: /usr, mode: ro}, {path: ws, mode: ro}]}}\n"
-	os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(script), 0o600)
-	os.WriteFile(filepath.Join(dir, "kernel.yaml"), []byte(cfg), 0o600)
-	store := t.TempDir()
-	_, errOut, err := cli(t, "run", "--config", filepath.Join(dir, "kernel.yaml"), "--store", store, "go")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, errOut)
-	}
-	out, _, err := cli(t, "sessions", "show", "--full", "--store", store, sessionLine.FindStringSubmatch(errOut)[1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := runScripted(t, dir, script, cfg)
 	if !strings.Contains(out, "git.git_diff") || !strings.Contains(out, "ppid=1") || !strings.Contains(out, "started") {
 		t.Fatalf("the attacks did not all run:\n%s", out)
 	}
@@ -105,6 +95,15 @@ func TestSandboxAttacksThroughTheCLI(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// runScripted writes script.yaml and kernel.yaml into dir, runs `kernel
+// run` on them and returns the whole session (runAndShow).
+func runScripted(t *testing.T, dir, script, cfg string) string {
+	t.Helper()
+	os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(script), 0o600)
+	os.WriteFile(filepath.Join(dir, "kernel.yaml"), []byte(cfg), 0o600)
+	return runAndShow(t, filepath.Join(dir, "kernel.yaml"), "go")
 }
 
 // yamlDQuote renders s as a double-quoted YAML scalar.

@@ -3,25 +3,17 @@ package builtin
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/sandbox"
+	"github.com/agentkernel/agentkernel/sandbox/proc"
 )
 
 const (
-	// pipeGrace is how long run_command waits for the output pipe to close
-	// after the process group was killed. Only a process that left the
-	// group (setsid) can keep it open that long.
-	pipeGrace = 2 * time.Second
 	// specGrace is added to the command timeout in the spec, so the
 	// kernel's own per-call deadline fires after run_command's.
 	specGrace = 10 * time.Second
@@ -31,8 +23,9 @@ const (
 
 // RunCommand is the run_command tool: it runs a program (never a shell)
 // with the workspace root as working directory, an allowlisted
-// environment, its own process group and a timeout, confined by the
-// sandbox package (see CommandGrant). It is safe for concurrent use.
+// environment and a timeout, confined by the sandbox package (see
+// CommandGrant), through the process owner (sandbox/proc). It is safe for
+// concurrent use.
 type RunCommand struct{ ws *workspace }
 
 type runCommandArgs struct {
@@ -75,146 +68,117 @@ func (t *RunCommand) Spec() kernel.ToolSpec {
 	}
 }
 
-// Call runs the command.
+// Call runs the command: parse checks the arguments, run runs the
+// program confined until it exits or its timeout passes, and report
+// renders how it ended.
 func (t *RunCommand) Call(ctx context.Context, raw json.RawMessage) (kernel.Result, error) {
+	a, timeout, err := t.parse(raw)
+	if err != nil {
+		return kernel.Result{}, err
+	}
+	name := a.Argv[0]
+	if err := ctx.Err(); err != nil {
+		return kernel.Result{}, fmt.Errorf("run %s: %w", name, err)
+	}
+	if _, err := exec.LookPath(name); err != nil && !strings.Contains(name, "/") {
+		return kernel.Result{}, fmt.Errorf("run %s: %w (argv[0] must be a program on PATH or a path to an executable)", name, err)
+	}
+	r, err := t.run(ctx, a.Argv, timeout)
+	if err != nil {
+		return kernel.Result{}, fmt.Errorf("run %s: %w", name, err)
+	}
+	if ctx.Err() != nil {
+		// The run was cancelled or the kernel's deadline passed: not ours.
+		return kernel.Result{}, fmt.Errorf("run %s: %w", name, ctx.Err())
+	}
+	return r.report(), nil
+}
+
+// parse decodes and checks the arguments and returns them with the
+// call's timeout (the model's, within the configured one).
+func (t *RunCommand) parse(raw json.RawMessage) (runCommandArgs, time.Duration, error) {
 	var a runCommandArgs
 	if err := decodeArgs(raw, &a); err != nil {
-		return kernel.Result{}, err
+		return a, 0, err
 	}
 	switch {
 	case len(a.Argv) == 0:
-		return kernel.Result{}, invalidArg("argv", "is required: give the program and its arguments")
+		return a, 0, invalidArg("argv", "is required: give the program and its arguments")
 	case a.Argv[0] == "":
-		return kernel.Result{}, invalidArg("argv/0", "the program name is empty")
+		return a, 0, invalidArg("argv/0", "the program name is empty")
 	case len(a.Argv) > maxArgs:
-		return kernel.Result{}, invalidArg("argv", "has %d items, more than %d", len(a.Argv), maxArgs)
+		return a, 0, invalidArg("argv", "has %d items, more than %d", len(a.Argv), maxArgs)
 	case a.TimeoutSeconds < 0:
-		return kernel.Result{}, invalidArg("timeout_seconds", "must be >= 1")
+		return a, 0, invalidArg("timeout_seconds", "must be >= 1")
 	}
 	for i, s := range a.Argv {
 		if strings.ContainsRune(s, 0) {
-			return kernel.Result{}, invalidArg(fmt.Sprintf("argv/%d", i), "contains a NUL byte")
+			return a, 0, invalidArg(fmt.Sprintf("argv/%d", i), "contains a NUL byte")
 		}
 	}
 	timeout := t.ws.commandTimeout
 	if a.TimeoutSeconds > 0 {
 		timeout = min(time.Duration(a.TimeoutSeconds)*time.Second, timeout)
 	}
-	if err := ctx.Err(); err != nil {
-		return kernel.Result{}, fmt.Errorf("run %s: %w", a.Argv[0], err)
-	}
-
-	if _, err := exec.LookPath(a.Argv[0]); err != nil && !strings.Contains(a.Argv[0], "/") {
-		return kernel.Result{}, fmt.Errorf("run %s: %w (argv[0] must be a program on PATH or a path to an executable)", a.Argv[0], err)
-	}
-	cmd, err := sandbox.CommandPrestarted(context.WithoutCancel(ctx), t.ws.commandGrant, a.Argv)
-	if err != nil {
-		return kernel.Result{}, fmt.Errorf("run %s: %w", a.Argv[0], err)
-	}
-	cmd.Dir = t.ws.dir
-	cmd.Env = t.env()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return kernel.Result{}, fmt.Errorf("run %s: create output pipe: %w", a.Argv[0], err)
-	}
-	// An *os.File is handed to the child as is: exec starts no copying
-	// goroutine, so Wait only waits for the process.
-	cmd.Stdout, cmd.Stderr = pw, pw
-	start := time.Now()
-	err = cmd.Start()
-	pw.Close()
-	if err != nil {
-		pr.Close()
-		return kernel.Result{}, fmt.Errorf("run %s: %w", a.Argv[0], err)
-	}
-
-	out := newHeadTail(t.ws.maxOutput)
-	var readers sync.WaitGroup
-	readers.Add(1)
-	go func() {
-		defer readers.Done()
-		io.Copy(out, pr) // returns when every writer is gone or pr is closed
-	}()
-
-	tctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	var werr error
-	select {
-	case werr = <-waited:
-	case <-tctx.Done():
-		// Killing the group kills the sandbox's init, and with it every
-		// process of its PID namespace, setsid or not.
-		killGroup(cmd.Process.Pid)
-		werr = <-waited
-	}
-	elapsed := time.Since(start)
-	outcome := cmd.Outcome()
-
-	// The group is dead; the pipe closes unless a process escaped the group.
-	done := make(chan struct{})
-	go func() { readers.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(pipeGrace):
-		pr.Close()
-		<-done
-	}
-	pr.Close()
-
-	if ctx.Err() != nil {
-		// The run was cancelled or the kernel's deadline passed: not ours.
-		return kernel.Result{}, fmt.Errorf("run %s: %w", a.Argv[0], ctx.Err())
-	}
-	var b strings.Builder
-	isErr := false
-	var exit interface{ ExitCode() int } // off Linux, where there is no launcher to report
-	switch {
-	case errors.Is(tctx.Err(), context.DeadlineExceeded):
-		isErr = true
-		fmt.Fprintf(&b, "timed out after %s: the command and every process it started were killed\n", timeout)
-	case outcome.Known && outcome.Limit != nil:
-		isErr = true
-		fmt.Fprintf(&b, "stopped: %s\n", outcome.Limit)
-	case outcome.Known && outcome.Err != "":
-		isErr = true
-		fmt.Fprintf(&b, "not run: sandbox: %s\n", outcome.Err)
-	case outcome.Known && !outcome.Exited:
-		isErr = true
-		fmt.Fprintf(&b, "terminated: signal: %s\n", outcome.Signal)
-	case outcome.Known:
-		fmt.Fprintf(&b, "exit code: %d\n", outcome.ExitCode)
-		isErr = outcome.ExitCode != 0
-	case werr == nil:
-		b.WriteString("exit code: 0\n")
-	case errors.As(werr, &exit) && exit.ExitCode() >= 0:
-		fmt.Fprintf(&b, "exit code: %d\n", exit.ExitCode())
-		isErr = true
-	default:
-		isErr = true
-		fmt.Fprintf(&b, "terminated: %v\n", werr)
-	}
-	fmt.Fprintf(&b, "duration: %s\n", elapsed.Round(time.Millisecond))
-	if out.total == 0 {
-		b.WriteString("output: none\n")
-	} else {
-		fmt.Fprintf(&b, "output (%d bytes, stdout and stderr combined):\n", out.total)
-		b.WriteString(out.String())
-	}
-	return kernel.Result{Content: strings.TrimRight(b.String(), "\n"), IsError: isErr}, nil
+	return a, timeout, nil
 }
 
-// env builds the child's environment from the allowlist. It is never nil:
-// a nil Env would make exec pass the whole environment.
-func (t *RunCommand) env() []string {
-	env := make([]string, 0, len(t.ws.commandEnv))
-	for _, k := range t.ws.commandEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
+// commandRun is how one command ended.
+type commandRun struct {
+	exit    proc.Exit
+	timeout time.Duration // set when the timeout killed it
+	elapsed time.Duration
+	out     *headTail
+}
+
+// run runs argv through a pre-started launcher for the workspace's grant,
+// its stdout and stderr combined into the kept head and tail. At the
+// timeout the process owner kills the sandbox's init, and with it every
+// process of its PID namespace, setsid or not. Cancelling ctx kills it
+// too; ctx's end is the caller's to report.
+func (t *RunCommand) run(ctx context.Context, argv []string, timeout time.Duration) (commandRun, error) {
+	r := commandRun{out: newHeadTail(t.ws.maxOutput)}
+	start := time.Now()
+	p, err := proc.Start(context.WithoutCancel(ctx), proc.Spec{
+		Argv: argv, Dir: t.ws.dir, Grant: t.ws.commandGrant, Env: t.ws.commandEnv,
+		Stdout: r.out, Stderr: r.out, Prestarted: true,
+	})
+	if err != nil {
+		return r, err
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	select {
+	case <-p.Done():
+	case <-tctx.Done():
+		p.Kill()
+		if ctx.Err() == nil {
+			r.timeout = timeout
 		}
 	}
-	return env
+	r.exit = p.Wait()
+	r.elapsed = time.Since(start)
+	return r, nil
+}
+
+// report renders the run: how it ended, how long it took, its output.
+func (r commandRun) report() kernel.Result {
+	var b strings.Builder
+	isErr := r.exit.Failed()
+	if r.timeout > 0 {
+		isErr = true
+		fmt.Fprintf(&b, "timed out after %s: the command and every process it started were killed\n", r.timeout)
+	} else {
+		b.WriteString(r.exit.String() + "\n")
+	}
+	fmt.Fprintf(&b, "duration: %s\n", r.elapsed.Round(time.Millisecond))
+	if r.out.total == 0 {
+		b.WriteString("output: none\n")
+	} else {
+		fmt.Fprintf(&b, "output (%d bytes, stdout and stderr combined):\n", r.out.total)
+		b.WriteString(r.out.String())
+	}
+	return kernel.Result{Content: strings.TrimRight(b.String(), "\n"), IsError: isErr}
 }
 
 // headTail keeps the first and last bytes written to it, up to max in all.
@@ -259,7 +223,8 @@ func (w *headTail) String() string {
 	if omitted == 0 {
 		return validText(append(w.head[:len(w.head):len(w.head)], w.tail...))
 	}
-	return validText(w.head) + "\n[... " + strconv.FormatInt(omitted, 10) + " bytes of output omitted ...]\n" + validText(w.tail)
+	return validText(w.head) + "\n[... " + strconv.FormatInt(omitted, 10) + " bytes of output omitted: max_output_bytes is " +
+		strconv.Itoa(w.headMax+w.tailMax) + " ...]\n" + validText(w.tail)
 }
 
 var _ kernel.Tool = (*RunCommand)(nil)

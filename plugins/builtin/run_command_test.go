@@ -132,10 +132,10 @@ func TestRunCommandOutputCap(t *testing.T) {
 	if !strings.HasPrefix(out, "1\n2\n3\n") || !strings.HasSuffix(out, "99999\n100000") {
 		t.Fatalf("head or tail lost:\n%s", out)
 	}
-	if want := fmt.Sprintf("\n[... %d bytes of output omitted ...]\n", total-1000); !strings.Contains(out, want) {
+	if want := fmt.Sprintf("\n[... %d bytes of output omitted: max_output_bytes is 1000 ...]\n", total-1000); !strings.Contains(out, want) {
 		t.Fatalf("marker %q missing:\n%s", want, out)
 	}
-	if len(out) > 1000+60 {
+	if len(out) > 1000+100 {
 		t.Fatalf("output is %d bytes, cap is 1000", len(out))
 	}
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/internal/config/names"
+	"github.com/agentkernel/agentkernel/internal/supervise"
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/plugins/subprocess"
 )
 
 // ServerConfig configures one MCP server: an entry of the tools.mcp list in
@@ -55,17 +55,17 @@ type ServerConfig struct {
 	// Timeout bounds one call of any of the server's tools (default: the
 	// kernel's tool timeout). At the deadline the kernel sends
 	// notifications/cancelled and the call fails.
-	Timeout subprocess.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	Timeout config.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 	// StartTimeout bounds connecting: starting the process or reaching the
 	// URL, and the initialize handshake (default 30s).
-	StartTimeout subprocess.Duration `yaml:"start_timeout,omitempty" json:"start_timeout,omitempty"`
+	StartTimeout config.Duration `yaml:"start_timeout,omitempty" json:"start_timeout,omitempty"`
 	// MaxOutputBytes caps a result's content (default 256 KiB).
 	MaxOutputBytes int `yaml:"max_output_bytes,omitempty" json:"max_output_bytes,omitempty"`
 	// MaxSchemaBytes caps a tool's inputSchema (default 64 KiB); a tool
 	// with a larger one is reported and left out.
 	MaxSchemaBytes int `yaml:"max_schema_bytes,omitempty" json:"max_schema_bytes,omitempty"`
 	// Restart says how a crashed stdio server is restarted, as for plugins.
-	Restart subprocess.RestartPolicy `yaml:"restart,omitempty" json:"restart,omitempty"`
+	Restart supervise.RestartPolicy `yaml:"restart,omitempty" json:"restart,omitempty"`
 }
 
 // The defaults of ServerConfig.
@@ -73,7 +73,7 @@ const (
 	DefaultTier           = kernel.TierSideEffecting
 	DefaultMaxOutputBytes = 256 << 10
 	DefaultMaxSchemaBytes = 64 << 10
-	DefaultStartTimeout   = subprocess.Duration(30 * time.Second)
+	DefaultStartTimeout   = config.Duration(30 * time.Second)
 )
 
 var envRefRE = regexp.MustCompile(`\$\{env:([^}]*)\}`)

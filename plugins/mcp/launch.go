@@ -4,46 +4,36 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentkernel/agentkernel/internal/hostpath"
 	"github.com/agentkernel/agentkernel/sandbox"
+	"github.com/agentkernel/agentkernel/sandbox/proc"
 )
 
 // command builds the process of a stdio server. It is the only place this
-// package creates a process: the sandbox launcher (cfg.Grant) takes over
-// here: the server runs confined by serverGrant (package sandbox). It gets
-// only the allowlisted environment, runs in cfg.Dir, under the sandbox's
-// launcher (killed, with everything it started, when the kernel stops it),
-// and its stderr goes to the log, a line at a time, with the last lines
-// kept for crash reports.
+// package creates a process, through the process owner (sandbox/proc),
+// for the MCP SDK's transport to start: the server runs confined by
+// StdioGrant, gets only the allowlisted environment, runs in cfg.Dir under
+// the sandbox's launcher (its whole group killed, with everything it
+// started, when the kernel stops it: proc.Kill), and its stderr goes to
+// the log, a line at a time, with the last lines kept for crash reports.
 func command(ctx context.Context, cfg ServerConfig, allowMissing []sandbox.Layer, stderr *stderrLog) (*exec.Cmd, error) {
 	g, err := StdioGrant(cfg, allowMissing)
 	if err != nil {
 		return nil, err
 	}
-	scmd, err := sandbox.Command(ctx, g, cfg.Command)
+	scmd, err := proc.Command(ctx, proc.Spec{Argv: cfg.Command, Dir: cfg.Dir, Grant: g, Env: cfg.Env, Stderr: stderr})
 	if err != nil {
 		return nil, fmt.Errorf("mcp server %s: %w", cfg.Name, err)
 	}
-	cmd := scmd.Cmd
-	cmd.Dir = cfg.Dir
-	cmd.Env = allowedEnv(cfg.Env)
-	cmd.Stderr = stderr
-	// The sandbox's launcher is PID 1 of the server's namespaces: killing
-	// it kills everything the server started.
-	cmd.Cancel = func() error { return killGroup(cmd) }
-	cmd.WaitDelay = 2 * time.Second
-	return cmd, nil
+	return scmd.Cmd, nil
 }
 
 // ConfiguredGrant decodes the server's grant block as written (the zero
@@ -111,28 +101,6 @@ func ProgramFiles(sc ServerConfig, workspace string) []string {
 		return nil
 	}
 	return hostpath.ArgvFiles(cfg.Command, cfg.Dir)
-}
-
-// allowedEnv is the kernel's environment cut down to names.
-func allowedEnv(names []string) []string {
-	env := make([]string, 0, len(names))
-	for _, n := range names {
-		if v, ok := os.LookupEnv(n); ok {
-			env = append(env, n+"="+v)
-		}
-	}
-	return env
-}
-
-// killGroup kills the process group of a started command.
-func killGroup(cmd *exec.Cmd) error {
-	if cmd.Process == nil {
-		return nil
-	}
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		return cmd.Process.Kill()
-	}
-	return nil
 }
 
 // maxLogLine caps one logged line of a server's stderr; tailBytes is how

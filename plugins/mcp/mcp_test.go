@@ -15,13 +15,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/internal/mcptest"
+	"github.com/agentkernel/agentkernel/internal/supervise"
 	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
 	"github.com/agentkernel/agentkernel/kernel/store/memory"
 	"github.com/agentkernel/agentkernel/plugins/mcp"
-	"github.com/agentkernel/agentkernel/plugins/subprocess"
 )
 
 // syncBuffer is the shared concurrency-safe log sink.
@@ -185,7 +186,7 @@ func TestProgress(t *testing.T) {
 // A server that dies mid-call fails that call with its stderr, and the next
 // call runs on a fresh process.
 func TestCrashMidCallRestarts(t *testing.T) {
-	f := load(t, mcp.ServerConfig{Restart: subprocess.RestartPolicy{Backoff: subprocess.Duration(10 * time.Millisecond)}}, mcp.HostConfig{})
+	f := load(t, mcp.ServerConfig{Restart: supervise.RestartPolicy{Backoff: config.Duration(10 * time.Millisecond)}}, mcp.HostConfig{})
 	before := f.host.Servers()[0].PID
 	_, err := call(t, f.tools["t.crash"], `{}`)
 	if err == nil || !strings.Contains(err.Error(), "went away during the call") || !strings.Contains(err.Error(), "crashing on purpose") {
@@ -207,7 +208,7 @@ func TestCrashMidCallRestarts(t *testing.T) {
 // After MaxCrashes failures in a row the circuit breaker refuses calls
 // without starting anything.
 func TestCircuitBreaker(t *testing.T) {
-	f := load(t, mcp.ServerConfig{Restart: subprocess.RestartPolicy{MaxCrashes: 2, Backoff: subprocess.Duration(time.Millisecond), Cooldown: subprocess.Duration(time.Hour)}}, mcp.HostConfig{})
+	f := load(t, mcp.ServerConfig{Restart: supervise.RestartPolicy{MaxCrashes: 2, Backoff: config.Duration(time.Millisecond), Cooldown: config.Duration(time.Hour)}}, mcp.HostConfig{})
 	for range 2 {
 		if _, err := call(t, f.tools["t.crash"], `{}`); err == nil {
 			t.Fatal("crash did not fail")
@@ -300,7 +301,7 @@ func TestStreamableHTTPWithHeaders(t *testing.T) {
 	h := mcp.NewHost(mcp.HostConfig{})
 	defer h.Close()
 	t.Setenv("MCP_TEST_TOKEN", "wrong")
-	if _, _, err := h.Load(context.Background(), mcp.ServerConfig{Name: "u", URL: url, Headers: map[string]string{"Authorization": "Bearer ${env:MCP_TEST_TOKEN}"}, Restart: subprocess.RestartPolicy{MaxCrashes: 1}}); err == nil {
+	if _, _, err := h.Load(context.Background(), mcp.ServerConfig{Name: "u", URL: url, Headers: map[string]string{"Authorization": "Bearer ${env:MCP_TEST_TOKEN}"}, Restart: supervise.RestartPolicy{MaxCrashes: 1}}); err == nil {
 		t.Fatal("a wrong token connected")
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentkernel/agentkernel/internal/backoff"
 	"github.com/agentkernel/agentkernel/internal/supervise"
+	"github.com/agentkernel/agentkernel/sandbox/proc"
 )
 
 // State is where a server is in its life.
@@ -139,7 +140,7 @@ func (s *server) connect(ctx context.Context, wait time.Duration) (*mcp.ClientSe
 	}
 	sess, err := s.client.Connect(cctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
 	if err != nil {
-		_ = killGroup(cmd)
+		_ = proc.Kill(cmd)
 		return nil, s.startError(err)
 	}
 	return s.install(sess, cmd.Process.Pid, start), nil

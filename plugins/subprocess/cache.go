@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/agentkernel/agentkernel/sandbox/proc"
 )
 
 // The Describe cache lets the kernel list and register a lazy plugin's
@@ -33,7 +35,7 @@ type cacheEntry struct {
 func cacheKey(cfg PluginConfig, sum string) string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
-	_ = enc.Encode([]any{cacheVersion, sum, cfg.Args, cfg.Dir, allowedEnv(cfg.Env)})
+	_ = enc.Encode([]any{cacheVersion, sum, cfg.Args, cfg.Dir, proc.Env(cfg.Env)})
 	return hex.EncodeToString(h.Sum(nil))
 }
 

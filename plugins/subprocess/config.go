@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/internal/config/names"
+	"github.com/agentkernel/agentkernel/internal/supervise"
 	"github.com/agentkernel/agentkernel/sandbox"
 )
 
@@ -55,20 +56,10 @@ type PluginConfig struct {
 	Sandbox sandbox.Grant `yaml:"sandbox,omitempty" json:"sandbox,omitempty"`
 }
 
-// RestartPolicy configures supervision. A crash is the plugin process
-// exiting when the host did not stop it, or failing to start.
-type RestartPolicy struct {
-	// MaxCrashes consecutive crashes open the circuit breaker (default 3):
-	// the plugin's tools answer "unavailable" until Cooldown has passed;
-	// then one call may try again. A call the plugin answers resets the
-	// count.
-	MaxCrashes int `yaml:"max_crashes,omitempty" json:"max_crashes,omitempty"`
-	// Backoff is the wait before restarting after a crash (default 200ms),
-	// doubled for each further consecutive crash and capped at Cooldown.
-	Backoff Duration `yaml:"backoff,omitempty" json:"backoff,omitempty"`
-	// Cooldown is how long an open circuit stays open (default 30s).
-	Cooldown Duration `yaml:"cooldown,omitempty" json:"cooldown,omitempty"`
-}
+// RestartPolicy configures supervision (internal/supervise, shared with
+// the MCP host): consecutive crashes before the circuit opens, the
+// backoff, the cooldown.
+type RestartPolicy = supervise.RestartPolicy
 
 // StartMode says when a plugin process starts.
 type StartMode string
@@ -83,9 +74,9 @@ const (
 const (
 	DefaultMaxOutputBytes = 256 << 10
 	MaxMaxOutputBytes     = 64 << 20
-	DefaultMaxCrashes     = 3
-	DefaultBackoff        = 200 * time.Millisecond
-	DefaultCooldown       = 30 * time.Second
+	DefaultMaxCrashes     = supervise.DefaultMaxCrashes
+	DefaultBackoff        = supervise.DefaultBackoff
+	DefaultCooldown       = supervise.DefaultCooldown
 	// StartTimeout bounds a plugin's start: exec, handshake and Describe.
 	StartTimeout = 10 * time.Second
 )
@@ -165,21 +156,4 @@ func handshakeEnv(name string) string {
 		return "the go-plugin handshake"
 	}
 	return ""
-}
-
-// Normalize checks r (a problem names its field under restart) and
-// returns it with the defaults filled in. MCP servers share it.
-func (r RestartPolicy) Normalize() (RestartPolicy, *config.FieldError) {
-	switch {
-	case r.MaxCrashes < 0:
-		return r, config.FieldErrorf("restart.max_crashes", "must not be negative")
-	case r.Backoff < 0:
-		return r, config.FieldErrorf("restart.backoff", "must not be negative")
-	case r.Cooldown < 0:
-		return r, config.FieldErrorf("restart.cooldown", "must not be negative")
-	}
-	config.Default(&r.MaxCrashes, DefaultMaxCrashes)
-	config.Default(&r.Backoff, Duration(DefaultBackoff))
-	config.Default(&r.Cooldown, Duration(DefaultCooldown))
-	return r, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentkernel/agentkernel/internal/backoff"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/sandbox"
+	"github.com/agentkernel/agentkernel/sandbox/proc"
 )
 
 // HostConfig configures a Host. The zero value is usable: no logs, no
@@ -52,7 +53,7 @@ type Host struct {
 	mu      sync.Mutex
 	closed  bool
 	dir     string // the private directory; created on first use
-	spawner *spawner
+	spawner *proc.Spawner
 	plugins map[string]*supervisor
 	ops     sync.WaitGroup // Load, Verify and process starts in progress
 	wg      sync.WaitGroup // instance watchers
@@ -83,7 +84,7 @@ func (h *Host) begin() (done func(), err error) {
 			return nil, err
 		}
 		h.dir = d
-		h.spawner = newSpawner()
+		h.spawner = proc.NewSpawner()
 	}
 	h.ops.Add(1)
 	return h.ops.Done, nil
@@ -216,7 +217,7 @@ func (h *Host) Verify(ctx context.Context, cfg PluginConfig) (VerifyReport, erro
 	t := time.AfterFunc(stopGrace, func() { inst.runner.Kill(context.Background()) })
 	inst.cleanup.Do(inst.client.Kill)
 	t.Stop()
-	<-inst.runner.done
+	<-inst.runner.done()
 	return rep, nil
 }
 
@@ -250,7 +251,7 @@ func (h *Host) Close() error {
 	h.ops.Wait()
 	h.wg.Wait()
 	if h.spawner != nil {
-		h.spawner.stop()
+		h.spawner.Stop()
 	}
 	if h.dir != "" {
 		if err := os.RemoveAll(h.dir); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/agentkernel/agentkernel/plugins/sdk"
 	"github.com/agentkernel/agentkernel/plugins/sdk/pluginpb"
+	"github.com/agentkernel/agentkernel/sandbox/proc"
 )
 
 // windowSize is the HTTP/2 flow-control window of the host's connection.
@@ -51,7 +51,6 @@ type instance struct {
 // variables and go-plugin's handshake variables, nothing else.
 func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (*instance, error) {
 	var gr *groupRunner
-	cmd := &exec.Cmd{Path: exe, Args: append([]string{filepath.Base(cfg.Path)}, cfg.Args...), Dir: cfg.Dir}
 	recvMax := cfg.MaxOutputBytes + 1<<20 // room for the marker, the error text and framing
 	plog := h.log.Named(cfg.Name)
 	client := plugin.NewClient(&plugin.ClientConfig{
@@ -62,10 +61,10 @@ func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (
 		RunnerFunc: func(_ hclog.Logger, c *exec.Cmd, _ string) (runner.Runner, error) {
 			// c carries go-plugin's handshake environment, including the
 			// private socket directory it created under h.dir.
-			cmd.Env = append(allowedEnv(cfg.Env), c.Env...)
 			grant := PluginGrant(cfg, exe, envValue(c.Env, plugin.EnvUnixSocketDir))
 			grant.AllowMissing = append(grant.AllowMissing, h.cfg.AllowMissing...)
-			gr = newGroupRunner(cfg.Name, cmd, h.spawner, grant)
+			gr = newGroupRunner(cfg.Name, proc.Spec{Argv: append([]string{exe}, cfg.Args...), Dir: cfg.Dir,
+				Grant: grant, Env: cfg.Env, Extra: c.Env, Spawner: h.spawner})
 			return gr, nil
 		},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
@@ -153,17 +152,6 @@ func describeStartError(cfg PluginConfig, err error) string {
 	return msg
 }
 
-// allowedEnv returns NAME=value for each allowed variable that is set.
-func allowedEnv(names []string) []string {
-	env := make([]string, 0, len(names))
-	for _, n := range names {
-		if v, ok := os.LookupEnv(n); ok {
-			env = append(env, n+"="+v)
-		}
-	}
-	return env
-}
-
 // status returns why the process is gone: the host's reason
 // for stopping it, or its crash text.
 func (i *instance) status() (stopReason, crash string) {
@@ -200,24 +188,25 @@ func (i *instance) shutdown(reason string) {
 // watch waits for the process to exit, lets go-plugin clean up, records the
 // crash text if the host did not stop it, and tells the supervisor.
 func (i *instance) watch(s *supervisor) {
-	<-i.runner.done
+	<-i.runner.done()
 	i.cleanup.Do(i.client.Kill)
 	i.mu.Lock()
 	crashed := i.stopReason == ""
+	exit := i.runner.exit() // waits for stderr to drain
 	if crashed {
-		tail := i.runner.stderrTail() // waits for stderr to drain
+		tail := i.runner.tail.String()
 		report := i.runner.tail.Crash()
 		i.crash = crashText(tail, report)
 		// The crash text leads with the limit that stopped the plugin, or
 		// why the sandbox could not start it.
-		if o := i.runner.outcome.ExplainGoOutOfMemory(i.runner.grant, report); o.Known && (o.Limit != nil || o.Err != "") {
+		if o := exit.Outcome.ExplainGoOutOfMemory(i.runner.spec.Grant, report); o.Known && (o.Limit != nil || o.Err != "") {
 			i.crash = strings.TrimRight(o.String()+"\n"+i.crash, "\n")
 		}
 	}
 	crash := i.crash
 	i.mu.Unlock()
 	if crashed {
-		s.log.Error("plugin process died", "pid", i.runner.pid, "exit", fmt.Sprint(i.runner.waitErr), "crash", crash)
+		s.log.Error("plugin process died", "pid", i.runner.pid, "exit", fmt.Sprint(exit.Err), "crash", crash)
 	} else {
 		s.log.Debug("plugin process stopped", "pid", i.runner.pid, "reason", i.stopReason)
 	}

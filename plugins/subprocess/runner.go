@@ -7,200 +7,119 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
-	"time"
 
 	"github.com/hashicorp/go-plugin/runner"
 
-	"github.com/agentkernel/agentkernel/sandbox"
+	"github.com/agentkernel/agentkernel/sandbox/proc"
 )
 
-// pipeGrace is how long the host waits, after a plugin exits and its
-// process group is killed, for its stdout and stderr pipes to reach EOF
-// before closing them. Only a process that left the group can hold them.
-const pipeGrace = 500 * time.Millisecond
-
-// groupRunner runs a plugin for go-plugin (it is a runner.Runner) in its own
-// process group, with a parent-death signal on Linux, an empty stdin and no
-// inherited environment but what cmd.Env says. When the plugin exits, for
-// whatever reason, the whole group is killed.
+// groupRunner runs a plugin for go-plugin (it is a runner.Runner) through
+// the process owner (sandbox/proc): confined by its grant, started from
+// the host's spawner thread (a parent-death signal on Linux), with an
+// empty stdin and no environment but its allowlist and go-plugin's
+// handshake. When the plugin exits, for whatever reason, everything it
+// started is killed with its sandbox.
 //
-// Its three goroutines (the waiter and the two pipe copiers) are started by
-// Start and end after the process exits; done, outDone and errDone report
-// that.
+// The plugin's stdout and stderr are copied to pipes go-plugin reads (the
+// handshake; logs under the plugin's name); stderr also to tail. Start
+// starts one goroutine, which closes those pipes once the process is gone
+// and its output drained; Wait waits for it.
 type groupRunner struct {
-	name  string
-	cmd   *exec.Cmd
-	spawn *spawner
-	grant sandbox.Grant // the plugin's effective sandbox grant
-	scmd  *sandbox.Cmd  // the confined process, once started
+	name string
+	spec proc.Spec
+	p    *proc.Process // once started
+	pid  int
 
-	// The plugin's stdout and stderr are copied to pipes go-plugin reads
-	// (the handshake; logs under the plugin's name); stderr also to tail.
-	stdoutR, stderrR   *os.File
 	stdoutPR, stderrPR *io.PipeReader
 	stdoutPW, stderrPW *io.PipeWriter
 	tail               *tailBuffer
-
-	pid     int
-	done    chan struct{} // closed once the process has exited and the group is killed
-	outDone chan struct{} // closed once stdout is fully copied
-	errDone chan struct{} // closed once stderr is fully copied
-	waitErr error         // set before done is closed
-	// outcome is the sandbox's report: the limit that stopped the plugin,
-	// or why the sandbox could not start it; set before done is closed.
-	outcome sandbox.Outcome
+	closed             chan struct{} // closed once go-plugin's pipes are closed
 }
 
-func newGroupRunner(name string, cmd *exec.Cmd, spawn *spawner, grant sandbox.Grant) *groupRunner {
-	r := &groupRunner{
-		name: name, cmd: cmd, spawn: spawn, grant: grant,
-		tail:    newTailBuffer(16 << 10),
-		done:    make(chan struct{}),
-		outDone: make(chan struct{}),
-		errDone: make(chan struct{}),
-	}
+func newGroupRunner(name string, spec proc.Spec) *groupRunner {
+	r := &groupRunner{name: name, spec: spec, tail: newTailBuffer(16 << 10), closed: make(chan struct{})}
 	r.stdoutPR, r.stdoutPW = io.Pipe()
 	r.stderrPR, r.stderrPW = io.Pipe()
+	r.spec.Stdout = tee{w: r.stdoutPW}
+	r.spec.Stderr = tee{w: r.stderrPW, tail: r.tail}
 	return r
 }
 
-// Start execs the plugin. A "text file busy" error (another goroutine's
-// fork briefly holding the copy's write descriptor) is retried.
-func (r *groupRunner) Start(ctx context.Context) error {
-	outR, outW, err := os.Pipe()
+// Start execs the plugin's verified copy, confined: the sandbox's launcher
+// starts it in its own namespaces, under its grant, and retries a "text
+// file busy" exec itself.
+func (r *groupRunner) Start(context.Context) error {
+	p, err := proc.Start(context.Background(), r.spec)
 	if err != nil {
-		return fmt.Errorf("stdout pipe: %w", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		_ = outR.Close()
-		_ = outW.Close()
-		return fmt.Errorf("stderr pipe: %w", err)
-	}
-	// The plugin's private copy runs confined: the sandbox's launcher
-	// (this binary, re-executed) starts it in its own namespaces, under
-	// its grant, and retries a "text file busy" exec itself.
-	argv := append([]string{r.cmd.Path}, r.cmd.Args[1:]...)
-	scmd, err := sandbox.Command(context.Background(), r.grant, argv)
-	if err == nil {
-		scmd.Env, scmd.Dir = r.cmd.Env, r.cmd.Dir
-		scmd.Stdin, scmd.Stdout, scmd.Stderr = nil, outW, errW
-		scmd.WaitDelay = 0
-		err = r.spawn.do(scmd.Start)
-	}
-	_ = outW.Close()
-	_ = errW.Close()
-	if err != nil {
-		_ = outR.Close()
-		_ = errR.Close()
+		r.closePipes()
+		close(r.closed)
 		return fmt.Errorf("exec plugin: %w", err)
 	}
-	r.scmd, r.cmd = scmd, scmd.Cmd
-	r.pid = scmd.Process.Pid
-	r.stdoutR, r.stderrR = outR, errR
-	go copyPipe(r.stdoutR, r.stdoutPW, nil, r.outDone)
-	go copyPipe(r.stderrR, r.stderrPW, r.tail, r.errDone)
-	go r.wait()
+	r.p, r.pid = p, p.Pid()
+	go func() {
+		defer close(r.closed)
+		p.Wait()
+		r.closePipes()
+	}()
 	return nil
 }
 
-// wait waits for the plugin to exit, kills what is left of its process
-// group, and closes done. The group is killed before the plugin is reaped
-// where the system allows it, so its pid (the group's id) cannot have been
-// reused by then.
-func (r *groupRunner) wait() {
-	waitExited(r.pid)
-	killGroup(r.pid)
-	err := r.cmd.Wait()
-	killGroup(r.pid) // where waitExited could not wait without reaping
-	r.outcome = r.scmd.Outcome()
-	r.waitErr = err
-	close(r.done)
-	// Normally both pipes are at EOF already; a process that escaped the
-	// group may still hold them, and is cut off.
-	grace := time.NewTimer(pipeGrace)
-	defer grace.Stop()
-	for _, p := range []struct {
-		f    *os.File
-		done chan struct{}
-	}{{r.stdoutR, r.outDone}, {r.stderrR, r.errDone}} {
-		select {
-		case <-p.done:
-		case <-grace.C:
-			_ = r.stdoutR.Close()
-			_ = r.stderrR.Close()
-			<-p.done
-		}
-	}
-	_ = r.stdoutR.Close()
-	_ = r.stderrR.Close()
+// closePipes ends go-plugin's readers (EOF).
+func (r *groupRunner) closePipes() {
+	_ = r.stdoutPW.Close()
+	_ = r.stderrPW.Close()
 }
 
-// copyPipe copies src to dst (and tail, if set) until src fails, then
-// closes dst, so that go-plugin's reader sees EOF, and done.
-func copyPipe(src *os.File, dst *io.PipeWriter, tail *tailBuffer, done chan struct{}) {
-	defer close(done)
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if tail != nil {
-				tail.Write(buf[:n])
-			}
-			_, _ = dst.Write(buf[:n])
-		}
-		if err != nil {
-			return
-		}
+// tee writes to w (and tail) and never fails: the plugin's output is
+// drained whether or not go-plugin still reads it.
+type tee struct {
+	w    io.Writer
+	tail *tailBuffer
+}
+
+func (t tee) Write(p []byte) (int, error) {
+	if t.tail != nil {
+		t.tail.Write(p)
 	}
+	_, _ = t.w.Write(p)
+	return len(p), nil
 }
 
 // Wait blocks until the process has exited and its output is drained.
 func (r *groupRunner) Wait(context.Context) error {
-	<-r.done
-	<-r.outDone
-	<-r.errDone
-	return r.waitErr
+	<-r.closed
+	if r.p == nil {
+		return nil
+	}
+	return r.p.Wait().Err
 }
 
 // Kill kills the plugin's whole process group. It does nothing once the
 // plugin has exited (the group was killed then).
 func (r *groupRunner) Kill(context.Context) error {
-	if r.pid == 0 {
-		return nil
-	}
-	select {
-	case <-r.done:
-	default:
-		killGroup(r.pid)
+	if r.p != nil {
+		r.p.Kill()
 	}
 	return nil
 }
 
+// done is closed once the process has exited and its group is killed.
+func (r *groupRunner) done() <-chan struct{} { return r.p.Done() }
+
 // exited reports whether the process has exited.
-func (r *groupRunner) exited() bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
-}
+func (r *groupRunner) exited() bool { return r.p != nil && r.p.Exited() }
+
+// exit waits for the output to drain (PipeGrace at most after the exit)
+// and says how the process ended.
+func (r *groupRunner) exit() proc.Exit { return r.p.Wait() }
 
 // stderrTail returns the end of what the plugin wrote to stderr, after
 // waiting (briefly) for the copy to finish if the process has exited.
 func (r *groupRunner) stderrTail() string {
 	if r.exited() {
-		select {
-		case <-r.errDone:
-		case <-time.After(2 * pipeGrace):
-		}
+		r.p.Wait()
 	}
 	return r.tail.String()
 }
@@ -220,13 +139,6 @@ func (r *groupRunner) Diagnose(context.Context) string { return "" }
 
 func (r *groupRunner) PluginToHost(n, a string) (string, string, error) { return n, a, nil }
 func (r *groupRunner) HostToPlugin(n, a string) (string, string, error) { return n, a, nil }
-
-// killGroup sends SIGKILL to process group pgid.
-func killGroup(pgid int) {
-	if pgid > 0 {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	}
-}
 
 // tailBuffer keeps the last max bytes written to it, and the Go runtime's
 // last crash report (from its "panic: " or "fatal error: " line, at most

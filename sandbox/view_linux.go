@@ -1,0 +1,522 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentkernel/agentkernel/internal/hostpath"
+)
+
+// The sandbox's file system view (LayerFSView). Landlock decides what a
+// process may do with a path it names, but not every use of a path is a
+// Landlock right: at ABI 7, connect(2) and sendto(2) to a pathname unix
+// socket are not, so under the host's tree a confined program could reach
+// every daemon listening under /run, /var/run, /var/tmp or /tmp (docker,
+// containerd, dbus, ssh-agent, tmux). A path that does not exist cannot be
+// connected to, so the launcher builds the root instead of inheriting it,
+// as bubblewrap does: a new, empty tmpfs, with a bind mount for every path
+// the grant names (read-only where ro), the symlinks on the way to them,
+// a fresh /proc, a private /tmp and the harmless devices; then it pivots
+// into it and detaches the host's tree. Why, and why not seccomp or
+// Landlock for sockets: RATIONALE.md, "Pathname sockets: a built root".
+
+// Devices every sandbox gets, read-write and read-only.
+var (
+	devicesRW = []string{"/dev/null", "/dev/zero", "/dev/full"}
+	devicesRO = []string{"/dev/random", "/dev/urandom"}
+)
+
+// viewEntry is one thing the view holds at dst.
+type viewEntry struct {
+	dst  string
+	kind viewKind
+	src  string // bind: the real path on the host
+	link string // symlink: its target, as the host has it
+	rw   bool   // bind: writable
+	dir  bool   // bind: a directory (else a file)
+	dev  bool   // bind: device nodes stay usable (under /dev)
+}
+
+type viewKind int
+
+const (
+	viewBind viewKind = iota
+	viewCopy          // a small read-only file, copied into the root's tmpfs
+	viewLink
+	viewTmp // the private /tmp
+)
+
+// copyMax is the largest granted read-only file copied into the view
+// rather than bound: a bind is a mount to make and, when the sandbox
+// ends, to tear down, and a default grant names twenty small files of
+// /etc. A copy is what the file held when the sandbox started.
+const copyMax = 256 << 10
+
+// planView resolves the rules on the host's tree, before the pivot:
+// every symlink on the way to a granted path is recreated in the view
+// (same place, same target) and the path it leads to is bound, so paths
+// resolve in the view as on the host, and only to what was granted.
+// Entries are ordered by depth, so a bind lands inside its parent's.
+func planView(sp *spec) ([]viewEntry, error) {
+	var plan []viewEntry
+	seen := map[string]bool{}
+	add := func(path string, rw, optional bool) error {
+		real, links, err := resolveLinks(path)
+		if err != nil {
+			if optional && errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return fmt.Errorf("fs view: resolve %s: %w", path, err)
+		}
+		for _, l := range links {
+			if !seen["l"+l.dst] {
+				seen["l"+l.dst] = true
+				plan = append(plan, l)
+			}
+		}
+		if within(real, "/proc") || seen["b"+real] {
+			return nil // the sandbox's own /proc
+		}
+		st, err := os.Stat(real)
+		if err != nil {
+			return fmt.Errorf("fs view: %s: %w", real, err)
+		}
+		seen["b"+real] = true
+		e := viewEntry{dst: real, kind: viewBind, src: real, rw: rw, dir: st.IsDir(), dev: within(real, "/dev")}
+		if !rw && !e.dev && st.Mode().IsRegular() && st.Size() <= copyMax {
+			e.kind = viewCopy
+		}
+		plan = append(plan, e)
+		return nil
+	}
+	hostTmp := false
+	for _, r := range sp.Rules {
+		if err := add(r.Path, r.RW, false); err != nil {
+			return nil, err
+		}
+		hostTmp = hostTmp || filepath.Clean(r.Path) == "/tmp"
+	}
+	for _, d := range devicesRW {
+		if err := add(d, true, true); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range devicesRO {
+		if err := add(d, false, true); err != nil {
+			return nil, err
+		}
+	}
+	if !hostTmp {
+		plan = append(plan, viewEntry{dst: "/tmp", kind: viewTmp})
+	}
+	for _, fd := range [][2]string{{"/dev/fd", "/proc/self/fd"}, {"/dev/stdin", "/proc/self/fd/0"}, {"/dev/stdout", "/proc/self/fd/1"}, {"/dev/stderr", "/proc/self/fd/2"}} {
+		if !seen["l"+fd[0]] {
+			plan = append(plan, viewEntry{dst: fd[0], kind: viewLink, link: fd[1]})
+		}
+	}
+	// By depth; at one depth the private /tmp first, so that nothing
+	// lands under it before it is mounted.
+	slices.SortStableFunc(plan, func(a, b viewEntry) int {
+		if d := depth(a.dst) - depth(b.dst); d != 0 {
+			return d
+		}
+		return int(b.kind) - int(a.kind)
+	})
+	return dropCovered(plan), nil
+}
+
+// dropCovered leaves out a bind that the nearest bind above it already
+// shows the same way (same mode): /usr/lib under /usr. A bind that
+// changes the mode (workspace/.git ro under the workspace rw) stays. A
+// file to copy is copied only onto the root's own tmpfs: below a bind
+// (the host's tree) or in the private /tmp (writable) it is bound.
+func dropCovered(plan []viewEntry) []viewEntry {
+	out := plan[:0:0]
+	for _, e := range plan {
+		if e.kind == viewBind || e.kind == viewCopy {
+			var above *viewEntry
+			for i := range out {
+				// The private /tmp hides what a bind above it shows.
+				if a := &out[i]; (a.kind == viewBind && a.dir || a.kind == viewTmp) && a.dst != e.dst && within(e.dst, a.dst) && (above == nil || depth(a.dst) > depth(above.dst)) {
+					above = a
+				}
+			}
+			if above != nil && above.kind == viewBind && above.rw == e.rw && above.dev == e.dev {
+				continue
+			}
+			if above != nil && e.kind == viewCopy {
+				e.kind = viewBind
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+// resolveLinks resolves path like the kernel does (hostpath.Locations),
+// with every symlink met on the way: its real location and its target.
+// A path that does not exist is an error.
+func resolveLinks(path string) (string, []viewEntry, error) {
+	locs := hostpath.Locations(path)
+	real := locs[len(locs)-1]
+	var links []viewEntry
+	for _, at := range locs[:len(locs)-1] {
+		target, err := os.Readlink(at)
+		if err != nil {
+			return "", nil, err
+		}
+		links = append(links, viewEntry{dst: at, kind: viewLink, link: target})
+	}
+	if _, err := os.Lstat(real); err != nil {
+		return "", nil, err
+	}
+	return real, links, nil
+}
+
+// viewBase is where the new root's tmpfs is mounted before the pivot
+// (bubblewrap's choice): the host's /tmp, which the pivot uncovers again
+// under the old root, so a granted path under /tmp is still bound from
+// the host's.
+func viewBase() (string, error) {
+	for _, d := range []string{"/tmp", "/mnt"} {
+		if st, err := os.Lstat(d); err == nil && st.IsDir() {
+			return d, nil
+		}
+	}
+	return "", errors.New("fs view: neither /tmp nor /mnt is a directory to build the root on")
+}
+
+// buildView makes the launcher's root (and so the program's) the view of
+// sp's rules: the host's tree is detached and out of reach. The working
+// directory stays the same path when the view has it, else it is /.
+func buildView(sp *spec) error {
+	cwd, _ := os.Getwd()
+	plan, err := planView(sp)
+	if err != nil {
+		return err
+	}
+	step := func(what string, err error) error {
+		if err != nil {
+			return fmt.Errorf("fs view: %s: %w", what, err)
+		}
+		return nil
+	}
+	if err := step("make / private", unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")); err != nil {
+		return err
+	}
+	base, err := viewBase()
+	if err != nil {
+		return err
+	}
+	// The root's own tmpfs holds only mount points and symlinks; it is
+	// made read-only once built.
+	if err := step("mount the root's tmpfs", unix.Mount("tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=8m,mode=0755")); err != nil {
+		return err
+	}
+	if err := step("enter the root's tmpfs", os.Chdir(base)); err != nil {
+		return err
+	}
+	for _, d := range []string{"newroot", "oldroot"} {
+		if err := step("mkdir "+d, os.Mkdir(d, 0o755)); err != nil {
+			return err
+		}
+	}
+	if err := step("bind newroot", unix.Mount("newroot", "newroot", "", unix.MS_BIND|unix.MS_REC, "")); err != nil {
+		return err
+	}
+	// The tmpfs becomes / and the host's tree /oldroot, to bind from.
+	if err := step("pivot into the root's tmpfs", unix.PivotRoot(".", "oldroot")); err != nil {
+		return err
+	}
+	if err := step("chdir /", os.Chdir("/")); err != nil {
+		return err
+	}
+	v := &viewBuilder{ours: map[uint64]bool{}}
+	if err := v.own("/newroot"); err != nil {
+		return err
+	}
+	for _, e := range plan {
+		if err := v.add(e, sp.MaxFileMB); err != nil {
+			return err
+		}
+	}
+	if err := v.seal(plan); err != nil {
+		return err
+	}
+	if err := v.proc(); err != nil {
+		return err
+	}
+	if err := step("detach the host's tree", unix.Unmount("/oldroot", unix.MNT_DETACH)); err != nil {
+		return err
+	}
+	if err := step("enter the view", os.Chdir("/newroot")); err != nil {
+		return err
+	}
+	if err := step("pivot into the view", unix.PivotRoot(".", ".")); err != nil {
+		return err
+	}
+	if err := step("detach the build root", unix.Unmount(".", unix.MNT_DETACH)); err != nil {
+		return err
+	}
+	if err := step("chdir /", os.Chdir("/")); err != nil {
+		return err
+	}
+	if cwd != "" && os.Chdir(cwd) != nil {
+		_ = os.Chdir("/")
+	}
+	return nil
+}
+
+// viewBuilder adds entries under /newroot, creating mount points only on
+// the view's own tmpfs file systems, never inside a bind of the host's.
+type viewBuilder struct {
+	ours map[uint64]bool // devices of the root's tmpfs and the private /tmp
+}
+
+func (v *viewBuilder) own(p string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return fmt.Errorf("fs view: %s: %w", p, err)
+	}
+	v.ours[st.Dev] = true
+	return nil
+}
+
+func (v *viewBuilder) add(e viewEntry, tmpMB int) error {
+	dst := "/newroot" + e.dst
+	switch e.kind {
+	case viewLink:
+		if _, err := os.Lstat(dst); err == nil {
+			return nil // inside a bind that has it already
+		}
+		if err := v.mkdirAll(filepath.Dir(dst)); err != nil {
+			return err
+		}
+		if err := os.Symlink(e.link, dst); err != nil {
+			return fmt.Errorf("fs view: symlink %s: %w", e.dst, err)
+		}
+		return nil
+	case viewCopy:
+		return v.copyFile(e.src, dst)
+	case viewTmp:
+		if err := v.mkdirAll(dst); err != nil {
+			return err
+		}
+		opts := fmt.Sprintf("size=%dm,mode=1777", tmpMB)
+		if err := unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("fs view: mount a private /tmp: %w", err)
+		}
+		return v.own(dst)
+	}
+	if e.dir {
+		if err := v.mkdirAll(dst); err != nil {
+			return err
+		}
+	} else if err := v.mkfile(dst); err != nil {
+		return err
+	}
+	if err := unix.Mount("/oldroot"+e.src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("fs view: bind %s: %w", e.src, err)
+	}
+	return nil
+}
+
+// seal makes every mount of the view read-only, nosuid and nodev at once
+// (one call for the whole tree: a call per mount would double the view's
+// cost), then, in depth order, changes only the binds that differ from
+// what they inherit: an rw bind (and the private /tmp) loses read-only, a
+// ro bind inside an rw one gets it back, a device bind loses nodev, each
+// with the mounts below it. The proc mount point is made first, while the
+// root's tmpfs is still writable.
+func (v *viewBuilder) seal(plan []viewEntry) error {
+	if err := v.mkdirAll("/newroot/proc"); err != nil {
+		return err
+	}
+	if err := setMountAttr("/newroot", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
+		return fmt.Errorf("fs view: make the view read-only: %w", err)
+	}
+	var done []viewEntry
+	for _, e := range plan {
+		if e.kind == viewLink || e.kind == viewCopy {
+			continue
+		}
+		rw, dev := e.rw || e.kind == viewTmp, e.dev
+		// What e inherits: the nearest mount above it that seal changed
+		// (read-only, nodev: the whole view's).
+		inRW, inDev, best := false, false, -1
+		for _, a := range done {
+			if a.dst != e.dst && within(e.dst, a.dst) && depth(a.dst) > best {
+				best, inRW, inDev = depth(a.dst), a.rw || a.kind == viewTmp, a.dev
+			}
+		}
+		var set, clr uint64
+		switch {
+		case rw && !inRW:
+			clr |= unix.MOUNT_ATTR_RDONLY
+		case !rw && inRW:
+			set |= unix.MOUNT_ATTR_RDONLY
+		}
+		switch {
+		case dev && !inDev:
+			clr |= unix.MOUNT_ATTR_NODEV
+		case !dev && inDev:
+			set |= unix.MOUNT_ATTR_NODEV
+		}
+		done = append(done, e)
+		if set|clr == 0 {
+			continue
+		}
+		// A flag the host's mount holds locked cannot be lifted (a
+		// read-only file system): the path stays as the host has it.
+		if err := setMountAttr("/newroot"+e.dst, set, clr, true); err != nil && !(set == 0 && errors.Is(err, unix.EPERM)) {
+			return fmt.Errorf("fs view: set the mount flags of %s: %w", e.dst, err)
+		}
+	}
+	return nil
+}
+
+// copyFile copies the host's file src (a real path: no link on the way)
+// to dst, on the root's tmpfs, with its permission bits.
+func (v *viewBuilder) copyFile(src, dst string) error {
+	in, err := os.OpenFile("/oldroot"+src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("fs view: %s: %w", src, err)
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return fmt.Errorf("fs view: %s: %w", src, err)
+	}
+	if err := v.mkdirAll(filepath.Dir(dst)); err != nil {
+		return err
+	}
+	if err := v.onOurs(filepath.Dir(dst), dst); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, st.Mode().Perm())
+	if err != nil {
+		return fmt.Errorf("fs view: copy %s: %w", src, err)
+	}
+	_, err = io.Copy(out, io.LimitReader(in, copyMax))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fs view: copy %s: %w", src, err)
+	}
+	return nil
+}
+
+// mkdirAll makes p and its missing parents, each on the view's tmpfs.
+func (v *viewBuilder) mkdirAll(p string) error {
+	var st unix.Stat_t
+	err := unix.Lstat(p, &st)
+	switch {
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return nil
+	case err == nil:
+		return fmt.Errorf("fs view: %s is in the way of a granted directory", strings.TrimPrefix(p, "/newroot"))
+	case !errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("fs view: %s: %w", p, err)
+	}
+	parent := filepath.Dir(p)
+	if err := v.mkdirAll(parent); err != nil {
+		return err
+	}
+	if err := v.onOurs(parent, p); err != nil {
+		return err
+	}
+	if err := unix.Mkdir(p, 0o755); err != nil {
+		return fmt.Errorf("fs view: mkdir %s: %w", strings.TrimPrefix(p, "/newroot"), err)
+	}
+	return nil
+}
+
+// mkfile makes an empty file to bind a granted file on.
+func (v *viewBuilder) mkfile(p string) error {
+	if _, err := os.Lstat(p); err == nil {
+		return nil // a file of a bind already there
+	}
+	parent := filepath.Dir(p)
+	if err := v.mkdirAll(parent); err != nil {
+		return err
+	}
+	if err := v.onOurs(parent, p); err != nil {
+		return err
+	}
+	fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return fmt.Errorf("fs view: mount point for %s: %w", strings.TrimPrefix(p, "/newroot"), err)
+	}
+	return unix.Close(fd)
+}
+
+// onOurs refuses to create p in parent unless parent is on the view's
+// own tmpfs: a granted path that vanished since the grant was resolved
+// must not make the launcher write into a bind of the host's tree.
+func (v *viewBuilder) onOurs(parent, p string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(parent, &st); err != nil {
+		return fmt.Errorf("fs view: %s: %w", parent, err)
+	}
+	if !v.ours[st.Dev] {
+		return fmt.Errorf("fs view: %s does not exist in its granted parent (removed since the grant was resolved?)", strings.TrimPrefix(p, "/newroot"))
+	}
+	return nil
+}
+
+// proc mounts the sandbox's own /proc: only its processes. The host's is
+// still mounted under /oldroot, which a user namespace needs to mount one.
+func (v *viewBuilder) proc() error {
+	p := "/newroot/proc"
+	if err := v.mkdirAll(p); err != nil {
+		return err
+	}
+	if err := unix.Mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("fs view: mount a fresh /proc: %w", err)
+	}
+	return nil
+}
+
+// protectProc makes the view's /proc/sys and /proc/sysrq-trigger
+// read-only mounts, under Landlock's read-only /proc (after pid_max is
+// set).
+func protectProc(proc string) error {
+	for _, q := range []string{"sys", "sysrq-trigger"} {
+		q = filepath.Join(proc, q)
+		if _, err := os.Lstat(q); err != nil {
+			continue
+		}
+		if err := unix.Mount(q, q, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("fs view: bind %s: %w", q, err)
+		}
+		if err := setMountAttr(q, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, 0, true); err != nil {
+			return fmt.Errorf("fs view: make %s read-only: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// setMountAttr sets and clears attributes of the mount at p (and,
+// recursive, of every mount below it).
+func setMountAttr(p string, set, clr uint64, recursive bool) error {
+	var flags uint
+	if recursive {
+		flags = unix.AT_RECURSIVE
+	}
+	return unix.MountSetattr(unix.AT_FDCWD, p, flags, &unix.MountAttr{Attr_set: set, Attr_clr: clr})
+}
