@@ -4,7 +4,7 @@ BIN     := bin
 KERNEL  := $(BIN)/kernel
 LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
-.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium test-deps
+.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium test-deps postgres crash-pg
 
 # Every step prints one line saying what it does; V=1 shows the commands too.
 Q   := $(if $(V),,@)
@@ -150,10 +150,21 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 		{ printf '  %-9s %s\n' apt "chromium (the approvals page's browser test)"; apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
+## postgres: Debian's PostgreSQL server, for the postgres store's tests (they start it as an unprivileged user in a temporary directory)
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
+		{ printf '  %-9s %s\n' apt "postgresql (the postgres store's tests)"; apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; }
+
 ## test: every test, with the race detector
-test: build wasm plugins mcp-npm chromium test-deps
+test: build wasm plugins mcp-npm chromium test-deps postgres
 	$(call say,test,"go test -race ./... (every package)")
 	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test -race -count=1 -timeout 45m ./...
+
+## crash-pg: the crash campaign across two kernel serve replicas on PostgreSQL (SIGKILL, 120 times by default; KILLS=N)
+KILLS ?= 120
+crash-pg: postgres
+	$(call say,test,"crash campaign: $(KILLS) kills of kernel serve replicas on PostgreSQL")
+	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 AGENTKERNEL_PG_CRASH_KILLS=$(KILLS) $(GO) test -count=1 -timeout 90m -run '^TestReplicaCrashCampaign$$' -v ./cmd/kernel | grep -E '^(---|ok|FAIL|PASS)|crashpg_test'
 
 ## demo: the main job, offline, with the scripted model and the embedded defaults
 demo: build wasm plugins

@@ -52,6 +52,7 @@ func (r *run) commitTail(ctx context.Context, n int, step Step) error {
 	meta.LastSeq = seq
 	meta.Updated = now
 	step.Meta = meta
+	step.Fence = r.k.fence()
 	if r.persistCtx == nil {
 		r.persistCtx = ctx
 		if ctx.Done() != nil {

@@ -66,7 +66,11 @@
 // StopInterrupted; Continue resumes it, or a session a crash left running,
 // from its last stored step. A front end serving many sessions runs each
 // through Kernel.With, which carries the run's event sink and the principal
-// recorded with approval decisions. Cancellation through ctx reaches the
+// recorded with approval decisions. On a store several processes share (a
+// Leaser), the run also carries the session's lease (RunOptions.Lease):
+// every step it commits carries the lease's fencing token (Step.Fence), and
+// once the lease is lost the run ends at its next step boundary, writing
+// nothing more. Cancellation through ctx reaches the
 // provider stream and every tool; tool calls left without a result get a
 // "cancelled" result so the history stays valid.
 //

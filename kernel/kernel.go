@@ -111,9 +111,11 @@ type Kernel struct {
 	emitMu sync.Mutex
 	retry  RetryPolicy
 	calib  *calibration
-	// principal and interrupt are the RunOptions of a Kernel made by With.
+	// principal, interrupt and lease are the RunOptions of a Kernel made
+	// by With.
 	principal string
 	interrupt <-chan struct{}
+	lease     *HeldLease
 	// realClock: Config.Now is time.Now, so one reading serves both as a
 	// timestamp and, with its monotonic part, for durations.
 	realClock bool

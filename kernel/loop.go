@@ -155,6 +155,9 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 		if k.interrupted() {
 			return r.done(ctx, StopInterrupted, "")
 		}
+		if err := k.leaseLost(); err != nil {
+			return r.fail(ctx, err)
+		}
 		if _, err := r.steer(ctx); err != nil {
 			return r.fail(ctx, err)
 		}
@@ -430,7 +433,9 @@ func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
 		r.res.StopReason = StopToolProtocol
 	}
 	r.settle()
-	if r.meta.Status != StatusFailed {
+	// A run whose lease is gone writes nothing more: the session is
+	// another owner's now.
+	if r.meta.Status != StatusFailed && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLeaseHeld) {
 		r.meta.Status = StatusFailed
 		_ = r.commit(ctx, Step{Messages: r.unanswered(err.Error())}) // best effort: the store may be what failed
 	}

@@ -23,6 +23,11 @@ type Step struct {
 	Pending *Approval
 	// ClearPending removes the pending approval.
 	ClearPending bool
+	// Fence is the token of the session's lease the writer holds (Lease,
+	// RunOptions.Lease), or zero. A Leaser store refuses the step unless
+	// it is the current token of a live lease (ErrLeaseLost); other
+	// stores ignore it.
+	Fence uint64
 }
 
 // Store persists sessions. The loop commits every step before it moves on,

@@ -33,6 +33,12 @@ type RunOptions struct {
 	// message is stored) with StopInterrupted. A model call or tool round
 	// in flight finishes first; cancel the context to stop sooner.
 	Interrupt <-chan struct{}
+	// Lease, when set, is the session's lease the caller holds (on a
+	// Leaser store): every step of the run carries its token
+	// (Step.Fence), and once it is lost the run ends at its next step
+	// boundary with an error wrapping ErrLeaseLost, writing nothing more.
+	// The run neither acquires nor releases it.
+	Lease *HeldLease
 }
 
 // With returns a Kernel that runs with o: it shares k's configuration,
@@ -50,6 +56,7 @@ func (k *Kernel) With(o RunOptions) *Kernel {
 		realClock: k.realClock,
 		principal: o.Principal,
 		interrupt: o.Interrupt,
+		lease:     o.Lease,
 	}
 	if o.OnEvent != nil {
 		d.cfg.OnEvent = o.OnEvent

@@ -163,7 +163,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, k *Key) error
 	if err != nil {
 		return err
 	}
-	got, err := s.runs.cancelRun(run.ID)
+	got, err := s.runs.cancelRun(r.Context(), run.ID)
 	if err != nil {
 		return err
 	}

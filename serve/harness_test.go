@@ -21,8 +21,10 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
 	"github.com/agentkernel/agentkernel/kernel/queue"
+	"github.com/agentkernel/agentkernel/kernel/replica"
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 	"github.com/agentkernel/agentkernel/kernel/store/memory"
+	"github.com/agentkernel/agentkernel/kernel/store/postgres"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 	"github.com/agentkernel/agentkernel/policy"
 	"github.com/agentkernel/agentkernel/serve"
@@ -48,9 +50,12 @@ type rig struct {
 	closers []func()
 }
 
-// reuseKeys remembers the secrets of a store's keys, for a rig restarted
-// on it.
-var reuseKeys = map[string][3]string{}
+// reuseKeys remembers the secrets of a key file's keys, for a rig
+// restarted on it or another replica sharing it.
+var (
+	reuseMu   sync.Mutex
+	reuseKeys = map[string][3]string{}
+)
 
 type rigOpts struct {
 	script  string
@@ -60,6 +65,15 @@ type rigOpts struct {
 	noStart bool
 	// tools are registered beside the built-ins.
 	tools []kernel.Tool
+	// pg, when set, is the DSN of a PostgreSQL database the rig's store
+	// lives in: the rig is one replica (named replica) of the servers on
+	// it. ws and keys, when set, are a workspace and a key file shared
+	// with other rigs.
+	pg         string
+	replica    string
+	ws, keys   string
+	autoResume bool
+	leaseTTL   time.Duration
 }
 
 // defaultScript: turn 1 reads a file, turn 2 writes one (the policy asks),
@@ -88,16 +102,27 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 		o.script = defaultScript
 	}
 	dir := t.TempDir()
-	ws := filepath.Join(dir, "ws")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("hello\n"), 0o644); err != nil {
-		t.Fatal(err)
+	ws := o.ws
+	if ws == "" {
+		ws = filepath.Join(dir, "ws")
+		if err := os.MkdirAll(ws, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("hello\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r := &rig{t: t, ws: ws, access: &syncBuffer{}}
 	var store kernel.Store
-	if o.badger != "" {
+	var q replica.Queue
+	if o.pg != "" {
+		ps, err := postgres.Open(context.Background(), o.pg, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.closers = append(r.closers, func() { ps.Close() })
+		store, q = ps, ps.Queue(o.replica)
+	} else if o.badger != "" {
 		bs, err := badger.Open(o.badger, badger.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -130,9 +155,10 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	scrub := func(s string) string { out, _ := scrubber.Scrub(s); return out }
-	q, err := queue.Open(filepath.Join(dir, "queue"))
-	if err != nil {
-		t.Fatal(err)
+	if q == nil {
+		if q, err = queue.Open(filepath.Join(dir, "queue")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	k, err := kernel.New(kernel.Config{Provider: scripted.New(sc), Store: store, Tools: reg, Policy: pw, Model: "scripted", Inbox: q})
 	if err != nil {
@@ -143,25 +169,27 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 	if o.badger != "" {
 		keysPath = o.badger + "-keys.json"
 	}
+	if o.keys != "" {
+		keysPath = o.keys
+	}
 	r.keys, err = serve.OpenKeys(keysPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.badger != "" {
-		if ks, _ := r.keys.List(); len(ks) > 0 { // a restart: the keys are there
-			r.alice, r.bob, r.reader = reuseKeys[o.badger][0], reuseKeys[o.badger][1], reuseKeys[o.badger][2]
-		}
+	reuseMu.Lock()
+	defer reuseMu.Unlock()
+	if ks, _ := r.keys.List(); len(ks) > 0 { // a restart, or another replica: the keys are there
+		r.alice, r.bob, r.reader = reuseKeys[keysPath][0], reuseKeys[keysPath][1], reuseKeys[keysPath][2]
 	}
 	if r.alice == "" {
 		r.alice = r.key("alice", "", "run", "read", "approve")
 		r.bob = r.key("bob", "", "admin")
 		r.reader = r.key("reader", "", "read")
-		if o.badger != "" {
-			reuseKeys[o.badger] = [3]string{r.alice, r.bob, r.reader}
-		}
+		reuseKeys[keysPath] = [3]string{r.alice, r.bob, r.reader}
 	}
 	r.srv, err = serve.New(serve.Config{Kernel: k, Store: store, Queue: q, Keys: r.keys, Policy: pw, Workspace: ws,
-		Scrub: scrub, AccessLog: r.access, ErrorLog: testWriter{t}, Limits: o.limits, DrainTimeout: o.drain, Version: "test"})
+		Scrub: scrub, AccessLog: r.access, ErrorLog: testWriter{t}, Limits: o.limits, DrainTimeout: o.drain, Version: "test",
+		Replica: o.replica, LeaseTTL: o.leaseTTL, Poll: 100 * time.Millisecond, AutoResume: o.autoResume})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
 )
 
 // apiError is every error the API returns, as
@@ -71,7 +73,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // *apiError is a 500 whose message is logged, not sent.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
-	if !errors.As(err, &ae) {
+	switch {
+	case errors.As(err, &ae):
+	case errors.Is(err, kernel.ErrStoreUnavailable):
+		s.logError("%s %s: %v", r.Method, r.URL.Path, err)
+		ae = errorf(http.StatusServiceUnavailable, "store_unavailable", "the session store cannot be reached: retry later")
+		ae.retryAfter = 2
+	default:
 		s.logError("%s %s: %v", r.Method, r.URL.Path, err)
 		ae = errorf(http.StatusInternalServerError, "internal", "internal error (the server log has the details)")
 	}

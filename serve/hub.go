@@ -24,6 +24,9 @@ type hub struct {
 	log   kernel.EventLog
 	scrub func(string) string
 	warn  func(string, ...any)
+	// announce tells the other replicas (on a shared store) that owner's
+	// approvals may have changed; nil without replicas.
+	announce func(owner string)
 
 	mu     sync.Mutex
 	topics map[string]*topic
@@ -54,6 +57,9 @@ type topic struct {
 	recent   []kernel.StoredEvent // the last stored events, in order
 	subs     map[chan struct{}]struct{}
 	failed   int // events the store refused
+	// head is the largest event seq known stored, by this server or (on a
+	// shared store) another replica.
+	head uint64
 }
 
 func newHub(log kernel.EventLog, scrub func(string) string, warn func(string, ...any)) *hub {
@@ -84,12 +90,21 @@ func (h *hub) release(t *topic) {
 }
 
 // sink returns the kernel event sink of a run of t's session, owned by
-// owner. The kernel serialises its calls.
-func (h *hub) sink(t *topic, owner string) func(kernel.Event) {
+// owner, holding lease (on a shared store; else nil). The kernel
+// serialises its calls. Once the lease is lost the run's events are
+// dropped: the session is another replica's, and what the late run says
+// is not its history.
+func (h *hub) sink(t *topic, owner string, lease *kernel.HeldLease) func(kernel.Event) {
 	return func(e kernel.Event) {
+		if lease != nil && lease.Err() != nil {
+			return
+		}
 		switch e.(type) {
 		case kernel.ApprovalRequired, kernel.ApprovalResolved, kernel.RunCompleted, kernel.RunFailed:
 			defer h.touchInbox(owner) // after the event is queued: the list is read from the store
+			if h.announce != nil {
+				defer h.announce(owner)
+			}
 		}
 		b, err := kernel.MarshalEvent(e)
 		if err != nil {
@@ -144,16 +159,18 @@ func (h *hub) flush(t *topic) {
 		for i := range batch {
 			batch[i].Seq = first + uint64(i)
 		}
+		t.head = max(t.head, batch[len(batch)-1].Seq)
+		if n := len(t.recent); n > 0 && t.recent[n-1].Seq+1 != first {
+			// Another writer's events came between (a replica's, on a
+			// shared store): recent stays contiguous, the rest is read
+			// from the store.
+			t.recent = nil
+		}
 		t.recent = append(t.recent, batch...)
 		if n := len(t.recent); n > recentCap {
 			t.recent = append(t.recent[:0:0], t.recent[n-recentCap:]...)
 		}
-		for c := range t.subs {
-			select {
-			case c <- struct{}{}:
-			default:
-			}
-		}
+		t.wake()
 		t.idle.Broadcast()
 		t.mu.Unlock()
 	}
@@ -202,6 +219,79 @@ func (t *topic) since(seq uint64) ([]kernel.StoredEvent, bool) {
 	out := make([]kernel.StoredEvent, last-seq)
 	copy(out, t.recent[seq+1-first:])
 	return out, true
+}
+
+// remote is told that session id's log holds events up to seq (a notice
+// of another replica, or the poll): when that is news, the topic's
+// recent events no longer cover the log's end, so its streams are woken
+// to read the store.
+func (h *hub) remote(id string, seq uint64) {
+	h.mu.Lock()
+	t := h.topics[id]
+	h.mu.Unlock()
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if seq <= t.head {
+		return
+	}
+	t.head = seq
+	if n := len(t.recent); n > 0 && t.recent[n-1].Seq < seq {
+		t.recent = nil
+	}
+	t.wake()
+}
+
+// remoteAll wakes every stream and inbox watcher to look at the store
+// again (notices may have been missed).
+func (h *hub) remoteAll() {
+	h.mu.Lock()
+	topics := make([]*topic, 0, len(h.topics))
+	for _, t := range h.topics {
+		topics = append(topics, t)
+	}
+	owners := make([]string, 0, len(h.inbox))
+	for o := range h.inbox {
+		owners = append(owners, o)
+	}
+	h.mu.Unlock()
+	for _, t := range topics {
+		t.mu.Lock()
+		t.recent = nil
+		t.wake()
+		t.mu.Unlock()
+	}
+	for _, o := range owners {
+		h.touchInbox(o)
+	}
+}
+
+// watched returns the sessions with a stream open.
+func (h *hub) watched() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ids []string
+	for id, t := range h.topics {
+		t.mu.Lock()
+		if len(t.subs) > 0 {
+			ids = append(ids, id)
+		}
+		t.mu.Unlock()
+	}
+	return ids
+}
+
+// wake notifies the topic's streams without blocking (the caller holds
+// t.mu).
+func (t *topic) wake() {
+	for c := range t.subs {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // closeStreams ends every stream (drain).

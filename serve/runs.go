@@ -49,6 +49,9 @@ type runRec struct {
 	keyID  string
 	cancel context.CancelFunc
 	done   chan struct{}
+	// lease is the session's lease on a shared store (nil otherwise),
+	// held by the run and the follow-ups it chains.
+	lease *kernel.HeldLease
 }
 
 // runManager owns every run goroutine: it starts them within the limits,
@@ -88,22 +91,38 @@ type errBusy struct{ run runRec }
 func (e errBusy) Error() string { return "session has a run in flight" }
 
 // start starts fn as a run of session sid for key k, or fails: 429 at a
-// limit, errBusy when the session has a run, 503 when draining.
+// limit, errBusy when the session has a run (here, or on another replica
+// of a shared store), 503 when draining. On a shared store the run holds
+// the session's lease (taken here, before answering) from its start to
+// the end of its last follow-up.
 func (m *runManager) start(sid, owner string, k *Key, kind string, fn runFunc) (*runRec, error) {
+	return m.startWith(sid, owner, k, kind, fn, nil)
+}
+
+// errNothingToRun is startWith's error when prepare found nothing to run.
+var errNothingToRun = errors.New("nothing to run")
+
+// startWith is start with prepare, called once the session is this
+// server's (its lease held, on a shared store) and before the run starts:
+// false (or an error) gives the session up and starts nothing.
+func (m *runManager) startWith(sid, owner string, k *Key, kind string, fn runFunc, prepare func() (bool, error)) (*runRec, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.stopping {
+		m.mu.Unlock()
 		return nil, errorf(http.StatusServiceUnavailable, "draining", "the server is shutting down")
 	}
 	if cur := m.active[sid]; cur != nil {
+		m.mu.Unlock()
 		return nil, errBusy{cur.snapshot()}
 	}
 	if m.total >= m.s.lim.MaxRuns {
+		m.mu.Unlock()
 		e := errorf(http.StatusTooManyRequests, "too_many_runs", "the server runs %d runs, its limit: retry later", m.total)
 		e.retryAfter = 2
 		return nil, e
 	}
 	if m.perKey[k.ID] >= m.s.lim.MaxRunsPerKey {
+		m.mu.Unlock()
 		e := errorf(http.StatusTooManyRequests, "too_many_runs", "key %q runs %d runs, its limit: retry later", k.Name, m.perKey[k.ID])
 		e.retryAfter = 2
 		return nil, e
@@ -111,13 +130,49 @@ func (m *runManager) start(sid, owner string, k *Key, kind string, fn runFunc) (
 	ctx, cancel := context.WithCancel(m.base)
 	rec := &runRec{ID: "run_" + kernel.NewID(), SessionID: sid, Kind: kind, Status: runRunning, Principal: k.Name,
 		Created: time.Now().UTC(), owner: owner, keyID: k.ID, cancel: cancel, done: make(chan struct{})}
-	m.active[sid] = rec
+	m.active[sid] = rec // the session's slot, held while the lease is taken
 	m.byID[rec.ID] = rec
 	m.total++
 	m.perKey[k.ID]++
+	m.mu.Unlock()
+	err := m.s.replicas.claim(rec)
+	if err == nil && prepare != nil {
+		var ok bool
+		if ok, err = prepare(); err == nil && !ok {
+			err = errNothingToRun
+		}
+		if err != nil {
+			m.s.replicas.letGo(rec.lease)
+		}
+	}
+	if err != nil {
+		m.mu.Lock()
+		delete(m.active, sid)
+		delete(m.byID, rec.ID)
+		m.release(k.ID)
+		m.mu.Unlock()
+		cancel()
+		return nil, err
+	}
 	m.wg.Add(1)
 	go m.run(ctx, rec, k, fn)
 	return rec, nil
+}
+
+// isStopping reports whether the server takes no more runs (draining).
+func (m *runManager) isStopping() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopping
+}
+
+// release frees a run's place in the limits (the caller holds m.mu).
+func (m *runManager) release(keyID string) {
+	m.total--
+	m.perKey[keyID]--
+	if m.perKey[keyID] == 0 {
+		delete(m.perKey, keyID)
+	}
 }
 
 // run runs fn, then the session's queued follow-ups, each as a run of its
@@ -126,8 +181,9 @@ func (m *runManager) run(ctx context.Context, rec *runRec, k *Key, fn runFunc) {
 	defer m.wg.Done()
 	t := m.s.hub.acquire(rec.SessionID)
 	defer m.s.hub.release(t)
+	lease := rec.lease
 	for rec != nil {
-		kr := m.s.cfg.Kernel.With(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.sink(t, rec.owner), Interrupt: m.interrupt})
+		kr := m.s.cfg.Kernel.With(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.sink(t, rec.owner, lease), Interrupt: m.interrupt, Lease: lease})
 		res, err := fn(ctx, kr)
 		t.wait() // the run's events are stored before it is reported ended
 		rec, ctx, fn = m.finish(rec, res, err)
@@ -155,6 +211,11 @@ func (m *runManager) finish(rec *runRec, res *kernel.RunResult, err error) (*run
 		rec.StopReason, rec.Output, rec.Turns, rec.Usage, rec.CostUSD = res.StopReason, res.Output, res.Turns, res.Usage, res.CostUSD
 	}
 	rec.cancel()
+	snap := rec.snapshot()
+	stopping := m.stopping
+	m.mu.Unlock()
+	m.s.replicas.ended(snap) // before the waiters of done look it up
+	m.mu.Lock()
 	close(rec.done)
 	h := append(m.history[rec.SessionID], rec)
 	if len(h) > historyCap {
@@ -162,48 +223,67 @@ func (m *runManager) finish(rec *runRec, res *kernel.RunResult, err error) (*run
 		h = h[1:]
 	}
 	m.history[rec.SessionID] = h
-	stopping := m.stopping
 	m.mu.Unlock()
 
 	var fu *queue.Entry
-	if !stopping && err == nil && res != nil && res.StopReason != kernel.StopAwaitingApproval && res.StopReason != kernel.StopInterrupted {
+	lost := rec.lease != nil && rec.lease.Err() != nil
+	if !stopping && !lost && err == nil && res != nil && res.StopReason != kernel.StopAwaitingApproval && res.StopReason != kernel.StopInterrupted {
 		var qerr error
 		if fu, qerr = m.s.cfg.Queue.TakeFollowUp(rec.SessionID); qerr != nil {
 			m.s.logError("session %s: take follow-up: %v", rec.SessionID, qerr)
 		}
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if fu != nil && !m.stopping {
 		ctx, cancel := context.WithCancel(m.base)
 		next := &runRec{ID: "run_" + kernel.NewID(), SessionID: rec.SessionID, Kind: kindFollowUp, Status: runRunning,
-			Principal: rec.Principal, Created: time.Now().UTC(), owner: rec.owner, keyID: rec.keyID, cancel: cancel, done: make(chan struct{})}
+			Principal: rec.Principal, Created: time.Now().UTC(), owner: rec.owner, keyID: rec.keyID, cancel: cancel, done: make(chan struct{}),
+			lease: rec.lease}
 		m.active[rec.SessionID] = next
 		m.byID[next.ID] = next
+		m.mu.Unlock()
+		m.s.replicas.started(next)
+		m.mu.Lock()
+		defer m.mu.Unlock()
 		text := fu.Text
 		return next, ctx, func(ctx context.Context, k *kernel.Kernel) (*kernel.RunResult, error) {
 			return k.Run(ctx, next.SessionID, text)
 		}
 	}
+	m.mu.Unlock()
 	if fu != nil { // draining: the follow-up waits in the queue for the next server
 		if _, err := m.s.cfg.Queue.Add(rec.SessionID, fu.Text, queue.FollowUp); err != nil {
 			m.s.logError("session %s: requeue follow-up: %v", rec.SessionID, err)
 		}
 	}
+	m.s.replicas.letGo(rec.lease) // the session is free for any replica from here
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	delete(m.active, rec.SessionID)
-	m.total--
-	m.perKey[rec.keyID]--
-	if m.perKey[rec.keyID] == 0 {
-		delete(m.perKey, rec.keyID)
-	}
+	m.release(rec.keyID)
 	return nil, nil, nil
 }
 
-// get returns a run by id.
-func (m *runManager) get(id string) (runRec, bool) { return m.find(m.byID, id) }
+// get returns a run by id: one of this server's, or one another replica
+// recorded.
+func (m *runManager) get(id string) (runRec, bool) {
+	if r, ok := m.find(m.byID, id); ok {
+		return r, true
+	}
+	return m.s.replicas.get(id)
+}
 
-// activeRun returns the session's run in flight, if any.
-func (m *runManager) activeRun(sid string) (runRec, bool) { return m.find(m.active, sid) }
+// activeRun returns the session's run in flight, here or on another
+// replica, if any.
+func (m *runManager) activeRun(sid string) (runRec, bool) {
+	if r, ok := m.activeLocal(sid); ok {
+		return r, true
+	}
+	return m.s.replicas.active(sid)
+}
+
+// activeLocal returns the session's run in flight on this server.
+func (m *runManager) activeLocal(sid string) (runRec, bool) { return m.find(m.active, sid) }
 
 func (m *runManager) find(in map[string]*runRec, key string) (runRec, bool) {
 	m.mu.Lock()
@@ -215,18 +295,42 @@ func (m *runManager) find(in map[string]*runRec, key string) (runRec, bool) {
 	return r.snapshot(), true
 }
 
-// list returns the session's runs, oldest first, the active one last.
+// list returns the session's runs, oldest first, the active one last: on
+// a shared store those of every replica.
 func (m *runManager) list(sid string) []runRec {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]runRec, 0, len(m.history[sid])+1)
+	local := make([]runRec, 0, len(m.history[sid])+1)
 	for _, r := range m.history[sid] {
-		out = append(out, r.snapshot())
+		local = append(local, r.snapshot())
 	}
 	if r := m.active[sid]; r != nil {
-		out = append(out, r.snapshot())
+		local = append(local, r.snapshot())
 	}
-	return out
+	m.mu.Unlock()
+	all, ok := m.s.replicas.list(sid)
+	if !ok {
+		return local
+	}
+	// The board has every replica's; this server's own are fresher.
+	mine := map[string]runRec{}
+	for _, r := range local {
+		mine[r.ID] = r
+	}
+	for i, r := range all {
+		if l, ok := mine[r.ID]; ok {
+			all[i] = l
+			delete(mine, r.ID)
+		}
+	}
+	for _, r := range local {
+		if _, ok := mine[r.ID]; ok {
+			all = append(all, r)
+		}
+	}
+	if len(all) > historyCap+1 {
+		all = all[len(all)-historyCap-1:]
+	}
+	return all
 }
 
 // snapshot copies the exported fields (the caller holds m.mu).
@@ -235,13 +339,14 @@ func (r *runRec) snapshot() runRec {
 		Error: r.Error, Principal: r.Principal, Created: r.Created, Ended: r.Ended, Turns: r.Turns, Usage: r.Usage, CostUSD: r.CostUSD, owner: r.owner}
 }
 
-// cancelRun cancels the session's run id; a run that ended is a conflict.
-func (m *runManager) cancelRun(id string) (runRec, error) {
+// cancelRun cancels run id (here, or on the replica that runs it) and
+// answers once it has stopped; a run that ended is a conflict.
+func (m *runManager) cancelRun(ctx context.Context, id string) (runRec, error) {
 	m.mu.Lock()
 	r, ok := m.byID[id]
 	if !ok {
 		m.mu.Unlock()
-		return runRec{}, notFound("run", id)
+		return m.s.replicas.cancelRemote(ctx, id)
 	}
 	if r.Status != runRunning {
 		snap := r.snapshot()
@@ -255,6 +360,16 @@ func (m *runManager) cancelRun(id string) (runRec, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return r.snapshot(), nil
+}
+
+// cancelLocal cancels run id if it runs here (a cancel request another
+// replica recorded).
+func (m *runManager) cancelLocal(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.byID[id]; ok && r.Status == runRunning {
+		r.cancel()
+	}
 }
 
 // drain stops taking runs, asks every run to stop at its next step

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/queue"
+	"github.com/agentkernel/agentkernel/kernel/replica"
 	"github.com/agentkernel/agentkernel/policy"
 )
 
@@ -28,8 +28,10 @@ type Config struct {
 	// Store is the Kernel's store. It must implement kernel.EventLog (the
 	// event streams replay from it); kernel.SessionDeleter enables DELETE.
 	Store kernel.Store
-	// Queue holds steering and follow-up messages (the Kernel's Inbox).
-	Queue *queue.Dir
+	// Queue holds steering and follow-up messages (the Kernel's Inbox): a
+	// *queue.Dir beside a Badger store, the store's own queue on a shared
+	// store (replica.Shared.Queue(Replica)).
+	Queue replica.Queue
 	// Keys are the API keys.
 	Keys *KeyStore
 	// Policy is the policy in effect, for GET /v1/policy and explain; nil
@@ -59,6 +61,20 @@ type Config struct {
 	AutoResume bool
 	// Version is reported by /healthz.
 	Version string
+
+	// On a store several servers share (the store implements
+	// replica.Shared: PostgreSQL), the server is one of its replicas.
+	// Replica names it among them (default host-pid-random): it is the
+	// owner of the leases of the sessions it runs, and of their steering
+	// claims. LeaseTTL is how long a session's lease lasts unrenewed
+	// (default 15s): a replica that stops loses its sessions after it,
+	// and they are shown interrupted, or continued by another replica
+	// with AutoResume. Poll is how often the server looks at the store
+	// for what notices may have missed and for sessions to take over
+	// (default 1s). Ignored on other stores.
+	Replica  string
+	LeaseTTL time.Duration
+	Poll     time.Duration
 }
 
 // Limits bound what clients may ask of the server. Zero values mean the
@@ -119,13 +135,14 @@ func (l Limits) withDefaults() Limits {
 //     first when AutoResume is set.
 //  3. Handler serves the same API without a listener (tests).
 type Server struct {
-	cfg    Config
-	lim    Limits
-	events kernel.EventLog
-	mux    *http.ServeMux
-	hub    *hub
-	runs   *runManager
-	api    http.Handler
+	cfg      Config
+	lim      Limits
+	events   kernel.EventLog
+	mux      *http.ServeMux
+	hub      *hub
+	runs     *runManager
+	replicas *replicas
+	api      http.Handler
 
 	draining atomic.Bool
 	streams  atomic.Int64
@@ -165,6 +182,10 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, lim: cfg.Limits.withDefaults(), events: el, mux: http.NewServeMux(), started: time.Now()}
 	s.hub = newHub(el, cfg.Scrub, s.logError)
 	s.runs = newRunManager(s)
+	s.replicas = newReplicas(s)
+	if s.replicas.shared() {
+		s.hub.announce = func(owner string) { s.replicas.notify(replica.Notice{Kind: replica.NoticeInbox, Owner: owner}) }
+	}
 	s.routes()
 	s.api = s.middleware(s.mux)
 	return s, nil
@@ -183,8 +204,11 @@ func (s *Server) Mount(pattern string, h http.Handler) {
 }
 
 // Start resumes the sessions a previous process left interrupted when
-// Config.AutoResume is set. Serve calls it.
+// Config.AutoResume is set, and, on a shared store, starts listening to
+// the other replicas and sweeping for what they left (stopped by a drain,
+// Close or Drain). Serve calls it; call it at most once.
 func (s *Server) Start(ctx context.Context) error {
+	s.replicas.run()
 	if !s.cfg.AutoResume {
 		return nil
 	}
@@ -218,6 +242,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 	select {
 	case err := <-errc:
 		s.runs.stopAll()
+		s.replicas.halt()
 		return err
 	case <-ctx.Done():
 	}
@@ -234,6 +259,7 @@ func (s *Server) drain(srv *http.Server, errc chan error) error {
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(shutCtx) }() // closes the listeners now
 	s.runs.drain(deadline)
+	s.replicas.halt()
 	s.hub.closeStreams()
 	err := <-shut
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -251,6 +277,7 @@ func (s *Server) drain(srv *http.Server, errc chan error) error {
 func (s *Server) Close() {
 	s.draining.Store(true)
 	s.runs.stopAll()
+	s.replicas.halt()
 	s.hub.closeStreams()
 }
 
@@ -259,6 +286,7 @@ func (s *Server) Close() {
 func (s *Server) Drain() {
 	s.draining.Store(true)
 	s.runs.drain(time.Now().Add(s.cfg.DrainTimeout))
+	s.replicas.halt()
 	s.hub.closeStreams()
 }
 

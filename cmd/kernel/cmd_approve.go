@@ -46,7 +46,7 @@ func cmdResolve(approve bool) func(context.Context, []string, *cliEnv) error {
 				return exitError{code: 1, msg: "not approved: nothing ran (answer y, or pass --yes in scripts)"}
 			}
 		}
-		return withKernel(ctx, &cf, env, *events, false, func(k *kernel.Kernel) (*kernel.RunResult, error) {
+		return withKernel(ctx, &cf, env, *events, false, pos[0], func(k *kernel.Kernel) (*kernel.RunResult, error) {
 			return k.Resolve(ctx, pos[0], approve, *note)
 		})
 	}

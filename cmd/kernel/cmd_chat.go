@@ -161,6 +161,16 @@ func (c *chat) prompt() {
 
 // turn runs one run with its own context: Ctrl-C cancels it, and only it.
 func (c *chat) turn(ctx context.Context, sigs chan os.Signal, fn func(context.Context) (*kernel.RunResult, error)) {
+	// On a store replicas share, the turn holds the session's lease: fn
+	// runs c.k, the leased view, for the turn's length.
+	plain := c.k
+	lk, release, err := c.app.lease(ctx, plain, c.sid)
+	if err != nil {
+		fmt.Fprintln(c.env.stderr, "error: "+oneLine(err))
+		return
+	}
+	c.k = lk
+	defer func() { c.k = plain; release() }()
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { // owned: ends when the run ends

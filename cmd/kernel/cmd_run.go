@@ -39,7 +39,7 @@ func cmdRun(ctx context.Context, args []string, env *cliEnv) error {
 			return err
 		}
 	}
-	return withKernel(ctx, &cf, env, *events, *quiet, func(k *kernel.Kernel) (*kernel.RunResult, error) {
+	return withKernel(ctx, &cf, env, *events, *quiet, *session, func(k *kernel.Kernel) (*kernel.RunResult, error) {
 		return k.Run(ctx, *session, prompt)
 	})
 }

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/replica"
+	"github.com/agentkernel/agentkernel/kernel/store/postgres"
 	"github.com/agentkernel/agentkernel/serve"
 )
 
@@ -34,6 +37,9 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 	maxRunsKey := fs.Int("max-runs-per-key", 16, "runs in flight at once for one key (more: 429)")
 	maxBody := fs.Int64("max-body", 1<<20, "largest request body in `BYTES` (more: 413)")
 	accessLog := fs.String("access-log", "-", "access log `FILE` (JSON lines; - for stderr, empty for none)")
+	replicaName := fs.String("replica", "", "this server's `NAME` among the replicas sharing a postgres store (default HOST-PID-RANDOM)")
+	leaseTTL := fs.Duration("lease-ttl", 15*time.Second, "postgres store: how long a session's lease lasts unrenewed; a stopped replica's sessions are taken over (--auto-resume) or shown interrupted after it")
+	poll := fs.Duration("poll", time.Second, "postgres store: how often to look at the database for what notices missed and for sessions to take over")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -62,6 +68,14 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 	a.serverStore = true
 	if err := a.openStore(false); err != nil {
 		return err
+	}
+	if *leaseTTL < 100*time.Millisecond || *poll <= 0 {
+		return usageError("--lease-ttl must be at least 100ms and --poll positive")
+	}
+	a.replica = *replicaName
+	if _, shared := a.store.(replica.Shared); shared && a.replica == "" {
+		host, _ := os.Hostname()
+		a.replica = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), kernel.NewID()[:6])
 	}
 	if err := a.requireStoreSpace(); err != nil {
 		return err
@@ -110,6 +124,7 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 		Scrub: a.redact, AccessLog: access, ErrorLog: scrubWriter{env.stderr},
 		Limits:       serve.Limits{MaxRuns: *maxRuns, MaxRunsPerKey: *maxRunsKey, MaxBodyBytes: *maxBody},
 		DrainTimeout: *drain, AutoResume: *autoResume, Version: buildVersion().Version,
+		Replica: a.replica, LeaseTTL: *leaseTTL, Poll: *poll,
 	})
 	if err != nil {
 		return err
@@ -138,6 +153,9 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 		}
 	}
 	fmt.Fprintf(env.stderr, "kernel serve: listening on %s://%s (the approvals inbox is at /, the API under /v1; %d active keys in %s)\n", scheme, ln.Addr(), active, cfg.keysFile)
+	if ps, ok := a.store.(*postgres.Store); ok {
+		fmt.Fprintf(env.stderr, "kernel serve: replica %s of the sessions in PostgreSQL %s (lease ttl %s)\n", a.replica, ps.Where(), *leaseTTL)
+	}
 	if active == 0 {
 		fmt.Fprintf(env.stderr, "kernel serve: no API keys yet: create one with  kernel keys create NAME --scopes run,read,approve%s\n", keysFlagHint(cf, *keys))
 	}
@@ -191,6 +209,9 @@ func (cfg *Config) keysPath(flag string) (string, error) {
 	}
 	if sc.Kind == "memory" {
 		return "", usageError("a memory store has no place for API keys: pass --keys FILE")
+	}
+	if sc.Kind == "postgres" {
+		return "", usageError("the postgres store keeps no API keys: pass --keys FILE (every replica needs the same file)")
 	}
 	return filepath.Join(filepath.Dir(sc.Dir), filepath.Base(sc.Dir)+"-keys.json"), nil
 }

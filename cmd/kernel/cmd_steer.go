@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel/queue"
+	"github.com/agentkernel/agentkernel/kernel/replica"
 )
 
 const steerUsage = `Usage: kernel steer SESSION "TEXT"      queue TEXT for a running session (next step boundary)
@@ -14,8 +15,42 @@ const steerUsage = `Usage: kernel steer SESSION "TEXT"      queue TEXT for a run
        kernel steer --list SESSION              show what is queued
        kernel steer --cancel ID SESSION         cancel a queued message before it is delivered
 
-The message goes through the queue directory beside the session store, so
-it works while another kernel process runs the session. Flags: --config FILE, --store DIR`
+The message goes through the queue directory beside the session store (the
+database, with the postgres store), so it works while another kernel process
+runs the session, or another kernel serve replica. Flags: --config FILE, --store DIR`
+
+// steerQueue opens the queue kernel steer writes to: the database's on a
+// postgres store, else the directory beside the Badger store.
+func steerQueue(cfg *Config, env *cliEnv) (replica.Queue, func(), error) {
+	sc, err := cfg.storeConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	if sc.Kind == "postgres" {
+		a := &app{cfg: cfg, log: newLogger(env.stderr)}
+		if err := a.openStore(false); err != nil {
+			return nil, nil, err
+		}
+		q, err := a.openQueue()
+		if err != nil {
+			a.Close()
+			return nil, nil, err
+		}
+		return q, func() { a.Close() }, nil
+	}
+	dir, temp, err := cfg.queueDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	if temp {
+		return nil, nil, exitError{code: 2, msg: "steer needs the badger or postgres store: a memory store lives only in the process that runs the session"}
+	}
+	q, err := queue.Open(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return q, func() {}, nil
+}
 
 // cmdSteer queues, lists or cancels messages for a session.
 func cmdSteer(ctx context.Context, args []string, env *cliEnv) error {
@@ -37,17 +72,11 @@ func cmdSteer(ctx context.Context, args []string, env *cliEnv) error {
 	if err != nil {
 		return err
 	}
-	dir, temp, err := cfg.queueDir()
+	q, closeQ, err := steerQueue(cfg, env)
 	if err != nil {
 		return err
 	}
-	if temp {
-		return exitError{code: 2, msg: "steer needs the badger store: a memory store lives only in the process that runs the session"}
-	}
-	q, err := queue.Open(dir)
-	if err != nil {
-		return err
-	}
+	defer closeQ()
 	sid := pos[0]
 	if !*list && *cancel == "" {
 		// A typo'd id would wait forever: check the session exists (a

@@ -9,6 +9,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/catalog"
 	"github.com/agentkernel/agentkernel/kernel/queue"
+	"github.com/agentkernel/agentkernel/kernel/replica"
 	"github.com/agentkernel/agentkernel/kernel/tokenizer"
 )
 
@@ -90,8 +91,12 @@ func (cfg *Config) queueDir() (dir string, temp bool, err error) {
 	return filepath.Join(filepath.Dir(sc.Dir), filepath.Base(sc.Dir)+"-queue"), false, nil
 }
 
-// openQueue opens the session queue and registers its cleanup.
-func (a *app) openQueue() (*queue.Dir, error) {
+// openQueue opens the session queue and registers its cleanup: the
+// store's own on a store replicas share (postgres), else a directory.
+func (a *app) openQueue() (replica.Queue, error) {
+	if sh, ok := a.store.(replica.Shared); ok {
+		return sh.Queue(a.replicaName()), nil
+	}
 	dir, temp, err := a.cfg.queueDir()
 	if err != nil {
 		return nil, err
@@ -104,4 +109,14 @@ func (a *app) openQueue() (*queue.Dir, error) {
 		a.closers = append(a.closers, func() error { return os.RemoveAll(dir) })
 	}
 	return q, nil
+}
+
+// replicaName is this process's name among those sharing a store:
+// --replica for kernel serve, else cli-HOST-PID.
+func (a *app) replicaName() string {
+	if a.replica == "" {
+		host, _ := os.Hostname()
+		a.replica = fmt.Sprintf("cli-%s-%d", host, os.Getpid())
+	}
+	return a.replica
 }

@@ -29,6 +29,13 @@ var docCommandsCoveredBy = map[string]string{
 	"kernel tools --config kernel.yaml":                               "plugins/sdk TestReadme",
 	"go install github.com/agentkernel/agentkernel/cmd/kernel@latest": "TestGoInstallFromClone (the same package from the checkout)",
 	"go install ./cmd/kernel":                                         "TestGoInstallFromClone",
+	// docs/sessions.md's PostgreSQL lines need a database.
+	"kernel store migrate --config kernel.yaml":                                                                               "TestReplicaProcesses (newCluster migrates a real database)",
+	"kernel keys create ci --scopes run,read,approve --keys /etc/agentkernel/keys.json":                                       "TestReplicaProcesses (newCluster creates the key the replicas share)",
+	"kernel serve --config kernel.yaml --keys /etc/agentkernel/keys.json --listen 127.0.0.1:8080 --replica a --auto-resume &": "TestReplicaProcesses (two replicas, real processes)",
+	"kernel serve --config kernel.yaml --keys /etc/agentkernel/keys.json --listen 127.0.0.1:8081 --replica b --auto-resume &": "TestReplicaProcesses (two replicas, real processes)",
+	"kernel store copy --store ~/.local/share/agentkernel --to pg.yaml":                                                       "TestStoreCopy",
+	"kernel store copy --config pg.yaml --to-store /srv/agentkernel-backup":                                                   "TestStoreCopy",
 }
 
 var shBlock = regexp.MustCompile("(?s)```(?:sh|bash|shell)\n(.*?)```")

@@ -61,6 +61,7 @@ func commands() []command {
 		{"steer", "queue a message for a running session, list or cancel queued ones", cmdSteer},
 		{"serve", "serve the kernel over HTTP: sessions, runs, live events, approvals", cmdServe},
 		{"keys", "create, list and revoke kernel serve's API keys", cmdKeys},
+		{"store", "migrate the PostgreSQL schema; copy sessions between stores", cmdStore},
 		{"approve", "approve a session's pending tool call and continue", cmdResolve(true)},
 		{"reject", "reject a session's pending tool call", cmdResolve(false)},
 		{"tools", "list the tools the model can call", cmdTools},

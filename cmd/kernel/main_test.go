@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/agentkernel/agentkernel/kernel/store/postgres/pgtest"
 	"github.com/agentkernel/agentkernel/sandbox"
 
 	"bufio"
@@ -33,12 +34,13 @@ func TestMain(m *testing.M) {
 	// No user kernel.yaml is discovered from the developer's home.
 	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	code := m.Run()
+	pgtest.StopShared()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
 // cli runs the CLI in-process and returns stdout, stderr and the error.
-func cli(t *testing.T, args ...string) (string, string, error) {
+func cli(t testing.TB, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(context.Background(), args, strings.NewReader(""), &out, &errb)

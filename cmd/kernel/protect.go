@@ -168,7 +168,7 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 	} else {
 		return nil, err
 	}
-	if sc, err := cfg.storeConfig(); err == nil && sc.Kind != "memory" {
+	if sc, err := cfg.storeConfig(); err == nil && sc.Kind != "memory" && sc.Kind != "postgres" {
 		add(sc.Dir, "the session store")
 	}
 	if cfg.keysFile != "" {

@@ -58,9 +58,13 @@ func (a *app) sessionContext() *kernel.SessionContext {
 		sc.Script = fileRecord(cfg.path(cfg.Model.Script))
 	}
 	if st, err := cfg.storeConfig(); err == nil {
-		if st.Kind == "memory" {
+		switch st.Kind {
+		case "memory":
 			sc.Store = "memory"
-		} else {
+		case "postgres":
+			// The variable's name, never the DSN (it holds a password).
+			sc.Store = "postgres:$" + st.DSNEnv
+		default:
 			sc.Store = st.Dir
 		}
 	}
@@ -127,7 +131,7 @@ func (c *commonFlags) resume(ctx context.Context, id string, accept bool, stderr
 		c.script = rc.Script.Path
 		changed = append(changed, fileChanged("script", rc.Script)...)
 	}
-	if c.store == "" && rc.Store != "" && rc.Store != "memory" {
+	if c.store == "" && rc.Store != "" && rc.Store != "memory" && !strings.HasPrefix(rc.Store, "postgres:") {
 		c.store = rc.Store
 	}
 	if len(changed) == 0 {

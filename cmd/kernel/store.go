@@ -1,26 +1,39 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 	"github.com/agentkernel/agentkernel/kernel/store/memory"
+	"github.com/agentkernel/agentkernel/kernel/store/postgres"
 )
 
 // StoreConfig is the store section of kernel.yaml.
 type StoreConfig struct {
-	// Kind is badger (default: sessions on disk) or memory (gone at exit).
+	// Kind is badger (default: sessions on disk), memory (gone at exit)
+	// or postgres (a database several kernel serve replicas share).
 	Kind string `yaml:"kind"`
 	// Dir is the Badger directory (default $XDG_DATA_HOME/agentkernel).
 	Dir            string `yaml:"dir"`
 	badger.Options `yaml:",inline"`
+	// DSNEnv names the environment variable that holds the PostgreSQL
+	// connection string (never the file: it holds a password).
+	DSNEnv string `yaml:"dsn_env"`
+	// The postgres store's pool and retry settings (postgres.Options).
+	MaxConns         int32         `yaml:"max_conns"`
+	StatementTimeout time.Duration `yaml:"statement_timeout"`
+	ConnectTimeout   time.Duration `yaml:"connect_timeout"`
+	RetryFor         time.Duration `yaml:"retry_for"`
 	// defaultDir is true when neither --store nor store.dir chose Dir.
 	defaultDir bool
 }
@@ -31,7 +44,16 @@ func (cfg *Config) storeConfig() (StoreConfig, error) {
 		return sc, err
 	}
 	if cfg.storeDir != "" {
+		if sc.Kind == "postgres" {
+			return sc, usageError("--store %s names a Badger directory, but %s keeps sessions in PostgreSQL (store.kind postgres): drop --store", cfg.storeDir, cfg.source())
+		}
 		sc.Dir = cfg.storeDir
+	}
+	if sc.Kind == "postgres" {
+		if sc.DSNEnv == "" {
+			return sc, fmt.Errorf("%s: store.dsn_env: the postgres store needs the name of the environment variable holding its connection string (e.g. dsn_env: AGENTKERNEL_DSN)", cfg.source())
+		}
+		return sc, nil
 	}
 	if sc.Dir == "" {
 		d, err := badger.DefaultDir()
@@ -54,6 +76,15 @@ func (a *app) openStore(readOnly bool) error {
 	}
 	if sc.Kind == "memory" {
 		a.store = memory.New()
+		return nil
+	}
+	if sc.Kind == "postgres" {
+		s, err := openPostgres(context.Background(), a.cfg, sc, a.log.Named("store"))
+		if err != nil {
+			return err
+		}
+		a.store = s
+		a.closers = append(a.closers, s.Close)
 		return nil
 	}
 	if readOnly {
@@ -79,6 +110,36 @@ func (a *app) openStore(readOnly bool) error {
 	a.store = s
 	a.closers = append(a.closers, s.Close)
 	return nil
+}
+
+// postgresOptions are the postgres store's options from the store
+// section.
+func (sc StoreConfig) postgresOptions(log hclog.Logger) postgres.Options {
+	return postgres.Options{MaxConns: sc.MaxConns, StatementTimeout: sc.StatementTimeout, ConnectTimeout: sc.ConnectTimeout,
+		RetryFor: sc.RetryFor, TTL: sc.TTL, GCInterval: sc.GCInterval, Logger: log}
+}
+
+// postgresDSN reads the connection string from the variable store.dsn_env
+// names.
+func (sc StoreConfig) postgresDSN(cfg *Config) (string, error) {
+	dsn := os.Getenv(sc.DSNEnv)
+	if dsn == "" {
+		return "", fmt.Errorf("%s: store.dsn_env: the environment variable %s is not set: export %s=postgres://USER:PASSWORD@HOST:PORT/DATABASE", cfg.source(), sc.DSNEnv, sc.DSNEnv)
+	}
+	return dsn, nil
+}
+
+// openPostgres opens the postgres store the configuration names.
+func openPostgres(ctx context.Context, cfg *Config, sc StoreConfig, log hclog.Logger) (*postgres.Store, error) {
+	dsn, err := sc.postgresDSN(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := postgres.Open(ctx, dsn, sc.postgresOptions(log))
+	if err != nil {
+		return nil, fmt.Errorf("store.dsn_env %s: %w", sc.DSNEnv, err)
+	}
+	return s, nil
 }
 
 // decodeNode decodes a YAML node that may be empty (absent).

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -15,7 +16,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
-	"github.com/agentkernel/agentkernel/kernel/queue"
+	"github.com/agentkernel/agentkernel/kernel/replica"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 	"github.com/agentkernel/agentkernel/plugins/mcp"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
@@ -39,7 +40,10 @@ type app struct {
 	sink   func(kernel.Event)
 	scrub  func(string) string
 
-	queue         *queue.Dir
+	queue replica.Queue
+	// replica names this process among those sharing a postgres store
+	// (kernel serve --replica); it claims steering messages in that name.
+	replica       string
 	plugins       *subprocess.Host
 	mcp           *mcp.Host
 	chain         *hooks.Chain
@@ -127,7 +131,7 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 	a.closers = append(a.closers, a.cfg.applyPrestart(ctx))
 	r.mu.Lock()
 	r.scrub = a.scrub
-	if sc, err := a.cfg.storeConfig(); err == nil && sc.Kind != "memory" {
+	if sc, err := a.cfg.storeConfig(); err == nil && sc.Kind != "memory" && sc.Kind != "postgres" {
 		r.store = storeHint(sc.Dir)
 	}
 	r.mu.Unlock()
@@ -137,9 +141,11 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 	return a, k, nil
 }
 
-// withKernel starts the kernel for one run (`run`, `approve`, `reject`),
-// calls fn, and maps the outcome to the exit status.
-func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string, quiet bool, fn func(*kernel.Kernel) (*kernel.RunResult, error)) error {
+// withKernel starts the kernel for one run (`run`, `approve`, `reject`)
+// of session sid ("" for a new one), calls fn, and maps the outcome to the
+// exit status. On a store replicas share, fn gets a kernel holding the
+// session's lease (app.lease).
+func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string, quiet bool, sid string, fn func(*kernel.Kernel) (*kernel.RunResult, error)) error {
 	ev, closeEv, err := eventsWriter(events, env.stderr)
 	if err != nil {
 		return err
@@ -151,9 +157,40 @@ func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string
 		return err
 	}
 	defer a.Close()
-	res, err := fn(k)
+	lk, release, err := a.lease(ctx, k, sid)
+	if err != nil {
+		return err
+	}
+	res, err := fn(lk)
+	release()
 	r.endLine()
 	return runOutcome(res, err)
+}
+
+// cliLeaseTTL is the lease a CLI run of a shared session holds.
+const cliLeaseTTL = 15 * time.Second
+
+// lease takes session sid's lease when the store is shared (a
+// kernel.Leaser: postgres) and returns k running with it, and the
+// function that gives it back: a CLI run is one more writer among the
+// kernel serve replicas, and holds the session the way they do. A session
+// a replica runs is refused, naming it. Without a shared store, or for a
+// new session (nobody else knows its id), k is returned as is.
+func (a *app) lease(ctx context.Context, k *kernel.Kernel, sid string) (*kernel.Kernel, func(), error) {
+	l, ok := a.store.(kernel.Leaser)
+	if !ok || sid == "" {
+		return k, func() {}, nil
+	}
+	h, err := kernel.HoldLease(ctx, l, sid, a.replicaName(), cliLeaseTTL)
+	var held *kernel.LeaseHeldError
+	if errors.As(err, &held) {
+		return nil, nil, fmt.Errorf("session %s is running on %s (its lease lasts until %s at least): wait for that run, or steer it (kernel steer)",
+			sid, held.Owner, held.Expires.Local().Format(time.TimeOnly))
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return k.With(kernel.RunOptions{Lease: h}), func() { h.Release(context.WithoutCancel(ctx)) }, nil
 }
 
 // eventsWriter opens --events: "" is none, "-" is stderr, else a file.

@@ -16,8 +16,14 @@ import (
 // gave each call, by call id.
 func RepairResults(tb testing.TB, tools *kernel.Registry, round time.Time, calls ...kernel.ToolCall) map[string]string {
 	tb.Helper()
+	return RepairResultsIn(tb, memory.New(), tools, round, calls...)
+}
+
+// RepairResultsIn is RepairResults on st, an empty store of any kind: the
+// crash-repair scenario is the same on every store.
+func RepairResultsIn(tb testing.TB, st kernel.Store, tools *kernel.Registry, round time.Time, calls ...kernel.ToolCall) map[string]string {
+	tb.Helper()
 	ctx := context.Background()
-	st := memory.New()
 	err := st.Commit(ctx, "s", kernel.Step{Messages: []kernel.Message{
 		{Seq: 1, Role: kernel.RoleUser, Content: "do things", Time: round},
 		{Seq: 2, Role: kernel.RoleAssistant, ToolCalls: calls, Time: round},

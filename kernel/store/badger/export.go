@@ -44,6 +44,13 @@ func (s *Store) Export(ctx context.Context, id string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("export session: %w", err)
 	}
+	return WriteExport(ctx, w, se)
+}
+
+// WriteExport writes se in the format of Export, for any store: the
+// postgres store's export is byte for byte the badger store's.
+func WriteExport(ctx context.Context, w io.Writer, se *kernel.Session) error {
+	id := se.Meta.ID
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)

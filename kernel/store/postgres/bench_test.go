@@ -1,0 +1,179 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/badger"
+	"github.com/agentkernel/agentkernel/kernel/store/postgres"
+	"github.com/agentkernel/agentkernel/kernel/store/postgres/pgtest"
+)
+
+// The benchmarks compare the postgres store with the badger store, side
+// by side in one run, both durable: Badger syncs every commit, and the
+// benchmarks' PostgreSQL server runs with fsync on (pgtest.Options.Durable),
+// on the same disk.
+
+var (
+	benchDSN    string
+	durableOnce sync.Once
+	durable     *pgtest.Server
+	durableErr  error
+)
+
+func durableServer(b *testing.B) *pgtest.Server {
+	durableOnce.Do(func() { durable, durableErr = pgtest.Start(pgtest.Options{Durable: true}) })
+	if durableErr != nil {
+		pgtest.Shared(b)
+		b.Fatal(durableErr)
+	}
+	return durable
+}
+
+// benchStores opens each kind of store, empty, closed when b ends; the
+// postgres one's DSN is benchDSN.
+func benchStores(b *testing.B) map[string]kernel.Store {
+	b.Helper()
+	bs, err := badger.Open(filepath.Join(b.TempDir(), "store"), badger.Options{Server: true, GCInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { bs.Close() })
+	srv := durableServer(b)
+	benchDSN = srv.Migrated(b)
+	ps, err := postgres.Open(context.Background(), benchDSN, postgres.Options{MaxConns: 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ps.Close() })
+	return map[string]kernel.Store{"badger": bs, "postgres": ps}
+}
+
+// benchMessage is a step of the size an assistant message with a tool
+// call has (about 600 bytes).
+func benchMessage(seq int) kernel.Message {
+	return kernel.Message{Seq: uint64(seq), Role: kernel.RoleAssistant, Content: strings.Repeat("words ", 60), Model: "m",
+		ToolCalls: []kernel.ToolCall{{ID: fmt.Sprint("call_", seq), Name: "read_file", Arguments: `{"path":"internal/store/session.go"}`}},
+		Time:      time.Now()}
+}
+
+// BenchmarkStepWrite commits one-message steps from 1, 8 and 32 sessions
+// at once, each writer its own session (the kernel's pattern: a session
+// has one writer), and reports the step latency's p50 and p99 and the
+// steps per second of all writers together.
+func BenchmarkStepWrite(b *testing.B) {
+	for _, writers := range []int{1, 8, 32} {
+		for _, kind := range []string{"badger", "postgres"} {
+			b.Run(fmt.Sprintf("%s/sessions=%d", kind, writers), func(b *testing.B) {
+				st := benchStores(b)[kind]
+				ctx := context.Background()
+				meta := kernel.SessionMeta{Status: kernel.StatusRunning, Model: "m", Created: time.Now()}
+				var wal0 int64
+				if kind == "postgres" {
+					wal0 = pgStat(b, "SELECT pg_current_wal_lsn() - '0/0'")
+				}
+				lat := make([][]time.Duration, writers)
+				per := max(1, b.N/writers)
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				start := time.Now()
+				for w := range writers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						id := fmt.Sprintf("w%d", w)
+						lat[w] = make([]time.Duration, 0, per)
+						for i := 1; i <= per; i++ {
+							m := meta
+							m.Updated = time.Now()
+							t0 := time.Now()
+							if err := st.Commit(ctx, id, kernel.Step{Messages: []kernel.Message{benchMessage(i)}, Meta: m}); err != nil {
+								b.Error(err)
+								return
+							}
+							lat[w] = append(lat[w], time.Since(t0))
+						}
+					}()
+				}
+				wg.Wait()
+				elapsed := time.Since(start)
+				b.StopTimer()
+				all := slices.Concat(lat...)
+				slices.Sort(all)
+				if len(all) == 0 {
+					return
+				}
+				b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(all[min(len(all)-1, len(all)*99/100)].Microseconds())/1000, "p99-ms")
+				b.ReportMetric(float64(len(all))/elapsed.Seconds(), "steps/s")
+				if kind == "postgres" {
+					// What a step costs the database: WAL written, and
+					// the messages table's size per stored message.
+					b.ReportMetric(float64(pgStat(b, "SELECT pg_current_wal_lsn() - '0/0'")-wal0)/float64(len(all)), "wal-B/step")
+					b.ReportMetric(float64(pgStat(b, "SELECT pg_total_relation_size('ak_messages')"))/float64(len(all)), "disk-B/msg")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkResume10k loads a session of 10,000 messages (a prompt, then
+// rounds of an assistant message with a call and its result), as a
+// resume does, and reports the time of one load.
+func BenchmarkResume10k(b *testing.B) {
+	for _, kind := range []string{"badger", "postgres"} {
+		b.Run(kind, func(b *testing.B) {
+			st := benchStores(b)[kind]
+			ctx := context.Background()
+			const n = 10000
+			msgs := make([]kernel.Message, 0, 500)
+			seq := 0
+			for seq < n {
+				msgs = msgs[:0]
+				for len(msgs) < 500 && seq < n {
+					seq++
+					m := benchMessage(seq)
+					if seq%2 == 0 {
+						m = kernel.Message{Seq: uint64(seq), Role: kernel.RoleTool, ToolCallID: fmt.Sprint("call_", seq-1), ToolName: "read_file",
+							Content: strings.Repeat("file text ", 30), Time: time.Now()}
+					}
+					msgs = append(msgs, m)
+				}
+				if err := st.Commit(ctx, "big", kernel.Step{Messages: msgs, Meta: kernel.SessionMeta{Status: kernel.StatusIdle, Updated: time.Now()}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for range b.N {
+				se, err := st.Load(ctx, "big")
+				if err != nil || len(se.Messages) != n {
+					b.Fatalf("load: %d messages, %v", len(se.Messages), err)
+				}
+			}
+		})
+	}
+}
+
+// pgStat runs a query of one number on the benchmark's database.
+func pgStat(b *testing.B, sql string) int64 {
+	b.Helper()
+	c, err := pgx.Connect(context.Background(), benchDSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var n float64
+	if err := c.QueryRow(context.Background(), sql).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return int64(n)
+}

@@ -1,0 +1,102 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
+
+// The session leases (kernel.Leaser) are three columns of the session's
+// row: lease_owner, lease_token and lease_expires. Every statement that
+// grants, renews, releases or checks a lease takes the row's lock and
+// compares with the database's clock (now()), so the replicas' clocks do
+// not matter, and a step write (ak_commit) and a takeover of the same
+// session are ordered: the write either lands before the new token
+// exists, or sees it and is refused.
+// Why: RATIONALE.md, "One writer per session: a lease row with a fencing
+// token".
+
+// AcquireLease grants session id's lease to owner for ttl with a new token
+// (kernel.Leaser).
+func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (kernel.Lease, error) {
+	if err := checkID(id); err != nil {
+		return kernel.Lease{}, fmt.Errorf("acquire lease: %w: %w", err, kernel.ErrSessionNotFound)
+	}
+	if owner == "" {
+		return kernel.Lease{}, errors.New("acquire lease: empty owner")
+	}
+	l := kernel.Lease{SessionID: id, Owner: owner}
+	var token int64
+	var holder *string
+	var expires *time.Time
+	var got bool
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `
+WITH g AS (
+  UPDATE ak_sessions SET lease_owner = $2, lease_token = lease_token + 1, lease_expires = now() + $3 * interval '1 microsecond'
+  WHERE id = $1 AND (lease_owner IS NULL OR lease_expires <= now())
+  RETURNING lease_token, lease_expires)
+SELECT true, g.lease_token, NULL, g.lease_expires FROM g
+UNION ALL
+SELECT false, s.lease_token, s.lease_owner, s.lease_expires FROM ak_sessions s WHERE s.id = $1 AND NOT EXISTS (SELECT 1 FROM g)`,
+			id, owner, ttl.Microseconds()).Scan(&got, &token, &holder, &expires)
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return l, fmt.Errorf("acquire lease: session %q: %w", id, kernel.ErrSessionNotFound)
+	case err != nil:
+		return l, s.classify("acquire lease of session "+id, err)
+	case !got:
+		he := &kernel.LeaseHeldError{SessionID: id}
+		if holder == nil {
+			// A racing acquirer won after this statement's snapshot: ask
+			// again who holds it.
+			_ = s.pool.QueryRow(ctx, `SELECT lease_owner, lease_expires FROM ak_sessions WHERE id = $1`, id).Scan(&holder, &expires)
+		}
+		if holder != nil && expires != nil {
+			he.Owner, he.Expires = *holder, *expires
+		}
+		return l, fmt.Errorf("acquire lease: %w", he)
+	}
+	l.Token, l.Expires = uint64(token), *expires
+	return l, nil
+}
+
+// RenewLease extends l for ttl from now while it is still held
+// (kernel.Leaser).
+func (s *Store) RenewLease(ctx context.Context, l kernel.Lease, ttl time.Duration) (kernel.Lease, error) {
+	var expires time.Time
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `
+UPDATE ak_sessions SET lease_expires = now() + $4 * interval '1 microsecond'
+WHERE id = $1 AND lease_owner = $2 AND lease_token = $3 AND lease_expires > now()
+RETURNING lease_expires`, l.SessionID, l.Owner, int64(l.Token), ttl.Microseconds()).Scan(&expires)
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return l, fmt.Errorf("renew lease of session %s: %w", l.SessionID, kernel.ErrLeaseLost)
+	case err != nil:
+		return l, s.classify("renew lease of session "+l.SessionID, err)
+	}
+	l.Expires = expires
+	return l, nil
+}
+
+// ReleaseLease gives l up if it is still held (kernel.Leaser). The token
+// stays: the next grant takes a larger one.
+func (s *Store) ReleaseLease(ctx context.Context, l kernel.Lease) error {
+	err := s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, `UPDATE ak_sessions SET lease_owner = NULL, lease_expires = NULL
+WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`, l.SessionID, l.Owner, int64(l.Token))
+		return err
+	})
+	if err != nil {
+		return s.classify("release lease of session "+l.SessionID, err)
+	}
+	return nil
+}

@@ -1,0 +1,489 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/replica"
+)
+
+// replicas is what a server does when it shares its store with other
+// servers (replica.Shared, e.g. PostgreSQL): every run holds its
+// session's lease, its record is on the store's board, steering goes
+// through the store's queue, and notices (LISTEN/NOTIFY) with a polling
+// fallback wake streams, inboxes and cancellations across replicas. On a
+// store one process owns, st is nil and every method does nothing: the
+// server keeps all of it in process, as before.
+// Why: RATIONALE.md, "Replicas share records, not processes".
+type replicas struct {
+	s    *Server
+	st   replica.Shared // nil: not shared
+	name string
+	ttl  time.Duration
+	poll time.Duration
+
+	mu sync.Mutex
+	// waiting are the waiters for runs of other replicas to end (cancel),
+	// by run id.
+	waiting map[string][]chan struct{}
+	// starting are sessions a sweep or a notice is starting a run for.
+	starting map[string]bool
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+func newReplicas(s *Server) *replicas {
+	r := &replicas{s: s, waiting: map[string][]chan struct{}{}, starting: map[string]bool{}}
+	st, ok := s.cfg.Store.(replica.Shared)
+	if !ok {
+		return r
+	}
+	r.st, r.name, r.ttl, r.poll = st, s.cfg.Replica, s.cfg.LeaseTTL, s.cfg.Poll
+	if r.name == "" {
+		host, _ := os.Hostname()
+		r.name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), kernel.NewID()[:6])
+	}
+	if r.ttl <= 0 {
+		r.ttl = 15 * time.Second
+	}
+	if r.poll <= 0 {
+		r.poll = time.Second
+	}
+	return r
+}
+
+// shared reports whether the store is shared with other replicas.
+func (r *replicas) shared() bool { return r.st != nil }
+
+// claim takes rec's session for this replica: its lease (kept alive until
+// letGo) and a running record on the board. A session another replica
+// runs is errBusy with that run.
+func (r *replicas) claim(rec *runRec) error {
+	if r.st == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A lease held with no run in flight is a run starting or ending on
+	// another replica (its record and its lease change one after the
+	// other): wait for one or the other, briefly.
+	var lease *kernel.HeldLease
+	var err error
+	for settle := time.Now().Add(3 * time.Second); ; {
+		lease, err = kernel.HoldLease(ctx, r.st, rec.SessionID, r.name, r.ttl)
+		if !errors.Is(err, kernel.ErrLeaseHeld) {
+			break
+		}
+		if run, ok, aerr := r.st.ActiveRun(ctx, rec.SessionID); aerr == nil && ok {
+			return errBusy{fromRecord(run)}
+		}
+		if time.Now().After(settle) {
+			var held *kernel.LeaseHeldError
+			errors.As(err, &held)
+			return conflict(runRunning, "session %s is held by %s (a run is starting or ending there): retry shortly", rec.SessionID, held.Owner)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return r.unavailable(err)
+	}
+	rec.lease = lease
+	if err := r.put(ctx, rec.snapshot()); err != nil {
+		lease.Release(context.WithoutCancel(ctx))
+		rec.lease = nil
+		return r.unavailable(err)
+	}
+	return nil
+}
+
+// unavailable is a store failure as the API says it: 503 when the
+// database cannot be reached (retry later), else the error (500).
+func (r *replicas) unavailable(err error) error {
+	if errors.Is(err, kernel.ErrSessionNotFound) {
+		return err
+	}
+	r.s.logError("shared store: %v", err)
+	e := errorf(http.StatusServiceUnavailable, "store_unavailable", "the session store did not answer: retry later")
+	e.retryAfter = 2
+	return e
+}
+
+// started records a follow-up run that took over rec's session (and its
+// lease).
+func (r *replicas) started(rec *runRec) {
+	if r.st == nil {
+		return
+	}
+	if err := r.put(context.Background(), rec.snapshot()); err != nil {
+		r.s.logError("session %s: record run %s: %v", rec.SessionID, rec.ID, err)
+	}
+}
+
+// ended records the end of run snap on the board (which tells the other
+// replicas).
+func (r *replicas) ended(snap runRec) {
+	if r.st == nil {
+		return
+	}
+	if err := r.put(context.Background(), snap); err != nil {
+		r.s.logError("session %s: record the end of run %s: %v", snap.SessionID, snap.ID, err)
+	}
+}
+
+// letGo releases a run's lease: the session is free for any replica.
+func (r *replicas) letGo(l *kernel.HeldLease) {
+	if l == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := l.Release(ctx); err != nil {
+		r.s.logError("session %s: release lease: %v (it lapses by itself in %s)", l.Lease().SessionID, err, r.ttl)
+	}
+}
+
+func (r *replicas) put(ctx context.Context, snap runRec) error {
+	b, err := json.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	return r.st.PutRun(ctx, replica.Run{ID: snap.ID, SessionID: snap.SessionID, Replica: r.name, Status: snap.Status,
+		Created: snap.Created, Record: b})
+}
+
+// fromRecord is a run of the board as the API shows it.
+func fromRecord(run replica.Run) runRec {
+	var rec runRec
+	if err := json.Unmarshal(run.Record, &rec); err != nil || rec.ID == "" {
+		rec = runRec{ID: run.ID, SessionID: run.SessionID, Created: run.Created}
+	}
+	rec.Status = run.Status
+	return rec
+}
+
+// get returns a run another replica recorded.
+func (r *replicas) get(id string) (runRec, bool) {
+	if r.st == nil {
+		return runRec{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	run, err := r.st.GetRun(ctx, id)
+	if err != nil {
+		if !errors.Is(err, replica.ErrRunNotFound) {
+			r.s.logError("get run %s: %v", id, err)
+		}
+		return runRec{}, false
+	}
+	return fromRecord(run), true
+}
+
+// active returns the session's run in flight on another replica.
+func (r *replicas) active(sid string) (runRec, bool) {
+	if r.st == nil {
+		return runRec{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	run, ok, err := r.st.ActiveRun(ctx, sid)
+	if err != nil {
+		r.s.logError("session %s: active run: %v", sid, err)
+		return runRec{}, false
+	}
+	if !ok {
+		return runRec{}, false
+	}
+	return fromRecord(run), true
+}
+
+// list returns the session's last runs on every replica, oldest first.
+func (r *replicas) list(sid string) ([]runRec, bool) {
+	if r.st == nil {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	runs, err := r.st.SessionRuns(ctx, sid, historyCap+1)
+	if err != nil {
+		r.s.logError("session %s: list runs: %v", sid, err)
+		return nil, false
+	}
+	out := make([]runRec, len(runs))
+	for i, run := range runs {
+		out[i] = fromRecord(run)
+	}
+	return out, true
+}
+
+// cancelRemote asks the replica running run id to cancel it and waits
+// until the run has ended (or ctx ends).
+func (r *replicas) cancelRemote(ctx context.Context, id string) (runRec, error) {
+	if r.st == nil {
+		return runRec{}, notFound("run", id)
+	}
+	ended := r.watchRun(id)
+	defer r.unwatchRun(id, ended)
+	marked, err := r.st.RequestCancel(ctx, id)
+	if err != nil {
+		return runRec{}, r.unavailable(err)
+	}
+	for {
+		run, ok := r.get(id)
+		if !ok {
+			return runRec{}, notFound("run", id)
+		}
+		if run.Status != runRunning {
+			if !marked {
+				return run, conflict(run.Status, "run %s has ended (%s): nothing to cancel", id, run.Status)
+			}
+			return run, nil
+		}
+		if !marked { // running, but not on a live replica: it is an orphan, ended by the next sweep
+			r.sweep(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return run, ctx.Err()
+		case <-ended:
+		case <-time.After(r.poll):
+		}
+	}
+}
+
+func (r *replicas) watchRun(id string) chan struct{} {
+	c := make(chan struct{}, 1)
+	r.mu.Lock()
+	r.waiting[id] = append(r.waiting[id], c)
+	r.mu.Unlock()
+	return c
+}
+
+func (r *replicas) unwatchRun(id string, c chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ws := r.waiting[id]
+	for i, w := range ws {
+		if w == c {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(r.waiting, id)
+	} else {
+		r.waiting[id] = ws
+	}
+}
+
+// notify tells the other replicas, best effort.
+func (r *replicas) notify(n replica.Notice) {
+	if r.st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.st.Notify(ctx, n); err != nil {
+		r.s.logError("notify other replicas: %v", err)
+	}
+}
+
+// run starts the replica's listener and sweeper; stop ends them.
+func (r *replicas) run() {
+	if r.st == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stop = cancel
+	r.wg.Add(2)
+	go func() {
+		defer r.wg.Done()
+		_ = r.st.Listen(ctx, r.onNotice)
+	}()
+	go func() {
+		defer r.wg.Done()
+		t := time.NewTicker(r.poll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				r.sweep(ctx)
+			}
+		}
+	}()
+}
+
+// halt stops the listener and the sweeper and waits for them.
+func (r *replicas) halt() {
+	if r.stop != nil {
+		r.stop()
+		r.wg.Wait()
+	}
+}
+
+// onNotice handles one notice of another replica (or of this one).
+func (r *replicas) onNotice(n replica.Notice) {
+	switch n.Kind {
+	case replica.NoticeEvents:
+		r.s.hub.remote(n.Session, n.Seq)
+	case replica.NoticeInbox:
+		r.s.hub.touchInbox(n.Owner)
+	case replica.NoticeRun:
+		r.mu.Lock()
+		for _, c := range r.waiting[n.Run] {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+		}
+		r.mu.Unlock()
+	case replica.NoticeCancel:
+		r.s.runs.cancelLocal(n.Run)
+	case replica.NoticeFollowUp:
+		go r.startWaiting(n.Session)
+	case replica.NoticeResync:
+		r.s.hub.remoteAll()
+	}
+}
+
+// sweep is the polling fallback and the failover: it looks at the store
+// for what notices may have missed (events of watched sessions, cancel
+// requests for this replica's runs), ends the runs of replicas that lost
+// their leases, starts follow-ups nobody runs, and, with AutoResume,
+// continues the sessions a stopped replica left running.
+func (r *replicas) sweep(ctx context.Context) {
+	if ids := r.s.hub.watched(); len(ids) > 0 {
+		heads, err := r.st.EventHeads(ctx, ids)
+		if err == nil {
+			for id, seq := range heads {
+				r.s.hub.remote(id, seq)
+			}
+		}
+	}
+	if ids, err := r.st.CancelRequests(ctx, r.name); err == nil {
+		for _, id := range ids {
+			r.s.runs.cancelLocal(id)
+		}
+	}
+	now := time.Now().UTC()
+	err := r.st.EndOrphanRuns(ctx, runFailed, func(run replica.Run) json.RawMessage {
+		rec := fromRecord(run)
+		rec.Status, rec.Ended = runFailed, now
+		rec.Error = fmt.Sprintf("replica %s stopped before the run ended (its lease of the session lapsed)", run.Replica)
+		b, _ := json.Marshal(rec)
+		return b
+	})
+	if err != nil && ctx.Err() == nil {
+		r.s.logError("end the runs of stopped replicas: %v", err)
+	}
+	if ids, err := r.st.FollowUpsWaiting(ctx); err == nil {
+		for _, id := range ids {
+			r.startWaiting(id)
+		}
+	}
+	if r.s.cfg.AutoResume {
+		if ids, err := r.st.Orphans(ctx); err == nil {
+			for _, id := range ids {
+				r.resume(ctx, id)
+			}
+		}
+	}
+}
+
+// begin marks sid as being started by a sweep or a notice; false when it
+// already is, or runs here.
+func (r *replicas) begin(sid string) bool {
+	if r.s.draining.Load() || r.s.runs.isStopping() {
+		return false
+	}
+	if _, ok := r.s.runs.activeLocal(sid); ok {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.starting[sid] {
+		return false
+	}
+	r.starting[sid] = true
+	return true
+}
+
+func (r *replicas) done(sid string) {
+	r.mu.Lock()
+	delete(r.starting, sid)
+	r.mu.Unlock()
+}
+
+// resume continues a session another replica left running (failover),
+// under the crash-repair rules of Kernel.Continue.
+func (r *replicas) resume(ctx context.Context, sid string) {
+	if !r.begin(sid) {
+		return
+	}
+	defer r.done(sid)
+	se, err := r.st.Load(ctx, sid)
+	if err != nil || se.Meta.Status != kernel.StatusRunning || se.Meta.Labels[labelOwner] == "" {
+		return // gone, resumed meanwhile, or not a server's session
+	}
+	_, err = r.s.runs.start(sid, se.Meta.Labels[labelOwner], sweepKey(se, "failover"), kindResume, func(ctx context.Context, k *kernel.Kernel) (*kernel.RunResult, error) {
+		return k.Continue(ctx, sid)
+	})
+	if err != nil && !isBusy(err) {
+		r.s.logError("fail over session %s: %v", sid, err)
+	}
+}
+
+// startWaiting starts the session's oldest queued follow-up when no
+// replica runs the session.
+func (r *replicas) startWaiting(sid string) {
+	if r.st == nil || !r.begin(sid) {
+		return
+	}
+	defer r.done(sid)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	se, err := r.st.Load(ctx, sid)
+	if err != nil || se.Meta.Labels[labelOwner] == "" || se.Pending != nil || r.s.status(&se.Meta) == statusInterrupted {
+		return
+	}
+	var text string
+	_, err = r.s.runs.startWith(sid, se.Meta.Labels[labelOwner], sweepKey(se, "followup"), kindFollowUp, func(ctx context.Context, k *kernel.Kernel) (*kernel.RunResult, error) {
+		return k.Run(ctx, sid, text)
+	}, func() (bool, error) {
+		fu, err := r.s.cfg.Queue.TakeFollowUp(sid)
+		if fu == nil || err != nil {
+			return false, err
+		}
+		text = fu.Text
+		return true, nil
+	})
+	if err != nil && !isBusy(err) && !errors.Is(err, errNothingToRun) {
+		r.s.logError("start a follow-up of session %s: %v", sid, err)
+	}
+}
+
+// sweepKey is the "key" a run the server starts by itself counts against:
+// its own, named after the session's creator (the per-key limit is for
+// clients).
+func sweepKey(se *kernel.Session, why string) *Key {
+	k := &Key{ID: why + ":" + se.Meta.ID, Name: se.Meta.Labels[labelPrincipal]}
+	if k.Name == "" {
+		k.Name = why
+	}
+	return k
+}
+
+func isBusy(err error) bool {
+	var busy errBusy
+	var ae *apiError
+	return errors.As(err, &busy) || errors.As(err, &ae) && ae.Status == http.StatusConflict
+}
