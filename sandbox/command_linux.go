@@ -36,6 +36,14 @@ var ErrNoMain = errors.New("sandbox: sandbox.Main() was not called first in main
 // A Cmd is not safe for concurrent use.
 type Cmd struct {
 	*exec.Cmd
+	// Thread, when set, runs a cold start's fork (its argument) on a
+	// thread of the caller's choosing: the launcher's parent-death signal
+	// fires when that thread ends. By default the fork runs on the
+	// package's own thread, which lives as long as the process. The
+	// calling goroutine's thread would not do: when the runtime retires
+	// it (a goroutine that locked it returned), the launcher dies with
+	// it, mid-run ("sandbox launcher killed").
+	Thread    func(fork func() error) error
 	status    *os.File
 	childEnds []*os.File
 	outcome   Outcome
@@ -274,7 +282,12 @@ func (c *Cmd) Start() error {
 		cold.Stdin, cold.Stdout, cold.Stderr = c.Stdin, c.Stdout, c.Stderr
 		c.Cmd, c.status, c.childEnds, c.cgroups, c.prestarted = cold.Cmd, cold.status, cold.childEnds, cold.cgroups, false
 	}
-	err := c.Cmd.Start()
+	var err error
+	if c.Thread != nil {
+		err = c.Thread(c.Cmd.Start)
+	} else {
+		thePool.onSpawner(func() { err = c.Cmd.Start() })
+	}
 	for _, f := range c.childEnds {
 		f.Close()
 	}
@@ -466,20 +479,32 @@ func probe() Report {
 	} else {
 		set(LayerLandlockNet, false, fmt.Sprintf("Landlock ABI %d has no network rules (needs 4, Linux 6.7+)", abi))
 	}
-	if mem, why := memoryCgroupRoot(); mem != "" {
-		set(LayerMemoryCgroup, true, "a memory cgroup per sandbox under "+mem+": memory_mb bounds all of its processes together")
+	cgp := thePlaces()
+	rep.Cgroups = cgp.report()
+	if mem := cgp.memory; mem.dir != "" {
+		how := "cgroup v1: a memory cgroup per sandbox under " + mem.dir
+		if mem.v2 {
+			how = "cgroup v2: a cgroup per sandbox under " + mem.dir + " (memory.max, memory.swap.max 0, memory.oom.group)"
+		}
+		set(LayerMemoryCgroup, true, how+": memory_mb bounds all of its processes together")
 	} else {
-		set(LayerMemoryCgroup, false, why)
+		set(LayerMemoryCgroup, false, mem.why)
 	}
 	tried(LayerSeccomp, pr.Seccomp, "a seccomp filter: no ptrace, process_vm_*, pidfd_getfd or kcmp (the launcher out of reach), no new namespaces, io_uring, keyrings, bpf or mounts, sockets of the unix, inet and netlink families only")
-	cg, cgWhy := pidsCgroupRoot()
+	pids := cgp.pids
+	pidsV := "cgroup v1"
+	if pids.v2 {
+		pidsV = "cgroup v2"
+	}
 	switch {
+	case !rep.Root && pids.v2 && pids.dir != "" && cgp.memory.v2 && cgp.memory.dir != "":
+		set(LayerPIDLimit, true, "RLIMIT_NPROC (not root), and pids.max in the sandbox's cgroup under "+pids.dir+" (cgroup v2)")
 	case !rep.Root:
 		set(LayerPIDLimit, true, "RLIMIT_NPROC (not root)")
-	case nsOK && pr.PIDLimit == "" && cg != "":
-		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: a pids cgroup per sandbox under "+cg)
+	case nsOK && pr.PIDLimit == "" && pids.dir != "":
+		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: a pids cgroup per sandbox under "+pids.dir+" ("+pidsV+")")
 	case nsOK && pr.PIDLimit == "":
-		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: the PID namespace's pid_max, at least 301, so max_procs below 299 holds as 299 ("+cgWhy+")")
+		set(LayerPIDLimit, true, "running as root, where RLIMIT_NPROC does not apply: the PID namespace's pid_max, at least 301, so max_procs below 299 holds as 299 ("+pids.why+")")
 	default:
 		d := pr.PIDLimit
 		if !nsOK {
@@ -520,7 +545,11 @@ func describeLimit(lim Grant, o observed) *LimitError {
 	cg := o.cgroups
 	switch {
 	case cg.oomKills > 0:
-		return &LimitError{Limit: "memory_mb", Detail: fmt.Sprintf("the sandbox's processes together reached %d MiB (memory_mb %d, all of them together), and the kernel killed %d of them", cg.memPeak>>20, lim.MemoryMB, cg.oomKills)}
+		reached := fmt.Sprintf("reached %d MiB", cg.memPeak>>20)
+		if cg.memPeak == 0 {
+			reached = "reached their limit" // no peak counter (v2 before Linux 5.19)
+		}
+		return &LimitError{Limit: "memory_mb", Detail: fmt.Sprintf("the sandbox's processes together %s (memory_mb %d, all of them together), and the kernel killed %d of them", reached, lim.MemoryMB, cg.oomKills)}
 	case cg.forkFailures > 0:
 		n := max(cg.pidsPeak, int64(o.peakProcs))
 		return &LimitError{Limit: "max_procs", Detail: fmt.Sprintf("the sandbox reached %d processes, its limit (max_procs %d); a fork failed %d times", n, lim.MaxProcs, cg.forkFailures)}

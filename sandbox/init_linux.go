@@ -231,7 +231,7 @@ func setPIDMax(proc string, n int) error {
 // program inherits them.
 func (l *launcher) confine() error {
 	sp := &l.sp
-	if sp.PIDsCgroup != "" || sp.MemoryCgroup != "" {
+	if sp.PIDsCgroup != "" || sp.MemoryCgroup != "" || sp.Cgroup != "" {
 		// Before the view: the cgroup file system is not in it.
 		c, err := openProgramCgroups(sp)
 		if err != nil {
@@ -253,7 +253,7 @@ func (l *launcher) confine() error {
 	// the launcher's threads too (and a failing fork holds a pid for a
 	// moment), so under a fork bomb the launcher could not start the
 	// thread its Go runtime needed, and died before it reported.
-	if sp.Root && sp.MountNS && sp.PIDsCgroup == "" {
+	if sp.Root && sp.MountNS && !sp.pidsInCgroup() {
 		if err := setPIDMax("/proc", sp.MaxProcs); err != nil {
 			return err
 		}
@@ -452,24 +452,29 @@ func (l *launcher) run() int {
 		path = p
 	}
 	// memory_mb is the memory cgroup's limit when there is one. Without
-	// it (the layer allowed missing) it is RLIMIT_AS per process: the
-	// program then starts traced, stops right after its execve, before
-	// its first instruction, and gets its RLIMIT_AS there. The launcher's
-	// own Go runtime must not live under the program's memory limit.
-	perProcess := sp.MemoryCgroup == ""
+	// it (the layer allowed missing) it is RLIMIT_AS per process, which
+	// the program gets at one stop right after its execve, before its
+	// first instruction: the launcher's own Go runtime must not live
+	// under the program's memory limit. A v2 cgroup is entered at the
+	// same stop (programCgroups).
+	perProcess := !sp.memoryInCgroup()
+	traced := perProcess || l.cg.moves()
 	attr := &os.ProcAttr{Env: env, Files: l.stdio, Dir: l.dir,
-		Sys: &syscall.SysProcAttr{Ptrace: perProcess}}
+		Sys: &syscall.SysProcAttr{Ptrace: traced}}
 	proc, err := l.start(path, sp.Argv, attr)
 	if err != nil {
 		msg := err.Error()
-		if errors.Is(err, syscall.EACCES) {
+		switch {
+		case errors.Is(err, syscall.EACCES):
 			msg += " (the program is outside the sandbox's fs grant, or not executable)"
+		case errors.Is(err, syscall.EPERM) && traced:
+			msg += " (the program starts traced, PTRACE_TRACEME, for one stop after its execve: is kernel.yama.ptrace_scope above 1?)"
 		}
 		l.report(Outcome{Err: msg})
 		return 126
 	}
 	pid := proc.Pid
-	if err := l.limitMemory(pid, perProcess); err != nil {
+	if err := l.release(pid, traced, perProcess); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		l.report(Outcome{Err: err.Error()})
 		return 126
@@ -546,9 +551,13 @@ func killAll() {
 	}
 }
 
-// limitMemory waits for the traced program's stop after execve, sets its
-// address-space limit and lets it go.
-func (l *launcher) limitMemory(pid int, traced bool) error {
+// release lets a program started traced go: it waits for the program's
+// stop right after its execve, moves it into the sandbox's v2 cgroup
+// (cgroup v2 moves whole processes, and the launcher's thread cannot
+// clone3 it there: the seccomp filter it forks under refuses clone3),
+// sets its address-space limit where memory_mb is per process, and
+// detaches. The program runs no instruction of its own before that.
+func (l *launcher) release(pid int, traced, perProcess bool) error {
 	if !traced {
 		return nil
 	}
@@ -566,9 +575,16 @@ func (l *launcher) limitMemory(pid int, traced bool) error {
 	if !ws.Stopped() {
 		return fmt.Errorf("the program did not stop after exec (%v)", ws)
 	}
-	v := uint64(l.sp.MemoryMB) << 20
-	if err := unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: v, Max: v}, nil); err != nil {
-		return fmt.Errorf("set the program's memory limit: %w", err)
+	if l.cg.moves() {
+		if err := l.cg.moveIn(pid); err != nil {
+			return err
+		}
+	}
+	if perProcess {
+		v := uint64(l.sp.MemoryMB) << 20
+		if err := unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: v, Max: v}, nil); err != nil {
+			return fmt.Errorf("set the program's memory limit: %w", err)
+		}
 	}
 	if err := unix.PtraceDetach(pid); err != nil {
 		return fmt.Errorf("release the program: %w", err)

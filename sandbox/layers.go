@@ -72,9 +72,19 @@ type MissingLayerError struct {
 }
 
 func (e *MissingLayerError) Error() string {
-	return fmt.Sprintf("sandbox: layer %s is missing on this machine (%s); the process was not started. "+
+	s := fmt.Sprintf("sandbox: layer %s is missing on this machine (%s); the process was not started. "+
 		"Run `kernel sandbox check`; to accept the risk explicitly, set `sandbox: {allow_missing: [%s]}` in kernel.yaml "+
 		"(or allow_missing in this tool's grant)", e.Layer, e.Reason, e.Layer)
+	if m := missingMeans[e.Layer]; m != "" {
+		s += ", knowing that " + m
+	}
+	return s
+}
+
+// missingMeans says what a layer allowed missing leaves, where that is not
+// plain from its name.
+var missingMeans = map[Layer]string{
+	LayerMemoryCgroup: "memory_mb then bounds each process's address space (RLIMIT_AS), not the sandbox's processes together",
 }
 
 // Is makes errors.Is(err, ErrLayerMissing) true.
@@ -147,6 +157,53 @@ type Report struct {
 	// Launcher says which program is every sandbox's PID 1: the
 	// dedicated launcher next to the kernel, or a re-exec of the kernel.
 	Launcher string `json:"launcher,omitempty"`
+	// Cgroups says which cgroup version and directories hold the
+	// sandboxes' memory and pids cgroups here.
+	Cgroups CgroupReport `json:"cgroups"`
+}
+
+// CgroupReport says where the sandboxes' cgroups are made on this machine.
+type CgroupReport struct {
+	// Version is the cgroup version of the memory controller the sandbox
+	// uses (of the pids controller when there is no memory one): 1 or 2,
+	// 0 when neither can be used.
+	Version int `json:"version"`
+	// Memory and PIDs are the directories the sandboxes' memory and pids
+	// cgroups are made in, empty where none can be.
+	Memory string `json:"memory,omitempty"`
+	PIDs   string `json:"pids,omitempty"`
+	// KernelCgroup is, on v2, the leaf cgroup the kernel runs in; Moved
+	// says the kernel moved itself there.
+	KernelCgroup string `json:"kernel_cgroup,omitempty"`
+	Moved        bool   `json:"moved,omitempty"`
+	// Why says why no memory cgroup can be made, when Memory is empty.
+	Why string `json:"why,omitempty"`
+}
+
+// String is the report on one line.
+func (r CgroupReport) String() string {
+	if r.Version == 0 {
+		return "none usable: " + r.Why
+	}
+	s := fmt.Sprintf("v%d", r.Version)
+	switch {
+	case r.Memory != "" && r.Memory == r.PIDs:
+		s += ", the sandboxes' cgroups (memory, pids) in " + r.Memory
+	case r.Memory != "" && r.PIDs != "":
+		s += ", the sandboxes' memory cgroups in " + r.Memory + ", pids cgroups in " + r.PIDs
+	case r.Memory != "":
+		s += ", the sandboxes' memory cgroups in " + r.Memory + " (no pids controller)"
+	default:
+		s += ", the sandboxes' pids cgroups in " + r.PIDs + " (no memory controller: " + r.Why + ")"
+	}
+	if r.KernelCgroup != "" {
+		if r.Moved {
+			s += "; the kernel moved itself into " + r.KernelCgroup
+		} else {
+			s += "; the kernel runs in " + r.KernelCgroup
+		}
+	}
+	return s
 }
 
 // Has reports whether layer l is active.

@@ -326,6 +326,7 @@ func startWarm(sp spec, netns bool, rep Report) (*warm, error) {
 	}
 	c.ExtraFiles = append(c.ExtraFiles, child)
 	c.childEnds = append(c.childEnds, child)
+	c.Thread = func(fork func() error) error { return fork() } // already on the spawner's thread
 	thePool.onSpawner(func() { err = c.Start() })
 	if err != nil {
 		host.Close()

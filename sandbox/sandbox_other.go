@@ -19,6 +19,9 @@ var ErrNoMain = errors.New("sandbox: sandbox.Main() was not called first in main
 // the grant accepts every missing layer.
 type Cmd struct {
 	*exec.Cmd
+	// Thread is Linux's (the thread a launcher is forked on); off Linux
+	// there is no launcher and it is ignored.
+	Thread func(fork func() error) error
 }
 
 // Command refuses unless g.AllowMissing names every layer g needs: no

@@ -42,16 +42,30 @@ type spec struct {
 	MemoryMB   int `json:"memory_mb"`
 	CPUSeconds int `json:"cpu_seconds"`
 	MaxProcs   int `json:"max_procs"`
-	// PIDsCgroup and MemoryCgroup are the sandbox's cgroups, made and
-	// bounded by the host, that the program is forked into
-	// (cgroup_linux.go): pids as root (where RLIMIT_NPROC does not apply)
-	// for a max_procs below pid_max's floor, memory for memory_mb.
+	// PIDsCgroup and MemoryCgroup are the sandbox's cgroups on cgroup v1
+	// hierarchies, made and bounded by the host, that the program is
+	// forked into (cgroup_linux.go): pids as root (where RLIMIT_NPROC does
+	// not apply) for a max_procs below pid_max's floor, memory for
+	// memory_mb.
 	PIDsCgroup   string `json:"pids_cgroup,omitempty"`
 	MemoryCgroup string `json:"memory_cgroup,omitempty"`
+	// Cgroup is the sandbox's cgroup on the unified (v2) hierarchy, made
+	// and bounded by the host, that the launcher moves the program into
+	// at its execve (cgroup2_linux.go); it holds pids.max when CgroupPIDs,
+	// memory_mb when CgroupMemory.
+	Cgroup       string `json:"cgroup,omitempty"`
+	CgroupPIDs   bool   `json:"cgroup_pids,omitempty"`
+	CgroupMemory bool   `json:"cgroup_memory,omitempty"`
 	MaxFileMB    int    `json:"max_file_mb"`
 	MaxOpenFiles int    `json:"max_open_files"`
 	TimeoutNS    int64  `json:"timeout_ns"`
 }
+
+// pidsInCgroup reports whether a pids cgroup holds max_procs.
+func (sp *spec) pidsInCgroup() bool { return sp.PIDsCgroup != "" || sp.CgroupPIDs }
+
+// memoryInCgroup reports whether a memory cgroup holds memory_mb.
+func (sp *spec) memoryInCgroup() bool { return sp.MemoryCgroup != "" || sp.CgroupMemory }
 
 type specRule struct {
 	Path string `json:"path"`

@@ -156,9 +156,10 @@ func cmdSandbox(ctx context.Context, args []string, env *cliEnv) error {
 			LandlockABI  int                   `json:"landlock_abi"`
 			Root         bool                  `json:"root"`
 			Launcher     string                `json:"launcher"`
+			Cgroups      sandbox.CgroupReport  `json:"cgroups"`
 			AllowMissing []sandbox.Layer       `json:"allow_missing"`
 			Tools        []sandboxToolReport   `json:"tools"`
-		}{rep.Layers, rep.LandlockABI, rep.Root, rep.Launcher, cfg.Sandbox.AllowMissing, tools})
+		}{rep.Layers, rep.LandlockABI, rep.Root, rep.Launcher, rep.Cgroups, cfg.Sandbox.AllowMissing, tools})
 	}
 	fmt.Fprintln(env.stdout, "layers on this machine:")
 	for _, l := range rep.Layers {
@@ -169,6 +170,7 @@ func cmdSandbox(ctx context.Context, args []string, env *cliEnv) error {
 		fmt.Fprintf(env.stdout, "  %s %-14s %s\n", mark, l.Layer, l.Detail)
 	}
 	fmt.Fprintln(env.stdout, "launcher:", rep.Launcher)
+	fmt.Fprintln(env.stdout, "cgroups:", rep.Cgroups)
 	if len(cfg.Sandbox.AllowMissing) > 0 {
 		var s []string
 		for _, l := range cfg.Sandbox.AllowMissing {

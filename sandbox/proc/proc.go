@@ -22,7 +22,7 @@ const PipeGrace = time.Second
 
 // Spec is what to run and how. The zero values of the optional fields
 // mean: no extra variables, stdin empty, output discarded, a cold start
-// on the calling goroutine's thread.
+// forked from the sandbox package's own thread (sandbox.Cmd.Thread).
 type Spec struct {
 	// Argv is the program and its arguments; Argv[0] is looked up in the
 	// PATH of the process's environment when it has no slash.
@@ -133,11 +133,10 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	start := cmd.Start
 	if s.Spawner != nil && !s.Prestarted {
-		start = func() error { return s.Spawner.Do(cmd.Start) }
+		cmd.Thread = s.Spawner.Do
 	}
-	err = start()
+	err = cmd.Start()
 	for _, f := range childEnds {
 		f.Close()
 	}

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -153,7 +154,17 @@ func Start(o Options) (*Server, error) {
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"), "-U", Superuser, "--pwfile", pwfile,
 		"--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
-	if out, err := initdb.CombinedOutput(); err != nil {
+	var initOut bytes.Buffer
+	initdb.Stdout, initdb.Stderr = &initOut, &initOut
+	initExited := make(chan struct{})
+	err = startOwnThread(initdb, initExited)
+	if err == nil {
+		<-initExited
+		if !initdb.ProcessState.Success() {
+			err = errors.New(initdb.ProcessState.String())
+		}
+	}
+	if out := initOut.Bytes(); err != nil {
 		return fail(fmt.Errorf("initdb: %v\n%s", err, out))
 	}
 	os.Remove(pwfile)
@@ -193,11 +204,10 @@ func (s *Server) start(cred *syscall.Credential, port int) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
+	exited := make(chan struct{})
+	if err := startOwnThread(cmd, exited); err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -219,6 +229,27 @@ func (s *Server) start(cred *syscall.Credential, port int) error {
 			return fmt.Errorf("postgres did not answer within 60s: %v\n%s", err, log.String())
 		}
 	}
+}
+
+// startOwnThread starts cmd from a goroutine locked to its OS thread and
+// waits for it there, closing exited when it ends. Pdeathsig belongs to
+// the thread that forked, not the process: started from an ordinary
+// goroutine, the server died whenever the runtime retired that thread
+// (a test that locked it and returned), and every later test of the
+// package found "connection refused".
+func startOwnThread(cmd *exec.Cmd, exited chan struct{}) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the process
+		if err := cmd.Start(); err != nil {
+			errc <- err
+			return
+		}
+		errc <- nil
+		cmd.Wait()
+		close(exited)
+	}()
+	return <-errc
 }
 
 // Port is the server's TCP port on 127.0.0.1.
