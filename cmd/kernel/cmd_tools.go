@@ -69,7 +69,7 @@ func cmdTools(ctx context.Context, args []string, env *cliEnv) error {
 	if cut {
 		hint += " · … cut"
 	}
-	fmt.Fprintln(env.stderr, hint+" · `kernel tools NAME` shows one whole")
+	fmt.Fprintln(env.stderr, hint+" · `kernel tools NAME` shows one in full")
 	return nil
 }
 
