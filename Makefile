@@ -4,7 +4,7 @@ BIN     := bin
 KERNEL  := $(BIN)/kernel
 LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
-.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium test-deps postgres crash-pg cross
+.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium test-deps postgres crash-pg generate FORCE cross
 
 # Every step prints one line saying what it does; V=1 shows the commands too.
 Q   := $(if $(V),,@)
@@ -12,20 +12,20 @@ say  = @printf '  %-9s %s\n' $(1) $(2)
 
 all: build
 
-# Real file targets: a second `make demo` or `make test` with nothing
-# changed rebuilds nothing. Each target depends on the sources it is built
-# from (the local packages it imports, go.mod and go.sum); `go build` itself
-# is incremental on top of that.
-GOMOD       := go.mod go.sum
-KERNEL_SRC  := $(shell find cmd kernel plugins hooks policy schemas -name '*.go' -not -path '*/testdata/*' -not -name '*_test.go' 2>/dev/null) \
-               cmd/kernel/defaults.yaml $(wildcard schemas/*.json)
-WASM_SDK    := $(wildcard wasm-tools/sdk/*.go)
-GIT_PLUGIN_SRC := $(wildcard examples/plugins/git/*.go kernel/*.go plugins/sdk/*.go plugins/sdk/pluginpb/*.go)
+# Go decides what to rebuild: every Go binary is built by scripts/gobuild.sh,
+# whose `go build` runs each time (FORCE) and does nothing when none of the
+# binary's inputs changed (the packages it imports, their embedded files,
+# go.mod, go.sum, the flags). A binary that did not change keeps its mtime,
+# so what depends on it is not redone either. A second `make demo` or `make
+# test` with nothing changed rebuilds nothing; a change anywhere a binary
+# imports rebuilds it.
+GOBUILD     := GO=$(GO) scripts/gobuild.sh
+
+FORCE:
 
 # The WASM tools the kernel ships, and the modules only the tests load.
 WASM_TOOLS  := wasm-tools/jq/jq.wasm wasm-tools/js/js.wasm wasm-tools/gojq/gojq.wasm wasm-tools/starlark/starlark.wasm
 WASM_TEST   := plugins/wasm/testdata/attack/attack.wasm plugins/wasm/testdata/reactor/reactor.wasm
-WASM_HOST_SRC := $(wildcard plugins/wasm/*.go plugins/wasm/internal/precompile/*.go)
 # The kernel's compilation cache (plugins/wasm.DefaultCacheDir). The
 # precompile stamps live in it, under this checkout's path, so a wiped cache
 # is filled again and two checkouts do not share stamps.
@@ -43,16 +43,21 @@ build: $(KERNEL)
 # binary"); the build and VCS information `kernel version` reads is a
 # section of its own and stays, and a panic's stack trace still names
 # functions and lines (pclntab).
-$(KERNEL): $(KERNEL_SRC) $(GOMOD) $(LAUNCHER)
-	$(call say,build,"$@ (the kernel CLI, pinned to $(LAUNCHER))")
-	$(Q)$(GO) build -buildvcs=auto -ldflags "-s -w -X github.com/agentkernel/agentkernel/sandbox.launcherSHA256=$$(sha256sum $(LAUNCHER) | cut -d' ' -f1)" -o $@ ./cmd/kernel
+$(KERNEL): $(LAUNCHER) FORCE
+	$(Q)$(GOBUILD) $@ "the kernel CLI, pinned to $(LAUNCHER)" -buildvcs=auto -ldflags "-s -w -X github.com/agentkernel/agentkernel/sandbox.launcherSHA256=$$(sha256sum $(LAUNCHER) | cut -d' ' -f1)" ./cmd/kernel
 
 # The sandbox's dedicated launcher (PID 1 of every sandbox), next to the
 # kernel, which links in its sha256 and uses it only when the hash matches
 # (else it re-executes itself, ~4x slower to start; docs/sandbox.md).
-$(LAUNCHER): $(wildcard sandbox/*.go cmd/sandbox-init/*.go) $(GOMOD)
-	$(call say,build,"$@ (the sandbox launcher)")
-	$(Q)$(GO) build -trimpath -o $@ ./cmd/sandbox-init
+$(LAUNCHER): FORCE
+	$(Q)$(GOBUILD) $@ "the sandbox launcher" -trimpath ./cmd/sandbox-init
+
+## generate: rewrite what is generated from the Go lists: the closed sets in
+## schemas/*.json, the policy schema's input sections, docs tables
+## (docs/architecture.md, "Closed sets"); tests fail until it is run
+generate:
+	$(call say,generate,"schemas and docs tables from the Go lists (go test -run '^TestGenerated' -update)")
+	$(Q)$(GO) test -count=1 -run '^TestGenerated' ./schemas/ ./policy/ -update
 
 ## install: go install ./cmd/kernel (into $$GOBIN, else $$GOPATH/bin)
 install:
@@ -62,17 +67,14 @@ install:
 ## compiled ahead into the kernel's cache
 wasm: $(WASM_TOOLS) $(WASM_TEST) $(WASM_TOOLS:%=$(STAMPS)/%.kernel) $(WASM_TOOLS:%=$(STAMPS)/%.test) $(WASM_TEST:%=$(STAMPS)/%.test)
 
-wasm-tools/jq/jq.wasm: $(wildcard wasm-tools/jq/*.go) $(WASM_SDK) $(GOMOD)
-	$(call say,wasm,"$@ (GOOS=wasip1 go build)")
-	$(Q)GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -o $@ ./wasm-tools/jq
+wasm-tools/jq/jq.wasm: FORCE
+	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1" -trimpath ./wasm-tools/jq
 
-wasm-tools/js/js.wasm: $(wildcard wasm-tools/js/*.go) $(WASM_SDK) $(GOMOD)
-	$(call say,wasm,"$@ (GOOS=wasip1 go build, a reactor module)")
-	$(Q)GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o $@ ./wasm-tools/js
+wasm-tools/js/js.wasm: FORCE
+	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1, a reactor module" -trimpath -buildmode=c-shared ./wasm-tools/js
 
-wasm-tools/starlark/starlark.wasm: $(wildcard wasm-tools/starlark/*.go) $(WASM_SDK) $(GOMOD)
-	$(call say,wasm,"$@ (GOOS=wasip1 go build, a reactor module)")
-	$(Q)GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o $@ ./wasm-tools/starlark
+wasm-tools/starlark/starlark.wasm: FORCE
+	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1, a reactor module" -trimpath -buildmode=c-shared ./wasm-tools/starlark
 
 # gojq's own command line, unmodified, from the module proxy (version pinned
 # in wasm-tools/gojq/go.mod)
@@ -80,24 +82,20 @@ wasm-tools/gojq/gojq.wasm: wasm-tools/gojq/go.mod wasm-tools/gojq/go.sum
 	$(call say,wasm,"$@ (gojq's own command line, GOOS=wasip1)")
 	$(Q)cd wasm-tools/gojq && GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -o gojq.wasm github.com/itchyny/gojq/cmd/gojq
 
-plugins/wasm/testdata/attack/attack.wasm: $(wildcard plugins/wasm/testdata/attack/*.go) $(WASM_SDK) $(GOMOD)
-	$(call say,wasm,"$@ (test fixture)")
-	$(Q)GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -o $@ ./plugins/wasm/testdata/attack
+plugins/wasm/testdata/attack/attack.wasm: FORCE
+	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "test fixture" -trimpath ./plugins/wasm/testdata/attack
 
-plugins/wasm/testdata/reactor/reactor.wasm: $(wildcard plugins/wasm/testdata/attack/*.go) $(WASM_SDK) $(GOMOD)
-	$(call say,wasm,"$@ (test fixture, reactor)")
-	$(Q)GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o $@ ./plugins/wasm/testdata/attack
+plugins/wasm/testdata/reactor/reactor.wasm: FORCE
+	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "test fixture, reactor" -trimpath -buildmode=c-shared ./plugins/wasm/testdata/attack
 
 # Compile the tools into the kernel's cache so the kernel starts fast, and
 # everything again for the tests: a test binary has no build information, so
 # its wazero says "dev". The first time this takes minutes on a small machine.
-$(PRECOMPILE): $(WASM_HOST_SRC) $(GOMOD)
-	$(call say,build,"$@ (fills the WASM compilation cache)")
-	$(Q)$(GO) build -o $@ ./plugins/wasm/internal/precompile
+$(PRECOMPILE): FORCE
+	$(Q)$(GOBUILD) $@ "fills the WASM compilation cache" ./plugins/wasm/internal/precompile
 
-$(PRECOMPILE_DEV): $(WASM_HOST_SRC) $(GOMOD)
-	$(call say,build,"$@ (the same, for test binaries' wazero)")
-	$(Q)$(GO) build -ldflags=-X=github.com/tetratelabs/wazero/internal/version.version=dev -o $@ ./plugins/wasm/internal/precompile
+$(PRECOMPILE_DEV): FORCE
+	$(Q)$(GOBUILD) $@ "the same, for test binaries' wazero" -ldflags=-X=github.com/tetratelabs/wazero/internal/version.version=dev ./plugins/wasm/internal/precompile
 
 $(STAMPS)/%.kernel: % $(PRECOMPILE)
 	$(call say,precompile,"$< for the kernel (slow the first time: a minute or more per module)")
@@ -112,9 +110,8 @@ $(STAMPS)/%.test: % $(PRECOMPILE_DEV)
 ## plugins: plugin binaries used by the demo and the tests
 plugins: $(BIN)/plugins/git.sha256
 
-$(BIN)/plugins/git: $(GIT_PLUGIN_SRC) $(GOMOD)
-	$(call say,plugin,"$@ (subprocess plugin)")
-	$(Q)$(GO) build -trimpath -ldflags="-s -w" -o $@ ./examples/plugins/git
+$(BIN)/plugins/git: FORCE
+	$(Q)$(GOBUILD) $@ "subprocess plugin" -trimpath -ldflags="-s -w" ./examples/plugins/git
 
 $(BIN)/plugins/git.sha256: $(BIN)/plugins/git
 	$(call say,pin,"$@ (the sha256 kernel.yaml pins)")

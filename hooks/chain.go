@@ -201,7 +201,7 @@ func compileRule(i int, r Rule, opts Options, seen map[string]int) (*hook, []err
 		if field != "" {
 			f += "." + field
 		}
-		errs = append(errs, &ConfigError{Hook: r.Name, Field: f, Err: fmt.Errorf(format, args...)})
+		errs = append(errs, hookError(r.Name, f, fmt.Errorf(format, args...)))
 	}
 	switch {
 	case r.Name == "":

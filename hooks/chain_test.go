@@ -151,7 +151,7 @@ func TestReload(t *testing.T) {
 	}
 	err := ch.Reload(parseConfig(t, `rules: [{name: third, redact: ['(']}]`))
 	var ce *ConfigError
-	if !errors.As(err, &ce) || ce.Hook != "third" || ce.Field != "rules[0].redact[0]" || !strings.Contains(err.Error(), "previous hooks stay in force") {
+	if !errors.As(err, &ce) || ce.Name != "third" || ce.Field != "hooks.rules[0].redact[0]" || !strings.Contains(err.Error(), "previous hooks stay in force") {
 		t.Fatalf("bad reload: %v", err)
 	}
 	if res, _ := h.Handle(context.Background(), call); res.Content != "alpha [REDACTED]" {

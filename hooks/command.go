@@ -42,9 +42,13 @@ type Input struct {
 	// Hook is the hook's name, Phase "before" or "after".
 	Hook  string `json:"hook"`
 	Phase Phase  `json:"phase"`
-	// SessionID, CallID and Turn place the call.
+	// SessionID, CallID, Run and Turn place the call: Run is the run (user
+	// prompt) of the session and Turn the turn (model generation) of that
+	// run that asked for the call, both from 1 (see the glossary in package
+	// kernel).
 	SessionID string `json:"session_id"`
 	CallID    string `json:"call_id"`
+	Run       int    `json:"run"`
 	Turn      int    `json:"turn"`
 	// Approved is true when a human approved the call.
 	Approved bool     `json:"approved"`
@@ -104,7 +108,7 @@ type commandHook struct {
 func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []error {
 	var errs []error
 	bad := func(f string, format string, args ...any) {
-		errs = append(errs, &ConfigError{Hook: r.Name, Field: field(f), Err: fmt.Errorf(format, args...)})
+		errs = append(errs, hookError(r.Name, field(f), fmt.Errorf(format, args...)))
 	}
 	c := r.Command
 	ch := &commandHook{name: r.Name, phase: h.phase, timeout: c.Timeout.D(), env: c.Env, message: r.Message}
@@ -240,7 +244,7 @@ func (ch *commandHook) input(c *kernel.Call, res *kernel.Result, err error) ([]b
 		in.Args = json.RawMessage(`{}`)
 	}
 	if c.State() != nil {
-		in.SessionID, in.Turn = c.State().SessionID, c.State().Turn
+		in.SessionID, in.Run, in.Turn = c.State().SessionID, c.State().Run, c.State().Turn
 	}
 	if res != nil {
 		in.Result = &ResultInfo{Content: res.Content, IsError: res.IsError || err != nil}

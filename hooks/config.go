@@ -2,8 +2,6 @@ package hooks
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/agentkernel/agentkernel/internal/config"
@@ -164,25 +162,17 @@ const (
 	NameOutputLimit = "output_limit"
 )
 
-// ConfigError is a bad hook configuration: Hook names the hook (a rule's
-// name, "scrubber" or "output_limit"), Field the field under hooks: (such as
-// "rules[2].command.timeout").
-type ConfigError struct {
-	Hook  string
-	Field string
-	Err   error
-}
+// ConfigError is a bad hook configuration (internal/config's Error, the
+// kernel's one configuration error): Kind "hook" and Name the hook's name
+// when it has one, Field the field from the top of the configuration
+// ("hooks.rules[0].match").
+type ConfigError = config.Error
 
-func (e *ConfigError) Error() string {
-	var b strings.Builder
-	if e.Hook != "" {
-		fmt.Fprintf(&b, "hook %q: ", e.Hook)
-	}
-	fmt.Fprintf(&b, "hooks.%s: %v", e.Field, e.Err)
-	return b.String()
+// hookError is a *ConfigError about field (under hooks.) of the hook
+// called name.
+func hookError(name, field string, err error) *ConfigError {
+	return &ConfigError{Kind: "hook", Name: name, Field: "hooks." + field, Err: err}
 }
-
-func (e *ConfigError) Unwrap() error { return e.Err }
 
 func joinErrors(errs []error) error {
 	if len(errs) == 1 {

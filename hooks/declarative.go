@@ -18,7 +18,7 @@ import (
 func compileBlockWhen(h *hook, r Rule, field string) []error {
 	p, err := compileExpr(r.BlockWhen, expr.AsBool())
 	if err != nil {
-		return []error{&ConfigError{Hook: r.Name, Field: field, Err: err}}
+		return []error{hookError(r.Name, field, err)}
 	}
 	reason := r.Message
 	if reason == "" {
@@ -53,7 +53,7 @@ func compileBlockWhen(h *hook, r Rule, field string) []error {
 func compileSetArgs(h *hook, r Rule, field string) []error {
 	p, err := compileMapExpr(r.SetArgs)
 	if err != nil {
-		return []error{&ConfigError{Hook: r.Name, Field: field, Err: err}}
+		return []error{hookError(r.Name, field, err)}
 	}
 	h.before = func(_ context.Context, c *kernel.Call) (Verdict, error) {
 		env := envFor(c, PhaseBefore, nil, nil)
@@ -168,14 +168,14 @@ func number(v any) (float64, bool) {
 // [REDACTED] (only the first group when the pattern has one).
 func compileRedact(h *hook, r Rule, field string) []error {
 	if len(r.Redact) == 0 {
-		return []error{&ConfigError{Hook: r.Name, Field: field, Err: fmt.Errorf("needs at least one pattern")}}
+		return []error{hookError(r.Name, field, fmt.Errorf("needs at least one pattern"))}
 	}
 	var errs []error
 	var res []*regexp.Regexp
 	for i, p := range r.Redact {
 		re, err := compilePattern(p)
 		if err != nil {
-			errs = append(errs, &ConfigError{Hook: r.Name, Field: fmt.Sprintf("%s[%d]", field, i), Err: err})
+			errs = append(errs, hookError(r.Name, fmt.Sprintf("%s[%d]", field, i), err))
 			continue
 		}
 		res = append(res, re)
@@ -226,7 +226,7 @@ func redactAll(s string, res []*regexp.Regexp) (string, int) {
 func compileTruncate(h *hook, r Rule, field string) []error {
 	t := r.Truncate
 	if t.Head < 0 || t.Tail < 0 || t.Head+t.Tail == 0 {
-		return []error{&ConfigError{Hook: r.Name, Field: field, Err: fmt.Errorf("head and tail must not be negative and not both zero, got %d and %d", t.Head, t.Tail)}}
+		return []error{hookError(r.Name, field, fmt.Errorf("head and tail must not be negative and not both zero, got %d and %d", t.Head, t.Tail))}
 	}
 	name := fmt.Sprintf("hook %q", r.Name)
 	h.after = func(_ context.Context, _ *kernel.Call, res kernel.Result, _ error) (Verdict, error) {

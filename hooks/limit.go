@@ -35,12 +35,12 @@ func (c OutputLimitConfig) limits() (head, tail int, err error) {
 	maxBytes := c.MaxBytes
 	switch {
 	case maxBytes < 0:
-		return 0, 0, &ConfigError{Hook: NameOutputLimit, Field: "output_limit.max_bytes", Err: fmt.Errorf("must not be negative, got %d", maxBytes)}
+		return 0, 0, hookError(NameOutputLimit, "output_limit.max_bytes", fmt.Errorf("must not be negative, got %d", maxBytes))
 	case maxBytes == 0:
 		maxBytes = DefaultMaxBytes
 	}
 	if c.Head < 0 || c.Tail < 0 {
-		return 0, 0, &ConfigError{Hook: NameOutputLimit, Field: "output_limit.head", Err: fmt.Errorf("head and tail must not be negative, got %d and %d", c.Head, c.Tail)}
+		return 0, 0, hookError(NameOutputLimit, "output_limit.head", fmt.Errorf("head and tail must not be negative, got %d and %d", c.Head, c.Tail))
 	}
 	head, tail = c.Head, c.Tail
 	switch {
@@ -53,7 +53,7 @@ func (c OutputLimitConfig) limits() (head, tail int, err error) {
 		head = maxBytes - tail
 	}
 	if head+tail > maxBytes || head < 0 || tail < 0 {
-		return 0, 0, &ConfigError{Hook: NameOutputLimit, Field: "output_limit.head", Err: fmt.Errorf("head (%d) + tail (%d) exceed max_bytes (%d)", c.Head, c.Tail, maxBytes)}
+		return 0, 0, hookError(NameOutputLimit, "output_limit.head", fmt.Errorf("head (%d) + tail (%d) exceed max_bytes (%d)", c.Head, c.Tail, maxBytes))
 	}
 	return head, tail, nil
 }

@@ -83,7 +83,7 @@ func NewScrubber(cfg ScrubberConfig) (*Scrubber, error) {
 	for i, p := range cfg.ExtraPatterns {
 		re, err := compilePattern(p)
 		if err != nil {
-			errs = append(errs, &ConfigError{Hook: NameScrubber, Field: fmt.Sprintf("scrubber.extra_patterns[%d]", i), Err: err})
+			errs = append(errs, hookError(NameScrubber, fmt.Sprintf("scrubber.extra_patterns[%d]", i), err))
 			continue
 		}
 		s.extra = append(s.extra, re)
@@ -91,7 +91,7 @@ func NewScrubber(cfg ScrubberConfig) (*Scrubber, error) {
 	for i, p := range cfg.AllowPatterns {
 		re, err := compilePattern(p)
 		if err != nil {
-			errs = append(errs, &ConfigError{Hook: NameScrubber, Field: fmt.Sprintf("scrubber.allow_patterns[%d]", i), Err: err})
+			errs = append(errs, hookError(NameScrubber, fmt.Sprintf("scrubber.allow_patterns[%d]", i), err))
 			continue
 		}
 		s.allow = append(s.allow, re)

@@ -156,7 +156,7 @@ func (r *run) viewSum(rec *Compaction, update bool) int {
 		sum += n
 	}
 	if rec != nil && rec.Summary != "" {
-		sum += cx.count(SummarySeparator + SummaryPrefix + rec.Summary)
+		sum += cx.count(summarySeparator + SummaryPrefix + rec.Summary)
 		if r.sysN == 0 {
 			sum += perMessage
 		}
@@ -293,7 +293,7 @@ func (r *run) view() []Message {
 // are never separated from their results.
 func (r *run) drop(msgs []Message, tools []ToolSpec, limit int) ([]Message, error) {
 	cx := r.cx
-	count := func(ms []Message) int { return r.calibrated(CountRequest(TokenizerFunc(cx.count), ms, tools)) }
+	count := func(ms []Message) int { return r.calibrated(countRequest(TokenizerFunc(cx.count), ms, tools)) }
 	sys := 0
 	for sys < len(msgs) && msgs[sys].Role == RoleSystem {
 		sys++

@@ -8,11 +8,11 @@ import (
 	"sync"
 )
 
-// LabelDirect is the session label that marks a direct session: one whose
+// labelDirect is the session label that marks a direct session: one whose
 // tool calls come from outside the model loop (an MCP client of `kernel mcp
 // serve`). Its value names the client. Approving a direct session's pending
 // call runs the call and stops: there is no model to continue with.
-const LabelDirect = "direct"
+const labelDirect = "direct"
 
 // DirectSession runs tool calls that do not come from a model through the
 // same pipeline as the loop's calls: parse, surface, validate, before hooks,
@@ -48,7 +48,7 @@ type DirectResult struct {
 }
 
 // OpenDirect starts a new direct session titled title, with labels (plus
-// LabelDirect=client) stored in its metadata, and persists it.
+// labelDirect=client) stored in its metadata, and persists it.
 func (k *Kernel) OpenDirect(ctx context.Context, client, title string, labels map[string]string) (*DirectSession, error) {
 	r, err := k.open(ctx, "")
 	if err != nil {
@@ -60,7 +60,7 @@ func (k *Kernel) OpenDirect(ctx context.Context, client, title string, labels ma
 	if r.meta.Labels == nil {
 		r.meta.Labels = map[string]string{}
 	}
-	r.meta.Labels[LabelDirect] = client
+	r.meta.Labels[labelDirect] = client
 	r.st.Labels = r.meta.Labels
 	if err := r.commit(ctx, Step{}); err != nil {
 		return nil, err

@@ -22,7 +22,8 @@
 //     stops for an approval is the same run when Resolve continues it.
 //   - A turn is one model generation inside a run, with the tool calls it
 //     asks for. Turns are numbered from 1 in their run (State.Turn;
-//     run.turn in policy, turn in hooks and events) and capped by
+//     run.turn in policy, turn in hooks, events and command-hook input;
+//     a scripted model's file lists turns) and capped by
 //     Config.MaxTurns (limits.max_turns, run.max_turns, DefaultMaxTurns).
 //     SessionMeta.Turns and session.turns count the turns of the whole
 //     session. Progress reads "[turn/max_turns]".
@@ -76,4 +77,13 @@
 //
 // Everything observable is an Event, a closed set of types rendered as JSON
 // with a "type" field by MarshalEvent.
+//
+// # Closed sets
+//
+// Stop reasons, event types, outcomes and effects are closed sets with one
+// list each: StopReasons (a budget stop, "budget:<id>", besides),
+// EventTypes, Outcomes and Effects (tiers: tool.Tiers). The JSON Schemas
+// under schemas/ are generated from these lists and the docs are held to
+// them by tests; docs/architecture.md, "Closed sets", says how to add a
+// member.
 package kernel

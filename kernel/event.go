@@ -271,6 +271,28 @@ type Notice struct {
 	Text   string `json:"text"`
 }
 
+// eventKinds has one value of every event type, in the order the docs name
+// them. It is the one list of event types: schemas/events.schema.json's
+// type enum and dispatch are generated from it, and tests hold the Go types
+// (every isEvent), the schema's $defs and the docs to it
+// (docs/architecture.md, "Closed sets").
+var eventKinds = []Event{
+	RunStarted{}, TurnStarted{}, ModelRequest{}, MessageDelta{}, ReasoningDelta{}, MessageCompleted{},
+	ToolStarted{}, ToolProgress{}, ToolCompleted{}, PolicyDecided{}, ApprovalRequired{}, ApprovalResolved{},
+	BudgetWarning{}, BudgetExceeded{}, ContextCompacted{}, ContextWarning{}, SteerDelivered{}, ProviderRetry{},
+	RunCompleted{}, RunFailed{}, HookBlocked{}, HookRewrote{}, HookFailed{}, ConfigReloaded{}, Notice{},
+}
+
+// EventTypes returns the type of every event (the "type" field of its
+// JSON), in the order the docs name them.
+func EventTypes() []string {
+	types := make([]string, len(eventKinds))
+	for i, e := range eventKinds {
+		types[i] = e.Type()
+	}
+	return types
+}
+
 func (RunStarted) Type() string       { return "run.started" }
 func (TurnStarted) Type() string      { return "turn.started" }
 func (ModelRequest) Type() string     { return "model.request" }

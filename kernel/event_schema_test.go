@@ -3,9 +3,6 @@ package kernel_test
 import (
 	"encoding/json"
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -23,28 +20,15 @@ import (
 // type cannot escape the checks below.
 func eventTypeNames(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
+	_, decls := sourceDecls(t)
 	var names []string
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
+	for _, d := range decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Recv == nil || fd.Name.Name != "isEvent" {
 			continue
 		}
-		f, err := parser.ParseFile(fset, file, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Recv == nil || fd.Name.Name != "isEvent" {
-				continue
-			}
-			if id, ok := fd.Recv.List[0].Type.(*ast.Ident); ok {
-				names = append(names, id.Name)
-			}
+		if id, ok := fd.Recv.List[0].Type.(*ast.Ident); ok {
+			names = append(names, id.Name)
 		}
 	}
 	sort.Strings(names)

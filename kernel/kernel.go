@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,7 +18,28 @@ const (
 	StopCancelled        StopReason = "cancelled"
 	StopAwaitingApproval StopReason = "awaiting_approval"
 	StopError            StopReason = "error"
+	// StopInterrupted ends a run that was asked to stop at its next step
+	// boundary (RunOptions.Interrupt): everything before the boundary is
+	// stored, the session keeps status running, and Continue resumes it.
+	StopInterrupted StopReason = "interrupted"
+	// StopEmptyResponse ends a run whose model answered with nothing, even
+	// when asked again (ErrEmptyResponse).
+	StopEmptyResponse StopReason = "empty_response"
+	// StopToolProtocol ends a run whose model broke the text tool
+	// protocol again after a correction, or more often than
+	// Config.MaxCorrections (ErrToolProtocol).
+	StopToolProtocol StopReason = "tool_protocol"
 )
+
+// stopReasons is every stop reason but a budget stop, in the order the
+// docs name them. It is the one list: schemas/events.schema.json and the
+// stop reasons of docs/architecture.md are held to it by tests
+// (docs/architecture.md, "Closed sets").
+var stopReasons = []StopReason{StopCompleted, StopMaxTurns, StopAwaitingApproval, StopCancelled, StopInterrupted, StopError, StopEmptyResponse, StopToolProtocol}
+
+// StopReasons returns every stop reason but a budget stop (BudgetStop),
+// in the order the docs name them.
+func StopReasons() []StopReason { return slices.Clone(stopReasons) }
 
 // BudgetStop is the stop reason of the budget with the given id.
 func BudgetStop(id string) StopReason { return StopReason("budget:" + id) }

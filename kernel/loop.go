@@ -143,7 +143,7 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	if ctx.Err() != nil {
 		return r.done(ctx, StopCancelled, "")
 	}
-	if _, direct := r.meta.Labels[LabelDirect]; direct {
+	if _, direct := r.meta.Labels[labelDirect]; direct {
 		return r.done(ctx, StopCompleted, out.msg.Content) // no model to continue with
 	}
 	return r.loop(ctx)
@@ -295,7 +295,7 @@ func (r *run) accountGen(resp Response) {
 	if _, ok := k.cfg.Prices[model]; !ok && resp.Message.Model != "" {
 		model = resp.Message.Model // a fallback's price, not the primary's
 	}
-	cost := k.price(model).Cost(resp.Usage)
+	cost := k.price(model).cost(resp.Usage)
 	r.st.account(resp.Usage, cost)
 	if r.cx != nil && !r.cx.exact {
 		k.calib.observe(k.cfg.Model, r.cx.lastRaw, resp.Usage.InputTokens)

@@ -142,8 +142,8 @@ type Price struct {
 	OutputPerMTok      float64 `json:"output_per_mtok" yaml:"output_per_mtok"`
 }
 
-// Cost is the price of u in US dollars.
-func (p Price) Cost(u Usage) float64 {
+// cost is the price of u in US dollars.
+func (p Price) cost(u Usage) float64 {
 	cached := p.CachedInputPerMTok
 	if cached == 0 {
 		cached = p.InputPerMTok

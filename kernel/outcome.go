@@ -1,6 +1,9 @@
 package kernel
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // CallOutcome is a finished tool call as policy sees it.
 type CallOutcome struct {
@@ -23,29 +26,24 @@ const (
 	OutcomeRejected    Outcome = "rejected"
 )
 
-// outcomes lists every Outcome, in the order docs name them.
+// outcomes is every Outcome, in the order the docs name them. It is the
+// one list: the schemas and the docs tables that name the outcomes are held
+// to it by tests (docs/architecture.md, "Closed sets").
 var outcomes = []Outcome{OutcomeOK, OutcomeError, OutcomeDenied, OutcomeBlocked, OutcomeCancelled, OutcomeDeferred, OutcomeNeedsReview, OutcomeRejected}
 
+// Outcomes returns every Outcome, in the order the docs name them.
+func Outcomes() []Outcome { return slices.Clone(outcomes) }
+
 // Valid reports whether o is one of the outcomes.
-func (o Outcome) Valid() bool {
-	for _, x := range outcomes {
-		if o == x {
-			return true
-		}
-	}
-	return false
-}
+func (o Outcome) Valid() bool { return slices.Contains(outcomes, o) }
 
 // OutcomeNames lists the outcomes for messages: "ok, error, ...".
 func OutcomeNames() string {
-	s := ""
+	names := make([]string, len(outcomes))
 	for i, o := range outcomes {
-		if i > 0 {
-			s += ", "
-		}
-		s += string(o)
+		names[i] = string(o)
 	}
-	return s
+	return strings.Join(names, ", ")
 }
 
 // StoredOutcome classifies a stored tool result: the outcome the loop

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -29,6 +30,14 @@ const (
 	EffectAsk   Effect = "ask"
 	EffectAllow Effect = "allow"
 )
+
+// effects is every Effect, strongest first. It is the one list: the
+// schemas and the docs that name the effects are held to it by tests
+// (docs/architecture.md, "Closed sets").
+var effects = []Effect{EffectDeny, EffectAsk, EffectAllow}
+
+// Effects returns every Effect, strongest first.
+func Effects() []Effect { return slices.Clone(effects) }
 
 // Decision is a policy verdict with what it takes to audit it.
 type Decision struct {

@@ -86,7 +86,7 @@ func compileTool(t Tool) (*entry, error) {
 // Schema is a compiled JSON Schema.
 type Schema interface {
 	// Validate checks v, a value as encoding/json decodes it. A violation
-	// is an error whose SchemaProblems list every failing location.
+	// is an error that names every failing location.
 	Validate(v any) error
 }
 
@@ -201,20 +201,10 @@ func jsonKind(v any) string {
 	return "object"
 }
 
-// SchemaProblem is one leaf of a JSON Schema violation: where in the
-// instance ("/" for the root) and what is wrong.
-type SchemaProblem = schema.Problem
-
-// SchemaProblems returns the leaves of a schema violation returned by a
-// Schema's Validate (or wrapped in an error), the causes that say what is
-// actually wrong, in order and without repeats. It returns nil for any other
-// error.
-func SchemaProblems(err error) []SchemaProblem { return schema.Problems(err) }
-
 // describeValidation renders a schema violation as "path: message" parts
 // joined by "; ".
 func describeValidation(err error) string {
-	probs := SchemaProblems(err)
+	probs := schema.Problems(err)
 	if probs == nil {
 		return err.Error()
 	}

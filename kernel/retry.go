@@ -15,10 +15,6 @@ import (
 // calls, twice in a row. The run stops with StopEmptyResponse.
 var ErrEmptyResponse = errors.New("the model returned an empty response (no text, no tool calls)")
 
-// StopEmptyResponse ends a run whose model answered with nothing, even when
-// asked again.
-const StopEmptyResponse StopReason = "empty_response"
-
 // Why retries live here and not in providers: RATIONALE.md, "Retries live
 // in the kernel, once".
 //

@@ -67,10 +67,6 @@ const CodeToolsUnsupported = "tools_unsupported"
 // sends when Config.MaxCorrections is 0.
 const DefaultMaxCorrections = 3
 
-// StopToolProtocol ends a run whose model broke the text tool protocol
-// again after a correction, or more often than Config.MaxCorrections.
-const StopToolProtocol StopReason = "tool_protocol"
-
 // ErrToolProtocol is the error of a run stopped with StopToolProtocol.
 var ErrToolProtocol = errors.New("the model kept breaking the text tool protocol")
 

@@ -50,11 +50,11 @@ func countTool(count func(string) int, t *ToolSpec) int {
 	return perToolSpec + count(t.Name) + count(t.Description) + count(string(t.Schema))
 }
 
-// CountRequest counts the tokens of a request from scratch with tok (nil
+// countRequest counts the tokens of a request from scratch with tok (nil
 // means the 4-bytes-a-token estimate, uncalibrated): every message, the
 // offered tools and the reply priming. The loop counts the same way,
-// incrementally; tests use CountRequest to check it.
-func CountRequest(tok Tokenizer, msgs []Message, tools []ToolSpec) int {
+// incrementally; tests use countRequest to check it.
+func countRequest(tok Tokenizer, msgs []Message, tools []ToolSpec) int {
 	count := estimate
 	if tok != nil {
 		count = tok.Count
@@ -108,8 +108,3 @@ func (c *calibration) observe(model string, estimated int, reported int64) {
 	}
 	c.ratio[model] = x
 }
-
-// Calibration returns the ratio the kernel has learnt for model: reported
-// prompt tokens over the estimate (1 when the model has a tokenizer or no
-// usage has been reported yet).
-func (k *Kernel) Calibration(model string) float64 { return k.calib.get(model) }

@@ -53,8 +53,8 @@ func ParseCompaction(m *Message) (*Compaction, error) {
 	return &c, nil
 }
 
-// SummarySeparator joins the summary to the system prompt.
-const SummarySeparator = "\n\n"
+// summarySeparator joins the summary to the system prompt.
+const summarySeparator = "\n\n"
 
 // SummaryPrefix starts the summary in the system message of a request.
 const SummaryPrefix = "Summary of the earlier conversation (the kernel compacted it to fit the context window):\n\n"
@@ -100,7 +100,7 @@ func buildView(sys, msgs []Message, rec *Compaction) []Message {
 		// The summary joins the system message: a separate user message
 		// before the kept request would read as a prompt left unanswered.
 		if len(out) > 0 {
-			out[len(out)-1].Content += SummarySeparator + SummaryPrefix + rec.Summary
+			out[len(out)-1].Content += summarySeparator + SummaryPrefix + rec.Summary
 		} else {
 			out = append(out, Message{Role: RoleSystem, Content: SummaryPrefix + rec.Summary})
 		}

@@ -6,11 +6,6 @@ import (
 	"fmt"
 )
 
-// StopInterrupted ends a run that was asked to stop at its next step
-// boundary (RunOptions.Interrupt): everything before the boundary is
-// stored, the session keeps status running, and Continue resumes it.
-const StopInterrupted StopReason = "interrupted"
-
 // ErrNothingToContinue is returned by Continue for a session whose last
 // run ended (answered, failed, cancelled or waiting for an approval):
 // there is no interrupted run to resume.

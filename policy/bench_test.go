@@ -326,42 +326,60 @@ func BenchmarkLoadShapes(b *testing.B) {
 // BenchmarkDecideShapes decides, in a running kernel, on a call that one
 // rule of the middle of the file matches, for policies of 100, 1,000 and
 // 10,000 rules of each shape: the index keeps the cost near that of the
-// few rules that can match.
+// few rules that can match. The snapshot variants decide with the policy
+// a cached start loads from the test cache's snapshot, whose rules
+// compile on first use: after that first decision, as fast.
 func BenchmarkDecideShapes(b *testing.B) {
-	for _, shape := range shapes {
-		for _, n := range []int{100, 1000, 10000} {
-			b.Run(fmt.Sprintf("%s/rules=%d", shape, n), func(b *testing.B) {
-				ctx := context.Background()
-				p, err := policy.Compile(ctx, "shape.yaml", []byte(genShape(shape, n)), policy.Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				i := n / 2
-				args := fmt.Sprintf(`{"argv":["cmd%d","x"]}`, i)
-				spec := policy.BuiltinSpecs()[5] // run_command
-				switch shape {
-				case "equality":
-					args = fmt.Sprintf(`{"ticket":"T-%d"}`, i)
-				case "mixed":
-					i -= i % 20
-					i += 8 // a ticket rule, for every tool
-					args = fmt.Sprintf(`{"ticket":"T-%d"}`, i)
-				}
-				st := &kernel.State{SessionID: "s", Run: 1, Turn: 1, ToolCounts: map[string]int{}}
-				c, err := kernel.NewCall("c1", spec, []byte(args), st)
-				if err != nil {
-					b.Fatal(err)
-				}
-				want := fmt.Sprintf("r%d", i)
-				if d := p.Decide(ctx, st, c); len(d.Rules) != 1 || d.Rules[0] != want {
-					b.Fatalf("decision = %+v, want rule %s", d, want)
-				}
-				b.ReportAllocs()
-				for b.Loop() {
-					p.Decide(ctx, st, c)
-				}
-			})
+	for _, from := range []string{"", "-snapshot"} {
+		for _, shape := range shapes {
+			for _, n := range []int{100, 1000, 10000} {
+				b.Run(fmt.Sprintf("%s%s/rules=%d", shape, from, n), func(b *testing.B) {
+					benchDecideShape(b, shape, n, from != "")
+				})
+			}
 		}
+	}
+}
+
+func benchDecideShape(b *testing.B, shape string, n int, fromSnapshot bool) {
+	ctx := context.Background()
+	src := []byte(genShape(shape, n))
+	p, err := policy.Compile(ctx, "shape.yaml", src, policy.Options{})
+	if fromSnapshot {
+		opts := policy.Options{Cache: &policy.TestCache{Dir: filepath.Join(b.TempDir(), "cache"), Build: "bench"}}
+		if _, err = policy.Load(ctx, "shape.yaml", src, opts); err == nil {
+			p, err = policy.Load(ctx, "shape.yaml", src, opts)
+		}
+		if err == nil && !policy.FromSnapshot(p) {
+			b.Fatal("not loaded from the snapshot")
+		}
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	i := n / 2
+	args := fmt.Sprintf(`{"argv":["cmd%d","x"]}`, i)
+	spec := policy.BuiltinSpecs()[5] // run_command
+	switch shape {
+	case "equality":
+		args = fmt.Sprintf(`{"ticket":"T-%d"}`, i)
+	case "mixed":
+		i -= i % 20
+		i += 8 // a ticket rule, for every tool
+		args = fmt.Sprintf(`{"ticket":"T-%d"}`, i)
+	}
+	st := &kernel.State{SessionID: "s", Run: 1, Turn: 1, ToolCounts: map[string]int{}}
+	c, err := kernel.NewCall("c1", spec, []byte(args), st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	want := fmt.Sprintf("r%d", i)
+	if d := p.Decide(ctx, st, c); len(d.Rules) != 1 || d.Rules[0] != want {
+		b.Fatalf("decision = %+v, want rule %s", d, want)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Decide(ctx, st, c)
 	}
 }
 

@@ -101,7 +101,9 @@ func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
 	c.compileAll(jobs, len(doc.Vars))
 	for _, r := range p.rules {
 		if r.when != nil {
-			r.scope = analyze(r.when.prog.Node())
+			n := r.when.node()
+			r.scope = analyze(n)
+			r.guard, r.guarded = findGuard(n)
 		}
 	}
 
@@ -146,6 +148,11 @@ func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
 func (p *Policy) loadTests(ps *problems) {
 	p.testsOnce.Do(func() {
 		local := &problems{file: p.file, lines: p.lines, ctx: nil}
+		if p.snapshotSrc != nil {
+			if doc := parseFile(local, p.snapshotSrc); doc != nil {
+				p.testsDoc = doc.Tests
+			}
+		}
 		if p.testsDoc.node != nil {
 			(&ydec{ps: local}).decode(p.testsDoc.node, reflectValue(&p.tests), p.testsDoc.where)
 		}

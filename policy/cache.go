@@ -29,14 +29,19 @@ import (
 // that has not changed passes them again: the cache remembers that a file
 // passed, keyed by everything that decides whether it does (cacheKey), so
 // a start or a reload of the same file under the same kernel skips them.
-// Only the verdict is cached: parsing, compiling and lint run on every
-// load. Why, and what the key holds: RATIONALE.md, "Policy tests: a
-// cached verdict, keyed by what decides it".
+// Beside the verdict it keeps the snapshot of what the load built
+// (snapshot.go), so such a load does not parse, compile or lint the file
+// either. Why, and what the key holds: RATIONALE.md, "Policy tests: a
+// cached verdict, keyed by what decides it" and "Policy load from the
+// test cache: a snapshot, compiled on first use".
 //
 // Layout:
 //
 //	<Dir>/          0700, owned by this user (else the cache is not used)
-//	  <key>.json    0600, owned by this user (else the entry is ignored)
+//	  <key>.json    0600, owned by this user (else the entry is ignored):
+//	                the verdict, with the SHA-256 of the snapshot
+//	  <key>.snap    0600, owned by this user (else the file is loaded in
+//	                full): the snapshot
 
 // TestCache is where Load remembers the files that passed their tests.
 // The zero value is not usable: Dir is required.
@@ -52,7 +57,7 @@ type TestCache struct {
 }
 
 // cacheVersion changes when the entry format or the key's make-up does.
-const cacheVersion = 1
+const cacheVersion = 2
 
 // maxEntryAge is how long an entry nobody wrote again is kept.
 const maxEntryAge = 30 * 24 * time.Hour
@@ -67,9 +72,12 @@ type cacheEntry struct {
 	Policy   string `json:"policy"`
 	Revision string `json:"revision"`
 	SHA256   string `json:"sha256"`
+	// Snapshot is the hex SHA-256 of the file's snapshot (<key>.snap, see
+	// snapshot.go); empty when none was written.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
-var entryName = regexp.MustCompile(`^[0-9a-f]{64}\.json$`)
+var entryName = regexp.MustCompile(`^[0-9a-f]{64}\.(json|snap)$`)
 
 // zoneWords finds the expressions zoneDependent needs to look at (vars
 // are inlined, so an expression's source may not show them: the source of
@@ -218,70 +226,150 @@ func fileOwner(st fs.FileInfo) (int, bool) {
 // file of tests tests. note says why an entry that exists was not
 // trusted.
 func (c *TestCache) lookup(key string, tests int) (hit bool, note string) {
-	if err := privateDir(c.Dir); err != nil {
-		return false, "test cache not used: " + err.Error()
+	e, note := c.entry(key)
+	if e == nil {
+		return false, note
 	}
-	path := filepath.Join(c.Dir, key+".json")
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, ""
-	}
-	if err != nil {
-		return false, fmt.Sprintf("test cache entry %s ignored: %v", path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return false, fmt.Sprintf("test cache entry %s ignored: %v", path, err)
-	}
-	switch uid, ok := fileOwner(st); {
-	case !st.Mode().IsRegular():
-		return false, fmt.Sprintf("test cache entry %s ignored: not a regular file", path)
-	case st.Mode().Perm()&0o077 != 0:
-		return false, fmt.Sprintf("test cache entry %s ignored: mode %04o, not 0600", path, st.Mode().Perm())
-	case ok && uid != os.Geteuid():
-		return false, fmt.Sprintf("test cache entry %s ignored: it belongs to uid %d, not to this process (uid %d)", path, uid, os.Geteuid())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, 4<<10))
-	if err != nil {
-		return false, fmt.Sprintf("test cache entry %s ignored: %v", path, err)
-	}
-	var e cacheEntry
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil || e.Version != cacheVersion || e.Key != key || !e.Passed || e.Tests != tests {
-		return false, fmt.Sprintf("test cache entry %s ignored: damaged or not this file's", path)
+	if e.Tests != tests {
+		return false, fmt.Sprintf("test cache entry %s ignored: damaged or not this file's", c.path(key, entrySuffix))
 	}
 	return true, ""
 }
 
-// store records that the policy passed its tests under key. It returns why
-// it could not, if it could not (the cache is only an optimisation).
+// The names of a key's files in the cache directory.
+const (
+	entrySuffix    = ".json"
+	snapshotSuffix = ".snap"
+)
+
+func (c *TestCache) path(key, suffix string) string { return filepath.Join(c.Dir, key+suffix) }
+
+// entry reads the passing verdict recorded for key. It is nil when there
+// is none, or none to trust (note then says why).
+func (c *TestCache) entry(key string) (*cacheEntry, string) {
+	if err := privateDir(c.Dir); err != nil {
+		return nil, "test cache not used: " + err.Error()
+	}
+	path := c.path(key, entrySuffix)
+	b, note := readPrivate(path, 4<<10)
+	if b == nil {
+		return nil, note
+	}
+	var e cacheEntry
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || e.Version != cacheVersion || e.Key != key || !e.Passed {
+		return nil, fmt.Sprintf("test cache entry %s ignored: damaged or not this file's", path)
+	}
+	return &e, ""
+}
+
+// readPrivate reads a cache file of at most limit bytes that this user
+// owns and only this user may read or write, never following a symlink.
+// It returns nil when the file is missing (note empty) or not to be
+// trusted (note says why).
+func readPrivate(path string, limit int64) (b []byte, note string) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ""
+	}
+	if err != nil {
+		return nil, fmt.Sprintf("test cache entry %s ignored: %v", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Sprintf("test cache entry %s ignored: %v", path, err)
+	}
+	switch uid, ok := fileOwner(st); {
+	case !st.Mode().IsRegular():
+		return nil, fmt.Sprintf("test cache entry %s ignored: not a regular file", path)
+	case st.Mode().Perm()&0o077 != 0:
+		return nil, fmt.Sprintf("test cache entry %s ignored: mode %04o, not 0600", path, st.Mode().Perm())
+	case ok && uid != os.Geteuid():
+		return nil, fmt.Sprintf("test cache entry %s ignored: it belongs to uid %d, not to this process (uid %d)", path, uid, os.Geteuid())
+	case st.Size() > limit:
+		return nil, fmt.Sprintf("test cache entry %s ignored: larger than %d bytes", path, limit)
+	}
+	b, err = io.ReadAll(io.LimitReader(f, limit))
+	if err != nil {
+		return nil, fmt.Sprintf("test cache entry %s ignored: %v", path, err)
+	}
+	return b, ""
+}
+
+// loadSnapshot builds the policy of src from the snapshot its passing
+// verdict names, when there is one to trust. note says why a snapshot
+// that exists was not used (a verdict that cannot be trusted is left to
+// lookup to report: the full load that follows reads it again).
+func (c *TestCache) loadSnapshot(key, name string, src []byte, sha string, opts Options) (p *Policy, note string) {
+	e, _ := c.entry(key)
+	if e == nil || e.Snapshot == "" {
+		return nil, ""
+	}
+	path := c.path(key, snapshotSuffix)
+	b, note := readPrivate(path, maxSnapshotSize)
+	if b == nil {
+		return nil, note
+	}
+	if sha256Hex(b) != e.Snapshot {
+		return nil, fmt.Sprintf("test cache snapshot %s ignored: its SHA-256 is not the one its verdict records (damaged or replaced); the file was loaded in full", path)
+	}
+	p, err := policyFromSnapshot(name, src, sha, opts, key, b)
+	if err != nil {
+		return nil, fmt.Sprintf("test cache snapshot %s ignored: %v; the file was loaded in full", path, err)
+	}
+	return p, ""
+}
+
+// store records that the policy passed its tests under key, with its
+// snapshot. It returns why it could not, if it could not (the cache is
+// only an optimisation).
 func (c *TestCache) store(key string, p *Policy) (note string) {
 	if err := privateDir(c.Dir); err != nil {
 		return "test cache not used: " + err.Error()
 	}
-	b, err := json.Marshal(cacheEntry{Version: cacheVersion, Key: key, Passed: true, Tests: p.testsDoc.count(), Policy: p.name, Revision: p.revision, SHA256: p.sha})
+	tests := p.testsDoc.count()
+	e := cacheEntry{Version: cacheVersion, Key: key, Passed: true, Tests: tests, Policy: p.name, Revision: p.revision, SHA256: p.sha}
+	// The snapshot first: the verdict, written last, names it by its
+	// hash, so a reader never pairs a verdict with another snapshot.
+	snap, err := p.encodeSnapshot(key, tests)
+	if err == nil {
+		err = c.write(key+snapshotSuffix, snap)
+	}
+	if err == nil {
+		e.Snapshot = sha256Hex(snap)
+	} else {
+		note = "test cache snapshot not written: " + err.Error()
+	}
+	b, err := json.Marshal(e)
+	if err == nil {
+		err = c.write(key+entrySuffix, b)
+	}
 	if err != nil {
 		return "test cache not written: " + err.Error()
 	}
+	c.prune()
+	return note
+}
+
+// write replaces the file name of the cache directory with b: a new 0600
+// file, renamed over whatever is at the name (a symlink included), never
+// writing through it.
+func (c *TestCache) write(name string, b []byte) error {
 	tmp, err := os.CreateTemp(c.Dir, ".tmp-*") // 0600, a new file
 	if err != nil {
-		return "test cache not written: " + err.Error()
+		return err
 	}
 	_, werr := tmp.Write(b)
 	err = errors.Join(werr, tmp.Close())
 	if err == nil {
-		// rename replaces whatever is at the name (a symlink included),
-		// never writing through it.
-		err = os.Rename(tmp.Name(), filepath.Join(c.Dir, key+".json"))
+		err = os.Rename(tmp.Name(), filepath.Join(c.Dir, name))
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return "test cache not written: " + err.Error()
 	}
-	c.prune()
-	return ""
+	return err
 }
 
 // prune deletes entries older than maxEntryAge and temporary files a
@@ -317,7 +405,7 @@ func (p *Policy) zoneDependent() string {
 		if pr == nil || found != "" || !zoneWords.MatchString(pr.src.Src) {
 			return
 		}
-		root := pr.prog.Node()
+		root := pr.node()
 		ast.Walk(&root, visitorFunc(func(n *ast.Node) {
 			switch n := (*n).(type) {
 			case *ast.BuiltinNode:

@@ -2,13 +2,18 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/agentkernel/agentkernel/kernel"
 )
@@ -286,8 +291,26 @@ func TestCachedLoadKeepsWhatTheTestsSay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !second.TestVerdict().Cached || second.tests != nil {
-		t.Fatalf("second load: verdict %+v, %d tests decoded", second.TestVerdict(), len(second.tests))
+	if !second.TestVerdict().Cached || !FromSnapshot(second) || second.tests != nil {
+		t.Fatalf("second load: verdict %+v (from the snapshot: %t), %d tests decoded", second.TestVerdict(), FromSnapshot(second), len(second.tests))
+	}
+	// kernel policy check prints the same warnings and verdict either way.
+	path := filepath.Join(t.TempDir(), "turn-names.yaml")
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	checked, err := CheckFile(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		cached, err := CheckFile(ctx, path, Options{Cache: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(cached.Deprecated(), checked.Deprecated()) || cached.TestVerdict().Tests != checked.TestVerdict().Tests {
+			t.Fatalf("check from the cache: %v %+v; in full: %v %+v", cached.Deprecated(), cached.TestVerdict(), checked.Deprecated(), checked.TestVerdict())
+		}
 	}
 	if !slices.Equal(first.Deprecated(), second.Deprecated()) || !slices.ContainsFunc(second.Deprecated(), func(p Problem) bool {
 		return strings.Contains(p.Msg, "input.turn is deprecated")
@@ -297,5 +320,221 @@ func TestCachedLoadKeepsWhatTheTestsSay(t *testing.T) {
 	rep, err := second.RunTests(ctx)
 	if err != nil || !rep.Passed() || len(rep.Results) != second.TestVerdict().Tests {
 		t.Fatalf("RunTests on the cached policy: %v %+v", err, rep)
+	}
+}
+
+// snapshotPolicies are the file the tests load (it denies rm) and the one
+// a forged snapshot comes from (it allows everything).
+const (
+	denyRM = `name: rm
+revision: "1"
+defaults: {tool_call: allow}
+rules:
+  - id: no-rm
+    effect: deny
+    tools: [run_command]
+    when: call.argv[0] == "rm"
+tests:
+  - name: rm
+    input: {call: {tool: run_command, args: {argv: [rm, x]}}}
+    expect: {decision: deny, rules: [no-rm]}
+`
+	allowAll = `name: rm
+revision: "1"
+defaults: {tool_call: allow}
+`
+)
+
+// TestSnapshotRefusedUnlessTrusted is the attack on the snapshot: one that
+// would make the file behave differently (a forged snapshot that allows
+// what the file denies) is used only when it is this user's 0600 file in
+// the private directory, is the one its verdict names by SHA-256, and is
+// of this file's key. Each refusal loads the file in full (the rm call is
+// denied), says why, and writes the snapshot again. With everything right
+// the forged snapshot is trusted, so each refusal below is a check at
+// work: the boundary is the user, as for the verdict.
+func TestSnapshotRefusedUnlessTrusted(t *testing.T) {
+	ctx := context.Background()
+	forge := func(t *testing.T, key string) []byte {
+		t.Helper()
+		p, err := Compile(ctx, "rm.yaml", []byte(allowAll), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := p.encodeSnapshot(key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// vouch makes the verdict name snapshot b.
+	vouch := func(t *testing.T, c *TestCache, key string, b []byte) {
+		t.Helper()
+		e, note := c.entry(key)
+		if e == nil {
+			t.Fatalf("no verdict: %s", note)
+		}
+		e.Snapshot = sha256Hex(b)
+		j, _ := json.Marshal(e)
+		if err := os.WriteFile(c.path(key, entrySuffix), j, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(t *testing.T, path string, b []byte) {
+		t.Helper()
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name  string
+		note  string
+		setup func(t *testing.T, c *TestCache, key, snap string)
+	}{
+		{"not the verdict's", "SHA-256", func(t *testing.T, c *TestCache, key, snap string) { write(t, snap, forge(t, key)) }},
+		{"truncated", "SHA-256", func(t *testing.T, c *TestCache, key, snap string) {
+			b, _ := os.ReadFile(snap)
+			write(t, snap, b[:len(b)/2])
+		}},
+		{"another file's", "not this file's", func(t *testing.T, c *TestCache, key, snap string) {
+			b := forge(t, strings.Repeat("0", 64))
+			write(t, snap, b)
+			vouch(t, c, key, b)
+		}},
+		{"undecodable", "decode", func(t *testing.T, c *TestCache, key, snap string) {
+			b := []byte("not a snapshot")
+			write(t, snap, b)
+			vouch(t, c, key, b)
+		}},
+		{"mode 0644", "mode 0644", func(t *testing.T, c *TestCache, key, snap string) {
+			b := forge(t, key)
+			write(t, snap, b)
+			vouch(t, c, key, b)
+			chmod(t, snap, 0o644)
+		}},
+		{"another owner", "belongs to uid 65534", func(t *testing.T, c *TestCache, key, snap string) {
+			b := forge(t, key)
+			write(t, snap, b)
+			vouch(t, c, key, b)
+			chown(t, snap)
+		}},
+		{"symlink", "too many levels of symbolic links", func(t *testing.T, c *TestCache, key, snap string) {
+			b := forge(t, key)
+			real := filepath.Join(t.TempDir(), "forged.snap")
+			write(t, real, b)
+			vouch(t, c, key, b)
+			if err := os.Remove(snap); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(real, snap); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"trusted", "", func(t *testing.T, c *TestCache, key, snap string) {
+			b := forge(t, key)
+			write(t, snap, b)
+			vouch(t, c, key, b)
+		}},
+	}
+	st := &kernel.State{Run: 1, Turn: 1}
+	call, err := kernel.NewCall("c1", BuiltinSpecs()[5], []byte(`{"argv":["rm","x"]}`), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := privateCache(t)
+			opts := Options{Cache: c}
+			if _, err := Load(ctx, "rm.yaml", []byte(denyRM), opts); err != nil {
+				t.Fatal(err)
+			}
+			key, _ := c.cacheKey(sha256Hex([]byte(denyRM)), nil)
+			snap := c.path(key, snapshotSuffix)
+			if _, err := os.Stat(snap); err != nil {
+				t.Fatalf("no snapshot written: %v", err)
+			}
+			tc.setup(t, c, key, snap)
+			p, err := Load(ctx, "rm.yaml", []byte(denyRM), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := p.Decide(ctx, st, call)
+			if tc.note == "" {
+				if !FromSnapshot(p) || d.Effect != kernel.EffectAllow {
+					t.Fatalf("a forged snapshot with the right owner, mode, hash and key is trusted (the boundary is the user); got %+v", d)
+				}
+				return
+			}
+			if v := p.TestVerdict(); FromSnapshot(p) || !v.Cached || !strings.Contains(v.CacheNote, tc.note) {
+				t.Fatalf("verdict %+v (from the snapshot: %t): want a full load whose note says %q", v, FromSnapshot(p), tc.note)
+			}
+			if d.Effect != kernel.EffectDeny {
+				t.Fatalf("decision %+v: the forged snapshot was used", d)
+			}
+			// The full load wrote the snapshot again.
+			p, err = Load(ctx, "rm.yaml", []byte(denyRM), opts)
+			if err != nil || !FromSnapshot(p) || p.TestVerdict().CacheNote != "" || p.Decide(ctx, st, call).Effect != kernel.EffectDeny {
+				t.Fatalf("after the rewrite: %v, from the snapshot %t, %+v", err, err == nil && FromSnapshot(p), p.TestVerdict())
+			}
+		})
+	}
+}
+
+// TestSnapshotRoundTrip builds random policies mixing every shape the rule
+// index treats differently (guards on strings, numbers, booleans and
+// missing values, in-lists, prefixes, regular expressions, paths, dry-run
+// rules, globs), writes each one's snapshot and reads it back: the rules,
+// their scopes and guards, and every decision on the tables' calls are the
+// compiled file's.
+func TestSnapshotRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	guards := 0
+	for seed := range uint64(30) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		src := randPolicy(rng, 40)
+		want := compileForTest(t, src)
+		b, err := want.encodeSnapshot("k", len(want.tests))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := policyFromSnapshot("rand.yaml", []byte(src), want.sha, Options{}, "k", b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range want.rules {
+			g := got.rules[i]
+			if g.id != r.id || g.effect != r.effect || g.dryrun != r.dryrun || !reflect.DeepEqual(g.globs, r.globs) ||
+				!reflect.DeepEqual(g.scope, r.scope) || g.guarded != r.guarded || !reflect.DeepEqual(g.guard, r.guard) ||
+				(g.when == nil) != (r.when == nil) {
+				t.Fatalf("seed %d: rule %s from the snapshot %+v, compiled %+v", seed, r.id, g, r)
+			}
+			if r.guarded {
+				guards++
+			}
+		}
+		for _, labels := range []map[string]string{nil, {"team": "t1"}} {
+			st := &kernel.State{Run: 1, Turn: 1, Labels: labels, ToolCounts: map[string]int{}}
+			for _, tool := range randCallTools {
+				for _, args := range randArgs {
+					var a map[string]any
+					if err := yaml.Unmarshal([]byte(args), &a); err != nil {
+						t.Fatal(err)
+					}
+					raw, _ := json.Marshal(a)
+					c, err := kernel.NewCall("c1", want.specs.get(tool), raw, st)
+					if err != nil {
+						t.Fatal(err)
+					}
+					dw, dg := want.Decide(ctx, st, c), got.Decide(ctx, st, c)
+					dw.ID, dg.ID, dw.EvalTime, dg.EvalTime = "", "", 0, 0
+					if !reflect.DeepEqual(dg, dw) {
+						t.Fatalf("seed %d: %s %s: from the snapshot %+v, compiled %+v", seed, tool, args, dg, dw)
+					}
+				}
+			}
+		}
+	}
+	if guards < 300 {
+		t.Fatalf("only %d guarded rules: the comparison proves little", guards)
 	}
 }

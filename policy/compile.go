@@ -25,11 +25,57 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// program is one compiled expression of the file.
+// program is one compiled expression of the file. A full load compiles
+// every expression (prog is set); a load from the test cache's snapshot
+// (snapshot.go) compiles each on first use (lazy is set), so a start
+// compiles only what its decisions evaluate. Either way the program is
+// the one compile gives for the same source, build and tools.
 type program struct {
 	prog  *vm.Program
 	src   exprSrc
 	where string
+	lazy  *lazyCompile
+}
+
+// lazyCompile is what compiling a program on first use needs, and its
+// outcome: once makes that race-free, and later uses free of locks.
+type lazyCompile struct {
+	once sync.Once
+	c    *compiler
+	want resultKind
+	upto int
+	prog *vm.Program
+	err  error
+}
+
+// compiled returns the program, compiling it first if it is lazy. The
+// error is a compile error, which only a damaged snapshot could give (the
+// full load that wrote it compiled the same source): evaluation reports
+// it as the expression's error, so deny and ask rules fail closed.
+func (pr *program) compiled() (*vm.Program, error) {
+	l := pr.lazy
+	if l == nil {
+		return pr.prog, nil
+	}
+	l.once.Do(func() {
+		prog, errs := l.c.compileSrc(pr.src.Src, l.want, l.upto)
+		if len(errs) > 0 {
+			l.err = fmt.Errorf("%s does not compile: %s", pr.where, errs[0].msg)
+			return
+		}
+		l.prog = prog
+	})
+	return l.prog, l.err
+}
+
+// node returns the program's checked and optimised tree (nil when it
+// does not compile).
+func (pr *program) node() ast.Node {
+	prog, err := pr.compiled()
+	if err != nil {
+		return &ast.NilNode{}
+	}
+	return prog.Node()
 }
 
 // compiler compiles the file's expressions against Env, inlining v.<name>

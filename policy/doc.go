@@ -23,7 +23,9 @@
 //     same build and tools, skips this step (see TestCache).
 //
 // Only a file that passes all four becomes a *Policy; anything else is a
-// *LoadError listing every problem. A *Policy never changes; a Watcher
+// *LoadError listing every problem. A file the cache vouches for skips
+// steps 1 to 3 as well: the cache keeps a snapshot of what they built, and
+// the policy compiles each expression when it is first evaluated. A *Policy never changes; a Watcher
 // serves the current policy of a file and swaps in a new one, atomically,
 // when the file changes or on request, keeping the last good policy when a
 // new version does not load.

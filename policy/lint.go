@@ -150,7 +150,7 @@ func (p *Policy) lintToolNames(ps *problems) {
 		if pr == nil {
 			return
 		}
-		for _, lit := range toolLiterals(pr.prog.Node()) {
+		for _, lit := range toolLiterals(pr.node()) {
 			if !reg[lit.name] {
 				unregistered(lit.name, exprPos(p.lines, pr.src, lit.loc.From), pr.where)
 			}

@@ -144,6 +144,15 @@ func CheckFile(ctx context.Context, path string, opts Options) (*Policy, error) 
 // tests' failures (those are in rep), or ctx's. The tests are decoded only
 // when they run or the file has other problems to report with theirs.
 func compileAndTest(ctx context.Context, name string, src []byte, opts Options) (p *Policy, ps *problems, rep *TestReport, err error) {
+	snapNote := ""
+	if opts.Cache != nil {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, nil, cancelled(name, "loading", err)
+		}
+		if p, snapNote = fromSnapshot(name, src, opts); p != nil {
+			return p, nil, nil, nil
+		}
+	}
 	p, ps, err = compileContext(ctx, name, src, opts)
 	if err != nil {
 		return nil, nil, nil, err
@@ -154,19 +163,36 @@ func compileAndTest(ctx context.Context, name string, src []byte, opts Options) 
 		}
 		return nil, nil, nil, ps.err()
 	}
-	rep, err = p.testUnlessCached(ctx, ps)
+	rep, err = p.testUnlessCached(ctx, ps, snapNote)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	return p, ps, rep, nil
 }
 
+// fromSnapshot is the policy of src built from the snapshot the test cache
+// keeps beside its verdict (see snapshot.go), when the cache vouches for
+// src and holds a snapshot it can trust. note says why a snapshot that
+// exists was not used.
+func fromSnapshot(name string, src []byte, opts Options) (p *Policy, note string) {
+	if len(src) > MaxFileSize {
+		return nil, ""
+	}
+	sha := sha256Hex(src)
+	key, ok := opts.Cache.cacheKey(sha, opts.Tools)
+	if !ok {
+		return nil, ""
+	}
+	return opts.Cache.loadSnapshot(key, name, src, sha, opts)
+}
+
 // testUnlessCached runs the file's tests unless Options.Cache vouches for
 // it (the report is then nil), records how in p.verdict, and remembers a
-// file that passed. The tests are decoded (into ps's problems) only when
-// they run.
-func (p *Policy) testUnlessCached(ctx context.Context, ps *problems) (*TestReport, error) {
-	p.verdict = TestVerdict{Tests: p.testsDoc.count()}
+// file that passed, with its snapshot. The tests are decoded (into ps's
+// problems) only when they run. snapNote is why the cache's snapshot of
+// the file was not used, if one was there.
+func (p *Policy) testUnlessCached(ctx context.Context, ps *problems, snapNote string) (*TestReport, error) {
+	p.verdict = TestVerdict{Tests: p.testsDoc.count(), CacheNote: snapNote}
 	key, c := "", p.opts.Cache
 	if c != nil {
 		if z := p.zoneDependent(); z != "" {
@@ -177,10 +203,17 @@ func (p *Policy) testUnlessCached(ctx context.Context, ps *problems) (*TestRepor
 			key = k
 			hit, note := c.lookup(key, p.testsDoc.count())
 			if hit {
+				// The snapshot was missing or not usable (else this
+				// full load would not have run): write it again.
 				p.verdict.Cached = true
+				if note := c.store(key, p); note != "" {
+					p.verdict.CacheNote = note
+				}
 				return nil, nil
 			}
-			p.verdict.CacheNote = note
+			if note != "" {
+				p.verdict.CacheNote = note
+			}
 		}
 	}
 	if p.loadTests(ps); len(ps.list) > 0 {

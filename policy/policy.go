@@ -71,6 +71,10 @@ type Policy struct {
 	testsOnce    sync.Once
 	tests        []testDoc
 	testProblems []Problem
+	// snapshotSrc is the file's bytes when the policy was built from the
+	// test cache's snapshot (which has no tests: loadTests parses them
+	// from here when they are needed).
+	snapshotSrc []byte
 	// deprecated are the uses of deprecated names (see Deprecated).
 	deprecated []Problem
 
@@ -97,6 +101,10 @@ type rule struct {
 	message *program
 	globs   []string // the rule's tools: list; nil means any tool
 	scope   toolScope
+	// guard is the when's guard, when guarded (see findGuard): what the
+	// rule index files the rule under.
+	guard   guard
+	guarded bool
 }
 
 // appliesTo reports whether the rule can match a call of the named tool.
@@ -236,7 +244,11 @@ func eval(m *vm.VM, p *program, env *Env) (bool, error) {
 	if p == nil {
 		return true, nil
 	}
-	out, err := m.Run(p.prog, env)
+	prog, err := p.compiled()
+	if err != nil {
+		return false, err
+	}
+	out, err := m.Run(prog, env)
 	if err != nil {
 		return false, runtimeErr(err)
 	}
@@ -249,7 +261,11 @@ func eval(m *vm.VM, p *program, env *Env) (bool, error) {
 
 // evalString runs a string program.
 func evalString(m *vm.VM, p *program, env *Env) (string, error) {
-	out, err := m.Run(p.prog, env)
+	prog, err := p.compiled()
+	if err != nil {
+		return "", err
+	}
+	out, err := m.Run(prog, env)
 	if err != nil {
 		return "", runtimeErr(err)
 	}

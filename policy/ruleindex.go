@@ -83,10 +83,7 @@ func newRuleIndex(rules []*rule) *ruleIndex {
 		} else {
 			x.wide = append(x.wide, r)
 		}
-		g, ok := guard{}, false
-		if r.when != nil {
-			g, ok = findGuard(r.when.prog.Node())
-		}
+		g, ok := r.guard, r.guarded
 		s := -1
 		if ok && g.kind != guardPaths {
 			var seen bool

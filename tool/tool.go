@@ -3,6 +3,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -18,10 +19,16 @@ const (
 	TierPrivileged    Tier = "privileged"
 )
 
-// Valid reports whether t is one of the three tiers.
-func (t Tier) Valid() bool {
-	return t == TierReadOnly || t == TierSideEffecting || t == TierPrivileged
-}
+// tiers is every Tier, least harm first. It is the one list: the schemas
+// and the docs that name the tiers are held to it by tests
+// (docs/architecture.md, "Closed sets").
+var tiers = []Tier{TierReadOnly, TierSideEffecting, TierPrivileged}
+
+// Tiers returns every Tier, least harm first.
+func Tiers() []Tier { return slices.Clone(tiers) }
+
+// Valid reports whether t is one of the tiers.
+func (t Tier) Valid() bool { return slices.Contains(tiers, t) }
 
 // Spec describes a tool to the model and to the kernel.
 type Spec struct {

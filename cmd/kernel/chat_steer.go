@@ -112,7 +112,7 @@ func (c *chat) followUps(ctx context.Context, sigs chan os.Signal) {
 			return
 		}
 		c.r.note("› %s", clip(text, 70))
-		c.turn(ctx, sigs, func(rctx context.Context) (*kernel.RunResult, error) {
+		c.run(ctx, sigs, func(rctx context.Context) (*kernel.RunResult, error) {
 			return c.k.Run(rctx, c.sid, text)
 		})
 	}

@@ -30,7 +30,8 @@ const chatHelp = `Type a prompt and press Enter. Commands:
   /cancel ID      cancel a queued message before it is delivered
   /help           this text
   /quit           leave (Ctrl-D too)
-Ctrl-C cancels the running turn and keeps you in the chat.
+Ctrl-C cancels the current run (the answer to your last prompt) and keeps
+you in the chat.
 Typing while the agent works queues your message: it is delivered after the
 current tool round, before the next model call (or runs next if the run ends).`
 
@@ -73,7 +74,7 @@ type chat struct {
 }
 
 func (c *chat) loop(ctx context.Context) error {
-	// Ctrl-C cancels the current turn only; the chat's own signal handling
+	// Ctrl-C cancels the current run only; the chat's own signal handling
 	// replaces the CLI's (see command.ownSignals).
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -146,7 +147,7 @@ func (c *chat) loop(ctx context.Context) error {
 			}
 			continue
 		}
-		c.turn(ctx, sigs, func(rctx context.Context) (*kernel.RunResult, error) {
+		c.run(ctx, sigs, func(rctx context.Context) (*kernel.RunResult, error) {
 			return c.k.Run(rctx, c.sid, line)
 		})
 		c.followUps(ctx, sigs)
@@ -159,10 +160,11 @@ func (c *chat) prompt() {
 	}
 }
 
-// turn runs one run with its own context: Ctrl-C cancels it, and only it.
-func (c *chat) turn(ctx context.Context, sigs chan os.Signal, fn func(context.Context) (*kernel.RunResult, error)) {
-	// On a store replicas share, the turn holds the session's lease: fn
-	// runs c.k, the leased view, for the turn's length.
+// run runs one run (a prompt, or an approval that continues one) with its
+// own context: Ctrl-C cancels it, and only it.
+func (c *chat) run(ctx context.Context, sigs chan os.Signal, fn func(context.Context) (*kernel.RunResult, error)) {
+	// On a store replicas share, the run holds the session's lease: fn
+	// runs c.k, the leased view, for the run's length.
 	plain := c.k
 	lk, release, err := c.app.lease(ctx, plain, c.sid)
 	if err != nil {
@@ -176,7 +178,7 @@ func (c *chat) turn(ctx context.Context, sigs chan os.Signal, fn func(context.Co
 	go func() { // owned: ends when the run ends
 		select {
 		case <-sigs:
-			fmt.Fprintln(c.env.stderr, "\ncancelling this turn…")
+			fmt.Fprintln(c.env.stderr, "\ncancelling this run…")
 			cancel()
 		case <-done:
 		}
@@ -230,7 +232,7 @@ func (c *chat) command(ctx context.Context, sigs chan os.Signal, line string) (q
 				return false, err
 			}
 		}
-		c.turn(ctx, sigs, func(rctx context.Context) (*kernel.RunResult, error) {
+		c.run(ctx, sigs, func(rctx context.Context) (*kernel.RunResult, error) {
 			return c.k.Resolve(rctx, c.sid, approve, arg)
 		})
 	case "/usage":

@@ -12,9 +12,9 @@ import (
 // runFsck is `kernel sessions fsck [--repair] [ID...]`: one line per
 // session, then the damaged messages of each damaged one, then a summary.
 // It fails (exit 1) when damage is left unrepaired.
-func runFsck(ctx context.Context, env *cliEnv, bs *badger.Store, ids []string, repair bool) error {
+func runFsck(ctx context.Context, env *cliEnv, c kernel.StoreChecker, ids []string, repair bool) error {
 	stop := statusLine(env.stderr, "checking every stored value", nil)
-	rep, err := bs.Fsck(ctx, ids, repair)
+	rep, err := c.Fsck(ctx, ids, repair)
 	stop()
 	if rep != nil {
 		for _, f := range rep.Sessions {
@@ -22,7 +22,7 @@ func runFsck(ctx context.Context, env *cliEnv, bs *badger.Store, ids []string, r
 			case f.OK():
 				fmt.Fprintf(env.stdout, "ok       %s  %d messages\n", f.ID, f.Messages)
 				continue
-			case f.Repaired:
+			case !f.Unrepaired():
 				fmt.Fprintf(env.stdout, "repaired %s  %d messages, %d replaced by placeholders\n", f.ID, f.Messages, len(f.Damaged))
 			default:
 				fmt.Fprintf(env.stdout, "DAMAGED  %s  %d messages\n", f.ID, f.Messages)
@@ -41,6 +41,16 @@ func runFsck(ctx context.Context, env *cliEnv, bs *badger.Store, ids []string, r
 			for _, s := range seqs {
 				fmt.Fprintf(env.stdout, "         message %d: %s\n", s, f.Damaged[s])
 			}
+			for _, p := range f.Problems {
+				where, done := "session", ""
+				if p.Seq != 0 {
+					where = fmt.Sprintf("message %d", p.Seq)
+				}
+				if p.Repaired {
+					done = " (repaired)"
+				}
+				fmt.Fprintf(env.stdout, "         %s: %s%s\n", where, p.Text, done)
+			}
 		}
 		for _, q := range rep.Quarantined {
 			fmt.Fprintf(env.stderr, "quarantined copy of a damaged value log: %s\n", q)
@@ -49,10 +59,13 @@ func runFsck(ctx context.Context, env *cliEnv, bs *badger.Store, ids []string, r
 	if err != nil {
 		return err
 	}
-	bad := 0
+	bad, fixable := 0, 0
 	for _, f := range rep.Sessions {
-		if !f.OK() && !f.Repaired {
+		if f.Unrepaired() {
 			bad++
+			if len(f.Damaged) > 0 && !f.Repaired {
+				fixable++
+			}
 		}
 	}
 	fmt.Fprintf(env.stderr, "%d sessions checked, %d damaged", len(rep.Sessions), rep.Damaged())
@@ -60,11 +73,17 @@ func runFsck(ctx context.Context, env *cliEnv, bs *badger.Store, ids []string, r
 		fmt.Fprintf(env.stderr, ", %d repaired", rep.Damaged()-bad)
 	}
 	fmt.Fprintln(env.stderr)
-	if bad > 0 {
-		hint := "run `kernel sessions fsck --repair` to keep placeholders for the lost messages"
-		return exitError{code: 1, msg: fmt.Sprintf("%d damaged sessions; %s", bad, hint)}
+	if bad == 0 {
+		return nil
 	}
-	return nil
+	msg := fmt.Sprintf("%d damaged sessions", bad)
+	if fixable > 0 {
+		msg += "; run `kernel sessions fsck --repair` to keep placeholders for the lost messages"
+	}
+	if bad > fixable {
+		msg += "; a history that breaks the pairing of calls and results cannot be repaired in place: export the session, fix it by hand and import it, or remove it with `kernel sessions rm`"
+	}
+	return exitError{code: 1, msg: msg}
 }
 
 // statusText is a session's status for the session table, flagged when
@@ -76,10 +95,17 @@ func statusText(m kernel.SessionMeta) string {
 	return string(m.Status)
 }
 
+// spaceReclaimer is a store that can give the disk space of deleted
+// sessions back (badger's Reclaim); other stores need not.
+type spaceReclaimer interface {
+	Reclaim(ctx context.Context) (badger.ReclaimResult, error)
+	Dir() string
+}
+
 // reclaimSpace compacts the store after `sessions rm` and `sessions gc`
 // so the removed sessions' disk space comes back, and says how much.
 func reclaimSpace(ctx context.Context, env *cliEnv, st kernel.Store) {
-	bs, ok := st.(*badger.Store)
+	bs, ok := st.(spaceReclaimer)
 	if !ok {
 		return
 	}

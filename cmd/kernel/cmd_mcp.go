@@ -238,7 +238,13 @@ func (cfg *Config) mcpConfigs() ([]mcp.ServerConfig, error) {
 	}
 	for i, sc := range scs {
 		if err := sc.Validate(); err != nil {
-			return nil, &ConfigError{File: cfg.source(), Field: fmt.Sprintf("tools.mcp[%d]", i), Msg: err.Error()}
+			// The server's own error, placed in the file.
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				ce = &ConfigError{Err: err}
+			}
+			ce.File, ce.Field = cfg.source(), strings.TrimSuffix(fmt.Sprintf("tools.mcp[%d].%s", i, ce.Field), ".")
+			return nil, ce
 		}
 	}
 	return scs, nil

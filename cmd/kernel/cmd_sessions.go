@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,77 +17,71 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 )
 
-const sessionsUsage = `Usage: kernel sessions SUBCOMMAND [flags]
-
-  ls [--json]             list sessions: id, updated, status, turns, cost, title
-  show ID [--full|--json] a readable transcript (tool results folded unless --full);
-                          --context prints what the model sees next (after compaction)
-  compact ID              summarise the session's older history now (docs/context.md)
-  export ID [-o FILE]     the session as JSONL (schemas/session-export.schema.json)
-  import FILE             add an exported session (- reads stdin)
-  rm ID...                delete sessions
-  gc --older-than AGE     delete sessions not updated for AGE (30d, 12h, 90m)
-  fsck [--repair] [ID...] check every stored value's checksum, per session;
-                          --repair stores placeholders for lost messages
-
-Flags: --config FILE, --store DIR`
+// sessions is `kernel sessions`: a table of subcommands, each with its own
+// flags (group.go).
+var sessions = group{
+	name:   "sessions",
+	footer: "Flags: --config FILE, --store DIR",
+	subs: []subcmd{
+		{name: "ls", synopsis: "[--json]", summary: "list sessions: id, updated, status, turns, cost, title", flags: sessionsLs},
+		{name: "show", synopsis: "ID [--full|--json]", summary: "a readable transcript (tool results folded unless --full);\n--context prints what the model sees next (after compaction)",
+			args: "ID", need: 1, needs: "a session id", flags: sessionsShow},
+		{name: "compact", synopsis: "ID", summary: "summarise the session's older history now (docs/context.md)",
+			args: "ID", need: 1, needs: "a session id", flags: noFlags(sessionsCompact)},
+		{name: "export", synopsis: "ID [-o FILE]", summary: "the session as JSONL (schemas/session-export.schema.json)",
+			args: "ID", need: 1, needs: "a session id", flags: sessionsExport},
+		{name: "import", synopsis: "FILE", summary: "add an exported session (- reads stdin)",
+			args: "FILE", need: 1, needs: "a file (- for stdin)", flags: noFlags(sessionsImport)},
+		{name: "rm", synopsis: "ID...", summary: "delete sessions", args: "ID...", need: 1, needs: "one or more session ids", flags: noFlags(sessionsRm)},
+		{name: "gc", synopsis: "--older-than AGE", summary: "delete sessions not updated for AGE (30d, 12h, 90m)", flags: sessionsGC},
+		{name: "fsck", synopsis: "[--repair] [ID...]", summary: "check every stored value and the pairing of calls and\nresults, per session; --repair stores placeholders for lost messages",
+			args: "[ID...]", flags: sessionsFsck},
+	},
+}
 
 func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
-	sub, args, fs, cf, ok := subcommand("sessions", sessionsUsage, args, env)
-	if !ok {
-		return nil
-	}
-	full := fs.Bool("full", false, "show: print tool results and arguments in full")
-	showContext := fs.Bool("context", false, "show: print the messages of the next request, as compacted")
-	out := fs.String("o", "", "export: write to `FILE` instead of stdout")
-	olderThan := fs.String("older-than", "", "gc: delete sessions not updated for this `AGE` (e.g. 30d)")
-	asJSON := fs.Bool("json", false, "ls, show: print JSON instead of text")
-	repair := fs.Bool("repair", false, "fsck: replace damaged messages with placeholders for good")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
+	return sessions.run(ctx, args, env)
+}
+
+// openSessions loads the configuration and opens its store, read-only
+// when asked, for a sessions subcommand; close the app when done.
+func openSessions(cf *commonFlags, env *cliEnv, readOnly bool) (*app, error) {
 	cfg, err := cf.load()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	need := func(n int, what string) error {
-		if len(pos) < n {
-			return exitError{code: 2, msg: "sessions " + sub + " needs " + what}
-		}
-		return nil
-	}
-	switch sub {
-	case "show", "export", "compact":
-		err = need(1, "a session id")
-	case "import":
-		err = need(1, "a file (- for stdin)")
-	case "rm":
-		err = need(1, "one or more session ids")
-	case "gc":
-		if *olderThan == "" {
-			err = exitError{code: 2, msg: "sessions gc needs --older-than AGE (e.g. 30d)"}
-		}
-	case "ls", "fsck":
-	default:
-		fmt.Fprintln(env.stderr, sessionsUsage)
-		err = exitError{code: 2, msg: fmt.Sprintf("unknown sessions subcommand %q", sub)}
-	}
-	if err != nil {
-		return err
-	}
-	if sub == "compact" {
-		return compactSession(ctx, cf, env, pos[0])
-	}
-	a := &app{cfg: cfg}
-	a.log = newLogger(env.stderr)
-	readOnly := sub == "ls" || sub == "show" || sub == "export"
+	a := &app{cfg: cfg, log: newLogger(env.stderr)}
 	if err := a.openStore(readOnly); err != nil {
-		return err
+		return nil, err
 	}
-	defer a.Close()
-	switch sub {
-	case "ls":
+	return a, nil
+}
+
+// openCapability opens the store as openSessions does and returns it as
+// the optional capability T (kernel/store.go), or an error saying that
+// this store cannot do what; close the app when done.
+func openCapability[T any](cf *commonFlags, env *cliEnv, readOnly bool, what string) (*app, T, error) {
+	var c T
+	a, err := openSessions(cf, env, readOnly)
+	if err != nil {
+		return nil, c, err
+	}
+	c, ok := a.store.(T)
+	if !ok {
+		a.Close()
+		return nil, c, fmt.Errorf("this store cannot %s", what)
+	}
+	return a, c, nil
+}
+
+func sessionsLs(fs *flag.FlagSet) subRun {
+	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	return func(ctx context.Context, cf *commonFlags, env *cliEnv, _ []string) error {
+		a, err := openSessions(cf, env, true)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
 		list, err := a.store.List(ctx)
 		if err != nil {
 			return err
@@ -101,29 +96,51 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 		}
 		writeSessionTable(env.stdout, list, "")
 		return nil
-	case "show":
+	}
+}
+
+func sessionsShow(fs *flag.FlagSet) subRun {
+	full := fs.Bool("full", false, "print tool results and arguments in full")
+	showContext := fs.Bool("context", false, "print the messages of the next request, as compacted")
+	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	return func(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
+		a, err := openSessions(cf, env, true)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
 		s, err := a.store.Load(ctx, pos[0])
 		if err != nil {
 			return err
 		}
 		_ = a.Close() // let go of the store before printing (a pager may wait)
 		if *showContext {
-			return writeContext(env.stdout, s, cfg.SystemPrompt, *full)
+			return writeContext(env.stdout, s, a.cfg.SystemPrompt, *full)
 		}
 		if *asJSON {
 			return writeJSON(env, sessionJSON(s))
 		}
 		writeTranscript(env.stdout, s, *full)
 		return nil
-	case "export":
-		bs, ok := a.store.(*badger.Store)
-		if !ok {
-			return errors.New("export needs the badger store")
+	}
+}
+
+func sessionsCompact(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
+	return compactSession(ctx, cf, env, pos[0])
+}
+
+func sessionsExport(fs *flag.FlagSet) subRun {
+	out := fs.String("o", "", "write to `FILE` instead of stdout")
+	return func(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
+		a, ex, err := openCapability[kernel.SessionExporter](cf, env, true, "export sessions")
+		if err != nil {
+			return err
 		}
+		defer a.Close()
 		var buf bytes.Buffer
 		var moved progress.Counter
 		stop := statusLine(env.stderr, "exporting session "+pos[0], &moved)
-		err := bs.Export(ctx, pos[0], moved.Writer(&buf))
+		err = ex.Export(ctx, pos[0], moved.Writer(&buf))
 		stop()
 		if err != nil {
 			return err
@@ -134,55 +151,70 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 			return err
 		}
 		return writePrivateFile(*out, buf.Bytes())
-	case "import":
-		bs, ok := a.store.(*badger.Store)
-		if !ok {
-			return errors.New("import needs the badger store")
-		}
-		var r io.Reader = env.stdin
-		if pos[0] != "-" {
-			f, err := os.Open(pos[0])
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			r = f
-		}
-		var moved progress.Counter
-		stop := statusLine(env.stderr, "importing "+pos[0], &moved)
-		id, err := bs.Import(ctx, moved.Reader(r))
-		stop()
+	}
+}
+
+func sessionsImport(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
+	a, im, err := openCapability[kernel.SessionImporter](cf, env, false, "import sessions")
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	var r io.Reader = env.stdin
+	if pos[0] != "-" {
+		f, err := os.Open(pos[0])
 		if err != nil {
-			return fmt.Errorf("import %s: %w", pos[0], err)
+			return err
 		}
-		fmt.Fprintln(env.stdout, id)
-		return nil
-	case "rm":
-		d, ok := a.store.(kernel.SessionDeleter)
-		if !ok {
-			return errors.New("this store cannot delete sessions")
+		defer f.Close()
+		r = f
+	}
+	var moved progress.Counter
+	stop := statusLine(env.stderr, "importing "+pos[0], &moved)
+	id, err := im.Import(ctx, moved.Reader(r))
+	stop()
+	if err != nil {
+		return fmt.Errorf("import %s: %w", pos[0], err)
+	}
+	fmt.Fprintln(env.stdout, id)
+	return nil
+}
+
+func sessionsRm(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
+	a, d, err := openCapability[kernel.SessionDeleter](cf, env, false, "delete sessions")
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	var errs []error
+	for _, id := range pos {
+		if err := d.Delete(ctx, id); err != nil {
+			errs = append(errs, err)
+			continue
 		}
-		var errs []error
-		for _, id := range pos {
-			if err := d.Delete(ctx, id); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			fmt.Fprintln(env.stdout, "removed", id)
+		fmt.Fprintln(env.stdout, "removed", id)
+	}
+	reclaimSpace(ctx, env, a.store)
+	return errors.Join(errs...)
+}
+
+func sessionsGC(fs *flag.FlagSet) subRun {
+	olderThan := fs.String("older-than", "", "delete sessions not updated for this `AGE` (e.g. 30d)")
+	return func(ctx context.Context, cf *commonFlags, env *cliEnv, _ []string) error {
+		if *olderThan == "" {
+			return usageError("sessions gc needs --older-than AGE (e.g. 30d)")
 		}
-		reclaimSpace(ctx, env, a.store)
-		return errors.Join(errs...)
-	case "gc":
 		age, err := badger.ParseAge(*olderThan)
 		if err != nil {
 			return fmt.Errorf("--older-than: %w", err)
 		}
-		bs, ok := a.store.(*badger.Store)
-		if !ok {
-			return errors.New("gc needs the badger store")
+		a, gc, err := openCapability[kernel.SessionCollector](cf, env, false, "collect old sessions")
+		if err != nil {
+			return err
 		}
+		defer a.Close()
 		stop := statusLine(env.stderr, "removing the sessions not updated for "+*olderThan, nil)
-		removed, err := bs.GC(ctx, age)
+		removed, err := gc.GC(ctx, age)
 		stop()
 		for _, id := range removed {
 			fmt.Fprintln(env.stdout, "removed", id)
@@ -192,14 +224,19 @@ func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
 			reclaimSpace(ctx, env, a.store)
 		}
 		return err
-	case "fsck":
-		bs, ok := a.store.(*badger.Store)
-		if !ok {
-			return errors.New("fsck needs the badger store")
-		}
-		return runFsck(ctx, env, bs, pos, *repair)
 	}
-	return fmt.Errorf("sessions %s: not implemented", sub)
+}
+
+func sessionsFsck(fs *flag.FlagSet) subRun {
+	repair := fs.Bool("repair", false, "replace damaged messages with placeholders for good")
+	return func(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
+		a, c, err := openCapability[kernel.StoreChecker](cf, env, false, "check its sessions")
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		return runFsck(ctx, env, c, pos, *repair)
+	}
 }
 
 // writeTranscript prints a session for a person: each message numbered,

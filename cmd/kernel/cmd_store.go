@@ -11,7 +11,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
 )
 
-const storeUsage = `Usage: kernel store migrate               create or upgrade the PostgreSQL schema (store.kind postgres)
+const storeUsage = `Usage: kernel store migrate               create or upgrade the PostgreSQL schema (store.driver postgres)
        kernel store copy --to FILE [ID...]  copy sessions into the store another configuration names
 
 migrate applies the schema changes this kernel knows to the database
@@ -80,7 +80,7 @@ func storeMigrate(ctx context.Context, cfg *Config, env *cliEnv) error {
 		if kind == "" {
 			kind = "badger"
 		}
-		return usageError("store migrate is for the postgres store; %s keeps sessions in %s (store.kind), which needs no migration", cfg.source(), kind)
+		return usageError("store migrate is for the postgres store; %s keeps sessions in %s (store.driver), which needs no migration", cfg.source(), kind)
 	}
 	dsn, err := sc.postgresDSN(cfg)
 	if err != nil {

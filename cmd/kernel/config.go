@@ -239,13 +239,13 @@ func (cfg *Config) layer(name, dir string, data []byte) error {
 
 // validateNode checks a YAML document against a JSON Schema and reports the
 // first violations with their line and column.
-func validateNode(name string, root *yaml.Node, schema *schema.Schema) error {
+func validateNode(name string, root *yaml.Node, s *schema.Schema) error {
 	inst, err := config.Instance(name, root)
 	if err != nil {
 		return err
 	}
-	verr := schema.Validate(inst)
-	probs := kernel.SchemaProblems(verr)
+	verr := s.Validate(inst)
+	probs := schema.Problems(verr)
 	if probs == nil {
 		return verr
 	}

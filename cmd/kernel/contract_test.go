@@ -264,7 +264,7 @@ func TestScriptedRunIsNotLabelledAsOpenAI(t *testing.T) {
 func TestQuietPrintsOnlyTheAnswer(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "s.yaml")
-	os.WriteFile(script, []byte("steps:\n  - text: \"Let me look first.\"\n    tool_calls:\n      - {name: list_dir, args: {path: .}}\n  - text: \"The answer.\"\n"), 0o600)
+	os.WriteFile(script, []byte("turns:\n  - text: \"Let me look first.\"\n    tool_calls:\n      - {name: list_dir, args: {path: .}}\n  - text: \"The answer.\"\n"), 0o600)
 	code, out, stderr, msg := status(t, "run", "--quiet", "--script", script, "--workspace", dir, "--store", filepath.Join(dir, "store"), "hi")
 	if code != 0 {
 		t.Fatalf("exit %d %s\n%s", code, msg, stderr)

@@ -52,3 +52,27 @@ func TestRunWarnsDeprecatedNames(t *testing.T) {
 		}
 	}
 }
+
+// A script written with the old "steps:" runs, and the kernel warns with
+// its file:line:col and the name to write; one with "turns:" is quiet.
+func TestRunWarnsDeprecatedScriptSteps(t *testing.T) {
+	dir := t.TempDir()
+	old, now := filepath.Join(dir, "old.yaml"), filepath.Join(dir, "new.yaml")
+	if err := os.WriteFile(old, []byte("# written before turns\nsteps:\n  - text: hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(now, []byte("turns:\n  - text: hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := cli(t, "run", "--script", old, "--store", t.TempDir(), "hi")
+	if err != nil || !strings.Contains(out, "hello") {
+		t.Fatalf("run: %v\nstdout %s\nstderr %s", err, out, errOut)
+	}
+	if want := "script uses a deprecated name: problem=\"" + old + ":2:1: steps is deprecated: write turns\""; !strings.Contains(errOut, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errOut)
+	}
+	out, errOut, err = cli(t, "run", "--script", now, "--store", t.TempDir(), "hi")
+	if err != nil || !strings.Contains(out, "hello") || strings.Contains(errOut, "deprecated") {
+		t.Fatalf("run with turns: %v\nstdout %s\nstderr %s", err, out, errOut)
+	}
+}

@@ -58,7 +58,7 @@ func newCluster(t testing.TB, script, policy string, ttl time.Duration) *cluster
 	os.MkdirAll(filepath.Join(c.dir, "ws"), 0o755)
 	os.WriteFile(filepath.Join(c.dir, "ws", "notes.txt"), []byte("hello\n"), 0o644)
 	write("script.yaml", script)
-	cfg := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\nstore: {kind: postgres, dsn_env: AK_TEST_DSN}\n" +
+	cfg := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\nstore: {driver: postgres, dsn_env: AK_TEST_DSN}\n" +
 		"tools:\n  builtin:\n    enable: [read_file, write_file, list_dir, run_command]\n"
 	if policy != "" {
 		write("policy.yaml", policy)
@@ -526,7 +526,7 @@ func TestStoreCopy(t *testing.T) {
 	src, back := filepath.Join(dir, "src"), filepath.Join(dir, "back")
 	t.Setenv("AK_COPY_DSN", pgtest.Shared(t).Migrated(t))
 	pg := filepath.Join(dir, "pg.yaml")
-	os.WriteFile(pg, []byte("store: {kind: postgres, dsn_env: AK_COPY_DSN}\n"), 0o600)
+	os.WriteFile(pg, []byte("store: {driver: postgres, dsn_env: AK_COPY_DSN}\n"), 0o600)
 	golden := "../../kernel/store/badger/testdata/export.golden.jsonl"
 	const goldenID = "06h06p6rta3zzj1h"
 	if _, errOut, err := cli(t, "sessions", "import", golden, "--store", src); err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
 
-	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 	"github.com/agentkernel/agentkernel/kernel/store/memory"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
@@ -20,8 +19,11 @@ import (
 
 // StoreConfig is the store section of kernel.yaml.
 type StoreConfig struct {
-	// Kind is badger (default: sessions on disk), memory (gone at exit)
-	// or postgres (a database several kernel serve replicas share).
+	// Driver is badger (default: sessions on disk), memory (gone at
+	// exit) or postgres (a database several kernel serve replicas share).
+	Driver string `yaml:"driver"`
+	// Kind is Driver's first spelling, still accepted; storeConfig folds
+	// it into Kind, which the rest of the code reads.
 	Kind string `yaml:"kind"`
 	// Dir is the Badger directory (default $XDG_DATA_HOME/agentkernel).
 	Dir            string `yaml:"dir"`
@@ -43,9 +45,15 @@ func (cfg *Config) storeConfig() (StoreConfig, error) {
 	if err := cfg.section("store", &cfg.Store, &sc); err != nil {
 		return sc, err
 	}
+	if sc.Driver != "" {
+		if sc.Kind != "" && sc.Kind != sc.Driver {
+			return sc, fmt.Errorf("%s: store.driver is %q but store.kind is %q: they are one setting (kind is its older name); keep driver", cfg.source(), sc.Driver, sc.Kind)
+		}
+		sc.Kind = sc.Driver
+	}
 	if cfg.storeDir != "" {
 		if sc.Kind == "postgres" {
-			return sc, usageError("--store %s names a Badger directory, but %s keeps sessions in PostgreSQL (store.kind postgres): drop --store", cfg.storeDir, cfg.source())
+			return sc, usageError("--store %s names a Badger directory, but %s keeps sessions in PostgreSQL (store.driver postgres): drop --store", cfg.storeDir, cfg.source())
 		}
 		sc.Dir = cfg.storeDir
 	}
@@ -150,14 +158,18 @@ func decodeNode(n *yaml.Node, v any) error {
 	return n.Decode(v)
 }
 
-var _ kernel.Store = (*badger.Store)(nil)
+// spaceChecker is a store on a volume that can fill up (badger's
+// CheckSpace); other stores need not be.
+type spaceChecker interface {
+	CheckSpace(step int64) error
+}
 
 // requireStoreSpace fails when the store's volume cannot hold one step
 // (1 MiB on top of the store's reserve): before a run announces its
 // session.
 func (a *app) requireStoreSpace() error {
-	if bs, ok := a.store.(*badger.Store); ok {
-		return bs.CheckSpace(1 << 20)
+	if sc, ok := a.store.(spaceChecker); ok {
+		return sc.CheckSpace(1 << 20)
 	}
 	return nil
 }

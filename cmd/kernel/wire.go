@@ -284,11 +284,18 @@ func (a *app) provider() (kernel.Provider, error) {
 	switch m.Provider {
 	case "scripted":
 		if m.Script == "" {
-			return nil, &ConfigError{File: a.cfg.source(), Field: "model.script", Msg: "the scripted provider needs a script file (--script FILE)"}
+			return nil, &ConfigError{File: a.cfg.source(), Field: "model.script", Err: errors.New("the scripted provider needs a script file (--script FILE)")}
 		}
 		s, err := scripted.Load(a.cfg.path(m.Script))
 		if err != nil {
 			return nil, err
+		}
+		// Old names still work for one release; say so, as for a
+		// policy's (policy.go).
+		for _, d := range s.Deprecated() {
+			if a.log != nil {
+				a.log.Warn("script uses a deprecated name", "problem", d)
+			}
 		}
 		ms, err := a.model()
 		if err != nil {
@@ -306,7 +313,7 @@ func (a *app) provider() (kernel.Provider, error) {
 		}
 		return openai.New(oc)
 	}
-	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Msg: fmt.Sprintf("unknown provider %q (want openai or scripted)", m.Provider)}
+	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Err: fmt.Errorf("unknown provider %q (want openai or scripted)", m.Provider)}
 }
 
 // kernel builds the kernel around prov, sending events to onEvent.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -72,7 +73,7 @@ func (d *Decoder) Errorf(n *yaml.Node, where, format string, a ...any) {
 		d.Report(n, where, msg)
 		return
 	}
-	d.Errors = append(d.Errors, &Error{File: d.File, Line: n.Line, Column: n.Column, Field: where, Msg: msg})
+	d.Errors = append(d.Errors, &Error{File: d.File, Line: n.Line, Column: n.Column, Field: where, Err: errors.New(msg)})
 }
 
 // Resolve follows aliases; nil for a chain too long.

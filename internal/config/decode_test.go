@@ -79,7 +79,7 @@ func TestDecoder(t *testing.T) {
 	d.Decode(doc.Content[0], reflect.ValueOf(&v).Elem(), "")
 	found := false
 	for _, e := range d.Errors {
-		found = found || strings.Contains(e.Msg, "expands to more than")
+		found = found || strings.Contains(e.Err.Error(), "expands to more than")
 	}
 	if !found {
 		t.Errorf("alias bomb not stopped: %v", d.Errors)

@@ -11,28 +11,55 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Error is a configuration problem with its place: the file, the 1-based
-// line and column when known, and the field as a dotted path with [i] for
-// list items ("tools.plugins[0].sha256").
+// Error is a configuration problem with its place, and the one error type
+// of every package that checks configuration (the CLI's config, hooks,
+// subprocess plugins, MCP servers; each calls it ConfigError). The place
+// is whatever is known of: the file, with the 1-based line and column; the
+// entry, by Kind and Name (hook "a", plugin "git", mcp server "fs"); and
+// the field, a dotted path with [i] for list items, from the root of the
+// configuration ("tools.plugins[0].sha256", "hooks.rules[1].match") or,
+// under an entry, from the entry ("restart.backoff"). Err is what is
+// wrong; errors.Is and errors.As see through it. Why one type:
+// RATIONALE.md, "One ConfigError".
 type Error struct {
 	File   string
 	Line   int
 	Column int
+	Kind   string
+	Name   string
 	Field  string
-	Msg    string
+	Err    error
 }
 
+// Error renders "file:line:col: kind "name": field: what is wrong", leaving
+// out what is not known (the kind too when there is no name).
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
+		}
+		b.WriteString(": ")
+	}
+	if e.Kind != "" && e.Name != "" {
+		fmt.Fprintf(&b, "%s %q: ", e.Kind, e.Name)
 	}
 	if e.Field != "" {
-		b.WriteString(": " + e.Field)
+		b.WriteString(e.Field + ": ")
 	}
-	b.WriteString(": " + e.Msg)
+	if e.Err != nil {
+		b.WriteString(e.Err.Error())
+	}
 	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error about field, its Err made as fmt.Errorf makes
+// it (%w wraps). The caller sets the rest of the place it knows.
+func Errorf(field, format string, a ...any) *Error {
+	return &Error{Field: field, Err: fmt.Errorf(format, a...)}
 }
 
 // YAMLError turns an error of yaml.v3 (a syntax error, or the first of a
@@ -48,11 +75,11 @@ func YAMLError(file string, err error) error {
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if i := strings.IndexByte(rest, ':'); i > 0 {
 			if line, err := strconv.Atoi(rest[:i]); err == nil {
-				return &Error{File: file, Line: line, Column: 1, Msg: strings.TrimSpace(rest[i+1:])}
+				return &Error{File: file, Line: line, Column: 1, Err: errors.New(strings.TrimSpace(rest[i+1:]))}
 			}
 		}
 	}
-	return &Error{File: file, Msg: msg}
+	return &Error{File: file, Err: errors.New(msg)}
 }
 
 // A Problem is one violation a JSON Schema validator found: the JSON
@@ -81,7 +108,7 @@ func Locate(file, schema string, root *yaml.Node, probs []Problem) error {
 				msg = "unknown field (check the spelling; see schemas/" + schema + ")"
 			}
 		}
-		e := &Error{File: file, Field: FieldName(ptr), Msg: msg}
+		e := &Error{File: file, Field: FieldName(ptr), Err: errors.New(msg)}
 		if n := NodeAt(root, ptr); n != nil {
 			e.Line, e.Column = n.Line, n.Column
 		}
@@ -196,13 +223,13 @@ func Instance(file string, root *yaml.Node) (any, error) {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, &Error{File: file, Msg: "not representable as JSON: " + err.Error()}
+		return nil, &Error{File: file, Err: fmt.Errorf("not representable as JSON: %w", err)}
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var inst any
 	if err := dec.Decode(&inst); err != nil {
-		return nil, &Error{File: file, Msg: err.Error()}
+		return nil, &Error{File: file, Err: err}
 	}
 	return inst, nil
 }

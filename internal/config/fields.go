@@ -5,21 +5,6 @@ import (
 	"regexp"
 )
 
-// FieldError is a problem with one field of a configuration entry, before
-// the caller says which entry and file: Field is relative to the entry
-// ("env[2]", "restart.backoff").
-type FieldError struct {
-	Field string
-	Msg   string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
-
-// FieldErrorf returns a *FieldError.
-func FieldErrorf(field, format string, a ...any) *FieldError {
-	return &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)}
-}
-
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ValidEnvName reports whether s is an environment variable name.
@@ -29,17 +14,17 @@ func ValidEnvName(s string) bool { return envNameRE.MatchString(s) }
 // (field is its name, "env"): names only, each once, none that reserved
 // refuses (reserved returns why, or "" for a name the process may get;
 // nil reserves nothing).
-func CheckEnvList(field string, names []string, reserved func(string) string) *FieldError {
+func CheckEnvList(field string, names []string, reserved func(string) string) *Error {
 	seen := map[string]bool{}
 	for i, n := range names {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		switch {
 		case !ValidEnvName(n):
-			return FieldErrorf(f, "%q is not an environment variable name (list names only, not NAME=value)", n)
+			return Errorf(f, "%q is not an environment variable name (list names only, not NAME=value)", n)
 		case reserved != nil && reserved(n) != "":
-			return FieldErrorf(f, "%q is reserved for %s", n, reserved(n))
+			return Errorf(f, "%q is reserved for %s", n, reserved(n))
 		case seen[n]:
-			return FieldErrorf(f, "%q is listed twice", n)
+			return Errorf(f, "%q is listed twice", n)
 		}
 		seen[n] = true
 	}

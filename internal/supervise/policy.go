@@ -30,14 +30,14 @@ const (
 
 // Normalize checks r (a problem names its field under restart) and
 // returns it with the defaults filled in.
-func (r RestartPolicy) Normalize() (RestartPolicy, *config.FieldError) {
+func (r RestartPolicy) Normalize() (RestartPolicy, *config.Error) {
 	switch {
 	case r.MaxCrashes < 0:
-		return r, config.FieldErrorf("restart.max_crashes", "must not be negative")
+		return r, config.Errorf("restart.max_crashes", "must not be negative")
 	case r.Backoff < 0:
-		return r, config.FieldErrorf("restart.backoff", "must not be negative")
+		return r, config.Errorf("restart.backoff", "must not be negative")
 	case r.Cooldown < 0:
-		return r, config.FieldErrorf("restart.cooldown", "must not be negative")
+		return r, config.Errorf("restart.cooldown", "must not be negative")
 	}
 	config.Default(&r.MaxCrashes, DefaultMaxCrashes)
 	config.Default(&r.Backoff, config.Duration(DefaultBackoff))

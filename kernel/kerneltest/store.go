@@ -1,10 +1,12 @@
 package kerneltest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -246,6 +248,95 @@ func TestStore(t *testing.T, open func(t *testing.T) kernel.Store) {
 			t.Fatalf("second Delete = %v, want ErrSessionNotFound", err)
 		}
 	})
+
+	testOptional(t, open, t0)
+}
+
+// testOptional checks the optional capabilities (kernel/store.go) the
+// store has; a capability it lacks is not tested.
+func testOptional(t *testing.T, open func(t *testing.T) kernel.Store, t0 time.Time) {
+	ctx := context.Background()
+	probe := open(t)
+	if _, ok := probe.(kernel.SessionExporter); ok {
+		t.Run("ExportImport", func(t *testing.T) {
+			src := open(t)
+			meta := kernel.SessionMeta{ID: "s1", Title: "hello", Model: "m", Status: kernel.StatusAwaitingApproval, Created: t0, Updated: t0,
+				Runs: 1, Turns: 2, Labels: map[string]string{"team": "infra"}}
+			msgs := sampleMessages(t0)[:2] // the assistant's calls wait for results
+			pending := &kernel.Approval{ID: "a1", SessionID: "s1", Call: msgs[1].ToolCalls[1], Args: []byte(`{}`), Created: t0, Expires: t0.Add(time.Hour)}
+			mustCommit(t, src, "s1", kernel.Step{Messages: msgs, Meta: meta, Pending: pending})
+			var buf bytes.Buffer
+			if err := src.(kernel.SessionExporter).Export(ctx, "s1", &buf); err != nil {
+				t.Fatal(err)
+			}
+			dst := open(t)
+			im, ok := dst.(kernel.SessionImporter)
+			if !ok {
+				t.Fatal("the store exports sessions but cannot import them (kernel.SessionImporter)")
+			}
+			if _, err := im.Import(ctx, strings.NewReader("{not an export\n")); err == nil {
+				t.Fatal("Import accepted a file that is not an export")
+			}
+			id, err := im.Import(ctx, bytes.NewReader(buf.Bytes()))
+			if err != nil || id != "s1" {
+				t.Fatalf("Import = %q, %v", id, err)
+			}
+			want, err := src.Load(ctx, "s1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := dst.Load(ctx, "s1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(normalize(got.Messages), normalize(want.Messages)) || !reflect.DeepEqual(normalizeMeta(got.Meta), normalizeMeta(want.Meta)) {
+				t.Fatalf("imported session differs:\n got %+v\nwant %+v", got, want)
+			}
+			if got.Pending == nil || !reflect.DeepEqual(normalizeApproval(*got.Pending), normalizeApproval(*want.Pending)) {
+				t.Fatalf("imported pending approval %+v, want %+v", got.Pending, want.Pending)
+			}
+			if _, err := im.Import(ctx, bytes.NewReader(buf.Bytes())); err == nil {
+				t.Fatal("a second Import of the same session succeeded")
+			}
+		})
+	}
+	if _, ok := probe.(kernel.SessionCollector); ok {
+		t.Run("Collect", func(t *testing.T) {
+			s := open(t)
+			now := time.Now()
+			mustCommit(t, s, "old", kernel.Step{Messages: sampleMessages(t0)[:1], Meta: kernel.SessionMeta{ID: "old", Created: now.Add(-72 * time.Hour), Updated: now.Add(-48 * time.Hour)}})
+			mustCommit(t, s, "new", kernel.Step{Messages: sampleMessages(t0)[:1], Meta: kernel.SessionMeta{ID: "new", Created: now, Updated: now}})
+			removed, err := s.(kernel.SessionCollector).GC(ctx, 24*time.Hour)
+			if err != nil || !reflect.DeepEqual(removed, []string{"old"}) {
+				t.Fatalf("GC(24h) = %v, %v; want [old]", removed, err)
+			}
+			if _, err := s.Load(ctx, "old"); !errors.Is(err, kernel.ErrSessionNotFound) {
+				t.Fatalf("Load after GC = %v, want ErrSessionNotFound", err)
+			}
+			if _, err := s.Load(ctx, "new"); err != nil {
+				t.Fatalf("GC removed a recent session: %v", err)
+			}
+		})
+	}
+	if _, ok := probe.(kernel.StoreChecker); ok {
+		t.Run("Check", func(t *testing.T) {
+			s := open(t)
+			mustCommit(t, s, "s1", kernel.Step{Messages: sampleMessages(t0)})
+			mustCommit(t, s, "s2", kernel.Step{Messages: sampleMessages(t0)[:1]})
+			rep, err := s.(kernel.StoreChecker).Fsck(ctx, nil, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Sessions) != 2 || rep.Damaged() != 0 {
+				t.Fatalf("Fsck of a healthy store: %+v", rep)
+			}
+			for _, f := range rep.Sessions {
+				if want := map[string]int{"s1": len(sampleMessages(t0)), "s2": 1}[f.ID]; f.Messages != want || !f.OK() {
+					t.Errorf("Fsck session %+v, want %d messages, no damage", f, want)
+				}
+			}
+		})
+	}
 }
 
 func mustCommit(t *testing.T, s kernel.Store, id string, step kernel.Step) {

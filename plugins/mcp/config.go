@@ -14,6 +14,7 @@ import (
 	"github.com/agentkernel/agentkernel/internal/config/names"
 	"github.com/agentkernel/agentkernel/internal/supervise"
 	"github.com/agentkernel/agentkernel/kernel"
+	toolpkg "github.com/agentkernel/agentkernel/tool"
 )
 
 // ServerConfig configures one MCP server: an entry of the tools.mcp list in
@@ -78,15 +79,23 @@ const (
 
 var envRefRE = regexp.MustCompile(`\$\{env:([^}]*)\}`)
 
-// ConfigError is a problem in one server's configuration.
-type ConfigError struct {
-	Server string
-	Field  string
-	Msg    string
+// ConfigError is a problem in one server's configuration (internal/config's
+// Error, the kernel's one configuration error): Kind "mcp server", Name
+// the server's name, Field the field under the server.
+type ConfigError = config.Error
+
+// tierNames lists the tiers (tool.Tiers) for messages.
+func tierNames() string {
+	var names []string
+	for _, t := range toolpkg.Tiers() {
+		names = append(names, string(t))
+	}
+	return strings.Join(names, ", ")
 }
 
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("mcp server %q: %s: %s", e.Server, e.Field, e.Msg)
+// serverError is a *ConfigError about field of the server called name.
+func serverError(name, field string, err error) *ConfigError {
+	return &ConfigError{Kind: "mcp server", Name: name, Field: field, Err: err}
 }
 
 // Validate checks c without starting anything.
@@ -106,7 +115,7 @@ func (c ServerConfig) Normalize(workspace string) (ServerConfig, error) {
 // expanded.
 func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 	bad := func(field, format string, args ...any) (ServerConfig, error) {
-		return ServerConfig{}, &ConfigError{Server: c.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+		return ServerConfig{}, serverError(c.Name, field, fmt.Errorf(format, args...))
 	}
 	if err := names.Namespace.Check(c.Name); err != nil {
 		return bad("name", "%v", err)
@@ -142,18 +151,18 @@ func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 		}
 	}
 	if fe := config.CheckEnvList("env", c.Env, nil); fe != nil {
-		return bad(fe.Field, "%s", fe.Msg)
+		return bad(fe.Field, "%w", fe.Err)
 	}
 	for name, t := range c.Tiers {
 		if !t.Valid() {
-			return bad("tiers."+name, "%q is not one of read_only, side_effecting, privileged", t)
+			return bad("tiers."+name, "%q is not one of %s", t, tierNames())
 		}
 	}
 	switch {
 	case c.DefaultTier == "":
 		c.DefaultTier = DefaultTier
 	case !c.DefaultTier.Valid():
-		return bad("default_tier", "%q is not one of read_only, side_effecting, privileged", c.DefaultTier)
+		return bad("default_tier", "%q is not one of %s", c.DefaultTier, tierNames())
 	}
 	switch {
 	case c.Timeout < 0:
@@ -170,7 +179,7 @@ func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 	config.Default(&c.MaxSchemaBytes, DefaultMaxSchemaBytes)
 	r, fe := c.Restart.Normalize()
 	if fe != nil {
-		return bad(fe.Field, "%s", fe.Msg)
+		return bad(fe.Field, "%w", fe.Err)
 	}
 	c.Restart = r
 	if workspace != "" {
@@ -213,7 +222,7 @@ func (c ServerConfig) headers() (map[string]string, error) {
 			return val
 		})
 		if missing != "" {
-			return nil, &ConfigError{Server: c.Name, Field: "headers." + k, Msg: fmt.Sprintf("environment variable %s is not set", missing)}
+			return nil, serverError(c.Name, "headers."+k, fmt.Errorf("environment variable %s is not set", missing))
 		}
 	}
 	return out, nil

@@ -100,7 +100,7 @@ func (h *Host) Load(ctx context.Context, sc ServerConfig) ([]kernel.Tool, []Prob
 	}
 	if _, dup := h.servers[cfg.Name]; dup {
 		h.mu.Unlock()
-		return nil, nil, &ConfigError{Server: cfg.Name, Field: "name", Msg: "is used by another server"}
+		return nil, nil, serverError(cfg.Name, "name", errors.New("is used by another server"))
 	}
 	s := newServer(h, cfg)
 	h.servers[cfg.Name] = s

@@ -94,7 +94,7 @@ func (c PluginConfig) Validate() error {
 func (c PluginConfig) normalize() (PluginConfig, error) {
 	name := c.Name
 	bad := func(field, format string, args ...any) (PluginConfig, error) {
-		return PluginConfig{}, &ConfigError{Plugin: name, Field: field, Msg: fmt.Sprintf(format, args...)}
+		return PluginConfig{}, pluginError(name, field, fmt.Errorf(format, args...))
 	}
 	if err := names.Namespace.Check(c.Name); err != nil {
 		return bad("name", "%v", err)
@@ -112,7 +112,7 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 		c.SHA256 = ""
 	}
 	if fe := config.CheckEnvList("env", c.Env, handshakeEnv); fe != nil {
-		return bad(fe.Field, "%s", fe.Msg)
+		return bad(fe.Field, "%w", fe.Err)
 	}
 	if c.Timeout < 0 {
 		return bad("timeout", "must not be negative")
@@ -132,7 +132,7 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 	}
 	r, err := c.Restart.Normalize()
 	if err != nil {
-		return bad(err.Field, "%s", err.Msg)
+		return bad(err.Field, "%w", err.Err)
 	}
 	c.Restart = r
 	switch c.Start {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/agentkernel/agentkernel/internal/config"
 )
 
 // Sentinel errors callers branch on with errors.Is.
@@ -26,19 +28,15 @@ var (
 	ErrDuplicatePlugin = errors.New("duplicate plugin name")
 )
 
-// ConfigError is a bad PluginConfig field.
-type ConfigError struct {
-	Plugin string
-	// Field is the YAML name of the field, e.g. "sha256" or "env[2]".
-	Field string
-	Msg   string
-}
+// ConfigError is a bad PluginConfig field (internal/config's Error, the
+// kernel's one configuration error): Kind "plugin", Name the plugin's name,
+// Field the YAML name of the field under the plugin, e.g. "sha256" or
+// "env[2]".
+type ConfigError = config.Error
 
-func (e *ConfigError) Error() string {
-	if e.Plugin == "" {
-		return fmt.Sprintf("plugin config: %s: %s", e.Field, e.Msg)
-	}
-	return fmt.Sprintf("plugin %q: %s: %s", e.Plugin, e.Field, e.Msg)
+// pluginError is a *ConfigError about field of the plugin called name.
+func pluginError(name, field string, err error) *ConfigError {
+	return &ConfigError{Kind: "plugin", Name: name, Field: field, Err: err}
 }
 
 // HashError is a binary that was refused: it is not pinned (Expected is

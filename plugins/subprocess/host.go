@@ -117,7 +117,7 @@ func (h *Host) Load(ctx context.Context, cfg PluginConfig) ([]kernel.Tool, error
 	_, dup := h.plugins[cfg.Name]
 	h.mu.Unlock()
 	if dup {
-		return nil, &ConfigError{Plugin: cfg.Name, Field: "name", Msg: ErrDuplicatePlugin.Error()}
+		return nil, pluginError(cfg.Name, "name", ErrDuplicatePlugin)
 	}
 	exe, sum, err := copyVerified(cfg, h.dir)
 	if err != nil {
@@ -146,7 +146,7 @@ func (h *Host) Load(ctx context.Context, cfg PluginConfig) ([]kernel.Tool, error
 		h.mu.Unlock()
 		s.close()
 		if dup {
-			return nil, &ConfigError{Plugin: cfg.Name, Field: "name", Msg: ErrDuplicatePlugin.Error()}
+			return nil, pluginError(cfg.Name, "name", ErrDuplicatePlugin)
 		}
 		return nil, ErrClosed
 	}

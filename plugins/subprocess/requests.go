@@ -32,11 +32,11 @@ func EffectiveConfig(cfg PluginConfig) (PluginConfig, []string, error) {
 		return cfg, nil, nil
 	}
 	if err != nil {
-		return cfg, nil, &ConfigError{Plugin: cfg.Name, Field: "path", Msg: "read the plugin's requests: " + err.Error()}
+		return cfg, nil, pluginError(cfg.Name, "path", fmt.Errorf("read the plugin's requests: %w", err))
 	}
 	req, err := sandbox.DecodeYAMLRelative(b, filepath.Dir(path))
 	if err != nil {
-		return cfg, nil, &ConfigError{Plugin: cfg.Name, Field: "path", Msg: fmt.Sprintf("%s: %v", path, err)}
+		return cfg, nil, pluginError(cfg.Name, "path", fmt.Errorf("%s: %w", path, err))
 	}
 	granted := cfg.Sandbox
 	granted.Env = cfg.Env

@@ -211,7 +211,7 @@ func jsonSyntaxError(data []byte, err error) string {
 // describeSchemaError flattens a validation error into "path: message"
 // parts, the leaves only.
 func describeSchemaError(err error) string {
-	probs := kernel.SchemaProblems(err)
+	probs := schema.Problems(err)
 	if probs == nil {
 		return err.Error()
 	}

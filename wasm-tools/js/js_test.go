@@ -99,7 +99,10 @@ func TestModule(t *testing.T) {
 		t.Fatalf("outcome %+v", o)
 	}
 
-	tctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	// Long enough that a loaded machine still runs the console.log before
+	// the deadline (the cause asserted is the timeout, with the output
+	// written before it); the loop spins until then.
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	res, err = call(tctx, "console.log('spinning'); for (;;) {}")
 	var te *kernel.ToolError

@@ -1,28 +1,31 @@
 // Package scripted is a deterministic kernel.Provider that replays a script
 // of model turns from YAML. It powers the offline demo and most tests.
 //
-// A script is a list of steps; step N answers the N-th generation of a
-// conversation (the number of assistant messages already in the request
-// picks the step), so a script replays the same way in every process and
-// continues across runs of one session. A step may carry a guard (match)
-// on the last user or tool message; a guard that does not hold is an error
-// naming the step, as is a conversation that needs more steps than the
-// script has.
+// A script is a list of turns (model generations, the kernel's glossary);
+// turn N answers the N-th generation of a conversation (the number of
+// assistant messages already in the request picks the turn), so a script
+// replays the same way in every process and continues across runs of one
+// session. A turn may carry a guard (match) on the last user or tool
+// message; a guard that does not hold is an error naming the turn, as is a
+// conversation that needs more turns than the script has.
 //
-//	steps:
+// The list was called steps before; "steps:" still works for one release
+// and Script.Deprecated reports it with its file:line:col.
+//
+// NewText plays the same script to a kernel that offers tools with the
+// text tool protocol: each turn's calls are written as text in the
+// protocol's format, as a model without native tool calling writes them,
+// and a guard on a tool message matches the user message that carries
+// the round's results. A turn's raw text, when set, is sent verbatim
+// whatever the mode (to script answers that break the protocol).
+//
+//	turns:
 //	  - text: "Let me look around."
 //	    tool_calls:
 //	      - name: list_dir
 //	        args: {path: "."}
 //	  - match: {role: tool, contains: "README.md"}
 //	    text: "The project is described in README.md."
-//
-// NewText plays the same script to a kernel that offers tools with the
-// text tool protocol: each step's calls are written as text in the
-// protocol's format, as a model without native tool calling writes them,
-// and a guard on a tool message matches the user message that carries
-// the round's results. A step's raw text, when set, is sent verbatim
-// whatever the mode (to script answers that break the protocol).
 package scripted
 
 import (
@@ -43,11 +46,16 @@ import (
 // Script is a parsed script.
 type Script struct {
 	Name  string
-	Steps []Step
+	Turns []Turn
+
+	// unit is what the file calls a turn in messages: "turn", or "step"
+	// in a script written with the deprecated "steps:".
+	unit       string
+	deprecated []string
 }
 
-// Step is one scripted generation.
-type Step struct {
+// Turn is one scripted generation.
+type Turn struct {
 	Text string `yaml:"text"`
 	// Raw is the whole answer, sent verbatim: no tool_calls, no text.
 	Raw       string     `yaml:"raw"`
@@ -71,7 +79,7 @@ type ToolCall struct {
 	RawArgs string `yaml:"raw_args"`
 }
 
-// Match guards a step: the last message with Role ("user" or "tool"; any
+// Match guards a turn: the last message with Role ("user" or "tool"; any
 // role when empty) must contain Contains and match Regex.
 type Match struct {
 	Role     kernel.Role `yaml:"role"`
@@ -91,30 +99,64 @@ func Load(path string) (*Script, error) {
 // Parse parses a script; name is used in error messages.
 func Parse(name string, data []byte) (*Script, error) {
 	var doc struct {
-		Steps []yaml.Node `yaml:"steps"`
+		Turns []yaml.Node `yaml:"turns"`
+		Steps []yaml.Node `yaml:"steps"` // deprecated name of turns
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("script %s: %w", name, err)
 	}
-	if len(doc.Steps) == 0 {
-		return nil, fmt.Errorf("script %s: no steps (want a top-level \"steps:\" list)", name)
+	s := &Script{Name: name, unit: "turn"}
+	items := doc.Turns
+	if steps := topKey(data, "steps"); steps != nil {
+		if turns := topKey(data, "turns"); turns != nil {
+			return nil, fmt.Errorf("script %s:%d:%d: has both turns and its deprecated name steps: write turns only", name, steps.Line, steps.Column)
+		}
+		s.unit, items = "step", doc.Steps
+		s.deprecated = append(s.deprecated, fmt.Sprintf("%s:%d:%d: steps is deprecated: write turns", name, steps.Line, steps.Column))
 	}
-	s := &Script{Name: name}
-	for i := range doc.Steps {
-		n := &doc.Steps[i]
-		var st Step
-		if err := decodeStrict(n, &st); err != nil {
-			return nil, fmt.Errorf("script %s:%d: step %d: %w", name, n.Line, i+1, err)
+	if len(items) == 0 {
+		return nil, fmt.Errorf("script %s: no %ss (want a top-level \"turns:\" list)", name, s.unit)
+	}
+	for i := range items {
+		n := &items[i]
+		var t Turn
+		if err := decodeStrict(n, &t); err != nil {
+			return nil, fmt.Errorf("script %s:%d: %s %d: %w", name, n.Line, s.unit, i+1, err)
 		}
-		st.line = n.Line
-		if err := st.compile(); err != nil {
-			return nil, fmt.Errorf("script %s:%d: step %d: %w", name, n.Line, i+1, err)
+		t.line = n.Line
+		if err := t.compile(s.unit); err != nil {
+			return nil, fmt.Errorf("script %s:%d: %s %d: %w", name, n.Line, s.unit, i+1, err)
 		}
-		s.Steps = append(s.Steps, st)
+		s.Turns = append(s.Turns, t)
 	}
 	return s, nil
+}
+
+// Deprecated lists the script's uses of deprecated names, each as
+// "file:line:col: old is deprecated: write new". They still work; the CLI
+// warns about each when it loads the script, as it does for a policy's
+// (policy.Policy.Deprecated).
+func (s *Script) Deprecated() []string { return s.deprecated }
+
+// topKey returns the key node of a top-level mapping key of a YAML
+// document, or nil.
+func topKey(data []byte, key string) *yaml.Node {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 {
+		return nil
+	}
+	m := root.Content[0]
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i]
+		}
+	}
+	return nil
 }
 
 // decodeStrict decodes a node rejecting unknown fields (yaml.v3 only checks
@@ -129,12 +171,12 @@ func decodeStrict(n *yaml.Node, v any) error {
 	return dec.Decode(v)
 }
 
-func (st *Step) compile() error {
+func (st *Turn) compile(unit string) error {
 	if st.Raw != "" && (st.Text != "" || len(st.ToolCalls) > 0) {
-		return fmt.Errorf("a step with raw has no text or tool_calls: raw is the whole answer")
+		return fmt.Errorf("a %s with raw has no text or tool_calls: raw is the whole answer", unit)
 	}
 	if st.Text == "" && st.Raw == "" && len(st.ToolCalls) == 0 {
-		return fmt.Errorf("a step needs text, tool_calls or raw")
+		return fmt.Errorf("a %s needs text, tool_calls or raw", unit)
 	}
 	for i, c := range st.ToolCalls {
 		if c.Name == "" {
@@ -183,7 +225,7 @@ type Provider struct {
 // New returns a Provider for s.
 func New(s *Script) *Provider { return &Provider{script: s} }
 
-// NewText returns a Provider for s that writes each step's calls as text
+// NewText returns a Provider for s that writes each turn's calls as text
 // in the tool protocol's format ("hermes" or "json"), for a kernel that
 // offers this model its tools as text.
 func NewText(s *Script, format string) (*Provider, error) {
@@ -194,7 +236,7 @@ func NewText(s *Script, format string) (*Provider, error) {
 	return &Provider{script: s, text: c}, nil
 }
 
-// Stream answers with the step for this point of the conversation.
+// Stream answers with the turn for this point of the conversation.
 func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(kernel.Delta)) (kernel.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return kernel.Response{}, err
@@ -209,14 +251,18 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 			last = &req.Messages[i]
 		}
 	}
-	if n >= len(p.script.Steps) {
-		return kernel.Response{}, &kernel.ProviderError{Provider: "scripted",
-			Message: fmt.Sprintf("script %s has %d steps and the conversation needs step %d: the script ran out", p.script.Name, len(p.script.Steps), n+1)}
+	unit := p.script.unit
+	if unit == "" {
+		unit = "turn" // a Script made in Go, not parsed
 	}
-	st := &p.script.Steps[n]
+	if n >= len(p.script.Turns) {
+		return kernel.Response{}, &kernel.ProviderError{Provider: "scripted",
+			Message: fmt.Sprintf("script %s has %d %ss and the conversation needs %s %d: the script ran out", p.script.Name, len(p.script.Turns), unit, unit, n+1)}
+	}
+	st := &p.script.Turns[n]
 	if err := st.check(last, p.text); err != nil {
 		return kernel.Response{}, &kernel.ProviderError{Provider: "scripted",
-			Message: fmt.Sprintf("script %s:%d: step %d: %v", p.script.Name, st.line, n+1, err)}
+			Message: fmt.Sprintf("script %s:%d: %s %d: %v", p.script.Name, st.line, unit, n+1, err)}
 	}
 	if st.Reasoning != "" {
 		emit(kernel.Delta{Kind: kernel.DeltaReasoning, Text: st.Reasoning})
@@ -245,7 +291,7 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 	return kernel.Response{Message: msg, Usage: st.usage(req), FinishReason: finish, Model: req.Model}, nil
 }
 
-func (st *Step) check(last *kernel.Message, text *toolproto.Codec) error {
+func (st *Turn) check(last *kernel.Message, text *toolproto.Codec) error {
 	m := st.Match
 	if m == nil {
 		return nil
@@ -269,7 +315,7 @@ func (st *Step) check(last *kernel.Message, text *toolproto.Codec) error {
 	return nil
 }
 
-func (st *Step) usage(req kernel.Request) kernel.Usage {
+func (st *Turn) usage(req kernel.Request) kernel.Usage {
 	if st.Usage != nil {
 		return *st.Usage
 	}

@@ -142,6 +142,38 @@ func Example() {
 	// Output: completed Hello from the script.
 }
 
+// TestTurnsAndTheDeprecatedSteps: a script is a list of turns; "steps:",
+// the old name, still works, is reported by Deprecated with its
+// file:line:col and the name to write, and its messages keep saying step;
+// both at once is an error.
+func TestTurnsAndTheDeprecatedSteps(t *testing.T) {
+	s, err := scripted.Parse("new.yaml", []byte("turns:\n  - text: hi\n"))
+	if err != nil || len(s.Turns) != 1 || len(s.Deprecated()) != 0 {
+		t.Fatalf("turns: %+v, %v, deprecated %v", s, err, s.Deprecated())
+	}
+	_, err = scripted.New(s).Stream(context.Background(), kernel.Request{Messages: []kernel.Message{
+		{Role: kernel.RoleUser, Content: "a"}, {Role: kernel.RoleAssistant, Content: "hi"}, {Role: kernel.RoleUser, Content: "b"}}}, func(kernel.Delta) {})
+	if err == nil || !strings.Contains(err.Error(), "script new.yaml has 1 turns and the conversation needs turn 2") {
+		t.Errorf("running out: %v", err)
+	}
+	if _, err := scripted.Parse("new.yaml", []byte("turns:\n  - match: {role: user}\n")); err == nil || !strings.Contains(err.Error(), "script new.yaml:2: turn 1: a turn needs text, tool_calls or raw") {
+		t.Errorf("an empty turn: %v", err)
+	}
+
+	s, err = scripted.Parse("old.yaml", []byte("# an old script\nsteps:\n  - text: hi\n"))
+	if err != nil || len(s.Turns) != 1 {
+		t.Fatalf("steps: %+v, %v", s, err)
+	}
+	if d := s.Deprecated(); len(d) != 1 || d[0] != "old.yaml:2:1: steps is deprecated: write turns" {
+		t.Errorf("Deprecated() = %q", d)
+	}
+
+	_, err = scripted.Parse("both.yaml", []byte("turns:\n  - text: a\nsteps:\n  - text: b\n"))
+	if err == nil || !strings.Contains(err.Error(), "script both.yaml:3:1: has both turns and its deprecated name steps: write turns only") {
+		t.Errorf("both: %v", err)
+	}
+}
+
 // TestReplayAsText plays the same script to a kernel that takes tools as
 // text: the calls are written in the protocol, the guards see the results,
 // the user never sees a tag, and a raw step breaks the protocol on purpose.

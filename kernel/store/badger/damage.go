@@ -199,6 +199,24 @@ func unansweredCall(msgs []kernel.Message) (id, name string, ok bool) {
 	return "", "", false
 }
 
+// Placeholders replaces each message of msgs (a session's, in seq order,
+// one for every seq from 1) that damaged names by the placeholder Load
+// shows in its place, and returns the replaced seqs in order: what `fsck
+// --repair` stores. The postgres store's fsck shares it.
+func Placeholders(msgs []kernel.Message, damaged map[uint64]string) []uint64 {
+	lost := map[uint64]bool{}
+	var seqs []uint64
+	for i := range msgs {
+		if reason, bad := damaged[msgs[i].Seq]; bad {
+			lost[msgs[i].Seq] = true
+			seqs = append(seqs, msgs[i].Seq)
+			msgs[i] = placeholder(msgs[:i], msgs[i].Seq, errors.New(reason))
+		}
+	}
+	fixPlaceholders(msgs, lost)
+	return seqs
+}
+
 // fixPlaceholders turns a user-note placeholder that tool results follow
 // into the assistant message that made those calls (its content says what
 // was lost), so the results still answer a call.

@@ -5,64 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 
 	bdg "github.com/dgraph-io/badger/v4"
 
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
-// FsckSession is what Fsck found in one session.
-type FsckSession struct {
-	ID       string
-	Messages int // message values read
-	// Damaged maps the sequence number of each message that cannot be
-	// read to the reason (a checksum mismatch in the value log or in the
-	// value itself, a value that does not decode, a missing message).
-	Damaged map[uint64]string
-	// Meta and Pending are the errors reading those parts, if any.
-	Meta    error
-	Pending error
-	// Repaired is set when Fsck stored placeholders for the damaged
-	// messages (repair mode).
-	Repaired bool
-}
-
-// OK reports whether nothing in the session is damaged.
-func (f *FsckSession) OK() bool { return len(f.Damaged) == 0 && f.Meta == nil && f.Pending == nil }
-
-// FsckReport is the result of Fsck.
-type FsckReport struct {
-	Sessions []FsckSession
-	// Quarantined lists the copies of damaged value logs kept in the
-	// store's quarantine directory.
-	Quarantined []string
-}
-
-// Damaged counts the sessions with damage.
-func (r *FsckReport) Damaged() int {
-	n := 0
-	for i := range r.Sessions {
-		if !r.Sessions[i].OK() {
-			n++
-		}
-	}
-	return n
-}
-
 // Fsck reads every value of every session (or of ids, when given): each
 // value-log entry's CRC (Badger's, with VerifyValueChecksum) and each
-// value's own CRC-32C and encoding. It records what it finds in the
+// value's own CRC-32C and encoding; a session that reads whole is held to
+// kernel.CheckHistory (reported, never repaired). It records what it finds in the
 // damage record `sessions ls` reads. With repair, each damaged message is
 // replaced for good by the placeholder Load shows in its place (the lost
 // content stays in the quarantined copy, if any), so the session is whole
 // again; damaged metadata is only reported (`sessions rm` removes such a
 // session). It needs a read-write store.
-func (s *Store) Fsck(ctx context.Context, ids []string, repair bool) (*FsckReport, error) {
+func (s *Store) Fsck(ctx context.Context, ids []string, repair bool) (*kernel.FsckReport, error) {
 	if s.opts.ReadOnly {
 		return nil, fmt.Errorf("fsck: %w", ErrReadOnly)
 	}
-	rep := &FsckReport{}
+	rep := &kernel.FsckReport{}
 	if len(ids) == 0 {
 		err := s.scan(ctx, func(e scanEntry) error {
 			if !e.orphan {
@@ -100,15 +62,16 @@ func (s *Store) Fsck(ctx context.Context, ids []string, repair bool) (*FsckRepor
 	return rep, nil
 }
 
-func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*FsckSession, error) {
+func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*kernel.FsckSession, error) {
 	if err := checkID(id); err != nil {
 		return nil, fmt.Errorf("%w: %w", err, kernel.ErrSessionNotFound)
 	}
 	mu := s.locks.of(id)
 	mu.Lock()
 	defer mu.Unlock()
-	f := &FsckSession{ID: id}
+	f := &kernel.FsckSession{ID: id}
 	var msgs []kernel.Message
+	var pending *kernel.Approval
 	var last uint64
 	err := s.db.View(func(txn *bdg.Txn) error {
 		meta, err := s.readMeta(txn, id)
@@ -118,7 +81,7 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*FsckS
 		f.Meta = err
 		last = meta.LastSeq
 		if item, err := txn.Get(pendingKey(id)); err == nil {
-			f.Pending = readValue(item, func(v []byte) error { _, err := decodePending(v); return err })
+			f.Pending = readValue(item, func(v []byte) error { pending, err = decodePending(v); return err })
 		} else if !errors.Is(err, bdg.ErrKeyNotFound) {
 			f.Pending = err
 		}
@@ -132,19 +95,19 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*FsckS
 				break // leftovers past the commit point (GC removes them)
 			}
 			for ; want < seq; want++ {
-				f.damage(want, "missing from the store")
+				damage(f, want, "missing from the store")
 				msgs = append(msgs, kernel.Message{Seq: want})
 			}
 			want = seq + 1
 			f.Messages++
 			m := kernel.Message{Seq: seq}
 			if err := readValue(it.Item(), func(v []byte) error { return decodeMessage(v, &m) }); err != nil {
-				f.damage(seq, err.Error())
+				damage(f, seq, err.Error())
 			}
 			msgs = append(msgs, m)
 		}
 		for ; f.Meta == nil && want <= last; want++ {
-			f.damage(want, "missing from the store")
+			damage(f, want, "missing from the store")
 			msgs = append(msgs, kernel.Message{Seq: want})
 		}
 		return nil
@@ -152,23 +115,13 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*FsckS
 	if err != nil {
 		return nil, err
 	}
+	if len(f.Damaged) == 0 && f.Meta == nil && f.Pending == nil {
+		f.Problems = kernel.CheckHistory(msgs, pending)
+	}
 	if !repair || len(f.Damaged) == 0 || f.Meta != nil {
 		return f, nil
 	}
-	// Build the placeholders in order, as Load does, and store them.
-	lost := map[uint64]bool{}
-	for i := range msgs {
-		if reason, bad := f.Damaged[msgs[i].Seq]; bad {
-			lost[msgs[i].Seq] = true
-			msgs[i] = placeholder(msgs[:i], msgs[i].Seq, errors.New(reason))
-		}
-	}
-	fixPlaceholders(msgs, lost)
-	seqs := make([]uint64, 0, len(lost))
-	for q := range lost {
-		seqs = append(seqs, q)
-	}
-	slices.Sort(seqs)
+	seqs := Placeholders(msgs, f.Damaged)
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
 	for _, q := range seqs {
@@ -184,7 +137,8 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*FsckS
 	return f, nil
 }
 
-func (f *FsckSession) damage(seq uint64, why string) {
+// damage records that message seq of f cannot be read, and why.
+func damage(f *kernel.FsckSession, seq uint64, why string) {
 	if f.Damaged == nil {
 		f.Damaged = map[uint64]string{}
 	}

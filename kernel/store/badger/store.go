@@ -326,7 +326,12 @@ func (s *Store) deletePrefix(ctx context.Context, p, seek []byte) error {
 	return wb.Flush()
 }
 
+// The Store and the optional capabilities (kernel/store.go) badger has.
 var (
-	_ kernel.Store          = (*Store)(nil)
-	_ kernel.SessionDeleter = (*Store)(nil)
+	_ kernel.Store            = (*Store)(nil)
+	_ kernel.SessionDeleter   = (*Store)(nil)
+	_ kernel.SessionExporter  = (*Store)(nil)
+	_ kernel.SessionImporter  = (*Store)(nil)
+	_ kernel.SessionCollector = (*Store)(nil)
+	_ kernel.StoreChecker     = (*Store)(nil)
 )

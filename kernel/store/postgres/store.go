@@ -211,4 +211,9 @@ var (
 	_ kernel.SessionDeleter = (*Store)(nil)
 	_ kernel.EventLog       = (*Store)(nil)
 	_ kernel.Leaser         = (*Store)(nil)
+	// The export, import, gc and fsck of `kernel sessions` (kernel/store.go).
+	_ kernel.SessionExporter  = (*Store)(nil)
+	_ kernel.SessionImporter  = (*Store)(nil)
+	_ kernel.SessionCollector = (*Store)(nil)
+	_ kernel.StoreChecker     = (*Store)(nil)
 )

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// A command group (`kernel sessions`) is a table of subcommands. Each
+// subcommand has a FlagSet of its own, made of the common flags and the
+// flags it registers, so `kernel GROUP SUB --help` and `kernel help GROUP
+// SUB` list exactly what it accepts, a flag of another subcommand is a
+// usage error naming the one it belongs to, and the group's usage is made
+// from the table.
+type group struct {
+	name string
+	// footer ends the group's usage ("Flags: --config FILE, --store DIR").
+	footer string
+	subs   []subcmd
+}
+
+// subcmd is one subcommand of a group.
+type subcmd struct {
+	name string
+	// synopsis follows the name in the group's usage ("ID [--full|--json]");
+	// summary is the rest of that line; its later lines are indented under
+	// the first.
+	synopsis, summary string
+	// args is the positional synopsis of its own usage line ("ID..."),
+	// need how many positional arguments it takes at least, and needs
+	// what to call them when they are missing ("a session id").
+	args  string
+	need  int
+	needs string
+	// flags registers the subcommand's own flags on fs and returns the
+	// function that runs it with them.
+	flags func(fs *flag.FlagSet) subRun
+}
+
+// subRun runs a subcommand: cf holds the common flags, pos the positional
+// arguments (at least need of them).
+type subRun func(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error
+
+// noFlags is the flags of a subcommand that has none of its own.
+func noFlags(run subRun) func(*flag.FlagSet) subRun {
+	return func(*flag.FlagSet) subRun { return run }
+}
+
+// usage is the group's usage: one line (or more) a subcommand.
+func (g *group) usage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: kernel %s SUBCOMMAND [flags]\n\n", g.name)
+	for _, s := range g.subs {
+		head := strings.TrimSpace(s.name + " " + s.synopsis)
+		lines := strings.Split(s.summary, "\n")
+		fmt.Fprintf(&b, "  %-23s %s\n", head, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(&b, "  %-23s %s\n", "", l)
+		}
+	}
+	if g.footer != "" {
+		fmt.Fprintf(&b, "\n%s", g.footer)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func (g *group) find(name string) (*subcmd, bool) {
+	for i := range g.subs {
+		if g.subs[i].name == name {
+			return &g.subs[i], true
+		}
+	}
+	return nil, false
+}
+
+// run is `kernel GROUP SUB [flags] [args]`.
+func (g *group) run(ctx context.Context, args []string, env *cliEnv) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(env.stdout, g.usage())
+		recordGroupUsage(env.stdout, g.usage())
+		return nil
+	}
+	s, ok := g.find(args[0])
+	if !ok {
+		fmt.Fprintln(env.stderr, g.usage())
+		return usageError("unknown %s subcommand %q", g.name, args[0])
+	}
+	fs, cf, run := s.flagSet(g.name, env.stderr)
+	rest := args[1:]
+	if !helpRequested(rest) {
+		if err := g.foreignFlag(s, fs, rest); err != nil {
+			return err
+		}
+	}
+	pos, err := parseArgs(fs, rest)
+	if err != nil {
+		return err
+	}
+	if len(pos) < s.need {
+		return usageError("%s %s needs %s", g.name, s.name, s.needs)
+	}
+	return run(ctx, cf, env, pos)
+}
+
+// flagSet makes the subcommand's FlagSet: the common flags and its own.
+func (s *subcmd) flagSet(group string, w io.Writer) (*flag.FlagSet, *commonFlags, subRun) {
+	fs := newFlagSet(group+" "+s.name, s.args, w)
+	cf := &commonFlags{}
+	cf.register(fs)
+	return fs, cf, s.flags(fs)
+}
+
+// foreignFlag reports a flag in args that s does not have but other
+// subcommands of the group do: `sessions ls --full` says --full belongs to
+// show, instead of only that it is not defined.
+func (g *group) foreignFlag(s *subcmd, fs *flag.FlagSet, args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			return nil
+		}
+		name, ok := strings.CutPrefix(a, "-")
+		if !ok || name == "" {
+			continue
+		}
+		name, _, _ = strings.Cut(strings.TrimPrefix(name, "-"), "=")
+		if fs.Lookup(name) != nil {
+			continue
+		}
+		var owners []string
+		for i := range g.subs {
+			other := flag.NewFlagSet("", flag.ContinueOnError)
+			g.subs[i].flags(other)
+			if other.Lookup(name) != nil {
+				owners = append(owners, g.subs[i].name)
+			}
+		}
+		if len(owners) > 0 {
+			return usageError("--%s is not a flag of %s %s (it belongs to %s)", name, g.name, s.name, strings.Join(owners, ", "))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package treetest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fileState is what a test needs to know of a built file: its bytes' hash
+// and modification time.
+type fileState struct {
+	sum   string
+	mtime time.Time
+	data  []byte
+}
+
+func stat(t *testing.T, path string) fileState {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return fileState{sum: hex.EncodeToString(sum[:]), mtime: info.ModTime(), data: data}
+}
+
+// marker is Go source for package pkg whose init keeps text in the binary
+// that links the package.
+func marker(pkg, text string) string {
+	return "package " + pkg + "\n\nimport \"os\"\n\nfunc init() {\n\tif os.Getenv(\"AGENTKERNEL_TREETEST\") == \"" + text + "\" {\n\t\tprintln(\"" + text + "\")\n\t}\n}\n"
+}
+
+// TestMakeRebuildsWhatChanged: `make build` and `make plugins` rebuild a
+// binary when anything it imports changes, wherever that is (here: a
+// package under internal/, the launcher's main package, a package only the
+// git plugin and the kernel share), keep the launcher's sha256 that
+// bin/kernel pins and the plugin's .sha256 file right, and with nothing
+// changed leave every binary as it was (same bytes, same mtime).
+func TestMakeRebuildsWhatChanged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the kernel in a scratch copy of the tree")
+	}
+	dir := scratch(t)
+	kernel := filepath.Join(dir, "bin", "kernel")
+	launcher := filepath.Join(dir, "bin", "agentkernel-sandbox-init")
+	makeBuild := func() string {
+		out, _ := run(t, dir, true, "make", "build")
+		return out
+	}
+	pinned := func() {
+		t.Helper()
+		out, _ := run(t, dir, true, "go", "version", "-m", kernel)
+		if l := stat(t, launcher); !strings.Contains(out, "launcherSHA256="+l.sum) {
+			t.Errorf("bin/kernel does not pin the launcher's sha256 %s:\n%s", l.sum, out)
+		}
+	}
+
+	makeBuild()
+	pinned()
+	k0, l0 := stat(t, kernel), stat(t, launcher)
+	if out := makeBuild(); strings.Contains(out, "build ") {
+		t.Errorf("make build with nothing changed built something:\n%s", out)
+	}
+	if k, l := stat(t, kernel), stat(t, launcher); k.sum != k0.sum || !k.mtime.Equal(k0.mtime) || l.sum != l0.sum || !l.mtime.Equal(l0.mtime) {
+		t.Errorf("make build with nothing changed rewrote a binary: kernel %v -> %v, launcher %v -> %v", k0.mtime, k.mtime, l0.mtime, l.mtime)
+	}
+
+	t.Run("a package under internal/", func(t *testing.T) {
+		const text = "treetest-internal-supervise"
+		writeFile(t, dir, "internal/supervise/zz_treetest.go", marker("supervise", text))
+		out := makeBuild()
+		k := stat(t, kernel)
+		if k.sum == k0.sum || !bytes.Contains(k.data, []byte(text)) {
+			t.Fatalf("bin/kernel was not rebuilt after a change in internal/supervise:\n%s", out)
+		}
+		if l := stat(t, launcher); l.sum != l0.sum {
+			t.Errorf("the launcher was rebuilt, though it does not import internal/supervise:\n%s", out)
+		}
+		pinned()
+	})
+
+	t.Run("the launcher", func(t *testing.T) {
+		const text = "treetest-sandbox-init"
+		writeFile(t, dir, "cmd/sandbox-init/zz_treetest.go", marker("main", text))
+		k1 := stat(t, kernel)
+		out := makeBuild()
+		if l := stat(t, launcher); l.sum == l0.sum || !bytes.Contains(l.data, []byte(text)) {
+			t.Fatalf("the launcher was not rebuilt after a change in cmd/sandbox-init:\n%s", out)
+		}
+		if k := stat(t, kernel); k.sum == k1.sum {
+			t.Errorf("bin/kernel was not linked again with the new launcher's sha256:\n%s", out)
+		}
+		pinned()
+	})
+
+	t.Run("the git plugin", func(t *testing.T) {
+		plugin := filepath.Join(dir, "bin", "plugins", "git")
+		pin := func() {
+			t.Helper()
+			b, err := os.ReadFile(plugin + ".sha256")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := stat(t, plugin); !strings.HasPrefix(string(b), p.sum+" ") {
+				t.Errorf("bin/plugins/git.sha256 says %q, the plugin's sha256 is %s", b, p.sum)
+			}
+		}
+		run(t, dir, true, "make", "plugins")
+		pin()
+		p0 := stat(t, plugin)
+		const text = "treetest-config-names"
+		writeFile(t, dir, "internal/config/names/zz_treetest.go", marker("names", text))
+		out, _ := run(t, dir, true, "make", "plugins")
+		if p := stat(t, plugin); p.sum == p0.sum || !bytes.Contains(p.data, []byte(text)) {
+			t.Fatalf("bin/plugins/git was not rebuilt after a change in internal/config/names:\n%s", out)
+		}
+		pin()
+	})
+}

@@ -1,0 +1,131 @@
+package treetest
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// root is the module's root directory.
+func root(t *testing.T) string {
+	t.Helper()
+	r, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(r, "go.mod")); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// scratch copies the source tree (not bin/, .git or WASM binaries) into a
+// directory and returns it. The directory is the same for every test and
+// every run of this checkout, so go build's cache, whose keys include a
+// package's directory, serves every package a test does not change; a lock
+// keeps two tests (or two runs) apart. It is removed afterwards.
+func scratch(t *testing.T) string {
+	t.Helper()
+	src := root(t)
+	sum := sha256.Sum256([]byte(src))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("agentkernel-treetest-%x", sum[:6]))
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.RemoveAll(dir)
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "bin", "node_modules":
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dir, rel), 0o755)
+		}
+		if !d.Type().IsRegular() || strings.HasSuffix(path, ".wasm") {
+			return nil
+		}
+		return copyFile(path, filepath.Join(dir, rel))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	info, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, info.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// run runs a command in dir and returns its combined output; a failure
+// ends the test unless fail is false.
+func run(t *testing.T, dir string, fail bool, name string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil && fail {
+		t.Fatalf("%s %s in %s: %v\n%s", name, strings.Join(args, " "), dir, err, out)
+	}
+	return string(out), err
+}
+
+// writeFile writes a file of the scratch tree.
+func writeFile(t *testing.T, dir, rel, text string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, rel), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// edit replaces old, which must occur exactly once, by new in a file of the
+// scratch tree.
+func edit(t *testing.T, dir, rel, old, new string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), old); n != 1 {
+		t.Fatalf("%s has %d copies of %q, want 1: the tree changed under this test, update the test (and the docs it follows) with it", rel, n, old)
+	}
+	writeFile(t, dir, rel, strings.Replace(string(data), old, new, 1))
+}

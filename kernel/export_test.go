@@ -1,0 +1,12 @@
+package kernel
+
+// What the tests of package kernel_test reach inside the kernel for.
+
+// CountRequest counts a request's tokens from scratch (countRequest): the
+// tests check the incremental count against it.
+var CountRequest = countRequest
+
+// Calibration returns the ratio the kernel has learnt for model: reported
+// prompt tokens over the estimate (1 when the model has a tokenizer or no
+// usage has been reported yet).
+func (k *Kernel) Calibration(model string) float64 { return k.calib.get(model) }
