@@ -59,7 +59,8 @@ func (r *run) commitTail(ctx context.Context, n int, step Step) error {
 			r.persistCtx = context.WithoutCancel(ctx)
 		}
 	}
-	if err := r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step); err != nil {
+	err := r.storeCommit(step)
+	if err != nil {
 		clear(r.msgs[n:])
 		r.msgs = r.msgs[:n]
 		return fmt.Errorf("persist session %s: %w", r.meta.ID, err)
@@ -74,4 +75,16 @@ func (r *run) commitTail(ctx context.Context, n int, step Step) error {
 		}
 	}
 	return nil
+}
+
+// storeCommit writes step, timed for the observer when there is one.
+func (r *run) storeCommit(step Step) error {
+	obs := r.k.obs
+	if obs == nil {
+		return r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step)
+	}
+	start := time.Now()
+	err := r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step)
+	obs.Committed(time.Since(start), err)
+	return err
 }

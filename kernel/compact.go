@@ -258,7 +258,7 @@ func (r *run) commitRecord(ctx context.Context, rec *Compaction, kept int) error
 // holds. It needs Config.ContextWindow. The record it writes shapes every
 // later request; it returns nil and no error when there is nothing to
 // compact.
-func (k *Kernel) Compact(ctx context.Context, sessionID string) (*Compaction, error) {
+func (k *Kernel) Compact(ctx context.Context, sessionID string) (_ *Compaction, err error) {
 	if k.cfg.ContextWindow <= 0 {
 		return nil, errors.New("compact: the model's context window is unknown (set model.context_window or add the model to the catalog)")
 	}
@@ -267,6 +267,10 @@ func (k *Kernel) Compact(ctx context.Context, sessionID string) (*Compaction, er
 		return nil, err
 	}
 	defer r.dl.stop()
+	if k.cfg.Observe != nil { // no run around it: observed as a direct step
+		ctx = r.observe(ctx, RunInfo{Direct: true})
+		defer func() { r.end(nil, err) }()
+	}
 	r.setTools(k.cfg.Tools.view())
 	cc := k.cfg.Context.withDefaults(k.cfg.ContextWindow)
 	if err := r.compact(ctx, cc, true); err != nil {

@@ -83,10 +83,15 @@ func (d *DirectSession) Surface(ctx context.Context) []ToolSpec {
 // Call runs one call of tool with args (a JSON object) through the
 // pipeline and stores it. The error is non-nil only when the session could
 // not be written; every tool failure, denial or block is in the result.
-func (d *DirectSession) Call(ctx context.Context, tool string, args json.RawMessage, approve Approver) (DirectResult, error) {
+func (d *DirectSession) Call(ctx context.Context, tool string, args json.RawMessage, approve Approver) (_ DirectResult, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	r, k := d.r, d.r.k
+	r := d.r
+	if base := r.k; base.cfg.Observe != nil {
+		ctx = r.observe(ctx, RunInfo{Direct: true})
+		defer func() { r.end(nil, err); r.k = base }()
+	}
+	k := r.k
 	now := k.cfg.Now()
 	r.st.startRun(r.st.Run+1, "", now)
 	r.st.startTurn(now)

@@ -114,6 +114,10 @@ type Config struct {
 	// SessionContext, when set, is recorded in every new session's
 	// metadata.
 	SessionContext *SessionContext
+	// Observe, when set, is told when each run starts and gets its events,
+	// store writes and end (see ObserveFunc): telemetry hooks in here.
+	// Nil costs nothing.
+	Observe ObserveFunc
 	// ToolProtocols says, by model name, how each model is offered tools
 	// (see ToolProtocol); a model not in it takes them natively.
 	ToolProtocols map[string]ToolProtocol
@@ -138,6 +142,10 @@ type Kernel struct {
 	principal string
 	interrupt <-chan struct{}
 	lease     *HeldLease
+	// obs watches the run of a view made by observe (Config.Observe); nil
+	// otherwise. Kept here rather than in the run: a run's memory is what
+	// every run allocates.
+	obs RunObserver
 	// realClock: Config.Now is time.Now, so one reading serves both as a
 	// timestamp and, with its monotonic part, for durations.
 	realClock bool

@@ -64,16 +64,21 @@ type run struct {
 // non-nil when the stop reason is error or cancelled. A session with a
 // pending approval cannot run until it is resolved (ErrApprovalPending),
 // unless the approval has expired, in which case it is rejected first.
-func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (*RunResult, error) {
+func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunResult, err error) {
 	r, err := k.open(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
 	defer r.dl.stop()
+	if r.pending != nil && !r.expired() {
+		return nil, fmt.Errorf("session %s: %w for %s (approve or reject it first)", r.meta.ID, ErrApprovalPending, r.pending.Call.Name)
+	}
+	if k.cfg.Observe != nil {
+		ctx = r.observe(ctx, RunInfo{NewSession: r.isNew})
+		defer func() { r.end(res, err) }()
+		k = r.k
+	}
 	if r.pending != nil {
-		if !r.expired() {
-			return nil, fmt.Errorf("session %s: %w for %s (approve or reject it first)", r.meta.ID, ErrApprovalPending, r.pending.Call.Name)
-		}
 		if err := r.reject(ctx, "approval expired", true); err != nil {
 			return r.fail(ctx, err)
 		}
@@ -98,7 +103,7 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (*RunResult,
 // the loop; rejecting records the call as rejected and ends the run with an
 // answer written by the kernel, without asking the model. An expired
 // approval is rejected whatever approve says.
-func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, note string) (*RunResult, error) {
+func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, note string) (res *RunResult, err error) {
 	r, err := k.open(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -106,6 +111,11 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	defer r.dl.stop()
 	if r.pending == nil {
 		return nil, fmt.Errorf("session %s: %w", r.meta.ID, ErrNoApproval)
+	}
+	if k.cfg.Observe != nil {
+		ctx = r.observe(ctx, RunInfo{Resumed: true, Pending: r.pending})
+		defer func() { r.end(res, err) }()
+		k = r.k
 	}
 	// open rebuilt the run the approval interrupted (its number, prompt,
 	// turns and calls): the loop continues it, turn numbering and the

@@ -42,7 +42,18 @@ type RunOptions struct {
 // request; k is unchanged.
 // Why: RATIONALE.md, "One Kernel, many front ends: per-run options".
 func (k *Kernel) With(o RunOptions) *Kernel {
-	d := &Kernel{
+	d := k.view(o)
+	if o.OnEvent != nil {
+		d.cfg.OnEvent = o.OnEvent
+	}
+	return d
+}
+
+// view is a Kernel sharing k's configuration, tools, hooks, limiter and
+// calibration, with its own event lock and o's principal, interrupt and
+// lease (o.OnEvent is the caller's to apply).
+func (k *Kernel) view(o RunOptions) *Kernel {
+	return &Kernel{
 		cfg:       k.cfg,
 		chain:     k.chain,
 		limit:     k.limit,
@@ -53,10 +64,6 @@ func (k *Kernel) With(o RunOptions) *Kernel {
 		interrupt: o.Interrupt,
 		lease:     o.Lease,
 	}
-	if o.OnEvent != nil {
-		d.cfg.OnEvent = o.OnEvent
-	}
-	return d
 }
 
 // interrupted reports whether the run was asked to stop at its next step
@@ -80,7 +87,7 @@ func (k *Kernel) interrupted() bool {
 // again) and continues the loop from the last stored step, within the
 // interrupted run's turns. A session whose last run ended returns
 // ErrNothingToContinue; one waiting for an approval, ErrApprovalPending.
-func (k *Kernel) Continue(ctx context.Context, sessionID string) (*RunResult, error) {
+func (k *Kernel) Continue(ctx context.Context, sessionID string) (res *RunResult, err error) {
 	r, err := k.open(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -91,6 +98,11 @@ func (k *Kernel) Continue(ctx context.Context, sessionID string) (*RunResult, er
 	}
 	if !r.continuable() {
 		return nil, fmt.Errorf("session %s (status %s): %w", r.meta.ID, r.meta.Status, ErrNothingToContinue)
+	}
+	if k.cfg.Observe != nil {
+		ctx = r.observe(ctx, RunInfo{Resumed: true})
+		defer func() { r.end(res, err) }()
+		k = r.k
 	}
 	r.meta.Status = StatusRunning
 	k.emitIf(func() Event {

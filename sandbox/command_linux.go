@@ -77,6 +77,7 @@ type Cmd struct {
 // was not called. ctx kills the launcher (and so everything) when done.
 func Command(ctx context.Context, g Grant, argv []string) (*Cmd, error) {
 	sp, netns, rep, err := buildSpec(g, argv)
+	countSetup(err)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +96,7 @@ func Command(ctx context.Context, g Grant, argv []string) (*Cmd, error) {
 // *ExitError.
 func CommandPrestarted(ctx context.Context, g Grant, argv []string) (*Cmd, error) {
 	sp, netns, rep, err := buildSpec(g, argv)
+	countSetup(err)
 	if err != nil {
 		return nil, err
 	}
@@ -310,6 +312,7 @@ func (c *Cmd) Wait() error {
 	err := c.Cmd.Wait()
 	c.cgroups.remove()
 	c.collect()
+	countLimit(c.outcome.Limit)
 	switch {
 	case c.outcome.Known && !c.outcome.agrees(c.ProcessState):
 		// The launcher exits with the program's status, which the kernel

@@ -556,6 +556,7 @@ func (c *Cmd) waitPrestarted() error {
 	c.collect()
 	time.AfterFunc(refillDelay, func() { thePool.refill(c.poolKey, c.sp, c.netns, c.rep, false) })
 	o := c.outcome
+	countLimit(o.Limit)
 	switch {
 	case o.Limit != nil:
 		return o.Limit

@@ -26,10 +26,13 @@ const (
 	ScopeApprove = "approve"
 	ScopeRead    = "read"
 	ScopeAdmin   = "admin"
+	// ScopeMetrics reads /metrics (telemetry.metrics); it grants nothing
+	// else.
+	ScopeMetrics = "metrics"
 )
 
 // AllScopes are the scopes in the order they are shown.
-var AllScopes = []string{ScopeRun, ScopeApprove, ScopeRead, ScopeAdmin}
+var AllScopes = []string{ScopeRun, ScopeApprove, ScopeRead, ScopeMetrics, ScopeAdmin}
 
 // KeyPrefix starts every API key secret. The credential scrubber knows the
 // format (hooks: "agentkernel_api_key"), so a key that reaches a log, an

@@ -47,6 +47,10 @@ policy:
 
 # store:
 #   dir: ~/.local/share/agentkernel   # sessions (the default)
+
+# telemetry:                    # off by default; OTEL_EXPORTER_OTLP_ENDPOINT turns traces on too
+#   traces: {endpoint: http://127.0.0.1:4318}   # OTLP; see docs/observability.md
+#   metrics: {listen: 127.0.0.1:9464}          # Prometheus /metrics while the kernel runs
 `
 
 // initPolicyYAML is the starter policy: everything that reads is allowed,

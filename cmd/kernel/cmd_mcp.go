@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/mcp"
@@ -83,6 +84,7 @@ func mcpList(ctx context.Context, cf *commonFlags, env *cliEnv, asJSON bool) err
 		fmt.Fprintf(env.stderr, "%s configures no MCP servers (tools.mcp)\n", cfg.source())
 		return nil
 	}
+	cfg.spanExporter = env.spans
 	a, err := newApp(ctx, cfg, env.stderr)
 	if err != nil {
 		return err
@@ -174,7 +176,10 @@ func mcpServe(ctx context.Context, cf *commonFlags, env *cliEnv, addr, tokenEnv,
 	for _, n := range a.warnings {
 		r.event(n)
 	}
-	srv := newMCPServer(k, a.log, a.cfg.MCPServe.Approvals)
+	if err := a.serveMetrics(ctx, env.stderr); err != nil {
+		return err
+	}
+	srv := newMCPServer(k, a.log, a.cfg.MCPServe.Approvals, a.tel != nil && a.tel.TracesOn())
 	if addr == "" {
 		t := &sdk.IOTransport{Reader: io.NopCloser(env.stdin), Writer: nopWriteCloser{env.stdout}}
 		err := srv.Run(ctx, t)
@@ -296,6 +301,8 @@ type mcpHost struct {
 	log hclog.Logger
 	// approvals is mcp_serve.approvals: who may answer an ask.
 	approvals string
+	// traced: a client's trace context (_meta.traceparent) is continued.
+	traced bool
 
 	mu       sync.Mutex
 	sessions map[*sdk.ServerSession]*kernel.DirectSession
@@ -304,11 +311,11 @@ type mcpHost struct {
 // newMCPServer builds the MCP server that offers every tool of k's registry.
 // The SDK does not validate arguments here (tools are added raw): the
 // kernel's pipeline does, like for a model's calls.
-func newMCPServer(k *kernel.Kernel, log hclog.Logger, approvals string) *sdk.Server {
+func newMCPServer(k *kernel.Kernel, log hclog.Logger, approvals string, traced bool) *sdk.Server {
 	if approvals == "" {
 		approvals = approvalsKernel
 	}
-	h := &mcpHost{k: k, log: log.Named("mcp-serve"), approvals: approvals, sessions: map[*sdk.ServerSession]*kernel.DirectSession{}}
+	h := &mcpHost{k: k, log: log.Named("mcp-serve"), approvals: approvals, traced: traced, sessions: map[*sdk.ServerSession]*kernel.DirectSession{}}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "agentkernel", Title: "agentkernel (policy-guarded tools)", Version: version}, &sdk.ServerOptions{
 		Instructions: "Every call goes through the kernel's policy, hooks and credential scrubber. A denied call returns isError naming the policy rule.",
 		// The handshake-era versions: approvals use elicitation/create,
@@ -364,6 +371,9 @@ func (h *mcpHost) handler(name string) sdk.ToolHandler {
 		d, err := h.session(ctx, req.Session)
 		if err != nil {
 			return nil, err
+		}
+		if h.traced && req.Params.Meta != nil { // the client's trace context (SEP-414): the call's span continues it
+			ctx = propagation.TraceContext{}.Extract(ctx, mcp.MetaCarrier(req.Params.Meta))
 		}
 		res, err := d.Call(ctx, name, req.Params.Arguments, h.approver(req.Session))
 		if err != nil {

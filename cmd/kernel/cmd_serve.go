@@ -60,6 +60,7 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 	if err := cfg.checkProtected(); err != nil {
 		return err
 	}
+	cfg.spanExporter = env.spans
 	a, err := newApp(ctx, cfg, env.stderr)
 	if err != nil {
 		return err
@@ -127,6 +128,10 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 		Replica: a.replica, LeaseTTL: *leaseTTL, Poll: *poll,
 	})
 	if err != nil {
+		return err
+	}
+	a.mountMetrics(srv, ks)
+	if err := a.serveMetrics(ctx, env.stderr); err != nil {
 		return err
 	}
 	var tlsConfig *tls.Config

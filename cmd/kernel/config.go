@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentkernel/agentkernel/internal/config"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 	"github.com/agentkernel/agentkernel/schemas"
+	"github.com/agentkernel/agentkernel/telemetry"
 )
 
 //go:embed defaults.yaml
@@ -36,6 +38,7 @@ type Config struct {
 	Security     SecurityConfig    `yaml:"security"`
 	Sandbox      SandboxConfig     `yaml:"sandbox"`
 	MCPServe     MCPServeConfig    `yaml:"mcp_serve"`
+	Telemetry    telemetry.Config  `yaml:"telemetry"`
 
 	// dir is the directory relative paths are resolved against: the config
 	// file's, or the working directory without one.
@@ -62,6 +65,8 @@ type Config struct {
 	allowSetBy []string
 	// logLevel is --log-level, else $KERNEL_LOG, else warn.
 	logLevel string
+	// spanExporter replaces the configured span exporter (cliEnv.spans).
+	spanExporter sdktrace.SpanExporter
 	// toolProtocol and toolFormat are --tool-protocol and --tool-format,
 	// which win over every model's configured ones.
 	toolProtocol, toolFormat string

@@ -38,17 +38,7 @@ func TestOneHookEveryToolSource(t *testing.T) {
 	os.MkdirAll(ws, 0o700)
 	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("build id CANARY-1111\n"), 0o600)
 	os.WriteFile(filepath.Join(ws, "data.json"), []byte(`{"id":"CANARY-3333"}`), 0o600)
-	git := func(args ...string) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = ws
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	git("init", "-q")
-	git("add", "-A")
-	git("commit", "-q", "-m", "release CANARY-2222")
+	gitCommit(t, ws, "release CANARY-2222")
 	sum, err := os.ReadFile(filepath.Join(root, "bin/plugins/git.sha256"))
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +77,22 @@ func TestOneHookEveryToolSource(t *testing.T) {
 	if strings.Count(out, "[REDACTED]") < 3 {
 		t.Fatalf("want three redactions in the stored results:\n%s", out)
 	}
+}
+
+// gitCommit makes ws a git repository with one commit of everything in it.
+func gitCommit(t *testing.T, ws, message string) {
+	t.Helper()
+	git := func(args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	git("add", "-A")
+	git("commit", "-q", "-m", message)
 }
 
 // TestMakeDemo runs the demo script as `make demo` does and checks the

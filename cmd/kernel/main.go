@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/agentkernel/agentkernel/sandbox"
 )
 
@@ -50,6 +52,9 @@ type command struct {
 type cliEnv struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// spans, when set, receives the spans instead of the exporter the
+	// configuration names (tests).
+	spans sdktrace.SpanExporter
 }
 
 func commands() []command {
@@ -77,9 +82,13 @@ func commands() []command {
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	env := &cliEnv{stdin: stdin, stdout: stdout, stderr: stderr}
+	return runEnv(ctx, args, &cliEnv{stdin: stdin, stdout: stdout, stderr: stderr})
+}
+
+// runEnv runs the command args names with env.
+func runEnv(ctx context.Context, args []string, env *cliEnv) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-		usage(stdout)
+		usage(env.stdout)
 		return nil
 	}
 	if args[0] == "--version" || args[0] == "-version" {
@@ -90,7 +99,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return usageError("unknown command %q (kernel help lists them)", args[0])
 	}
 	if helpRequested(args[1:]) {
-		env.stderr = stdout // asked-for help is output, not a diagnostic
+		env.stderr = env.stdout // asked-for help is output, not a diagnostic
 	}
 	return scrubError(c.run(ctx, args[1:], env))
 }

@@ -37,7 +37,7 @@ func (a *app) loadPlugins(ctx context.Context) error {
 		return err
 	}
 	a.plugins = subprocess.NewHost(subprocess.HostConfig{Logger: a.log.Named("plugins"), StateDir: cacheDir(),
-		OnNotice: func(n kernel.Notice) { a.emit(n) }, AllowMissing: a.cfg.Sandbox.AllowMissing})
+		OnNotice: func(n kernel.Notice) { a.emit(n) }, AllowMissing: a.cfg.Sandbox.AllowMissing, OnSpans: a.onSpans()})
 	a.closers = append(a.closers, a.plugins.Close)
 	for i, pc := range pcs {
 		tools, err := a.plugins.Load(ctx, pc)

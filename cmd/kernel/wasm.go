@@ -35,6 +35,7 @@ func (a *app) loadWASM(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start the WASM host: %w", err)
 	}
+	a.wasm = host
 	a.closers = append(a.closers, func() error { return host.Close(context.WithoutCancel(ctx)) })
 	for i, mc := range mcs {
 		tools, warnings, err := host.Load(ctx, mc)

@@ -20,7 +20,9 @@ import (
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 	"github.com/agentkernel/agentkernel/plugins/mcp"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/plugins/wasm"
 	"github.com/agentkernel/agentkernel/policy"
+	"github.com/agentkernel/agentkernel/telemetry"
 )
 
 // app is a configured kernel and everything it owns. cmd/kernel is the only
@@ -44,6 +46,9 @@ type app struct {
 	// replica names this process among those sharing a postgres store
 	// (kernel serve --replica); it claims steering messages in that name.
 	replica       string
+	tel           *telemetry.Telemetry // nil: telemetry is off
+	metricsAddr   string               // the metrics listener's, once it listens
+	wasm          *wasm.Host
 	plugins       *subprocess.Host
 	mcp           *mcp.Host
 	chain         *hooks.Chain
@@ -74,11 +79,16 @@ func loadApp(ctx context.Context, cf *commonFlags, env *cliEnv, protect bool) (*
 			return nil, err
 		}
 	}
+	cfg.spanExporter = env.spans
 	return newApp(ctx, cfg, env.stderr)
 }
 
 func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
 	a := &app{cfg: cfg, tools: kernel.NewRegistry(), log: newLevelLogger(stderr, cfg.logLevel), stderr: stderr}
+	if err := a.startTelemetry(ctx, cfg.spanExporter); err != nil {
+		a.Close()
+		return nil, err
+	}
 	if err := a.loadTools(ctx); err != nil {
 		a.Close()
 		return nil, err
@@ -129,6 +139,10 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 		return nil, nil, err
 	}
 	a.closers = append(a.closers, a.cfg.applyPrestart(ctx))
+	if err := a.serveMetrics(ctx, env.stderr); err != nil {
+		a.Close()
+		return nil, nil, err
+	}
 	r.mu.Lock()
 	r.scrub = a.scrub
 	if sc, err := a.cfg.storeConfig(); err == nil && sc.Kind != "memory" && sc.Kind != "postgres" {
@@ -267,6 +281,7 @@ func (a *app) loadBuiltins() error {
 		}
 	}
 	b.CommandSandbox.AllowMissing = append(b.CommandSandbox.AllowMissing, a.cfg.Sandbox.AllowMissing...)
+	b.CommandTraceParent = a.commandTraceParent()
 	tools, closer, err := builtin.New(b)
 	if err != nil {
 		return fmt.Errorf("%s: tools.builtin: %w", a.cfg.source(), err)
@@ -308,6 +323,7 @@ func (a *app) provider() (kernel.Provider, error) {
 		return scripted.New(s), nil
 	case "openai", "":
 		oc := openaiConfig(m)
+		oc.HTTPClient = a.httpClient()
 		if a.log != nil {
 			oc.Logger = a.log.Named("openai")
 		}
@@ -330,7 +346,7 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 			return nil, err
 		}
 	}
-	return kernel.New(kernel.Config{
+	kc := kernel.Config{
 		Provider:       prov,
 		Store:          a.store,
 		Tools:          a.tools,
@@ -355,5 +371,7 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		MaxCorrections: a.cfg.Limits.MaxCorrections,
 
 		MaxConcurrentTools: a.cfg.Limits.MaxConcurrentTools,
-	})
+	}
+	a.instrument(&kc)
+	return kernel.New(kc)
 }

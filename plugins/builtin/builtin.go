@@ -107,7 +107,17 @@ type Config struct {
 	// has no network and sees no other process. Its limits and net apply
 	// as given; its env is ignored (CommandEnv is the allowlist).
 	CommandSandbox sandbox.Grant `yaml:"command_sandbox"`
+	// CommandTraceParent adds TRACEPARENT to run_command's environment
+	// allowlist, with the W3C traceparent of the call's span as its value
+	// (none when the call is not traced): the command's own tracing
+	// continues the run's trace. Set by the kernel from
+	// telemetry.traces.command_env, not by this section.
+	CommandTraceParent bool `yaml:"-"`
 }
+
+// TraceParentEnv is the variable that carries the call's W3C traceparent
+// to a native command (CommandTraceParent).
+const TraceParentEnv = "TRACEPARENT"
 
 // CommandGrant is run_command's effective sandbox grant for the
 // workspace root (absolute): the defaults plus cfg.CommandSandbox.
@@ -123,6 +133,9 @@ func CommandGrant(root string, cfg Config) sandbox.Grant {
 		env = cfg.CommandEnv
 	}
 	g.Env = slices.Clone(env)
+	if cfg.CommandTraceParent && !slices.Contains(g.Env, TraceParentEnv) {
+		g.Env = append(g.Env, TraceParentEnv)
+	}
 	return g
 }
 
@@ -219,6 +232,8 @@ type workspace struct {
 	// commands, so the write tools may change it too (protect.go).
 	gitWritable  bool
 	commandGrant sandbox.Grant
+	// traceParent: TRACEPARENT in commandEnv is the call's trace context.
+	traceParent bool
 	// writeMu serialises write_file and edit_file so an edit's
 	// read-modify-write never interleaves with another write.
 	writeMu sync.Mutex
@@ -243,10 +258,6 @@ func newWorkspace(cfg Config) (*workspace, error) {
 	}
 	if cfg.CommandTimeout > 0 && cfg.CommandTimeout < time.Second {
 		return nil, fmt.Errorf("builtin: command_timeout %s is below the minimum of 1s", cfg.CommandTimeout)
-	}
-	env := defaultCommandEnv
-	if cfg.CommandEnv != nil {
-		env = cfg.CommandEnv
 	}
 	for i, name := range cfg.CommandEnv {
 		if name == "" || strings.ContainsAny(name, "=\x00") {
@@ -293,8 +304,9 @@ func newWorkspace(cfg Config) (*workspace, error) {
 		maxOutput:      orDefault(cfg.MaxOutputBytes, DefaultMaxOutputBytes),
 		maxFile:        orDefault(cfg.MaxFileBytes, DefaultMaxFileBytes),
 		commandTimeout: orDefault(cfg.CommandTimeout, DefaultCommandTimeout),
-		commandEnv:     slices.Clone(env),
+		commandEnv:     slices.DeleteFunc(slices.Clone(grant.Env), func(n string) bool { return n == TraceParentEnv && cfg.CommandTraceParent }),
 		commandGrant:   grant,
+		traceParent:    cfg.CommandTraceParent,
 	}, nil
 }
 

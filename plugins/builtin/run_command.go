@@ -140,7 +140,7 @@ func (t *RunCommand) run(ctx context.Context, argv []string, timeout time.Durati
 	r := commandRun{out: newHeadTail(t.ws.maxOutput)}
 	start := time.Now()
 	p, err := proc.Start(context.WithoutCancel(ctx), proc.Spec{
-		Argv: argv, Dir: t.ws.dir, Grant: t.ws.commandGrant, Env: t.ws.commandEnv,
+		Argv: argv, Dir: t.ws.dir, Grant: t.ws.commandGrant, Env: t.ws.commandEnv, Extra: t.ws.traceEnv(ctx),
 		Stdout: r.out, Stderr: r.out, Prestarted: true,
 	})
 	if err != nil {

@@ -158,6 +158,7 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (kernel.Result, e
 	tok, done := t.s.withProgress(func(text string) { kernel.ReportProgress(ctx, text) })
 	defer done()
 	params.SetProgressToken(tok)
+	injectTraceContext(ctx, params.Meta)
 	res, err := sess.CallTool(ctx, params)
 	if err != nil {
 		if ctx.Err() != nil {

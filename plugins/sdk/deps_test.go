@@ -14,11 +14,19 @@ import (
 // the YAML decoder of the kernel's config. The kernel validates arguments
 // before a call reaches a plugin; the contract a plugin needs is package
 // tool, and the tool-name rule comes from internal/config/names.
+//
+// A plugin's spans go back to the host with its results (RATIONALE.md,
+// "Plugin spans travel back over the plugin's gRPC connection"): it links
+// the OpenTelemetry SDK and the OTLP encoding, never an exporter that
+// opens a connection of its own.
 var forbidden = []string{
 	"github.com/agentkernel/agentkernel/kernel",
 	"github.com/agentkernel/agentkernel/internal/schema",
 	"github.com/santhosh-tekuri/jsonschema/v5",
 	"gopkg.in/yaml.v3",
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc",
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp",
+	"github.com/agentkernel/agentkernel/telemetry",
 }
 
 // deps lists the packages pkg links, as `go list -deps` prints them.

@@ -23,6 +23,7 @@ type service struct {
 	pluginpb.UnimplementedToolsServer
 	byName map[string]*Tool
 	order  []*Tool
+	trace  tracing
 }
 
 func newService(tools []*Tool) (*service, error) {
@@ -102,6 +103,7 @@ func (s *service) Call(req *pluginpb.CallRequest, stream pluginpb.Tools_CallServ
 		}
 		_ = stream.Send(&pluginpb.CallEvent{Event: &pluginpb.CallEvent_Progress{Progress: &pluginpb.Progress{Text: text}}})
 	})
+	ctx, span := s.trace.start(ctx, t.spec.Name)
 	res, err := t.Call(ctx, req.GetArgs())
 	mu.Lock()
 	done = true
@@ -109,6 +111,7 @@ func (s *service) Call(req *pluginpb.CallRequest, stream pluginpb.Tools_CallServ
 
 	max := int(req.GetMaxOutputBytes())
 	out := &pluginpb.Result{Content: res.Content, IsError: res.IsError || err != nil}
+	out.Spans = s.trace.finish(span, out.IsError)
 	if max > 0 && len(out.Content) > max {
 		out.TruncatedFrom = int64(len(out.Content))
 		out.Content = TruncateOutput(out.Content, max)

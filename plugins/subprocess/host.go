@@ -35,6 +35,12 @@ type HostConfig struct {
 	// closes; the CLI turns these into kernel.Notice events. It must not
 	// block and may be called from any goroutine.
 	OnNotice func(kernel.Notice)
+	// OnSpans, if set, receives the spans a plugin recorded for a call
+	// (OTLP TracesData, protobuf-encoded; see pluginpb.Result.spans), with
+	// the call's context: telemetry.ImportSpans. A plugin sends spans only
+	// when the call's context carries a sampled trace, which the host
+	// passes to the plugin as W3C traceparent in the call's gRPC metadata.
+	OnSpans func(ctx context.Context, plugin string, spans []byte)
 	// AllowMissing is added to every plugin's sandbox grant: the layers
 	// the operator accepts to run without (kernel.yaml's
 	// sandbox.allow_missing).

@@ -247,6 +247,10 @@ func (g *git) run(ctx context.Context, args []string, pathspec string) (string, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
+	// A child of the call's span when the kernel traces the call: the
+	// run's trace shows how long git itself took.
+	ctx, span := sdk.StartSpan(ctx, "git "+args[0])
+	defer span.End()
 	env, err := g.hardenedEnv(ctx, bin)
 	if err != nil {
 		return "", err

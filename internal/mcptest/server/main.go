@@ -4,7 +4,9 @@
 // handle: text and structured results, isError, progress, images and
 // embedded resources, a crash and a hang mid-call, and a tool list that
 // changes. With -calls FILE it appends every call it receives (and every
-// cancellation) to FILE, so tests see what reached it.
+// cancellation) to FILE, so tests see what reached it. With
+// OTEL_EXPORTER_OTLP_ENDPOINT set it exports a span per call, continuing
+// the trace context of the call's _meta.
 package main
 
 import (
@@ -67,6 +69,7 @@ func main() {
 	log.SetPrefix("testserver: ")
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, nil)
+	tracing(s)
 	yes := true
 	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echo text back.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 		InputSchema: schema(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`)},

@@ -473,6 +473,12 @@ type Result struct {
 	// truncated_from is the content's length before the plugin truncated it,
 	// or 0 if it was not truncated.
 	TruncatedFrom int64 `protobuf:"varint,4,opt,name=truncated_from,json=truncatedFrom,proto3" json:"truncated_from,omitempty"`
+	// spans are the spans the plugin recorded for this call, as an OTLP
+	// TracesData message (opentelemetry/proto/trace/v1), protobuf-encoded.
+	// A plugin records spans only when the call's gRPC metadata carries a
+	// sampled W3C traceparent; the host keeps those of that trace, under
+	// that parent, and exports them with its own. Empty means none.
+	Spans         []byte `protobuf:"bytes,5,opt,name=spans,proto3" json:"spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -533,6 +539,13 @@ func (x *Result) GetTruncatedFrom() int64 {
 		return x.TruncatedFrom
 	}
 	return 0
+}
+
+func (x *Result) GetSpans() []byte {
+	if x != nil {
+		return x.Spans
+	}
+	return nil
 }
 
 type Error struct {
@@ -734,12 +747,13 @@ const file_plugin_proto_rawDesc = "" +
 	"\x06result\x18\x02 \x01(\v2\x1d.agentkernel.plugin.v1.ResultH\x00R\x06resultB\a\n" +
 	"\x05event\"\x1e\n" +
 	"\bProgress\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text\"\x98\x01\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"\xae\x01\n" +
 	"\x06Result\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x19\n" +
 	"\bis_error\x18\x02 \x01(\bR\aisError\x122\n" +
 	"\x05error\x18\x03 \x01(\v2\x1c.agentkernel.plugin.v1.ErrorR\x05error\x12%\n" +
-	"\x0etruncated_from\x18\x04 \x01(\x03R\rtruncatedFrom\"5\n" +
+	"\x0etruncated_from\x18\x04 \x01(\x03R\rtruncatedFrom\x12\x14\n" +
+	"\x05spans\x18\x05 \x01(\fR\x05spans\"5\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"h\n" +
