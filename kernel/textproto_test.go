@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/kerneltest"
 	"github.com/agentkernel/agentkernel/kernel/store/memory"
@@ -79,23 +79,7 @@ func transcript(reqs []kernel.Request, first int) string {
 
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "toolproto", name+".golden")
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./kernel -run TestTextProtocolGolden -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the golden file (run with -update to accept):\n%s", path, got)
-	}
+	testutil.Golden(t, filepath.Join("testdata", "toolproto", name+".golden"), got, *update)
 }
 
 // violations are answers that break the protocol, by format and kind, and

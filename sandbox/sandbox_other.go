@@ -58,3 +58,41 @@ func Check() Report {
 	}
 	return r
 }
+
+// LauncherName is the dedicated launcher's file name (Linux's; off Linux
+// there is no launcher and UseLauncher refuses).
+const LauncherName = "agentkernel-sandbox-init"
+
+// UseLauncher refuses off Linux: there is no launcher to use.
+func UseLauncher(path, wantSHA256 string) error {
+	if path == "" {
+		return nil
+	}
+	return errors.New("sandbox: no launcher on " + runtime.GOOS)
+}
+
+// DefaultPrestart is Linux's default; off Linux nothing is pre-started.
+const DefaultPrestart = 1
+
+// SetPrestart does nothing off Linux: there is no launcher to keep ready.
+func SetPrestart(n int) {}
+
+// ClosePrestarted does nothing off Linux.
+func ClosePrestarted() {}
+
+// WarmUp starts nothing off Linux. It fails, as Command would, unless the
+// grant accepts every missing layer.
+func WarmUp(ctx context.Context, g Grant) error {
+	if err := g.Validate(); err != nil {
+		return err
+	}
+	return Check().Missing(g)
+}
+
+// PrestartStats counts what pre-starting did: nothing off Linux.
+type PrestartStats struct {
+	Ready, Hits, Misses, Stale int
+}
+
+// Prestarted reports zero counters off Linux.
+func Prestarted() PrestartStats { return PrestartStats{} }

@@ -62,7 +62,7 @@ func TestChatCtrlCUnderPTY(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(os.Args[0], "chat", "--config", filepath.Join(dir, "kernel.yaml"))
-	cmd.Env = append(os.Environ(), "KERNEL_TEST_MAIN=1")
+	cmd.Env = append(os.Environ(), "KERNEL_TEST_MAIN=1", "NO_COLOR=1") // the answer as written, not rendered
 	tty, err := pty.Start(cmd)
 	if err != nil {
 		t.Fatal(err)

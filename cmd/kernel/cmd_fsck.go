@@ -13,7 +13,9 @@ import (
 // session, then the damaged messages of each damaged one, then a summary.
 // It fails (exit 1) when damage is left unrepaired.
 func runFsck(ctx context.Context, env *cliEnv, c kernel.StoreChecker, ids []string, repair bool) error {
+	stop := statusLine(env.stderr, "checking every stored value", nil)
 	rep, err := c.Fsck(ctx, ids, repair)
+	stop()
 	if rep != nil {
 		for _, f := range rep.Sessions {
 			switch {
@@ -107,7 +109,9 @@ func reclaimSpace(ctx context.Context, env *cliEnv, st kernel.Store) {
 	if !ok {
 		return
 	}
+	stop := statusLine(env.stderr, "giving the removed sessions' disk space back", nil)
 	r, err := bs.Reclaim(ctx)
+	stop()
 	if err != nil {
 		fmt.Fprintf(env.stderr, "reclaiming disk space failed: %v\n", err)
 		return

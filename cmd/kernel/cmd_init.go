@@ -56,8 +56,9 @@ policy:
 // initPolicyYAML is the starter policy: everything that reads is allowed,
 // everything that changes waits for a human, recursive deletion is denied.
 const initPolicyYAML = `# policy.yaml — the starter policy written by ` + "`kernel init`" + `.
-# Reading is allowed; every change waits for your approval
-# (` + "`kernel approve SESSION`" + `); recursive forced deletion is refused.
+# Reading is allowed; every tool that can change something (writes, edits,
+# commands, and any plugin or MCP tool not marked read_only) waits for your
+# approval (` + "`kernel approve SESSION`" + `); recursive forced deletion is refused.
 # Check it with ` + "`kernel policy check policy.yaml`" + ` and run its tests with
 # ` + "`kernel policy test policy.yaml`" + `. The format: docs/policy.md.
 name: starter
@@ -75,10 +76,10 @@ rules:
     message: '"destructive command refused: " + call.command'
 
   - id: ask-before-changes
-    description: every write, edit and command waits for a human
+    description: every tool that is not read-only waits for a human
     effect: ask
-    tools: [write_file, edit_file, run_command]
-    message: '"the agent wants to run " + tool.name'
+    when: tool.tier != "read_only"
+    message: '"the agent wants to run " + tool.name + " (" + tool.tier + ")"'
 
 tests:
   - name: reading is allowed
@@ -88,6 +89,11 @@ tests:
   - name: a write waits for approval
     input:
       call: {tool: write_file, args: {path: notes.txt, content: hi}}
+    expect: {decision: ask, rules: [ask-before-changes]}
+  - name: an MCP server's tool without a read_only tier waits too
+    input:
+      call: {tool: fs.write_file, args: {path: notes.txt, content: hi}}
+      tool: {tier: side_effecting}
     expect: {decision: ask, rules: [ask-before-changes]}
   - name: rm -rf is refused
     input:

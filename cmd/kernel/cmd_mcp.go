@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -27,6 +26,7 @@ import (
 
 const mcpUsage = `Usage: kernel mcp ls [--json] [flags]
        kernel mcp serve [--http ADDR --token-env NAME] [--events FILE] [flags]
+       kernel mcp import FILE [--write CONFIG] [flags]
 
   ls      connect to the configured MCP servers (tools.mcp) and list each
           one's state and the tools the kernel registered from it
@@ -37,6 +37,12 @@ const mcpUsage = `Usage: kernel mcp ls [--json] [flags]
           streamable HTTP on ADDR with --http (the client must send
           "Authorization: Bearer <token>", the token read from the
           environment variable --token-env, default KERNEL_MCP_TOKEN).
+  import  read an MCP client's server list (the mcpServers format of
+          Claude Desktop's claude_desktop_config.json, Claude Code's
+          .mcp.json, Cursor's mcp.json) and print tools.mcp entries for
+          it, with the grants each needs; --write adds them to CONFIG.
+          Tiers are left to you: every tool is side_effecting until its
+          entry's tiers names it.
 
 See docs/mcp.md.`
 
@@ -47,12 +53,19 @@ func cmdMCP(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	asJSON := fs.Bool("json", false, "ls: print JSON")
 	addr := fs.String("http", "", "serve: streamable HTTP on `ADDR` (e.g. 127.0.0.1:8931) instead of stdio")
-	tokenEnv := fs.String("token-env", "KERNEL_MCP_TOKEN", "serve --http: the environment variable holding the bearer token clients must send")
+	tokenEnv := fs.String("token-env", "KERNEL_MCP_TOKEN", "serve: with --http, the environment variable holding the bearer token clients must send")
 	events := fs.String("events", "", "serve: write every event as a JSON line to `FILE` (- for stderr)")
-	if _, err := parseArgs(fs, args); err != nil {
+	write := fs.String("write", "", "import: add the entries to the tools.mcp of configuration `FILE` (its comments and layout kept) instead of printing them")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
 	switch sub {
+	case "import":
+		if len(pos) != 1 {
+			return usageError("mcp import takes one FILE (a .mcp.json, claude_desktop_config.json or mcp.json)")
+		}
+		return mcpImport(cf, env, pos[0], *write)
 	case "ls":
 		return mcpList(ctx, cf, env, *asJSON)
 	case "serve":
@@ -84,21 +97,24 @@ func mcpList(ctx context.Context, cf *commonFlags, env *cliEnv, asJSON bool) err
 		enc.SetIndent("", "  ")
 		return enc.Encode(servers)
 	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	var rows [][]string
 	for _, s := range servers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.State, s.Transport, s.Target)
+		rows = append(rows, []string{s.Name, string(s.State), s.Transport, s.Target})
 		for _, t := range s.Tools {
 			hints := "-"
 			if len(t.Hints) > 0 {
 				hints = "hints: " + strings.Join(t.Hints, ",")
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.Name, t.Tier, hints, clip(firstLine(t.Description), 50))
+			rows = append(rows, []string{"  " + t.Name, string(t.Tier), hints, clip(firstLine(t.Description), 50)})
 		}
 		for _, p := range s.Problems {
-			fmt.Fprintf(tw, "  %s\tLEFT OUT\t%s\t\n", p.Tool, clip(p.Reason, 60))
+			rows = append(rows, []string{"  " + p.Tool, "LEFT OUT", clip(p.Reason, 60), ""})
 		}
 	}
-	return tw.Flush()
+	// On a terminal the long cells are cut to fit (`kernel mcp ls --json`
+	// has them whole).
+	_, err = writeTable(env.stdout, rows, terminalWidth(env.stdout), 3, 2)
+	return err
 }
 
 // MCPServeConfig is the mcp_serve section of kernel.yaml.

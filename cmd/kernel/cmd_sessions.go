@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentkernel/agentkernel/internal/progress"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 )
@@ -137,7 +138,11 @@ func sessionsExport(fs *flag.FlagSet) subRun {
 		}
 		defer a.Close()
 		var buf bytes.Buffer
-		if err := ex.Export(ctx, pos[0], &buf); err != nil {
+		var moved progress.Counter
+		stop := statusLine(env.stderr, "exporting session "+pos[0], &moved)
+		err = ex.Export(ctx, pos[0], moved.Writer(&buf))
+		stop()
+		if err != nil {
 			return err
 		}
 		_ = a.Close() // let go of the store before writing
@@ -164,7 +169,10 @@ func sessionsImport(ctx context.Context, cf *commonFlags, env *cliEnv, pos []str
 		defer f.Close()
 		r = f
 	}
-	id, err := im.Import(ctx, r)
+	var moved progress.Counter
+	stop := statusLine(env.stderr, "importing "+pos[0], &moved)
+	id, err := im.Import(ctx, moved.Reader(r))
+	stop()
 	if err != nil {
 		return fmt.Errorf("import %s: %w", pos[0], err)
 	}
@@ -205,7 +213,9 @@ func sessionsGC(fs *flag.FlagSet) subRun {
 			return err
 		}
 		defer a.Close()
+		stop := statusLine(env.stderr, "removing the sessions not updated for "+*olderThan, nil)
 		removed, err := gc.GC(ctx, age)
+		stop()
 		for _, id := range removed {
 			fmt.Fprintln(env.stdout, "removed", id)
 		}

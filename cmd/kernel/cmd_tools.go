@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"text/tabwriter"
 )
 
 func cmdTools(ctx context.Context, args []string, env *cliEnv) error {
@@ -41,22 +40,36 @@ func cmdTools(ctx context.Context, args []string, env *cliEnv) error {
 		*asJSON = true
 	}
 	if *asJSON {
-		return writeJSON(env, toolsJSON(specs))
+		out := toolsJSON(specs)
+		native := nativeGrants(a.cfg)
+		for i, s := range specs {
+			t, _ := a.tools.Lookup(s.Name)
+			if g := grantedColumn(t, native, s.Name, s.Source); g != "-" {
+				out[i].Granted = g
+			}
+		}
+		return writeJSON(env, out)
 	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tTIER\tSOURCE\tARGUMENTS\tGRANTED\tDESCRIPTION")
+	rows := [][]string{{"NAME", "TIER", "SOURCE", "ARGUMENTS", "GRANTED", "DESCRIPTION"}}
 	native := nativeGrants(a.cfg)
 	for _, s := range specs {
 		t, _ := a.tools.Lookup(s.Name)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Tier, s.Source, argSummary(s.Schema), grantedColumn(t, native, s.Name, s.Source), clip(firstLine(s.Description), 50))
+		rows = append(rows, []string{s.Name, string(s.Tier), s.Source, argSummary(s.Schema), grantedColumn(t, native, s.Name, s.Source), clip(firstLine(s.Description), 50)})
 	}
 	for _, n := range a.warnings {
 		fmt.Fprintf(env.stderr, "warning: %s\n", n.Text)
 	}
-	if err := tw.Flush(); err != nil {
+	// On a terminal the long cells (arguments, grants, descriptions) are
+	// cut to fit; the whole entry is `kernel tools NAME`.
+	cut, err := writeTable(env.stdout, rows, terminalWidth(env.stdout), 4, 5, 3)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stderr, "%d tools · `kernel tools NAME` prints one tool's full schema · * marks required arguments\n", len(specs))
+	hint := fmt.Sprintf("%d tools · * required argument", len(specs))
+	if cut {
+		hint += " · … cut"
+	}
+	fmt.Fprintln(env.stderr, hint+" · `kernel tools NAME` shows one in full")
 	return nil
 }
 

@@ -38,28 +38,108 @@ type commonFlags struct {
 	workspaceID *kernel.FileID
 }
 
+// register registers on fs the common flags the command fs is for reads
+// (commonFlagsOf, by fs's name): its help lists those and no others, and
+// any other is a usage error. A flag it does not register keeps its zero
+// value, which load leaves alone.
 func (c *commonFlags) register(fs *flag.FlagSet) {
-	fs.Var(&c.config, "config", "configuration `FILE` (YAML, see schemas/config.schema.json); repeat to lay files over each other; embedded defaults without it")
-	fs.StringVar(&c.model, "model", "", "model `NAME` (model.name)")
-	fs.StringVar(&c.baseURL, "base-url", "", "OpenAI-compatible API base `URL`, e.g. http://127.0.0.1:11434/v1 (model.base_url)")
-	fs.StringVar(&c.apiKeyEnv, "api-key-env", "", "environment `VARIABLE` holding the API key (model.api_key_env)")
-	fs.StringVar(&c.workspace, "workspace", "", "`DIR` the built-in tools are confined to (workspace)")
-	fs.Var(&c.maxTurns, "max-turns", "maximum model turns per run, at least 1 (limits.max_turns)")
-	c.provider.allowed = []string{"openai", "scripted"}
-	fs.Var(&c.provider, "provider", "model provider: openai or scripted (model.provider)")
-	fs.StringVar(&c.script, "script", "", "script `FILE` for the scripted provider (model.script)")
-	fs.Var(&c.timeout, "model-timeout", "deadline of one model call, e.g. 90s or 5m (model.timeout)")
-	fs.Var(&c.idle, "model-idle-timeout", "end a model stream that sends nothing for this long, e.g. 30s (model.idle_timeout)")
-	fs.Var(&c.fallbacks, "fallback", "fallback model `NAME`, tried when the model is unavailable; repeatable (model.fallbacks)")
-	fs.StringVar(&c.policy, "policy", "", "policy `FILE` (policy.file; see docs/policy.md)")
-	fs.BoolVar(&c.noCache, "no-cache", false, "run the policy's tests even when the test cache vouches for the file")
-	fs.StringVar(&c.store, "store", "", "session store `DIR` (store.dir; default $XDG_DATA_HOME/agentkernel)")
-	c.toolProtocol.allowed = toolModes()
-	fs.Var(&c.toolProtocol, "tool-protocol", "offer tools by `MODE`: native, text or auto (model.tool_protocol; see docs/providers.md)")
-	c.toolFormat.allowed = toolproto.Formats()
-	fs.Var(&c.toolFormat, "tool-format", "write the text tool protocol in `SYNTAX`: hermes or json (model.tool_format)")
-	c.logLevel.allowed = logLevels
-	fs.Var(&c.logLevel, "log-level", "log `LEVEL` on stderr: "+strings.Join(logLevels, ", ")+" (default $KERNEL_LOG, else warn)")
+	groups, ok := commonFlagsOf[fs.Name()]
+	if !ok {
+		groups = flagsAll
+	}
+	if groups&flagsConfig != 0 {
+		fs.Var(&c.config, "config", "configuration `FILE` (YAML, see schemas/config.schema.json); repeat to lay files over each other; embedded defaults without it")
+		c.logLevel.allowed = logLevels
+		fs.Var(&c.logLevel, "log-level", "log `LEVEL` on stderr: "+strings.Join(logLevels, ", ")+" (default $KERNEL_LOG, else warn)")
+	}
+	if groups&flagsModel != 0 {
+		fs.StringVar(&c.model, "model", "", "model `NAME` (model.name)")
+		fs.StringVar(&c.baseURL, "base-url", "", "OpenAI-compatible API base `URL`, e.g. http://127.0.0.1:11434/v1 (model.base_url)")
+		fs.StringVar(&c.apiKeyEnv, "api-key-env", "", "environment `VARIABLE` holding the API key (model.api_key_env)")
+		fs.Var(&c.maxTurns, "max-turns", "maximum model turns per run, at least 1 (limits.max_turns)")
+		c.provider.allowed = []string{"openai", "scripted"}
+		fs.Var(&c.provider, "provider", "model provider: openai or scripted (model.provider)")
+		fs.StringVar(&c.script, "script", "", "script `FILE` for the scripted provider (model.script)")
+		fs.Var(&c.timeout, "model-timeout", "deadline of one model call, e.g. 90s or 5m (model.timeout)")
+		fs.Var(&c.idle, "model-idle-timeout", "end a model stream that sends nothing for this long, e.g. 30s (model.idle_timeout)")
+		fs.Var(&c.fallbacks, "fallback", "fallback model `NAME`, tried when the model is unavailable; repeatable (model.fallbacks)")
+		c.toolProtocol.allowed = toolModes()
+		fs.Var(&c.toolProtocol, "tool-protocol", "offer tools by `MODE`: native, text or auto (model.tool_protocol; see docs/providers.md)")
+		c.toolFormat.allowed = toolproto.Formats()
+		fs.Var(&c.toolFormat, "tool-format", "write the text tool protocol in `SYNTAX`: hermes or json (model.tool_format)")
+	}
+	if groups&flagsWorkspace != 0 {
+		fs.StringVar(&c.workspace, "workspace", "", "`DIR` the built-in tools are confined to (workspace)")
+	}
+	if groups&flagsPolicy != 0 {
+		fs.StringVar(&c.policy, "policy", "", "policy `FILE` (policy.file; see docs/policy.md)")
+	}
+	if groups&flagsPolicyTests != 0 {
+		fs.BoolVar(&c.noCache, "no-cache", false, "run the policy's tests even when the test cache vouches for the file")
+	}
+	if groups&flagsStore != 0 {
+		fs.StringVar(&c.store, "store", "", "session store `DIR` (store.dir; default $XDG_DATA_HOME/agentkernel)")
+	}
+}
+
+// flagGroup is a set of the common flags, by what they configure.
+type flagGroup uint8
+
+const (
+	flagsConfig      flagGroup = 1 << iota // --config, --log-level
+	flagsModel                             // the model and its calls, --max-turns
+	flagsWorkspace                         // --workspace
+	flagsPolicy                            // --policy
+	flagsPolicyTests                       // --no-cache: a policy is loaded, its tests run
+	flagsStore                             // --store
+	flagsAll         = flagsConfig | flagsModel | flagsWorkspace | flagsPolicy | flagsPolicyTests | flagsStore
+)
+
+// flagGroupTitles head the common flags in a command's help, in this
+// order, after the command's own flags.
+var flagGroupTitles = []struct {
+	groups flagGroup
+	title  string
+}{
+	{flagsConfig, "Configuration"},
+	{flagsModel, "Model"},
+	{flagsWorkspace | flagsPolicy | flagsPolicyTests, "Workspace and policy"},
+	{flagsStore, "Session store"},
+}
+
+// commonFlagGroup is the group of each common flag.
+var commonFlagGroup = map[string]flagGroup{
+	"config": flagsConfig, "log-level": flagsConfig,
+	"model": flagsModel, "base-url": flagsModel, "api-key-env": flagsModel, "max-turns": flagsModel, "provider": flagsModel,
+	"script": flagsModel, "model-timeout": flagsModel, "model-idle-timeout": flagsModel, "fallback": flagsModel,
+	"tool-protocol": flagsModel, "tool-format": flagsModel,
+	"workspace": flagsWorkspace, "policy": flagsPolicy, "no-cache": flagsPolicyTests, "store": flagsStore,
+}
+
+// commonFlagsOf says which common flags each command (or "GROUP SUB")
+// reads; one not named reads them all (run, chat, approve, reject,
+// sessions compact, config show, serve: they build a whole kernel, or show
+// what one would be). TestHelpListsTheFlagsACommandReads holds each
+// command's help to it.
+var commonFlagsOf = map[string]flagGroup{
+	// The store alone.
+	"sessions ls": flagsConfig | flagsStore, "sessions show": flagsConfig | flagsStore,
+	"sessions export": flagsConfig | flagsStore, "sessions import": flagsConfig | flagsStore,
+	"sessions rm": flagsConfig | flagsStore, "sessions gc": flagsConfig | flagsStore,
+	"sessions fsck": flagsConfig | flagsStore, "steer": flagsConfig | flagsStore,
+	"keys create": flagsConfig | flagsStore, "keys list": flagsConfig | flagsStore, "keys revoke": flagsConfig | flagsStore,
+	// The tools as run would register them, and the policy it would load.
+	"tools":          flagsConfig | flagsWorkspace | flagsPolicy | flagsPolicyTests,
+	"mcp ls":         flagsConfig | flagsWorkspace | flagsPolicy | flagsPolicyTests,
+	"mcp serve":      flagsConfig | flagsWorkspace | flagsPolicy | flagsPolicyTests | flagsStore,
+	"mcp import":     flagsConfig | flagsWorkspace,
+	"plugins verify": flagsConfig | flagsWorkspace,
+	"sandbox check":  flagsConfig | flagsWorkspace,
+	// A policy FILE against those tools, and stored sessions (check runs
+	// the file's tests, so --no-cache).
+	"policy check": flagsConfig | flagsWorkspace | flagsPolicyTests, "policy test": flagsConfig | flagsWorkspace,
+	"policy explain": flagsConfig | flagsWorkspace, "policy replay": flagsConfig | flagsWorkspace | flagsStore,
+	"policy diff": flagsConfig | flagsWorkspace | flagsStore, "policy coverage": flagsConfig | flagsWorkspace | flagsStore,
 }
 
 // load reads the configuration and applies the flags over it. Flag paths
@@ -131,7 +211,7 @@ func newFlagSet(name, args string, w io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(w)
 	fs.Usage = func() {
-		fmt.Fprintf(w, "Usage: kernel %s [flags] %s\n\nFlags:\n", name, args)
+		fmt.Fprintln(w, strings.TrimSpace(fmt.Sprintf("Usage: kernel %s [flags] %s", name, args)))
 		printFlags(w, fs)
 	}
 	recordFlagSet(w, fs)

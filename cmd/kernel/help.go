@@ -217,12 +217,45 @@ func flagBelongs(fs *flag.FlagSet, f *flag.Flag) bool {
 }
 
 // printFlags prints fs's flags the way flag.PrintDefaults does, leaving
-// out the flags of a group's other subcommands.
+// out the flags of a group's other subcommands: the command's own first,
+// then the common ones it reads under their group's title
+// (flagGroupTitles).
 func printFlags(w io.Writer, fs *flag.FlagSet) {
+	var own []*flag.Flag
+	common := map[flagGroup][]*flag.Flag{}
 	fs.VisitAll(func(f *flag.Flag) {
 		if !flagBelongs(fs, f) {
 			return
 		}
+		if g, ok := commonFlagGroup[f.Name]; ok {
+			for _, t := range flagGroupTitles {
+				if t.groups&g != 0 {
+					common[t.groups] = append(common[t.groups], f)
+				}
+			}
+			return
+		}
+		own = append(own, f)
+	})
+	if len(own) > 0 {
+		fmt.Fprintln(w, "\nFlags:")
+		for _, f := range own {
+			printFlag(w, f)
+		}
+	}
+	for _, t := range flagGroupTitles {
+		if fl := common[t.groups]; len(fl) > 0 {
+			fmt.Fprintf(w, "\n%s:\n", t.title)
+			for _, f := range fl {
+				printFlag(w, f)
+			}
+		}
+	}
+}
+
+// printFlag prints one flag as flag.PrintDefaults does.
+func printFlag(w io.Writer, f *flag.Flag) {
+	{
 		name, usage := flag.UnquoteUsage(f)
 		line := "  --" + f.Name
 		if name != "" {
@@ -241,7 +274,7 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 			line += fmt.Sprintf(" (default %q)", f.DefValue)
 		}
 		fmt.Fprintln(w, line)
-	})
+	}
 }
 
 // checkFlagOwners rejects a flag given to a subcommand it does not belong

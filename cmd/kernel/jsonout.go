@@ -36,10 +36,11 @@ func sessionJSON(s *kernel.Session) sessionDoc {
 }
 
 // toolJSON is one tool in `kernel tools --json`: the spec, with its timeout
-// as a duration string.
+// as a duration string, and what it is granted (the GRANTED column, whole).
 type toolJSON struct {
 	kernel.ToolSpec
 	Timeout string `json:"timeout,omitempty"`
+	Granted string `json:"granted,omitempty"`
 }
 
 func toolsJSON(specs []kernel.ToolSpec) []toolJSON {

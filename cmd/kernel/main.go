@@ -64,7 +64,7 @@ func commands() []command {
 		{"sessions", "list, show, export, import and remove sessions", cmdSessions},
 		{"policy", "check, test, explain and replay policies", cmdPolicy},
 		{"steer", "queue a message for a running session, list or cancel queued ones", cmdSteer},
-		{"serve", "serve the kernel over HTTP: sessions, runs, live events, approvals inbox", cmdServe},
+		{"serve", "serve the kernel over HTTP: sessions, runs, live events, approvals", cmdServe},
 		{"keys", "create, list and revoke kernel serve's API keys", cmdKeys},
 		{"store", "migrate the PostgreSQL schema; copy sessions between stores", cmdStore},
 		{"approve", "approve a session's pending tool call and continue", cmdResolve(true)},
@@ -109,7 +109,7 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun `kernel help COMMAND` (or `kernel COMMAND --help`) for a command's flags.\nExit status: 0 success, 1 failure, 2 usage error, 130 interrupted. See README.md.")
+	fmt.Fprintln(w, "\nRun `kernel help COMMAND` (or `kernel COMMAND --help`) for a command's flags.\nExit status: 0 success, 1 failure, 2 usage error, 130 interrupted (README.md).")
 }
 
 // errorText is a failure's message for stderr: an error made of several

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentkernel/agentkernel/internal/progress"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/policy"
 )
@@ -121,8 +122,8 @@ func progressLine(w io.Writer) func(policy.TestProgress) {
 }
 
 // progressAfter is how long a policy's tests run before their progress
-// shows.
-const progressAfter = 2 * time.Second
+// shows: as long as any other status line waits (internal/progress).
+const progressAfter = progress.DefaultAfter
 
 func drawProgress(w io.Writer) func(policy.TestProgress) {
 	shown, last := false, -1

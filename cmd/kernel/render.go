@@ -37,6 +37,9 @@ type renderer struct {
 	// held is the text of the message being streamed under --quiet: it is
 	// printed only if the message turns out to be the answer (no tool calls).
 	held strings.Builder
+	// md renders the answer's Markdown block by block when stdout is a
+	// terminal (markdown.go); nil writes the text as it streams.
+	md *markdownStream
 
 	mu                 sync.Mutex
 	spin               bool // show a spinner while the model thinks
@@ -47,7 +50,7 @@ type renderer struct {
 
 func newRenderer(env *cliEnv, quiet bool, events io.Writer) *renderer {
 	return &renderer{stdout: env.stdout, stderr: env.stderr, quiet: quiet, events: events,
-		color: isTerminal(env.stderr) && os.Getenv("NO_COLOR") == ""}
+		color: isTerminal(env.stderr) && os.Getenv("NO_COLOR") == "", md: newMarkdownStream(env.stdout)}
 }
 
 // isTerminal reports whether w is a terminal.
@@ -91,7 +94,9 @@ func (r *renderer) event(e kernel.Event) {
 	if r.spin {
 		r.hideSpinner()
 		defer func() {
-			if _, ok := e.(kernel.ModelRequest); ok {
+			// While the model thinks, and while it writes a Markdown block
+			// not shown yet.
+			if _, ok := e.(kernel.ModelRequest); ok || r.md.pending() {
 				r.showSpinner()
 			}
 		}()
@@ -124,9 +129,7 @@ func (r *renderer) event(e kernel.Event) {
 			r.held.WriteString(e.Text)
 			return
 		}
-		io.WriteString(r.stdout, e.Text)
-		r.midLine = !strings.HasSuffix(e.Text, "\n")
-		r.wroteAnswer = true
+		r.answer(e.Text, false)
 	case kernel.MessageCompleted:
 		r.endReasoning()
 		if r.quiet {
@@ -135,9 +138,9 @@ func (r *renderer) event(e kernel.Event) {
 			if len(e.Message.ToolCalls) > 0 || text == "" {
 				return // intermediate text before tool calls: not the answer
 			}
-			io.WriteString(r.stdout, text)
-			r.midLine = !strings.HasSuffix(text, "\n")
-			r.wroteAnswer = true
+			r.answer(text, true)
+		} else if r.md != nil {
+			r.answer("", true)
 		}
 		r.endLine()
 	case kernel.ToolStarted:
@@ -196,6 +199,9 @@ func (r *renderer) event(e kernel.Event) {
 		r.note("  %s delivered: %s", r.paint("36", "steer"), clip(e.Text, 70))
 	case kernel.ProviderRetry:
 		r.endReasoning()
+		if r.md != nil && e.Superseded > 0 {
+			r.md.reset()
+		}
 		r.note("%s", r.paint("33", retryNotice(e)))
 	case kernel.ConfigReloaded:
 		if e.Error != "" {
@@ -222,6 +228,29 @@ func (r *renderer) event(e kernel.Event) {
 			fmt.Fprintf(r.stderr, "%s · the model kept breaking the text tool protocol (see docs/providers.md)\n", r.paint("31;1", string(e.StopReason)))
 		}
 	}
+}
+
+// answer writes streamed answer text to stdout: as it comes, or, on a
+// terminal, as rendered Markdown blocks once they are complete (all that
+// is left when last, the message's end).
+func (r *renderer) answer(text string, last bool) {
+	if r.md != nil {
+		out := r.md.write(text)
+		if last {
+			out += r.md.flush()
+		}
+		if out != "" {
+			io.WriteString(r.stdout, out)
+			r.wroteAnswer = true
+		}
+		return
+	}
+	if text == "" {
+		return
+	}
+	io.WriteString(r.stdout, text)
+	r.midLine = !strings.HasSuffix(text, "\n")
+	r.wroteAnswer = true
 }
 
 func rulesSuffix(d kernel.Decision) string {

@@ -105,9 +105,3 @@ func runScripted(t *testing.T, dir, script, cfg string) string {
 	os.WriteFile(filepath.Join(dir, "kernel.yaml"), []byte(cfg), 0o600)
 	return runAndShow(t, filepath.Join(dir, "kernel.yaml"), "go")
 }
-
-// yamlDQuote renders s as a double-quoted YAML scalar.
-func yamlDQuote(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
-	return `"` + r.Replace(s) + `"`
-}

@@ -158,3 +158,9 @@ func TestApproveRefusesSwappedWorkspace(t *testing.T) {
 		})
 	}
 }
+
+// yamlDQuote renders s as a double-quoted YAML scalar.
+func yamlDQuote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
+	return `"` + r.Replace(s) + `"`
+}

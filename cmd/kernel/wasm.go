@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/agentkernel/agentkernel/internal/progress"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/wasm"
 )
@@ -29,7 +31,7 @@ func (a *app) loadWASM(ctx context.Context) error {
 		return err
 	}
 	host, err := wasm.NewHost(ctx, wasm.HostConfig{CacheDir: filepath.Join(cacheDir(), "wasm"), Logger: a.log.Named("wasm"), MemoryBudgetMB: a.cfg.Limits.WASMMemoryBudgetMB,
-		MaxRunning: a.cfg.Limits.WASMMaxRunning})
+		MaxRunning: a.cfg.Limits.WASMMaxRunning, Compiling: a.compiling})
 	if err != nil {
 		return fmt.Errorf("start the WASM host: %w", err)
 	}
@@ -59,4 +61,15 @@ func capabilities(t kernel.Tool) string {
 		return s
 	}
 	return "-"
+}
+
+// compiling shows a status line on a terminal while a WASM module
+// compiles for more than two seconds: the first use of a module (or of a
+// new kernel version) compiles it, which takes a minute or more on a small
+// machine; later runs load it from the cache at once.
+func (a *app) compiling(module string) func() {
+	l := progress.Start(a.stderr, statusAfter, func(el time.Duration) string {
+		return fmt.Sprintf("compiling WASM module %s for this machine, once (later runs load it from the cache) · %s", module, progress.Seconds(el))
+	})
+	return l.Stop
 }

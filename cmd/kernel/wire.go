@@ -53,7 +53,8 @@ type app struct {
 	mcp           *mcp.Host
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
-	// stderr is where the policy's test progress shows (on a terminal).
+	// stderr is where status lines go (internal/progress, the policy's test
+	// progress): only on a terminal.
 	stderr io.Writer
 	// serverStore sizes the store for a long-running server (kernel serve).
 	serverStore bool

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -119,23 +120,7 @@ func (e *env) read(t testing.TB, rel string) string {
 // golden compares got with testdata/<name>, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("read golden file (run go test -update to create it): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (run go test -update to accept):\n--- got ---\n%s\n--- want ---\n%s", p, got, want)
-	}
+	testutil.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
 func wantErr(t *testing.T, err error, want string) {

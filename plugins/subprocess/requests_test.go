@@ -125,3 +125,10 @@ func TestRequestPathsRelativeAndResolved(t *testing.T) {
 		t.Fatalf("warnings %q: want the link and ../elsewhere reported as not granted", warn)
 	}
 }
+
+// refused reports whether a plugin's read failed because the sandbox
+// keeps the path out of reach: absent from its file system view (what
+// is not granted is not there), or denied by Landlock.
+func refused(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "no such file or directory") || strings.Contains(err.Error(), "permission denied"))
+}

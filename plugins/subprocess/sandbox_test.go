@@ -21,13 +21,6 @@ import (
 // The attacks of issue 11, through a subprocess plugin. Each fails if the
 // sandbox layer that stops it is removed.
 
-// refused reports whether a plugin's read failed because the sandbox
-// keeps the path out of reach: absent from its file system view (what
-// is not granted is not there), or denied by Landlock.
-func refused(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "no such file or directory") || strings.Contains(err.Error(), "permission denied"))
-}
-
 // TestPluginCannotReadHomeOrStore: by default a plugin reads nothing but
 // its own binary and the system libraries: not $HOME, not the store, not
 // the kernel's files.

@@ -49,6 +49,12 @@ type HostConfig struct {
 	// once; more wait in line within their deadline. Zero means
 	// DefaultMaxRunning().
 	MaxRunning int
+	// Compiling, when set, is called as a module starts compiling (into
+	// the cache, or out of it) with the module's name; the function it
+	// returns is called when that ends. A compilation the cache does not
+	// hold takes a minute or more on a small machine: the CLI shows a
+	// status line while it lasts (internal/progress).
+	Compiling func(module string) (done func())
 }
 
 // ModuleConfig is one entry of kernel.yaml's tools.wasm list: a module the

@@ -22,6 +22,8 @@ type Host struct {
 	schema   *manifestSchema
 	budget   *memoryBudget
 	running  runSlots
+	// compiling is HostConfig.Compiling.
+	compiling func(module string) (done func())
 
 	// life is cancelled by Close; every call is cancelled with it.
 	life     context.Context
@@ -72,7 +74,8 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	life, stop := context.WithCancel(context.WithoutCancel(ctx))
-	return &Host{log: log, cacheDir: dir, schema: schema, budget: newMemoryBudget(budget), running: newRunSlots(running), life: life, lifeStop: stop, caches: map[string]*sharedCache{}}, nil
+	return &Host{log: log, cacheDir: dir, schema: schema, budget: newMemoryBudget(budget), running: newRunSlots(running), life: life, lifeStop: stop, caches: map[string]*sharedCache{},
+		compiling: cfg.Compiling}, nil
 }
 
 // CacheDir is the directory compiled modules are kept in.

@@ -232,6 +232,9 @@ func (m *module) load(ctx context.Context) error {
 	}
 	// wazero compiles functions on one goroutine unless told otherwise.
 	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
+	if h.compiling != nil {
+		defer h.compiling(s.name)()
+	}
 	m.compiled, err = m.runtime.CompileModule(cctx, bin)
 	if err != nil {
 		// wazero fails on a cached entry whose machine code does not

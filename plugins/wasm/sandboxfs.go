@@ -104,7 +104,7 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 		{experimentalsys.O_EXCL, os.O_EXCL},
 		{experimentalsys.O_TRUNC, os.O_TRUNC},
 		{experimentalsys.O_SYNC, os.O_SYNC},
-		{experimentalsys.O_DSYNC, syscall.O_DSYNC},
+		{experimentalsys.O_DSYNC, oDSYNC},
 		{experimentalsys.O_DIRECTORY, syscall.O_DIRECTORY},
 		{experimentalsys.O_NOFOLLOW, syscall.O_NOFOLLOW},
 	} {

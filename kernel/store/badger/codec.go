@@ -70,9 +70,16 @@ func (e *CorruptError) Error() string {
 // Unwrap returns ErrCorrupt and the cause.
 func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
 
+// The causes a damaged value is reported with, in the words `sessions
+// fsck` and a session's placeholder show: what happened to the bytes, not
+// how the codec noticed.
 var (
-	errTruncated = errors.New("value is truncated")
-	errChecksum  = errors.New("checksum mismatch")
+	errTruncated = errors.New("damaged on disk: the value is cut short")
+	errChecksum  = errors.New("damaged on disk: the value's bytes changed after they were written (checksum mismatch)")
+	// errValueLog is a value whose entry in Badger's value log fails its
+	// checksum: Badger answers such a read with no bytes (and a log line)
+	// instead of an error, so readValue names it.
+	errValueLog = errors.New("damaged on disk: its entry in the value log changed after it was written (checksum mismatch)")
 )
 
 // seal appends the checksum of b[start:].
@@ -83,11 +90,11 @@ func seal(b []byte, start int) []byte {
 // unseal checks the version byte and the checksum and returns the payload.
 func unseal(b []byte, version byte) ([]byte, error) {
 	if len(b) < 5 {
-		return nil, fmt.Errorf("%w (%d bytes)", errTruncated, len(b))
+		return nil, fmt.Errorf("%w (%d bytes, a value has at least 5)", errTruncated, len(b))
 	}
 	n := len(b) - 4
 	if got, want := binary.BigEndian.Uint32(b[n:]), crc32.Checksum(b[:n], castagnoli); got != want {
-		return nil, fmt.Errorf("%w (stored %08x, computed %08x)", errChecksum, got, want)
+		return nil, fmt.Errorf("%w: stored %08x, computed %08x", errChecksum, got, want)
 	}
 	if b[0] != version {
 		return nil, fmt.Errorf("unknown encoding version %d (this kernel reads version %d; a newer kernel wrote it?)", b[0], version)

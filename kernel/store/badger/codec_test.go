@@ -60,15 +60,15 @@ func TestDecodeBadMessages(t *testing.T) {
 		val  []byte
 		want string
 	}{
-		{"empty", nil, "truncated"},
-		{"four bytes", good[:4], "truncated"},
+		{"empty", nil, "cut short"},
+		{"four bytes", good[:4], "cut short"},
 		{"truncated", good[:len(good)-3], "checksum mismatch"},
 		{"bit flip", flipped, "checksum mismatch"},
 		{"newer version", reseal(append([]byte{9}, good[1:]...)), "unknown encoding version 9"},
-		{"payload cut, checksum redone", reseal(good[:len(good)-8]), "truncated"},
+		{"payload cut, checksum redone", reseal(good[:len(good)-8]), "cut short"},
 		{"trailing bytes", reseal(append(append([]byte(nil), good[:len(good)-4]...), 0, 0, 0, 0, 0)), "unexpected bytes"},
 		{"unknown flags", reseal([]byte{1, 0, 0x80, 0x01, 0, 0, 0, 0, 0, 0, 0, 0}), "unknown message flags"},
-		{"huge string", reseal(binary.AppendUvarint([]byte{1}, 1<<40)), "truncated"},
+		{"huge string", reseal(binary.AppendUvarint([]byte{1}, 1<<40)), "cut short"},
 		{"varint overflow", reseal([]byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0}), "overflows"},
 		{"bad nanoseconds", reseal([]byte{1, 0, flagHasTime, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0, 0, 0, 0}), "nanoseconds"},
 		{"too many calls", reseal([]byte{1, 0, 0, 0, 0, 0, 0, 0x7f, 0, 0, 0, 0}), "tool calls"},
@@ -85,7 +85,7 @@ func TestDecodeBadMessages(t *testing.T) {
 
 func TestCorruptErrorText(t *testing.T) {
 	err := error(&CorruptError{Session: "s1", Part: "message", Seq: 17, Err: errChecksum})
-	if got, want := err.Error(), "session s1: message 17: corrupt session data: checksum mismatch"; got != want {
+	if got, want := err.Error(), "session s1: message 17: corrupt session data: "+errChecksum.Error(); got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 	if !errors.Is(err, ErrCorrupt) || !errors.Is(err, errChecksum) {

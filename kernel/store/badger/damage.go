@@ -25,14 +25,21 @@ import (
 // that cannot be read; its value lists them ("message 4: …; message 9: …").
 const LabelDamaged = "store.damaged"
 
-// damageFile is the damage record in the quarantine directory.
-const damageFile = "damage.json"
+// damageFile is the damage record in the quarantine directory, and
+// damageLock the file whose flock its writers hold.
+const (
+	damageFile = "damage.json"
+	damageLock = "damage.lock"
+)
 
 // damageRecord is quarantine/damage.json: per session, the damaged
 // messages and what is known of each.
 type damageRecord map[string]map[uint64]string
 
-var damageMu sync.Mutex // one writer of damage.json per process
+// damageMu makes the goroutines of one process take turns at damage.json;
+// lockDamage (a flock on quarantine/damage.lock) the processes, since a
+// reader records damage while a writer may too.
+var damageMu sync.Mutex
 
 func readDamage(dir string) damageRecord {
 	b, err := os.ReadFile(filepath.Join(dir, quarantineDir, damageFile))
@@ -50,25 +57,32 @@ func readDamage(dir string) damageRecord {
 func updateDamage(dir string, edit func(damageRecord)) error {
 	damageMu.Lock()
 	defer damageMu.Unlock()
+	q := filepath.Join(dir, quarantineDir)
+	if _, err := os.Lstat(q); errors.Is(err, os.ErrNotExist) {
+		// Nothing recorded yet: create the directory only to record some.
+		d := damageRecord{}
+		if edit(d); pruneDamage(d) == 0 {
+			return nil
+		}
+		if err := os.Mkdir(q, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+	}
+	unlock, err := lockDamage(filepath.Join(q, damageLock))
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	d := readDamage(dir)
 	if d == nil {
 		d = damageRecord{}
 	}
 	edit(d)
-	for id, m := range d {
-		if len(m) == 0 {
-			delete(d, id)
-		}
-	}
-	q := filepath.Join(dir, quarantineDir)
-	if len(d) == 0 {
+	if pruneDamage(d) == 0 {
 		if err := os.Remove(filepath.Join(q, damageFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		return nil
-	}
-	if err := os.MkdirAll(q, 0o700); err != nil {
-		return err
 	}
 	b, err := json.MarshalIndent(d, "", "  ")
 	if err != nil {
@@ -90,6 +104,17 @@ func updateDamage(dir string, edit func(damageRecord)) error {
 	}
 	tmp.Close()
 	return os.Rename(tmp.Name(), filepath.Join(q, damageFile))
+}
+
+// pruneDamage drops the sessions without damaged messages from d and
+// returns how many are left.
+func pruneDamage(d damageRecord) int {
+	for id, m := range d {
+		if len(m) == 0 {
+			delete(d, id)
+		}
+	}
+	return len(d)
 }
 
 // recordDamagePending records one damaged message (the store need not be
@@ -143,11 +168,11 @@ func flagDamaged(dir string, list []kernel.SessionMeta) {
 // tool calls) is filled in by fixPlaceholders once they are read; any
 // other is a user note.
 func placeholder(msgs []kernel.Message, seq uint64, cause error) kernel.Message {
-	text := fmt.Sprintf("[message %d of this session could not be read and was lost: its stored value is damaged (%v). Run `kernel sessions fsck` for details.]", seq, cause)
+	text := fmt.Sprintf("[message %d of this session could not be read and was lost (%v). Run `kernel sessions fsck` for details.]", seq, cause)
 	m := kernel.Message{Seq: seq, Role: kernel.RoleUser, Content: text, IsError: true}
 	if id, name, ok := unansweredCall(msgs); ok {
 		m.Role, m.ToolCallID, m.ToolName = kernel.RoleTool, id, name
-		m.Content = fmt.Sprintf("[the result of this call was lost: message %d could not be read, its stored value is damaged (%v). The call may or may not have run.]", seq, cause)
+		m.Content = fmt.Sprintf("[the result of this call was lost: message %d could not be read (%v). The call may or may not have run.]", seq, cause)
 	}
 	return m
 }

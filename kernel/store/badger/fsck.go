@@ -81,7 +81,7 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*kerne
 		f.Meta = err
 		last = meta.LastSeq
 		if item, err := txn.Get(pendingKey(id)); err == nil {
-			f.Pending = item.Value(func(v []byte) error { pending, err = decodePending(v); return err })
+			f.Pending = readValue(item, func(v []byte) error { pending, err = decodePending(v); return err })
 		} else if !errors.Is(err, bdg.ErrKeyNotFound) {
 			f.Pending = err
 		}
@@ -101,7 +101,7 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*kerne
 			want = seq + 1
 			f.Messages++
 			m := kernel.Message{Seq: seq}
-			if err := it.Item().Value(func(v []byte) error { return decodeMessage(v, &m) }); err != nil {
+			if err := readValue(it.Item(), func(v []byte) error { return decodeMessage(v, &m) }); err != nil {
 				damage(f, seq, err.Error())
 			}
 			msgs = append(msgs, m)

@@ -192,3 +192,18 @@ func snapshotInUse(snap string) bool {
 	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return false
 }
+
+// lockDamage takes the exclusive flock on path (created when missing, a
+// link never followed) and returns its release: the processes that
+// record damage (damage.go) take turns.
+func lockDamage(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
 	"time"
@@ -57,7 +58,7 @@ func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
 		case err != nil:
 			return err
 		}
-		return item.Value(func(v []byte) error {
+		return readValue(item, func(v []byte) error {
 			a, err := decodePending(v)
 			if err != nil {
 				return &CorruptError{Session: id, Part: "pending", Err: err}
@@ -69,7 +70,12 @@ func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load session: %w", err)
 	}
-	if damaged != nil && !s.opts.ReadOnly {
+	// Any reader records what it found, a read-only one too (the record is
+	// a file beside Badger's, not part of the store it reads), so `sessions
+	// ls` flags the session from then on. A reader that may not write the
+	// store's directory (another user's store) leaves it to the next
+	// writer.
+	if damaged != nil {
 		if err := updateDamage(s.dir, func(d damageRecord) {
 			if d[id] == nil {
 				d[id] = map[uint64]string{}
@@ -79,11 +85,27 @@ func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
 					d[id][seq] = what
 				}
 			}
-		}); err != nil {
+		}); errors.Is(err, fs.ErrPermission) && s.opts.ReadOnly {
+			s.opts.Logger.Debug("cannot record damaged messages", "session", id, "error", err)
+		} else if err != nil {
 			s.opts.Logger.Warn("cannot record damaged messages", "session", id, "error", err)
 		}
 	}
 	return out, nil
+}
+
+// readValue calls decode with item's value. A value kept in the value log
+// whose entry fails Badger's checksum reads as no bytes, not as an error
+// (Badger logs the failure and yields nothing: iterator.go,
+// yieldItemValue); readValue turns that into errValueLog, so the damage
+// is named for what it is rather than as an empty value.
+func readValue(item *bdg.Item, decode func([]byte) error) error {
+	return item.Value(func(v []byte) error {
+		if len(v) == 0 && item.ValueSize() > 0 {
+			return errValueLog
+		}
+		return decode(v)
+	})
 }
 
 // readMeta reads and decodes the metadata of id.
@@ -96,7 +118,7 @@ func (s *Store) readMeta(txn *bdg.Txn, id string) (kernel.SessionMeta, error) {
 		return kernel.SessionMeta{}, err
 	}
 	var meta kernel.SessionMeta
-	err = item.Value(func(v []byte) error {
+	err = readValue(item, func(v []byte) error {
 		var err error
 		meta, err = decodeMeta(v)
 		return err
@@ -128,7 +150,7 @@ func readMessages(ctx context.Context, txn *bdg.Txn, id string, last uint64) (ms
 			return nil, nil, &CorruptError{Session: id, Part: "message", Seq: want, Err: errors.New("missing from the store")}
 		}
 		msgs = append(msgs, kernel.Message{Seq: seq})
-		err := item.Value(func(v []byte) error { return decodeMessage(v, &msgs[len(msgs)-1]) })
+		err := readValue(item, func(v []byte) error { return decodeMessage(v, &msgs[len(msgs)-1]) })
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
@@ -219,7 +241,7 @@ func (s *Store) scan(ctx context.Context, fn func(scanEntry) error) error {
 			it.Seek(mk)
 			e := scanEntry{id: id}
 			if it.Valid() && bytes.Equal(it.Item().Key(), mk) {
-				e.err = it.Item().Value(func(v []byte) error {
+				e.err = readValue(it.Item(), func(v []byte) error {
 					m, err := decodeMeta(v)
 					e.meta = m
 					return err

@@ -120,11 +120,11 @@ func TestCorruptValues(t *testing.T) {
 			v := encodeMessage(nil, &kernel.Message{Role: kernel.RoleUser, Content: "x"})
 			v[3] ^= 1
 			put(t, s, msgKey("victim", 2), v)
-		}, "message 2: checksum mismatch", false, 2},
+		}, "message 2: damaged on disk: the value's bytes changed", false, 2},
 		{"message truncated", func(t *testing.T, s *Store) {
 			v := encodeMessage(nil, &kernel.Message{Role: kernel.RoleUser, Content: "some content"})
 			put(t, s, msgKey("victim", 3), v[:7])
-		}, "message 3: checksum mismatch", false, 3},
+		}, "message 3: damaged on disk: the value's bytes changed", false, 3},
 		{"message missing", func(t *testing.T, s *Store) { drop(t, s, msgKey("victim", 2)) },
 			"session victim: message 2: corrupt session data: missing from the store", false, 0},
 		{"last message missing", func(t *testing.T, s *Store) { drop(t, s, msgKey("victim", 3)) },

@@ -104,10 +104,37 @@ func (a hclogAdapter) Infof(f string, v ...any)    { a.log(hclog.Info, f, v) }
 func (a hclogAdapter) Debugf(f string, v ...any)   { a.log(hclog.Debug, f, v) }
 
 func (a hclogAdapter) log(level hclog.Level, f string, v []any) {
+	if level > hclog.Debug && quietBadgerLine(f, v) {
+		level = hclog.Debug
+	}
 	if l := a.l.GetLevel(); l == hclog.Off || level < l { // skip formatting Badger's chatty lines
 		return
 	}
 	a.l.Log(level, strings.TrimRight(fmt.Sprintf(f, v...), "\n"))
+}
+
+// quietBadgerLine reports whether a warning or error Badger logs is one
+// the store reports itself, in words a user understands, or one that is
+// not a problem: those are logged at debug level only.
+//   - "Unable to read: Key: [...]" and the "Key: [...] valuePointer"
+//     lines after it: a value-log entry failing its checksum, which the
+//     read then reports as errValueLog (fsck, the message's placeholder);
+//   - "Unable to fill tables": a compaction (Flatten, as `sessions gc`
+//     reclaims space) that found nothing to merge at one level, which
+//     Badger itself does not report at Close ("should not report it to
+//     the end user to avoid confusing them", db.go).
+func quietBadgerLine(f string, v []any) bool {
+	switch {
+	case strings.HasPrefix(f, "Unable to read: Key:"), strings.HasPrefix(f, "Key: %v, Version"):
+		return true
+	case strings.Contains(f, "doCompact"):
+		for _, x := range v {
+			if err, ok := x.(error); ok && strings.Contains(err.Error(), "Unable to fill tables") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 var _ bdg.Logger = hclogAdapter{}

@@ -153,7 +153,8 @@ func Start(o Options) (*Server, error) {
 	}
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"), "-U", Superuser, "--pwfile", pwfile,
 		"--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	dieWithParent(initdb.SysProcAttr)
 	var initOut bytes.Buffer
 	initdb.Stdout, initdb.Stderr = &initOut, &initOut
 	initExited := make(chan struct{})
@@ -201,7 +202,8 @@ func (s *Server) start(cred *syscall.Credential, port int) error {
 	}
 	cmd := exec.Command(filepath.Join(s.bin, "postgres"), args...)
 	// Its own process group: Kill takes the backends down with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
+	dieWithParent(cmd.SysProcAttr)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	exited := make(chan struct{})

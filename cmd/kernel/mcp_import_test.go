@@ -1,0 +1,124 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMCPImportGolden: what `kernel mcp import` makes of a Claude Desktop
+// file: an npx server with its cache, HTTPS and the directories its
+// arguments name (the workspace as {workspace}); a credential in env or a
+// header never copied into the configuration; an HTTP server's ${VAR} as
+// ${env:VAR}; a name the kernel does not take renamed; an SSE server and a
+// command whose variable is unset skipped with why; tiers left to the
+// operator, said so.
+func TestMCPImportGolden(t *testing.T) {
+	dir := t.TempDir()
+	ws, data := filepath.Join(dir, "ws"), filepath.Join(dir, "data")
+	for _, d := range []string{ws, data} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := os.ReadFile("testdata/mcp-import/claude_desktop_config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "claude_desktop_config.json")
+	writeFiles(t, dir, map[string]string{
+		"claude_desktop_config.json": strings.NewReplacer("WORKSPACE", ws, "DATA", data).Replace(string(src)),
+		"kernel.yaml":                "workspace: " + ws + "\n",
+	})
+	t.Setenv("NOTES_BIN", "")
+	os.Unsetenv("NOTES_BIN")
+	out, errOut, err := cli(t, "mcp", "import", file, "--config", filepath.Join(dir, "kernel.yaml"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	got := strings.ReplaceAll("stdout:\n"+out+"stderr:\n"+errOut, dir, "DIR")
+	golden(t, "mcp-import/claude_desktop_config.golden", got)
+	if strings.Contains(got, "ghp_not_a_real_token") || strings.Contains(got, "abc123") {
+		t.Errorf("a credential from the file reached the output:\n%s", got)
+	}
+}
+
+// TestMCPImportRuns: a .mcp.json naming the npm filesystem server, as its
+// README says, imported into a kernel.yaml with --write, starts and its
+// tools work; the file's own comments and settings are still there.
+func TestMCPImportRuns(t *testing.T) {
+	root := artifacts(t, npmFilesystemServer)
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatalf("node is not installed (make test installs it with the npm server): %v", err)
+	}
+	dir, ws := t.TempDir(), t.TempDir()
+	writeFiles(t, ws, map[string]string{"notes/a.txt": "imported from .mcp.json and read\n"})
+	conf := filepath.Join(dir, "kernel.yaml")
+	writeFiles(t, dir, map[string]string{
+		".mcp.json": `{"mcpServers": {"filesystem": {"command": "node", "args": ["` + filepath.Join(root, npmFilesystemServer) + `", "` + ws + `"]}}}`,
+		"script.yaml": "steps:\n" +
+			"  - tool_calls:\n      - {name: filesystem.read_text_file, args: {path: " + filepath.Join(ws, "notes", "a.txt") + "}}\n" +
+			"  - text: done\n",
+		"kernel.yaml": "# the operator's own file\nmodel: {provider: scripted, name: m, script: script.yaml}\nworkspace: " + ws + "\n" +
+			"tools:\n  builtin: {enable: [read_file]}  # read-only built-ins\n",
+	})
+	_, errOut, err := cli(t, "mcp", "import", filepath.Join(dir, ".mcp.json"), "--write", conf)
+	if err != nil {
+		t.Fatalf("import: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(errOut, "added filesystem to tools.mcp") || !strings.Contains(errOut, "tiers are yours to set") {
+		t.Errorf("import does not say what it added and that tiers are the operator's:\n%s", errOut)
+	}
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# the operator's own file", "# read-only built-ins", "command: [node, " + filepath.Join(root, npmFilesystemServer) + ", '{workspace}']"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("kernel.yaml lacks %q:\n%s", want, b)
+		}
+	}
+	if fi, err := os.Stat(conf); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("kernel.yaml mode %v, %v; want 0600", fi.Mode(), err)
+	}
+	out := runAndShow(t, conf, "read the notes")
+	if strings.Contains(out, "✗") || !strings.Contains(out, "imported from .mcp.json and read") {
+		t.Fatalf("the imported server's tool did not work:\n%s", out)
+	}
+	// A second import of the same servers is refused, the file unchanged.
+	if _, errOut, err := cli(t, "mcp", "import", filepath.Join(dir, ".mcp.json"), "--write", conf); err == nil || !strings.Contains(errOut+err.Error(), "already has MCP servers named filesystem") {
+		t.Errorf("a second import: %v\n%s", err, errOut)
+	}
+	if after, _ := os.ReadFile(conf); string(after) != string(b) {
+		t.Errorf("a refused import changed the file:\n%s", after)
+	}
+}
+
+func TestInsertMCP(t *testing.T) {
+	items := "- name: new\n  url: http://127.0.0.1:1/mcp\n"
+	for _, tc := range []struct{ name, src, want string }{
+		{"empty file", "", "tools:\n  mcp:\n    - name: new\n      url: http://127.0.0.1:1/mcp\n"},
+		{"no tools", "workspace: /w\n\n# comment of model\nmodel: {name: m}\n",
+			"workspace: /w\n\n# comment of model\nmodel: {name: m}\ntools:\n  mcp:\n    - name: new\n      url: http://127.0.0.1:1/mcp\n"},
+		{"tools without mcp", "tools:\n    builtin:\n        enable: [read_file]\n\n# next\nworkspace: /w\n",
+			"tools:\n    builtin:\n        enable: [read_file]\n    mcp:\n      - name: new\n        url: http://127.0.0.1:1/mcp\n\n# next\nworkspace: /w\n"},
+		{"mcp with items", "tools:\n  mcp:\n  - name: old   # keep me\n    url: http://127.0.0.1:2/mcp\n  builtin: {enable: []}\n",
+			"tools:\n  mcp:\n  - name: old   # keep me\n    url: http://127.0.0.1:2/mcp\n  - name: new\n    url: http://127.0.0.1:1/mcp\n  builtin: {enable: []}\n"},
+		{"mcp empty", "tools:\n  mcp:\n", "tools:\n  mcp:\n    - name: new\n      url: http://127.0.0.1:1/mcp\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, err := insertMCP([]byte(tc.src), items)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", out, tc.want)
+			}
+		})
+	}
+	if _, _, err := insertMCP([]byte("tools: {mcp: []}\n"), items); err == nil {
+		t.Error("flow style was edited")
+	}
+}
