@@ -4,7 +4,7 @@ BIN     := bin
 KERNEL  := $(BIN)/kernel
 LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
-.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium test-deps postgres crash-pg generate FORCE cross
+.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium test-deps postgres crash-pg generate FORCE cross sdk node python-deps sdk-test go-tutorial-mods
 
 # Every step prints one line saying what it does; V=1 shows the commands too.
 Q   := $(if $(V),,@)
@@ -129,7 +129,11 @@ $(MCP_NPM): internal/mcptest/npm/package.json internal/mcptest/npm/package-lock.
 	$(Q)cd $(BIN)/mcp-npm && npm ci --no-audit --no-fund --loglevel=error >/dev/null
 	$(Q)touch $@
 
-## proto: regenerate the plugin protocol's Go code (needs protoc; make test does not)
+## proto: regenerate the plugin protocol's Go and Python code (needs protoc; make test does not)
+# The Python SDK's *_pb2.py come from Debian's protoc (3.21.12, the version of
+# Debian's python3-protobuf), into the SDK's own descriptor pool (see
+# sdk/python/agentkernel_plugin/_proto/__init__.py). The TypeScript SDK
+# reads the .proto files when it is built (sdk/typescript/scripts/embed-proto.mjs).
 proto:
 	@command -v protoc >/dev/null 2>&1 || { apt-get update && apt-get install -y protobuf-compiler; }
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
@@ -138,6 +142,94 @@ proto:
 	cd plugins/sdk/pluginpb && PATH="$$gobin:$$PATH" protoc -I . \
 		--go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto
+	tmp=$$(mktemp -d) && mkdir -p $$tmp/agentkernel_plugin/_proto && \
+	cp plugins/sdk/pluginpb/plugin.proto sdk/proto/goplugin.proto sdk/proto/health.proto $$tmp/agentkernel_plugin/_proto/ && \
+	protoc -I $$tmp --python_out=sdk/python $$tmp/agentkernel_plugin/_proto/*.proto && rm -rf $$tmp && \
+	sed -i 's/^DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(/from agentkernel_plugin._proto import pool as _pool\nDESCRIPTOR = _pool.AddSerializedFile(/' sdk/python/agentkernel_plugin/_proto/*_pb2.py
+
+# The plugin SDKs (docs/plugins.md). TypeScript: node and npm (from Debian
+# when missing), the packages from package-lock.json (`npm ci`) into a cache
+# under bin/, built with tsc. Python: Debian's python3 with its grpcio,
+# protobuf and cryptography packages (PyPI is not used).
+PYTHON      := /usr/bin/python3
+NPM_CACHE   := $(CURDIR)/$(BIN)/npm-cache
+NPM         := npm_config_cache=$(NPM_CACHE) npm_config_fund=false npm_config_audit=false npm_config_update_notifier=false npm
+SDK_TS      := sdk/typescript
+SDK_TS_SRC  := $(filter-out %.generated.ts,$(wildcard $(SDK_TS)/src/*.ts $(SDK_TS)/test/*.ts $(SDK_TS)/test/fixtures/*.ts)) \
+               $(wildcard $(SDK_TS)/scripts/*.mjs sdk/proto/*.proto) $(SDK_TS)/package.json $(SDK_TS)/tsconfig.json plugins/sdk/pluginpb/plugin.proto
+SDK_TS_BUILT := $(SDK_TS)/dist/src/index.js
+SDK_TS_PACK := $(BIN)/sdk/agentkernel-plugin-sdk-0.1.0.tgz
+TS_CONFORMANCE := $(BIN)/sdk/conformance-typescript/plugin.js
+HTTP_GET    := examples/plugins/typescript/http_get
+# What docs/plugins.md's TypeScript tutorial installs; TestTutorials runs
+# npm offline on this cache.
+TUTORIAL_NPM := typescript@5.9.3 @types/node@20.19.25 esbuild@0.28.2
+TUTORIAL_NPM_STAMP := $(NPM_CACHE)/.tutorial-$(shell echo '$(TUTORIAL_NPM)' | cksum | cut -d' ' -f1)
+
+## sdk: the TypeScript SDK (built and packed), the example plugins, the Python SDK's Debian packages
+sdk: $(SDK_TS_PACK) $(TS_CONFORMANCE) $(BIN)/plugins/http_get/agentkernel.lock $(TUTORIAL_NPM_STAMP) python-deps go-tutorial-mods
+
+# docs/plugins.md's Go tutorial makes a module of its own that requires this
+# checkout; its module graph needs a few go.mod files the kernel's own build
+# does not (older versions of indirect requirements, which this checkout's
+# go.sum lists). TestTutorials runs it offline: fetch them into the module
+# cache now, as the tutorial would (a no-op once they are there).
+go-tutorial-mods:
+	$(Q)tmp=$$(mktemp -d) && cd $$tmp && $(GO) mod init example.com/warm >/dev/null 2>&1 && \
+	$(GO) mod edit -require github.com/agentkernel/agentkernel@v0.0.0 -replace github.com/agentkernel/agentkernel=$(CURDIR) && \
+	cp $(CURDIR)/go.sum . && \
+	printf 'package main\n\nimport (\n\t_ "github.com/agentkernel/agentkernel/plugins/sdk"\n\t_ "github.com/agentkernel/agentkernel/plugins/sdk/sdktest"\n)\n\nfunc main() {}\n' > main.go && \
+	$(GO) list -mod=mod -deps -test . >/dev/null && cd / && rm -rf $$tmp
+
+node:
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { apt-get update && apt-get install -y nodejs npm; }
+
+python-deps:
+	@$(PYTHON) -c 'import grpc, google.protobuf, cryptography' 2>/dev/null || \
+		{ apt-get update && apt-get install -y python3-grpcio python3-protobuf python3-cryptography; }
+
+$(SDK_TS)/node_modules/.package-lock.json: $(SDK_TS)/package-lock.json | node
+	$(call say,npm,"ci in $(SDK_TS)")
+	$(Q)cd $(SDK_TS) && $(NPM) ci --loglevel=error >/dev/null
+
+$(SDK_TS_BUILT): $(SDK_TS)/node_modules/.package-lock.json $(SDK_TS_SRC)
+	$(call say,build,"$(SDK_TS) (tsc)")
+	$(Q)cd $(SDK_TS) && $(NPM) run --silent build
+	$(Q)touch $@
+
+$(SDK_TS_PACK): $(SDK_TS_BUILT)
+	$(call say,pack,"$@ (npm pack)")
+	$(Q)mkdir -p $(@D) && cd $(SDK_TS) && $(NPM) pack --loglevel=error --pack-destination $(abspath $(@D)) >/dev/null
+
+$(TS_CONFORMANCE): $(SDK_TS_BUILT)
+	$(call say,plugin,"$@ (the TypeScript conformance plugin, esbuild)")
+	$(Q)$(SDK_TS)/node_modules/.bin/esbuild $(SDK_TS)/test/fixtures/conformance.ts --bundle --platform=node --target=node18 --log-level=warning --outfile=$@
+
+$(HTTP_GET)/node_modules/.package-lock.json: $(HTTP_GET)/package-lock.json $(SDK_TS_BUILT) | node
+	$(call say,npm,"ci in $(HTTP_GET)")
+	$(Q)cd $(HTTP_GET) && $(NPM) ci --loglevel=error >/dev/null
+
+$(BIN)/plugins/http_get/plugin.js: $(HTTP_GET)/node_modules/.package-lock.json $(wildcard $(HTTP_GET)/src/*.ts $(HTTP_GET)/test/*.ts) $(HTTP_GET)/package.json $(HTTP_GET)/tsconfig.json $(SDK_TS_BUILT)
+	$(call say,plugin,"$@ (the TypeScript example, tsc and esbuild)")
+	$(Q)cd $(HTTP_GET) && $(NPM) run --silent build
+
+$(BIN)/plugins/http_get/agentkernel.lock: $(BIN)/plugins/http_get/plugin.js $(KERNEL)
+	$(call say,lock,"$(@D) (the lock examples/plugins/kernel.yaml pins)")
+	$(Q)$(KERNEL) plugins lock $(@D) >/dev/null
+
+$(TUTORIAL_NPM_STAMP): | node
+	$(call say,npm,"cache $(TUTORIAL_NPM) (for the tutorial's test)")
+	$(Q)tmp=$$(mktemp -d) && cd $$tmp && $(NPM) init -y >/dev/null && $(NPM) install --loglevel=error --no-save $(TUTORIAL_NPM) >/dev/null && cd / && rm -rf $$tmp
+	$(Q)mkdir -p $(@D) && touch $@
+
+## sdk-test: the SDKs' and examples' own tests (node --test, unittest); make test runs them
+sdk-test: sdk
+	$(call say,test,"the TypeScript SDK and example (node --test)")
+	$(Q)cd $(SDK_TS) && node --test --test-reporter=dot dist/test/*.test.js
+	$(Q)cd $(HTTP_GET) && node --test --test-reporter=dot dist/test/*.test.js
+	$(call say,test,"the Python SDK and example (unittest, $(PYTHON))")
+	$(Q)PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest discover -q -s sdk/python/tests -t sdk/python
+	$(Q)cd examples/plugins/python && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest -q
 
 ## test-deps: programs the attack tests run inside the sandbox (python3)
 test-deps:
@@ -154,7 +246,7 @@ postgres:
 		{ printf '  %-9s %s\n' apt "postgresql (the postgres store's tests)"; apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; }
 
 ## test: every test, with the race detector
-test: build wasm plugins mcp-npm chromium test-deps postgres
+test: build wasm plugins mcp-npm chromium test-deps postgres sdk-test
 	$(call say,test,"go test -race ./... (every package)")
 	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test -race -count=1 -timeout 45m ./...
 
@@ -178,7 +270,7 @@ demo-mcp: build
 	@bash examples/mcp/run.sh
 
 ## bench: benchmarks and soak runs (slow)
-bench: wasm plugins
+bench: wasm plugins sdk
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 	@# The crash soak: 500 SIGKILLs at random points of real runs.
 	$(GO) test -count=1 -run 'TestCrash$$' -long ./kernel/store/badger

@@ -29,6 +29,9 @@ var docCommandsCoveredBy = map[string]string{
 	"kernel tools --config kernel.yaml":                               "plugins/sdk TestReadme",
 	"go install github.com/agentkernel/agentkernel/cmd/kernel@latest": "TestGoInstallFromClone (the same package from the checkout)",
 	"go install ./cmd/kernel":                                         "TestGoInstallFromClone",
+	// docs/plugins.md's tutorials run in a directory of their own.
+	"kernel plugins lock plugin": "sdk TestTutorials",
+	"kernel run --config kernel.yaml --script watch.yaml How many words are in: the quick brown fox?": "sdk TestTutorials",
 	// docs/sessions.md's PostgreSQL lines need a database.
 	"kernel store migrate --config kernel.yaml":                                                                               "TestReplicaProcesses (newCluster migrates a real database)",
 	"kernel keys create ci --scopes run,read,approve --keys /etc/agentkernel/keys.json":                                       "TestReplicaProcesses (newCluster creates the key the replicas share)",

@@ -70,7 +70,7 @@ func commands() []command {
 		{"approve", "approve a session's pending tool call and continue", cmdResolve(true)},
 		{"reject", "reject a session's pending tool call", cmdResolve(false)},
 		{"tools", "list the tools the model can call", cmdTools},
-		{"plugins", "verify the configured plugins (pins, handshake, tools)", cmdPlugins},
+		{"plugins", "verify the configured plugins (pins, handshake, tools); lock a script plugin's directory", cmdPlugins},
 		{"mcp", "list MCP servers and their tools; serve the kernel's tools over MCP", cmdMCP},
 		{"sandbox", "show which sandbox layers hold here and what each native tool gets", cmdSandbox},
 		{"version", "print the version", cmdVersion},

@@ -52,11 +52,18 @@ func (a *app) loadPlugins(ctx context.Context) error {
 }
 
 const pluginsUsage = `Usage: kernel plugins verify [--config FILE]
+       kernel plugins lock DIR
 
   verify                  check every configured plugin: its sha256 pin, that it
-                          starts and completes the handshake, and its tools`
+                          starts and completes the handshake, and its tools
+  lock DIR                lock an interpreted plugin's directory: write
+                          DIR/agentkernel.lock (the sha256 of every file in it)
+                          and print the sha256 that pins it in kernel.yaml`
 
 func cmdPlugins(ctx context.Context, args []string, env *cliEnv) error {
+	if len(args) > 0 && args[0] == "lock" {
+		return cmdPluginsLock(args[1:], env)
+	}
 	if len(args) == 0 || args[0] != "verify" {
 		fmt.Fprintln(env.stderr, pluginsUsage)
 		recordGroupUsage(env.stderr, pluginsUsage)
@@ -101,5 +108,29 @@ func cmdPlugins(ctx context.Context, args []string, env *cliEnv) error {
 	if failed > 0 {
 		return exitError{code: 1, msg: fmt.Sprintf("%d of %d plugins failed verification", failed, len(pcs))}
 	}
+	return nil
+}
+
+// cmdPluginsLock is `kernel plugins lock DIR`.
+func cmdPluginsLock(args []string, env *cliEnv) error {
+	fs := newFlagSet("plugins lock", "DIR", env.stderr)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitError{code: exitUsage, msg: "kernel plugins lock takes one directory: the one that holds the plugin's script"}
+	}
+	sum, n, err := subprocess.WriteLock(pos[0])
+	if err != nil {
+		return err
+	}
+	files := "files"
+	if n == 1 {
+		files = "file"
+	}
+	fmt.Fprintf(env.stdout, "locked %d %s of %s in %s; pin it in the plugin's entry in kernel.yaml:\n    sha256: %s\n",
+		n, files, pos[0], filepath.Join(pos[0], subprocess.LockFile), sum)
 	return nil
 }

@@ -193,7 +193,13 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 		return nil, err
 	}
 	for _, pc := range pcs {
-		add(pc.Path, "the binary of plugin "+pc.Name)
+		if pc.Interpreter != nil {
+			// An interpreted plugin: every file its lock may list.
+			add(filepath.Dir(pc.Path), "the directory of plugin "+pc.Name)
+			add(pc.Interpreter.Path, "the interpreter of plugin "+pc.Name)
+		} else {
+			add(pc.Path, "the binary of plugin "+pc.Name)
+		}
 		for _, f := range hostpath.Files(pc.Args, pc.Dir) {
 			owned(f, "a file the arguments of plugin "+pc.Name+" name", "plugin:"+pc.Name)
 		}

@@ -1,8 +1,11 @@
 package config
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 )
 
@@ -24,4 +27,19 @@ func ParsePin(s string) (string, error) {
 // case).
 func PinMatches(pin, sum string) bool {
 	return strings.EqualFold(strings.TrimSpace(pin), strings.TrimSpace(sum))
+}
+
+// FileSHA256 returns the hex sha256 of the file at path, as sha256sum
+// prints it.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hash %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -16,8 +16,9 @@ import (
 
 // The Describe cache lets the kernel list and register a lazy plugin's
 // tools without starting it. An entry is keyed by everything that may
-// change what a plugin describes: the binary's sha256, its arguments,
-// working directory and allowed environment. A stale or tampered entry
+// change what a plugin describes: the binary's sha256 (an interpreted
+// plugin's lock's), its interpreter, arguments, working directory and
+// allowed environment. A stale or tampered entry
 // cannot widen what a plugin does: when the plugin starts, the host
 // compares its live answer with the registered tools and refuses calls to
 // any tool that differs (and rewrites the entry).
@@ -35,7 +36,11 @@ type cacheEntry struct {
 func cacheKey(cfg PluginConfig, sum string) string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
-	_ = enc.Encode([]any{cacheVersion, sum, cfg.Args, cfg.Dir, proc.Env(cfg.Env)})
+	key := []any{cacheVersion, sum, cfg.Args, cfg.Dir, proc.Env(cfg.Env)}
+	if in := cfg.Interpreter; in != nil {
+		key = append(key, in.Path, in.SHA256, in.Args)
+	}
+	_ = enc.Encode(key)
 	return hex.EncodeToString(h.Sum(nil))
 }
 

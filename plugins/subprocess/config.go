@@ -3,6 +3,8 @@ package subprocess
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,13 +21,21 @@ type PluginConfig struct {
 	// Name namespaces the plugin's tools ("name.tool") and names it in logs
 	// and errors: 1–32 characters of [a-z0-9_-], starting with a letter.
 	Name string `yaml:"name" json:"name"`
-	// Path is the plugin binary. Relative paths are relative to the
-	// kernel's working directory.
+	// Path is the plugin binary, or with Interpreter the plugin's script.
+	// Relative paths are relative to the kernel's working directory.
 	Path string `yaml:"path" json:"path"`
 	// SHA256 pins the binary: 64 hex digits. Required; there is no way to
 	// skip the check. A missing or wrong pin is refused with an error that
-	// prints the binary's actual sha256.
+	// prints the actual sha256. With Interpreter it pins the lock of the
+	// script's directory (LockFile), which pins every file in it.
 	SHA256 string `yaml:"sha256" json:"sha256"`
+	// Interpreter, when set, makes this an interpreted plugin: the host
+	// runs Interpreter.Path with Interpreter.Args, the script Path and
+	// Args. What runs is what was pinned: the host copies the files the
+	// lock lists, checking each one's sha256 as it copies it, and runs the
+	// copy; the interpreter is named by absolute path (and, optionally,
+	// pinned by its own sha256).
+	Interpreter *Interpreter `yaml:"interpreter,omitempty" json:"interpreter,omitempty"`
 	// Args are passed to the plugin on its command line.
 	Args []string `yaml:"args,omitempty" json:"args,omitempty"`
 	// Env lists the names of the kernel's environment variables the plugin
@@ -54,6 +64,25 @@ type PluginConfig struct {
 	// PluginGrant); everything else, network included, only if granted
 	// here. Its env is ignored: Env is the allowlist.
 	Sandbox sandbox.Grant `yaml:"sandbox,omitempty" json:"sandbox,omitempty"`
+}
+
+// Interpreter is the program that runs an interpreted plugin's script:
+// node for a plugin written with sdk/typescript, python3 for sdk/python.
+type Interpreter struct {
+	// Path is the interpreter's absolute path (`command -v node` prints
+	// it): what runs must not depend on PATH. It must be a binary (not a
+	// script) that only its owner, root or the kernel's user, can write.
+	Path string `yaml:"path" json:"path"`
+	// SHA256, if set, pins the interpreter's file as SHA256 pins a plugin
+	// binary. Optional: a package upgrade changes it, and the interpreter's
+	// own library (its standard modules) is not pinned either way.
+	SHA256 string `yaml:"sha256,omitempty" json:"sha256,omitempty"`
+	// Args go on the interpreter's command line before the script.
+	Args []string `yaml:"args,omitempty" json:"args,omitempty"`
+
+	// exec is the file the host executes: Path with its symbolic links
+	// resolved, once checked (checkInterpreter).
+	exec string
 }
 
 // RestartPolicy configures supervision (internal/supervise, shared with
@@ -100,7 +129,17 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 		return bad("name", "%v", err)
 	}
 	if strings.TrimSpace(c.Path) == "" {
+		if c.Interpreter != nil {
+			return bad("path", "is required (the plugin's script)")
+		}
 		return bad("path", "is required (the plugin binary)")
+	}
+	if c.Interpreter != nil {
+		in, err := c.Interpreter.normalize()
+		if err != nil {
+			return bad(err.Field, "%w", err.Err)
+		}
+		c.Interpreter = in
 	}
 	if strings.TrimSpace(c.SHA256) != "" {
 		pin, err := config.ParsePin(c.SHA256)
@@ -143,6 +182,30 @@ func (c PluginConfig) normalize() (PluginConfig, error) {
 		return bad("start", "%q is not \"lazy\" or \"eager\"", c.Start)
 	}
 	return c, nil
+}
+
+// normalize checks the interpreter entry without touching its file and
+// returns a copy with the pin in lower case.
+func (in *Interpreter) normalize() (*Interpreter, *config.Error) {
+	out := *in
+	out.Args = slices.Clone(in.Args)
+	switch {
+	case strings.TrimSpace(in.Path) == "":
+		return nil, config.Errorf("interpreter.path", "is required: the interpreter's absolute path, e.g. /usr/bin/node or /usr/bin/python3")
+	case !filepath.IsAbs(in.Path):
+		return nil, config.Errorf("interpreter.path", "%q is not an absolute path: name the interpreter by its absolute path (`command -v %s` prints it), so that what runs does not depend on PATH", in.Path, in.Path)
+	}
+	out.Path = filepath.Clean(in.Path)
+	if strings.TrimSpace(in.SHA256) != "" {
+		pin, err := config.ParsePin(in.SHA256)
+		if err != nil {
+			return nil, config.Errorf("interpreter.sha256", "%v (compute it with `sha256sum %s`)", err, in.Path)
+		}
+		out.SHA256 = pin
+	} else {
+		out.SHA256 = ""
+	}
+	return &out, nil
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s",

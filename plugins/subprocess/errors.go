@@ -12,7 +12,9 @@ import (
 var (
 	// ErrNoPin is a plugin configured without a sha256.
 	ErrNoPin = errors.New("plugin binary is not pinned")
-	// ErrHashMismatch is a plugin binary whose sha256 is not the pinned one.
+	// ErrHashMismatch is a plugin binary, an interpreted plugin's lock or
+	// a file it locks, or a pinned interpreter whose sha256 is not the
+	// pinned one.
 	ErrHashMismatch = errors.New("plugin binary does not match its pinned sha256")
 	// ErrStart is a plugin that could not be started: exec, handshake or
 	// Describe failed.
@@ -39,17 +41,48 @@ func pluginError(name, field string, err error) *ConfigError {
 	return &ConfigError{Kind: "plugin", Name: name, Field: field, Err: err}
 }
 
-// HashError is a binary that was refused: it is not pinned (Expected is
-// empty) or its sha256 differs from the pin. Actual is always the binary's
-// real sha256, so the operator can check it and paste it.
+// HashError is a plugin file that was refused: it is not pinned (Expected
+// is empty) or its sha256 differs from the pin. Actual is always the
+// file's real sha256, so the operator can check it and paste it. Subject
+// says which file: the plugin binary (the zero value), an interpreted
+// plugin's lock or one of the files it locks, or the interpreter.
 type HashError struct {
 	Plugin   string
 	Path     string
 	Expected string
 	Actual   string
+	Subject  HashSubject
+	// Lock is the lock that lists Path, for SubjectLockedFile.
+	Lock string
 }
 
+// HashSubject is what a HashError is about.
+type HashSubject int
+
+// The subjects of a HashError.
+const (
+	SubjectBinary      HashSubject = iota // a plugin binary, pinned by sha256
+	SubjectLock                           // an interpreted plugin's lock, pinned by sha256
+	SubjectLockedFile                     // a file an interpreted plugin's lock lists
+	SubjectInterpreter                    // an interpreter, pinned by interpreter.sha256
+)
+
 func (e *HashError) Error() string {
+	switch e.Subject {
+	case SubjectLock:
+		if e.Expected == "" {
+			return fmt.Sprintf("plugin %q: %s is not pinned; its sha256 is %s: after checking that this is the plugin you mean to trust (`sha256sum -c %s` in its directory checks the files it lists), add `sha256: %s` to the plugin's entry in kernel.yaml",
+				e.Plugin, e.Path, e.Actual, LockFile, e.Actual)
+		}
+		return fmt.Sprintf("plugin %q: refusing to run %s: sha256 mismatch: expected %s, actual %s (the plugin's lock changed since it was pinned: its files changed and were locked again; re-pin only after checking them)",
+			e.Plugin, e.Path, e.Expected, e.Actual)
+	case SubjectLockedFile:
+		return fmt.Sprintf("plugin %q: refusing to run %s: sha256 mismatch: expected %s (its lock %s), actual %s (the file changed since the plugin's directory was locked; lock it again and re-pin only after checking it)",
+			e.Plugin, e.Path, e.Expected, e.Lock, e.Actual)
+	case SubjectInterpreter:
+		return fmt.Sprintf("plugin %q: refusing to run the interpreter %s: sha256 mismatch: expected %s, actual %s (the interpreter changed since it was pinned, by an upgrade or otherwise; re-pin interpreter.sha256 only after checking it)",
+			e.Plugin, e.Path, e.Expected, e.Actual)
+	}
 	if e.Expected == "" {
 		return fmt.Sprintf("plugin %q: %s is not pinned; its sha256 is %s: after checking that this is the binary you mean to trust, add `sha256: %s` to the plugin's entry in kernel.yaml",
 			e.Plugin, e.Path, e.Actual, e.Actual)

@@ -14,7 +14,7 @@ func VerifyCopy(h *Host, cfg PluginConfig) (exe string, done func(), err error) 
 	if err != nil {
 		return "", nil, err
 	}
-	exe, _, err = copyVerified(cfg, h.dir)
+	exe, _, err = verifyCopy(cfg, h.dir)
 	return exe, done, err
 }
 
@@ -24,6 +24,11 @@ func StartProcess(h *Host, cfg PluginConfig, exe string) (kill func(), err error
 	cfg, err = cfg.normalize()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Interpreter != nil {
+		if err := checkInterpreter(cfg); err != nil {
+			return nil, err
+		}
 	}
 	inst, err := startInstance(context.Background(), h, cfg, exe)
 	if err != nil {

@@ -125,7 +125,7 @@ func (h *Host) Load(ctx context.Context, cfg PluginConfig) ([]kernel.Tool, error
 	if dup {
 		return nil, pluginError(cfg.Name, "name", ErrDuplicatePlugin)
 	}
-	exe, sum, err := copyVerified(cfg, h.dir)
+	exe, sum, err := verifyCopy(cfg, h.dir)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func (h *Host) Load(ctx context.Context, cfg PluginConfig) ([]kernel.Tool, error
 		inst, err := s.acquire(ctx)
 		if err != nil {
 			s.close()
-			_ = os.Remove(exe)
+			_ = os.RemoveAll(exe)
 			return nil, err
 		}
 		specs = inst.specs
@@ -203,12 +203,12 @@ func (h *Host) Verify(ctx context.Context, cfg PluginConfig) (VerifyReport, erro
 	}
 	defer done()
 	start := time.Now()
-	exe, sum, err := copyVerified(cfg, h.dir)
+	exe, sum, err := verifyCopy(cfg, h.dir)
 	rep.SHA256 = sum
 	if err != nil {
 		return rep, err
 	}
-	defer os.Remove(exe)
+	defer os.RemoveAll(exe)
 	inst, err := startInstance(ctx, h, cfg, exe)
 	if err != nil {
 		return rep, err

@@ -63,7 +63,7 @@ func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (
 			// private socket directory it created under h.dir.
 			grant := PluginGrant(cfg, exe, envValue(c.Env, plugin.EnvUnixSocketDir))
 			grant.AllowMissing = append(grant.AllowMissing, h.cfg.AllowMissing...)
-			gr = newGroupRunner(cfg.Name, proc.Spec{Argv: append([]string{exe}, cfg.Args...), Dir: cfg.Dir,
+			gr = newGroupRunner(cfg.Name, proc.Spec{Argv: commandLine(cfg, exe), Dir: cfg.Dir,
 				Grant: grant, Env: cfg.Env, Extra: c.Env, Spawner: h.spawner})
 			return gr, nil
 		},
@@ -107,6 +107,9 @@ func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (
 	inst.rpc = raw.(pluginpb.ToolsClient)
 	dctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
+	if err := checkHealth(dctx, cfg, proto); err != nil {
+		return fail(err.Error(), err)
+	}
 	desc, err := inst.rpc.Describe(dctx, &pluginpb.DescribeRequest{})
 	if err != nil {
 		return fail("describe its tools: "+err.Error(), err)
@@ -132,20 +135,21 @@ func describeStartError(cfg PluginConfig, err error) string {
 	case strings.HasPrefix(msg, "Unrecognized remote plugin message: "):
 		line, _, _ := strings.Cut(strings.TrimPrefix(msg, "Unrecognized remote plugin message: "), "\n")
 		if line == "" {
-			return "it closed its stdout without the go-plugin handshake; is it an agentkernel plugin built with plugins/sdk?"
+			return "it closed its stdout without the go-plugin handshake; " + sdkOf(cfg).hint
 		}
 		if len(line) > 200 {
 			line = line[:200] + "..."
 		}
-		return fmt.Sprintf("it printed %q to stdout before the go-plugin handshake; a plugin must write nothing to stdout before sdk.Serve takes it over (log to stderr)", line)
+		return fmt.Sprintf("it printed %q to stdout before the go-plugin handshake; a plugin must write nothing to stdout before %s takes it over (log to stderr)", line, sdkOf(cfg).serve)
 	case strings.Contains(msg, "exited before we could connect"):
 		return "it exited before the go-plugin handshake"
 	case strings.Contains(msg, "timeout while waiting for plugin to start"):
 		return fmt.Sprintf("no go-plugin handshake within %s", StartTimeout)
 	case strings.Contains(msg, "incompatible API version"):
-		return fmt.Sprintf("protocol version mismatch (%s); this kernel speaks tool protocol %d: rebuild the plugin against a compatible plugins/sdk", msg, sdk.ProtocolVersion)
-	case strings.Contains(msg, "incompatible core API version"), strings.Contains(msg, "unsupported plugin protocol"):
-		return msg + "; is it an agentkernel plugin built with plugins/sdk?"
+		return fmt.Sprintf("protocol version mismatch (%s); this kernel speaks tool protocol %d: rebuild the plugin against a compatible agentkernel SDK (%s)", msg, sdk.ProtocolVersion, sdkOf(cfg).name)
+	case strings.Contains(msg, "incompatible core API version"), strings.Contains(msg, "unsupported plugin protocol"),
+		strings.Contains(msg, "error parsing"), strings.Contains(msg, "unknown address type"):
+		return msg + "; " + sdkOf(cfg).hint
 	case errors.Is(err, os.ErrPermission):
 		return msg + " (is the host's run directory on a noexec file system?)"
 	}

@@ -11,6 +11,28 @@ import (
 	"path/filepath"
 )
 
+// verifyCopy verifies what cfg pins and makes the private copy the host
+// executes: the binary's copy (copyVerified), or for an interpreted plugin
+// the checked interpreter and the copy of the files its lock lists
+// (copyLocked). It returns the copy's path, a file or a directory, and the
+// pinned sha256: the binary's or the lock's. cfg must be normalized; for an
+// interpreted plugin it records the interpreter's real path in
+// cfg.Interpreter (commandLine runs it).
+func verifyCopy(cfg PluginConfig, dir string) (exe, sum string, err error) {
+	if cfg.Interpreter == nil {
+		return copyVerified(cfg, dir)
+	}
+	if err := checkInterpreter(cfg); err != nil {
+		return "", "", err
+	}
+	return copyLocked(cfg, dir)
+}
+
+// pinMatches compares a normalized pin with a sum in constant time.
+func pinMatches(pin, sum string) bool {
+	return subtle.ConstantTimeCompare([]byte(sum), []byte(pin)) == 1
+}
+
 // copyVerified copies the plugin binary into dir while hashing the bytes it
 // copies, and keeps the copy only if their sha256 is the pinned one. The
 // host then executes the copy, never cfg.Path: the bytes that run are the
@@ -52,7 +74,7 @@ func copyVerified(cfg PluginConfig, dir string) (path, sum string, err error) {
 		return "", "", fmt.Errorf("plugin %q: write private copy: %w", cfg.Name, err)
 	}
 	sum = hex.EncodeToString(h.Sum(nil))
-	if cfg.SHA256 == "" || subtle.ConstantTimeCompare([]byte(sum), []byte(cfg.SHA256)) != 1 {
+	if cfg.SHA256 == "" || !pinMatches(cfg.SHA256, sum) {
 		return "", sum, &HashError{Plugin: cfg.Name, Path: cfg.Path, Expected: cfg.SHA256, Actual: sum}
 	}
 	if err := checkNative(dst.Name()); err != nil {
@@ -95,7 +117,7 @@ func privateDir(parent string) (string, error) {
 
 // ErrWrapper refuses a pinned file that is a script: a wrapper would exec
 // binaries nobody pinned. Pin the binary itself.
-var ErrWrapper = errors.New("is a script (#!), not a binary: wrapper scripts are refused because what they run is not pinned; pin the plugin binary itself")
+var ErrWrapper = errors.New("is a script (#!), not a binary: wrapper scripts are refused because what they run is not pinned; pin the plugin binary itself, or for a script plugin name its interpreter (interpreter: {path: /usr/bin/node}) so that the script's whole directory is pinned by its lock")
 
 // checkNative refuses scripts: the file must not start with "#!".
 func checkNative(path string) error {

@@ -1,20 +1,23 @@
-// Package sdktest tests tool plugins written with plugins/sdk, two ways:
+// Package sdktest tests tool plugins, three ways:
 //
-//   - Start serves tools in-process, through the SDK's real gRPC service
-//     over an in-memory connection: fast, debuggable, no binary needed.
-//   - Build compiles the plugin's main package and Exec runs the binary as
-//     a real subprocess through the kernel's own host (pinned sha256,
-//     go-plugin handshake with AutoMTLS, no inherited environment), exactly
-//     as `kernel run` would.
+//   - Start serves tools written with plugins/sdk in-process, through the
+//     SDK's real gRPC service over an in-memory connection: fast,
+//     debuggable, no binary needed.
+//   - Build compiles the plugin's main package and Exec runs a plugin as a
+//     real subprocess through the kernel's own host (pinned sha256,
+//     sandbox, go-plugin handshake with AutoMTLS, no inherited
+//     environment), exactly as `kernel run` would. Exec takes any plugin
+//     configuration: a Go binary, or an interpreter and a script written
+//     with sdk/typescript or sdk/python.
+//   - Conformance runs the kernel's conformance suite against a plugin of
+//     any language.
 //
-// Both return a *Plugin whose Call takes the tool's own name (without the
-// "plugin." prefix the kernel adds).
+// Start and Exec return a *Plugin whose Call takes the tool's own name
+// (without the "plugin." prefix the kernel adds).
 package sdktest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +38,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/sdk"
 	"github.com/agentkernel/agentkernel/plugins/sdk/pluginpb"
@@ -233,18 +237,7 @@ func BuildTo(out, pkg string) error {
 }
 
 // FileSHA256 returns the hex sha256 of a file, as `sha256sum` prints it.
-func FileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
+func FileSHA256(path string) (string, error) { return config.FileSHA256(path) }
 
 // Exec loads the plugin described by cfg through a real subprocess.Host
 // (cfg.SHA256 must pin cfg.Path; Build returns both) and starts it. The

@@ -1,0 +1,281 @@
+"""Unit tests of the Python SDK, through the harness (the SDK's real gRPC
+tool service) and, for serve()'s lifecycle, through real processes. The
+kernel's conformance suite runs the same SDK through the real host.
+
+Run with Debian's Python, which has grpcio, protobuf and cryptography:
+    /usr/bin/python3 -m unittest discover -s sdk/python/tests -t sdk/python
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from agentkernel_plugin import CallContext, Code, SideEffect, Tier, ToolError, ToolResult, tool, truncate_output
+from agentkernel_plugin._cert import new_server_cert
+from agentkernel_plugin.testing import Harness
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SDK = os.path.dirname(HERE)
+
+
+@dataclass
+class EchoArgs:
+    text: str
+
+
+@tool(name="echo", tier="read_only", tags=["demo"], schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+async def echo(args: EchoArgs, ctx: CallContext) -> str:
+    """Returns its text."""
+    ctx.progress("one")
+    ctx.progress("two")
+    return args.text
+
+
+def noop(args, ctx):
+    return ""
+
+
+class TestTool(unittest.TestCase):
+    def test_bad_specs_are_refused_naming_the_tool(self):
+        cases = [
+            ({"name": "a.b", "tier": "read_only"}, "the name must be"),
+            ({"name": "x" * 64, "tier": "read_only"}, "the name must be"),
+            ({"name": "t", "tier": "harmless"}, "tier 'harmless' is not one of"),
+            ({"name": "t", "tier": "read_only", "timeout": -1}, "timeout"),
+            ({"name": "t", "tier": "read_only", "schema": {"type": "array"}}, 'type must be "object"'),
+            ({"name": "t", "tier": "read_only", "schema": "{"}, "schema is not JSON"),
+            ({"name": "t", "tier": "read_only", "schema": "[1]"}, "must be a JSON object"),
+        ]
+        for spec, want in cases:
+            with self.subTest(spec=spec):
+                with self.assertRaises(TypeError) as cm:
+                    tool(**spec)(noop)
+                self.assertIn(want, str(cm.exception))
+                self.assertIn("agentkernel plugin: tool", str(cm.exception))
+
+    def test_defaults(self):
+        t = tool(name="t", tier=Tier.PRIVILEGED)(echo.handler)
+        self.assertEqual(t.schema, '{"type":"object"}')
+        self.assertEqual(t.description, "Returns its text.")  # the docstring
+        self.assertFalse(t.checks_side_effects)
+
+    def test_truncate_counts_utf8_bytes(self):
+        self.assertEqual(truncate_output("aé", 2), "a\n[output truncated: 3 bytes, limit 2]")
+        self.assertEqual(truncate_output("abc", 0), "abc")
+
+
+class TestService(unittest.IsolatedAsyncioTestCase):
+    async def test_describe(self):
+        checked = tool(name="checked", tier="side_effecting")(noop)
+        checked.check_side_effect(lambda args, since: SideEffect.UNKNOWN)
+        async with Harness([echo, checked]) as h:
+            self.assertEqual(
+                [(t.name, t.tier, t.tags, t.checks_side_effects) for t in h.tools],
+                [("echo", Tier.READ_ONLY, ("demo",), False), ("checked", Tier.SIDE_EFFECTING, (), True)],
+            )
+            self.assertEqual(h.tools[0].schema["type"], "object")
+            self.assertEqual(h.tools[0].description, "Returns its text.")
+
+    async def test_progress_then_result(self):
+        async with Harness([echo]) as h:
+            out = await h.call("echo", {"text": "hi"})
+            self.assertEqual((out.content, out.is_error, out.progress), ("hi", False, ["one", "two"]))
+
+    async def test_errors_keep_their_codes(self):
+        def raises(exc):
+            async def handler(args, ctx):
+                raise exc
+
+            return handler
+
+        tools = [
+            tool(name="missing", tier="read_only")(raises(ToolError(Code.NOT_FOUND, "no such file x"))),
+            tool(name="mine", tier="read_only")(raises(ToolError("quota_exceeded", "over"))),
+            tool(name="plain", tier="read_only")(raises(ValueError("bad value"))),
+            tool(name="badcode", tier="read_only")(raises(ToolError("Not A Code", "x"))),
+            tool(name="wrongtype", tier="read_only")(lambda a, c: 42),
+            tool(name="typed", tier="read_only")(echo.handler),
+        ]
+        cases = [
+            ("missing", {}, "not_found", "no such file x"),
+            ("mine", {}, "quota_exceeded", "over"),
+            ("plain", {}, "tool_error", "bad value"),
+            ("badcode", {}, "tool_error", "x"),
+            ("wrongtype", {}, "tool_error", "not str or ToolResult"),
+            ("typed", {}, "invalid_args", "do not fit EchoArgs"),
+            ("missing", [1, 2], "invalid_args", "arguments must be a JSON object"),
+            ("nosuch", {}, "unknown_tool", "unknown tool 'nosuch'"),
+        ]
+        async with Harness(tools) as h:
+            for name, args, code, msg in cases:
+                with self.subTest(tool=name, args=args):
+                    out = await h.call(name, args)
+                    self.assertTrue(out.is_error)
+                    self.assertEqual(out.code, code)
+                    self.assertIn(msg, out.message)
+
+    async def test_result_and_sync_handler(self):
+        t = tool(name="sync", tier="read_only")(lambda args, ctx: ToolResult("failed politely", is_error=True))
+        async with Harness([t]) as h:
+            out = await h.call("sync", {})
+            self.assertEqual((out.content, out.is_error, out.code), ("failed politely", True, None))
+
+    async def test_output_cut_on_a_utf8_boundary(self):
+        t = tool(name="big", tier="read_only")(lambda args, ctx: "é" * 10)
+        async with Harness([t]) as h:
+            out = await h.call("big", {}, max_output_bytes=5)
+            self.assertEqual(out.content, "éé\n[output truncated: 20 bytes, limit 5]")
+            self.assertEqual(out.truncated_from, 20)
+            whole = await h.call("big", {}, max_output_bytes=20)
+            self.assertEqual(whole.content, "é" * 10)
+
+    async def test_the_end_of_a_call_reaches_the_handler(self):
+        for what, spec_timeout, call_timeout, cancel, code in [
+            ("the tool's own timeout", 0.05, None, False, "timeout"),
+            ("the kernel's deadline", None, 0.3, False, "timeout"),
+            ("the kernel's cancel", None, None, True, "cancelled"),
+        ]:
+            with self.subTest(what):
+                started, stopped = asyncio.Event(), asyncio.Event()
+                seen: list[str | None] = []
+
+                async def wait(args, ctx: CallContext) -> str:
+                    started.set()
+                    try:
+                        await asyncio.Event().wait()
+                    except asyncio.CancelledError:
+                        seen.append(ctx.reason)
+                        stopped.set()
+                        raise
+                    return ""
+
+                t = tool(name="wait", tier="read_only", timeout=spec_timeout)(wait)
+                async with Harness([t]) as h:
+                    ev = asyncio.Event()
+                    call = asyncio.create_task(h.call("wait", {}, timeout=call_timeout, cancel=ev))
+                    await started.wait()
+                    if cancel:
+                        ev.set()
+                    out = await call
+                    self.assertEqual(out.code, code)
+                    await asyncio.wait_for(stopped.wait(), 10)
+                    self.assertEqual(seen, [code])
+
+    async def test_a_blocking_handler_sees_cancelled(self):
+        running, saw = threading.Event(), threading.Event()
+
+        def poll(args, ctx: CallContext) -> str:
+            running.set()
+            while not ctx.cancelled:
+                time.sleep(0.01)
+            saw.set()
+            return "late"
+
+        async with Harness([tool(name="poll", tier="read_only")(poll)]) as h:
+            ev = asyncio.Event()
+            call = asyncio.create_task(h.call("poll", {}, cancel=ev))
+            await asyncio.to_thread(running.wait, 10)
+            ev.set()
+            self.assertEqual((await call).code, "cancelled")
+            self.assertTrue(await asyncio.to_thread(saw.wait, 10))
+
+    async def test_side_effect_checks(self):
+        mark = tool(name="mark", tier="side_effecting")(noop)
+
+        @mark.check_side_effect
+        def check(args, since):
+            if args["answer"] == "throw":
+                raise OSError("cannot read")
+            return args["answer"], f"since {since.isoformat()}"
+
+        async with Harness([mark, echo]) as h:
+            since = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
+            self.assertEqual(await h.check_side_effect("mark", {"answer": "completed"}, since), (SideEffect.COMPLETED, "since 2026-01-02T03:04:05.678000+00:00"))
+            self.assertEqual((await h.check_side_effect("mark", {"answer": "not_run"}, since))[0], SideEffect.NOT_RUN)
+            self.assertEqual((await h.check_side_effect("mark", {"answer": "maybe"}, since))[0], SideEffect.UNKNOWN)
+            self.assertEqual(await h.check_side_effect("mark", {"answer": "throw"}, since), (SideEffect.UNKNOWN, "the check failed: cannot read"))
+            self.assertEqual((await h.check_side_effect("echo", {}, since))[0], SideEffect.UNKNOWN)
+            self.assertEqual(await h.check_side_effect("nosuch", {}, since), (SideEffect.UNKNOWN, "unknown tool 'nosuch'"))
+
+
+class TestCertificate(unittest.TestCase):
+    def test_self_signed_ca_for_localhost(self):
+        c = new_server_cert()
+        x = x509.load_der_x509_certificate(c.der)
+        self.assertEqual(x.subject, x.issuer)
+        self.assertEqual(x.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName), ["localhost"])
+        self.assertTrue(x.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+        eku = x.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        self.assertEqual(set(eku), {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH})
+        self.assertGreaterEqual(x.not_valid_after.year, datetime.now().year + 29)
+        self.assertEqual(x509.load_pem_x509_certificate(c.cert_pem), x)
+
+
+class TestServe(unittest.TestCase):
+    fixture = os.path.join(HERE, "conformance", "plugin.py")
+
+    def env(self, **extra):
+        return {"PYTHONPATH": SDK, "PYTHONDONTWRITEBYTECODE": "1", **extra}
+
+    def test_run_by_hand(self):
+        r = subprocess.run([sys.executable, self.fixture], env=self.env(), capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("agentkernel tool plugin; it is started by the kernel", r.stderr)
+        self.assertEqual(r.stdout, "")
+
+    def test_handshake_then_exit_when_the_parent_dies(self):
+        with tempfile.TemporaryDirectory() as d:
+            parent = os.path.join(d, "parent.py")
+            with open(parent, "w") as f:
+                # A parent that starts the plugin, passes its handshake line
+                # and pid on, and exits: the plugin is orphaned.
+                f.write(
+                    "import subprocess, sys\n"
+                    f"c = subprocess.Popen([sys.executable, {self.fixture!r}], stdout=subprocess.PIPE, start_new_session=True)\n"
+                    "print(c.pid, c.stdout.readline().decode().strip(), flush=True)\n"
+                )
+            env = self.env(
+                AGENTKERNEL_PLUGIN="7c0b3f4e-agentkernel-tools",
+                PLUGIN_CLIENT_CERT=new_server_cert().cert_pem.decode(),
+                PLUGIN_UNIX_SOCKET_DIR=d,
+                PLUGIN_PROTOCOL_VERSIONS="1",
+            )
+            out = subprocess.run([sys.executable, parent], env=env, capture_output=True, text=True, timeout=60)
+            pid, line = out.stdout.split()
+            parts = line.split("|")
+            self.assertEqual(parts[:3], ["1", "1", "unix"])
+            self.assertTrue(parts[3].startswith(os.path.join(d, "plugin")), parts[3])
+            self.assertEqual(parts[4], "grpc")
+            cert = x509.load_der_x509_certificate(base64.b64decode(parts[5] + "=" * (-len(parts[5]) % 4)))
+            self.assertEqual(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName), ["localhost"])
+            deadline = time.monotonic() + 20
+            while _running(int(pid)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertFalse(_running(int(pid)), "the orphaned plugin is still running")
+
+
+def _running(pid: int) -> bool:
+    """Whether pid is a live process (a zombie is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+if __name__ == "__main__":
+    unittest.main()
