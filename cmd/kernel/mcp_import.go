@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -121,7 +122,7 @@ func importMCP(path, workspace string) (entries []importedServer, skipped []stri
 		var s mcpClientServer
 		dec := json.NewDecoder(bytes.NewReader(servers[k]))
 		if err := dec.Decode(&s); err != nil {
-			skipped = append(skipped, fmt.Sprintf("%s: %v", k, err))
+			skipped = append(skipped, fmt.Sprintf("%s: %s", k, jsonFieldError(key+"."+k, err)))
 			continue
 		}
 		e, why := importServer(k, s, workspace)
@@ -584,4 +585,29 @@ func mcpImport(cf *commonFlags, env *cliEnv, file, write string) error {
 	}
 	fmt.Fprintf(env.stderr, "added %s to tools.mcp in %s; %s\n", strings.Join(names, ", "), write, tiers)
 	return nil
+}
+
+// jsonFieldError says what was wrong with a server's entry in the file's
+// terms (its path and the JSON types), not the decoder's Go ones.
+func jsonFieldError(at string, err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Sprintf("%s.%s: want a JSON %s, found a %s", at, te.Field, jsonKind(te.Type.Kind()), te.Value)
+	}
+	return err.Error()
+}
+
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "string"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	case reflect.Bool:
+		return "boolean"
+	default:
+		return "number"
+	}
 }

@@ -13,7 +13,8 @@ import (
 // arguments name (the workspace as {workspace}); a credential in env or a
 // header never copied into the configuration; an HTTP server's ${VAR} as
 // ${env:VAR}; a name the kernel does not take renamed; an SSE server and a
-// command whose variable is unset skipped with why; tiers left to the
+// command whose variable is unset skipped with why, and an entry of the
+// wrong JSON type named by its path in the file; tiers left to the
 // operator, said so.
 func TestMCPImportGolden(t *testing.T) {
 	dir := t.TempDir()
