@@ -106,9 +106,9 @@ type MetricsConfig struct {
 	// address (host:port). Setting it turns metrics on.
 	// OTEL_EXPORTER_PROMETHEUS_HOST and _PORT set it too.
 	Listen string `yaml:"listen,omitempty" json:"listen,omitempty"`
-	// TokenEnv names an environment variable holding a bearer token the
-	// listener requires (Authorization: Bearer TOKEN); empty requires
-	// none (the listener is loopback only).
+	// TokenEnv names an environment variable holding the bearer token
+	// the listener requires (Authorization: Bearer TOKEN); a listener
+	// without one is refused (other users of the host reach loopback).
 	TokenEnv string `yaml:"token_env,omitempty" json:"token_env,omitempty"`
 }
 
@@ -229,6 +229,11 @@ func (c Config) resolve() (resolved, error) {
 		if err := checkLoopback(r.Metrics.Listen); err != nil {
 			return r, err
 		}
+	}
+	if r.Metrics.Listen != "" && r.Metrics.TokenEnv == "" {
+		// Loopback is not a boundary between the users of one host: the
+		// numbers name tools, rules and tenants' activity.
+		return r, fmt.Errorf("telemetry.metrics.listen %s needs a bearer token: set telemetry.metrics.token_env to a variable holding one (Prometheus sends it with authorization: {credentials_file: …})", r.Metrics.Listen)
 	}
 	if r.Metrics.TokenEnv != "" && env(r.Metrics.TokenEnv) == "" {
 		return r, fmt.Errorf("telemetry.metrics.token_env: the variable %s is not set", r.Metrics.TokenEnv)

@@ -340,6 +340,7 @@ func TestStandardVariables(t *testing.T) {
 		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, err: "OTEL_EXPORTER_OTLP_PROTOCOL"},
 		{env: map[string]string{"OTEL_METRICS_EXPORTER": "prometheus"}, metrics: true},
 		{env: map[string]string{"OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_PROMETHEUS_HOST": "0.0.0.0"}, err: "not a loopback"},
+		{env: map[string]string{"OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_PROMETHEUS_PORT": "0"}, err: "needs a bearer token"},
 	} {
 		tel, err := telemetry.New(context.Background(), telemetry.Config{Getenv: func(k string) string { return tc.env[k] }})
 		if tc.err != "" {

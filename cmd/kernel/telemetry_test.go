@@ -372,9 +372,10 @@ func TestMetricsEndpoint(t *testing.T) {
 		openaitest.Text("done"),
 	)
 	t.Setenv("AGENTKERNEL_TEST_KEY", "sk-test-not-a-real-key")
+	t.Setenv("AK_METRICS_TOKEN", "metrics-token-for-the-test")
 	model := "model: {provider: openai, name: m, base_url: " + srv.URL() + ", api_key_env: AGENTKERNEL_TEST_KEY, fallbacks: [m2], retry: {base_delay: 1ms, max_delay: 1ms}}\n"
 	cfg, _ := traceSetupModel(t, col, model, "steps: []\n", "  wasm:\n    - {path: "+filepath.Join(root, "wasm-tools/starlark/starlark.wasm")+", pool: 1}\n"+
-		"telemetry: {metrics: {listen: '127.0.0.1:0'}, traces: {exporter: otlp, endpoint: "+col.HTTPEndpoint+"}}\n")
+		"telemetry: {metrics: {listen: '127.0.0.1:0', token_env: AK_METRICS_TOKEN}, traces: {exporter: otlp, endpoint: "+col.HTTPEndpoint+"}}\n")
 	store := t.TempDir()
 	env := &cliEnv{stdout: io.Discard, stderr: io.Discard}
 	a, k, err := startKernel(context.Background(), &commonFlags{config: stringList{cfg}, store: store}, env, newRenderer(env, true, nil))
@@ -433,9 +434,18 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Errorf("input tokens = %v", v)
 	}
 
-	// The listener serves the same families over HTTP.
+	// The listener serves the same families over HTTP, to the token only.
 	resp, err := http.Get("http://" + a.metricsAddr + "/metrics")
 	if err != nil {
+		t.Fatalf("GET the metrics listener: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the metrics listener answered %d to a request without its token", resp.StatusCode)
+	}
+	req, _ := http.NewRequest("GET", "http://"+a.metricsAddr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer metrics-token-for-the-test")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
 		t.Fatalf("GET the metrics listener: %v", err)
 	}
 	body, _ := io.ReadAll(resp.Body)
