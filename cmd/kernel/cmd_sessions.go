@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -277,9 +278,15 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 				mark = "✗"
 			}
 			if full {
-				fmt.Fprintf(w, "[%d] %s %s\n%s\n\n", msg.Seq, mark, msg.ToolName, indent(msg.Content))
+				fmt.Fprintf(w, "[%d] %s %s\n%s\n", msg.Seq, mark, msg.ToolName, indent(msg.Content))
 			} else {
 				fmt.Fprintf(w, "[%d] %s %s · %s · %s\n", msg.Seq, mark, msg.ToolName, fmtBytes(len(msg.Content)), clip(msg.Content, 70))
+			}
+			if msg.Approval != nil {
+				fmt.Fprintf(w, "    %s\n", approvalLine(msg.Approval))
+			}
+			if full {
+				fmt.Fprintln(w)
 			}
 		case kernel.RoleCompaction:
 			writeCompaction(w, &msg, full)
@@ -294,6 +301,26 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 		fmt.Fprintf(w, "\nwaiting for approval:\n%s\n  approve: %s    reject: %s\n", indent(describeApproval(p, &m)),
 			resumeHint("approve", m.ID, storeHint(store)), resumeHint("reject", m.ID, storeHint(store)))
 	}
+}
+
+// approvalLine says how a call that waited for a human was decided: by
+// whom, with their note.
+func approvalLine(a *kernel.ApprovalRecord) string {
+	verb := "rejected"
+	switch {
+	case a.Expired:
+		verb = "not decided in time (approval expired)"
+	case a.Approved:
+		verb = "approved"
+	}
+	s := verb
+	if a.By != "" {
+		s += " by " + a.By
+	}
+	if a.Note != "" {
+		s += ": " + strconv.Quote(a.Note)
+	}
+	return s
 }
 
 func indent(s string) string {
