@@ -317,8 +317,19 @@ func approvalLine(a *kernel.ApprovalRecord) string {
 	if a.By != "" {
 		s += " by " + a.By
 	}
-	if a.Note != "" {
-		s += ": " + strconv.Quote(a.Note)
+	// A rejection's note is recorded as the reason the model read
+	// ("rejected: NOTE", "approval expired"): show the person's words.
+	note := a.Note
+	if !a.Approved {
+		for _, p := range []string{"approval expired", "rejected"} {
+			if rest, ok := strings.CutPrefix(note, p); ok && (rest == "" || strings.HasPrefix(rest, ": ")) {
+				note = strings.TrimPrefix(rest, ": ")
+				break
+			}
+		}
+	}
+	if note != "" {
+		s += ": " + strconv.Quote(note)
 	}
 	return s
 }
