@@ -180,3 +180,15 @@ func shownOutput(shown, out string) string {
 	}
 	return ""
 }
+
+func TestShownOutput(t *testing.T) {
+	out := "noise\nsession 06h23zrkmpq7khpa (new) · model scripted\n  ✓ hello.count_words · 644.5ms · 1 B\nThat text has 4 words.\n"
+	if m := shownOutput("session 06h1f… (new) · model scripted\n  ✓ hello.count_words · 1.5s · 1 B\nThat text has 4 words.\n", out); m != "" {
+		t.Errorf("matching output: %q missing", m)
+	}
+	for _, shown := range []string{"That text has 5 words.\n", "That text has 4 words.\n  ✓ hello.count_words · 1.5s · 1 B\n"} {
+		if m := shownOutput(shown, out); m == "" {
+			t.Errorf("%q: a line not printed (or out of order) passed", shown)
+		}
+	}
+}
