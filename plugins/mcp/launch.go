@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -44,7 +45,7 @@ func command(ctx context.Context, cfg ServerConfig, allowMissing []sandbox.Layer
 // grantPlace renames the rule a sandbox grant error names ("fs[38].path",
 // an index into the grant StdioGrant built) after where it comes from: the
 // server's own grant.fs[i] in the configuration, or a rule the kernel adds
-// itself. err is changed in place and returned.
+// itself. The error returned still unwraps to err.
 func grantPlace(err error, g sandbox.Grant, cfg ServerConfig) error {
 	var ge *sandbox.GrantError
 	if !errors.As(err, &ge) {
@@ -58,13 +59,21 @@ func grantPlace(err error, g sandbox.Grant, cfg ServerConfig) error {
 	if cerr != nil {
 		return err
 	}
+	place := fmt.Sprintf("the default grant's rule for %s (the server's program, a file its command names or its working directory)", g.FS[i].Path)
 	if first := len(g.FS) - len(own.FS); i >= first {
-		ge.Field = fmt.Sprintf("grant.fs[%d].path (tools.mcp, server %s)", i-first, cfg.Name)
-	} else {
-		ge.Field = fmt.Sprintf("the default grant's rule for %s (the server's program, a file its command names or its working directory)", g.FS[i].Path)
+		place = fmt.Sprintf("grant.fs[%d].path (tools.mcp, server %s)", i-first, cfg.Name)
 	}
-	return err
+	return &placedError{msg: strings.Replace(err.Error(), "sandbox grant: "+ge.Field, "sandbox grant: "+place, 1), err: err}
 }
+
+// placedError is an error with its message rewritten (grantPlace).
+type placedError struct {
+	msg string
+	err error
+}
+
+func (e *placedError) Error() string { return e.msg }
+func (e *placedError) Unwrap() error { return e.err }
 
 // ConfiguredGrant decodes the server's grant block as written (the zero
 // Grant without one): what the operator added to the default grant.
