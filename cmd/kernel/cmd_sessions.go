@@ -18,9 +18,9 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 )
 
-// sessions is `kernel sessions`: a table of subcommands, each with its own
+// sessionsGroup is `kernel sessions`: a table of subcommands, each with its own
 // flags (group.go).
-var sessions = group{
+var sessionsGroup = group{
 	name:   "sessions",
 	footer: "Flags: --config FILE, --store DIR",
 	subs: []subcmd{
@@ -38,10 +38,6 @@ var sessions = group{
 		{name: "fsck", synopsis: "[--repair] [ID...]", summary: "check every stored value and the pairing of calls and\nresults, per session; --repair stores placeholders for lost messages",
 			args: "[ID...]", flags: sessionsFsck},
 	},
-}
-
-func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
-	return sessions.run(ctx, args, env)
 }
 
 // openSessions loads the configuration and opens its store, read-only
