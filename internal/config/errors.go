@@ -2,9 +2,11 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -164,6 +166,11 @@ func Locate(file, schema string, root *yaml.Node, probs []Problem) error {
 		}
 		errs = append(errs, e)
 	}
+	// In the file's order, as a reader goes through it.
+	slices.SortStableFunc(errs, func(a, b error) int {
+		ea, eb := a.(*Error), b.(*Error)
+		return cmp.Or(cmp.Compare(ea.Line, eb.Line), cmp.Compare(ea.Column, eb.Column))
+	})
 	return errors.Join(errs...)
 }
 
