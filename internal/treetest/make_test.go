@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,7 +140,14 @@ func TestMakeSkipsGoBuildInACleanCheckout(t *testing.T) {
 		t.Skip("builds the launcher in a scratch copy of the tree")
 	}
 	dir := scratch(t)
-	gitEnv := []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
+	// The scratch copy is a repository of its own: git must never reach
+	// the checkout's (a linked worktree's .git file copied in once made
+	// these commits on the checkout's branch).
+	if _, err := os.Lstat(filepath.Join(dir, ".git")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the scratch copy has a .git (%v): git would work on the checkout's repository", err)
+	}
+	gitEnv := []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com",
+		"GIT_DIR=" + filepath.Join(dir, ".git"), "GIT_WORK_TREE=" + dir, "GIT_CEILING_DIRECTORIES=" + filepath.Dir(dir)}
 	git := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command("git", args...)
