@@ -144,7 +144,7 @@ func (t *WriteFile) Preview(ctx context.Context, raw json.RawMessage) (tool.Prev
 	if err != nil {
 		return refused(err), nil
 	}
-	sum := fmt.Sprintf("replace %s (%s, now %s)", pl.p, n, humanSize(size))
+	sum := fmt.Sprintf("replace %s (%s → %s)", pl.p, humanSize(size), n)
 	if size > previewMax {
 		return tool.Preview{Summary: sum, Files: []tool.FileChange{{Path: pl.p,
 			Note: fmt.Sprintf("too big to show as a diff (over %s): %s replaced by %s", humanSize(previewMax), humanSize(size), n)}}}, nil
