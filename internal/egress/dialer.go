@@ -185,6 +185,12 @@ func parseHost(s string) (hostRule, error) {
 	return r, nil
 }
 
+// Allowed checks host (a name or an IP address, without brackets) and
+// port against the Config's hosts, as DialContext does first.
+func (d *Dialer) Allowed(host, port string) error {
+	return d.allowed(strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), "."), port)
+}
+
 // allowed checks host (lower case, no brackets) and port against the hosts.
 func (d *Dialer) allowed(host, port string) error {
 	portOK := false
