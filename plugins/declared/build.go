@@ -172,3 +172,9 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func validHeaderName(s string) bool { return httpguts.ValidHeaderFieldName(s) }
+
+// Granted says, for `kernel tools`, where an HTTP tool may connect.
+func (t *HTTPTool) Granted() string { return t.granted }
+
+// Granted says, for `kernel tools`, the sandbox a command tool runs in.
+func (t *CommandTool) Granted() string { return "sandbox: " + t.run.Grant.Describe() }
