@@ -56,6 +56,7 @@ type HTTPTool struct {
 	maxBody  int
 	maxOut   int
 	accepted []string
+	granted  string
 }
 
 type header struct {
@@ -157,6 +158,13 @@ func newHTTP(c HTTPConfig, o Options) (*HTTPTool, []string, error) {
 	}
 	if note != "" {
 		notes = append(notes, note)
+	}
+	t.granted = "egress: " + strings.Join(ec.Hosts, ",")
+	if len(ec.Networks) > 0 {
+		t.granted += fmt.Sprintf(" networks:%v", ec.Networks)
+	}
+	if ec.InsecureSkipVerify {
+		t.granted += " TLS-UNVERIFIED"
 	}
 	if t.client, err = egress.NewClient(ec); err != nil {
 		return nil, nil, fieldErr("egress.hosts", "%v", err)
