@@ -191,3 +191,55 @@ func TestDeclaredToolsListAndReload(t *testing.T) {
 		t.Error("a broken reload removed the running tools")
 	}
 }
+
+// TestToolsImportOpenAPI: `kernel tools import openapi` adds the Petstore's
+// operations to kernel.yaml (a dry run first, which writes nothing), says
+// which variables to export, and the imported tools run through the
+// kernel against a local emulation; `kernel tools` shows their source.
+func TestToolsImportOpenAPI(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("api_key"))
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id": 7, "name": "Rex", "status": "available"}`)
+	}))
+	defer srv.Close()
+	cfg := declaredSetup(t, "steps:\n  - tool_calls: [{name: petstore3.getPetById, args: {petId: 7}}]\n  - text: done\n", "", nil)
+	before, _ := os.ReadFile(cfg)
+	spec := "../../plugins/declared/openapi/testdata/petstore3.yaml"
+	args := []string{"tools", "import", "openapi", spec, "--operations", "getPetById,addPet", "--operations", "findPetsByStatus",
+		"--server", srv.URL + "/api/v3", "--networks", "127.0.0.1/32", "--write", cfg}
+	out, errOut, err := cli(t, append(args, "--dry-run")...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if after, _ := os.ReadFile(cfg); string(after) != string(before) || !strings.Contains(out, "name: petstore3.getPetById") || !strings.Contains(errOut, "--dry-run") {
+		t.Fatalf("the dry run:\n%s\n%s", out, errOut)
+	}
+	_, errOut, err = cli(t, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	for _, want := range []string{"3 tools from petstore3.yaml (OpenAPI 3.0.4", "export PETSTORE3_API_KEY=", "export PETSTORE3_PETSTORE_AUTH="} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the import does not say %q:\n%s", want, errOut)
+		}
+	}
+	// Without the variables the tools are refused at load, naming them.
+	if _, errOut, err := cli(t, "tools", "--config", cfg); err == nil || !strings.Contains(errOut+err.Error(), "is not set: export it before starting the kernel") {
+		t.Errorf("tools without the variables: %v\n%s", err, errOut)
+	}
+	t.Setenv("PETSTORE3_API_KEY", "pk-live-1234567")
+	t.Setenv("PETSTORE3_PETSTORE_AUTH", "oauth-live-1234567")
+	out, errOut, err = cli(t, "tools", "--config", cfg)
+	if err != nil || strings.Count(out, "openapi:petstore3.yaml") != 3 {
+		t.Fatalf("kernel tools: %v\n%s\n%s", err, out, errOut)
+	}
+	_, errOut, err = cli(t, "run", "--config", cfg, "--store", t.TempDir(), "find pet 7")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if len(got) != 1 || got[0] != "GET /api/v3/pet/7 pk-live-1234567" {
+		t.Errorf("the emulation got %q", got)
+	}
+}

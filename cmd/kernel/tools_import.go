@@ -48,7 +48,7 @@ func toolsImport(ctx context.Context, args []string, env *cliEnv) error {
 	fs.Var(&tags, "tags", "import only the operations with one of these tags (comma-separated, repeatable)")
 	fs.Var(&networks, "networks", "write egress.networks: the internal `CIDR` ranges the API is on (comma-separated, repeatable)")
 	prefix := fs.String("prefix", "", "put `P` before every tool name (default: the document's file name and a dot; \"-\" for none)")
-	base := fs.String("base-url", "", "the API's `URL`, instead of the document's first server")
+	base := fs.String("server", "", "the API's `URL`, instead of the document's first server")
 	security := fs.String("security", "", "the security scheme to use where an operation accepts several")
 	maxOps := fs.Int("max", openapi.DefaultMax, "the most operations one import takes (-1: no limit)")
 	write := fs.String("write", "", "add the entries to the tools.http of configuration `FILE` instead of printing them")

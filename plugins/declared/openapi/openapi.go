@@ -240,7 +240,7 @@ func baseURL(servers []*v3.Server, o Options) (string, error) {
 	raw := o.BaseURL
 	if raw == "" {
 		if len(servers) == 0 {
-			return "", fmt.Errorf("%s: the document names no server: give the API's URL with --base-url", o.File)
+			return "", fmt.Errorf("%s: the document names no server: give the API's URL with --server", o.File)
 		}
 		raw = servers[0].URL
 		if servers[0].Variables != nil {
@@ -251,7 +251,7 @@ func baseURL(servers []*v3.Server, o Options) (string, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("%s: the server URL %q is not an absolute http(s) URL: give the API's URL with --base-url", o.File, raw)
+		return "", fmt.Errorf("%s: the server URL %q is not an absolute http(s) URL: give the API's URL with --server", o.File, raw)
 	}
 	return strings.TrimSuffix(raw, "/"), nil
 }
