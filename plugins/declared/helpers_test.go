@@ -104,7 +104,7 @@ func options(a *api, e env, names ...string) declared.Options {
 
 // build decodes src (a kernel.yaml fragment with tools.http, tools.command
 // or tools.inline) and builds its tools.
-func build(t *testing.T, src string, o declared.Options) (*declared.Set, error) {
+func build(t testing.TB, src string, o declared.Options) (*declared.Set, error) {
 	t.Helper()
 	var doc struct {
 		Tools struct {
@@ -127,7 +127,7 @@ func build(t *testing.T, src string, o declared.Options) (*declared.Set, error) 
 	return s, err
 }
 
-func mustBuild(t *testing.T, src string, o declared.Options) map[string]kernel.Tool {
+func mustBuild(t testing.TB, src string, o declared.Options) map[string]kernel.Tool {
 	t.Helper()
 	s, err := build(t, src, o)
 	if err != nil {

@@ -348,3 +348,46 @@ func TestLoadErrors(t *testing.T) {
 		t.Errorf("duplicate name: %v", err)
 	}
 }
+
+// TestHTTPPreview: the preview is the request the call would send, built
+// by the same code, with each secret shown as the variable it comes from;
+// nothing is sent; arguments the call would refuse make a refused preview.
+func TestHTTPPreview(t *testing.T) {
+	const key = "tk-Pv83hQ1mZ6"
+	a := newAPI(t, nil)
+	tools := mustBuild(t, `
+tools:
+  http:
+    - name: create
+      description: Open a ticket.
+      method: POST
+      url: "http://api.example.test/v1/{project}/tickets?key=${env:PV_KEY}"
+      headers: {Authorization: "Bearer ${env:PV_KEY}", X-Note: "{note}"}
+      body: {title: "{title}"}
+      args: {type: object, required: [project, title], properties: {project: {type: string}, title: {type: string}, note: {type: string}}}
+`, options(a, env{"PV_KEY": key}, "api.example.test"))
+	pv, ok := tools["create"].(tool.Previewer)
+	if !ok {
+		t.Fatal("an HTTP tool has no preview")
+	}
+	p, err := pv.Preview(t.Context(), json.RawMessage(`{"project": "a/b", "title": "Disk \"full\"", "note": "n1"}`))
+	if err != nil || p.Refused || p.Request == nil {
+		t.Fatalf("%+v %v", p, err)
+	}
+	r := p.Request
+	if r.Method != "POST" || r.URL != "http://api.example.test/v1/a%2Fb/tickets?key=${env:PV_KEY}" || r.Body != `{"title":"Disk \"full\""}` ||
+		r.Header["Authorization"][0] != "Bearer ${env:PV_KEY}" || r.Header["X-Note"][0] != "n1" {
+		t.Errorf("preview %+v", r)
+	}
+	b, _ := json.Marshal(p)
+	if strings.Contains(string(b), key) {
+		t.Errorf("the preview holds the secret: %s", b)
+	}
+	if a.count() != 0 {
+		t.Error("a preview sent the request")
+	}
+	p, err = pv.Preview(t.Context(), json.RawMessage(`{"project": "..", "title": "x"}`))
+	if err != nil || !p.Refused || !strings.Contains(p.Summary, "cannot be a segment") {
+		t.Errorf("a refused call's preview: %+v %v", p, err)
+	}
+}
