@@ -243,3 +243,13 @@ func TestToolsImportOpenAPI(t *testing.T) {
 		t.Errorf("the emulation got %q", got)
 	}
 }
+
+// TestDeclaredCommandCannotGrantKernelFiles: a command tool whose sandbox
+// would let it write the kernel's own files is refused, like run_command's.
+func TestDeclaredCommandCannotGrantKernelFiles(t *testing.T) {
+	cfg := declaredSetup(t, "steps: [{text: hi}]\n", "  command:\n    - {name: c, description: d, argv: [\"true\"], sandbox: {fs: [{path: ., mode: rw}]}}\n", nil)
+	_, errOut, err := cli(t, "run", "--config", cfg, "--store", t.TempDir(), "hi")
+	if err == nil || !strings.Contains(errOut+err.Error(), "command tool c's sandbox grant") {
+		t.Errorf("a command tool granted the config's directory: %v\n%s", err, errOut)
+	}
+}
