@@ -172,7 +172,7 @@ func (r *run) summarise(ctx context.Context, cc ContextConfig, prev string, msgs
 		// turn's generation (then the run's own models), reported the same
 		// way; the summary's text is not streamed as an answer.
 		resp, err := r.callModel(ctx, req, genCall{models: summaryModels(model, k), sink: func(Delta) {},
-			account: func(resp Response) { r.account(resp.Usage, k.price(model).cost(resp.Usage)) }})
+			account: func(resp Response) { r.account(resp.Usage, k.price(model).Cost(resp.Usage)) }})
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", usage, cost, model, ctx.Err()
@@ -182,7 +182,7 @@ func (r *run) summarise(ctx context.Context, cc ContextConfig, prev string, msgs
 		if resp.Message.Model != "" {
 			model = resp.Message.Model
 		}
-		c := k.price(model).cost(resp.Usage)
+		c := k.price(model).Cost(resp.Usage)
 		usage, cost = usage.Add(resp.Usage), cost+c
 		r.account(resp.Usage, c)
 		if strings.TrimSpace(resp.Message.Content) == "" {
