@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/provider/openai/internal/toolname"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/toolname"
 )
 
 // Step is the server's answer to one request. Exactly one of three kinds:
