@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/provider/internal/wire"
 	"github.com/agentkernel/agentkernel/kernel/provider/internal/toolname"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/wire"
 )
 
 // FuzzAccumulate feeds arbitrary bytes to the SSE framing and the chunk

@@ -10,8 +10,8 @@ import (
 	oa "github.com/openai/openai-go/v3"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/provider/internal/wire"
 	"github.com/agentkernel/agentkernel/kernel/provider/internal/toolname"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/wire"
 )
 
 // completion reads a JSON answer to a streaming request: a whole
