@@ -46,7 +46,7 @@ type Config struct {
 	// Empty means DefaultBaseURL.
 	BaseURL string
 	// APIKeyEnv names the environment variable that holds the API key
-	// (sent as x-api-key). Empty means DefaultAPIKeyEnv. New reads it once;
+	// (sent as the bearer token, as the SDK does for API version 2026-10-21). Empty means DefaultAPIKeyEnv. New reads it once;
 	// it must be set unless BaseURL is a loopback address.
 	APIKeyEnv string
 	// HTTPClient sends the requests. Nil means a client of the package's own

@@ -282,7 +282,8 @@ func (o RequestOptions) toolChoice(offered []string) sdk.ToolChoiceUnionParam {
 // breakpoint; the next request, which extends the history, reads the
 // longest cached prefix and writes what is new.
 func breakpoints(params *sdk.MessageNewParams, summary int, ttl string) {
-	cc := sdk.CacheControlEphemeralParam{TTL: sdk.CacheControlEphemeralTTL(ttl)}
+	cc := sdk.NewCacheControlEphemeralParam() // the zero value would be left out
+	cc.TTL = sdk.CacheControlEphemeralTTL(ttl)
 	left := maxBreakpoints
 	if n := len(params.Tools); n > 0 {
 		params.Tools[n-1].OfTool.CacheControl = cc
