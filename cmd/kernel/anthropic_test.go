@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/provider/anthropic/anthropictest"
+	"github.com/agentkernel/agentkernel/kernel/provider/openai/openaitest"
+	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
+)
+
+// demoScript is the demo's scripted model, which the emulations below
+// play over their wire formats.
+func demoScript(t *testing.T) *scripted.Provider {
+	t.Helper()
+	s, err := scripted.Load(absPath("../../examples/demo/script.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scripted.New(s)
+}
+
+// anthropicHistory reads a Messages request back into kernel messages.
+func anthropicHistory(r *anthropictest.Request) []kernel.Message {
+	var out []kernel.Message
+	for _, m := range r.Messages.Messages {
+		if m.Role == "assistant" {
+			a := kernel.Message{Role: kernel.RoleAssistant}
+			for _, b := range m.Content {
+				switch b.Type {
+				case "text":
+					a.Content += b.Text
+				case "tool_use":
+					a.ToolCalls = append(a.ToolCalls, kernel.ToolCall{ID: b.ID, Name: b.Name, Arguments: string(b.Input)})
+				}
+			}
+			out = append(out, a)
+			continue
+		}
+		for _, b := range m.Content {
+			switch b.Type {
+			case "text":
+				out = append(out, kernel.Message{Role: kernel.RoleUser, Content: b.Text})
+			case "tool_result":
+				var text strings.Builder
+				for _, c := range b.Content {
+					text.WriteString(c.Text)
+				}
+				out = append(out, kernel.Message{Role: kernel.RoleTool, ToolCallID: b.ToolUseID, Content: text.String(), IsError: b.IsError})
+			}
+		}
+	}
+	return out
+}
+
+// answer is the scripted model's answer to a history.
+func answer(t *testing.T, sp *scripted.Provider, model string, msgs []kernel.Message) kernel.Message {
+	resp, err := sp.Stream(context.Background(), kernel.Request{Model: model, Messages: msgs}, nil)
+	if err != nil {
+		t.Errorf("the script: %v", err)
+	}
+	return resp.Message
+}
+
+// TestDemoAnthropic runs the demo's first story three ways: with the
+// scripted model, against an OpenAI emulation and against an Anthropic
+// emulation with extended thinking, both playing the same script. The
+// same tools run with the same arguments and return the same results, and
+// the answer is the same. On the Anthropic side every request carries
+// back each earlier answer's thinking block with its signature, first,
+// and from the second request on the prompt cache serves the stable
+// prefix.
+func TestDemoAnthropic(t *testing.T) {
+	cfg := demoCopy(t)
+	const prompt = "What does this project do, what changed recently, and how is the nightly report deployed?"
+	run := func(name string, extra ...string) storedRun {
+		store := t.TempDir()
+		args := append(append(append([]string{"run"}, cfg...), extra...), "--store", store, prompt)
+		out, errOut, err := cli(t, args...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, errOut)
+		}
+		if !strings.Contains(out, "reached me as `[REDACTED]`") {
+			t.Errorf("%s: stdout:\n%s", name, out)
+		}
+		r, _ := readRun(t, exportSession(t, store))
+		return r
+	}
+	native := run("scripted")
+	if len(native.Calls) != 7 {
+		t.Fatalf("the scripted run made %d calls", len(native.Calls))
+	}
+
+	sp := demoScript(t)
+	oa := openaitest.NewResponder(t, func(r *openaitest.Request, n int) openaitest.Step {
+		var msgs []kernel.Message
+		for _, m := range r.Chat.Messages {
+			km := kernel.Message{Role: kernel.Role(m.Role), Content: string(m.Content), ToolCallID: m.ToolCallID}
+			for _, c := range m.ToolCalls {
+				km.ToolCalls = append(km.ToolCalls, kernel.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
+			}
+			msgs = append(msgs, km)
+		}
+		a := answer(t, sp, r.Chat.Model, msgs)
+		step := openaitest.Step{Text: a.Content}
+		for _, c := range a.ToolCalls {
+			step.Calls = append(step.Calls, openaitest.Call{Name: c.Name, Arguments: c.Arguments})
+		}
+		return step
+	})
+	viaOpenAI := run("openai", "--provider", "openai", "--base-url", oa.URL(), "--api-key-env", "AGENTKERNEL_TEST_UNSET_KEY", "--model", "gpt-4o-mini")
+
+	dir := t.TempDir()
+	layer := filepath.Join(dir, "anthropic.yaml")
+	if err := os.WriteFile(layer, []byte("model:\n  thinking: {type: enabled, budget_tokens: 2048}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	an := anthropictest.NewResponder(t, func(r *anthropictest.Request, n int) anthropictest.Step {
+		mu.Lock()
+		defer mu.Unlock()
+		k := 0
+		for _, m := range r.Messages.Messages {
+			if m.Role != "assistant" {
+				continue
+			}
+			k++
+			if b := m.Content[0]; b.Type != "thinking" || b.Signature != fmt.Sprintf("anthropictest-signature-%d", k) || b.Thinking != fmt.Sprintf("Step %d: what next?", k) {
+				t.Errorf("request %d: answer %d went back without its thinking block first: %+v", n, k, b)
+			}
+		}
+		if r.Messages.MaxTokens != 64000 || !strings.Contains(string(r.Messages.Thinking), `"budget_tokens":2048`) {
+			t.Errorf("request %d: max_tokens %d thinking %s", n, r.Messages.MaxTokens, r.Messages.Thinking)
+		}
+		a := answer(t, sp, r.Messages.Model, anthropicHistory(r))
+		step := anthropictest.Step{Thinking: fmt.Sprintf("Step %d: what next?", n), Text: a.Content}
+		for _, c := range a.ToolCalls {
+			step.Calls = append(step.Calls, anthropictest.Call{Name: c.Name, Arguments: c.Arguments})
+		}
+		return step
+	})
+	viaAnthropic := run("anthropic", "--config", layer, "--provider", "anthropic", "--base-url", an.URL(), "--api-key-env", "AGENTKERNEL_TEST_UNSET_KEY", "--model", "claude-sonnet-4-5")
+
+	for name, r := range map[string]storedRun{"openai": viaOpenAI, "anthropic": viaAnthropic} {
+		if !reflect.DeepEqual(r, native) {
+			t.Errorf("the %s run differs from the scripted one:\n%+v\nscripted:\n%+v", name, r, native)
+		}
+	}
+	usage := an.Usage()
+	if len(usage) != 6 {
+		t.Fatalf("%d answers from the Anthropic emulation, want 6", len(usage))
+	}
+	for i, u := range usage[1:] {
+		if u.CacheRead == 0 {
+			t.Errorf("request %d read nothing from the cache: %+v", i+2, u)
+		}
+	}
+}
+
+// TestAnthropicRunEvents: a run against the Anthropic emulation reports
+// cache reads and writes in message.completed and run.completed, priced
+// at the catalog's rates.
+func TestAnthropicRunEvents(t *testing.T) {
+	srv := anthropictest.NewServer(t,
+		anthropictest.Step{Thinking: "Look first.", Calls: []anthropictest.Call{{Name: "list_dir", Arguments: `{"path":"."}`}}},
+		anthropictest.Text("A Go project."))
+	srv.Cache.MinTokens = 64
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	_, errOut, err := cli(t, "run", "--provider", "anthropic", "--base-url", srv.URL(), "--api-key-env", "AGENTKERNEL_TEST_UNSET_KEY",
+		"--model", "claude-haiku-4-5", "--workspace", "../../examples/demo/workspace", "--store", t.TempDir(), "--events", events, "What is this?")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	b, err := os.ReadFile(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done struct {
+		Usage   kernel.Usage `json:"usage"`
+		CostUSD float64      `json:"cost_usd"`
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.Contains(line, `"type":"run.completed"`) {
+			if err := json.Unmarshal([]byte(line), &done); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	u := srv.Usage()
+	want := kernel.Usage{}
+	for _, x := range u {
+		want.InputTokens += x.Total()
+		want.CachedInputTokens += x.CacheRead
+		want.CacheWriteTokens += x.CacheWrite
+	}
+	if done.Usage.InputTokens != want.InputTokens || done.Usage.CachedInputTokens != want.CachedInputTokens || done.Usage.CacheWriteTokens != want.CacheWriteTokens || want.CachedInputTokens == 0 || want.CacheWriteTokens == 0 {
+		t.Fatalf("run.completed usage %+v, the server reported %+v", done.Usage, want)
+	}
+	price := kernel.Price{InputPerMTok: 1, CacheWriteInputPerMTok: 1.25, CachedInputPerMTok: 0.10, OutputPerMTok: 5}
+	if c := price.Cost(done.Usage); c-done.CostUSD > 1e-12 || done.CostUSD-c > 1e-12 {
+		t.Errorf("cost %.8f, the catalog's prices say %.8f", done.CostUSD, c)
+	}
+	if !strings.Contains(string(b), `"cache_write_input_tokens"`) {
+		t.Error("no event carries cache_write_input_tokens")
+	}
+}
