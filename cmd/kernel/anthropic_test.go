@@ -223,3 +223,31 @@ func TestAnthropicRunEvents(t *testing.T) {
 		t.Error("no event carries cache_write_input_tokens")
 	}
 }
+
+// TestInitAnthropic: `kernel init --provider anthropic` writes a
+// configuration that runs against the Messages API with extended thinking,
+// max_tokens from the catalog and cache breakpoints.
+func TestInitAnthropic(t *testing.T) {
+	dir := t.TempDir()
+	ws, conf := filepath.Join(dir, "project"), filepath.Join(dir, "agent")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr, msg := status(t, "init", "--provider", "anthropic", "--dir", conf, "--workspace", ws)
+	if code != 0 || !strings.Contains(stderr, "export ANTHROPIC_API_KEY=") {
+		t.Fatalf("init: exit %d %s %s", code, msg, stderr)
+	}
+	srv := anthropictest.NewServer(t, anthropictest.Step{Thinking: "Nothing to read.", Text: "Hello."})
+	out, errOut, err := cli(t, "run", "--config", filepath.Join(conf, "kernel.yaml"), "--base-url", srv.URL(),
+		"--api-key-env", "AGENTKERNEL_TEST_UNSET_KEY", "--store", t.TempDir(), "hi")
+	if err != nil || !strings.Contains(out, "Hello.") {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	r := srv.Requests()[0]
+	if r.Messages.Model != "claude-sonnet-4-5" || r.Messages.MaxTokens != 64000 || string(r.Messages.Thinking) != `{"budget_tokens":8000,"type":"enabled"}` || r.Breakpoints() == 0 {
+		t.Errorf("request: model %s max_tokens %d thinking %s breakpoints %d", r.Messages.Model, r.Messages.MaxTokens, r.Messages.Thinking, r.Breakpoints())
+	}
+	if code, _, _, msg := status(t, "init", "--provider", "bedrock", "--dir", filepath.Join(dir, "x")); code != 2 || !strings.Contains(msg, "openai or anthropic") {
+		t.Errorf("init --provider bedrock: exit %d %q", code, msg)
+	}
+}
