@@ -131,10 +131,10 @@ func newMetrics(t *Telemetry) (*metrics, error) {
 // modelMetrics are one model's series, resolved once: a label lookup
 // hashes its values every time.
 type modelMetrics struct {
-	genOK                          prometheus.Counter
-	genDur, ttft                   prometheus.Observer
+	genOK                                    prometheus.Counter
+	genDur, ttft                             prometheus.Observer
 	tokIn, tokOut, tokCached, tokWrite, tokR prometheus.Counter
-	cost                           prometheus.Counter
+	cost                                     prometheus.Counter
 	// in, out and op are the GenAI metrics' attribute sets.
 	in, out, op attribute.Set
 }
@@ -150,10 +150,10 @@ func (m *metrics) model(name string) *modelMetrics {
 		tokIn: m.tokens.WithLabelValues(name, "input"), tokOut: m.tokens.WithLabelValues(name, "output"),
 		tokCached: m.tokens.WithLabelValues(name, "cached_input"), tokR: m.tokens.WithLabelValues(name, "reasoning"),
 		tokWrite: m.tokens.WithLabelValues(name, "cache_write_input"),
-		cost: m.cost.WithLabelValues(name),
-		in:   attribute.NewSet(append(base, semconv.GenAITokenTypeKey.String(string(genaiconv.TokenTypeInput)))...),
-		out:  attribute.NewSet(append(base, semconv.GenAITokenTypeKey.String(string(genaiconv.TokenTypeOutput)))...),
-		op:   attribute.NewSet(base...),
+		cost:     m.cost.WithLabelValues(name),
+		in:       attribute.NewSet(append(base, semconv.GenAITokenTypeKey.String(string(genaiconv.TokenTypeInput)))...),
+		out:      attribute.NewSet(append(base, semconv.GenAITokenTypeKey.String(string(genaiconv.TokenTypeOutput)))...),
+		op:       attribute.NewSet(base...),
 	}
 	got, _ := m.models.LoadOrStore(name, mm)
 	return got.(*modelMetrics)
