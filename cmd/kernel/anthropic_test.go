@@ -251,3 +251,35 @@ func TestInitAnthropic(t *testing.T) {
 		t.Errorf("init --provider bedrock: exit %d %q", code, msg)
 	}
 }
+
+// TestFallbackAcrossProviders: a fallback served by another API is sent
+// there (model.overrides.<m>.provider), each API checks and sends only
+// its own models' settings, and the answer is the fallback's.
+func TestFallbackAcrossProviders(t *testing.T) {
+	an := anthropictest.NewServer(t, anthropictest.Error(404, "model: claude-sonnet-4-5"))
+	oa := openaitest.NewServer(t, openaitest.Text("From the fallback."))
+	conf := filepath.Join(t.TempDir(), "kernel.yaml")
+	body := fmt.Sprintf(`model:
+  provider: anthropic
+  name: claude-sonnet-4-5
+  base_url: %s
+  api_key_env: AGENTKERNEL_TEST_UNSET_KEY
+  fallbacks: [gpt-4o-mini]
+  overrides:
+    claude-sonnet-4-5: {reasoning_effort: max}
+    gpt-4o-mini: {provider: openai, base_url: %s, api_key_env: AGENTKERNEL_TEST_UNSET_KEY, reasoning_effort: minimal}
+`, an.URL(), oa.URL())
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := cli(t, "run", "--config", conf, "--workspace", "../../examples/demo/workspace", "--store", t.TempDir(), "hi")
+	if err != nil || !strings.Contains(out, "From the fallback.") {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	if got := string(an.Requests()[0].Fields["output_config"]); got != `{"effort":"max"}` {
+		t.Errorf("anthropic output_config %s", got)
+	}
+	if r := oa.Requests(); len(r) != 1 || r[0].Chat.Model != "gpt-4o-mini" || r[0].Chat.ReasoningEffort != "minimal" {
+		t.Errorf("openai requests %+v", r)
+	}
+}

@@ -64,6 +64,15 @@ func (m ModelConfig) providerOf(name string) string {
 // model on another API than model.provider, that model's base_url and
 // api_key_env in place of the model-wide ones.
 func (a *app) apiProvider(name string, m ModelConfig, cat *catalog.Catalog) (kernel.Provider, error) {
+	// Each provider checks the overrides of its own models only: an effort
+	// one API accepts may be one the other refuses.
+	own := map[string]ModelOverride{}
+	for model, o := range a.cfg.Model.Overrides {
+		if a.cfg.Model.providerOf(model) == name || name == "" && a.cfg.Model.providerOf(model) == openai.Name {
+			own[model] = o
+		}
+	}
+	m.Overrides = own
 	switch name {
 	case anthropic.Name:
 		ac := anthropicConfig(m, cat)
