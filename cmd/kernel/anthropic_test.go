@@ -70,9 +70,10 @@ func answer(t *testing.T, sp *scripted.Provider, model string, msgs []kernel.Mes
 	return resp.Message
 }
 
-// TestDemoAnthropic runs the demo's first story three ways: with the
-// scripted model, against an OpenAI emulation and against an Anthropic
-// emulation with extended thinking, both playing the same script. The
+// TestDemoAnthropic runs the demo's first story four ways: with the
+// scripted model, against an OpenAI emulation, and against an Anthropic
+// emulation with extended thinking, tools offered natively and then as
+// text (--tool-protocol text), all playing the same script. The
 // same tools run with the same arguments and return the same results, and
 // the answer is the same. On the Anthropic side every request carries
 // back each earlier answer's thinking block with its signature, first,
@@ -123,33 +124,63 @@ func TestDemoAnthropic(t *testing.T) {
 	if err := os.WriteFile(layer, []byte("model:\n  thinking: {type: enabled, budget_tokens: 2048}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	an := anthropictest.NewResponder(t, func(r *anthropictest.Request, n int) anthropictest.Step {
-		mu.Lock()
-		defer mu.Unlock()
-		k := 0
-		for _, m := range r.Messages.Messages {
-			if m.Role != "assistant" {
-				continue
+	// emulate plays sp over the Messages API with extended thinking.
+	emulate := func(sp *scripted.Provider) *anthropictest.Server {
+		var mu sync.Mutex
+		return anthropictest.NewResponder(t, func(r *anthropictest.Request, n int) anthropictest.Step {
+			mu.Lock()
+			defer mu.Unlock()
+			k := 0
+			for _, m := range r.Messages.Messages {
+				if m.Role != "assistant" {
+					continue
+				}
+				k++
+				if b := m.Content[0]; b.Type != "thinking" || b.Signature != fmt.Sprintf("anthropictest-signature-%d", k) || b.Thinking != fmt.Sprintf("Step %d: what next?", k) {
+					t.Errorf("request %d: answer %d went back without its thinking block first: %+v", n, k, b)
+				}
 			}
-			k++
-			if b := m.Content[0]; b.Type != "thinking" || b.Signature != fmt.Sprintf("anthropictest-signature-%d", k) || b.Thinking != fmt.Sprintf("Step %d: what next?", k) {
-				t.Errorf("request %d: answer %d went back without its thinking block first: %+v", n, k, b)
+			if r.Messages.MaxTokens != 64000 || !strings.Contains(string(r.Messages.Thinking), `"budget_tokens":2048`) {
+				t.Errorf("request %d: max_tokens %d thinking %s", n, r.Messages.MaxTokens, r.Messages.Thinking)
 			}
-		}
-		if r.Messages.MaxTokens != 64000 || !strings.Contains(string(r.Messages.Thinking), `"budget_tokens":2048`) {
-			t.Errorf("request %d: max_tokens %d thinking %s", n, r.Messages.MaxTokens, r.Messages.Thinking)
-		}
-		a := answer(t, sp, r.Messages.Model, anthropicHistory(r))
-		step := anthropictest.Step{Thinking: fmt.Sprintf("Step %d: what next?", n), Text: a.Content}
-		for _, c := range a.ToolCalls {
-			step.Calls = append(step.Calls, anthropictest.Call{Name: c.Name, Arguments: c.Arguments})
-		}
-		return step
-	})
-	viaAnthropic := run("anthropic", "--config", layer, "--provider", "anthropic", "--base-url", an.URL(), "--api-key-env", "AGENTKERNEL_TEST_UNSET_KEY", "--model", "claude-sonnet-4-5")
+			a := answer(t, sp, r.Messages.Model, anthropicHistory(r))
+			step := anthropictest.Step{Thinking: fmt.Sprintf("Step %d: what next?", n), Text: a.Content}
+			for _, c := range a.ToolCalls {
+				step.Calls = append(step.Calls, anthropictest.Call{Name: c.Name, Arguments: c.Arguments})
+			}
+			return step
+		})
+	}
+	anthropicFlags := func(srv *anthropictest.Server) []string {
+		return []string{"--config", layer, "--provider", "anthropic", "--base-url", srv.URL(), "--api-key-env", "AGENTKERNEL_TEST_UNSET_KEY", "--model", "claude-sonnet-4-5"}
+	}
+	an := emulate(sp)
+	viaAnthropic := run("anthropic", anthropicFlags(an)...)
 
-	for name, r := range map[string]storedRun{"openai": viaOpenAI, "anthropic": viaAnthropic} {
+	// The same story with the tools offered as text: the model writes its
+	// calls in the answer's text, no request carries native tools, the
+	// thinking still goes back with each answer, and the run is the same.
+	s, err := scripted.Load(absPath("../../examples/demo/script.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	textSP, err := scripted.NewText(s, "hermes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anText := emulate(textSP)
+	viaAnthropicText := run("anthropic text protocol", append(anthropicFlags(anText), "--tool-protocol", "text")...)
+	textReqs := anText.Requests()
+	for i, r := range textReqs {
+		if _, ok := r.Fields["tools"]; ok {
+			t.Errorf("text protocol: request %d offers native tools", i+1)
+		}
+	}
+	if len(textReqs) != 6 {
+		t.Errorf("text protocol: %d requests, want 6", len(textReqs))
+	}
+
+	for name, r := range map[string]storedRun{"openai": viaOpenAI, "anthropic": viaAnthropic, "anthropic text protocol": viaAnthropicText} {
 		if !reflect.DeepEqual(r, native) {
 			t.Errorf("the %s run differs from the scripted one:\n%+v\nscripted:\n%+v", name, r, native)
 		}
@@ -281,5 +312,150 @@ func TestFallbackAcrossProviders(t *testing.T) {
 	}
 	if r := oa.Requests(); len(r) != 1 || r[0].Chat.Model != "gpt-4o-mini" || r[0].Chat.ReasoningEffort != "minimal" {
 		t.Errorf("openai requests %+v", r)
+	}
+}
+
+// TestAnthropicBudgetsSeeCache: a policy's budgets see what the API
+// reported and the catalog prices, cache reads and writes included: after
+// each tool round a budget's message records run.tokens_in and
+// run.cost_usd, which must equal the server's usage so far (all three
+// input parts) and its cost at the catalog's rates.
+func TestAnthropicBudgetsSeeCache(t *testing.T) {
+	srv := anthropictest.NewServer(t,
+		anthropictest.Step{Thinking: "Look first.", Calls: []anthropictest.Call{{Name: "list_dir", Arguments: `{"path":"."}`}}, OutputTokens: 300},
+		anthropictest.Step{Thinking: "And the docs.", Calls: []anthropictest.Call{{Name: "list_dir", Arguments: `{"path":"docs"}`}}, OutputTokens: 700},
+		anthropictest.Text("A Go project."))
+	srv.Cache.MinTokens = 64
+	output := []int64{300, 700}
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	body := `name: budget-probe
+revision: "1"
+defaults:
+  tool_call: allow
+budgets:
+  - id: round-1
+    warn_when: run.phase == "after_tools" && run.turn == 1
+    message: 'string(run.tokens_in) + " " + string(run.cost_usd)'
+  - id: round-2
+    warn_when: run.phase == "after_tools" && run.turn == 2
+    message: 'string(run.tokens_in) + " " + string(run.cost_usd)'
+tests:
+  - name: round 1
+    input: {phase: after_tools, run: {turn: 1}}
+    expect: {warnings: [round-1]}
+  - name: round 2
+    input: {phase: after_tools, run: {turn: 2}}
+    expect: {warnings: [round-2]}
+`
+	if err := os.WriteFile(pol, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	events := filepath.Join(dir, "events.jsonl")
+	_, errOut, err := cli(t, "run", "--provider", "anthropic", "--base-url", srv.URL(), "--api-key-env", "AGENTKERNEL_TEST_UNSET_KEY",
+		"--model", "claude-haiku-4-5", "--policy", pol, "--workspace", "../../examples/demo/workspace", "--store", t.TempDir(), "--events", events, "What is this?")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	b, err := os.ReadFile(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if !strings.Contains(line, `"type":"budget.warning"`) {
+			continue
+		}
+		var e struct{ ID, Message string }
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		seen[e.ID] = e.Message
+	}
+	usage := srv.Usage()
+	if len(usage) != 3 || usage[1].CacheRead == 0 || usage[0].CacheWrite == 0 {
+		t.Fatalf("the emulation reported %+v: want a write, then a read", usage)
+	}
+	price := kernel.Price{InputPerMTok: 1, CacheWriteInputPerMTok: 1.25, CachedInputPerMTok: 0.10, OutputPerMTok: 5}
+	var sum kernel.Usage
+	for i, id := range []string{"round-1", "round-2"} {
+		u := usage[i]
+		sum.InputTokens += u.Total()
+		sum.CachedInputTokens += u.CacheRead
+		sum.CacheWriteTokens += u.CacheWrite
+		sum.OutputTokens += output[i]
+		var tokens int64
+		var cost float64
+		if _, err := fmt.Sscanf(seen[id], "%d %g", &tokens, &cost); err != nil {
+			t.Fatalf("budget %s: message %q: %v (warnings %v)", id, seen[id], err, seen)
+		}
+		want := price.Cost(sum)
+		if tokens != sum.InputTokens || cost-want > 1e-12 || want-cost > 1e-12 {
+			t.Errorf("budget %s saw tokens_in %d cost %.10f; the server's usage says %d, the catalog %.10f", id, tokens, cost, sum.InputTokens, want)
+		}
+	}
+}
+
+// TestAnthropicApprovalKeepsThinking: a tool-use turn with thinking that
+// stops for an approval continues under `kernel approve`, and the request
+// that carries the approved call's result sends the turn's thinking block
+// back first, with its text and signature as they arrived (the API refuses
+// the request otherwise).
+func TestAnthropicApprovalKeepsThinking(t *testing.T) {
+	const thinking = "Write it, then say so. <&> \u2028 é"
+	srv := anthropictest.NewServer(t,
+		anthropictest.Step{Thinking: thinking, Signature: "c2lnbmF0dXJlLW9mLXR1cm4tMQ==", Calls: []anthropictest.Call{{Name: "write_file", Arguments: `{"path":"NOTES.md","content":"remember the milk\n"}`}}},
+		anthropictest.Text("Wrote NOTES.md."))
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "kernel.yaml")
+	body := fmt.Sprintf(`model:
+  provider: anthropic
+  name: claude-sonnet-4-5
+  base_url: %s
+  api_key_env: AGENTKERNEL_TEST_UNSET_KEY
+  thinking: {type: enabled, budget_tokens: 2048}
+workspace: ws
+policy: {file: %s}
+tools:
+  builtin:
+    enable: [read_file, list_dir, search, write_file, edit_file, run_command]
+`, srv.URL(), absPath("../../examples/policies/coding.yaml"))
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store := t.TempDir()
+	_, errOut, err := cli(t, "run", "--config", conf, "--store", store, "write a note")
+	if err != nil || !strings.Contains(errOut, "approval required: write_file") {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if n := len(srv.Requests()); n != 1 {
+		t.Fatalf("%d requests before the approval, want 1", n)
+	}
+	id := sessionLine.FindStringSubmatch(errOut)[1]
+	out, errOut, err := cli(t, "approve", "--store", store, "--yes", id)
+	if err != nil || !strings.Contains(out, "Wrote NOTES.md.") {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "NOTES.md")); err != nil || string(b) != "remember the milk\n" {
+		t.Fatalf("NOTES.md: %q %v", b, err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	msgs := reqs[1].Messages.Messages
+	if len(msgs) != 3 || msgs[1].Role != "assistant" || len(msgs[1].Content) != 2 {
+		t.Fatalf("the request after the approval: %+v", msgs)
+	}
+	b := msgs[1].Content[0]
+	if b.Type != "thinking" || b.Thinking != thinking || b.Signature != "c2lnbmF0dXJlLW9mLXR1cm4tMQ==" {
+		t.Errorf("the approved turn's thinking went back as %+v", b)
+	}
+	if r := msgs[2].Content; len(r) == 0 || r[0].Type != "tool_result" || r[0].ToolUseID != msgs[1].Content[1].ID || r[0].IsError {
+		t.Errorf("the approved call's result went back as %+v", r)
 	}
 }
