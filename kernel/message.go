@@ -57,6 +57,9 @@ type Message struct {
 	// Approval is set on the tool message that answers a call a human
 	// decided: the decision and who made it.
 	Approval *ApprovalRecord `json:"approval,omitempty"`
+	// Hooks records what lifecycle hooks did here (see HookRecord); nil
+	// on every other message.
+	Hooks *HookRecord `json:"hooks,omitempty"`
 }
 
 // ProtocolNote is what a message of the text tool protocol carries beside

@@ -60,9 +60,13 @@ func (k *Kernel) view(o RunOptions) *Kernel {
 		retry:     k.retry,
 		calib:     k.calib,
 		realClock: k.realClock,
-		principal: o.Principal,
-		interrupt: o.Interrupt,
-		lease:     o.Lease,
+		// A view must keep everything New derived from the Config.
+		protos:         k.protos,
+		maxCorrections: k.maxCorrections,
+		maxCont:        k.maxCont,
+		principal:      o.Principal,
+		interrupt:      o.Interrupt,
+		lease:          o.Lease,
 	}
 }
 
