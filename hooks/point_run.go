@@ -178,55 +178,63 @@ func beforeModel(ctx context.Context, hs []*PointHook, in *kernel.BeforeModelInp
 // guardrail runs the concurrent hooks beside the model call, over the request
 // as sent: the first block or closed failure ends the others and trips
 // the wire. Its goroutines are its own, and waited for.
-func guardrail(hs []*PointHook, in *kernel.BeforeModelInput) func(context.Context) (*kernel.Block, error) {
-	return func(ctx context.Context) (*kernel.Block, error) {
+func guardrail(hs []*PointHook, in *kernel.BeforeModelInput) func(context.Context) (kernel.GuardReply, error) {
+	return func(ctx context.Context) (kernel.GuardReply, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		type verdict struct {
-			b   *kernel.Block
-			err error
+			hook   string
+			b      *kernel.Block
+			failed bool // stepped aside
+			err    error
 		}
 		ch := make(chan verdict, len(hs))
 		for _, h := range hs {
 			go func() {
-				b, err := h.guard(ctx, in)
-				ch <- verdict{b, err}
+				b, failed, err := h.guard(ctx, in)
+				ch <- verdict{h.name, b, failed, err}
 			}()
 		}
-		var first verdict
+		var out kernel.GuardReply
+		var first error
 		for range hs {
 			v := <-ch
-			if (v.b != nil || v.err != nil) && first.b == nil && first.err == nil {
-				first = v
+			if v.failed {
+				out.Failed = append(out.Failed, v.hook)
+			}
+			if (v.b != nil || v.err != nil) && out.Block == nil && first == nil {
+				out.Block, first = v.b, v.err
 				cancel() // the others' answers no longer matter
 			}
 		}
-		return first.b, first.err
+		return out, first
 	}
 }
 
-// guard runs one concurrent hook: a block, nil to let the answer through,
-// or the failure that trips the wire (fail_closed).
-func (h *PointHook) guard(ctx context.Context, in *kernel.BeforeModelInput) (*kernel.Block, error) {
+// guard runs one concurrent hook: a block, nothing to let the answer
+// through (failed: the hook failed and stepped aside), or the failure
+// that trips the wire (fail_closed).
+func (h *PointHook) guard(ctx context.Context, in *kernel.BeforeModelInput) (b *kernel.Block, failed bool, err error) {
 	start := time.Now()
 	rep, ok, err := h.runOne(ctx, in)
 	if !ok {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err == nil && (rep.Context != "" || rep.Edits != nil) {
 		err = errors.New("a concurrent guardrail can only allow or block: the request was sent already")
 	}
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, nil // cancelled: another guard decided, or the call ended
+			return nil, false, nil // cancelled: another guard decided, or the call ended
 		}
-		return nil, h.failed(ctx, in, err, start)
+		ferr := h.failed(ctx, in, err, start)
+		return nil, ferr == nil, ferr
 	}
 	h.report(in, &rep, start)
 	if rep.Decision == Block {
-		return &kernel.Block{Hook: h.name, Reason: reason(h, rep.Reason), Concurrent: true}, nil
+		return &kernel.Block{Hook: h.name, Reason: reason(h, rep.Reason), Concurrent: true}, false, nil
 	}
-	return nil, nil
+	return nil, false, nil
 }
 
 func afterModel(ctx context.Context, hs []*PointHook, in *kernel.AfterModelInput) (kernel.AfterModelReply, error) {

@@ -33,6 +33,7 @@ type pointOpts struct {
 	tools   []kernel.Tool
 	window  int // context window: 0 for none
 	maxCont int
+	opts    *Options // the Chain's; nil: Dir is the working directory
 }
 
 func newPointRig(t *testing.T, o pointOpts, replies ...kerneltest.Reply) *pointRig {
@@ -41,7 +42,15 @@ func newPointRig(t *testing.T, o pointOpts, replies ...kerneltest.Reply) *pointR
 	if o.yaml == "" {
 		o.yaml = "{}"
 	}
-	r.chain = mustChain(t, o.yaml)
+	if o.opts == nil {
+		r.chain = mustChain(t, o.yaml)
+	} else {
+		ch, err := NewChain(parseConfig(t, o.yaml), *o.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.chain = ch
+	}
 	reg := kernel.NewRegistry()
 	if err := reg.Register(o.tools...); err != nil {
 		t.Fatal(err)

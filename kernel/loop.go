@@ -282,7 +282,7 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 	if extra != nil {
 		msgs = append(msgs[:len(msgs):len(msgs)], *extra)
 	}
-	var guard func(context.Context) (*Block, error)
+	var guard func(context.Context) (GuardReply, error)
 	if k.cfg.Points.BeforeModel != nil {
 		if msgs, guard, err = r.beforeModel(ctx, msgs, tools); err != nil {
 			return Response{}, err

@@ -174,7 +174,7 @@ type BeforeModelInput struct {
 // request, a resumed session and a replay send the same bytes.
 //
 // Guard, when set, runs concurrently with the model call, on a goroutine
-// the loop owns, over the request as sent: a Block it returns (or an
+// the loop owns, over the request as sent: a Block in its reply (or an
 // error, a failure) cancels the model call in flight and discards
 // whatever it answered. The answer is not streamed or acted on before
 // Guard has returned. Guard must return once its ctx is done.
@@ -182,8 +182,15 @@ type BeforeModelReply struct {
 	Block   *Block
 	Context []HookText
 	Edits   []Edit
-	Guard   func(ctx context.Context) (*Block, error)
+	Guard   func(ctx context.Context) (GuardReply, error)
 	Failed  []string
+}
+
+// GuardReply is a concurrent guardrail's verdict: Block trips it; Failed
+// names guardrails that failed and stepped aside (fail_open).
+type GuardReply struct {
+	Block  *Block
+	Failed []string
 }
 
 // AfterModelInput is what an after_model hook sees: the answer, before it

@@ -57,7 +57,7 @@ func (h *heldSink) reset() { h.buf = h.buf[:0] }
 // a failure of it cancels the call and discards its answer. The guardrail
 // runs on a goroutine callHeld owns, stops when ctx or the model's
 // failure ends it, and is waited for.
-func (r *run) callHeld(ctx context.Context, req Request, guard func(context.Context) (*Block, error), all bool) (Response, error) {
+func (r *run) callHeld(ctx context.Context, req Request, guard func(context.Context) (GuardReply, error), all bool) (Response, error) {
 	h := &heldSink{r: r, all: all, passed: guard == nil}
 	g := genCall{held: h}
 	if guard == nil {
@@ -68,29 +68,30 @@ func (r *run) callHeld(ctx context.Context, req Request, guard func(context.Cont
 	gctx, cancelGuard := context.WithCancel(ctx)
 	defer cancelGuard()
 	type verdict struct {
-		b   *Block
+		rep GuardReply
 		err error
 	}
 	done := make(chan verdict, 1)
 	go func() {
-		b, err := guard(gctx)
-		if b != nil || err != nil {
+		rep, err := guard(gctx)
+		if rep.Block != nil || err != nil {
 			cancelModel() // the tripwire
 		} else {
 			h.pass()
 		}
-		done <- verdict{b, err}
+		done <- verdict{rep, err}
 	}()
 	resp, err := r.callModel(mctx, req, g)
 	if err != nil && mctx.Err() == nil {
 		cancelGuard() // the model failed on its own: there is no answer to guard
 	}
 	v := <-done
+	r.noteFailed(PointBeforeModel, v.rep.Failed)
 	switch {
 	case ctx.Err() != nil:
 		return Response{}, ctx.Err()
-	case v.b != nil:
-		b := *v.b
+	case v.rep.Block != nil:
+		b := *v.rep.Block
 		b.Concurrent = true
 		r.note(HookNote{Hook: b.Hook, Point: PointBeforeModel, What: NoteBlocked, Reason: b.Reason})
 		return Response{}, blockErr(PointBeforeModel, &b)

@@ -157,7 +157,7 @@ func asBlock(err error) *GuardrailError {
 // beforeModel runs the before_model hooks on the request msgs: it returns
 // the request to send (context added, edits applied, never msgs' own
 // array) and the concurrent guardrail, if any.
-func (r *run) beforeModel(ctx context.Context, msgs []Message, tools []ToolSpec) ([]Message, func(context.Context) (*Block, error), error) {
+func (r *run) beforeModel(ctx context.Context, msgs []Message, tools []ToolSpec) ([]Message, func(context.Context) (GuardReply, error), error) {
 	const p = PointBeforeModel
 	k := r.k
 	in := &BeforeModelInput{PointInfo: r.info(p), Model: k.cfg.Model, Messages: msgs, Tools: r.toolNames(tools),

@@ -37,6 +37,7 @@ func (a *app) loadHooks() error {
 	}
 	a.chain = chain
 	a.hooks = []kernel.Hook{chain.Hook()}
+	a.points = chain.Points()
 	a.scrub = chain.Scrub
 	return nil
 }

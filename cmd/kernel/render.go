@@ -179,11 +179,18 @@ func (r *renderer) event(e kernel.Event) {
 	case kernel.BudgetExceeded:
 		r.note("  %s %s %s", r.paint("31", "budget exceeded:"), e.ID, e.Message)
 	case kernel.HookBlocked:
-		r.note("  %s %s blocked %s: %s", r.paint("33", "hook"), e.Hook, e.Tool, e.Reason)
+		switch kernel.HookPoint(e.Phase) {
+		case kernel.PointRunEnd:
+			r.note("  %s %s does not let the run end: %s", r.paint("33", "hook"), e.Hook, e.Reason)
+		case kernel.PointBeforeTool, kernel.PointAfterTool:
+			r.note("  %s %s blocked %s: %s", r.paint("33", "hook"), e.Hook, e.Tool, e.Reason)
+		default:
+			r.note("  %s %s blocked the run (%s): %s", r.paint("33", "hook"), e.Hook, e.Phase, e.Reason)
+		}
 	case kernel.HookRewrote:
-		r.note("  %s %s rewrote %s (%s)", r.paint("2", "hook"), e.Hook, e.Tool, e.What)
+		r.note("  %s %s rewrote %s (%s)", r.paint("2", "hook"), e.Hook, hookTarget(e.Tool, e.Phase), e.What)
 	case kernel.HookFailed:
-		r.note("  %s %s failed on %s: %s", r.paint("31", "hook"), e.Hook, e.Tool, e.Error)
+		r.note("  %s %s failed on %s: %s", r.paint("31", "hook"), e.Hook, hookTarget(e.Tool, e.Phase), e.Error)
 	case kernel.ContextCompacted:
 		switch e.Kind {
 		case "summarised":
@@ -360,4 +367,13 @@ func (r *renderer) hideSpinner() {
 		r.spinShow = false
 	}
 	r.spinMu.Unlock()
+}
+
+// hookTarget is what a hook event is about: the tool of a call, or the
+// lifecycle point.
+func hookTarget(tool, phase string) string {
+	if tool != "" {
+		return tool
+	}
+	return "the " + strings.ReplaceAll(phase, "_", " ")
 }

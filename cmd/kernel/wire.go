@@ -34,6 +34,7 @@ type app struct {
 	store   kernel.Store
 	policy  kernel.Policy
 	hooks   []kernel.Hook
+	points  kernel.Points
 	closers []func() error
 
 	// sink receives events from outside the kernel (policy reloads); it is
@@ -369,6 +370,9 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		SessionContext: a.sessionContext(),
 		ToolProtocols:  ms.protocols,
 		MaxCorrections: a.cfg.Limits.MaxCorrections,
+		Points:         a.points,
+
+		MaxContinuations: a.cfg.Limits.MaxContinuations,
 
 		MaxConcurrentTools: a.cfg.Limits.MaxConcurrentTools,
 	}
