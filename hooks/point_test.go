@@ -304,3 +304,37 @@ func checkChange(t *testing.T, r *pointRig, p kernel.HookPoint, kind string, res
 		t.Fatalf("events %q", r.hookEvents())
 	}
 }
+
+// TestReloadChangesAPointsHooks: a reload swaps a lifecycle point's hooks
+// for the next point reached; a bad configuration keeps the old ones.
+func TestReloadChangesAPointsHooks(t *testing.T) {
+	r := newPointRig(t, pointOpts{yaml: "rules:\n  - name: ctx\n    phase: before_model\n    set_context: '\"FIRST\"'\n"},
+		kerneltest.Text("a"), kerneltest.Text("b"), kerneltest.Text("c"))
+	res, err := r.run("", "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.chain.Reload(parseConfig(t, "rules:\n  - name: ctx\n    phase: before_model\n    set_context: '\"SECOND\"'\n  - name: stop\n    phase: after_model\n    block_when: 'text == \"c\"'\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.run(res.SessionID, "two"); err != nil {
+		t.Fatal(err)
+	}
+	bad := r.chain.Reload(parseConfig(t, "rules:\n  - name: ctx\n    phase: before_model\n    set_context: 'nope +'\n"))
+	if bad == nil || !strings.Contains(bad.Error(), "the previous hooks stay in force") {
+		t.Fatalf("bad reload: %v", bad)
+	}
+	res3, err := r.run(res.SessionID, "three")
+	if err != nil || res3.StopReason != kernel.StopGuardrail || res3.Blocked.Hook != "stop" {
+		t.Fatalf("the reloaded after_model hook did not run after a bad reload: %+v, %v", res3, err)
+	}
+	reqs := r.prov.Requests()
+	last := func(i int) string { m := reqs[i].Messages; return m[len(m)-1].Content }
+	if last(0) != "FIRST" || last(1) != "SECOND" || last(2) != "SECOND" {
+		t.Fatalf("contexts %q %q %q", last(0), last(1), last(2))
+	}
+	// The first request's context is stored and sent again as it was.
+	if !strings.Contains(fmt.Sprint(reqs[2].Messages), "FIRST") {
+		t.Fatal("a stored context changed with the reload")
+	}
+}

@@ -456,3 +456,80 @@ func TestViewsKeepTheConfiguredLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// crashingStore is a Store whose commits fail once it has taken n: the
+// process "dies" there, leaving what it stored.
+type crashingStore struct {
+	kernel.Store
+	mu sync.Mutex
+	n  int
+}
+
+func (s *crashingStore) Commit(ctx context.Context, id string, step kernel.Step) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == 0 {
+		return errors.New("the process died")
+	}
+	s.n--
+	return s.Store.Commit(ctx, id, step)
+}
+
+// wire is what a provider sends of a message.
+func wire(msgs []kernel.Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		calls, _ := json.Marshal(m.ToolCalls)
+		fmt.Fprintf(&b, "%s|%q|%q|%s|%s\n", m.Role, m.Content, m.Reasoning, calls, m.ToolCallID)
+	}
+	return b.String()
+}
+
+// TestCrashResumeSendsWhatTheModelSaw: a run whose before_model hook
+// edited the prompt and added context (different each time it runs)
+// crashes in its tool round; the session resumed by another kernel —
+// with no hooks at all — sends the model the same bytes it saw before
+// the crash, then the answer and the repaired round.
+func TestCrashResumeSendsWhatTheModelSaw(t *testing.T) {
+	mem := memory.New()
+	n := 0
+	points := kernel.Points{BeforeModel: func(_ context.Context, in *kernel.BeforeModelInput) (kernel.BeforeModelReply, error) {
+		n++
+		return kernel.BeforeModelReply{
+			Context: []kernel.HookText{{Hook: "memory", Text: fmt.Sprintf("recalled at call %d", n)}},
+			Edits:   []kernel.Edit{{Hook: "pii", Seq: 1, Content: fmt.Sprintf("mail [email %d]", n)}},
+		}, nil
+	}}
+	tool := kerneltest.NewRecorder("send", kernel.TierSideEffecting, "sent")
+	prov := kerneltest.NewProvider(kerneltest.Calls("send", map[string]string{"to": "x"}))
+	store := &crashingStore{Store: mem, n: 2} // the prompt, the answer; the round's results die
+	k, err := kernel.New(kernel.Config{Provider: prov, Store: store, Model: "m", Tools: registry(t, tool), Points: points})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(context.Background(), "", "mail alice@example.com")
+	if err == nil || res.StopReason != kernel.StopError {
+		t.Fatalf("the crash did not fail the run: %v, %v", res, err)
+	}
+	before := prov.Requests()[0].Messages
+
+	prov2 := kerneltest.NewProvider(kerneltest.Text("resumed"))
+	k2, err := kernel.New(kernel.Config{Provider: prov2, Store: mem, Model: "m", Tools: registry(t, tool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res2, err := k2.Continue(context.Background(), res.SessionID)
+	if err != nil || res2.StopReason != kernel.StopCompleted {
+		t.Fatalf("resume: %v, %v", res2, err)
+	}
+	after := prov2.Requests()[0].Messages
+	if got, want := wire(after[:len(before)]), wire(before); got != want {
+		t.Fatalf("the resumed request does not start with what the model saw:\n%s\nwant\n%s", got, want)
+	}
+	if !strings.Contains(wire(before), "mail [email 1]") || !strings.Contains(wire(before), "recalled at call 1") {
+		t.Fatalf("the first request was not shaped by the hook:\n%s", wire(before))
+	}
+	if rest := after[len(before):]; len(rest) != 2 || rest[0].Role != kernel.RoleAssistant || rest[1].Content != kernel.Interrupted {
+		t.Fatalf("after the prefix: %s", wire(rest))
+	}
+}
