@@ -73,36 +73,9 @@ type Env struct {
 	// Continuations counts the run's continuations by run_end hooks.
 	Continuations int `expr:"continuations"`
 	// Hooks are the verdicts of the lifecycle points so far: run_start's
-	// and run_end's in this run, the others' in this turn.
-	Hooks VerdictsEnv `expr:"hooks"`
-}
-
-// VerdictsEnv is what the hooks of each lifecycle point did (Env.Hooks,
-// and hooks.<point> in policy): hooks.before_model.blocked, ...
-type VerdictsEnv struct {
-	RunStart      VerdictEnv `expr:"run_start"`
-	BeforeCompact VerdictEnv `expr:"before_compact"`
-	BeforeModel   VerdictEnv `expr:"before_model"`
-	AfterModel    VerdictEnv `expr:"after_model"`
-	RunEnd        VerdictEnv `expr:"run_end"`
-}
-
-// VerdictEnv is one point's verdict (kernel.PointVerdict).
-type VerdictEnv struct {
-	Blocked bool     `expr:"blocked"`
-	Changed bool     `expr:"changed"`
-	Failed  bool     `expr:"failed"`
-	Refused int      `expr:"refused"`
-	Hooks   []string `expr:"hooks"`
-}
-
-// verdictsEnv maps the kernel's verdicts.
-func verdictsEnv(v *kernel.HookVerdicts) VerdictsEnv {
-	one := func(p kernel.PointVerdict) VerdictEnv {
-		return VerdictEnv{Blocked: p.Blocked, Changed: p.Changed, Failed: p.Failed, Refused: p.Refused, Hooks: p.Hooks}
-	}
-	return VerdictsEnv{RunStart: one(v.RunStart), BeforeCompact: one(v.BeforeCompact), BeforeModel: one(v.BeforeModel),
-		AfterModel: one(v.AfterModel), RunEnd: one(v.RunEnd)}
+	// and run_end's in this run, the others' in this turn
+	// (hooks.before_model.blocked, ...).
+	Hooks kernel.HookVerdicts `expr:"hooks"`
 }
 
 // noArgs is args at a lifecycle point: no call, nothing in it.
@@ -113,7 +86,7 @@ var noArgs = map[string]any{}
 func pointEnv(in PointInput) *Env {
 	pi := in.Info()
 	e := envs.Get().(*Env)
-	*e = Env{Args: noArgs, Phase: string(pi.Point), Session: pi.SessionID, Run: pi.Run, Turn: pi.Turn, Hooks: verdictsEnv(&pi.Hooks)}
+	*e = Env{Args: noArgs, Phase: string(pi.Point), Session: pi.SessionID, Run: pi.Run, Turn: pi.Turn, Hooks: pi.Hooks}
 	if st := pi.State(); st != nil {
 		e.Prompt, e.Corrections, e.Continuations = st.Prompt, st.Corrections, st.Continuations
 	}
@@ -176,6 +149,7 @@ func envFor(c *kernel.Call, phase Phase, res *kernel.Result, err error) *Env {
 	if c.State() != nil {
 		st := c.State()
 		e.Session, e.Run, e.Turn, e.Corrections = st.SessionID, st.Run, st.Turn, st.Corrections
+		e.Prompt, e.Continuations, e.Hooks = st.Prompt, st.Continuations, st.Hooks
 	}
 	if res != nil {
 		e.Result, e.IsError = res.Content, res.IsError || err != nil

@@ -328,29 +328,31 @@ func (e *GuardrailError) Unwrap() error { return e.Err }
 func (e *GuardrailError) Is(target error) bool { return target == ErrGuardrail }
 
 // HookVerdicts are the verdicts of the lifecycle points in the current
-// turn (run_start's: in the current run), as policy and later hooks see
-// them (State.Hooks; hooks.<point> in policy).
+// turn (run_start's and run_end's: in the current run), as policy and
+// later hooks see them: State.Hooks, the hooks input field, and
+// hooks.<point>.<field> in policy and hook expressions (the expr tags),
+// and a policy test input's hooks section (the yaml tags).
 type HookVerdicts struct {
-	RunStart      PointVerdict `json:"run_start"`
-	BeforeCompact PointVerdict `json:"before_compact"`
-	BeforeModel   PointVerdict `json:"before_model"`
-	AfterModel    PointVerdict `json:"after_model"`
-	RunEnd        PointVerdict `json:"run_end"`
+	RunStart      PointVerdict `json:"run_start" yaml:"run_start" expr:"run_start"`
+	BeforeCompact PointVerdict `json:"before_compact" yaml:"before_compact" expr:"before_compact"`
+	BeforeModel   PointVerdict `json:"before_model" yaml:"before_model" expr:"before_model"`
+	AfterModel    PointVerdict `json:"after_model" yaml:"after_model" expr:"after_model"`
+	RunEnd        PointVerdict `json:"run_end" yaml:"run_end" expr:"run_end"`
 }
 
 // PointVerdict is what the hooks at one point did.
 type PointVerdict struct {
 	// Blocked: a hook blocked (for run_end: continued the run).
-	Blocked bool `json:"blocked"`
+	Blocked bool `json:"blocked" yaml:"blocked" expr:"blocked"`
 	// Changed: a hook changed something (context, an edit, the prompt,
 	// the answer, instructions, a note).
-	Changed bool `json:"changed"`
+	Changed bool `json:"changed" yaml:"changed" expr:"changed"`
 	// Failed: a hook failed and stepped aside (fail_open).
-	Failed bool `json:"failed"`
+	Failed bool `json:"failed" yaml:"failed" expr:"failed"`
 	// Refused counts the calls an after_model hook refused.
-	Refused int `json:"refused"`
+	Refused int `json:"refused" yaml:"refused" expr:"refused"`
 	// Hooks names the hooks that did any of it, in order.
-	Hooks []string `json:"hooks,omitempty"`
+	Hooks []string `json:"hooks,omitempty" yaml:"hooks" expr:"hooks"`
 }
 
 // of returns the verdict of point p, nil for a tool call's point.
