@@ -25,6 +25,10 @@ type Options struct {
 	// redacts them first, and tool results lose them even when the
 	// scrubber is disabled (see KnownSecrets).
 	Known *KnownSecrets
+	// Log, when set, gets the decision of every hook at a lifecycle
+	// point (the CLI writes them to policy.decision_log). It is called
+	// from the runs' goroutines and must be safe for concurrent use.
+	Log func(Record)
 }
 
 // Chain is the configured hooks as one reloadable kernel.Hook: the
@@ -109,7 +113,7 @@ func (ch *Chain) Points(extra ...*PointHook) kernel.Points {
 			return append(list[:len(list):len(list)], x...)
 		}
 		return list
-	})
+	}, ch.opts.Log)
 }
 
 // Hook returns the chain as one kernel.Hook. It may be used by several

@@ -20,8 +20,8 @@ import (
 // runHooks runs the hooks of hs that are not concurrent. apply merges a
 // reply into the point's reply (and into in); it reports whether the
 // point ends there, or why the reply is a failure of the hook.
-func runHooks(ctx context.Context, hs []*PointHook, in PointInput, failed *[]string, apply func(h *PointHook, rep *Reply) (stop bool, err error)) error {
-	for _, h := range hs {
+func (pr pointRun) runHooks(ctx context.Context, in PointInput, failed *[]string, apply func(h *PointHook, rep *Reply) (stop bool, err error)) error {
+	for _, h := range pr.hs {
 		if h.concurrent {
 			continue
 		}
@@ -35,13 +35,16 @@ func runHooks(ctx context.Context, hs []*PointHook, in PointInput, failed *[]str
 			stop, err = apply(h, &rep)
 		}
 		if err != nil {
-			if ferr := h.failed(ctx, in, err, start); ferr != nil {
+			ferr := h.failed(ctx, in, err, start)
+			pr.record(in, h, "failed", err.Error())
+			if ferr != nil {
 				return ferr
 			}
 			*failed = append(*failed, h.name)
 			continue
 		}
 		h.report(in, &rep, start)
+		pr.record(in, h, rep.outcome(), rep.Reason)
 		if stop {
 			return nil
 		}
@@ -95,9 +98,9 @@ func reason(h *PointHook, r string) string {
 	return fmt.Sprintf("blocked by hook %q", h.name)
 }
 
-func runStart(ctx context.Context, hs []*PointHook, in *kernel.RunStartInput) (kernel.RunStartReply, error) {
+func (pr pointRun) runStart(ctx context.Context, in *kernel.RunStartInput) (kernel.RunStartReply, error) {
 	var out kernel.RunStartReply
-	err := runHooks(ctx, hs, in, &out.Failed, func(h *PointHook, rep *Reply) (bool, error) {
+	err := pr.runHooks(ctx, in, &out.Failed, func(h *PointHook, rep *Reply) (bool, error) {
 		if rep.Decision == Block {
 			out.Block = &kernel.Block{Hook: h.name, Reason: reason(h, rep.Reason)}
 			return true, nil
@@ -114,9 +117,9 @@ func runStart(ctx context.Context, hs []*PointHook, in *kernel.RunStartInput) (k
 	return out, err
 }
 
-func beforeCompact(ctx context.Context, hs []*PointHook, in *kernel.BeforeCompactInput) (kernel.BeforeCompactReply, error) {
+func (pr pointRun) beforeCompact(ctx context.Context, in *kernel.BeforeCompactInput) (kernel.BeforeCompactReply, error) {
 	var out kernel.BeforeCompactReply
-	err := runHooks(ctx, hs, in, &out.Failed, func(h *PointHook, rep *Reply) (bool, error) {
+	err := pr.runHooks(ctx, in, &out.Failed, func(h *PointHook, rep *Reply) (bool, error) {
 		if rep.Decision == Block {
 			out.Block = &kernel.Block{Hook: h.name, Reason: reason(h, rep.Reason)}
 			return true, nil
@@ -129,10 +132,10 @@ func beforeCompact(ctx context.Context, hs []*PointHook, in *kernel.BeforeCompac
 	return out, err
 }
 
-func beforeModel(ctx context.Context, hs []*PointHook, in *kernel.BeforeModelInput) (kernel.BeforeModelReply, error) {
+func (pr pointRun) beforeModel(ctx context.Context, in *kernel.BeforeModelInput) (kernel.BeforeModelReply, error) {
 	var out kernel.BeforeModelReply
 	own := false // in.Messages is a copy of ours: the kernel's may be its history
-	err := runHooks(ctx, hs, in, &out.Failed, func(h *PointHook, rep *Reply) (bool, error) {
+	err := pr.runHooks(ctx, in, &out.Failed, func(h *PointHook, rep *Reply) (bool, error) {
 		if rep.Decision == Block {
 			out.Block = &kernel.Block{Hook: h.name, Reason: reason(h, rep.Reason)}
 			return true, nil
@@ -164,13 +167,13 @@ func beforeModel(ctx context.Context, hs []*PointHook, in *kernel.BeforeModelInp
 		return out, err
 	}
 	var guards []*PointHook
-	for _, h := range hs {
+	for _, h := range pr.hs {
 		if h.concurrent {
 			guards = append(guards, h)
 		}
 	}
 	if len(guards) > 0 {
-		out.Guard = guardrail(guards, in)
+		out.Guard = pointRun{hs: guards, log: pr.log}.guardrail(in)
 	}
 	return out, nil
 }
@@ -178,7 +181,8 @@ func beforeModel(ctx context.Context, hs []*PointHook, in *kernel.BeforeModelInp
 // guardrail runs the concurrent hooks beside the model call, over the request
 // as sent: the first block or closed failure ends the others and trips
 // the wire. Its goroutines are its own, and waited for.
-func guardrail(hs []*PointHook, in *kernel.BeforeModelInput) func(context.Context) (kernel.GuardReply, error) {
+func (pr pointRun) guardrail(in *kernel.BeforeModelInput) func(context.Context) (kernel.GuardReply, error) {
+	hs := pr.hs
 	return func(ctx context.Context) (kernel.GuardReply, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -191,7 +195,7 @@ func guardrail(hs []*PointHook, in *kernel.BeforeModelInput) func(context.Contex
 		ch := make(chan verdict, len(hs))
 		for _, h := range hs {
 			go func() {
-				b, failed, err := h.guard(ctx, in)
+				b, failed, err := h.guard(ctx, in, pr)
 				ch <- verdict{h.name, b, failed, err}
 			}()
 		}
@@ -214,7 +218,7 @@ func guardrail(hs []*PointHook, in *kernel.BeforeModelInput) func(context.Contex
 // guard runs one concurrent hook: a block, nothing to let the answer
 // through (failed: the hook failed and stepped aside), or the failure
 // that trips the wire (fail_closed).
-func (h *PointHook) guard(ctx context.Context, in *kernel.BeforeModelInput) (b *kernel.Block, failed bool, err error) {
+func (h *PointHook) guard(ctx context.Context, in *kernel.BeforeModelInput, pr pointRun) (b *kernel.Block, failed bool, err error) {
 	start := time.Now()
 	rep, ok, err := h.runOne(ctx, in)
 	if !ok {
@@ -228,18 +232,20 @@ func (h *PointHook) guard(ctx context.Context, in *kernel.BeforeModelInput) (b *
 			return nil, false, nil // cancelled: another guard decided, or the call ended
 		}
 		ferr := h.failed(ctx, in, err, start)
+		pr.record(in, h, "failed", err.Error())
 		return nil, ferr == nil, ferr
 	}
 	h.report(in, &rep, start)
+	pr.record(in, h, rep.outcome(), rep.Reason)
 	if rep.Decision == Block {
 		return &kernel.Block{Hook: h.name, Reason: reason(h, rep.Reason), Concurrent: true}, false, nil
 	}
 	return nil, false, nil
 }
 
-func afterModel(ctx context.Context, hs []*PointHook, in *kernel.AfterModelInput) (kernel.AfterModelReply, error) {
+func (pr pointRun) afterModel(ctx context.Context, in *kernel.AfterModelInput) (kernel.AfterModelReply, error) {
 	var out kernel.AfterModelReply
-	err := runHooks(ctx, hs, in, &out.Failed, func(h *PointHook, rep *Reply) (bool, error) {
+	err := pr.runHooks(ctx, in, &out.Failed, func(h *PointHook, rep *Reply) (bool, error) {
 		if rep.Decision == Block {
 			out.Block = &kernel.Block{Hook: h.name, Reason: reason(h, rep.Reason)}
 			return true, nil
@@ -267,9 +273,9 @@ func afterModel(ctx context.Context, hs []*PointHook, in *kernel.AfterModelInput
 	return out, err
 }
 
-func runEnd(ctx context.Context, hs []*PointHook, in *kernel.RunEndInput) (kernel.RunEndReply, error) {
+func (pr pointRun) runEnd(ctx context.Context, in *kernel.RunEndInput) (kernel.RunEndReply, error) {
 	var out kernel.RunEndReply
-	err := runHooks(ctx, hs, in, &out.Failed, func(h *PointHook, rep *Reply) (bool, error) {
+	err := pr.runHooks(ctx, in, &out.Failed, func(h *PointHook, rep *Reply) (bool, error) {
 		if rep.Decision == Block && in.StopReason != kernel.StopCompleted {
 			rep.Decision = Allow // only a completed run goes on; the others end as they stopped
 		}
@@ -292,25 +298,56 @@ func runEnd(ctx context.Context, hs []*PointHook, in *kernel.RunEndInput) (kerne
 	return out, err
 }
 
+// pointRun is one point's hooks, and where their decisions are logged.
+type pointRun struct {
+	hs  []*PointHook
+	log func(Record)
+}
+
+// Record is one hook's decision at a lifecycle point, as a decision log
+// records it (Options.Log).
+type Record struct {
+	Time      time.Time
+	SessionID string
+	Run, Turn int
+	Hook      string
+	Point     kernel.HookPoint
+	// Outcome is allowed, blocked, changed or failed; Reason a block's
+	// reason or a failure's error.
+	Outcome string
+	Reason  string
+}
+
+// record logs a hook's decision, when there is a log.
+func (pr pointRun) record(in PointInput, h *PointHook, outcome, reason string) {
+	if pr.log == nil {
+		return
+	}
+	pi := in.Info()
+	pr.log(Record{Time: time.Now(), SessionID: pi.SessionID, Run: pi.Run, Turn: pi.Turn, Hook: h.name, Point: h.point, Outcome: outcome, Reason: reason})
+}
+
 // pointsOf builds kernel.Points over a source of each point's hooks, read
-// at every call (a Chain's current configuration).
-func pointsOf(at func(kernel.HookPoint) []*PointHook) kernel.Points {
+// at every call (a Chain's current configuration); log, when set, gets
+// every decision.
+func pointsOf(at func(kernel.HookPoint) []*PointHook, log func(Record)) kernel.Points {
+	run := func(p kernel.HookPoint) pointRun { return pointRun{hs: at(p), log: log} }
 	return kernel.Points{
 		RunStart: func(ctx context.Context, in *kernel.RunStartInput) (kernel.RunStartReply, error) {
-			return runStart(ctx, at(kernel.PointRunStart), in)
+			return run(kernel.PointRunStart).runStart(ctx, in)
 		},
 		BeforeCompact: func(ctx context.Context, in *kernel.BeforeCompactInput) (kernel.BeforeCompactReply, error) {
-			return beforeCompact(ctx, at(kernel.PointBeforeCompact), in)
+			return run(kernel.PointBeforeCompact).beforeCompact(ctx, in)
 		},
 		BeforeModel: func(ctx context.Context, in *kernel.BeforeModelInput) (kernel.BeforeModelReply, error) {
-			return beforeModel(ctx, at(kernel.PointBeforeModel), in)
+			return run(kernel.PointBeforeModel).beforeModel(ctx, in)
 		},
 		AfterModel: func(ctx context.Context, in *kernel.AfterModelInput) (kernel.AfterModelReply, error) {
-			return afterModel(ctx, at(kernel.PointAfterModel), in)
+			return run(kernel.PointAfterModel).afterModel(ctx, in)
 		},
 		HoldText: func() bool { return len(at(kernel.PointAfterModel)) > 0 },
 		RunEnd: func(ctx context.Context, in *kernel.RunEndInput) (kernel.RunEndReply, error) {
-			return runEnd(ctx, at(kernel.PointRunEnd), in)
+			return run(kernel.PointRunEnd).runEnd(ctx, in)
 		},
 	}
 }
@@ -319,7 +356,7 @@ func pointsOf(at func(kernel.HookPoint) []*PointHook) kernel.Points {
 // For configured hooks that reload, use Chain.Points.
 func Points(hs ...*PointHook) kernel.Points {
 	by := byPoint(hs)
-	return pointsOf(func(p kernel.HookPoint) []*PointHook { return by[p] })
+	return pointsOf(func(p kernel.HookPoint) []*PointHook { return by[p] }, nil)
 }
 
 // byPoint groups hooks by point, keeping their order.

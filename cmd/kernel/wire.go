@@ -54,6 +54,8 @@ type app struct {
 	mcp           *mcp.Host
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
+	// decisionLog is policy.decision_log, when the policy opened one.
+	decisionLog *policy.DecisionLog
 	// stderr is where status lines go (internal/progress, the policy's test
 	// progress): only on a terminal.
 	stderr io.Writer
