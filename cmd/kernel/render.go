@@ -223,6 +223,12 @@ func (r *renderer) event(e kernel.Event) {
 		if r.quiet {
 			return
 		}
+		if b := e.Blocked; b != nil {
+			fmt.Fprintf(r.stderr, "%s · stopped by hook %s (%s): %s\n", r.paint("33;1", string(e.StopReason)), b.Hook, b.Point, b.Reason)
+		}
+		for _, n := range e.Notes {
+			fmt.Fprintf(r.stderr, "  %s %s: %s\n", r.paint("2", "note"), n.Hook, n.Text)
+		}
 		fmt.Fprintf(r.stderr, "%s · %s · %d in / %d out tokens · $%.4f · %s\n",
 			r.paint("1", string(e.StopReason)), counted(e.Turns, "turn"), e.Usage.InputTokens, e.Usage.OutputTokens, e.CostUSD, fmtDuration(e.Duration))
 	case kernel.RunFailed:
@@ -233,6 +239,8 @@ func (r *renderer) event(e kernel.Event) {
 			fmt.Fprintf(r.stderr, "%s · the model answered with nothing, twice\n", r.paint("31;1", string(e.StopReason)))
 		case e.StopReason == kernel.StopToolProtocol:
 			fmt.Fprintf(r.stderr, "%s · the model kept breaking the text tool protocol (see docs/providers.md)\n", r.paint("31;1", string(e.StopReason)))
+		case e.StopReason == kernel.StopGuardrail:
+			fmt.Fprintf(r.stderr, "%s · %s\n", r.paint("31;1", string(e.StopReason)), e.Error)
 		}
 	}
 }
