@@ -17,7 +17,7 @@ import (
 
 // exampleHooks reads the hooks: section of examples/hooks/<file>, with
 // each replacement applied to its text first.
-func exampleHooks(t *testing.T, file string, replace ...string) string {
+func exampleHooks(t testing.TB, file string, replace ...string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "examples", "hooks", file))
 	if err != nil {
