@@ -187,6 +187,8 @@ func docType(rt reflect.Type) string {
 		return "bool"
 	case reflect.Map:
 		return "map"
+	case reflect.Struct:
+		return "object"
 	case reflect.Slice:
 		return "list of " + docType(rt.Elem()) + "s"
 	}

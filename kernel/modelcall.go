@@ -22,12 +22,11 @@ type genCall struct {
 // modelCall is one generation on its way through the models: callModel's
 // state across models and attempts.
 type modelCall struct {
-	r       *run
-	req     Request
-	g       genCall
-	sink    func(Delta)
-	account func(Response)
-	n       int // models to try
+	r    *run
+	req  Request
+	g    genCall
+	sink func(Delta)
+	n    int // models to try
 	// total counts the calls made over every model; last is the failure
 	// of the last one that failed with a class.
 	total     int
@@ -55,7 +54,7 @@ func (mc *modelCall) model(i int) string {
 // It is two loops: over the models here, and over one model's attempts in
 // tryModel, each attempt's outcome a verdict (attempt).
 func (r *run) callModel(ctx context.Context, req Request, g genCall) (Response, error) {
-	mc := modelCall{r: r, req: req, g: g, sink: r.deltaFn, account: r.accountGen, n: 1 + len(r.k.cfg.Fallbacks)}
+	mc := modelCall{r: r, req: req, g: g, sink: r.deltaFn, n: 1 + len(r.k.cfg.Fallbacks)}
 	if g.models != nil {
 		mc.n = len(g.models)
 	}
@@ -65,9 +64,6 @@ func (r *run) callModel(ctx context.Context, req Request, g genCall) (Response, 
 	if g.held != nil {
 		mc.sink = g.held.sink
 	}
-	if g.account != nil {
-		mc.account = g.account
-	}
 	for i := range mc.n {
 		resp, err, next := mc.tryModel(ctx, i)
 		if !next {
@@ -75,6 +71,18 @@ func (r *run) callModel(ctx context.Context, req Request, g genCall) (Response, 
 		}
 	}
 	return Response{}, &ModelCallError{Attempts: mc.total, Later: mc.lastClass.retry, Cause: mc.lastClass.cause, Err: mc.lastErr}
+}
+
+// pay accounts an answer that was paid for but is not the generation (a
+// retried empty one): as the turn's generation, unless genCall says how.
+// (A method, not a func field: a method value in the struct would cost a
+// heap allocation per generation.)
+func (mc *modelCall) pay(resp Response) {
+	if mc.g.account != nil {
+		mc.g.account(resp)
+		return
+	}
+	mc.r.accountGen(resp)
 }
 
 // attemptVerdict is what one attempt leaves the model's loop to do.
@@ -164,7 +172,7 @@ func (mc *modelCall) attempt(ctx context.Context, m *modelTry, n int, more bool)
 		return outcome{verdict: again}
 	}
 	if err == nil { // empty: ask once more, at once
-		mc.account(resp) // the empty answer was paid for
+		mc.pay(resp) // the empty answer was paid for
 		if !m.emptyRetried && r.retries < pol.Budget {
 			m.emptyRetried = true
 			r.retries++
