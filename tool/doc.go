@@ -5,7 +5,7 @@
 // (SideEffectChecker) and the preview of a call a person is asked to
 // approve (Previewer).
 //
-// Both the kernel and the plugin SDK (plugins/sdk) import it, and it imports
+// Both the kernel and the Go plugin SDK (package sdk) import it, and it imports
 // nothing but the standard library, so a plugin binary links neither the
 // kernel nor a JSON Schema library: the kernel validates every call's
 // arguments against the tool's schema before the tool sees them.

@@ -1,6 +1,6 @@
 //go:build wasip1
 
-package sdk
+package wasmtool
 
 import "unsafe"
 

@@ -1,4 +1,4 @@
-package sdk
+package wasmtool
 
 import (
 	"encoding/json"
@@ -59,7 +59,7 @@ func TestServe(t *testing.T) {
 			t.Errorf("Serve(%s) = %s, want %s", tc.req, got, tc.want)
 		}
 	}
-	if b, _ := os.ReadFile(stderr.Name()); !strings.Contains(string(b), "panic: kaboom") || !strings.Contains(string(b), "sdk.TestServe") {
+	if b, _ := os.ReadFile(stderr.Name()); !strings.Contains(string(b), "panic: kaboom") || !strings.Contains(string(b), "wasmtool.TestServe") {
 		t.Errorf("stderr %q lacks the panic and its stack", b)
 	}
 }
@@ -103,8 +103,8 @@ func FuzzEncodeResult(f *testing.F) {
 func Example() {
 	// A tool's main package registers its handler in init and calls Main:
 	//
-	//	func init() { sdk.Handle(handle) }
-	//	func main() { sdk.Main() }
+	//	func init() { wasmtool.Handle(handle) }
+	//	func main() { wasmtool.Main() }
 	Handle(func(req Request) (Result, error) {
 		var a struct {
 			Name string `json:"name"`

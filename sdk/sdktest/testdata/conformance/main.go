@@ -3,7 +3,7 @@
 // conformance suite (sdktest.Conformance) through the real host, like the
 // TypeScript and Python ones.
 //
-// Build: go build -o conformance ./plugins/sdk/sdktest/testdata/conformance
+// Build: go build -o conformance ./sdk/sdktest/testdata/conformance
 package main
 
 import (
@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk"
+	"github.com/agentkernel/agentkernel/sdk"
 )
 
 type textArgs struct {

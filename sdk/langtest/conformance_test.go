@@ -1,4 +1,4 @@
-package sdk_test
+package langtest
 
 import (
 	"fmt"
@@ -12,9 +12,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk/sdktest"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 	"github.com/agentkernel/agentkernel/sandbox"
+	"github.com/agentkernel/agentkernel/sdk/sdktest"
 )
 
 // TestConformance runs the conformance suite against the conformance

@@ -1,4 +1,4 @@
-package sdk_test
+package langtest
 
 import (
 	"encoding/base64"
@@ -21,7 +21,7 @@ import (
 
 // TestPythonProtocolMatchesGo: the Python SDK's committed *_pb2.py (made by
 // `make proto`) describe the same wire protocol as the Go code: the tool
-// protocol (plugins/sdk/pluginpb), and the go-plugin and gRPC health
+// protocol (sdk/pluginpb), and the go-plugin and gRPC health
 // services the host calls (which the Go host links). A change to
 // plugin.proto without `make proto` fails here. (The TypeScript SDK reads
 // the .proto files when it is built.)

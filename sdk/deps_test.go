@@ -64,7 +64,7 @@ func TestPluginsLinkNeitherKernelNorJSONSchema(t *testing.T) {
 	}
 	for _, pkg := range []string{
 		"github.com/agentkernel/agentkernel/tool",
-		"github.com/agentkernel/agentkernel/plugins/sdk",
+		"github.com/agentkernel/agentkernel/sdk",
 		"github.com/agentkernel/agentkernel/examples/plugins/git",
 	} {
 		all := deps(t, pkg)
@@ -77,7 +77,7 @@ func TestPluginsLinkNeitherKernelNorJSONSchema(t *testing.T) {
 	}
 	// The check itself: sdktest runs plugins through the kernel's host, so
 	// it must be flagged.
-	if bad := linked(deps(t, "github.com/agentkernel/agentkernel/plugins/sdk/sdktest")); !slices.Contains(bad, "github.com/agentkernel/agentkernel/kernel") {
+	if bad := linked(deps(t, "github.com/agentkernel/agentkernel/sdk/sdktest")); !slices.Contains(bad, "github.com/agentkernel/agentkernel/kernel") {
 		t.Errorf("the check misses the kernel in sdktest's dependencies: %v", bad)
 	}
 }

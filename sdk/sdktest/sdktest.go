@@ -1,6 +1,6 @@
 // Package sdktest tests tool plugins, three ways:
 //
-//   - Start serves tools written with plugins/sdk in-process, through the
+//   - Start serves tools written with sdk in-process, through the
 //     SDK's real gRPC service over an in-memory connection: fast,
 //     debuggable, no binary needed.
 //   - Build compiles the plugin's main package and Exec runs a plugin as a
@@ -40,9 +40,9 @@ import (
 
 	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/plugins/sdk"
-	"github.com/agentkernel/agentkernel/plugins/sdk/pluginpb"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sdk"
+	"github.com/agentkernel/agentkernel/sdk/pluginpb"
 )
 
 // Plugin is a plugin under test. Safe for concurrent use.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk"
+	"github.com/agentkernel/agentkernel/sdk"
 )
 
 // A tool is a typed function plus a spec. In main, hand every tool to

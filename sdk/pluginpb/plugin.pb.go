@@ -772,7 +772,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\x05Tools\x12[\n" +
 	"\bDescribe\x12&.agentkernel.plugin.v1.DescribeRequest\x1a'.agentkernel.plugin.v1.DescribeResponse\x12N\n" +
 	"\x04Call\x12\".agentkernel.plugin.v1.CallRequest\x1a .agentkernel.plugin.v1.CallEvent0\x01\x12p\n" +
-	"\x0fCheckSideEffect\x12-.agentkernel.plugin.v1.CheckSideEffectRequest\x1a..agentkernel.plugin.v1.CheckSideEffectResponseB9Z7github.com/agentkernel/agentkernel/plugins/sdk/pluginpbb\x06proto3"
+	"\x0fCheckSideEffect\x12-.agentkernel.plugin.v1.CheckSideEffectRequest\x1a..agentkernel.plugin.v1.CheckSideEffectResponseB1Z/github.com/agentkernel/agentkernel/sdk/pluginpbb\x06proto3"
 
 var (
 	file_plugin_proto_rawDescOnce sync.Once

@@ -1,11 +1,11 @@
-// Package sdk lets a Go program compiled to WASI preview1 (GOOS=wasip1
+// Package wasmtool lets a Go program compiled to WASI preview1 (GOOS=wasip1
 // GOARCH=wasm) serve agentkernel tool calls through the json ABI and the
 // reactor ABI from the same main package:
 //
-//	func init() { sdk.Handle(handle) } // a reactor instance never runs main
-//	func main() { sdk.Main() }         // the json ABI: one call on stdin
+//	func init() { wasmtool.Handle(handle) } // a reactor instance never runs main
+//	func main() { wasmtool.Main() }         // the json ABI: one call on stdin
 //
-//	func handle(req sdk.Request) (sdk.Result, error) { ... }
+//	func handle(req wasmtool.Request) (wasmtool.Result, error) { ... }
 //
 // Built as a program (go build), the module is a WASI command for the json
 // ABI: Main reads {"tool": ..., "args": {...}} from stdin and writes
@@ -17,7 +17,7 @@
 //
 // The handler is held in a package variable because a reactor has no other
 // way to find it; a program has exactly one.
-package sdk
+package wasmtool
 
 import (
 	"bytes"
@@ -66,7 +66,7 @@ func Main() {
 		os.Exit(1)
 	}
 	if handler == nil {
-		fmt.Fprintln(os.Stderr, "sdk: no handler: call sdk.Handle from an init function")
+		fmt.Fprintln(os.Stderr, "wasmtool: no handler: call wasmtool.Handle from an init function")
 		os.Exit(1)
 	}
 	if _, err := os.Stdout.Write(Serve(req)); err != nil {
@@ -156,7 +156,7 @@ func decodeRequest(raw []byte) (Request, error) {
 
 func serve(raw []byte) (res Result) {
 	if handler == nil {
-		return Errorf("sdk: no handler: call sdk.Handle from an init function")
+		return Errorf("wasmtool: no handler: call wasmtool.Handle from an init function")
 	}
 	req, err := decodeRequest(raw)
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk/sdktest"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sdk/sdktest"
 )
 
 // readmeBlock returns the code block of README.md that follows the marker
@@ -58,7 +58,7 @@ func TestReadme(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a plugin")
 	}
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func StartSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) 
 }
 
 // scope is the instrumentation scope of the SDK's spans.
-const scope = "github.com/agentkernel/agentkernel/plugins/sdk"
+const scope = "github.com/agentkernel/agentkernel/sdk"
 
 // tracing records the spans of the calls whose gRPC metadata carries a
 // sampled W3C traceparent, and encodes each call's spans for the result.

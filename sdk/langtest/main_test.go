@@ -1,4 +1,4 @@
-// Package sdk_test tests the plugin SDKs of every language together,
+// Package langtest tests the plugin SDKs of every language together,
 // through the kernel's real host: the conformance suite against the Go,
 // TypeScript and Python conformance plugins and the example plugins, bad
 // plugins, tampering, the sandbox, the scripted run of the examples, the
@@ -8,7 +8,7 @@
 // its bundles, the http_get example, Debian's Python packages); run alone,
 // a test whose artifact is missing skips, unless AGENTKERNEL_REQUIRE_ARTIFACTS=1
 // (which make test sets) makes it fail.
-package sdk_test
+package langtest
 
 import (
 	"fmt"
@@ -19,9 +19,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk/sdktest"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 	"github.com/agentkernel/agentkernel/sandbox"
+	"github.com/agentkernel/agentkernel/sdk/sdktest"
 )
 
 // root is the repository's root.
@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	r, err := filepath.Abs("..")
+	r, err := filepath.Abs("../..")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -53,7 +53,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	goPlugin.path = filepath.Join(dir, "conformance")
-	if err := sdktest.BuildTo(goPlugin.path, filepath.Join(root, "plugins/sdk/sdktest/testdata/conformance")); err != nil {
+	if err := sdktest.BuildTo(goPlugin.path, filepath.Join(root, "sdk/sdktest/testdata/conformance")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

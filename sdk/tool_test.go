@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/plugins/sdk"
-	"github.com/agentkernel/agentkernel/plugins/sdk/sdktest"
+	"github.com/agentkernel/agentkernel/sdk"
+	"github.com/agentkernel/agentkernel/sdk/sdktest"
 )
 
 type greetArgs struct {

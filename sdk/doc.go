@@ -30,5 +30,5 @@
 //
 // Test a plugin with package sdktest: in-process (sdktest.Start) or as a
 // real subprocess through the kernel's host (sdktest.Build, sdktest.Exec).
-// plugins/sdk/README.md walks through writing, pinning and loading one.
+// sdk/README.md walks through writing, pinning and loading one.
 package sdk

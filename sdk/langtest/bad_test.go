@@ -1,4 +1,4 @@
-package sdk_test
+package langtest
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk/sdktest"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sdk/sdktest"
 )
 
 // newHost returns a host closed when the test ends, logging warnings to

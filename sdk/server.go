@@ -10,7 +10,7 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk/pluginpb"
+	"github.com/agentkernel/agentkernel/sdk/pluginpb"
 	"github.com/agentkernel/agentkernel/tool"
 )
 
