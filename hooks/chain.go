@@ -25,6 +25,9 @@ type Options struct {
 	// redacts them first, and tool results lose them even when the
 	// scrubber is disabled (see KnownSecrets).
 	Known *KnownSecrets
+	// Plugins runs the hooks of kind plugin: the loaded subprocess plugins
+	// (nil: a plugin rule is a configuration error).
+	Plugins PluginHooks
 	// Log, when set, gets the decision of every hook at a lifecycle
 	// point (the CLI writes them to policy.decision_log). It is called
 	// from the runs' goroutines and must be safe for concurrent use.
