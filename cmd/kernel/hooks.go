@@ -34,6 +34,9 @@ func (a *app) loadHooks() error {
 	}
 	opts := a.cfg.hooksOptions()
 	opts.Log = a.logHook
+	if a.plugins != nil { // hooks of kind plugin
+		opts.Plugins = a.plugins
+	}
 	chain, err := hooks.NewChain(hc, opts)
 	if err != nil {
 		return fmt.Errorf("%s: %w", a.cfg.source(), err)

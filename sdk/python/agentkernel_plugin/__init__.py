@@ -12,13 +12,14 @@
         return f"Hello, {args.name}!"
 
     if __name__ == "__main__":
-        serve([greet])
+        serve([greet])      # serve([greet], [my_hook]) with hooks (@hook)
 
 docs/plugins.md has the tutorial; agentkernel_plugin.testing the test
 harness. It needs grpcio, protobuf and cryptography (Debian:
 python3-grpcio python3-protobuf python3-cryptography).
 """
 
+from ._hook import HOOK_POINTS, Hook, block, hook
 from ._serve import PROTOCOL_VERSION, serve
 from ._service import SDK_VERSION
 from ._tool import (
@@ -35,6 +36,8 @@ from ._tool import (
 )
 
 __all__ = [
+    "HOOK_POINTS",
+    "Hook",
     "PROTOCOL_VERSION",
     "SDK_VERSION",
     "CallContext",
@@ -44,6 +47,8 @@ __all__ = [
     "Tool",
     "ToolError",
     "ToolResult",
+    "block",
+    "hook",
     "serve",
     "tool",
     "truncate_output",
