@@ -36,16 +36,22 @@ func compilePointCommand(ph *PointHook, r Rule, opts Options, field func(string)
 		case block != nil:
 			return Reply{Decision: Block, Reason: *block}, nil
 		}
-		rep, err := ParseReply(in.Info().Point, reply)
-		if err != nil {
-			return Reply{}, err
-		}
-		if rep.Decision == Block && rep.Reason == "" {
-			rep.Reason = ch.message
-		}
-		return *rep, nil
+		return parseWithMessage(in.Info().Point, reply, ch.message)
 	}
 	return nil
+}
+
+// parseWithMessage is ParseReply with a rule's message as the reason of a
+// block that gives none.
+func parseWithMessage(point kernel.HookPoint, reply []byte, message string) (Reply, error) {
+	rep, err := ParseReply(point, reply)
+	if err != nil {
+		return Reply{}, err
+	}
+	if rep.Decision == Block && rep.Reason == "" {
+		rep.Reason = message
+	}
+	return *rep, nil
 }
 
 // PointDocument is the JSON document a command or plugin hook named hook

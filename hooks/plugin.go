@@ -104,14 +104,7 @@ func compilePluginPoint(ph *PointHook, r Rule, opts Options, field string) []err
 		if err != nil {
 			return Reply{}, err
 		}
-		rep, err := ParseReply(in.Info().Point, reply)
-		if err != nil {
-			return Reply{}, err
-		}
-		if rep.Decision == Block && rep.Reason == "" {
-			rep.Reason = r.Message
-		}
-		return *rep, nil
+		return parseWithMessage(in.Info().Point, reply, r.Message)
 	}
 	return nil
 }

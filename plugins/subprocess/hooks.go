@@ -29,18 +29,9 @@ func (h *Host) HasPlugin(name string) bool {
 // no hooks, a hook it does not have and a hook that fails are errors; the
 // hook's own failure is an *sdk.Error with its code.
 func (h *Host) RunHook(ctx context.Context, plugin, hook string, input []byte) ([]byte, error) {
-	h.mu.Lock()
-	s := h.plugins[plugin]
-	h.mu.Unlock()
-	if s == nil {
-		return nil, fmt.Errorf("no plugin %q is loaded (tools.plugins)", plugin)
-	}
-	inst, err := s.acquire(ctx)
+	inst, err := h.running(ctx, plugin)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("plugin %s: %w", plugin, err)
+		return nil, err
 	}
 	resp, err := inst.hooks.RunHook(withTraceContext(ctx), &pluginpb.RunHookRequest{Hook: hook, Input: input})
 	switch {
@@ -75,15 +66,9 @@ type HookSpec struct {
 // ListHooks asks the plugin named plugin for its hooks, starting it if
 // needed; a plugin that serves none has none.
 func (h *Host) ListHooks(ctx context.Context, plugin string) ([]HookSpec, error) {
-	h.mu.Lock()
-	s := h.plugins[plugin]
-	h.mu.Unlock()
-	if s == nil {
-		return nil, fmt.Errorf("no plugin %q is loaded (tools.plugins)", plugin)
-	}
-	inst, err := s.acquire(ctx)
+	inst, err := h.running(ctx, plugin)
 	if err != nil {
-		return nil, fmt.Errorf("plugin %s: %w", plugin, err)
+		return nil, err
 	}
 	resp, err := inst.hooks.ListHooks(ctx, &pluginpb.ListHooksRequest{})
 	if status.Code(err) == codes.Unimplemented {
@@ -97,4 +82,23 @@ func (h *Host) ListHooks(ctx context.Context, plugin string) ([]HookSpec, error)
 		out = append(out, HookSpec{Name: hs.GetName(), Description: hs.GetDescription(), Points: hs.GetPoints()})
 	}
 	return out, nil
+}
+
+// running returns the running process of the plugin named plugin,
+// starting it if needed.
+func (h *Host) running(ctx context.Context, plugin string) (*instance, error) {
+	h.mu.Lock()
+	s := h.plugins[plugin]
+	h.mu.Unlock()
+	if s == nil {
+		return nil, fmt.Errorf("no plugin %q is loaded (tools.plugins)", plugin)
+	}
+	inst, err := s.acquire(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("plugin %s: %w", plugin, err)
+	}
+	return inst, nil
 }
