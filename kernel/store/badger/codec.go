@@ -19,11 +19,12 @@ import (
 // strings and uvarints, in this order:
 //
 //	role, flags (bit 0 is_error, bit 1 has time, bit 2 has approval, bit 3
-//	has more), [unix seconds (varint), nanoseconds (uvarint)], content,
-//	reasoning, tool_call_id, tool_name, number of tool calls, then id,
-//	name, arguments of each call, [approval: id, by, note, bits (uvarint: 1
-//	approved, 2 expired)], [more: model, reasoning_field, failed,
-//	protocol.raw, protocol.correction]
+//	has more, bit 4 has hooks), [unix seconds (varint), nanoseconds
+//	(uvarint)], content, reasoning, tool_call_id, tool_name, number of tool
+//	calls, then id, name, arguments of each call, [approval: id, by, note,
+//	bits (uvarint: 1 approved, 2 expired)], [more: model, reasoning_field,
+//	failed, protocol.raw, protocol.correction], [hooks: the JSON of
+//	kernel.HookRecord (rare, and free to grow fields)]
 //
 // The optional parts are written only when set (their flag bit), so a
 // message without them is encoded as before they existed.
@@ -40,6 +41,7 @@ const (
 	flagHasTime     = 1 << 1
 	flagHasApproval = 1 << 2
 	flagHasMore     = 1 << 3
+	flagHasHooks    = 1 << 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -126,6 +128,11 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 	if more {
 		flags |= flagHasMore
 	}
+	var hooks []byte
+	if m.Hooks != nil {
+		flags |= flagHasHooks
+		hooks, _ = json.Marshal(m.Hooks) // strings, ints: cannot fail
+	}
 	b = binary.AppendUvarint(b, flags)
 	if !m.Time.IsZero() {
 		b = binary.AppendVarint(b, m.Time.Unix())
@@ -161,6 +168,9 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 		b = appendString(b, m.RawText())
 		b = appendString(b, m.CorrectionKind())
 	}
+	if m.Hooks != nil {
+		b = appendString(b, string(hooks))
+	}
 	return seal(b, start)
 }
 
@@ -174,6 +184,15 @@ func encodedSize(m *kernel.Message) int {
 	}
 	if a := m.Approval; a != nil {
 		n += 4*binary.MaxVarintLen64 + len(a.ID) + len(a.By) + len(a.Note)
+	}
+	if h := m.Hooks; h != nil {
+		n += binary.MaxVarintLen64 + 64
+		for _, x := range h.Notes {
+			n += 96 + len(x.Hook) + len(x.Point) + len(x.What) + 2*len(x.Reason)
+		}
+		for _, e := range h.Edits {
+			n += 64 + len(e.Hook) + 2*len(e.Content)
+		}
 	}
 	return n
 }
@@ -244,7 +263,7 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 	r := reader{s: string(p)}
 	m.Role = kernel.Role(r.str())
 	flags := r.uvarint()
-	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore) != 0 && r.err == nil {
+	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore|flagHasHooks) != 0 && r.err == nil {
 		return fmt.Errorf("unknown message flags %#x", flags)
 	}
 	m.IsError = flags&flagIsError != 0
@@ -282,6 +301,14 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 		m.Failed = r.str()
 		if raw, fix := r.str(), r.str(); raw != "" || fix != "" {
 			m.Protocol = &kernel.ProtocolNote{Raw: raw, Correction: fix}
+		}
+	}
+	if flags&flagHasHooks != 0 {
+		if s := r.str(); r.err == nil {
+			m.Hooks = new(kernel.HookRecord)
+			if err := json.Unmarshal([]byte(s), m.Hooks); err != nil {
+				return fmt.Errorf("the message's hook record: %w", err)
+			}
 		}
 	}
 	if r.err != nil {
