@@ -533,3 +533,96 @@ func TestCrashResumeSendsWhatTheModelSaw(t *testing.T) {
 		t.Fatalf("after the prefix: %s", wire(rest))
 	}
 }
+
+// hooksPolicy records, at each decision, the hook verdicts and
+// continuations policy sees.
+type hooksPolicy struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (p *hooksPolicy) Surface(_ context.Context, _ *kernel.State, tools []kernel.ToolSpec) []kernel.ToolSpec {
+	return tools
+}
+
+func (p *hooksPolicy) Decide(_ context.Context, st *kernel.State, _ *kernel.Call) kernel.Decision {
+	p.mu.Lock()
+	p.seen = append(p.seen, fmt.Sprintf("%+v continuations=%d", st.Hooks, st.Continuations))
+	p.mu.Unlock()
+	return kernel.Decision{Effect: kernel.EffectAllow}
+}
+
+func (p *hooksPolicy) Budget(context.Context, *kernel.State, kernel.BudgetPhase) kernel.BudgetVerdict {
+	return kernel.BudgetVerdict{}
+}
+
+// TestWalkStateSeesTheHooksVerdicts: the verdicts of the lifecycle points
+// and the continuations policy saw live are what WalkState rebuilds from
+// the stored session (and so what policy replay and diff see).
+func TestWalkStateSeesTheHooksVerdicts(t *testing.T) {
+	pol := &hooksPolicy{}
+	ended := 0
+	h := newHarness(t, kernel.Config{Tools: registry(t, kerneltest.EchoTool("echo")), Policy: pol, Points: kernel.Points{
+		RunStart: func(context.Context, *kernel.RunStartInput) (kernel.RunStartReply, error) {
+			return kernel.RunStartReply{Context: []kernel.HookText{{Hook: "team", Text: "style guide"}}}, nil
+		},
+		BeforeModel: func(_ context.Context, in *kernel.BeforeModelInput) (kernel.BeforeModelReply, error) {
+			if in.Turn == 1 {
+				return kernel.BeforeModelReply{Failed: []string{"guard"}}, nil
+			}
+			return kernel.BeforeModelReply{Context: []kernel.HookText{{Hook: "memory", Text: "recalled"}}}, nil
+		},
+		AfterModel: func(_ context.Context, in *kernel.AfterModelInput) (kernel.AfterModelReply, error) {
+			var rep kernel.AfterModelReply
+			for _, c := range in.Answer.ToolCalls {
+				if strings.Contains(c.Arguments, "no") {
+					rep.Refused = append(rep.Refused, kernel.Refusal{Hook: "veto", CallID: c.ID, Reason: "no"})
+				}
+			}
+			return rep, nil
+		},
+		RunEnd: func(context.Context, *kernel.RunEndInput) (kernel.RunEndReply, error) {
+			if ended++; ended == 1 {
+				return kernel.RunEndReply{Continue: &kernel.HookText{Hook: "tests", Text: "keep going"}}, nil
+			}
+			return kernel.RunEndReply{}, nil
+		},
+	}},
+		kerneltest.Calls("echo", map[string]string{"text": "yes"}, "echo", map[string]string{"text": "no"}),
+		kerneltest.Text("first answer"),
+		kerneltest.Calls("echo", map[string]string{"text": "after the continuation"}),
+		kerneltest.Text("done"))
+	res, err := h.k.Run(context.Background(), "", "go")
+	if err != nil || res.StopReason != kernel.StopCompleted {
+		t.Fatal(res, err)
+	}
+	sess := checkHistory(t, h.store, res.SessionID)
+	var rebuilt []string
+	_, err = kernel.WalkState(sess, 0, func(i int, st *kernel.State) error {
+		m := sess.Messages[i]
+		if m.Role != kernel.RoleAssistant {
+			return nil
+		}
+		decided := len(m.ToolCalls) - st.Hooks.AfterModel.Refused // a refused call never reaches policy
+		for range decided {
+			rebuilt = append(rebuilt, fmt.Sprintf("%+v continuations=%d", st.Hooks, st.Continuations))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol.mu.Lock()
+	defer pol.mu.Unlock()
+	if len(pol.seen) != 2 || len(rebuilt) != 2 {
+		t.Fatalf("decisions %d live, %d rebuilt:\n%q\n%q", len(pol.seen), len(rebuilt), pol.seen, rebuilt)
+	}
+	for i := range rebuilt {
+		if rebuilt[i] != pol.seen[i] {
+			t.Errorf("decision %d:\nrebuilt %s\nlive    %s", i+1, rebuilt[i], pol.seen[i])
+		}
+	}
+	if !strings.Contains(pol.seen[0], "Failed:true") || !strings.Contains(pol.seen[0], "Refused:1") || !strings.Contains(pol.seen[1], "continuations=1") {
+		t.Fatalf("policy saw %q", pol.seen)
+	}
+}
