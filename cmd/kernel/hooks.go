@@ -60,6 +60,7 @@ func (a *app) logHook(d hooks.Record) {
 // a bad configuration keeps the running chain and reports why.
 func (a *app) reloadHooks() {
 	ev := kernel.ConfigReloaded{What: "hooks", Source: a.cfg.source()}
+	var loaded *Config
 	err := func() error {
 		cfg, err := loadConfig(a.cfg.files...)
 		if err != nil {
@@ -68,6 +69,7 @@ func (a *app) reloadHooks() {
 		if err := cfg.checkProtected(); err != nil {
 			return err
 		}
+		loaded = cfg
 		hc, err := cfg.hooksConfig()
 		if err != nil {
 			return err
@@ -78,6 +80,9 @@ func (a *app) reloadHooks() {
 		ev.Error = oneLine(err)
 	}
 	a.emit(ev)
+	if loaded != nil {
+		a.reloadDeclared(loaded) // the declared tools live in the same files
+	}
 }
 
 // watchConfig reloads the hooks when a configuration file changes, and the
