@@ -47,6 +47,7 @@ func TestConformance(t *testing.T) {
 				CrashText: crash,
 				Ignore:    sdktest.Probe{Tool: "ignore", Args: `{}`},
 				Hooks:     true,
+				HookMarks: marks,
 			}.Run(t)
 		})
 	}

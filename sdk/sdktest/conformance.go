@@ -88,6 +88,9 @@ type Conformance struct {
 	// Hooks says the plugin serves the conformance hooks (see runHooks):
 	// the hooks check runs its hook service through the host and in a run.
 	Hooks bool
+	// HookMarks is a directory the plugin may write (required with Hooks):
+	// the hang hook writes there that its call ended.
+	HookMarks string
 }
 
 // conformanceCap is the output cap of the output_cut check.

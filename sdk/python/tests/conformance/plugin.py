@@ -171,5 +171,23 @@ async def conformance_fail(doc: dict) -> dict | None:
     raise ToolError("hook_broken", "broken on purpose")
 
 
+@hook(name="conformance_hang", points=["before_model"],
+      description="Answers only when its call ends, then writes stopped to the file the request's last message names.")
+async def conformance_hang(doc: dict) -> dict | None:
+    path = doc["messages"][-1]["content"]
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        with open(path, "w") as f:
+            f.write("stopped")
+        raise
+    return None
+
+
+@hook(name="conformance_garbage", points=["after_model"], description="Answers with a field its point does not take.")
+def conformance_garbage(doc: dict) -> dict | None:
+    return {"note": "a run_end field"}
+
+
 if __name__ == "__main__":
-    serve([echo, fail, progress, block, big, mark, crash, ignore, noop, read, dial], [conformance, conformance_fail])
+    serve([echo, fail, progress, block, big, mark, crash, ignore, noop, read, dial], [conformance, conformance_fail, conformance_hang, conformance_garbage])

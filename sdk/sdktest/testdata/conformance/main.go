@@ -66,7 +66,26 @@ func hooks() []*sdk.Hook {
 			func(context.Context, sdk.HookInput) (sdk.HookReply, error) {
 				return sdk.HookReply{}, sdk.Errorf("hook_broken", "broken on purpose")
 			}),
+		sdk.NewHook("conformance_hang", "Answers only when its call ends, then writes stopped to the file the request's last message names.",
+			[]string{"before_model"}, hangHook),
+		sdk.NewHook("conformance_garbage", "Answers with a field its point does not take.", []string{"after_model"},
+			func(context.Context, sdk.HookInput) (sdk.HookReply, error) {
+				return sdk.HookReply{Note: "a run_end field"}, nil
+			}),
 	}
+}
+
+// hangHook never answers: once its call ends it writes "stopped" to the
+// file the request's last message names, and returns.
+func hangHook(ctx context.Context, in sdk.HookInput) (sdk.HookReply, error) {
+	var doc struct {
+		Messages []struct{ Content string } `json:"messages"`
+	}
+	if err := in.Decode(&doc); err != nil || len(doc.Messages) == 0 {
+		return sdk.HookReply{}, fmt.Errorf("no messages: %v", err)
+	}
+	<-ctx.Done()
+	return sdk.HookReply{}, os.WriteFile(doc.Messages[len(doc.Messages)-1].Content, []byte("stopped"), 0o600)
 }
 
 func conformanceHook(_ context.Context, in sdk.HookInput) (sdk.HookReply, error) {
