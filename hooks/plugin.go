@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,7 +58,9 @@ func (p *pluginHook) run(ctx context.Context, input []byte) ([]byte, error) {
 	rctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	reply, err := p.host.RunHook(rctx, p.plugin, p.hook, input)
-	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+	// The plugin may end the call at its deadline a moment before rctx's
+	// timer fires (the host then says context.DeadlineExceeded).
+	if err != nil && ctx.Err() == nil && (rctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
 		return nil, fmt.Errorf("plugin %s: hook %s did not answer within %s", p.plugin, p.hook, p.timeout)
 	}
 	return reply, err

@@ -40,6 +40,10 @@ func (h *Host) RunHook(ctx context.Context, plugin, hook string, input []byte) (
 		return nil, fmt.Errorf("plugin %s serves no hooks (it registers none, or its SDK predates hooks)", plugin)
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
+	case status.Code(err) == codes.DeadlineExceeded:
+		// The plugin ended the call at the deadline it was sent, a moment
+		// before ctx's own timer fired: the same end.
+		return nil, context.DeadlineExceeded
 	default:
 		if stop, crash := inst.status(); crash != "" || stop != "" {
 			return nil, fmt.Errorf("plugin %s: hook %s: the plugin stopped (%w): %s", plugin, hook, ErrCrashed, cut(crash+stop, 2048))
