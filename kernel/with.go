@@ -60,13 +60,16 @@ func (k *Kernel) view(o RunOptions) *Kernel {
 		retry:     k.retry,
 		calib:     k.calib,
 		realClock: k.realClock,
-		// A view must keep everything New derived from the Config.
+		principal: o.Principal,
+		interrupt: o.Interrupt,
+		lease:     o.Lease,
+		// A view must keep everything New derived from the Config: the
+		// models on the text tool protocol and its correction cap (without
+		// them a view offered those models native tools and read the calls
+		// they write as plain text), and the cap on continuations.
 		protos:         k.protos,
 		maxCorrections: k.maxCorrections,
 		maxCont:        k.maxCont,
-		principal:      o.Principal,
-		interrupt:      o.Interrupt,
-		lease:          o.Lease,
 	}
 }
 
