@@ -28,6 +28,17 @@ func (r *run) compact(ctx context.Context, cc ContextConfig, force bool) error {
 	}
 	rec := Compaction{Through: prev.Through, Summary: prev.Summary, KeepUser: prev.KeepUser,
 		TrimThrough: r.meta.LastSeq, TrimBytes: cc.TrimTokens * 3 / 2, TokensBefore: before, Forced: force}
+	if k.cfg.Points.BeforeCompact != nil {
+		in := &BeforeCompactInput{PointInfo: r.info(PointBeforeCompact), Forced: force, Messages: len(r.msgs) - cx.start, Tokens: before, Window: window}
+		instr, err := r.beforeCompact(ctx, in)
+		if err != nil {
+			return err
+		}
+		if instr != "" {
+			rec.Instructions = instr
+			cc.Prompt = joinText(cc.Prompt, "Also follow these instructions:\n"+instr)
+		}
+	}
 	// 1. Trim the large tool results the view still sends whole.
 	trimmed := 0
 	for i := cx.start; i < len(r.msgs); i++ {
@@ -57,7 +68,7 @@ func (r *run) compact(ctx context.Context, cc ContextConfig, force bool) error {
 		return err
 	}
 	start := time.Now()
-	summary, usage, cost, model, err := r.summarise(ctx, cc, prev.Summary, r.msgs[cx.start:split], &rec)
+	summary, usage, cost, model, err := r.summarise(ctx, cc, prev.Summary, applyEdits(r.msgs)[cx.start:split], &rec)
 	if err != nil {
 		return err
 	}

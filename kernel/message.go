@@ -63,6 +63,9 @@ type Message struct {
 	// kernel stores and returns them byte for byte and never reads them;
 	// Reasoning holds their text for people.
 	ReasoningBlocks []ReasoningBlock `json:"reasoning_blocks,omitempty"`
+	// Hooks records what lifecycle hooks did here (see HookRecord); nil
+	// on every other message.
+	Hooks *HookRecord `json:"hooks,omitempty"`
 }
 
 // ReasoningBlock is one provider-specific block of an assistant message,

@@ -74,6 +74,8 @@ type rigOpts struct {
 	ws, keys   string
 	autoResume bool
 	leaseTTL   time.Duration
+	// points are the kernel's lifecycle hooks.
+	points kernel.Points
 }
 
 // defaultScript: turn 1 reads a file, turn 2 writes one (the policy asks),
@@ -160,7 +162,7 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 			t.Fatal(err)
 		}
 	}
-	k, err := kernel.New(kernel.Config{Provider: scripted.New(sc), Store: store, Tools: reg, Policy: pw, Model: "scripted", Inbox: q})
+	k, err := kernel.New(kernel.Config{Provider: scripted.New(sc), Store: store, Tools: reg, Policy: pw, Model: "scripted", Inbox: q, Points: o.points})
 	if err != nil {
 		t.Fatal(err)
 	}

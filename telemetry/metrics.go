@@ -43,6 +43,8 @@ type metrics struct {
 	toolDuration *prometheus.HistogramVec
 	decisions    *prometheus.CounterVec
 	approvalWait *prometheus.HistogramVec
+	hookRuns     *prometheus.CounterVec
+	hookDuration *prometheus.HistogramVec
 	storeCommit  prometheus.Histogram
 	storeErrors  prometheus.Counter
 
@@ -87,6 +89,8 @@ func newMetrics(t *Telemetry) (*metrics, error) {
 	m.toolDuration = histogram("tool_call_duration_seconds", "Tool call duration through the whole pipeline, by tool and source.", fastBuckets, "tool", "source")
 	m.decisions = counter("policy_decisions_total", "Policy decisions, by effect and matched rule (\"(default)\" when none matched).", "effect", "rule")
 	m.approvalWait = histogram("approval_wait_seconds", "Time from an approval request to its decision, by decision (approved, rejected, expired).", slowBuckets, "decision")
+	m.hookRuns = counter("hook_runs_total", "Hook decisions, by hook point (run_start, before_compact, before_model, after_model, before, after, run_end) and outcome (allowed, blocked, changed, failed; a tool call's hooks count only their blocks, changes and failures).", "point", "outcome")
+	m.hookDuration = histogram("hook_duration_seconds", "How long a hook at a lifecycle point took, by point.", fastBuckets, "point")
 	m.storeCommit = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "store_commit_duration_seconds", Help: "Store writes of one step (Store.Commit).", Buckets: fastBuckets})
 	m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "store_commit_errors_total", Help: "Store writes that failed."})
 	reg.MustRegister(m.storeCommit, m.storeErrors, &scrapeCollector{t: t},
@@ -102,6 +106,16 @@ func newMetrics(t *Telemetry) (*metrics, error) {
 	}
 	for _, d := range []string{"approved", "rejected", "expired"} {
 		m.approvalWait.WithLabelValues(d)
+	}
+	for _, p := range kernel.HookPoints() {
+		for _, o := range []string{"allowed", "blocked", "changed", "failed"} {
+			if p.Lifecycle() || o != "allowed" {
+				m.hookRuns.WithLabelValues(string(p), o)
+			}
+		}
+		if p.Lifecycle() {
+			m.hookDuration.WithLabelValues(string(p))
+		}
 	}
 	for i, model := range t.cfg.Models {
 		for _, r := range []string{"ok", "error"} {

@@ -155,6 +155,9 @@ type LimitsConfig struct {
 	// MaxCorrections caps the text tool protocol's corrections per run
 	// (0: kernel.DefaultMaxCorrections).
 	MaxCorrections int `yaml:"max_corrections"`
+	// MaxContinuations caps how often run_end hooks continue one run
+	// (0: kernel.DefaultMaxContinuations).
+	MaxContinuations int `yaml:"max_continuations"`
 	// WASMMemoryBudgetMB caps the memory all WASM instances hold at once
 	// (0: half the machine's memory); see docs/wasm.md.
 	WASMMemoryBudgetMB int `yaml:"wasm_memory_budget_mb"`

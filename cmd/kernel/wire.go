@@ -34,6 +34,7 @@ type app struct {
 	store   kernel.Store
 	policy  kernel.Policy
 	hooks   []kernel.Hook
+	points  kernel.Points
 	closers []func() error
 
 	// sink receives events from outside the kernel (policy reloads); it is
@@ -57,6 +58,8 @@ type app struct {
 	declaredSum   []byte
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
+	// decisionLog is policy.decision_log, when the policy opened one.
+	decisionLog *policy.DecisionLog
 	// stderr is where status lines go (internal/progress, the policy's test
 	// progress): only on a terminal.
 	stderr io.Writer
@@ -377,6 +380,9 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		SessionContext: a.sessionContext(),
 		ToolProtocols:  ms.protocols,
 		MaxCorrections: a.cfg.Limits.MaxCorrections,
+		Points:         a.points,
+
+		MaxContinuations: a.cfg.Limits.MaxContinuations,
 
 		MaxConcurrentTools: a.cfg.Limits.MaxConcurrentTools,
 	}

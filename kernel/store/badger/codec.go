@@ -24,7 +24,9 @@ import (
 //	name, arguments of each call, [approval: id, by, note, bits (uvarint: 1
 //	approved, 2 expired)], [more: model, reasoning_field, failed,
 //	protocol.raw, protocol.correction], [blocks (bit 4): the number of
-//	reasoning blocks, then provider, index (uvarint) and data of each]
+//	reasoning blocks, then provider, index (uvarint) and data of each],
+//	[hooks (bit 5): the JSON of kernel.HookRecord (rare, and free to grow
+//	fields)]
 //
 // The optional parts are written only when set (their flag bit), so a
 // message without them is encoded as before they existed.
@@ -42,6 +44,7 @@ const (
 	flagHasApproval = 1 << 2
 	flagHasMore     = 1 << 3
 	flagHasBlocks   = 1 << 4
+	flagHasHooks    = 1 << 5
 )
 
 // maxBlockIndex bounds a reasoning block's index: no answer has more
@@ -135,6 +138,11 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 	if len(m.ReasoningBlocks) > 0 {
 		flags |= flagHasBlocks
 	}
+	var hooks []byte
+	if m.Hooks != nil {
+		flags |= flagHasHooks
+		hooks, _ = json.Marshal(m.Hooks) // strings, ints: cannot fail
+	}
 	b = binary.AppendUvarint(b, flags)
 	if !m.Time.IsZero() {
 		b = binary.AppendVarint(b, m.Time.Unix())
@@ -179,6 +187,9 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 			b = append(b, rb.Data...)
 		}
 	}
+	if m.Hooks != nil {
+		b = appendString(b, string(hooks))
+	}
 	return seal(b, start)
 }
 
@@ -197,6 +208,15 @@ func encodedSize(m *kernel.Message) int {
 		n += binary.MaxVarintLen64
 		for _, rb := range m.ReasoningBlocks {
 			n += 3*binary.MaxVarintLen64 + len(rb.Provider) + len(rb.Data)
+		}
+	}
+	if h := m.Hooks; h != nil {
+		n += binary.MaxVarintLen64 + 64
+		for _, x := range h.Notes {
+			n += 96 + len(x.Hook) + len(x.Point) + len(x.What) + 2*len(x.Reason)
+		}
+		for _, e := range h.Edits {
+			n += 64 + len(e.Hook) + 2*len(e.Content)
 		}
 	}
 	return n
@@ -268,7 +288,7 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 	r := reader{s: string(p)}
 	m.Role = kernel.Role(r.str())
 	flags := r.uvarint()
-	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore|flagHasBlocks) != 0 && r.err == nil {
+	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore|flagHasBlocks|flagHasHooks) != 0 && r.err == nil {
 		return fmt.Errorf("unknown message flags %#x", flags)
 	}
 	m.IsError = flags&flagIsError != 0
@@ -327,6 +347,14 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 			// Bytes of their own: a block must not alias the payload.
 			if d := r.str(); d != "" {
 				rb.Data = []byte(d)
+			}
+		}
+	}
+	if flags&flagHasHooks != 0 {
+		if s := r.str(); r.err == nil {
+			m.Hooks = new(kernel.HookRecord)
+			if err := json.Unmarshal([]byte(s), m.Hooks); err != nil {
+				return fmt.Errorf("the message's hook record: %w", err)
 			}
 		}
 	}
