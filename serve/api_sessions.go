@@ -1,11 +1,8 @@
 package serve
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/export"
 )
 
 // Labels serve keeps on the sessions it creates. Metadata a client sets is
@@ -249,11 +247,6 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, k *Key) er
 	return nil
 }
 
-// exporter is a store that writes a session export itself (badger).
-type exporter interface {
-	Export(ctx context.Context, id string, w io.Writer) error
-}
-
 func (s *Server) exportSession(w http.ResponseWriter, r *http.Request, k *Key) error {
 	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
 	if err != nil {
@@ -261,28 +254,8 @@ func (s *Server) exportSession(w http.ResponseWriter, r *http.Request, k *Key) e
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+sess.Meta.ID+`.jsonl"`)
-	if ex, ok := s.cfg.Store.(exporter); ok {
+	if ex, ok := s.cfg.Store.(kernel.SessionExporter); ok {
 		return ex.Export(r.Context(), sess.Meta.ID, w)
 	}
-	// The export format of `kernel sessions export`
-	// (schemas/session-export.schema.json).
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-	head := map[string]any{"type": "session", "version": 1, "meta": sess.Meta}
-	if sess.Pending != nil {
-		head["pending"] = sess.Pending
-	}
-	if err := enc.Encode(head); err != nil {
-		return err
-	}
-	for _, m := range sess.Messages {
-		if err := enc.Encode(struct {
-			Type string `json:"type"`
-			kernel.Message
-		}{"message", m}); err != nil {
-			return err
-		}
-	}
-	return bw.Flush()
+	return export.Write(r.Context(), w, sess)
 }

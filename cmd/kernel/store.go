@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 	"github.com/agentkernel/agentkernel/kernel/store/memory"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
@@ -158,17 +159,11 @@ func decodeNode(n *yaml.Node, v any) error {
 	return n.Decode(v)
 }
 
-// spaceChecker is a store on a volume that can fill up (badger's
-// CheckSpace); other stores need not be.
-type spaceChecker interface {
-	CheckSpace(step int64) error
-}
-
 // requireStoreSpace fails when the store's volume cannot hold one step
 // (1 MiB on top of the store's reserve): before a run announces its
 // session.
 func (a *app) requireStoreSpace() error {
-	if sc, ok := a.store.(spaceChecker); ok {
+	if sc, ok := a.store.(kernel.SpaceChecker); ok {
 		return sc.CheckSpace(1 << 20)
 	}
 	return nil

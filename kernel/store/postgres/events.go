@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
 
 // maxReadEvents caps one ReadEvents.
@@ -17,7 +18,7 @@ const maxReadEvents = 4096
 // the row of its counter, never by the session's row, so they do not wait
 // for a step being written.
 func (s *Store) AppendEvents(ctx context.Context, id string, events []kernel.StoredEvent) (uint64, error) {
-	if err := checkID(id); err != nil {
+	if err := rules.CheckID(id); err != nil {
 		return 0, fmt.Errorf("append events: %w: %w", err, kernel.ErrSessionNotFound)
 	}
 	if len(events) == 0 {
@@ -48,7 +49,7 @@ func (s *Store) AppendEvents(ctx context.Context, id string, events []kernel.Sto
 // ReadEvents returns up to limit events of session id after the given Seq
 // (kernel.EventLog), at most 4096.
 func (s *Store) ReadEvents(ctx context.Context, id string, after uint64, limit int) ([]kernel.StoredEvent, error) {
-	if checkID(id) != nil {
+	if rules.CheckID(id) != nil {
 		return nil, nil
 	}
 	if limit <= 0 || limit > maxReadEvents {

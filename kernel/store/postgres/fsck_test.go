@@ -83,8 +83,8 @@ func TestFsckFindsAndRepairs(t *testing.T) {
 	exec(`INSERT INTO ak_messages (session_id, seq, body) VALUES ('s', 6, '\x7b7d'::bytea)`)
 	exec(`UPDATE ak_sessions SET status = 'running' WHERE id = 's'`)
 	exec(`INSERT INTO ak_events (session_id, seq, type, time, data) VALUES ('s', 5, 'x', now(), '\x7b7d'::bytea)`)
-	if _, err := s.Load(ctx, "s"); !errors.Is(err, postgres.ErrCorrupt) {
-		t.Fatalf("Load of the damaged session = %v, want ErrCorrupt", err)
+	if _, err := s.Load(ctx, "s"); !errors.Is(err, kernel.ErrCorrupt) {
+		t.Fatalf("Load of the damaged session = %v, want kernel.ErrCorrupt", err)
 	}
 
 	f := fsckOne(t, s, "s", false)
@@ -187,8 +187,8 @@ func TestFsckRepairSparesARunningSession(t *testing.T) {
 	if f.Repaired || !f.Unrepaired() || !strings.Contains(problemTexts(f), "not repaired: session r is leased by replica-a") {
 		t.Fatalf("repair of a leased session: %+v", f)
 	}
-	if _, err := s.Load(ctx, "r"); !errors.Is(err, postgres.ErrCorrupt) {
-		t.Fatalf("Load after the refused repair = %v, want ErrCorrupt still", err)
+	if _, err := s.Load(ctx, "r"); !errors.Is(err, kernel.ErrCorrupt) {
+		t.Fatalf("Load after the refused repair = %v, want kernel.ErrCorrupt still", err)
 	}
 	if err := s.ReleaseLease(ctx, l); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/queue"
 	"github.com/agentkernel/agentkernel/kernel/replica"
+	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
 
 // Queue is the steering and follow-up queue (kernel.Inbox,
@@ -54,7 +55,7 @@ func (q *Queue) Add(session, text, kind string) (queue.Entry, error) {
 	if strings.TrimSpace(text) == "" {
 		return queue.Entry{}, errors.New("empty message")
 	}
-	if err := checkID(session); err != nil {
+	if err := rules.CheckID(session); err != nil {
 		return queue.Entry{}, fmt.Errorf("queue: %w", err)
 	}
 	ctx, cancel := q.ctx()

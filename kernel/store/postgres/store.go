@@ -28,7 +28,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -51,9 +50,6 @@ var (
 	// kernel cannot use: missing, older than it needs, or newer than it
 	// knows.
 	ErrSchema = errors.New("session database schema mismatch")
-	// ErrSessionExists is returned by Import of a session whose id is
-	// taken.
-	ErrSessionExists = errors.New("session already exists")
 )
 
 // Options configures Open. The zero value means the defaults.
@@ -178,24 +174,6 @@ func (s *Store) sweepLoop() {
 		case <-time.After(every):
 		}
 	}
-}
-
-// checkID applies the badger store's rule, so sessions move between the
-// stores: 1-128 bytes of [A-Za-z0-9._-].
-func checkID(id string) error {
-	if id == "" {
-		return errors.New("empty session id")
-	}
-	if len(id) > 128 {
-		return fmt.Errorf("session id %.20q… is longer than 128 bytes", id)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("session id %q: byte %q at %d is not one of [A-Za-z0-9._-]", id, c, i)
-		}
-	}
-	return nil
 }
 
 // scrubDSN removes password from s.
