@@ -137,14 +137,22 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 		return r.done(ctx, StopCompleted, r.res.Output)
 	}
 	p := r.pending
-	out := r.execute(ctx, p.Call, p.Args, true)
 	rec := ApprovalRecord{ID: p.ID, Approved: true, By: k.principal, Note: note}
+	// The approval is consumed by the call's intent, stored (fenced) with
+	// the session running before the call runs: a process stopped from
+	// here on leaves a session that is resumed, its call answered as
+	// "may have run", never approved and run a second time.
+	r.meta.Status = StatusRunning
+	if err := r.recordIntent(ctx, p.Call, &rec, true); err != nil {
+		return r.fail(ctx, err)
+	}
+	out := r.execute(ctx, p.Call, p.Args, true)
 	out.msg.Approval = &rec
 	r.st.finishCall(p.Call.Name, out.rec.Outcome, true)
-	r.meta.Status = StatusRunning
 	k.emitIf(func() Event {
 		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Approved: true, Note: note, By: k.principal}
 	})
+	r.meta.Round = nil
 	if err := r.commitMsg(ctx, out.msg, Step{ClearPending: true}); err != nil {
 		return r.fail(ctx, err)
 	}
@@ -194,6 +202,7 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 		if final {
 			r.meta.Status = StatusIdle
 		}
+		r.openRound(resp.Message.ToolCalls)
 		if err := r.commitMsg(ctx, resp.Message, Step{}); err != nil {
 			return r.fail(ctx, err)
 		}

@@ -42,10 +42,26 @@ func session() *kernel.Session {
 	return &kernel.Session{Meta: meta, Messages: msgs, Pending: pending}
 }
 
+// interrupted is session() as a crash leaves it after the approved call's
+// intent was stored: running, no pending approval, the round open.
+func interrupted() *kernel.Session {
+	se := session()
+	se.Meta.Status = kernel.StatusRunning
+	se.Meta.Round = &kernel.Round{Seq: 4, Started: []kernel.Intent{{CallID: "c2", Tool: "write_file", Time: se.Meta.Updated,
+		Approval: &kernel.ApprovalRecord{ID: "a1", Approved: true, By: "alice"}}}}
+	se.Pending = nil
+	return se
+}
+
 // TestWriteRead: every line Write produces matches
 // schemas/session-export.schema.json, and Read gives the session back.
 func TestWriteRead(t *testing.T) {
-	se := session()
+	for name, se := range map[string]*kernel.Session{"awaiting approval": session(), "interrupted after an intent": interrupted()} {
+		t.Run(name, func(t *testing.T) { testWriteRead(t, se) })
+	}
+}
+
+func testWriteRead(t *testing.T, se *kernel.Session) {
 	var out bytes.Buffer
 	if err := export.Write(context.Background(), &out, se); err != nil {
 		t.Fatal(err)
