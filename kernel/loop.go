@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,11 +66,19 @@ type run struct {
 // pending approval cannot run until it is resolved (ErrApprovalPending),
 // unless the approval has expired, in which case it is rejected first.
 func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunResult, err error) {
+	return k.runPrompt(ctx, sessionID, prompt, nil)
+}
+
+// runPrompt is Run, and RunQueued when q is set.
+func (k *Kernel) runPrompt(ctx context.Context, sessionID, prompt string, q *Queued) (res *RunResult, err error) {
 	r, err := k.open(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
 	defer r.dl.stop()
+	if q != nil && slices.Contains(r.meta.Delivered, q.ID) {
+		return nil, r.alreadyDelivered(ctx, q)
+	}
 	if r.pending != nil && !r.expired() {
 		return nil, fmt.Errorf("session %s: %w for %s (approve or reject it first)", r.meta.ID, ErrApprovalPending, r.pending.Call.Name)
 	}
@@ -92,8 +101,14 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 	k.emitIf(func() Event {
 		return RunStarted{SessionID: r.meta.ID, Model: k.cfg.Model, Prompt: prompt, MaxTurns: k.cfg.MaxTurns, NewSession: r.isNew}
 	})
+	if q != nil {
+		r.meta.Delivered = withDelivered(r.meta.Delivered, q.ID)
+	}
 	if err := r.commitMsg(ctx, Message{Role: RoleUser, Content: prompt, Time: now}, Step{}); err != nil {
 		return r.fail(ctx, err)
+	}
+	if q != nil {
+		r.delivered(ctx, q)
 	}
 	return r.loop(ctx)
 }

@@ -64,6 +64,7 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 	if err := r.repair(ctx); err != nil {
 		return nil, err
 	}
+	r.settleDelivered(ctx)
 	return r, nil
 }
 

@@ -130,16 +130,21 @@ type StoreChecker interface {
 // nothing and durable when it returns, assigning consecutive Seq values
 // after the last stored one (the events' own Seq is ignored); it returns
 // the first. It fails with an error wrapping ErrSessionNotFound for a
-// session the store does not hold. ReadEvents returns, in order, up to
-// limit (at least 1; the store may cap it) events of session id whose Seq
-// is greater than after; an unknown session has none. Deleting a session
-// (SessionDeleter) deletes its events.
+// session the store does not hold. fence is the token of the session's
+// lease the appender holds, as Step.Fence for a step, or zero: a Leaser
+// store refuses the append, and appends nothing, unless the token is its
+// live lease's (ErrLeaseLost), or without a token while another owner
+// holds a live lease (ErrLeaseHeld), so a process that lost the session
+// appends no event more; other stores ignore it. ReadEvents returns, in
+// order, up to limit (at least 1; the store may cap it) events of session
+// id whose Seq is greater than after; an unknown session has none.
+// Deleting a session (SessionDeleter) deletes its events.
 //
 // Implementations must be safe for concurrent use; concurrent appends to
 // one session are serialised. kerneltest.TestEventLog checks the contract.
 // Why: RATIONALE.md, "Events are stored per session, with ids".
 type EventLog interface {
-	AppendEvents(ctx context.Context, id string, events []StoredEvent) (first uint64, err error)
+	AppendEvents(ctx context.Context, id string, fence uint64, events []StoredEvent) (first uint64, err error)
 	ReadEvents(ctx context.Context, id string, after uint64, limit int) ([]StoredEvent, error)
 }
 

@@ -121,13 +121,25 @@ type Notifier interface {
 // Queue is the steering and follow-up queue of kernel.Inbox with what
 // front ends add, list and cancel; *queue.Dir is the one-host queue (a
 // directory beside a Badger store), and a Shared store's Queue keeps the
-// messages in the database.
+// messages in the database. Every method is bounded by its ctx.
+//
+// Add queues text for session as kind (queue.Steer or queue.FollowUp).
+// List returns the session's queued messages (not those being delivered),
+// oldest first; Cancel removes one before it is delivered
+// (queue.ErrNotQueued otherwise). TakeFollowUp takes the session's oldest
+// follow-up, or nil, for the caller to run with kernel.Kernel.RunQueued:
+// the message stays in the queue, taken, until Delivered removes it once
+// its prompt is stored, so a process that stops in between leaves it for
+// the next taker, and RunQueued skips one the session already holds: a
+// follow-up runs exactly once. Waiting lists the sessions with a
+// follow-up queued or taken.
 type Queue interface {
 	kernel.Inbox
-	Add(session, text, kind string) (queue.Entry, error)
-	List(session string) ([]queue.Entry, error)
-	Cancel(session, id string) error
-	TakeFollowUp(session string) (*queue.Entry, error)
+	Add(ctx context.Context, session, text, kind string) (queue.Entry, error)
+	List(ctx context.Context, session string) ([]queue.Entry, error)
+	Cancel(ctx context.Context, session, id string) error
+	TakeFollowUp(ctx context.Context, session string) (*queue.Entry, error)
+	Waiting(ctx context.Context) ([]string, error)
 }
 
 // Shared is a store that several replicas open at once: sessions

@@ -75,8 +75,9 @@ type storedEvent struct {
 }
 
 // AppendEvents stores events at the end of session id's log in one synced
-// transaction (kernel.EventLog).
-func (s *Store) AppendEvents(ctx context.Context, id string, events []kernel.StoredEvent) (uint64, error) {
+// transaction (kernel.EventLog). The fence is ignored: one process owns
+// the store (Options: an exclusive lock on its directory).
+func (s *Store) AppendEvents(ctx context.Context, id string, _ uint64, events []kernel.StoredEvent) (uint64, error) {
 	if err := rules.CheckID(id); err != nil {
 		return 0, fmt.Errorf("append events: %w: %w", err, kernel.ErrSessionNotFound)
 	}

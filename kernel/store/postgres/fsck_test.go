@@ -72,7 +72,7 @@ func TestFsckFindsAndRepairs(t *testing.T) {
 	if err := s.Commit(ctx, "s", kernel.Step{Messages: fsckHistory(t0), Meta: kernel.SessionMeta{Status: kernel.StatusIdle, Updated: t0}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AppendEvents(ctx, "s", []kernel.StoredEvent{{Type: "x", Time: t0, Data: json.RawMessage(`{}`)}}); err != nil {
+	if _, err := s.AppendEvents(ctx, "s", 0, []kernel.StoredEvent{{Type: "x", Time: t0, Data: json.RawMessage(`{}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	if f := fsckOne(t, s, "s", false); !f.OK() || f.Messages != 5 {
@@ -124,7 +124,7 @@ func TestFsckFindsAndRepairs(t *testing.T) {
 	if se.Messages[2].Content != "a b" || se.Messages[4].Content != "Two files." {
 		t.Fatalf("the repair changed readable messages: %+v", se.Messages)
 	}
-	if first, err := s.AppendEvents(ctx, "s", []kernel.StoredEvent{{Type: "y", Time: t0, Data: json.RawMessage(`{}`)}}); err != nil || first != 6 {
+	if first, err := s.AppendEvents(ctx, "s", 0, []kernel.StoredEvent{{Type: "y", Time: t0, Data: json.RawMessage(`{}`)}}); err != nil || first != 6 {
 		t.Fatalf("append after the repair: first %d, %v; want 6", first, err)
 	}
 	list, err := s.List(ctx)
