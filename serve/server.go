@@ -184,7 +184,9 @@ func New(cfg Config) (*Server, error) {
 	s.runs = newRunManager(s)
 	s.replicas = newReplicas(s)
 	if s.replicas.shared() {
-		s.hub.announce = func(ctx context.Context, owner string) { s.replicas.notify(ctx, replica.Notice{Kind: replica.NoticeInbox, Owner: owner}) }
+		s.hub.announce = func(ctx context.Context, owner string) {
+			s.replicas.notify(ctx, replica.Notice{Kind: replica.NoticeInbox, Owner: owner})
+		}
 	}
 	s.routes()
 	s.api = s.middleware(s.mux)
