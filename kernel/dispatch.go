@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentkernel/agentkernel/internal/faults"
 )
 
 // callOut is what the pipeline produced for one call.
@@ -363,6 +365,7 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 			return Result{Content: "error: " + err.Error(), IsError: true}, &ToolError{Tool: c.spec.Name, Code: "not_started", Err: err}
 		}
 	}
+	faults.At(faults.ToolRun, c.spec.Name)
 	res, err := t.Call(tctx, c.args)
 	if err == nil {
 		return res, nil

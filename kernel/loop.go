@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentkernel/agentkernel/internal/faults"
 )
 
 // run is the working state of one run; it is owned by the goroutine that
@@ -108,7 +110,9 @@ func (k *Kernel) runPrompt(ctx context.Context, sessionID, prompt string, q *Que
 		return r.fail(ctx, err)
 	}
 	if q != nil {
+		faults.At(faults.FollowUpStored, r.meta.ID)
 		r.delivered(ctx, q)
+		faults.At(faults.FollowUpDelivered, r.meta.ID)
 	}
 	return r.loop(ctx)
 }
@@ -285,6 +289,7 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 	if !k.realClock || r.cx != nil {
 		start = time.Now()
 	}
+	faults.At(faults.ModelCall, k.cfg.Model)
 	resp, err := r.callModel(ctx, Request{Model: k.cfg.Model, Messages: msgs, Tools: tools}, genCall{})
 	if err != nil {
 		return Response{}, err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/agentkernel/agentkernel/internal/faults"
+
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -34,6 +36,7 @@ func (m *runManager) startWaiting(ctx context.Context, sid string) {
 			return false, err
 		}
 		q = fu.Queued
+		faults.At(faults.FollowUpTaken, sid)
 		return true, nil
 	})
 	if err != nil && !isBusy(err) && !errors.Is(err, errNothingToRun) {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentkernel/agentkernel/internal/faults"
+
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/queue"
 )
@@ -243,6 +245,8 @@ func (m *runManager) finish(runCtx context.Context, rec *runRec, res *kernel.Run
 		var qerr error
 		if fu, qerr = m.s.cfg.Queue.TakeFollowUp(ctx, rec.SessionID); qerr != nil {
 			m.s.logError("session %s: take follow-up: %v", rec.SessionID, qerr)
+		} else if fu != nil {
+			faults.At(faults.FollowUpTaken, rec.SessionID)
 		}
 	}
 	m.mu.Lock()

@@ -49,7 +49,13 @@ type replicaProc struct {
 // script and policy, and an admin key.
 func newCluster(t testing.TB, script, policy string, ttl time.Duration) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir(), dsn: pgtest.Shared(t).NewDatabase(t), ttl: ttl, poll: 100 * time.Millisecond}
+	return newClusterOn(t, pgtest.Shared(t), script, policy, ttl)
+}
+
+// newClusterOn is newCluster on a database of srv.
+func newClusterOn(t testing.TB, srv *pgtest.Server, script, policy string, ttl time.Duration) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir(), dsn: srv.NewDatabase(t), ttl: ttl, poll: 100 * time.Millisecond}
 	write := func(name, body string) {
 		if err := os.WriteFile(filepath.Join(c.dir, name), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
@@ -85,12 +91,13 @@ func (c *cluster) ws(name string) string {
 
 var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
 
-// start runs replica name with --auto-resume.
-func (c *cluster) start(name string) *replicaProc {
+// start runs replica name with --auto-resume, with env added to its
+// environment (AK_TEST_FAULT arms a fault: faults_test.go).
+func (c *cluster) start(name string, env ...string) *replicaProc {
 	c.t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--config", c.cfg(), "--keys", c.keys(), "--listen", "127.0.0.1:0",
 		"--replica", name, "--lease-ttl", c.ttl.String(), "--poll", c.poll.String(), "--auto-resume", "--access-log", "")
-	cmd.Env = append(os.Environ(), "KERNEL_TEST_MAIN=1", "AK_TEST_DSN="+c.dsn, "GORACE=atexit_sleep_ms=0")
+	cmd.Env = append(append(os.Environ(), "KERNEL_TEST_MAIN=1", "AK_TEST_DSN="+c.dsn, "GORACE=atexit_sleep_ms=0"), env...)
 	p := &replicaProc{name: name, cmd: cmd, stderr: &testutil.SyncBuffer{}, exited: make(chan struct{})}
 	pr, pw := io.Pipe()
 	cmd.Stderr = io.MultiWriter(p.stderr, pw)

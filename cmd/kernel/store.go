@@ -88,7 +88,9 @@ func (a *app) openStore(readOnly bool) error {
 		return nil
 	}
 	if sc.Kind == "postgres" {
-		s, err := openPostgres(context.Background(), a.cfg, sc, a.log.Named("store"))
+		// A server starts without its database and becomes ready when
+		// it is back; a command fails at once.
+		s, err := openPostgres(context.Background(), a.cfg, sc, a.log.Named("store"), a.serverStore)
 		if err != nil {
 			return err
 		}
@@ -139,12 +141,14 @@ func (sc StoreConfig) postgresDSN(cfg *Config) (string, error) {
 }
 
 // openPostgres opens the postgres store the configuration names.
-func openPostgres(ctx context.Context, cfg *Config, sc StoreConfig, log hclog.Logger) (*postgres.Store, error) {
+func openPostgres(ctx context.Context, cfg *Config, sc StoreConfig, log hclog.Logger, wait bool) (*postgres.Store, error) {
 	dsn, err := sc.postgresDSN(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s, err := postgres.Open(ctx, dsn, sc.postgresOptions(log))
+	opts := sc.postgresOptions(log)
+	opts.WaitForDatabase = wait
+	s, err := postgres.Open(ctx, dsn, opts)
 	if err != nil {
 		return nil, fmt.Errorf("store.dsn_env %s: %w", sc.DSNEnv, err)
 	}
