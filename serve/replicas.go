@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
@@ -35,6 +36,8 @@ type replicas struct {
 	waiting map[string][]chan struct{}
 	// starting are sessions a sweep or a notice is starting a run for.
 	starting map[string]bool
+	// failing is set while the sweep's store calls fail (logged once).
+	failing atomic.Bool
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -377,17 +380,8 @@ func (r *replicas) sweep(ctx context.Context) {
 			r.s.runs.cancelLocal(id)
 		}
 	}
-	now := time.Now().UTC()
-	err := r.st.EndOrphanRuns(ctx, runFailed, func(run replica.Run) json.RawMessage {
-		rec := fromRecord(run)
-		rec.Status, rec.Ended = runFailed, now
-		rec.Error = fmt.Sprintf("replica %s stopped before the run ended (its lease of the session lapsed)", run.Replica)
-		b, _ := json.Marshal(rec)
-		return b
-	})
-	if err != nil && ctx.Err() == nil {
-		r.s.logError("end the runs of stopped replicas: %v", err)
-	}
+	err := r.st.EndOrphanRuns(ctx, func(run replica.Run) (string, json.RawMessage) { return r.endOrphan(ctx, run) })
+	r.sweepFailed(ctx, err)
 	if ids, err := r.st.FollowUpsWaiting(ctx); err == nil {
 		for _, id := range ids {
 			r.startWaiting(ctx, id)
@@ -399,6 +393,44 @@ func (r *replicas) sweep(ctx context.Context) {
 				r.resume(ctx, id)
 			}
 		}
+	}
+}
+
+// endOrphan is how a run a stopped replica left running ended, as far as
+// its session tells: a session no longer running was ended by the run
+// (its replica stopped after storing the end, before recording it); one
+// still running was interrupted, and waits to be resumed.
+func (r *replicas) endOrphan(ctx context.Context, run replica.Run) (string, json.RawMessage) {
+	rec := fromRecord(run)
+	rec.Status, rec.Ended = runFailed, time.Now().UTC()
+	rec.Error = fmt.Sprintf("replica %s stopped before the run ended (its lease of the session lapsed)", run.Replica)
+	if se, err := r.st.Load(ctx, run.SessionID); err == nil {
+		switch se.Meta.Status {
+		case kernel.StatusIdle, kernel.StatusAwaitingApproval:
+			rec.Status = runCompleted
+			rec.Error = fmt.Sprintf("replica %s stopped after the run ended, before it recorded the end: the session's state is the run's end", run.Replica)
+			if se.Meta.Status == kernel.StatusAwaitingApproval {
+				rec.StopReason = kernel.StopAwaitingApproval
+			}
+		case kernel.StatusFailed:
+			rec.Error = fmt.Sprintf("the run failed, and replica %s stopped before it recorded why", run.Replica)
+		}
+	}
+	b, _ := json.Marshal(rec)
+	return rec.Status, b
+}
+
+// sweepFailed logs a failure of the sweep once, not every poll, until
+// the sweep works again.
+func (r *replicas) sweepFailed(ctx context.Context, err error) {
+	switch {
+	case err == nil:
+		if r.failing.Swap(false) {
+			r.s.logError("the shared store answers again")
+		}
+	case ctx.Err() != nil:
+	case !r.failing.Swap(true):
+		r.s.logError("sweep the shared store: %v (said once until it answers again)", err)
 	}
 }
 

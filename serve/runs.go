@@ -228,6 +228,7 @@ func (m *runManager) finish(runCtx context.Context, rec *runRec, res *kernel.Run
 	snap := rec.snapshot()
 	stopping := m.stopping
 	m.mu.Unlock()
+	faults.At(faults.RunEnd, rec.SessionID)
 	m.s.replicas.ended(ctx, snap) // before the waiters of done look it up
 	m.mu.Lock()
 	close(rec.done)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
+	"github.com/agentkernel/agentkernel/kernel/store/postgres/pgtest"
 )
 
 // The tests of issue 37's guarantees, on real kernel serve processes and
@@ -300,4 +301,84 @@ func prompts(msgs []map[string]any, text string) int {
 		}
 	}
 	return n
+}
+
+// TestRunEndRecordedAfterAKill: replica a stores its run's final answer
+// and is killed before it records the run's end. Replica b, once a's
+// lease lapses, records that run as completed (the session says it
+// ended), not as stopped before its end.
+func TestRunEndRecordedAfterAKill(t *testing.T) {
+	c := newCluster(t, "steps:\n  - text: \"Done.\"\n", "", 2*time.Second)
+	a := c.start("a", "AK_TEST_FAULT=run.end=kill")
+	b := c.start("b")
+	sid := c.must(a, 201, "POST", "/v1/sessions", map[string]any{"title": "end"})["id"].(string)
+	run := c.must(a, 202, "POST", "/v1/sessions/"+sid+"/runs", map[string]any{"prompt": "answer"})["run"].(map[string]any)
+	waitExited(t, a)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		got := c.must(b, 200, "GET", "/v1/sessions/"+sid+"/runs/"+run["id"].(string), nil)
+		if got["status"] != "running" {
+			if got["status"] != "completed" || strings.Contains(fmt.Sprint(got["error"]), "before the run ended") {
+				t.Fatalf("a run whose answer was stored is recorded as %v: %v", got["status"], got["error"])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b never recorded the end of a's run: %v", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s := c.must(b, 200, "GET", "/v1/sessions/"+sid, nil); s["status"] != "idle" {
+		t.Fatalf("the session is %v, want idle", s["status"])
+	}
+}
+
+// TestServeWaitsForDatabase: kernel serve starts while PostgreSQL is down:
+// /healthz answers, /readyz says not ready ("database unavailable",
+// naming neither the database's user nor its host), the API answers 503;
+// once the database is back it is ready and runs sessions.
+func TestServeWaitsForDatabase(t *testing.T) {
+	srv, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	c := newClusterOn(t, srv, "steps:\n  - text: \"Back.\"\n", "", 2*time.Second)
+	srv.Kill()
+	a := c.start("a") // it must start at all
+	if code, body, err := c.call(a, "GET", "/healthz", nil); err != nil || code != 200 {
+		t.Fatalf("/healthz = %d %v, %v", code, body, err)
+	}
+	code, body, err := c.call(a, "GET", "/readyz", nil)
+	if err != nil || code != 503 {
+		t.Fatalf("/readyz with the database down = %d %v, %v; want 503", code, body, err)
+	}
+	raw, _ := json.Marshal(body)
+	if checks, _ := body["checks"].(map[string]any); checks["store"] != "database unavailable" {
+		t.Fatalf("/readyz says %s; want the store check to say database unavailable", raw)
+	}
+	for _, secret := range []string{pgtest.Superuser + "@", "127.0.0.1", fmt.Sprint(srv.Port())} {
+		if strings.Contains(string(raw), secret) {
+			t.Fatalf("/readyz names %q: %s", secret, raw)
+		}
+	}
+	if code, body, _ := c.call(a, "POST", "/v1/sessions", map[string]any{"title": "too early"}); code != 503 {
+		t.Fatalf("creating a session with the database down = %d %v, want 503", code, body)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if code, _, _ := c.call(a, "GET", "/readyz", nil); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never ready after the database came back:\n%s", a.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sid := c.must(a, 201, "POST", "/v1/sessions", map[string]any{"title": "back"})["id"].(string)
+	c.must(a, 202, "POST", "/v1/sessions/"+sid+"/runs", map[string]any{"prompt": "are you there"})
+	c.waitStatus(a, sid, "idle", 60*time.Second)
 }

@@ -18,6 +18,9 @@ const (
 	ToolRun = "tool.run"
 	// ModelCall is right before a model is called (arg: the model).
 	ModelCall = "model.call"
+	// RunEnd is right after a kernel serve run ended, before its end is
+	// recorded (arg: the session).
+	RunEnd = "run.end"
 	// FollowUpTaken is right after a follow-up is taken from the queue,
 	// before its run starts (arg: the session).
 	FollowUpTaken = "followup.taken"

@@ -64,8 +64,8 @@ type Run struct {
 // them (kernel.Kernel.Continue). FollowUpsWaiting lists the sessions
 // with a queued follow-up that no live lease holds (nobody will take it
 // when a run ends). EndOrphanRuns marks the runs still RunRunning whose
-// replica no longer holds their session's lease as ended with status and
-// the record record returns (their replica will never say so).
+// replica no longer holds their session's lease as ended, with the status
+// and record end returns for each (their replica will never say so).
 type Board interface {
 	PutRun(ctx context.Context, r Run) error
 	GetRun(ctx context.Context, id string) (Run, error)
@@ -75,7 +75,7 @@ type Board interface {
 	CancelRequests(ctx context.Context, replica string) ([]string, error)
 	Orphans(ctx context.Context) ([]string, error)
 	FollowUpsWaiting(ctx context.Context) ([]string, error)
-	EndOrphanRuns(ctx context.Context, status string, record func(Run) json.RawMessage) error
+	EndOrphanRuns(ctx context.Context, end func(Run) (status string, record json.RawMessage)) error
 }
 
 // The kinds of Notice.
