@@ -118,6 +118,52 @@ func TestLostLeaseStopsTheEffect(t *testing.T) {
 	}
 }
 
+// TestLostLeaseStopsTheRoundsNextCall: a round of two side-effecting
+// calls; the lease is taken over after the first ran and before the
+// second runs. Each call is fenced on its own (not the round once, nor
+// only when the round's results are stored): the second call's intent is
+// refused, so it never runs, and the round's results are not stored
+// either. Fenced once per round, the second call would run after another
+// owner took the session over.
+func TestLostLeaseStopsTheRoundsNextCall(t *testing.T) {
+	st := &leaseStore{Store: memory.New()}
+	ctx := context.Background()
+	if err := st.Store.Commit(ctx, "s", kernel.Step{Meta: kernel.SessionMeta{Status: kernel.StatusIdle}}); err != nil {
+		t.Fatal(err)
+	}
+	write := kerneltest.NewRecorder("write", kernel.TierSideEffecting, "written")
+	n := 0
+	stealBeforeSecond := func(next kernel.Handler) kernel.Handler {
+		return kernel.HandlerFunc(func(ctx context.Context, c *kernel.Call) (kernel.Result, error) {
+			if n++; n == 2 {
+				st.steal()
+			}
+			return next.Handle(ctx, c)
+		})
+	}
+	k, err := kernel.New(kernel.Config{Store: st, Tools: registry(t, write), Hooks: []kernel.Hook{stealBeforeSecond},
+		Provider: kerneltest.NewProvider(kerneltest.Calls("write", `{"n":1}`, "write", `{"n":2}`), kerneltest.Text("done"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := kernel.HoldLease(ctx, st, "s", "me", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	_, err = k.With(kernel.RunOptions{Lease: h}).Run(ctx, "s", "go")
+	if !errors.Is(err, kernel.ErrLeaseLost) {
+		t.Fatalf("the run ended with %v, want ErrLeaseLost", err)
+	}
+	if calls := write.Calls(); len(calls) != 1 || !strings.Contains(string(calls[0]), `"n":1`) {
+		t.Fatalf("the side effects that ran: %s; want only the first call's (the lease was lost before the second)", calls)
+	}
+	se, _ := st.Load(ctx, "s")
+	if se.Meta.Round == nil || len(se.Meta.Round.Started) != 1 || len(se.Messages) != 2 {
+		t.Fatalf("after the refused second intent the session holds %d messages and round %+v; want the prompt, the calls, the first call's intent", len(se.Messages), se.Meta.Round)
+	}
+}
+
 // notRunChecker is a side-effecting tool whose SideEffectChecker always
 // says the call did not run (what write_file says of a file not yet
 // written).

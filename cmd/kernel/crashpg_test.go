@@ -35,6 +35,21 @@ func crashKills(t *testing.T) int {
 	return 3
 }
 
+// crashFor is how long the crash campaign goes on injecting faults at
+// most: $AGENTKERNEL_PG_CRASH_FOR (a duration; make crash-pg FOR=3m), or
+// no bound but the count. The checks run after it, on everything done.
+func crashFor(t *testing.T) time.Duration {
+	v := os.Getenv("AGENTKERNEL_PG_CRASH_FOR")
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("AGENTKERNEL_PG_CRASH_FOR=%q: want a positive duration (3m)", v)
+	}
+	return d
+}
+
 // campaignScript is a long script of runs: three tool rounds, then an
 // answer, over and over, so every run of every session has steps to go
 // through. Every side effect is a command that appends a line to the
@@ -139,7 +154,7 @@ func (cp *campaign) observe(i int, p *replicaProc) (status string, active bool, 
 //     interrupted one is resumed;
 //  3. every follow-up acknowledged as queued runs exactly once.
 func TestReplicaCrashCampaign(t *testing.T) {
-	faults := crashKills(t)
+	faults, budget := crashKills(t), crashFor(t)
 	srv, err := pgtest.Start(pgtest.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +218,13 @@ func TestReplicaCrashCampaign(t *testing.T) {
 	}
 	var kills, pauses, dbRestarts int
 	gen := 0
+	began := time.Now()
 	for k := range faults {
+		if budget > 0 && time.Since(began) > budget {
+			t.Logf("stopped after %d faults: AGENTKERNEL_PG_CRASH_FOR=%s is up", k, budget)
+			faults = k
+			break
+		}
 		time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
 		mu.Lock()
 		victim := rng.IntN(len(reps))
