@@ -75,28 +75,29 @@ func TestIntentStoredBeforeTheEffect(t *testing.T) {
 	}
 }
 
-// TestLostLeaseStopsTheEffect: the lease is taken over after policy and
-// hooks passed a side-effecting call and before it runs (a hook stands in
-// for a pause there). The intent's write is refused, so the tool never
-// runs and the run ends with ErrLeaseLost, writing nothing more. Without
-// the intent record the tool would run after another owner took over.
-func TestLostLeaseStopsTheEffect(t *testing.T) {
+// stealAt runs the calls of one round of the write tool in a session
+// whose lease the run holds; the lease is taken over right before the
+// write's nth execution (a hook stands in for a pause after policy and
+// hooks passed it). It returns the store, the tool and the run's error.
+func stealAt(t *testing.T, nth int, calls ...any) (*leaseStore, *kerneltest.Recorder, error) {
+	t.Helper()
 	st := &leaseStore{Store: memory.New()}
 	ctx := context.Background()
 	if err := st.Store.Commit(ctx, "s", kernel.Step{Meta: kernel.SessionMeta{Status: kernel.StatusIdle}}); err != nil {
 		t.Fatal(err)
 	}
 	write := kerneltest.NewRecorder("write", kernel.TierSideEffecting, "written")
-	stealBeforeWrite := func(next kernel.Handler) kernel.Handler {
+	n := 0
+	steal := func(next kernel.Handler) kernel.Handler {
 		return kernel.HandlerFunc(func(ctx context.Context, c *kernel.Call) (kernel.Result, error) {
-			if c.Tool().Name == "write" {
+			if n++; n == nth {
 				st.steal()
 			}
 			return next.Handle(ctx, c)
 		})
 	}
-	k, err := kernel.New(kernel.Config{Store: st, Tools: registry(t, write), Hooks: []kernel.Hook{stealBeforeWrite},
-		Provider: kerneltest.NewProvider(kerneltest.Calls("write", `{}`), kerneltest.Text("done"))})
+	k, err := kernel.New(kernel.Config{Store: st, Tools: registry(t, write), Hooks: []kernel.Hook{steal},
+		Provider: kerneltest.NewProvider(kerneltest.Calls(calls...), kerneltest.Text("done"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,13 +107,23 @@ func TestLostLeaseStopsTheEffect(t *testing.T) {
 	}
 	defer h.Release(ctx)
 	_, err = k.With(kernel.RunOptions{Lease: h}).Run(ctx, "s", "go")
+	return st, write, err
+}
+
+// TestLostLeaseStopsTheEffect: the lease is taken over after policy and
+// hooks passed a side-effecting call and before it runs. The intent's
+// write is refused, so the tool never runs and the run ends with
+// ErrLeaseLost, writing nothing more. Without the intent record the tool
+// would run after another owner took over.
+func TestLostLeaseStopsTheEffect(t *testing.T) {
+	st, write, err := stealAt(t, 1, "write", `{}`)
 	if !errors.Is(err, kernel.ErrLeaseLost) {
 		t.Fatalf("the run ended with %v, want ErrLeaseLost", err)
 	}
 	if n := len(write.Calls()); n != 0 {
 		t.Fatalf("the side effect ran %d times after the lease was lost, want 0", n)
 	}
-	se, _ := st.Load(ctx, "s")
+	se, _ := st.Load(context.Background(), "s")
 	if len(se.Messages) != 2 || se.Meta.Round == nil || len(se.Meta.Round.Started) != 0 {
 		t.Fatalf("after the refused intent the session holds %d messages and round %+v; want the prompt, the call, no intent", len(se.Messages), se.Meta.Round)
 	}
@@ -126,39 +137,14 @@ func TestLostLeaseStopsTheEffect(t *testing.T) {
 // either. Fenced once per round, the second call would run after another
 // owner took the session over.
 func TestLostLeaseStopsTheRoundsNextCall(t *testing.T) {
-	st := &leaseStore{Store: memory.New()}
-	ctx := context.Background()
-	if err := st.Store.Commit(ctx, "s", kernel.Step{Meta: kernel.SessionMeta{Status: kernel.StatusIdle}}); err != nil {
-		t.Fatal(err)
-	}
-	write := kerneltest.NewRecorder("write", kernel.TierSideEffecting, "written")
-	n := 0
-	stealBeforeSecond := func(next kernel.Handler) kernel.Handler {
-		return kernel.HandlerFunc(func(ctx context.Context, c *kernel.Call) (kernel.Result, error) {
-			if n++; n == 2 {
-				st.steal()
-			}
-			return next.Handle(ctx, c)
-		})
-	}
-	k, err := kernel.New(kernel.Config{Store: st, Tools: registry(t, write), Hooks: []kernel.Hook{stealBeforeSecond},
-		Provider: kerneltest.NewProvider(kerneltest.Calls("write", `{"n":1}`, "write", `{"n":2}`), kerneltest.Text("done"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := kernel.HoldLease(ctx, st, "s", "me", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Release(ctx)
-	_, err = k.With(kernel.RunOptions{Lease: h}).Run(ctx, "s", "go")
+	st, write, err := stealAt(t, 2, "write", `{"n":1}`, "write", `{"n":2}`)
 	if !errors.Is(err, kernel.ErrLeaseLost) {
 		t.Fatalf("the run ended with %v, want ErrLeaseLost", err)
 	}
 	if calls := write.Calls(); len(calls) != 1 || !strings.Contains(string(calls[0]), `"n":1`) {
 		t.Fatalf("the side effects that ran: %s; want only the first call's (the lease was lost before the second)", calls)
 	}
-	se, _ := st.Load(ctx, "s")
+	se, _ := st.Load(context.Background(), "s")
 	if se.Meta.Round == nil || len(se.Meta.Round.Started) != 1 || len(se.Messages) != 2 {
 		t.Fatalf("after the refused second intent the session holds %d messages and round %+v; want the prompt, the calls, the first call's intent", len(se.Messages), se.Meta.Round)
 	}

@@ -332,7 +332,7 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 		}
 	}
 	ran, mayHave, notRun := map[string]int{}, map[string]int{}, map[string]int{}
-	var interrupted int
+	var interrupted, launcherKilled int
 	for i, sid := range cp.ids {
 		msgs := c.messages(p, sid)
 		if len(msgs) < len(cp.seen[i]) {
@@ -370,6 +370,11 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 				ran[step[1]]++
 			default: // interrupted, may have run; an error; cancelled
 				mayHave[step[1]]++
+				if strings.Contains(content, "launcher was killed") {
+					// Issue 37 saw four of these, unexplained, after
+					// replica restarts: counted, to be looked at.
+					launcherKilled++
+				}
 				if strings.HasPrefix(content, "interrupted") {
 					interrupted++
 				}
@@ -390,8 +395,8 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 				step, n, ran[step], mayHave[step], notRun[step])
 		}
 	}
-	t.Logf("ledger: %d commands ran; the histories: %d with their output, %d may have run, %d did not run; %d calls answered as interrupted",
-		len(ranToken), sum(ran), sum(mayHave), sum(notRun), interrupted)
+	t.Logf("ledger: %d commands ran; the histories: %d with their output, %d may have run, %d did not run; %d calls answered as interrupted; %d results say the sandbox launcher was killed",
+		len(ranToken), sum(ran), sum(mayHave), sum(notRun), interrupted, launcherKilled)
 }
 
 func sum(m map[string]int) int {
