@@ -261,11 +261,12 @@ test: build wasm plugins mcp-npm chromium test-deps postgres sdk-test
 	$(call say,test,"go test -race ./... (every package)")
 	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test -race -count=1 -timeout 45m ./...
 
-## crash-pg: the crash campaign across two kernel serve replicas on PostgreSQL (SIGKILL, 120 times by default; KILLS=N)
+## crash-pg: the crash campaign across three kernel serve replicas on PostgreSQL (kills, pauses past the lease, database restarts: 120 faults by default; KILLS=N, FOR=3m to stop injecting after a while)
 KILLS ?= 120
+FOR ?=
 crash-pg: postgres
-	$(call say,test,"crash campaign: $(KILLS) kills of kernel serve replicas on PostgreSQL")
-	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 AGENTKERNEL_PG_CRASH_KILLS=$(KILLS) $(GO) test -count=1 -timeout 90m -run '^TestReplicaCrashCampaign$$' -v ./cmd/kernel | grep -E '^(---|ok|FAIL|PASS)|crashpg_test'
+	$(call say,test,"crash campaign: $(KILLS) faults$(if $(FOR), or $(FOR),) on kernel serve replicas on PostgreSQL")
+	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 AGENTKERNEL_PG_CRASH_KILLS=$(KILLS) AGENTKERNEL_PG_CRASH_FOR=$(FOR) $(GO) test -count=1 -timeout 90m -run '^TestReplicaCrashCampaign$$' -v ./cmd/kernel | grep -E '^(---|ok|FAIL|PASS)|crashpg_test'
 
 ## demo: the main job, offline, with the scripted model and the embedded defaults
 demo: demo-deps

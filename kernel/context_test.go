@@ -77,7 +77,7 @@ func TestSteeringExactlyOnceAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	sid := res.SessionID
-	if _, err := q1.Add(sid, "use the tests dir", queue.Steer); err != nil {
+	if _, err := q1.Add(ctx, sid, "use the tests dir", queue.Steer); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := k1.Run(ctx, sid, "go on"); err != nil {

@@ -71,7 +71,7 @@ func TestSteeringDeliveredAtBoundary(t *testing.T) {
 	reg.Register(kernel.NewTool(kernel.ToolSpec{Name: "work", Description: "w", Tier: kernel.TierReadOnly, Source: "test"},
 		func(ctx context.Context, _ json.RawMessage) (kernel.Result, error) {
 			var err error
-			queued, err = q.Add(sid, "stop: look in tests/ instead", queue.Steer)
+			queued, err = q.Add(ctx, sid, "stop: look in tests/ instead", queue.Steer)
 			if err != nil {
 				t.Error(err)
 			}
@@ -103,7 +103,7 @@ func TestSteeringDeliveredAtBoundary(t *testing.T) {
 	if count != 1 || len(s.Meta.Delivered) != 1 || s.Meta.Delivered[0] != queued.ID {
 		t.Fatalf("delivered %d times, meta %v", count, s.Meta.Delivered)
 	}
-	if left, _ := q.List(sid); len(left) != 0 {
+	if left, _ := q.List(context.Background(), sid); len(left) != 0 {
 		t.Fatalf("still queued: %v", left)
 	}
 }

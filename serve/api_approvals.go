@@ -130,7 +130,7 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, k *Key) err
 		return err
 	}
 	if sess.Pending == nil {
-		return errorf(http.StatusNotFound, "not_found", "session %s has no pending approval (it is %s)", sess.Meta.ID, s.status(&sess.Meta))
+		return errorf(http.StatusNotFound, "not_found", "session %s has no pending approval (it is %s)", sess.Meta.ID, s.status(r.Context(), &sess.Meta))
 	}
 	writeJSON(w, http.StatusOK, s.approval(r.Context(), sess))
 	return nil
@@ -161,7 +161,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 	}
 	sid := sess.Meta.ID
 	if sess.Pending == nil {
-		return conflict(s.status(&sess.Meta), "session %s has no pending approval (it is %s)", sid, s.status(&sess.Meta))
+		return conflict(s.status(r.Context(), &sess.Meta), "session %s has no pending approval (it is %s)", sid, s.status(r.Context(), &sess.Meta))
 	}
 	if req.ApprovalID != "" && req.ApprovalID != sess.Pending.ID {
 		return conflict(string(kernel.StatusAwaitingApproval), "approval %s is not the pending one (%s): reload it", req.ApprovalID, sess.Pending.ID)
@@ -170,7 +170,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 	if !approve {
 		kind = kindReject
 	}
-	rec, err := s.runs.start(sid, k.Owner(), k, kind, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
+	rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kind, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 		return kk.Resolve(ctx, sid, approve, note)
 	})
 	var busy errBusy
@@ -180,7 +180,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 	if err != nil {
 		return err
 	}
-	snap, _ := s.runs.get(rec.ID)
+	snap, _ := s.runs.get(r.Context(), rec.ID)
 	writeJSON(w, http.StatusAccepted, runResponse{Run: &snap})
 	return nil
 }

@@ -63,7 +63,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, k *Key) er
 		if !ok {
 			evs, err = s.events.ReadEvents(r.Context(), sid, cursor, 512)
 			if err != nil {
-				s.logError("session %s: read events: %v", sid, err)
+				if r.Context().Err() == nil { // else the client went
+					s.logError("session %s: read events: %v", sid, err)
+				}
 				return nil
 			}
 		}

@@ -61,6 +61,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if _, err := s.cfg.Store.Load(ctx, "readyz-probe"); err != nil && !errors.Is(err, kernel.ErrSessionNotFound) {
 		checks["store"], ready = "error: "+s.cfg.Scrub(err.Error()), false
+		if errors.Is(err, kernel.ErrStoreUnavailable) || ctx.Err() != nil {
+			// Not where the database is (a probe's answer is public).
+			checks["store"] = "database unavailable"
+		}
 	}
 	if s.cfg.Kernel.Tools() == nil {
 		checks["tools"], ready = "not loaded", false

@@ -71,9 +71,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(buf.Bytes())
 }
 
+// statusClientClosed is what the access log records for a request whose
+// client went away before the answer (nginx's 499): nothing failed on the
+// server, and nothing is sent.
+const statusClientClosed = 499
+
 // writeError writes err as the API's error object; an error that is not an
-// *apiError is a 500 whose message is logged, not sent.
+// *apiError is a 500 whose message is logged, not sent. When the client
+// has gone (the request's context is done), whatever failed failed for
+// that reason: the access log says 499 and the error log nothing.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		w.WriteHeader(statusClientClosed)
+		return
+	}
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):

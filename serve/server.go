@@ -179,7 +179,9 @@ func New(cfg Config) (*Server, error) {
 	s.runs = newRunManager(s)
 	s.replicas = newReplicas(s)
 	if s.replicas.shared() {
-		s.hub.announce = func(owner string) { s.replicas.notify(replica.Notice{Kind: replica.NoticeInbox, Owner: owner}) }
+		s.hub.announce = func(ctx context.Context, owner string) {
+			s.replicas.notify(ctx, replica.Notice{Kind: replica.NoticeInbox, Owner: owner})
+		}
 	}
 	s.routes()
 	s.api = s.middleware(s.mux)
@@ -199,15 +201,25 @@ func (s *Server) Mount(pattern string, h http.Handler) {
 }
 
 // Start resumes the sessions a previous process left interrupted when
-// Config.AutoResume is set, and, on a shared store, starts listening to
-// the other replicas and sweeping for what they left (stopped by a drain,
-// Close or Drain). Serve calls it; call it at most once.
+// Config.AutoResume is set and starts the follow-ups it left queued; on a
+// shared store it starts listening to the other replicas and sweeping
+// for what they left instead (stopped by a drain, Close or Drain). Serve
+// calls it; call it at most once.
 func (s *Server) Start(ctx context.Context) error {
 	s.replicas.run()
-	if !s.cfg.AutoResume {
+	if s.replicas.shared() {
+		// The sweep, every Poll, continues what other replicas left
+		// (with AutoResume) and starts the waiting follow-ups; a
+		// database that is away at start is no reason to fail.
 		return nil
 	}
-	return s.runs.autoResume(ctx)
+	if s.cfg.AutoResume {
+		if err := s.runs.autoResume(ctx); err != nil {
+			return err
+		}
+	}
+	s.runs.startQueued(ctx) // the follow-ups a stopped server accepted
+	return nil
 }
 
 // Serve serves on ln until ctx is cancelled, then drains (see Server). A

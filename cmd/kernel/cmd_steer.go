@@ -93,7 +93,7 @@ func cmdSteer(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	switch {
 	case *list:
-		es, err := q.List(sid)
+		es, err := q.List(ctx, sid)
 		if err != nil {
 			return err
 		}
@@ -105,7 +105,7 @@ func cmdSteer(ctx context.Context, args []string, env *cliEnv) error {
 		}
 		return nil
 	case *cancel != "":
-		if err := q.Cancel(sid, *cancel); err != nil {
+		if err := q.Cancel(ctx, sid, *cancel); err != nil {
 			return err
 		}
 		fmt.Fprintln(env.stdout, "cancelled", *cancel)
@@ -118,7 +118,7 @@ func cmdSteer(ctx context.Context, args []string, env *cliEnv) error {
 	if *follow {
 		kind = queue.FollowUp
 	}
-	e, err := q.Add(sid, strings.Join(pos[1:], " "), kind)
+	e, err := q.Add(ctx, sid, strings.Join(pos[1:], " "), kind)
 	if err != nil {
 		return err
 	}
