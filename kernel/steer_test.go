@@ -61,7 +61,7 @@ func TestContextBudgetWrapsUp(t *testing.T) {
 // TestSteeringDeliveredAtBoundary queues a message while a tool runs: it is
 // delivered after that tool round, before the next generation, once.
 func TestSteeringDeliveredAtBoundary(t *testing.T) {
-	q, err := queue.Open(t.TempDir())
+	q, err := queue.Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

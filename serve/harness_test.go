@@ -156,7 +156,7 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 	}
 	scrub := func(s string) string { out, _ := scrubber.Scrub(s); return out }
 	if q == nil {
-		if q, err = queue.Open(filepath.Join(dir, "queue")); err != nil {
+		if q, err = queue.Open(filepath.Join(dir, "queue"), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -172,7 +172,7 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 	if o.keys != "" {
 		keysPath = o.keys
 	}
-	r.keys, err = serve.OpenKeys(keysPath)
+	r.keys, err = serve.OpenKeys(keysPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

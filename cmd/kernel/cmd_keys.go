@@ -40,7 +40,7 @@ func cmdKeys(ctx context.Context, args []string, env *cliEnv) error {
 	if err != nil {
 		return err
 	}
-	ks, err := serve.OpenKeys(path)
+	ks, err := serve.OpenKeys(path, func(msg string) { fmt.Fprintf(env.stderr, "kernel keys: warning: %s\n", msg) })
 	if err != nil {
 		return err
 	}

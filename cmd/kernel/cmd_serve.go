@@ -102,7 +102,7 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 		return err
 	}
 	a.closers = append(a.closers, a.cfg.applyPrestart(ctx))
-	ks, err := serve.OpenKeys(cfg.keysFile)
+	ks, err := serve.OpenKeys(cfg.keysFile, func(msg string) { fmt.Fprintf(env.stderr, "kernel serve: warning: %s\n", msg) })
 	if err != nil {
 		return err
 	}
