@@ -27,10 +27,11 @@ FORCE:
 WASM_TOOLS  := wasm-tools/jq/jq.wasm wasm-tools/js/js.wasm wasm-tools/gojq/gojq.wasm wasm-tools/starlark/starlark.wasm
 WASM_TEST   := plugins/wasm/testdata/attack/attack.wasm plugins/wasm/testdata/reactor/reactor.wasm
 # The kernel's compilation cache (plugins/wasm.DefaultCacheDir). The
-# precompile stamps live in it, under this checkout's path, so a wiped cache
-# is filled again and two checkouts do not share stamps.
+# precompile stamps live in its format's directory (v2: entries with MACs,
+# plugins/wasm/cache.go), under this checkout's path, so a wiped cache or
+# a new format is filled again and two checkouts do not share stamps.
 WASM_CACHE  := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/agentkernel/wasm
-STAMPS      := $(WASM_CACHE)/make-stamps$(CURDIR)
+STAMPS      := $(WASM_CACHE)/v2/make-stamps$(CURDIR)
 PRECOMPILE     := $(BIN)/tools/precompile
 PRECOMPILE_DEV := $(BIN)/tools/precompile-dev
 
