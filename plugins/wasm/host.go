@@ -25,9 +25,9 @@ type Host struct {
 	// authenticates its entries.
 	cacheRoot string
 	cacheKey  *cachemac.Key
-	schema   *manifestSchema
-	budget   *memoryBudget
-	running  runSlots
+	schema    *manifestSchema
+	budget    *memoryBudget
+	running   runSlots
 	// compiling is HostConfig.Compiling.
 	compiling func(module string) (done func())
 
