@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,6 +36,19 @@ type protectedFile struct {
 	// script gains nothing it does not have (a data file it writes is often
 	// named on its command line).
 	owner string
+	// cache: the kernel's caches, which no grant may cover and
+	// security.allow_writable cannot accept (cacheRefusal says why).
+	cache bool
+}
+
+// kernelCaches are the caches the kernel keeps in cacheDir(), each a
+// directory of entries it reads back as code or as a trusted decision,
+// with the key that authenticates them (internal/cachemac).
+var kernelCaches = []struct{ dir, what string }{
+	{"wasm", "compiled WASM machine code, which the kernel maps and runs in its own unconfined process"},
+	{"policy", "policy test verdicts and snapshots, which let a policy load without its tests"},
+	{"mcp", "MCP servers' tool lists, offered to the model before a server starts"},
+	{"plugins", "plugins' tool lists, offered to the model before a plugin starts"},
 }
 
 // writableArea is a directory a tool can write, and who can.
@@ -161,15 +175,18 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 	if pc, err := cfg.policyConfig(); err == nil {
 		add(pc.File, "the policy")
 		add(pc.DecisionLog, "the decision log")
-		if pc.File != "" && !cfg.policyNoCache {
-			// An entry there lets a policy load without its tests.
-			add(filepath.Join(cacheDir(), "policy"), "the policy test cache")
-		}
 	} else {
 		return nil, err
 	}
+	// Every cache, whether this configuration uses it or not: a grant
+	// over one today is a planted entry for tomorrow's configuration (the
+	// entries' MACs are the second line).
+	out = append(out, protectedFile{path: cacheDir(), what: "the kernel's caches", startCheck: true, cache: true})
 	if sc, err := cfg.storeConfig(); err == nil && sc.Kind != "memory" && sc.Kind != "postgres" {
 		add(sc.Dir, "the session store")
+		if q, _, err := cfg.queueDir(); err == nil {
+			add(q, "the steering queue (messages a run takes as the user's)")
+		}
 	}
 	if cfg.keysFile != "" {
 		add(cfg.keysFile, "the API keys of kernel serve")
@@ -191,6 +208,11 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 	pcs, err := cfg.pluginConfigs()
 	if err != nil {
 		return nil, err
+	}
+	if len(pcs) > 0 {
+		// The host copies each verified binary there and runs the copy;
+		// its directory is new at every start, so the place is the name.
+		add(filepath.Join(os.TempDir(), "agentkernel-plugins-*"), "the plugin host's private copies of the plugin binaries it runs")
 	}
 	for _, pc := range pcs {
 		if pc.Interpreter != nil {
@@ -243,16 +265,17 @@ func (cfg *Config) writableAreas() ([]writableArea, error) {
 }
 
 // writableBy returns the writable area that holds p, or a link on the way
-// to p (hostpath.Locations), and that place; ok is false when tools can
-// change neither p nor what p leads to. The areas of owner (a native
-// tool's own grant) do not count.
+// to p (hostpath.Locations), or that lies inside p (a grant of a
+// directory within a protected one), and that place; ok is false when
+// tools can change neither p nor what p leads to. The areas of owner (a
+// native tool's own grant) do not count.
 func writableBy(p, owner string, areas []writableArea) (area writableArea, at string, ok bool) {
 	for _, loc := range hostpath.Locations(p) {
 		for _, a := range areas {
 			if owner != "" && a.owner == owner {
 				continue
 			}
-			if within(loc, realPath(a.dir)) {
+			if dir := realPath(a.dir); within(loc, dir) || within(dir, loc) {
 				return a, loc, true
 			}
 		}
@@ -288,11 +311,15 @@ func (cfg *Config) checkProtected() error {
 		allowed[realPath(cfg.path(p))] = true
 	}
 	for _, f := range files {
-		if !f.startCheck || allowed[realPath(f.path)] {
+		if !f.startCheck || (allowed[realPath(f.path)] && !f.cache) {
 			continue
 		}
 		a, at, ok := writableBy(f.path, f.owner, areas)
 		if !ok {
+			continue
+		}
+		if f.cache {
+			errs = append(errs, cfg.cacheRefusal(f.path, at, a))
 			continue
 		}
 		via := ""
@@ -303,6 +330,23 @@ func (cfg *Config) checkProtected() error {
 			cfg.source(), f.what, f.path, via, a.by, a.dir, cfg.moveHint(f), f.path, ErrProtectedWritable))
 	}
 	return errors.Join(errs...)
+}
+
+// cacheRefusal is the error of a writable area that reaches the kernel's
+// caches in dir: it names every cache, because the fix is one for all.
+func (cfg *Config) cacheRefusal(dir, at string, a writableArea) error {
+	var list []string
+	for _, c := range kernelCaches {
+		list = append(list, c.dir+"/ ("+c.what+")")
+	}
+	via := ""
+	if real := realPath(dir); at != real && !within(realPath(a.dir), real) {
+		via = " (through the symbolic link " + at + ")"
+	}
+	return fmt.Errorf("%s: %s %s can write the kernel's caches in %s%s: %s, each with the key that authenticates its entries. "+
+		"No grant may cover them, and security.allow_writable does not accept them: grant a narrower directory than %s "+
+		"(a tool's own cache, such as %s, rather than all of them), or give the kernel its caches outside the grant (XDG_CACHE_HOME=DIR in the kernel's environment): %w",
+		cfg.source(), a.by, a.dir, dir, via, strings.Join(list, ", "), a.dir, filepath.Join(filepath.Dir(dir), "pip"), ErrProtectedWritable)
 }
 
 // moveHint says how to take f out of the tools' reach.

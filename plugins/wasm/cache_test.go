@@ -369,3 +369,15 @@ func TestMakefileStampsFollowTheFormat(t *testing.T) {
 		t.Errorf("the Makefile does not set %q: the stamps must follow cacheFormat", want)
 	}
 }
+
+// TestTextFixtures keeps testdata/text/{hello,pwned}.wasm, the modules
+// cmd/kernel's cache attack test plants into each other's cache entries,
+// equal to textModule's output (go test -run TestTextFixtures -update
+// writes them). Each has its tool.json beside it.
+func TestTextFixtures(t *testing.T) {
+	for _, text := range []string{"hello", "PWNED"} {
+		dir := filepath.Join("testdata", "text", strings.ToLower(text))
+		testutil.Golden(t, filepath.Join(dir, "text.wasm"), string(textModule(text)), *update)
+		testutil.Golden(t, filepath.Join(dir, ManifestFile), `{"name": "text", "tools": [{"name": "run", "description": "Writes `+strings.ToLower(text)+`.", "tier": "read_only"}]}`+"\n", *update)
+	}
+}
