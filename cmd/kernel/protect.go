@@ -39,6 +39,10 @@ type protectedFile struct {
 	// cache: the kernel's caches, which no grant may cover and
 	// security.allow_writable cannot accept (cacheRefusal says why).
 	cache bool
+	// unresolved, with no path: a command whose shell script the kernel
+	// cannot resolve (hostpath.ScriptError), refused while any tool but
+	// owner can write anywhere.
+	unresolved error
 }
 
 // kernelCaches are the caches the kernel keeps in cacheDir(), each a
@@ -198,11 +202,18 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	unresolved := func(err error, what, owner string) {
+		if err != nil {
+			out = append(out, protectedFile{what: what, startCheck: true, owner: owner, unresolved: err})
+		}
+	}
 	for _, r := range hc.Rules {
 		if r.Command != nil {
-			for _, f := range hooks.CommandFiles(r.Command, cfg.hooksOptions()) {
+			files, err := hooks.CommandFiles(r.Command, cfg.hooksOptions())
+			for _, f := range files {
 				owned(f, "a file the command of hook "+r.Name+" runs", "hook:"+r.Name)
 			}
+			unresolved(err, "the command of hook "+r.Name, "hook:"+r.Name)
 		}
 	}
 	pcs, err := cfg.pluginConfigs()
@@ -222,18 +233,24 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 		} else {
 			add(pc.Path, "the binary of plugin "+pc.Name)
 		}
-		for _, f := range hostpath.Files(pc.Args, pc.Dir) {
-			owned(f, "a file the arguments of plugin "+pc.Name+" name", "plugin:"+pc.Name)
+		files, err := hostpath.CommandPaths(append([]string{pc.Path}, pc.Args...), pc.Dir)
+		for _, f := range files {
+			if f != cfg.path(pc.Path) {
+				owned(f, "a file the arguments of plugin "+pc.Name+" name", "plugin:"+pc.Name)
+			}
 		}
+		unresolved(err, "the command of plugin "+pc.Name, "plugin:"+pc.Name)
 	}
 	scs, err := cfg.mcpConfigs()
 	if err != nil {
 		return nil, err
 	}
 	for _, sc := range scs {
-		for _, f := range mcp.ProgramFiles(sc, cfg.path(cfg.Workspace)) {
+		files, err := mcp.ProgramFiles(sc, cfg.path(cfg.Workspace))
+		for _, f := range files {
 			owned(f, "a file the command of MCP server "+sc.Name+" runs", "mcp:"+sc.Name)
 		}
+		unresolved(err, "the command of MCP server "+sc.Name, "mcp:"+sc.Name)
 	}
 	mcs, err := cfg.wasmConfigs()
 	if err != nil {
@@ -283,6 +300,16 @@ func writableBy(p, owner string, areas []writableArea) (area writableArea, at st
 	return writableArea{}, "", false
 }
 
+// anyWritable returns a writable area that is not owner's own grant.
+func anyWritable(owner string, areas []writableArea) (writableArea, bool) {
+	for _, a := range areas {
+		if owner == "" || a.owner != owner {
+			return a, true
+		}
+	}
+	return writableArea{}, false
+}
+
 // checkProtected refuses a configuration in which a tool could change one
 // of the kernel's own files, unless security.allow_writable names it, and
 // one whose security.allow_writable comes from a file a tool could write.
@@ -311,6 +338,14 @@ func (cfg *Config) checkProtected() error {
 		allowed[realPath(cfg.path(p))] = true
 	}
 	for _, f := range files {
+		if f.unresolved != nil {
+			if a, ok := anyWritable(f.owner, areas); ok {
+				errs = append(errs, fmt.Errorf("%s: %s: %w; and tools can write (%s %s), so what it runs could be theirs. "+
+					"Name the program and its script directly (command: [python3, /srv/server.py]), without variables, globs or substitutions, outside every directory tools can write: %w",
+					cfg.source(), f.what, f.unresolved, a.by, a.dir, ErrProtectedWritable))
+			}
+			continue
+		}
 		if !f.startCheck || (allowed[realPath(f.path)] && !f.cache) {
 			continue
 		}
@@ -372,7 +407,9 @@ func (cfg *Config) protectedPaths() []string {
 	files, _ := cfg.protectedFiles() // errors surface in checkProtected
 	out := make([]string, 0, len(files))
 	for _, f := range files {
-		out = append(out, f.path)
+		if f.path != "" {
+			out = append(out, f.path)
+		}
 	}
 	return out
 }
