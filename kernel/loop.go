@@ -83,6 +83,7 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 			return r.fail(ctx, err)
 		}
 	}
+	prompt = k.cfg.ScrubInput(prompt)
 	now := k.cfg.Now()
 	r.st.startRun(r.st.Run+1, prompt, now)
 	r.meta.Status = StatusRunning
@@ -104,6 +105,7 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 // answer written by the kernel, without asking the model. An expired
 // approval is rejected whatever approve says.
 func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, note string) (res *RunResult, err error) {
+	note = k.cfg.ScrubInput(note)
 	r, err := k.open(ctx, sessionID)
 	if err != nil {
 		return nil, err

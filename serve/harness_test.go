@@ -160,7 +160,7 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 			t.Fatal(err)
 		}
 	}
-	k, err := kernel.New(kernel.Config{Provider: scripted.New(sc), Store: store, Tools: reg, Policy: pw, Model: "scripted", Inbox: q})
+	k, err := kernel.New(kernel.Config{Provider: scripted.New(sc), Store: store, Tools: reg, Policy: pw, Model: "scripted", Inbox: q, ScrubInput: scrub})
 	if err != nil {
 		t.Fatal(err)
 	}

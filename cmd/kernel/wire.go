@@ -369,6 +369,13 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		SessionContext: a.sessionContext(),
 		ToolProtocols:  ms.protocols,
 		MaxCorrections: a.cfg.Limits.MaxCorrections,
+		// What a person types is scrubbed as tool results are.
+		ScrubInput: func(s string) string {
+			if a.chain == nil {
+				return scrubText(s)
+			}
+			return a.chain.ScrubResult(s)
+		},
 
 		MaxConcurrentTools: a.cfg.Limits.MaxConcurrentTools,
 	}
