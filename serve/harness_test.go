@@ -74,6 +74,8 @@ type rigOpts struct {
 	ws, keys   string
 	autoResume bool
 	leaseTTL   time.Duration
+	// allowedHosts is serve.Config.AllowedHosts.
+	allowedHosts []string
 }
 
 // defaultScript: turn 1 reads a file, turn 2 writes one (the policy asks),
@@ -189,7 +191,7 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 	}
 	r.srv, err = serve.New(serve.Config{Kernel: k, Store: store, Queue: q, Keys: r.keys, Policy: pw, Workspace: ws,
 		Scrub: scrub, AccessLog: r.access, ErrorLog: testWriter{t}, Limits: o.limits, DrainTimeout: o.drain, Version: "test",
-		Replica: o.replica, LeaseTTL: o.leaseTTL, Poll: 100 * time.Millisecond, AutoResume: o.autoResume})
+		Replica: o.replica, LeaseTTL: o.leaseTTL, Poll: 100 * time.Millisecond, AutoResume: o.autoResume, AllowedHosts: o.allowedHosts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +488,7 @@ func (r *rig) rawStream(t *testing.T, key, sid string) net.Conn {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetReadBuffer(4096)
 	}
-	fmt.Fprintf(c, "GET /v1/sessions/%s/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", sid, key)
+	fmt.Fprintf(c, "GET /v1/sessions/%s/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", sid, key)
 	return c
 }
 

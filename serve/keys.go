@@ -247,6 +247,15 @@ func (ks *KeyStore) Authenticate(token string) (*Key, bool) {
 	return &c, true
 }
 
+// active reports whether the key with this id is in the file as last
+// read, and not revoked.
+func (ks *KeyStore) active(id string) bool {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	k := ks.keys[id]
+	return k != nil && k.Active()
+}
+
 func hashSecret(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return "sha256:" + hex.EncodeToString(sum[:])
