@@ -51,9 +51,11 @@ var secrets = []family{
 		tune: []string{"curl -X POST https://hooks.slack.com/services/{S} -d @msg.json"},
 		hold: []string{"webhook_url: \"https://hooks.slack.com/services/{S}\""}},
 	{class: "stripe_secret", source: "gitleaks: stripe-access-token",
-		value: func(g gen) string { return []string{"sk_live_", "rk_live_", "sk_test_"}[g.r.IntN(3)] + g.mixed(alnum, 24+g.r.IntN(75)) },
-		tune:  []string{"STRIPE_SECRET_KEY={S}", "stripe.api_key = \"{S}\""},
-		hold:  []string{"curl https://api.stripe.com/v1/charges -u {S}:", "const stripe = require('stripe')('{S}');"}},
+		value: func(g gen) string {
+			return []string{"sk_live_", "rk_live_", "sk_test_"}[g.r.IntN(3)] + g.mixed(alnum, 24+g.r.IntN(75))
+		},
+		tune: []string{"STRIPE_SECRET_KEY={S}", "stripe.api_key = \"{S}\""},
+		hold: []string{"curl https://api.stripe.com/v1/charges -u {S}:", "const stripe = require('stripe')('{S}');"}},
 	{class: "google_api_key", source: "gitleaks: gcp-api-key",
 		value: func(g gen) string { return "AIza" + g.mixed(b64url, 35) },
 		tune:  []string{"GOOGLE_API_KEY={S}", "https://maps.googleapis.com/maps/api/geocode/json?address=x&key={S}"},
@@ -257,9 +259,11 @@ var lookalikes = []family{
 		tune:  []string{`{"pubkey":"{S}","lamports":1000000}`, "solana transfer {S} 1 --allow-unfunded-recipient"},
 		hold:  []string{"https://explorer.solana.com/address/{S}", "wallet: {S}"}},
 	{class: "stripe_publishable", source: "Stripe publishable keys",
-		value: func(g gen) string { return []string{"pk_live_", "pk_test_"}[g.r.IntN(2)] + g.mixed(alnum, 24+g.r.IntN(75)) },
-		tune:  []string{"STRIPE_PUBLISHABLE_KEY={S}", "const stripe = Stripe('{S}');"},
-		hold:  []string{"<script>var stripe = Stripe(\"{S}\")</script>", "NEXT_PUBLIC_STRIPE_KEY={S}"}},
+		value: func(g gen) string {
+			return []string{"pk_live_", "pk_test_"}[g.r.IntN(2)] + g.mixed(alnum, 24+g.r.IntN(75))
+		},
+		tune: []string{"STRIPE_PUBLISHABLE_KEY={S}", "const stripe = Stripe('{S}');"},
+		hold: []string{"<script>var stripe = Stripe(\"{S}\")</script>", "NEXT_PUBLIC_STRIPE_KEY={S}"}},
 	{class: "mapbox_public", source: "Mapbox public tokens",
 		value: func(g gen) string {
 			return "pk." + base64.RawURLEncoding.EncodeToString([]byte(`{"u":"acme","a":"`+g.mixed(alnum, 20)+`"}`)) + "." + g.mixed(b64url, 22)
