@@ -181,7 +181,7 @@ var secrets = []family{
 		hold:  []string{"pulumi login --token {S}"}},
 	{class: "age_secret_key", source: "gitleaks: age-secret-key",
 		value: func(g gen) string { return "AGE-SECRET-KEY-1" + strings.ToUpper(g.pick(bech32, 58)) },
-		tune:  []string{"# created: 2026-01-01\n# public key: age1qz5ch2jwz9pe8n5vp8k6v8d0f6h0xq2y5u7w9e3r4t6y8u0i2o4p6s8d0f\n{S}"},
+		tune:  []string{"# created: 2026-01-01\n# public key: age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n{S}"},
 		hold:  []string{"SOPS_AGE_KEY={S}"}},
 	{class: "sentry_token", source: "gitleaks: sentry-user-token",
 		value: func(g gen) string { return "sntryu_" + g.hex(64) },
