@@ -275,6 +275,8 @@ bench: wasm plugins sdk
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 	@# The crash soak: 500 SIGKILLs at random points of real runs.
 	$(GO) test -count=1 -run 'TestCrash$$' -long ./kernel/store/badger
+	@# The scrubber's recall and precision per secret family, tuning and held-out sets.
+	AK_SCRUB_HOLDOUT_TABLE=1 $(GO) test -count=1 -v -run '^TestScrubberFamilies$$' ./hooks | grep -v -E 'MISSED|OVER-REDACTED|FALSE POSITIVE|^ +(scrubbed|in|out):' 
 
 ## cross: the kernel and its tests still build and vet for macOS and FreeBSD (the Linux-only sandbox has stubs there that fail closed)
 cross:

@@ -353,7 +353,9 @@ func isDopplerBody(c byte) bool {
 }
 
 // isBech32Upper is bech32's data alphabet in upper case (age secret keys).
-func isBech32Upper(c byte) bool { return c != 0 && strings.IndexByte("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", c) >= 0 }
+func isBech32Upper(c byte) bool {
+	return c != 0 && strings.IndexByte("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", c) >= 0
+}
 func isAlnumDash(c byte) bool  { return isAlnum(c) || c == '-' }
 func isPathChar(c byte) bool   { return isB64URL(c) || c == '/' }
 func isBase64Char(c byte) bool { return isAlnum(c) || c == '+' || c == '/' || c == '=' }

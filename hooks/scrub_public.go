@@ -47,8 +47,11 @@ func publicValue(t string, s int, tok string) bool {
 			return jwkNearby(t, s)
 		}
 	}
+	// Compared as keywords are (keyKindOf): without case, '_' or '-', so
+	// that site_key, siteKey and SITE-KEY are one name.
+	folded := strings.NewReplacer("_", "", "-", "").Replace(lk)
 	for _, n := range publicNames {
-		if strings.Contains(lk, n) {
+		if strings.Contains(folded, n) {
 			return true
 		}
 	}
