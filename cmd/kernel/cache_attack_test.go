@@ -153,7 +153,7 @@ func TestCacheAttackThroughRunCommand(t *testing.T) {
 	// a MAC needs the cache's key, so the attacker's is made with its own.
 	modDir := filepath.Dir(filepath.Dir(entry))
 	name := filepath.Base(filepath.Dir(entry)) + "/" + filepath.Base(entry)
-	mac := cachemac.NewKey(bytes.Repeat([]byte{0x66}, 32), "wasm").Sum(evil, filepath.Base(modDir), name, fmt.Sprint(len(evil)))
+	mac := cachemac.NewKey(bytes.Repeat([]byte{0x66}, 32), "wasm").SumLarge(cachemac.NewNonce(), evil, filepath.Base(modDir), name, fmt.Sprint(len(evil)))
 	index := fmt.Sprintf("%s %d %s\n", hex.EncodeToString(mac), len(evil), name)
 
 	// The attacker's run: run_command, confined, with a read-write grant

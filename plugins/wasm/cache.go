@@ -42,9 +42,10 @@ import (
 // unless it carries a MAC made with the cache's key, which only the
 // kernel's user can read. Before wazero sees a module's directory, verify
 // reads every entry (a regular file of this user, never through a link),
-// computes its HMAC-SHA256 over the module's hash, the entry's name, its
-// size and every byte, machine code included, and deletes those whose MAC
-// is not the one entries.mac lists: damaged, truncated, forged (a
+// computes its MAC (GMAC, cachemac.SumLarge, with the nonce entries.mac
+// records) over every byte, machine code included, bound to the module's
+// hash, the entry's name and its size, and deletes those whose MAC is not
+// the one entries.mac lists: damaged, truncated, forged (a
 // recomputed CRC is no MAC), made with another key (another machine's,
 // another user's), or not listed. wazero then recompiles them, and record
 // lists them again with their MACs. The key and the MACs are this format's
@@ -164,7 +165,7 @@ func (c *moduleCache) readMACs() map[string]macEntry {
 		}
 		mac, err1 := hex.DecodeString(fields[0])
 		size, err2 := strconv.ParseInt(fields[1], 10, 64)
-		if err1 != nil || err2 != nil || len(mac) != cachemac.Size {
+		if err1 != nil || err2 != nil || len(mac) != cachemac.LargeSize {
 			continue
 		}
 		macs[fields[2]] = macEntry{size: size, mac: mac}
@@ -173,25 +174,24 @@ func (c *moduleCache) readMACs() map[string]macEntry {
 }
 
 // entryMAC reads a cache entry (a regular file of this user that nobody
-// else can write, never through a link) and returns its size and MAC,
-// read through a mapping where the platform has them.
-func (c *moduleCache) entryMAC(name string) (macEntry, error) {
+// else can write, never through a link) and returns its size and MAC with
+// nonce, read through a mapping where the platform has them.
+func (c *moduleCache) entryMAC(name string, nonce []byte) (macEntry, error) {
 	f, fi, err := privfile.Open(filepath.Join(c.dir, filepath.FromSlash(name)), warnTo(c.log))
 	if err != nil {
 		return macEntry{}, err
 	}
 	defer f.Close()
 	size := fi.Size()
-	h := c.key.New(c.sha, name, strconv.FormatInt(size, 10))
-	if b, err := mapFile(f, size); err == nil {
-		h.Write(b)
-		unmapMemory(b)
-	} else if n, err := io.CopyBuffer(h, f, make([]byte, 1<<20)); err != nil {
+	data, err := mapFile(f, size)
+	if err == nil {
+		defer unmapMemory(data)
+	} else if data, err = io.ReadAll(io.LimitReader(f, size+1)); err != nil {
 		return macEntry{}, err
-	} else if n != size {
-		return macEntry{}, fmt.Errorf("read %d bytes of %d", n, size)
+	} else if int64(len(data)) != size {
+		return macEntry{}, fmt.Errorf("read %d bytes of %d", len(data), size)
 	}
-	return macEntry{size: size, mac: h.Sum(nil)}, nil
+	return macEntry{size: size, mac: c.key.SumLarge(nonce, data, c.sha, name, strconv.FormatInt(size, 10))}, nil
 }
 
 // verify deletes every entry that entries.mac does not vouch for. It
@@ -206,19 +206,21 @@ func (c *moduleCache) verify() (map[string]macEntry, int, error) {
 	removed := 0
 	for _, name := range names {
 		want, listed := macs[name]
-		got, err := c.entryMAC(name)
-		if err == nil && listed && got.size == want.size && subtle.ConstantTimeCompare(got.mac, want.mac) == 1 {
-			good[name] = got
-			continue
-		}
 		why := "not listed in " + macFile
-		switch {
-		case err != nil:
-			why = err.Error()
-		case listed && got.size != want.size:
-			why = fmt.Sprintf("size %d, recorded %d", got.size, want.size)
-		case listed:
-			why = "its MAC is not the one recorded: " + cachemac.ErrForged.Error()
+		if listed {
+			got, err := c.entryMAC(name, want.mac[:12])
+			if err == nil && got.size == want.size && subtle.ConstantTimeCompare(got.mac, want.mac) == 1 {
+				good[name] = got
+				continue
+			}
+			switch {
+			case err != nil:
+				why = err.Error()
+			case got.size != want.size:
+				why = fmt.Sprintf("size %d, recorded %d", got.size, want.size)
+			default:
+				why = "its MAC is not the one recorded: " + cachemac.ErrForged.Error()
+			}
 		}
 		if err := c.remove(name, why); err != nil {
 			return nil, removed, err
@@ -270,7 +272,7 @@ func (c *moduleCache) record(known map[string]macEntry, removed int) error {
 		e, ok := known[name]
 		if !ok {
 			fresh = true
-			if e, err = c.entryMAC(name); err != nil {
+			if e, err = c.entryMAC(name, cachemac.NewNonce()); err != nil {
 				return fmt.Errorf("authenticate cache entry: %w", err)
 			}
 		}

@@ -89,7 +89,7 @@ func indexName(entry string) (modDir, name string) {
 func forgeIndex(t *testing.T, entry string, content []byte, key *cachemac.Key) {
 	t.Helper()
 	modDir, name := indexName(entry)
-	mac := key.Sum(content, filepath.Base(modDir), name, fmt.Sprint(len(content)))
+	mac := key.SumLarge(cachemac.NewNonce(), content, filepath.Base(modDir), name, fmt.Sprint(len(content)))
 	line := fmt.Sprintf("%s %d %s\n", hex.EncodeToString(mac), len(content), name)
 	if err := os.WriteFile(filepath.Join(modDir, macFile), []byte(line), 0o600); err != nil {
 		t.Fatal(err)
