@@ -140,11 +140,11 @@ proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 	gobin=$$($(GO) env GOBIN); [ -n "$$gobin" ] || gobin=$$($(GO) env GOPATH)/bin; \
-	cd plugins/sdk/pluginpb && PATH="$$gobin:$$PATH" protoc -I . \
+	cd sdk/pluginpb && PATH="$$gobin:$$PATH" protoc -I . \
 		--go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto
 	tmp=$$(mktemp -d) && mkdir -p $$tmp/agentkernel_plugin/_proto && \
-	cp plugins/sdk/pluginpb/plugin.proto sdk/proto/goplugin.proto sdk/proto/health.proto $$tmp/agentkernel_plugin/_proto/ && \
+	cp sdk/pluginpb/plugin.proto sdk/proto/goplugin.proto sdk/proto/health.proto $$tmp/agentkernel_plugin/_proto/ && \
 	protoc -I $$tmp --python_out=sdk/python $$tmp/agentkernel_plugin/_proto/*.proto && rm -rf $$tmp && \
 	sed -i 's/^DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(/from agentkernel_plugin._proto import pool as _pool\nDESCRIPTOR = _pool.AddSerializedFile(/' sdk/python/agentkernel_plugin/_proto/*_pb2.py
 
@@ -157,7 +157,7 @@ NPM_CACHE   := $(CURDIR)/$(BIN)/npm-cache
 NPM         := npm_config_cache=$(NPM_CACHE) npm_config_fund=false npm_config_audit=false npm_config_update_notifier=false npm
 SDK_TS      := sdk/typescript
 SDK_TS_SRC  := $(filter-out %.generated.ts,$(wildcard $(SDK_TS)/src/*.ts $(SDK_TS)/test/*.ts $(SDK_TS)/test/fixtures/*.ts)) \
-               $(wildcard $(SDK_TS)/scripts/*.mjs sdk/proto/*.proto) $(SDK_TS)/package.json $(SDK_TS)/tsconfig.json plugins/sdk/pluginpb/plugin.proto
+               $(wildcard $(SDK_TS)/scripts/*.mjs sdk/proto/*.proto) $(SDK_TS)/package.json $(SDK_TS)/tsconfig.json sdk/pluginpb/plugin.proto
 SDK_TS_BUILT := $(SDK_TS)/dist/src/index.js
 SDK_TS_PACK := $(BIN)/sdk/agentkernel-plugin-sdk-0.1.0.tgz
 TS_CONFORMANCE := $(BIN)/sdk/conformance-typescript/plugin.js
@@ -179,7 +179,7 @@ go-tutorial-mods:
 	$(Q)tmp=$$(mktemp -d) && cd $$tmp && $(GO) mod init example.com/warm >/dev/null 2>&1 && \
 	$(GO) mod edit -require github.com/agentkernel/agentkernel@v0.0.0 -replace github.com/agentkernel/agentkernel=$(CURDIR) && \
 	cp $(CURDIR)/go.sum . && \
-	printf 'package main\n\nimport (\n\t_ "github.com/agentkernel/agentkernel/plugins/sdk"\n\t_ "github.com/agentkernel/agentkernel/plugins/sdk/sdktest"\n)\n\nfunc main() {}\n' > main.go && \
+	printf 'package main\n\nimport (\n\t_ "github.com/agentkernel/agentkernel/sdk"\n\t_ "github.com/agentkernel/agentkernel/sdk/sdktest"\n)\n\nfunc main() {}\n' > main.go && \
 	$(GO) list -mod=mod -deps -test . >/dev/null && cd / && rm -rf $$tmp
 
 node:
@@ -232,9 +232,11 @@ sdk-test: sdk
 	$(Q)PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest discover -q -s sdk/python/tests -t sdk/python
 	$(Q)cd examples/plugins/python && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest -q
 
-## test-deps: programs the attack tests run inside the sandbox (python3)
+## test-deps: programs the attack tests run inside the sandbox (python3); diff and patch, which the approval previews' diffs are checked against
 test-deps:
 	@command -v python3 >/dev/null 2>&1 || { apt-get update && apt-get install -y python3; }
+	@command -v diff >/dev/null 2>&1 && command -v patch >/dev/null 2>&1 || \
+		{ printf '  %-9s %s\n' apt "diffutils, patch (the preview diffs are checked against them)"; apt-get update -qq && apt-get install -y -qq diffutils patch >/dev/null; }
 
 ## chromium: Debian's headless browser, for the approvals page's browser test
 chromium:

@@ -2,148 +2,46 @@ package sdk_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"slices"
-	"strconv"
+	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sdk"
+	"github.com/agentkernel/agentkernel/sdk/sdktest"
 )
 
-// BenchmarkPlugins compares the Go, TypeScript and Python conformance
-// plugins side by side, through the real host and sandbox:
-//
-//   - start: verify the pin, exec (in the sandbox), handshake, health
-//     check and Describe, as `kernel plugins verify` reports it (p50, p99);
-//   - noop: one call of a tool that does nothing (p50, p99);
-//   - idle: the resident memory of the plugin's process after a call and
-//     a second of rest (the sandbox's launcher, shared by every language,
-//     apart).
-//
-// go test -run '^$' -bench Plugins ./sdk/
-func BenchmarkPlugins(b *testing.B) {
-	ctx := context.Background()
-	for _, lang := range languages {
-		b.Run(lang+"/start", func(b *testing.B) {
-			cfg := conformancePlugin(b, lang)
-			h := newHost(b)
-			var d []time.Duration
-			for b.Loop() {
-				rep, err := h.Verify(ctx, cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				d = append(d, rep.StartTime)
-			}
-			reportPercentiles(b, d, time.Millisecond, "ms")
-		})
-		b.Run(lang+"/noop", func(b *testing.B) {
-			noop := loadTool(b, conformancePlugin(b, lang), "noop")
-			for range 20 { // warm up
-				if _, err := noop.Call(ctx, []byte(`{}`)); err != nil {
-					b.Fatal(err)
-				}
-			}
-			var d []time.Duration
-			for b.Loop() {
-				start := time.Now()
-				if _, err := noop.Call(ctx, []byte(`{}`)); err != nil {
-					b.Fatal(err)
-				}
-				d = append(d, time.Since(start))
-			}
-			reportPercentiles(b, d, time.Microsecond, "µs")
-		})
-		b.Run(lang+"/idle", func(b *testing.B) {
-			cfg := conformancePlugin(b, lang)
-			h := newHost(b)
-			cfg.Start = subprocess.StartEager
-			tools, err := h.Load(ctx, cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, tl := range tools {
-				if strings.HasSuffix(tl.Spec().Name, ".noop") {
-					if _, err := tl.Call(ctx, []byte(`{}`)); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			time.Sleep(time.Second)
-			launcher := h.Status()[0].PID
-			var plugin int64
-			for _, pid := range descendants(launcher) {
-				plugin += rssKiB(pid)
-			}
-			for b.Loop() {
-			}
-			b.ReportMetric(0, "ns/op")
-			b.ReportMetric(float64(plugin)/1024, "plugin-RSS-MiB")
-			b.ReportMetric(float64(rssKiB(launcher))/1024, "launcher-RSS-MiB")
-		})
-	}
-}
-
-func loadTool(b *testing.B, cfg subprocess.PluginConfig, name string) kernel.Tool {
-	b.Helper()
-	cfg.Start = subprocess.StartEager
-	tools, err := newHost(b).Load(context.Background(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, tl := range tools {
-		if tl.Spec().Name == cfg.Name+"."+name {
-			return tl
+// BenchmarkToolCall64KiB measures the SDK's own work on a 64 KiB argument
+// (validation, decoding, the handler): no transport.
+func BenchmarkToolCall64KiB(b *testing.B) {
+	args, _ := json.Marshal(map[string]string{"text": strings.Repeat("a", 64<<10)})
+	tool := sizeTool()
+	b.SetBytes(int64(len(args)))
+	for b.Loop() {
+		if _, err := tool.Call(context.Background(), args); err != nil {
+			b.Fatal(err)
 		}
 	}
-	b.Fatalf("no tool %s", name)
-	return nil
 }
 
-// reportPercentiles reports the p50 and p99 of d in unit.
-func reportPercentiles(b *testing.B, d []time.Duration, unit time.Duration, name string) {
-	b.Helper()
-	if len(d) == 0 {
-		return
-	}
-	slices.Sort(d)
-	at := func(p float64) float64 { return float64(d[min(len(d)-1, int(p*float64(len(d))))]) / float64(unit) }
-	b.ReportMetric(at(0.50), "p50-"+name)
-	b.ReportMetric(at(0.99), "p99-"+name)
-	b.ReportMetric(0, "ns/op") // the percentiles are the measure
-}
-
-// descendants lists the processes under pid, recursively.
-func descendants(pid int) []int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if c, err := strconv.Atoi(f); err == nil {
-			out = append(out, c)
-			out = append(out, descendants(c)...)
+// BenchmarkInProcess64KiB adds the SDK's gRPC service over an in-memory
+// connection (no TLS, no process boundary).
+func BenchmarkInProcess64KiB(b *testing.B) {
+	args, _ := json.Marshal(map[string]string{"text": strings.Repeat("a", 64<<10)})
+	p := sdktest.Start(b, sizeTool())
+	b.SetBytes(int64(len(args)))
+	for b.Loop() {
+		if _, err := p.Call(context.Background(), "size", string(args)); err != nil {
+			b.Fatal(err)
 		}
 	}
-	return out
 }
 
-// rssKiB is the resident set size of pid, in KiB.
-func rssKiB(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
-			return n
-		}
-	}
-	return 0
+func sizeTool() *sdk.Tool {
+	return sdk.Text(sdk.Spec{Name: "size", Tier: sdk.ReadOnly,
+		Schema: `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`},
+		func(_ context.Context, a struct {
+			Text string `json:"text"`
+		}) (string, error) {
+			return "ok", nil
+		})
 }

@@ -31,7 +31,7 @@ const (
 )
 
 // ImportSpans takes the spans a plugin recorded for one call (OTLP
-// TracesData, as protobuf: what plugins/sdk sends back beside a result)
+// TracesData, as protobuf: what sdk sends back beside a result)
 // and hands them to the exporter with the kernel's own, under a resource
 // naming the plugin. Only spans of ctx's trace are kept, and only those
 // whose parent is ctx's span (the call's execute_tool span) or another

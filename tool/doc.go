@@ -1,9 +1,11 @@
 // Package tool is the contract between the kernel and the tools it calls:
 // the spec a tool declares (name, schema, tier), the result it returns, the
 // progress it reports, the error codes that cross a process boundary, and
-// the optional side-effect check of an interrupted call.
+// two optional capabilities: the side-effect check of an interrupted call
+// (SideEffectChecker) and the preview of a call a person is asked to
+// approve (Previewer).
 //
-// Both the kernel and the plugin SDK (plugins/sdk) import it, and it imports
+// Both the kernel and the Go plugin SDK (package sdk) import it, and it imports
 // nothing but the standard library, so a plugin binary links neither the
 // kernel nor a JSON Schema library: the kernel validates every call's
 // arguments against the tool's schema before the tool sees them.

@@ -104,29 +104,21 @@ func newLevelLogger(stderr io.Writer, level string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "kernel", Output: stderr, Level: hclog.LevelFromString(level)})
 }
 
-const configUsage = `Usage: kernel config SUBCOMMAND [flags]
-
-  show                    the configuration files in effect, lowest first, then the merged result
-
-Without --config the kernel reads, when they exist, the user's file
+// configGroup is `kernel config`.
+var configGroup = group{
+	name: "config",
+	footer: `Without --config the kernel reads, when they exist, the user's file
 ($XDG_CONFIG_HOME/agentkernel/kernel.yaml, else ~/.config/agentkernel/kernel.yaml)
 and then the project's (./kernel.yaml), each laid over the embedded defaults;
 the project's wins where both set a field. --config FILE (repeatable) replaces
-both. Flags win over every file.`
+both. Flags win over every file.`,
+	subs: []subcmd{
+		{name: "show", summary: "the configuration files in effect, lowest first, then the merged result", flags: noFlags(configShow)},
+	},
+}
 
-// cmdConfig is `kernel config show`.
-func cmdConfig(ctx context.Context, args []string, env *cliEnv) error {
-	sub, args, fs, cf, ok := subcommand("config", configUsage, args, env)
-	if !ok {
-		return nil
-	}
-	if _, err := parseArgs(fs, args); err != nil {
-		return err
-	}
-	if sub != "show" {
-		fmt.Fprintln(env.stderr, configUsage)
-		return usageError("unknown config subcommand %q", sub)
-	}
+// configShow is `kernel config show`.
+func configShow(ctx context.Context, cf *commonFlags, env *cliEnv, _ []string) error {
 	cfg, err := cf.load()
 	if err != nil {
 		return err

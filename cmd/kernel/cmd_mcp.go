@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -24,55 +25,55 @@ import (
 	"github.com/agentkernel/agentkernel/plugins/mcp"
 )
 
-const mcpUsage = `Usage: kernel mcp ls [--json] [flags]
-       kernel mcp serve [--http ADDR --token-env NAME] [--events FILE] [flags]
-       kernel mcp import FILE [--write CONFIG] [flags]
+// mcpGroup is `kernel mcp`.
+var mcpGroup = group{
+	name:   "mcp",
+	footer: "See docs/mcp.md.",
+	subs: []subcmd{
+		{name: "ls", synopsis: "[--json]", summary: "connect to the configured MCP servers (tools.mcp) and list each\none's state and the tools the kernel registered from it",
+			flags: mcpLs},
+		{name: "serve", synopsis: "[--http ADDR --token-env NAME] [--events FILE]", summary: `be an MCP server: offer the kernel's tools (built-ins, plugins,
+WASM, proxied MCP tools) to an MCP client, every call through the
+kernel's pipeline (schema, hooks, policy, scrubber, decision log);
+each client connection is stored as a session. Speaks stdio, or
+streamable HTTP on ADDR with --http (the client must send
+"Authorization: Bearer <token>", the token read from the
+environment variable --token-env, default KERNEL_MCP_TOKEN).`,
+			flags: mcpServeCmd},
+		{name: "import", synopsis: "FILE [--write CONFIG]", summary: `read an MCP client's server list (the mcpServers format of
+Claude Desktop's claude_desktop_config.json, Claude Code's
+.mcp.json, Cursor's mcp.json) and print tools.mcp entries for
+it, with the grants each needs; --write adds them to CONFIG.
+Tiers are left to you: every tool is side_effecting until its
+entry's tiers names it.`,
+			args: "FILE", need: 1, needs: "a FILE (a .mcp.json, claude_desktop_config.json or mcp.json)", flags: mcpImportCmd},
+	},
+}
 
-  ls      connect to the configured MCP servers (tools.mcp) and list each
-          one's state and the tools the kernel registered from it
-  serve   be an MCP server: offer the kernel's tools (built-ins, plugins,
-          WASM, proxied MCP tools) to an MCP client, every call through the
-          kernel's pipeline (schema, hooks, policy, scrubber, decision log);
-          each client connection is stored as a session. Speaks stdio, or
-          streamable HTTP on ADDR with --http (the client must send
-          "Authorization: Bearer <token>", the token read from the
-          environment variable --token-env, default KERNEL_MCP_TOKEN).
-  import  read an MCP client's server list (the mcpServers format of
-          Claude Desktop's claude_desktop_config.json, Claude Code's
-          .mcp.json, Cursor's mcp.json) and print tools.mcp entries for
-          it, with the grants each needs; --write adds them to CONFIG.
-          Tiers are left to you: every tool is side_effecting until its
-          entry's tiers names it.
-
-See docs/mcp.md.`
-
-func cmdMCP(ctx context.Context, args []string, env *cliEnv) error {
-	sub, args, fs, cf, ok := subcommand("mcp", mcpUsage, args, env)
-	if !ok {
-		return nil
+func mcpLs(fs *flag.FlagSet) subRun {
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, cf *commonFlags, env *cliEnv, _ []string) error {
+		return mcpList(ctx, cf, env, *asJSON)
 	}
-	asJSON := fs.Bool("json", false, "ls: print JSON")
-	addr := fs.String("http", "", "serve: streamable HTTP on `ADDR` (e.g. 127.0.0.1:8931) instead of stdio")
-	tokenEnv := fs.String("token-env", "KERNEL_MCP_TOKEN", "serve: with --http, the environment variable holding the bearer token clients must send")
-	events := fs.String("events", "", "serve: write every event as a JSON line to `FILE` (- for stderr)")
-	write := fs.String("write", "", "import: add the entries to the tools.mcp of configuration `FILE` (its comments and layout kept) instead of printing them")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
+}
+
+func mcpServeCmd(fs *flag.FlagSet) subRun {
+	addr := fs.String("http", "", "streamable HTTP on `ADDR` (e.g. 127.0.0.1:8931) instead of stdio")
+	tokenEnv := fs.String("token-env", "KERNEL_MCP_TOKEN", "with --http, the environment variable holding the bearer token clients must send")
+	events := fs.String("events", "", "write every event as a JSON line to `FILE` (- for stderr)")
+	return func(ctx context.Context, cf *commonFlags, env *cliEnv, _ []string) error {
+		return mcpServe(ctx, cf, env, *addr, *tokenEnv, *events)
 	}
-	switch sub {
-	case "import":
+}
+
+func mcpImportCmd(fs *flag.FlagSet) subRun {
+	write := fs.String("write", "", "add the entries to the tools.mcp of configuration `FILE` (its comments and layout kept) instead of printing them")
+	return func(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
 		if len(pos) != 1 {
 			return usageError("mcp import takes one FILE (a .mcp.json, claude_desktop_config.json or mcp.json)")
 		}
 		return mcpImport(cf, env, pos[0], *write)
-	case "ls":
-		return mcpList(ctx, cf, env, *asJSON)
-	case "serve":
-		return mcpServe(ctx, cf, env, *addr, *tokenEnv, *events)
 	}
-	fmt.Fprintln(env.stderr, mcpUsage)
-	return exitError{code: 2, msg: fmt.Sprintf("unknown mcp subcommand %q", sub)}
 }
 
 func mcpList(ctx context.Context, cf *commonFlags, env *cliEnv, asJSON bool) error {
@@ -413,6 +414,11 @@ func (h *mcpHost) approver(ss *sdk.ServerSession) kernel.Approver {
 		}
 		if len(d.Rules) > 0 {
 			msg += " (rule " + strings.Join(d.Rules, ", ") + ")"
+		}
+		// What the call would do, as its tool previews it.
+		pv, perr := callPreview(ctx, h.k.Tools(), tool, args)
+		if more := formatPreview(pv, perr, ""); more != "" {
+			msg += "\n\n" + more
 		}
 		res, err := ss.Elicit(ctx, &sdk.ElicitParams{Message: msg, RequestedSchema: json.RawMessage(`{"type":"object","properties":{}}`)})
 		if err != nil {

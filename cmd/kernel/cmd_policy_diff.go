@@ -15,8 +15,8 @@ import (
 
 // diffFlags are the flags of `kernel policy diff` and `coverage`.
 type diffFlags struct {
-	sessions []string
-	expect   []string
+	sessions stringList
+	expect   stringList
 	since    string
 	exports  string
 	json     bool

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -64,14 +65,16 @@ func (cfg *Config) hooksOptions() hooks.Options {
 	return hooks.Options{Dir: cfg.dir, Workspace: cfg.path(cfg.Workspace), AllowMissing: cfg.Sandbox.AllowMissing, Known: &heldSecrets}
 }
 
-const sandboxUsage = `Usage: kernel sandbox check [--config FILE] [--json]
-
-Shows which confinement layers hold on this machine (namespaces, Landlock,
-process limit) and the grant each native tool runs under: run_command,
-every subprocess plugin, every MCP stdio server and every command hook. A
-tool whose grant needs a missing layer does not run unless
-sandbox.allow_missing names the layer.
-See docs/sandbox.md.`
+// sandboxGroup is `kernel sandbox`.
+var sandboxGroup = group{
+	name: "sandbox",
+	footer: `A tool whose grant needs a missing layer does not run unless
+sandbox.allow_missing names the layer. See docs/sandbox.md.`,
+	subs: []subcmd{
+		{name: "check", synopsis: "[--json]", summary: "which confinement layers hold on this machine (namespaces, Landlock,\nprocess limit) and the grant each native tool runs under: run_command,\nevery subprocess plugin, every MCP stdio server and every command hook",
+			flags: sandboxCheck},
+	},
+}
 
 // sandboxToolReport is one native tool in `kernel sandbox check`.
 type sandboxToolReport struct {
@@ -83,23 +86,19 @@ type sandboxToolReport struct {
 	Error string `json:"error,omitempty"`
 }
 
-func cmdSandbox(ctx context.Context, args []string, env *cliEnv) error {
-	sub, args, fs, cf, ok := subcommand("sandbox", sandboxUsage, args, env)
-	if !ok {
-		return nil
-	}
-	if sub != "check" {
-		fmt.Fprintln(env.stderr, sandboxUsage)
-		return exitError{code: 2, msg: fmt.Sprintf("unknown sandbox subcommand %q", sub)}
-	}
+func sandboxCheck(fs *flag.FlagSet) subRun {
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parseArgs(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, cf *commonFlags, env *cliEnv, _ []string) error {
+		cfg, err := cf.load()
+		if err != nil {
+			return err
+		}
+		return writeSandboxCheck(env, cfg, *asJSON)
 	}
-	cfg, err := cf.load()
-	if err != nil {
-		return err
-	}
+}
+
+// writeSandboxCheck prints what `kernel sandbox check` reports.
+func writeSandboxCheck(env *cliEnv, cfg *Config, asJSON bool) error {
 	rep := sandbox.Check()
 	var tools []sandboxToolReport
 	add := func(name string, g sandbox.Grant) {
@@ -148,7 +147,7 @@ func cmdSandbox(ctx context.Context, args []string, env *cliEnv) error {
 			add("hook "+r.Name, hooks.HookGrant(r.Command, cfg.hooksOptions(), r.Command.Argv[0]))
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		e := json.NewEncoder(env.stdout)
 		e.SetIndent("", "  ")
 		return e.Encode(struct {

@@ -17,9 +17,9 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 )
 
-// sessions is `kernel sessions`: a table of subcommands, each with its own
+// sessionsGroup is `kernel sessions`: a table of subcommands, each with its own
 // flags (group.go).
-var sessions = group{
+var sessionsGroup = group{
 	name:   "sessions",
 	footer: "Flags: --config FILE, --store DIR",
 	subs: []subcmd{
@@ -37,10 +37,6 @@ var sessions = group{
 		{name: "fsck", synopsis: "[--repair] [ID...]", summary: "check every stored value and the pairing of calls and\nresults, per session; --repair stores placeholders for lost messages",
 			args: "[ID...]", flags: sessionsFsck},
 	},
-}
-
-func cmdSessions(ctx context.Context, args []string, env *cliEnv) error {
-	return sessions.run(ctx, args, env)
 }
 
 // openSessions loads the configuration and opens its store, read-only
@@ -268,7 +264,7 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 				fmt.Fprintln(w, indent(text))
 			}
 			for _, c := range msg.ToolCalls {
-				fmt.Fprintf(w, "    → %s\n%s", c.Name, formatArgs(json.RawMessage(c.Arguments), "        "))
+				fmt.Fprintf(w, "    → %s\n%s", c.Name, formatArgs(json.RawMessage(c.Arguments), "        ", nil))
 			}
 			fmt.Fprintln(w)
 		case kernel.RoleTool:
@@ -291,7 +287,7 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 		if m.Context != nil {
 			store = m.Context.Store
 		}
-		fmt.Fprintf(w, "\nwaiting for approval:\n%s\n  approve: %s    reject: %s\n", indent(describeApproval(p, &m)),
+		fmt.Fprintf(w, "\nwaiting for approval:\n%s\n  approve: %s    reject: %s\n", indent(describeApproval(context.Background(), p, &m, nil)),
 			resumeHint("approve", m.ID, storeHint(store)), resumeHint("reject", m.ID, storeHint(store)))
 	}
 }

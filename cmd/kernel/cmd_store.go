@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -11,10 +12,11 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
 )
 
-const storeUsage = `Usage: kernel store migrate               create or upgrade the PostgreSQL schema (store.driver postgres)
-       kernel store copy --to FILE [ID...]  copy sessions into the store another configuration names
-
-migrate applies the schema changes this kernel knows to the database
+// storeGroup is `kernel store`: the PostgreSQL schema and moving sessions
+// between stores (docs/sessions.md).
+var storeGroup = group{
+	name: "store",
+	footer: `migrate applies the schema changes this kernel knows to the database
 store.dsn_env names, in one transaction (two replicas migrating at once take
 turns), and refuses a schema newer than this kernel. kernel serve and kernel
 run refuse a database whose schema is not the one they know, and say which
@@ -26,34 +28,35 @@ configuration's store, imported into the store of the configuration FILE
 (--to-store DIR for a Badger directory), exported from there again and
 compared byte for byte with the first export. A session the target already
 holds is left alone if it is the same, and reported if it differs.
-Flags: --config FILE, --store DIR`
+Flags: --config FILE, --store DIR`,
+	subs: []subcmd{
+		{name: "migrate", summary: "create or upgrade the PostgreSQL schema (store.driver postgres)", flags: noFlags(storeMigrateCmd)},
+		{name: "copy", synopsis: "--to FILE [ID...]", summary: "copy sessions into the store another configuration names",
+			args: "[ID...]", flags: storeCopyCmd},
+	},
+}
 
-// cmdStore is `kernel store`: the PostgreSQL schema and moving sessions
-// between stores (docs/sessions.md).
-func cmdStore(ctx context.Context, args []string, env *cliEnv) error {
-	sub, args, fs, cf, ok := subcommand("store", storeUsage, args, env)
-	if !ok {
-		return nil
-	}
-	to := fs.String("to", "", "copy: the configuration `FILE` whose store receives the sessions")
-	toStore := fs.String("to-store", "", "copy: the Badger `DIR` that receives the sessions (with --to: overrides its store.dir)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
+func storeMigrateCmd(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
+	if len(pos) > 0 {
+		return usageError("store migrate takes no arguments (got %q)", pos[0])
 	}
 	cfg, err := cf.load()
 	if err != nil {
 		return err
 	}
-	switch sub {
-	case "migrate":
-		if len(pos) > 0 {
-			return usageError("store migrate takes no arguments (got %q)", pos[0])
-		}
-		return storeMigrate(ctx, cfg, env)
-	case "copy":
+	return storeMigrate(ctx, cfg, env)
+}
+
+func storeCopyCmd(fs *flag.FlagSet) subRun {
+	to := fs.String("to", "", "the configuration `FILE` whose store receives the sessions")
+	toStore := fs.String("to-store", "", "the Badger `DIR` that receives the sessions (with --to: overrides its store.dir)")
+	return func(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
 		if *to == "" && *toStore == "" {
-			return exitError{code: 2, msg: "store copy needs --to FILE (a configuration whose store receives the sessions) or --to-store DIR"}
+			return usageError("store copy needs --to FILE (a configuration whose store receives the sessions) or --to-store DIR")
+		}
+		cfg, err := cf.load()
+		if err != nil {
+			return err
 		}
 		dst := &commonFlags{store: *toStore}
 		if *to != "" {
@@ -65,8 +68,6 @@ func cmdStore(ctx context.Context, args []string, env *cliEnv) error {
 		}
 		return storeCopy(ctx, cfg, dcfg, pos, env)
 	}
-	fmt.Fprintln(env.stderr, storeUsage)
-	return exitError{code: 2, msg: fmt.Sprintf("unknown store subcommand %q", sub)}
 }
 
 // storeMigrate brings the postgres schema up to date.

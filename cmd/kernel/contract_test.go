@@ -156,7 +156,7 @@ func TestCompletion(t *testing.T) {
 // TestDescribeNewCommand: a command added to the table that parses its
 // flags with newFlagSet gets help and completion without more code.
 func TestDescribeNewCommand(t *testing.T) {
-	c := command{"frob", "frobnicate things", func(ctx context.Context, args []string, env *cliEnv) error {
+	c := command{name: "frob", summary: "frobnicate things", run: func(ctx context.Context, args []string, env *cliEnv) error {
 		fs := newFlagSet("frob", "", env.stderr)
 		fs.Int("widgets", 1, "how many")
 		_, err := parseArgs(fs, args)

@@ -17,7 +17,7 @@ type docCommand struct {
 }
 
 // docFiles are the documents whose commands must work as written.
-var docFiles = []string{"README.md", "docs/*.md", "plugins/sdk/README.md", "wasm-tools/README.md"}
+var docFiles = []string{"README.md", "docs/*.md", "sdk/README.md", "wasm-tools/README.md"}
 
 // docCommandsCoveredBy are the commands that cannot run offline as written
 // (a placeholder, a plugin a test builds first, a download), each with the
@@ -25,8 +25,8 @@ var docFiles = []string{"README.md", "docs/*.md", "plugins/sdk/README.md", "wasm
 var docCommandsCoveredBy = map[string]string{
 	"kernel approve SESSION_ID":                                       "TestApproveAndRejectUnderCodingPolicy",
 	"kernel serve --config kernel.yaml":                               "serve's tests (a real server on a loopback port) and make serve",
-	"kernel plugins verify --config kernel.yaml":                      "plugins/sdk TestReadme",
-	"kernel tools --config kernel.yaml":                               "plugins/sdk TestReadme",
+	"kernel plugins verify --config kernel.yaml":                      "sdk TestReadme",
+	"kernel tools --config kernel.yaml":                               "sdk TestReadme",
 	"go install github.com/agentkernel/agentkernel/cmd/kernel@latest": "TestGoInstallFromClone (the same package from the checkout)",
 	"go install ./cmd/kernel":                                         "TestGoInstallFromClone",
 	// docs/plugins.md's tutorials run in a directory of their own.

@@ -134,6 +134,7 @@ var commonFlagsOf = map[string]flagGroup{
 	"mcp serve":      flagsConfig | flagsWorkspace | flagsPolicy | flagsPolicyTests | flagsStore,
 	"mcp import":     flagsConfig | flagsWorkspace,
 	"plugins verify": flagsConfig | flagsWorkspace,
+	"plugins lock":   0, // a directory, nothing configured
 	"sandbox check":  flagsConfig | flagsWorkspace,
 	// A policy FILE against those tools, and stored sessions (check runs
 	// the file's tests, so --no-cache).
@@ -211,27 +212,16 @@ func newFlagSet(name, args string, w io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(w)
 	fs.Usage = func() {
-		fmt.Fprintln(w, strings.TrimSpace(fmt.Sprintf("Usage: kernel %s [flags] %s", name, args)))
+		fmt.Fprintln(w, usageLine(name, args))
 		printFlags(w, fs)
 	}
 	recordFlagSet(w, fs)
 	return fs
 }
 
-// subcommand splits `kernel GROUP SUB [flags]`: with no SUB or -h it prints
-// the group's usage and returns ok false; otherwise a FlagSet for SUB with
-// the common flags registered.
-func subcommand(group, usageText string, args []string, env *cliEnv) (sub string, rest []string, fs *flag.FlagSet, cf *commonFlags, ok bool) {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(env.stdout, usageText)
-		recordGroupUsage(env.stdout, usageText)
-		return "", nil, nil, nil, false
-	}
-	sub = args[0]
-	fs = newFlagSet(group+" "+sub, "", env.stderr)
-	cf = &commonFlags{}
-	cf.register(fs)
-	return sub, args[1:], fs, cf, true
+// usageLine is the first line of a command's usage.
+func usageLine(name, args string) string {
+	return strings.TrimSpace(fmt.Sprintf("Usage: kernel %s [flags] %s", name, args))
 }
 
 // parseArgs parses a command's flags and returns its positional arguments.
@@ -249,9 +239,6 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		return nil, exitError{code: 0}
 	case err != nil:
 		return nil, exitError{code: exitUsage}
-	}
-	if err := checkFlagOwners(fs); err != nil {
-		return nil, err
 	}
 	return pos, nil
 }

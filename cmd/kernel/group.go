@@ -8,15 +8,18 @@ import (
 	"strings"
 )
 
-// A command group (`kernel sessions`) is a table of subcommands. Each
-// subcommand has a FlagSet of its own, made of the common flags and the
-// flags it registers, so `kernel GROUP SUB --help` and `kernel help GROUP
-// SUB` list exactly what it accepts, a flag of another subcommand is a
-// usage error naming the one it belongs to, and the group's usage is made
-// from the table.
+// A command group (`kernel sessions`, `kernel policy`, ...) is a table of
+// subcommands, the one way a command has subcommands. Each subcommand has
+// a FlagSet of its own, made of the common flags it reads
+// (commonFlagsOf) and the flags it registers, so `kernel GROUP SUB
+// --help` and `kernel help GROUP SUB` list exactly what it accepts, a flag
+// of another subcommand is a usage error naming the one it belongs to,
+// and the group's usage, help and shell completion are made from the
+// table (describe), never from usage text.
 type group struct {
 	name string
-	// footer ends the group's usage ("Flags: --config FILE, --store DIR").
+	// footer ends the group's usage: what the subcommands share, where
+	// the docs are ("Flags: --config FILE, --store DIR").
 	footer string
 	subs   []subcmd
 }
@@ -48,6 +51,10 @@ func noFlags(run subRun) func(*flag.FlagSet) subRun {
 	return func(*flag.FlagSet) subRun { return run }
 }
 
+// usageColumn is where a subcommand's summary starts in its group's
+// usage; a longer synopsis puts the summary on the lines below it.
+const usageColumn = 23
+
 // usage is the group's usage: one line (or more) a subcommand.
 func (g *group) usage() string {
 	var b strings.Builder
@@ -55,9 +62,14 @@ func (g *group) usage() string {
 	for _, s := range g.subs {
 		head := strings.TrimSpace(s.name + " " + s.synopsis)
 		lines := strings.Split(s.summary, "\n")
-		fmt.Fprintf(&b, "  %-23s %s\n", head, lines[0])
-		for _, l := range lines[1:] {
-			fmt.Fprintf(&b, "  %-23s %s\n", "", l)
+		if len(head) > usageColumn {
+			fmt.Fprintf(&b, "  %s\n", head)
+		} else {
+			fmt.Fprintf(&b, "  %-*s %s\n", usageColumn, head, lines[0])
+			lines = lines[1:]
+		}
+		for _, l := range lines {
+			fmt.Fprintf(&b, "  %-*s %s\n", usageColumn, "", l)
 		}
 	}
 	if g.footer != "" {
@@ -79,7 +91,6 @@ func (g *group) find(name string) (*subcmd, bool) {
 func (g *group) run(ctx context.Context, args []string, env *cliEnv) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(env.stdout, g.usage())
-		recordGroupUsage(env.stdout, g.usage())
 		return nil
 	}
 	s, ok := g.find(args[0])
@@ -104,9 +115,17 @@ func (g *group) run(ctx context.Context, args []string, env *cliEnv) error {
 	return run(ctx, cf, env, pos)
 }
 
-// flagSet makes the subcommand's FlagSet: the common flags and its own.
+// flagSet makes the subcommand's FlagSet: its own flags and the common
+// ones it reads. Its usage is the usage line, the summary and the flags.
 func (s *subcmd) flagSet(group string, w io.Writer) (*flag.FlagSet, *commonFlags, subRun) {
 	fs := newFlagSet(group+" "+s.name, s.args, w)
+	fs.Usage = func() {
+		fmt.Fprintln(w, usageLine(fs.Name(), s.args))
+		if s.summary != "" {
+			fmt.Fprintf(w, "\n%s\n", s.summary)
+		}
+		printFlags(w, fs)
+	}
 	cf := &commonFlags{}
 	cf.register(fs)
 	return fs, cf, s.flags(fs)
@@ -130,8 +149,7 @@ func (g *group) foreignFlag(s *subcmd, fs *flag.FlagSet, args []string) error {
 		}
 		var owners []string
 		for i := range g.subs {
-			other := flag.NewFlagSet("", flag.ContinueOnError)
-			g.subs[i].flags(other)
+			other, _, _ := g.subs[i].flagSet(g.name, io.Discard)
 			if other.Lookup(name) != nil {
 				owners = append(owners, g.subs[i].name)
 			}

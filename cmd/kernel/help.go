@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
 	"strings"
 )
@@ -87,16 +86,15 @@ func cmdHelp(ctx context.Context, args []string, env *cliEnv) error {
 
 // flagCollector is the stdout and stderr of a command run only to learn
 // its flags (for help and completion): newFlagSet records every FlagSet
-// made while writing to it, subcommand records the group's usage, and the
-// command stops at --help before doing anything.
+// made while writing to it, and the command stops at --help before doing
+// anything.
 type flagCollector struct {
 	bytes.Buffer
-	sets       []*flag.FlagSet
-	groupUsage string
+	sets []*flag.FlagSet
 }
 
-// describedCommand is what a command table entry accepts, learnt by running
-// it with --help: its flags, and for a group its subcommands with theirs.
+// describedCommand is what a command table entry accepts: its flags, and
+// for a group its subcommands with theirs.
 type describedCommand struct {
 	name    string
 	summary string
@@ -104,48 +102,26 @@ type describedCommand struct {
 	subs    []describedCommand
 }
 
-// subcommandLine matches a subcommand in a group's usage text: two spaces
-// of indent, then the name.
-var subcommandLine = regexp.MustCompile(`(?m)^  ([a-z][a-z0-9-]*)\b(.*)$`)
-
-var subcommandName = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
-
-// describe learns a command's flags and subcommands by running it with
-// --help against a flagCollector. New entries in commands() are described
-// for free as long as they parse their flags with newFlagSet and parseArgs
-// (and groups use subcommand).
+// describe learns what a command accepts. A group's subcommands and their
+// flags are its table's (each subcommand's FlagSet, made as when it
+// runs); another command is run with --help against a flagCollector, so a
+// new entry in commands() is described for free as long as it parses its
+// flags with newFlagSet and parseArgs.
 func describe(ctx context.Context, c command) describedCommand {
 	d := describedCommand{name: c.name, summary: c.summary}
-	col := collect(ctx, c, []string{"--help"})
-	if len(col.sets) > 0 {
-		d.flags = flagsOf(col.sets[0])
-	}
-	if col.groupUsage == "" {
+	if c.group != nil {
+		for i := range c.group.subs {
+			s := &c.group.subs[i]
+			fs, _, _ := s.flagSet(c.group.name, io.Discard)
+			summary, _, _ := strings.Cut(s.summary, "\n")
+			d.subs = append(d.subs, describedCommand{name: s.name, summary: summary, flags: flagsOf(fs)})
+		}
 		return d
 	}
-	seen := map[string]bool{}
-	for _, m := range subcommandLine.FindAllStringSubmatch(col.groupUsage, -1) {
-		name := m[1]
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		sub := describedCommand{name: name, summary: strings.TrimSpace(subSummary(m[2]))}
-		if sc := collect(ctx, c, []string{name, "--help"}); len(sc.sets) > 0 {
-			sub.flags = flagsOf(sc.sets[0])
-		}
-		d.subs = append(d.subs, sub)
+	if col := collect(ctx, c, []string{"--help"}); len(col.sets) > 0 {
+		d.flags = flagsOf(col.sets[0])
 	}
 	return d
-}
-
-// subSummary drops the argument synopsis in front of a usage line's text
-// ("ID [--full]        a readable transcript" -> "a readable transcript").
-func subSummary(s string) string {
-	if i := strings.Index(s, "  "); i >= 0 {
-		return strings.TrimSpace(s[i:])
-	}
-	return s
 }
 
 func collect(ctx context.Context, c command, args []string) *flagCollector {
@@ -170,63 +146,13 @@ func recordFlagSet(w io.Writer, fs *flag.FlagSet) {
 	}
 }
 
-// recordGroupUsage is called by subcommand with the group's usage text.
-func recordGroupUsage(w io.Writer, text string) {
-	if col, ok := w.(*flagCollector); ok {
-		col.groupUsage = text
-	}
-}
-
-// subcommandFlagOwner reads the "sub: " or "sub1, sub2: " prefix of a
-// group's flag usage: the subcommands the flag belongs to, or nil for a
-// flag every subcommand takes.
-func subcommandFlagOwner(usage string) []string {
-	i := strings.Index(usage, ": ")
-	if i <= 0 {
-		return nil
-	}
-	head := usage[:i]
-	var subs []string
-	for _, s := range strings.Split(head, ",") {
-		s = strings.TrimSpace(s)
-		if !subcommandName.MatchString(s) {
-			return nil
-		}
-		subs = append(subs, s)
-	}
-	return subs
-}
-
-// flagBelongs reports whether flag f is one of subcommand sub's own flags
-// (in a FlagSet named "GROUP SUB").
-func flagBelongs(fs *flag.FlagSet, f *flag.Flag) bool {
-	_, sub, ok := strings.Cut(fs.Name(), " ")
-	if !ok {
-		return true
-	}
-	owners := subcommandFlagOwner(f.Usage)
-	if owners == nil {
-		return true
-	}
-	for _, o := range owners {
-		if o == sub {
-			return true
-		}
-	}
-	return false
-}
-
-// printFlags prints fs's flags the way flag.PrintDefaults does, leaving
-// out the flags of a group's other subcommands: the command's own first,
-// then the common ones it reads under their group's title
-// (flagGroupTitles).
+// printFlags prints fs's flags the way flag.PrintDefaults does: the
+// command's own first, then the common ones it reads under their group's
+// title (flagGroupTitles).
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	var own []*flag.Flag
 	common := map[flagGroup][]*flag.Flag{}
 	fs.VisitAll(func(f *flag.Flag) {
-		if !flagBelongs(fs, f) {
-			return
-		}
 		if g, ok := commonFlagGroup[f.Name]; ok {
 			for _, t := range flagGroupTitles {
 				if t.groups&g != 0 {
@@ -255,36 +181,19 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 
 // printFlag prints one flag as flag.PrintDefaults does.
 func printFlag(w io.Writer, f *flag.Flag) {
-	{
-		name, usage := flag.UnquoteUsage(f)
-		line := "  --" + f.Name
-		if name != "" {
-			line += " " + name
-		}
-		if len(line) <= 6 {
-			line += "\t"
-		} else {
-			line += "\n    \t"
-		}
-		if owners := subcommandFlagOwner(usage); owners != nil {
-			usage = strings.TrimSpace(usage[strings.Index(usage, ": ")+2:])
-		}
-		line += strings.ReplaceAll(usage, "\n", "\n    \t")
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
-			line += fmt.Sprintf(" (default %q)", f.DefValue)
-		}
-		fmt.Fprintln(w, line)
+	name, usage := flag.UnquoteUsage(f)
+	line := "  --" + f.Name
+	if name != "" {
+		line += " " + name
 	}
-}
-
-// checkFlagOwners rejects a flag given to a subcommand it does not belong
-// to (`sessions ls --full`): a usage error, not silently ignored.
-func checkFlagOwners(fs *flag.FlagSet) error {
-	var err error
-	fs.Visit(func(f *flag.Flag) {
-		if err == nil && !flagBelongs(fs, f) {
-			err = usageError("--%s is not a flag of %s (it belongs to %s)", f.Name, fs.Name(), strings.Join(subcommandFlagOwner(f.Usage), ", "))
-		}
-	})
-	return err
+	if len(line) <= 6 {
+		line += "\t"
+	} else {
+		line += "\n    \t"
+	}
+	line += strings.ReplaceAll(usage, "\n", "\n    \t")
+	if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+		line += fmt.Sprintf(" (default %q)", f.DefValue)
+	}
+	fmt.Fprintln(w, line)
 }

@@ -2,7 +2,7 @@ package main
 
 import (
 	"flag"
-	"maps"
+	"io"
 	"regexp"
 	"slices"
 	"sort"
@@ -21,6 +21,34 @@ var commonFlagSample = map[string]string{
 	"policy": "p.yaml", "no-cache": "true", "store": "st", "tool-protocol": "native", "tool-format": "json",
 }
 
+// helpCase is a command or a group's subcommand and the FlagSet it
+// parses with.
+type helpCase struct {
+	name string
+	args []string
+	fs   *flag.FlagSet
+}
+
+// helpCases is every command and subcommand with flags: a group's from
+// its table, another command's from running it with --help.
+func helpCases(t *testing.T) []helpCase {
+	var cases []helpCase
+	for _, c := range commands() {
+		if c.group != nil {
+			for i := range c.group.subs {
+				s := &c.group.subs[i]
+				fs, _, _ := s.flagSet(c.name, io.Discard)
+				cases = append(cases, helpCase{c.name + " " + s.name, []string{c.name, s.name}, fs})
+			}
+			continue
+		}
+		if col := collect(t.Context(), c, []string{"--help"}); len(col.sets) > 0 {
+			cases = append(cases, helpCase{c.name, []string{c.name}, col.sets[0]})
+		}
+	}
+	return cases
+}
+
 // TestHelpListsTheFlagsACommandReads: every command's and subcommand's
 // help lists exactly the flags it parses, its own first, then the common
 // ones it reads under their group's title (commonFlagsOf), and nothing
@@ -31,87 +59,47 @@ func TestHelpListsTheFlagsACommandReads(t *testing.T) {
 		t.Fatalf("commonFlagSample has %d flags, commonFlagGroup %d: add the new flag to both", len(commonFlagSample), len(commonFlagGroup))
 	}
 	seen := map[string]bool{}
-	for _, c := range commands() {
-		d := describe(t.Context(), c)
-		cases := []struct {
-			name string
-			args []string
-		}{{c.name, []string{c.name}}}
-		subs := map[string]bool{}
-		for _, s := range d.subs {
-			subs[s.name] = true
-		}
-		for name := range commonFlagsOf { // groups whose usage describe cannot read
-			if g, sub, ok := strings.Cut(name, " "); ok && g == c.name {
-				subs[sub] = true
+	for _, tc := range helpCases(t) {
+		fs := tc.fs
+		seen[fs.Name()] = true
+		t.Run(tc.name, func(t *testing.T) {
+			code, help, _, _ := status(t, append([]string{"help"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("kernel help %s: exit %d", tc.name, code)
 			}
-		}
-		for _, s := range slices.Sorted(maps.Keys(subs)) {
-			cases = append(cases, struct {
-				name string
-				args []string
-			}{c.name + " " + s, []string{c.name, s}})
-		}
-		for _, tc := range cases {
-			col := collect(t.Context(), c, append(slices.Clone(tc.args[1:]), "--help"))
-			if len(col.sets) == 0 {
-				continue // a group's own usage, or a command without flags
+			var listed, parsed []string
+			for _, m := range helpFlag.FindAllStringSubmatch(help, -1) {
+				listed = append(listed, m[1])
 			}
-			fs := col.sets[0]
-			seen[fs.Name()] = true
-			t.Run(tc.name, func(t *testing.T) {
-				code, help, _, _ := status(t, append([]string{"help"}, tc.args...)...)
-				if code != 0 {
-					t.Fatalf("kernel help %s: exit %d", tc.name, code)
+			fs.VisitAll(func(f *flag.Flag) { parsed = append(parsed, f.Name) })
+			sort.Strings(listed)
+			sort.Strings(parsed)
+			if !slices.Equal(listed, parsed) {
+				t.Errorf("help lists %v, the command parses %v:\n%s", listed, parsed, help)
+			}
+			for name, sample := range commonFlagSample {
+				in := slices.Contains(listed, name)
+				code, _, stderr, _ := status(t, append(slices.Clone(tc.args), "--"+name+"="+sample, "--help")...)
+				switch {
+				case in && code != 0:
+					t.Errorf("--%s is in the help but refused (exit %d): %s", name, code, stderr)
+				case !in && code != exitUsage:
+					t.Errorf("--%s is not in the help but accepted (exit %d)", name, code)
 				}
-				var listed, parsed []string
-				for _, m := range helpFlag.FindAllStringSubmatch(help, -1) {
-					listed = append(listed, m[1])
-				}
-				fs.VisitAll(func(f *flag.Flag) {
-					if flagBelongs(fs, f) {
-						parsed = append(parsed, f.Name)
-					}
-				})
-				sort.Strings(listed)
-				sort.Strings(parsed)
-				if !slices.Equal(listed, parsed) {
-					t.Errorf("help lists %v, the command parses %v:\n%s", listed, parsed, help)
-				}
-				for name, sample := range commonFlagSample {
-					in := slices.Contains(listed, name)
-					code, _, stderr, _ := status(t, append(slices.Clone(tc.args), "--"+name+"="+sample, "--help")...)
-					switch {
-					case in && code != 0:
-						t.Errorf("--%s is in the help but refused (exit %d): %s", name, code, stderr)
-					case !in && code != exitUsage:
-						t.Errorf("--%s is not in the help but accepted (exit %d)", name, code)
-					}
-				}
-				// A flag of a FlagSet the group's subcommands share says
-				// whose it is as "sub: ..." or "sub1, sub2: ..."; one that
-				// starts with a subcommand's name any other way ("serve
-				// --http: ...") would show in every subcommand's help.
-				fs.VisitAll(func(f *flag.Flag) {
-					first := strings.FieldsFunc(f.Usage, func(r rune) bool { return r == ' ' || r == ':' || r == ',' })
-					if len(first) > 0 && subs[first[0]] && subcommandFlagOwner(f.Usage) == nil {
-						t.Errorf("--%s reads as %s's (%q) but is not marked as its: it shows in every subcommand's help", f.Name, first[0], f.Usage)
-					}
-				})
-				groups, ok := commonFlagsOf[fs.Name()]
-				if ok && groups&flagsModel == 0 && strings.Contains(help, "\nModel:\n") {
-					t.Errorf("a command that calls no model lists the model's flags:\n%s", help)
-				}
-				// Own flags come first, then the common ones under titles.
-				if i, j := strings.Index(help, "\nFlags:\n"), strings.Index(help, "\nConfiguration:\n"); i >= 0 && j >= 0 && i > j {
-					t.Errorf("the common flags come before the command's own:\n%s", help)
-				}
-			})
-		}
+			}
+			groups, ok := commonFlagsOf[fs.Name()]
+			if ok && groups&flagsModel == 0 && strings.Contains(help, "\nModel:\n") {
+				t.Errorf("a command that calls no model lists the model's flags:\n%s", help)
+			}
+			// Own flags come first, then the common ones under titles.
+			if i, j := strings.Index(help, "\nFlags:\n"), strings.Index(help, "\nConfiguration:\n"); i >= 0 && j >= 0 && i > j {
+				t.Errorf("the common flags come before the command's own:\n%s", help)
+			}
+		})
 	}
 	for name := range commonFlagsOf {
 		if !seen[name] {
-			t.Errorf("commonFlagsOf names %q, which is no command or subcommand with flags", name)
+			t.Errorf("commonFlagsOf names %q, which is no command or subcommand", name)
 		}
 	}
 }

@@ -42,10 +42,18 @@ type exitError struct {
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d: %s", e.code, e.msg) }
 
+// command is one entry of the command table: a command that parses its
+// own flags (run), or a group of subcommands (group; run is its run).
 type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, args []string, env *cliEnv) error
+	group   *group
+}
+
+// grouped is the command table entry of a group of subcommands.
+func grouped(g *group, summary string) command {
+	return command{name: g.name, summary: summary, run: g.run, group: g}
 }
 
 // cliEnv is what every command gets: its streams.
@@ -59,25 +67,25 @@ type cliEnv struct {
 
 func commands() []command {
 	return []command{
-		{"run", "run one prompt to a final answer", cmdRun},
-		{"chat", "talk to the agent interactively", cmdChat},
-		{"sessions", "list, show, export, import and remove sessions", cmdSessions},
-		{"policy", "check, test, explain and replay policies", cmdPolicy},
-		{"steer", "queue a message for a running session, list or cancel queued ones", cmdSteer},
-		{"serve", "serve the kernel over HTTP: sessions, runs, live events, approvals", cmdServe},
-		{"keys", "create, list and revoke kernel serve's API keys", cmdKeys},
-		{"store", "migrate the PostgreSQL schema; copy sessions between stores", cmdStore},
-		{"approve", "approve a session's pending tool call and continue", cmdResolve(true)},
-		{"reject", "reject a session's pending tool call", cmdResolve(false)},
-		{"tools", "list the tools the model can call", cmdTools},
-		{"plugins", "verify the configured plugins (pins, handshake, tools); lock a script plugin's directory", cmdPlugins},
-		{"mcp", "list MCP servers and their tools; serve the kernel's tools over MCP", cmdMCP},
-		{"sandbox", "show which sandbox layers hold here and what each native tool gets", cmdSandbox},
-		{"version", "print the version", cmdVersion},
-		{"init", "write a commented kernel.yaml and a starter policy", cmdInit},
-		{"config", "show the configuration files in effect and the result", cmdConfig},
-		{"completion", "print shell completion for bash, zsh or fish", cmdCompletion},
-		{"help", "show the commands, or one command's flags", cmdHelp},
+		{name: "run", summary: "run one prompt to a final answer", run: cmdRun},
+		{name: "chat", summary: "talk to the agent interactively", run: cmdChat},
+		grouped(&sessionsGroup, "list, show, export, import and remove sessions"),
+		grouped(&policyGroup, "check, test, explain and replay policies"),
+		{name: "steer", summary: "queue a message for a running session, list or cancel queued ones", run: cmdSteer},
+		{name: "serve", summary: "serve the kernel over HTTP: sessions, runs, live events, approvals", run: cmdServe},
+		grouped(&keysGroup, "create, list and revoke kernel serve's API keys"),
+		grouped(&storeGroup, "migrate the PostgreSQL schema; copy sessions between stores"),
+		{name: "approve", summary: "approve a session's pending tool call and continue", run: cmdResolve(true)},
+		{name: "reject", summary: "reject a session's pending tool call", run: cmdResolve(false)},
+		{name: "tools", summary: "list the tools the model can call", run: cmdTools},
+		grouped(&pluginsGroup, "verify the configured plugins (pins, handshake, tools); lock a script plugin's directory"),
+		grouped(&mcpGroup, "list MCP servers and their tools; serve the kernel's tools over MCP"),
+		grouped(&sandboxGroup, "show which sandbox layers hold here and what each native tool gets"),
+		{name: "version", summary: "print the version", run: cmdVersion},
+		{name: "init", summary: "write a commented kernel.yaml and a starter policy", run: cmdInit},
+		grouped(&configGroup, "show the configuration files in effect and the result"),
+		{name: "completion", summary: "print shell completion for bash, zsh or fish", run: cmdCompletion},
+		{name: "help", summary: "show the commands, or one command's flags", run: cmdHelp},
 	}
 }
 

@@ -51,33 +51,19 @@ func (a *app) loadPlugins(ctx context.Context) error {
 	return nil
 }
 
-const pluginsUsage = `Usage: kernel plugins verify [--config FILE]
-       kernel plugins lock DIR
+// pluginsGroup is `kernel plugins`.
+var pluginsGroup = group{
+	name:   "plugins",
+	footer: "See docs/plugins.md.",
+	subs: []subcmd{
+		{name: "verify", summary: "check every configured plugin: its sha256 pin, that it\nstarts and completes the handshake, and its tools", flags: noFlags(pluginsVerify)},
+		{name: "lock", synopsis: "DIR", summary: "lock an interpreted plugin's directory: write\nDIR/agentkernel.lock (the sha256 of every file in it)\nand print the sha256 that pins it in kernel.yaml",
+			args: "DIR", need: 1, needs: "the directory that holds the plugin's script", flags: noFlags(pluginsLock)},
+	},
+}
 
-  verify                  check every configured plugin: its sha256 pin, that it
-                          starts and completes the handshake, and its tools
-  lock DIR                lock an interpreted plugin's directory: write
-                          DIR/agentkernel.lock (the sha256 of every file in it)
-                          and print the sha256 that pins it in kernel.yaml`
-
-func cmdPlugins(ctx context.Context, args []string, env *cliEnv) error {
-	if len(args) > 0 && args[0] == "lock" {
-		return cmdPluginsLock(args[1:], env)
-	}
-	if len(args) == 0 || args[0] != "verify" {
-		fmt.Fprintln(env.stderr, pluginsUsage)
-		recordGroupUsage(env.stderr, pluginsUsage)
-		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-			return nil
-		}
-		return exitError{code: 2, msg: fmt.Sprintf("unknown plugins subcommand %q", args[0])}
-	}
-	fs := newFlagSet("plugins verify", "", env.stderr)
-	var cf commonFlags
-	cf.register(fs)
-	if _, err := parseArgs(fs, args[1:]); err != nil {
-		return err
-	}
+// pluginsVerify is `kernel plugins verify`.
+func pluginsVerify(ctx context.Context, cf *commonFlags, env *cliEnv, _ []string) error {
 	cfg, err := cf.load()
 	if err != nil {
 		return err
@@ -111,16 +97,10 @@ func cmdPlugins(ctx context.Context, args []string, env *cliEnv) error {
 	return nil
 }
 
-// cmdPluginsLock is `kernel plugins lock DIR`.
-func cmdPluginsLock(args []string, env *cliEnv) error {
-	fs := newFlagSet("plugins lock", "DIR", env.stderr)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
+// pluginsLock is `kernel plugins lock DIR`.
+func pluginsLock(ctx context.Context, _ *commonFlags, env *cliEnv, pos []string) error {
 	if len(pos) != 1 {
-		fs.Usage()
-		return exitError{code: exitUsage, msg: "kernel plugins lock takes one directory: the one that holds the plugin's script"}
+		return usageError("kernel plugins lock takes one directory: the one that holds the plugin's script")
 	}
 	sum, n, err := subprocess.WriteLock(pos[0])
 	if err != nil {

@@ -145,6 +145,7 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 	}
 	r.mu.Lock()
 	r.scrub = a.scrub
+	r.tools = k.Tools()
 	if sc, err := a.cfg.storeConfig(); err == nil && sc.Kind != "memory" && sc.Kind != "postgres" {
 		r.store = storeHint(sc.Dir)
 	}

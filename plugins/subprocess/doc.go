@@ -1,5 +1,5 @@
 // Package subprocess is the host side of tool plugins: binaries built with
-// plugins/sdk that serve tools over hashicorp/go-plugin (gRPC only,
+// the Go SDK (package sdk) that serve tools over hashicorp/go-plugin (gRPC only,
 // AutoMTLS, a unix socket in a private directory).
 //
 // A Host owns every plugin of a kernel. For each configured plugin:

@@ -66,7 +66,7 @@ type sdkInfo struct {
 }
 
 var sdks = map[string]sdkInfo{
-	"":       {"plugins/sdk", "sdk.Serve", "is it an agentkernel plugin built with plugins/sdk (sdk.Serve)?"},
+	"":       {"sdk", "sdk.Serve", "is it an agentkernel plugin built with the Go SDK (sdk.Serve)?"},
 	"node":   {"sdk/typescript", "serve() (@agentkernel/plugin-sdk)", "is it built with the TypeScript SDK (sdk/typescript, serve() from @agentkernel/plugin-sdk)?"},
 	"python": {"sdk/python", "agentkernel_plugin.serve()", "is it built with the Python SDK (sdk/python, agentkernel_plugin.serve())?"},
 }

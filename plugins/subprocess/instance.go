@@ -15,9 +15,9 @@ import (
 	"github.com/hashicorp/go-plugin/runner"
 	"google.golang.org/grpc"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk"
-	"github.com/agentkernel/agentkernel/plugins/sdk/pluginpb"
 	"github.com/agentkernel/agentkernel/sandbox/proc"
+	"github.com/agentkernel/agentkernel/sdk"
+	"github.com/agentkernel/agentkernel/sdk/pluginpb"
 )
 
 // windowSize is the HTTP/2 flow-control window of the host's connection.

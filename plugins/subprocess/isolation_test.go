@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/plugins/sdk"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sdk"
 )
 
 func TestEnvironmentIsNotInherited(t *testing.T) {

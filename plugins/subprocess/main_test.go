@@ -15,9 +15,9 @@ import (
 
 	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/plugins/sdk/sdktest"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 	"github.com/agentkernel/agentkernel/sandbox"
+	"github.com/agentkernel/agentkernel/sdk/sdktest"
 )
 
 // misbehave is the test plugin binary, built once by TestMain.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentkernel/agentkernel/internal/config/names"
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/plugins/sdk/pluginpb"
+	"github.com/agentkernel/agentkernel/sdk/pluginpb"
 )
 
 // toolSpec is a tool as its plugin describes it, before namespacing. It is

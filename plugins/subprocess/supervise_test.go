@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/plugins/sdk"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sdk"
 )
 
 type procInfo struct {

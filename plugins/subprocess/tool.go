@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/plugins/sdk"
-	"github.com/agentkernel/agentkernel/plugins/sdk/pluginpb"
+	"github.com/agentkernel/agentkernel/sdk"
+	"github.com/agentkernel/agentkernel/sdk/pluginpb"
 )
 
 // Limits on what a plugin may send back besides its result.

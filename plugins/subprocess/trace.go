@@ -7,12 +7,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk"
+	"github.com/agentkernel/agentkernel/sdk"
 )
 
 // withTraceContext adds the W3C trace context of ctx's span (traceparent,
 // tracestate) to the call's outgoing gRPC metadata, so that the plugin's
-// spans continue the run's trace; plugins/sdk starts a span from it. A
+// spans continue the run's trace; sdk starts a span from it. A
 // context without a span (telemetry off) is returned as it is.
 func withTraceContext(ctx context.Context) context.Context {
 	if !trace.SpanContextFromContext(ctx).IsValid() {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk/sdktest"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sdk/sdktest"
 )
 
 // copyBinary copies the test plugin to a fresh path the test may modify.

@@ -31,7 +31,7 @@
 //     non-zero exit is a failed call carrying the start and end of stderr.
 //   - reactor: the module exports agentkernel_alloc and agentkernel_call;
 //     the host passes the same request through guest memory. Go tools get
-//     both from wasm-tools/sdk.
+//     both from sdk/wasmtool.
 //   - argv: an unmodified WASI program; templates in the manifest turn the
 //     arguments into argv and stdin, stdout is the result.
 //

@@ -11,7 +11,7 @@ import (
 
 	"github.com/itchyny/gojq"
 
-	"github.com/agentkernel/agentkernel/wasm-tools/sdk"
+	"github.com/agentkernel/agentkernel/sdk/wasmtool"
 )
 
 // args are the jq tool's arguments (see tool.json).
@@ -27,13 +27,13 @@ type args struct {
 // ends with a message instead of at the output limit.
 const defaultLimit = 1000
 
-func handle(req sdk.Request) (sdk.Result, error) {
+func handle(req wasmtool.Request) (wasmtool.Result, error) {
 	if req.Tool != "jq" {
-		return sdk.Result{}, fmt.Errorf("%w %q", sdk.ErrUnknownTool, req.Tool)
+		return wasmtool.Result{}, fmt.Errorf("%w %q", wasmtool.ErrUnknownTool, req.Tool)
 	}
 	var a args
-	if err := sdk.DecodeArgs(req.Args, &a); err != nil {
-		return sdk.Result{}, err
+	if err := wasmtool.DecodeArgs(req.Args, &a); err != nil {
+		return wasmtool.Result{}, err
 	}
 	return run(a)
 }
@@ -41,12 +41,12 @@ func handle(req sdk.Request) (sdk.Result, error) {
 // run compiles the filter and runs it on every input value: the input
 // argument, or each JSON value in the file, or null when neither is given.
 // Results are one per line, compact JSON (strings unquoted with raw).
-func run(a args) (sdk.Result, error) {
+func run(a args) (wasmtool.Result, error) {
 	if strings.TrimSpace(a.Filter) == "" {
-		return sdk.Errorf("filter is empty; for the identity use ."), nil
+		return wasmtool.Errorf("filter is empty; for the identity use ."), nil
 	}
 	if len(a.Input) > 0 && a.File != "" {
-		return sdk.Errorf("give input or file, not both"), nil
+		return wasmtool.Errorf("give input or file, not both"), nil
 	}
 	limit := a.Limit
 	if limit <= 0 {
@@ -54,11 +54,11 @@ func run(a args) (sdk.Result, error) {
 	}
 	q, err := gojq.Parse(a.Filter)
 	if err != nil {
-		return sdk.Errorf("jq: parse %q: %v", a.Filter, err), nil
+		return wasmtool.Errorf("jq: parse %q: %v", a.Filter, err), nil
 	}
 	code, err := gojq.Compile(q, gojq.WithEnvironLoader(os.Environ))
 	if err != nil {
-		return sdk.Errorf("jq: compile %q: %v", a.Filter, err), nil
+		return wasmtool.Errorf("jq: compile %q: %v", a.Filter, err), nil
 	}
 
 	var src io.Reader = strings.NewReader("null")
@@ -68,7 +68,7 @@ func run(a args) (sdk.Result, error) {
 	case a.File != "":
 		f, err := os.Open(a.File)
 		if err != nil {
-			return sdk.Errorf("jq: %v (files are readable only in the directories the operator mounted)", err), nil
+			return wasmtool.Errorf("jq: %v (files are readable only in the directories the operator mounted)", err), nil
 		}
 		defer f.Close()
 		src = f
@@ -83,7 +83,7 @@ func run(a args) (sdk.Result, error) {
 		if err := dec.Decode(&v); err == io.EOF {
 			break
 		} else if err != nil {
-			return sdk.Errorf("jq: input is not JSON: %v", err), nil
+			return wasmtool.Errorf("jq: input is not JSON: %v", err), nil
 		}
 		iter := code.Run(v)
 		for {
@@ -94,19 +94,19 @@ func run(a args) (sdk.Result, error) {
 			if err, isErr := r.(error); isErr {
 				var halt *gojq.HaltError
 				if errors.As(err, &halt) && halt.Value() == nil {
-					return sdk.Text(out.String()), nil // halt: stop quietly
+					return wasmtool.Text(out.String()), nil // halt: stop quietly
 				}
-				return sdk.Result{Content: out.String() + "jq: error: " + err.Error(), IsError: true}, nil
+				return wasmtool.Result{Content: out.String() + "jq: error: " + err.Error(), IsError: true}, nil
 			}
 			if n == limit {
-				return sdk.Result{Content: out.String() + fmt.Sprintf("jq: stopped after %d results (limit)", limit), IsError: true}, nil
+				return wasmtool.Result{Content: out.String() + fmt.Sprintf("jq: stopped after %d results (limit)", limit), IsError: true}, nil
 			}
 			if s, isStr := r.(string); isStr && a.Raw {
 				out.WriteString(s)
 			} else {
 				b, err := gojq.Marshal(r)
 				if err != nil {
-					return sdk.Errorf("jq: encode result: %v", err), nil
+					return wasmtool.Errorf("jq: encode result: %v", err), nil
 				}
 				out.Write(b)
 			}
@@ -114,5 +114,5 @@ func run(a args) (sdk.Result, error) {
 			n++
 		}
 	}
-	return sdk.Text(out.String()), nil
+	return wasmtool.Text(out.String()), nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentkernel/agentkernel/plugins/wasm"
 	"github.com/agentkernel/agentkernel/plugins/wasm/wasmtest"
-	"github.com/agentkernel/agentkernel/wasm-tools/sdk"
+	"github.com/agentkernel/agentkernel/sdk/wasmtool"
 )
 
 func TestMain(m *testing.M) {
@@ -58,7 +58,7 @@ func TestRun(t *testing.T) {
 }
 
 func TestUnknownTool(t *testing.T) {
-	if _, err := handle(sdk.Request{Tool: "nope"}); err == nil {
+	if _, err := handle(wasmtool.Request{Tool: "nope"}); err == nil {
 		t.Fatal("want an error")
 	}
 }

@@ -5,16 +5,16 @@
 //	GOOS=wasip1 GOARCH=wasm go build -o wasm-tools/jq/jq.wasm ./wasm-tools/jq
 //
 // The same main serves the json ABI and, built with -buildmode=c-shared,
-// the reactor ABI (see wasm-tools/sdk).
+// the reactor ABI (see sdk/wasmtool).
 package main
 
-import "github.com/agentkernel/agentkernel/wasm-tools/sdk"
+import "github.com/agentkernel/agentkernel/sdk/wasmtool"
 
 // init registers the handler (a reactor instance never runs main) and a
 // warm-up for reactor builds.
 func init() {
-	sdk.Handle(handle)
-	sdk.Warm(func() { _, _ = run(args{Filter: ".a", Input: []byte(`{"a":1}`)}) })
+	wasmtool.Handle(handle)
+	wasmtool.Warm(func() { _, _ = run(args{Filter: ".a", Input: []byte(`{"a":1}`)}) })
 }
 
-func main() { sdk.Main() }
+func main() { wasmtool.Main() }

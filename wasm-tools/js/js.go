@@ -9,7 +9,7 @@ import (
 
 	"github.com/dop251/goja"
 
-	"github.com/agentkernel/agentkernel/wasm-tools/sdk"
+	"github.com/agentkernel/agentkernel/sdk/wasmtool"
 )
 
 // args are the js tool's arguments (see tool.json).
@@ -34,13 +34,13 @@ type outcome struct {
 	Error   string          `json:"error,omitempty"`
 }
 
-func handle(req sdk.Request) (sdk.Result, error) {
+func handle(req wasmtool.Request) (wasmtool.Result, error) {
 	if req.Tool != "js" {
-		return sdk.Result{}, fmt.Errorf("%w %q", sdk.ErrUnknownTool, req.Tool)
+		return wasmtool.Result{}, fmt.Errorf("%w %q", wasmtool.ErrUnknownTool, req.Tool)
 	}
 	var a args
-	if err := sdk.DecodeArgs(req.Args, &a); err != nil {
-		return sdk.Result{}, err
+	if err := wasmtool.DecodeArgs(req.Args, &a); err != nil {
+		return wasmtool.Result{}, err
 	}
 	return eval(a.Code), nil
 }
@@ -139,9 +139,9 @@ func typeOf(v goja.Value) string {
 
 // eval runs code in a fresh runtime (the instance itself is fresh for every
 // call, so nothing survives between calls).
-func eval(code string) sdk.Result {
+func eval(code string) wasmtool.Result {
 	if strings.TrimSpace(code) == "" {
-		return sdk.Errorf("code is empty")
+		return wasmtool.Errorf("code is empty")
 	}
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStack)
@@ -177,9 +177,9 @@ func eval(code string) sdk.Result {
 	out.Console = con.String()
 	b, mErr := json.Marshal(out)
 	if mErr != nil {
-		return sdk.Errorf("js: encode result: %v", mErr)
+		return wasmtool.Errorf("js: encode result: %v", mErr)
 	}
-	return sdk.Result{Content: string(b), IsError: out.Error != ""}
+	return wasmtool.Result{Content: string(b), IsError: out.Error != ""}
 }
 
 func describe(err error) string {

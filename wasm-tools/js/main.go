@@ -13,14 +13,14 @@
 // every console line also goes to stderr) and memory_mb caps the heap.
 package main
 
-import "github.com/agentkernel/agentkernel/wasm-tools/sdk"
+import "github.com/agentkernel/agentkernel/sdk/wasmtool"
 
 // init registers the handler (a reactor instance never runs main) and a
 // warm-up that a pooled instance runs before its call: one evaluation
 // builds goja's caches.
 func init() {
-	sdk.Handle(handle)
-	sdk.Warm(func() { eval("[1].map(x => x + 1)") })
+	wasmtool.Handle(handle)
+	wasmtool.Warm(func() { eval("[1].map(x => x + 1)") })
 }
 
-func main() { sdk.Main() }
+func main() { wasmtool.Main() }

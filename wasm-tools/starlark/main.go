@@ -17,14 +17,14 @@
 // shows it).
 package main
 
-import "github.com/agentkernel/agentkernel/wasm-tools/sdk"
+import "github.com/agentkernel/agentkernel/sdk/wasmtool"
 
 // init registers the handler (a reactor instance never runs main) and a
 // warm-up that a pooled instance runs before its call: one evaluation
 // touches the parser, resolver, compiler and the json module.
 func init() {
-	sdk.Handle(handle)
-	sdk.Warm(func() { run(`result = json.encode({"a": [x * x for x in range(3)]})`, nil) })
+	wasmtool.Handle(handle)
+	wasmtool.Warm(func() { run(`result = json.encode({"a": [x * x for x in range(3)]})`, nil) })
 }
 
-func main() { sdk.Main() }
+func main() { wasmtool.Main() }

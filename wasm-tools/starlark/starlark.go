@@ -16,7 +16,7 @@ import (
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
 
-	"github.com/agentkernel/agentkernel/wasm-tools/sdk"
+	"github.com/agentkernel/agentkernel/sdk/wasmtool"
 )
 
 // args are the starlark tool's arguments (see tool.json).
@@ -69,13 +69,13 @@ type outcome struct {
 	Error string `json:"error,omitempty"`
 }
 
-func handle(req sdk.Request) (sdk.Result, error) {
+func handle(req wasmtool.Request) (wasmtool.Result, error) {
 	if req.Tool != "starlark" {
-		return sdk.Result{}, fmt.Errorf("%w %q", sdk.ErrUnknownTool, req.Tool)
+		return wasmtool.Result{}, fmt.Errorf("%w %q", wasmtool.ErrUnknownTool, req.Tool)
 	}
 	var a args
-	if err := sdk.DecodeArgs(req.Args, &a); err != nil {
-		return sdk.Result{}, err
+	if err := wasmtool.DecodeArgs(req.Args, &a); err != nil {
+		return wasmtool.Result{}, err
 	}
 	return run(a.Script, a.Input), nil
 }
@@ -124,9 +124,9 @@ func predeclared(input starlark.Value) starlark.StringDict {
 // run executes script in a fresh thread; input is the call's "input"
 // argument as JSON (nil or null: None). The result is an error result
 // when the script fails.
-func run(script string, input json.RawMessage) sdk.Result {
+func run(script string, input json.RawMessage) wasmtool.Result {
 	if strings.TrimSpace(script) == "" {
-		return sdk.Errorf("script is empty")
+		return wasmtool.Errorf("script is empty")
 	}
 	var pr printer
 	thread := &starlark.Thread{
@@ -158,9 +158,9 @@ func run(script string, input json.RawMessage) sdk.Result {
 	out.Output = pr.String()
 	b, mErr := json.Marshal(out)
 	if mErr != nil {
-		return sdk.Errorf("starlark: encode result: %v", mErr)
+		return wasmtool.Errorf("starlark: encode result: %v", mErr)
 	}
-	return sdk.Result{Content: string(b), IsError: out.Error != ""}
+	return wasmtool.Result{Content: string(b), IsError: out.Error != ""}
 }
 
 // exec parses, resolves and runs the script and returns its result: the

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk"
+	"github.com/agentkernel/agentkernel/sdk"
 )
 
 // git runs read-only git commands in one repository.

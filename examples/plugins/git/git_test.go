@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/plugins/sdk"
-	"github.com/agentkernel/agentkernel/plugins/sdk/sdktest"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sdk"
+	"github.com/agentkernel/agentkernel/sdk/sdktest"
 )
 
 func needGit(t *testing.T) {

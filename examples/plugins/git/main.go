@@ -1,6 +1,6 @@
 // Command git is a tool plugin that lets the model read a git repository:
 // git_status, git_diff and git_log, all read-only, with validated arguments
-// and capped output. It is built with plugins/sdk.
+// and capped output. It is built with the Go SDK (package sdk).
 //
 // Usage (as the kernel runs it; see docs/plugins.md):
 //
@@ -17,7 +17,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk"
+	"github.com/agentkernel/agentkernel/sdk"
 )
 
 func main() {

@@ -1,7 +1,7 @@
 // Package names holds the syntax rules of the kernel's names (tools,
 // plugins, modules, hooks), read from the patterns the JSON Schemas under
 // schemas/ state. It is apart from internal/config so that what a tool
-// plugin links for them (through plugins/sdk) is this package and the
+// plugin links for them (through the Go SDK, package sdk) is this package and the
 // schemas, not the YAML decoder.
 package names
 

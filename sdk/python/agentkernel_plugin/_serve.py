@@ -35,11 +35,11 @@ from ._service import ToolsServicer, tools_by_name
 from ._tool import Tool
 
 #: The tool protocol version, negotiated in go-plugin's handshake
-#: (plugins/sdk.ProtocolVersion).
+#: (sdk.ProtocolVersion).
 PROTOCOL_VERSION = 1
 #: go-plugin's own protocol version (its CoreProtocolVersion).
 CORE_PROTOCOL_VERSION = 1
-#: The magic cookie the kernel sets for its plugins (plugins/sdk).
+#: The magic cookie the kernel sets for its plugins (sdk).
 MAGIC_COOKIE_KEY = "AGENTKERNEL_PLUGIN"
 MAGIC_COOKIE_VALUE = "7c0b3f4e-agentkernel-tools"
 

@@ -1,6 +1,6 @@
 """What a plugin author writes: tools.
 
-The concepts are the Go SDK's (plugins/sdk): a name, a description, a JSON
+The concepts are the Go SDK's (sdk): a name, a description, a JSON
 Schema for the arguments, a tier, an optional timeout, an async handler
 that reports progress and stops when its call is cancelled, and an
 optional side-effect check.
@@ -271,7 +271,7 @@ def truncate_output(s: str, max_bytes: int) -> str:
 
 
 def truncation_marker(total: int, max_bytes: int) -> str:
-    """The line truncate_output appends (plugins/sdk.TruncationMarker)."""
+    """The line truncate_output appends (sdk.TruncationMarker)."""
     return f"\n[output truncated: {total} bytes, limit {max_bytes}]"
 
 

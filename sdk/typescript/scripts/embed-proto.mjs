@@ -19,7 +19,7 @@ function require_resolve(name) {
 }
 
 const sources = [
-  join(pkg, "../../plugins/sdk/pluginpb/plugin.proto"),
+  join(pkg, "../pluginpb/plugin.proto"),
   join(pkg, "../proto/goplugin.proto"),
   join(pkg, "../proto/health.proto"),
 ];

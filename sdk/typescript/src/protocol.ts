@@ -1,4 +1,4 @@
-// The wire protocol: plugins/sdk/pluginpb/plugin.proto (the tool
+// The wire protocol: sdk/pluginpb/plugin.proto (the tool
 // protocol), go-plugin's GRPCController/GRPCStdio/GRPCBroker and gRPC's
 // health service, loaded with @grpc/proto-loader from the descriptor
 // scripts/embed-proto.mjs embeds at build time (see RATIONALE.md,
@@ -8,13 +8,13 @@ import * as grpc from "@grpc/grpc-js";
 import { fromJSON } from "@grpc/proto-loader";
 import { descriptor } from "./protocol.generated";
 
-/** ProtocolVersion is the tool protocol version, negotiated in go-plugin's handshake (plugins/sdk.ProtocolVersion). */
+/** ProtocolVersion is the tool protocol version, negotiated in go-plugin's handshake (sdk.ProtocolVersion). */
 export const ProtocolVersion = 1;
 
 /** CoreProtocolVersion is go-plugin's own protocol version (its CoreProtocolVersion). */
 export const CoreProtocolVersion = 1;
 
-/** The magic cookie the kernel sets for its plugins (plugins/sdk.MagicCookieKey and MagicCookieValue). */
+/** The magic cookie the kernel sets for its plugins (sdk.MagicCookieKey and MagicCookieValue). */
 export const MagicCookieKey = "AGENTKERNEL_PLUGIN";
 export const MagicCookieValue = "7c0b3f4e-agentkernel-tools";
 

@@ -1,5 +1,5 @@
 // What a plugin author writes: tools. The concepts are the Go SDK's
-// (plugins/sdk): a name, a description, a JSON Schema for the arguments, a
+// (sdk): a name, a description, a JSON Schema for the arguments, a
 // tier, an optional timeout, an async handler that reports progress and
 // stops when its AbortSignal fires, and an optional side-effect check.
 
@@ -193,7 +193,7 @@ export function truncateOutput(s: string, max: number): string {
   return b.subarray(0, cut).toString("utf8") + truncationMarker(b.length, max);
 }
 
-/** truncationMarker is the line truncateOutput appends to output of total bytes cut to max (plugins/sdk.TruncationMarker). */
+/** truncationMarker is the line truncateOutput appends to output of total bytes cut to max (sdk.TruncationMarker). */
 export function truncationMarker(total: number, max: number): string {
   return `\n[output truncated: ${total} bytes, limit ${max}]`;
 }

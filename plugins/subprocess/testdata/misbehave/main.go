@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk"
+	"github.com/agentkernel/agentkernel/sdk"
 )
 
 func main() {

@@ -10,8 +10,8 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	"github.com/agentkernel/agentkernel/plugins/sdk"
-	"github.com/agentkernel/agentkernel/plugins/sdk/pluginpb"
+	"github.com/agentkernel/agentkernel/sdk"
+	"github.com/agentkernel/agentkernel/sdk/pluginpb"
 )
 
 // serveRaw serves a hand-written tool service straight through go-plugin:

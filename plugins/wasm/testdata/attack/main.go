@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentkernel/agentkernel/wasm-tools/sdk"
+	"github.com/agentkernel/agentkernel/sdk/wasmtool"
 )
 
 func init() {
@@ -35,11 +35,11 @@ func init() {
 			counter++
 		}
 	}
-	sdk.Handle(handle)
-	sdk.Warm(func() { _ = sdk.DecodeArgs([]byte(`{"text": "warm", "code": 0}`), &args{}) })
+	wasmtool.Handle(handle)
+	wasmtool.Warm(func() { _ = wasmtool.DecodeArgs([]byte(`{"text": "warm", "code": 0}`), &args{}) })
 }
 
-func main() { sdk.Main() }
+func main() { wasmtool.Main() }
 
 // counter is package state: a fresh instance per call always answers 1.
 var counter int
@@ -54,24 +54,24 @@ type args struct {
 	Text   string `json:"text"`
 }
 
-func handle(req sdk.Request) (sdk.Result, error) {
+func handle(req wasmtool.Request) (wasmtool.Result, error) {
 	var a args
-	if err := sdk.DecodeArgs(req.Args, &a); err != nil {
-		return sdk.Result{}, err
+	if err := wasmtool.DecodeArgs(req.Args, &a); err != nil {
+		return wasmtool.Result{}, err
 	}
 	switch req.Tool {
 	case "echo":
-		return sdk.Text(a.Text), nil
+		return wasmtool.Text(a.Text), nil
 	case "counter":
 		counter++
-		return sdk.Text(fmt.Sprint(counter)), nil
+		return wasmtool.Text(fmt.Sprint(counter)), nil
 	case "loop":
 		for {
 			counter++
 		}
 	case "sleep":
 		time.Sleep(time.Hour)
-		return sdk.Text("woke up after an hour"), nil
+		return wasmtool.Text("woke up after an hour"), nil
 	case "memory":
 		var hoard [][]byte
 		for {
@@ -100,17 +100,17 @@ func handle(req sdk.Request) (sdk.Result, error) {
 	case "env":
 		env := os.Environ()
 		sort.Strings(env)
-		return sdk.Text(strings.Join(env, "\n")), nil
+		return wasmtool.Text(strings.Join(env, "\n")), nil
 	case "args":
-		return sdk.Text(strings.Join(os.Args, " ")), nil
+		return wasmtool.Text(strings.Join(os.Args, " ")), nil
 	case "clock":
 		start := time.Now()
 		time.Sleep(20 * time.Millisecond)
-		return sdk.JSON(map[string]int64{"unix_ns": start.UnixNano(), "slept_ns": int64(time.Since(start))})
+		return wasmtool.JSON(map[string]int64{"unix_ns": start.UnixNano(), "slept_ns": int64(time.Since(start))})
 	case "random":
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)
-		return sdk.Text(hex.EncodeToString(b)), nil
+		return wasmtool.Text(hex.EncodeToString(b)), nil
 	case "exit":
 		fmt.Fprintln(os.Stderr, "exiting on purpose with code", a.Code)
 		os.Exit(a.Code)
@@ -118,16 +118,16 @@ func handle(req sdk.Request) (sdk.Result, error) {
 		var m map[string]int
 		m["boom"]++ // nil map: a runtime panic the sdk recovers
 	case "big":
-		return sdk.Text(strings.Repeat("b", a.Size)), nil
+		return wasmtool.Text(strings.Repeat("b", a.Size)), nil
 	case "fs":
 		return fsOp(a), nil
 	}
-	return sdk.Result{}, fmt.Errorf("%w %q", sdk.ErrUnknownTool, req.Tool)
+	return wasmtool.Result{}, fmt.Errorf("%w %q", wasmtool.ErrUnknownTool, req.Tool)
 }
 
 // fsOp performs one file operation and reports the outcome as text:
 // "ok: ..." or "error: ...", with is_error set on error.
-func fsOp(a args) sdk.Result {
+func fsOp(a args) wasmtool.Result {
 	var out string
 	var err error
 	switch a.Op {
@@ -177,7 +177,7 @@ func fsOp(a args) sdk.Result {
 		err = errors.New("unknown op " + a.Op)
 	}
 	if err != nil {
-		return sdk.Errorf("error: %v", err)
+		return wasmtool.Errorf("error: %v", err)
 	}
-	return sdk.Text("ok: " + out)
+	return wasmtool.Text("ok: " + out)
 }

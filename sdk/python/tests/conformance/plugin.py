@@ -1,6 +1,6 @@
 """The Python conformance plugin: the tool set every SDK's conformance
 plugin serves (sdk/README.md lists it), run by the kernel's conformance
-suite (plugins/sdk/sdktest.Conformance) through the real host. The test
+suite (sdk/sdktest.Conformance) through the real host. The test
 puts it in a directory with the SDK and locks it."""
 
 from __future__ import annotations
