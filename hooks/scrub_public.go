@@ -164,6 +164,6 @@ func keyBefore(t string, s int) string {
 // jwkNearby reports a JSON Web Key around t[s]: its key type, or the
 // usual public exponent.
 func jwkNearby(t string, s int) bool {
-	w := t[max(0, s-4096):min(len(t), s+4096)]
+	w := t[max(0, s-2048):min(len(t), s+2048)] // an 8192-bit modulus is 1,366 characters
 	return strings.Contains(w, "kty") || strings.Contains(w, "AQAB")
 }
