@@ -91,7 +91,8 @@ func (cfg *Config) builtinWritable() ([]writableArea, error) {
 }
 
 // sandboxWritable is every read-write path of a native process's sandbox
-// grant: run_command's command_sandbox, each plugin's sandbox, each MCP
+// grant: run_command's command_sandbox, each command tool's sandbox
+// (tools.command) and the workspace it always writes, each plugin's sandbox, each MCP
 // stdio server's grant and each command hook's sandbox (the workspace
 // itself is builtinWritable's).
 func (cfg *Config) sandboxWritable() ([]writableArea, error) {
@@ -106,6 +107,20 @@ func (cfg *Config) sandboxWritable() ([]writableArea, error) {
 	for _, pc := range pcs {
 		for _, p := range pc.Sandbox.WritablePaths() {
 			out = append(out, writableArea{dir: p, by: "plugin " + pc.Name + "'s sandbox grant", owner: "plugin:" + pc.Name})
+		}
+	}
+	dc, err := cfg.declaredConfig()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range dc.Command {
+		// A command tool's grant is run_command's (builtin.CommandGrant):
+		// the workspace read-write, whether or not a built-in writes.
+		if cfg.Workspace != "" {
+			out = append(out, writableArea{dir: cfg.path(cfg.Workspace), by: "the workspace, read-write to command tool " + c.Name + " (tools.command)"})
+		}
+		for _, p := range c.Sandbox.WritablePaths() {
+			out = append(out, writableArea{dir: p, by: "command tool " + c.Name + "'s sandbox grant (tools.command)"})
 		}
 	}
 	scs, err := cfg.mcpConfigs()
