@@ -289,3 +289,42 @@ func TestDeclaredCommandWritesTheWorkspace(t *testing.T) {
 		}
 	}
 }
+
+// TestDeclaredCommandScriptIsAKernelFile: a command tool that runs a
+// script the workspace holds ([sh, ws/tool.sh, "{x}"]) runs what
+// write_file can rewrite, with the command tool's grant: the start is
+// refused naming the script. The same script outside every writable
+// directory starts; a placeholder the model fills in is its own. Without
+// the command tools' argv among the kernel files this starts.
+func TestDeclaredCommandScriptIsAKernelFile(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"ws/tool.sh":  "echo $1\n",
+		"bin/tool.sh": "echo $1\n",
+		"script.yaml": "steps: [{text: hi}]\n",
+	})
+	for _, tc := range []struct {
+		script  string
+		refused bool
+	}{{"ws/tool.sh", true}, {"bin/tool.sh", false}} {
+		conf := filepath.Join(dir, "kernel.yaml")
+		writeFiles(t, dir, map[string]string{"kernel.yaml": "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\n" +
+			"tools:\n  builtin: {enable: [read_file, write_file]}\n  command:\n" +
+			"    - {name: c, description: d, argv: [sh, " + filepath.Join(dir, tc.script) + ", \"{x}\"], args: {type: object, properties: {x: {type: string}}}}\n"})
+		_, errOut, err := cli(t, "run", "--config", conf, "--store", t.TempDir(), "hi")
+		if !tc.refused {
+			if err != nil {
+				t.Errorf("%s: %v\n%s", tc.script, err, errOut)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrProtectedWritable) {
+			t.Fatalf("started with command tool c running %s, which write_file can change: %v\n%s", tc.script, err, errOut)
+		}
+		for _, want := range []string{"a file the argv of command tool c runs " + filepath.Join(dir, tc.script), "write_file"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the refusal lacks %q:\n%v", want, err)
+			}
+		}
+	}
+}

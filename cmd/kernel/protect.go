@@ -117,10 +117,10 @@ func (cfg *Config) sandboxWritable() ([]writableArea, error) {
 		// A command tool's grant is run_command's (builtin.CommandGrant):
 		// the workspace read-write, whether or not a built-in writes.
 		if cfg.Workspace != "" {
-			out = append(out, writableArea{dir: cfg.path(cfg.Workspace), by: "the workspace, read-write to command tool " + c.Name + " (tools.command)"})
+			out = append(out, writableArea{dir: cfg.path(cfg.Workspace), by: "the workspace, read-write to command tool " + c.Name + " (tools.command)", owner: "command:" + c.Name})
 		}
 		for _, p := range c.Sandbox.WritablePaths() {
-			out = append(out, writableArea{dir: p, by: "command tool " + c.Name + "'s sandbox grant (tools.command)"})
+			out = append(out, writableArea{dir: p, by: "command tool " + c.Name + "'s sandbox grant (tools.command)", owner: "command:" + c.Name})
 		}
 	}
 	scs, err := cfg.mcpConfigs()
@@ -256,6 +256,25 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 		}
 		unresolved(err, "the command of plugin "+pc.Name, "plugin:"+pc.Name)
 	}
+	dc, err := cfg.declaredConfig()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range dc.Command {
+		// What a command tool runs is configuration: a script another
+		// tool can rewrite would run with this tool's grant. The
+		// arguments the model fills in are its own; the written-out
+		// prefix of argv is checked like a plugin's.
+		dir := c.Dir
+		if dir == "" {
+			dir = cfg.path(cfg.Workspace)
+		}
+		files, err := hostpath.CommandPaths(literalArgv(c.Argv), dir)
+		for _, f := range files {
+			owned(f, "a file the argv of command tool "+c.Name+" runs", "command:"+c.Name)
+		}
+		unresolved(err, "the argv of command tool "+c.Name, "command:"+c.Name)
+	}
 	scs, err := cfg.mcpConfigs()
 	if err != nil {
 		return nil, err
@@ -276,6 +295,21 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 		add(filepath.Join(filepath.Dir(cfg.path(mc.Path)), "tool.json"), "a WASM manifest")
 	}
 	return out, nil
+}
+
+// literalArgv is the written-out prefix of a command tool's argv: the
+// entries before the first that holds a placeholder ({name}), with the
+// literal braces ({{ and }}) unescaped.
+func literalArgv(argv []string) []string {
+	var out []string
+	for _, a := range argv {
+		lit := strings.NewReplacer("{{", "", "}}", "").Replace(a)
+		if strings.ContainsAny(lit, "{}") {
+			break
+		}
+		out = append(out, strings.NewReplacer("{{", "{", "}}", "}").Replace(a))
+	}
+	return out
 }
 
 // ErrProtectedWritable is matched by the error of a kernel file that tools
