@@ -307,7 +307,7 @@ func (r *run) accountGen(resp Response) {
 	if _, ok := k.cfg.Prices[model]; !ok && resp.Message.Model != "" {
 		model = resp.Message.Model // a fallback's price, not the primary's
 	}
-	cost := k.price(model).cost(resp.Usage)
+	cost := k.price(model).Cost(resp.Usage)
 	r.st.account(resp.Usage, cost)
 	if r.cx != nil && !r.cx.exact {
 		k.calib.observe(k.cfg.Model, r.cx.lastRaw, resp.Usage.InputTokens)

@@ -110,7 +110,7 @@ type failureClass struct {
 // Codes that no wait fixes, whatever the status says.
 var (
 	authCodes    = []string{"invalid_api_key", "authentication_error", "permission_error", "permission_denied", "unauthorized"}
-	quotaCodes   = []string{"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded"}
+	quotaCodes   = []string{"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded", "billing_error"}
 	contextCodes = []string{"context_length_exceeded", "exceed_context_size_error", "string_above_max_length", "context_window_exceeded"}
 	missingCodes = []string{"model_not_found", "not_found_error", "NotFoundError"}
 	badReqCodes  = []string{"invalid_request", "invalid_request_error", "invalid_type", "invalid_value", "BadRequestError",

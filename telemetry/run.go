@@ -486,6 +486,9 @@ func (ro *runObs) completed(e kernel.MessageCompleted) {
 	if e.Usage.CachedInputTokens > 0 {
 		attrs = append(attrs, semconv.GenAIUsageCacheReadInputTokens(int(e.Usage.CachedInputTokens)))
 	}
+	if e.Usage.CacheWriteTokens > 0 {
+		attrs = append(attrs, semconv.GenAIUsageCacheCreationInputTokens(int(e.Usage.CacheWriteTokens)))
+	}
 	if e.Usage.ReasoningTokens > 0 {
 		attrs = append(attrs, semconv.GenAIUsageReasoningOutputTokens(int(e.Usage.ReasoningTokens)))
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentkernel/agentkernel/hooks"
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
 	"github.com/agentkernel/agentkernel/kernel/replica"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
@@ -335,15 +334,10 @@ func (a *app) provider() (kernel.Provider, error) {
 			return scripted.NewText(s, p.Format)
 		}
 		return scripted.New(s), nil
-	case "openai", "":
-		oc := openaiConfig(m)
-		oc.HTTPClient = a.httpClient()
-		if a.log != nil {
-			oc.Logger = a.log.Named("openai")
-		}
-		return openai.New(oc)
+	case "openai", "anthropic", "":
+		return a.apiProviders()
 	}
-	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Err: fmt.Errorf("unknown provider %q (want openai or scripted)", m.Provider)}
+	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Err: fmt.Errorf("unknown provider %q (want openai, anthropic or scripted)", m.Provider)}
 }
 
 // kernel builds the kernel around prov, sending events to onEvent.

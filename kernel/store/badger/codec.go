@@ -23,7 +23,8 @@ import (
 //	reasoning, tool_call_id, tool_name, number of tool calls, then id,
 //	name, arguments of each call, [approval: id, by, note, bits (uvarint: 1
 //	approved, 2 expired)], [more: model, reasoning_field, failed,
-//	protocol.raw, protocol.correction]
+//	protocol.raw, protocol.correction], [blocks (bit 4): the number of
+//	reasoning blocks, then provider, index (uvarint) and data of each]
 //
 // The optional parts are written only when set (their flag bit), so a
 // message without them is encoded as before they existed.
@@ -40,7 +41,12 @@ const (
 	flagHasTime     = 1 << 1
 	flagHasApproval = 1 << 2
 	flagHasMore     = 1 << 3
+	flagHasBlocks   = 1 << 4
 )
+
+// maxBlockIndex bounds a reasoning block's index: no answer has more
+// content blocks.
+const maxBlockIndex = 1 << 20
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -126,6 +132,9 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 	if more {
 		flags |= flagHasMore
 	}
+	if len(m.ReasoningBlocks) > 0 {
+		flags |= flagHasBlocks
+	}
 	b = binary.AppendUvarint(b, flags)
 	if !m.Time.IsZero() {
 		b = binary.AppendVarint(b, m.Time.Unix())
@@ -161,6 +170,15 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 		b = appendString(b, m.RawText())
 		b = appendString(b, m.CorrectionKind())
 	}
+	if len(m.ReasoningBlocks) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(m.ReasoningBlocks)))
+		for _, rb := range m.ReasoningBlocks {
+			b = appendString(b, rb.Provider)
+			b = binary.AppendUvarint(b, uint64(rb.Index))
+			b = binary.AppendUvarint(b, uint64(len(rb.Data)))
+			b = append(b, rb.Data...)
+		}
+	}
 	return seal(b, start)
 }
 
@@ -174,6 +192,12 @@ func encodedSize(m *kernel.Message) int {
 	}
 	if a := m.Approval; a != nil {
 		n += 4*binary.MaxVarintLen64 + len(a.ID) + len(a.By) + len(a.Note)
+	}
+	if len(m.ReasoningBlocks) > 0 {
+		n += binary.MaxVarintLen64
+		for _, rb := range m.ReasoningBlocks {
+			n += 3*binary.MaxVarintLen64 + len(rb.Provider) + len(rb.Data)
+		}
 	}
 	return n
 }
@@ -244,7 +268,7 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 	r := reader{s: string(p)}
 	m.Role = kernel.Role(r.str())
 	flags := r.uvarint()
-	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore) != 0 && r.err == nil {
+	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore|flagHasBlocks) != 0 && r.err == nil {
 		return fmt.Errorf("unknown message flags %#x", flags)
 	}
 	m.IsError = flags&flagIsError != 0
@@ -282,6 +306,28 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 		m.Failed = r.str()
 		if raw, fix := r.str(), r.str(); raw != "" || fix != "" {
 			m.Protocol = &kernel.ProtocolNote{Raw: raw, Correction: fix}
+		}
+	}
+	if flags&flagHasBlocks != 0 {
+		n := r.uvarint()
+		if r.err == nil && n > uint64(len(r.s)-r.off)/3 {
+			return fmt.Errorf("%w: %d reasoning blocks with %d bytes left", errTruncated, n, len(r.s)-r.off)
+		}
+		if n > 0 {
+			m.ReasoningBlocks = make([]kernel.ReasoningBlock, n)
+		}
+		for i := range m.ReasoningBlocks {
+			rb := &m.ReasoningBlocks[i]
+			rb.Provider = r.str()
+			idx := r.uvarint()
+			if idx > maxBlockIndex && r.err == nil {
+				return fmt.Errorf("reasoning block %d has index %d (at most %d)", i, idx, maxBlockIndex)
+			}
+			rb.Index = int(idx)
+			// Bytes of their own: a block must not alias the payload.
+			if d := r.str(); d != "" {
+				rb.Data = []byte(d)
+			}
 		}
 	}
 	if r.err != nil {
