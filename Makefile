@@ -33,10 +33,11 @@ WASM_TEST   := plugins/wasm/testdata/attack/attack.wasm plugins/wasm/testdata/re
 # demo's modules and their precompile stamps as they were.
 DEMO_WASM   := $(shell sed -n 's|^ *- path: *\.\./\.\./\(wasm-tools/[^ ]*\.wasm\) *$$|\1|p' examples/demo/kernel.yaml)
 # The kernel's compilation cache (plugins/wasm.DefaultCacheDir). The
-# precompile stamps live in it, under this checkout's path, so a wiped cache
-# is filled again and two checkouts do not share stamps.
+# precompile stamps live in its format's directory (v2: entries with MACs,
+# plugins/wasm/cache.go), under this checkout's path, so a wiped cache or
+# a new format is filled again and two checkouts do not share stamps.
 WASM_CACHE  := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/agentkernel/wasm
-STAMPS      := $(WASM_CACHE)/make-stamps$(CURDIR)
+STAMPS      := $(WASM_CACHE)/v2/make-stamps$(CURDIR)
 PRECOMPILE     := $(BIN)/tools/precompile
 PRECOMPILE_DEV := $(BIN)/tools/precompile-dev
 
@@ -289,6 +290,8 @@ bench: wasm plugins sdk
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 	@# The crash soak: 500 SIGKILLs at random points of real runs.
 	$(GO) test -count=1 -run 'TestCrash$$' -long ./kernel/store/badger
+	@# The scrubber's recall and precision per secret family, tuning and held-out sets.
+	AK_SCRUB_HOLDOUT_TABLE=1 $(GO) test -count=1 -v -run '^TestScrubberFamilies$$' ./hooks | grep -v -E 'MISSED|OVER-REDACTED|FALSE POSITIVE|^ +(scrubbed|in|out):' 
 
 ## cross: the kernel and its tests still build and vet for macOS and FreeBSD (the Linux-only sandbox has stubs there that fail closed)
 cross:

@@ -46,7 +46,7 @@ func TestFollowUpRunsOnce(t *testing.T) {
 	ctx := context.Background()
 	for _, stop := range []string{"after take", "after store", "after run"} {
 		t.Run(stop, func(t *testing.T) {
-			q, err := queue.Open(t.TempDir())
+			q, err := queue.Open(t.TempDir(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -102,6 +102,7 @@ func (k *Kernel) runPrompt(ctx context.Context, sessionID, prompt string, q *Que
 			return r.fail(ctx, err)
 		}
 	}
+	prompt = k.cfg.ScrubInput(prompt)
 	now := k.cfg.Now()
 	r.st.startRun(r.st.Run+1, prompt, now)
 	m := Message{Role: RoleUser, Content: prompt, Time: now}
@@ -149,6 +150,7 @@ func (k *Kernel) runPrompt(ctx context.Context, sessionID, prompt string, q *Que
 // answer written by the kernel, without asking the model. An expired
 // approval is rejected whatever approve says.
 func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, note string) (res *RunResult, err error) {
+	note = k.cfg.ScrubInput(note)
 	r, err := k.open(ctx, sessionID)
 	if err != nil {
 		return nil, err

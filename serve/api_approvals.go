@@ -189,9 +189,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 // every message (event "approvals") is the caller's whole list of pending
 // approvals, as GET /v1/approvals answers it: once at once, then whenever
 // it may have changed. A client that reconnects gets the current list, so
-// it needs no event ids. The approvals page lists them live with it.
+// it needs no event ids. The approvals page lists them live with it. It
+// ends when the client goes, the server drains, the key is revoked, or
+// it reaches Limits.StreamMaxAge (after a notice event).
 func (s *Server) streamApprovals(w http.ResponseWriter, r *http.Request, k *Key) error {
-	release, err := s.openStream()
+	release, err := s.openStream(k)
 	if err != nil {
 		return err
 	}
@@ -203,6 +205,8 @@ func (s *Server) streamApprovals(w http.ResponseWriter, r *http.Request, k *Key)
 	w.WriteHeader(http.StatusOK)
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
+	age := time.NewTimer(s.lim.StreamMaxAge)
+	defer age.Stop()
 	send := func(b []byte) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(s.lim.WriteTimeout))
 		if _, err := w.Write(b); err != nil {
@@ -225,6 +229,10 @@ func (s *Server) streamApprovals(w http.ResponseWriter, r *http.Request, k *Key)
 		case <-r.Context().Done():
 			return nil
 		case <-s.hub.closing:
+			return nil
+		case <-age.C:
+			// A client reconnects and gets the whole list again.
+			send([]byte("event: notice\ndata: {\"text\":\"this stream reached its age limit: reconnect\"}\n\n"))
 			return nil
 		case <-notify:
 		case <-tick.C:

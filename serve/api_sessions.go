@@ -112,10 +112,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, k *Key) e
 		if len(v) > 1024 {
 			return badField("metadata."+name, "metadata value of %q is %d bytes; at most 1024", name, len(v))
 		}
-		labels[metaPrefix+name] = v
+		// What a client types is scrubbed on the way in, as tool results
+		// are: an aks_ key pasted into a label is not stored as typed.
+		labels[metaPrefix+name] = s.cfg.Scrub(v)
 	}
 	now := time.Now().UTC()
-	meta := kernel.SessionMeta{ID: kernel.NewID(), Title: req.Title, Status: kernel.StatusIdle, Created: now, Updated: now,
+	meta := kernel.SessionMeta{ID: kernel.NewID(), Title: s.cfg.Scrub(req.Title), Status: kernel.StatusIdle, Created: now, Updated: now,
 		Labels: labels, Context: s.cfg.SessionContext}
 	if err := s.cfg.Store.Commit(r.Context(), meta.ID, kernel.Step{Meta: meta}); err != nil {
 		return err

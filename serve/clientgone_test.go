@@ -35,7 +35,7 @@ func (s *slowLoad) Load(ctx context.Context, id string) (*kernel.Session, error)
 func TestClientGoneIsNot500(t *testing.T) {
 	st := &slowLoad{Store: memory.New(), loading: make(chan struct{})}
 	dir := t.TempDir()
-	q, err := queue.Open(filepath.Join(dir, "queue"))
+	q, err := queue.Open(filepath.Join(dir, "queue"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestClientGoneIsNot500(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := serve.OpenKeys(filepath.Join(dir, "keys.json"))
+	keys, err := serve.OpenKeys(filepath.Join(dir, "keys.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func steerQueue(cfg *Config, env *cliEnv) (replica.Queue, func(), error) {
 	if temp {
 		return nil, nil, exitError{code: 2, msg: "steer needs the badger or postgres store: a memory store lives only in the process that runs the session"}
 	}
-	q, err := queue.Open(dir)
+	q, err := queue.Open(dir, func(msg string) { fmt.Fprintf(env.stderr, "kernel steer: warning: %s\n", msg) })
 	if err != nil {
 		return nil, nil, err
 	}

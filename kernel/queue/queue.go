@@ -36,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentkernel/agentkernel/internal/privfile"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -67,19 +68,13 @@ type Entry struct {
 	Kind string `json:"kind"`
 }
 
-// Open returns the queue kept in dir, creating it; the directory is made
-// 0700.
-func Open(dir string) (*Dir, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// Open returns the queue kept in dir, creating it 0700. Queued messages
+// are prompts the run trusts as the user's, so the directory is private
+// (privfile.Dir): one another user owns or could write is refused, one
+// others could only read is narrowed, and warn (may be nil) says so.
+func Open(dir string, warn func(string)) (*Dir, error) {
+	if err := privfile.Dir(dir, "the steering queue", warn); err != nil {
 		return nil, fmt.Errorf("open queue: %w", err)
-	}
-	// Queued messages are prompts: for the owner's eyes only.
-	if st, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("open queue: %w", err)
-	} else if st.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("open queue: %w", err)
-		}
 	}
 	return &Dir{dir: dir, mine: map[string]bool{}}, nil
 }

@@ -16,7 +16,7 @@ import (
 
 func open(t *testing.T, dir string) *queue.Dir {
 	t.Helper()
-	q, err := queue.Open(dir)
+	q, err := queue.Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
