@@ -121,7 +121,7 @@ func TestScrubInput(t *testing.T) {
 	reg := kernel.NewRegistry()
 	reg.Register(kernel.NewTool(kernel.ToolSpec{Name: "work", Description: "w", Tier: kernel.TierReadOnly, Source: "test"},
 		func(ctx context.Context, _ json.RawMessage) (kernel.Result, error) {
-			if _, err := q.Add(sid, "also try hunter2-SECRET", queue.Steer); err != nil {
+			if _, err := q.Add(context.Background(), sid, "also try hunter2-SECRET", queue.Steer); err != nil {
 				t.Error(err)
 			}
 			return kernel.Result{Content: "ok"}, nil
