@@ -58,11 +58,16 @@ func TestClientGoneIsNot500(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	req := httptest.NewRequest("GET", "/v1/sessions/s1/events", nil).WithContext(ctx)
+	req.Host = "127.0.0.1:8080" // a name the server answers (not httptest's example.com)
 	req.Header.Set("Authorization", "Bearer "+secret)
 	rec := httptest.NewRecorder()
 	done := make(chan struct{})
 	go func() { srv.Handler().ServeHTTP(rec, req); close(done) }()
-	<-st.loading
+	select {
+	case <-st.loading:
+	case <-done:
+		t.Fatalf("answered %d before loading the session: %s", rec.Code, rec.Body)
+	}
 	cancel() // the client goes away
 	<-done
 	if !strings.Contains(access.String(), `"status":499`) {
