@@ -136,7 +136,7 @@ func lastEventID(r *http.Request) (uint64, error) {
 func (s *Server) openStream() (release func(), err error) {
 	if n := s.streams.Add(1); n > int64(s.lim.MaxStreams) {
 		s.streams.Add(-1)
-		e := errorf(http.StatusTooManyRequests, "too_many_streams", "the server holds %d event streams, its limit", s.lim.MaxStreams)
+		e := errorf(codeTooManyStreams, "the server holds %d event streams, its limit", s.lim.MaxStreams)
 		e.retryAfter = 5
 		return nil, e
 	}

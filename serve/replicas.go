@@ -111,7 +111,7 @@ func (r *replicas) unavailable(err error) error {
 		return err
 	}
 	r.s.logError("shared store: %v", err)
-	e := errorf(http.StatusServiceUnavailable, "store_unavailable", "the session store did not answer: retry later")
+	e := errorf(codeStoreUnavailable, "the session store did not answer: retry later")
 	e.retryAfter = 2
 	return e
 }

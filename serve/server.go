@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,47 +79,51 @@ type Config struct {
 }
 
 // Limits bound what clients may ask of the server. Zero values mean the
-// defaults.
+// defaults (DefaultLimits).
 type Limits struct {
-	// MaxRuns caps the runs in flight (default 64); MaxRunsPerKey caps one
-	// key's (default 16). More are refused with 429 and Retry-After.
+	// MaxRuns caps the runs in flight; MaxRunsPerKey caps one key's. More
+	// are refused with 429 and Retry-After.
 	MaxRuns       int
 	MaxRunsPerKey int
-	// MaxBodyBytes caps a request body (default 1 MiB): more is 413.
+	// MaxBodyBytes caps a request body: more is 413.
 	MaxBodyBytes int64
-	// ReadHeaderTimeout (default 10s), ReadTimeout (default 30s) and
-	// IdleTimeout (default 120s) bound slow clients; WriteTimeout (default
-	// 30s) bounds each write of a response, so an event stream whose
-	// client stopped reading is dropped without holding anything up.
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound slow clients;
+	// WriteTimeout bounds each write of a response, so an event stream
+	// whose client stopped reading is dropped without holding anything up.
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
 	WriteTimeout      time.Duration
-	// MaxStreams caps the open event streams (default 4096).
+	// MaxStreams caps the open event streams.
 	MaxStreams int
 }
 
+// DefaultLimits are the limits a zero field of Limits means: the one place
+// their values are written (kernel serve's flags default to them, and
+// docs/serve.md's table of limits is generated from them).
+func DefaultLimits() Limits {
+	return Limits{
+		MaxRuns:           64,
+		MaxRunsPerKey:     16,
+		MaxBodyBytes:      1 << 20,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		MaxStreams:        4096,
+	}
+}
+
+// withDefaults is l with every zero (or negative) field set from
+// DefaultLimits (every field is a number: TestLimitsDefaults).
 func (l Limits) withDefaults() Limits {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
+	d := DefaultLimits()
+	lv, dv := reflect.ValueOf(&l).Elem(), reflect.ValueOf(d)
+	for i := range lv.NumField() {
+		if f := lv.Field(i); f.CanInt() && f.Int() <= 0 {
+			f.Set(dv.Field(i))
 		}
 	}
-	defD := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&l.MaxRuns, 64)
-	def(&l.MaxRunsPerKey, 16)
-	def(&l.MaxStreams, 4096)
-	if l.MaxBodyBytes <= 0 {
-		l.MaxBodyBytes = 1 << 20
-	}
-	defD(&l.ReadHeaderTimeout, 10*time.Second)
-	defD(&l.ReadTimeout, 30*time.Second)
-	defD(&l.IdleTimeout, 120*time.Second)
-	defD(&l.WriteTimeout, 30*time.Second)
 	return l
 }
 
