@@ -47,7 +47,7 @@
 //  4. Start a turn; choose the tools offered in it (Policy.Surface).
 //  5. Stream one generation from the Provider, emitting deltas; account
 //     tokens and cost; persist the assistant message. No tool calls: done.
-//     A model on the text tool protocol (ToolProtocol) gets its tools in
+//     A model on the text tool protocol (ToolProtocolText) gets its tools in
 //     the system prompt and its calls are read from the streamed text
 //     (package toolproto); an answer that breaks the protocol is stored
 //     with a correction and the model asked again (loop to 3).

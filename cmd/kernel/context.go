@@ -37,7 +37,7 @@ type modelSetup struct {
 	entry     catalog.Model
 	known     bool
 	// protocols are how the model and its fallbacks take tools.
-	protocols map[string]kernel.ToolProtocol
+	protocols map[string]kernel.ModelTools
 }
 
 // model resolves the model's window, prices and tokenizer: the catalog
