@@ -43,9 +43,9 @@ import (
 //	  <key>.snap    0600, owned by this user (else the file is loaded in
 //	                full): the snapshot
 
-// TestCache is where Load remembers the files that passed their tests.
+// VerdictCache is where Load remembers the files that passed their tests.
 // The zero value is not usable: Dir is required.
-type TestCache struct {
+type VerdictCache struct {
 	// Dir is the cache directory, created 0700. A directory that group or
 	// others may enter, or that another user owns, is not used: whoever
 	// can write an entry can make a policy load without its tests.
@@ -161,7 +161,7 @@ func goBuildID(exe string) string {
 // specs (tests take tiers, tags, sources and schemas from them), sorted by
 // name. A policy file includes no other file. ok is false when the build
 // cannot be identified.
-func (c *TestCache) cacheKey(fileSHA string, tools []kernel.ToolSpec) (key string, ok bool) {
+func (c *VerdictCache) cacheKey(fileSHA string, tools []kernel.ToolSpec) (key string, ok bool) {
 	build := c.Build
 	if build == "" {
 		build = BuildID()
@@ -225,7 +225,7 @@ func fileOwner(st fs.FileInfo) (int, bool) {
 // lookup reports whether the cache holds a passing verdict for key and a
 // file of tests tests. note says why an entry that exists was not
 // trusted.
-func (c *TestCache) lookup(key string, tests int) (hit bool, note string) {
+func (c *VerdictCache) lookup(key string, tests int) (hit bool, note string) {
 	e, note := c.entry(key)
 	if e == nil {
 		return false, note
@@ -242,11 +242,11 @@ const (
 	snapshotSuffix = ".snap"
 )
 
-func (c *TestCache) path(key, suffix string) string { return filepath.Join(c.Dir, key+suffix) }
+func (c *VerdictCache) path(key, suffix string) string { return filepath.Join(c.Dir, key+suffix) }
 
 // entry reads the passing verdict recorded for key. It is nil when there
 // is none, or none to trust (note then says why).
-func (c *TestCache) entry(key string) (*cacheEntry, string) {
+func (c *VerdictCache) entry(key string) (*cacheEntry, string) {
 	if err := privateDir(c.Dir); err != nil {
 		return nil, "test cache not used: " + err.Error()
 	}
@@ -302,7 +302,7 @@ func readPrivate(path string, limit int64) (b []byte, note string) {
 // verdict names, when there is one to trust. note says why a snapshot
 // that exists was not used (a verdict that cannot be trusted is left to
 // lookup to report: the full load that follows reads it again).
-func (c *TestCache) loadSnapshot(key, name string, src []byte, sha string, opts Options) (p *Policy, note string) {
+func (c *VerdictCache) loadSnapshot(key, name string, src []byte, sha string, opts Options) (p *Policy, note string) {
 	e, _ := c.entry(key)
 	if e == nil || e.Snapshot == "" {
 		return nil, ""
@@ -325,7 +325,7 @@ func (c *TestCache) loadSnapshot(key, name string, src []byte, sha string, opts 
 // store records that the policy passed its tests under key, with its
 // snapshot. It returns why it could not, if it could not (the cache is
 // only an optimisation).
-func (c *TestCache) store(key string, p *Policy) (note string) {
+func (c *VerdictCache) store(key string, p *Policy) (note string) {
 	if err := privateDir(c.Dir); err != nil {
 		return "test cache not used: " + err.Error()
 	}
@@ -356,7 +356,7 @@ func (c *TestCache) store(key string, p *Policy) (note string) {
 // write replaces the file name of the cache directory with b: a new 0600
 // file, renamed over whatever is at the name (a symlink included), never
 // writing through it.
-func (c *TestCache) write(name string, b []byte) error {
+func (c *VerdictCache) write(name string, b []byte) error {
 	tmp, err := os.CreateTemp(c.Dir, ".tmp-*") // 0600, a new file
 	if err != nil {
 		return err
@@ -374,7 +374,7 @@ func (c *TestCache) write(name string, b []byte) error {
 
 // prune deletes entries older than maxEntryAge and temporary files a
 // crashed writer left behind.
-func (c *TestCache) prune() {
+func (c *VerdictCache) prune() {
 	des, err := os.ReadDir(c.Dir)
 	if err != nil {
 		return

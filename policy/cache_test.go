@@ -34,10 +34,10 @@ func genCommands(n int) string {
 }
 
 // privateCache is a fresh cache directory, 0700.
-func privateCache(t *testing.T) *TestCache {
+func privateCache(t *testing.T) *VerdictCache {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "policy")
-	return &TestCache{Dir: dir, Build: "test-build"}
+	return &VerdictCache{Dir: dir, Build: "test-build"}
 }
 
 // TestGeneratedPolicyCachedVerdict is the issue's scenario with the
@@ -104,7 +104,7 @@ func TestCacheKey(t *testing.T) {
 	src := []byte(genCommands(3))
 	c := privateCache(t)
 	ctx := context.Background()
-	load := func(src []byte, c *TestCache, tools []kernel.ToolSpec) TestVerdict {
+	load := func(src []byte, c *VerdictCache, tools []kernel.ToolSpec) TestVerdict {
 		t.Helper()
 		p, err := Load(ctx, "k.yaml", src, Options{Cache: c, Tools: tools})
 		if err != nil {
@@ -122,7 +122,7 @@ func TestCacheKey(t *testing.T) {
 	for name, v := range map[string]TestVerdict{
 		"another tool spec": load(src, c, other),
 		"no tools":          load(src, c, nil),
-		"another build":     load(src, &TestCache{Dir: c.Dir, Build: "other-build"}, specs),
+		"another build":     load(src, &VerdictCache{Dir: c.Dir, Build: "other-build"}, specs),
 		"another byte":      load(append([]byte("# a comment\n"), src...), c, specs),
 	} {
 		if v.Cached {
@@ -154,14 +154,14 @@ func TestCacheRefusesForeignEntries(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
 		name  string
-		setup func(t *testing.T, c *TestCache, entry string)
+		setup func(t *testing.T, c *VerdictCache, entry string)
 	}{
-		{"mode 0644", func(t *testing.T, _ *TestCache, entry string) { chmod(t, entry, 0o644) }},
-		{"mode 0660", func(t *testing.T, _ *TestCache, entry string) { chmod(t, entry, 0o660) }},
-		{"another owner", func(t *testing.T, _ *TestCache, entry string) { chown(t, entry) }},
-		{"directory 0755", func(t *testing.T, c *TestCache, _ string) { chmod(t, c.Dir, 0o755) }},
-		{"directory of another owner", func(t *testing.T, c *TestCache, _ string) { chown(t, c.Dir) }},
-		{"symlink", func(t *testing.T, c *TestCache, entry string) {
+		{"mode 0644", func(t *testing.T, _ *VerdictCache, entry string) { chmod(t, entry, 0o644) }},
+		{"mode 0660", func(t *testing.T, _ *VerdictCache, entry string) { chmod(t, entry, 0o660) }},
+		{"another owner", func(t *testing.T, _ *VerdictCache, entry string) { chown(t, entry) }},
+		{"directory 0755", func(t *testing.T, c *VerdictCache, _ string) { chmod(t, c.Dir, 0o755) }},
+		{"directory of another owner", func(t *testing.T, c *VerdictCache, _ string) { chown(t, c.Dir) }},
+		{"symlink", func(t *testing.T, c *VerdictCache, entry string) {
 			real := filepath.Join(t.TempDir(), "entry.json")
 			if err := os.Rename(entry, real); err != nil {
 				t.Fatal(err)
@@ -170,12 +170,12 @@ func TestCacheRefusesForeignEntries(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"damaged", func(t *testing.T, _ *TestCache, entry string) {
+		{"damaged", func(t *testing.T, _ *VerdictCache, entry string) {
 			if err := os.WriteFile(entry, []byte(`{"version":1,"passed":tr`), 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"another file's entry", func(t *testing.T, _ *TestCache, entry string) {
+		{"another file's entry", func(t *testing.T, _ *VerdictCache, entry string) {
 			b, _ := os.ReadFile(entry)
 			b = []byte(strings.Replace(string(b), `"key":"`, `"key":"0`, 1))
 			if err := os.WriteFile(entry, b, 0o600); err != nil {
@@ -368,7 +368,7 @@ func TestSnapshotRefusedUnlessTrusted(t *testing.T) {
 		return b
 	}
 	// vouch makes the verdict name snapshot b.
-	vouch := func(t *testing.T, c *TestCache, key string, b []byte) {
+	vouch := func(t *testing.T, c *VerdictCache, key string, b []byte) {
 		t.Helper()
 		e, note := c.entry(key)
 		if e == nil {
@@ -389,36 +389,36 @@ func TestSnapshotRefusedUnlessTrusted(t *testing.T) {
 	cases := []struct {
 		name  string
 		note  string
-		setup func(t *testing.T, c *TestCache, key, snap string)
+		setup func(t *testing.T, c *VerdictCache, key, snap string)
 	}{
-		{"not the verdict's", "SHA-256", func(t *testing.T, c *TestCache, key, snap string) { write(t, snap, forge(t, key)) }},
-		{"truncated", "SHA-256", func(t *testing.T, c *TestCache, key, snap string) {
+		{"not the verdict's", "SHA-256", func(t *testing.T, c *VerdictCache, key, snap string) { write(t, snap, forge(t, key)) }},
+		{"truncated", "SHA-256", func(t *testing.T, c *VerdictCache, key, snap string) {
 			b, _ := os.ReadFile(snap)
 			write(t, snap, b[:len(b)/2])
 		}},
-		{"another file's", "not this file's", func(t *testing.T, c *TestCache, key, snap string) {
+		{"another file's", "not this file's", func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := forge(t, strings.Repeat("0", 64))
 			write(t, snap, b)
 			vouch(t, c, key, b)
 		}},
-		{"undecodable", "decode", func(t *testing.T, c *TestCache, key, snap string) {
+		{"undecodable", "decode", func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := []byte("not a snapshot")
 			write(t, snap, b)
 			vouch(t, c, key, b)
 		}},
-		{"mode 0644", "mode 0644", func(t *testing.T, c *TestCache, key, snap string) {
+		{"mode 0644", "mode 0644", func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := forge(t, key)
 			write(t, snap, b)
 			vouch(t, c, key, b)
 			chmod(t, snap, 0o644)
 		}},
-		{"another owner", "belongs to uid 65534", func(t *testing.T, c *TestCache, key, snap string) {
+		{"another owner", "belongs to uid 65534", func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := forge(t, key)
 			write(t, snap, b)
 			vouch(t, c, key, b)
 			chown(t, snap)
 		}},
-		{"symlink", "too many levels of symbolic links", func(t *testing.T, c *TestCache, key, snap string) {
+		{"symlink", "too many levels of symbolic links", func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := forge(t, key)
 			real := filepath.Join(t.TempDir(), "forged.snap")
 			write(t, real, b)
@@ -430,7 +430,7 @@ func TestSnapshotRefusedUnlessTrusted(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"trusted", "", func(t *testing.T, c *TestCache, key, snap string) {
+		{"trusted", "", func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := forge(t, key)
 			write(t, snap, b)
 			vouch(t, c, key, b)
