@@ -88,7 +88,7 @@ func (r *replicas) claim(rec *runRec) error {
 		if time.Now().After(settle) {
 			var held *kernel.LeaseHeldError
 			errors.As(err, &held)
-			return conflict(runRunning, "session %s is held by %s (a run is starting or ending there): retry shortly", rec.SessionID, held.Owner)
+			return conflict(runRunning, "session %s is held by %s (a run is starting or ending there): retry shortly", rec.SessionID, held.Holder)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -66,7 +66,7 @@ type Config struct {
 	// On a store several servers share (the store implements
 	// replica.Shared: PostgreSQL), the server is one of its replicas.
 	// Replica names it among them (default host-pid-random): it is the
-	// owner of the leases of the sessions it runs, and of their steering
+	// holder of the leases of the sessions it runs, and of their steering
 	// claims. LeaseTTL is how long a session's lease lasts unrenewed
 	// (default 15s): a replica that stops loses its sessions after it,
 	// and they are shown interrupted, or continued by another replica
