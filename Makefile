@@ -231,9 +231,11 @@ sdk-test: sdk
 	$(Q)PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest discover -q -s sdk/python/tests -t sdk/python
 	$(Q)cd examples/plugins/python && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest -q
 
-## test-deps: programs the attack tests run inside the sandbox (python3)
+## test-deps: programs the attack tests run inside the sandbox (python3); diff and patch, which the approval previews' diffs are checked against
 test-deps:
 	@command -v python3 >/dev/null 2>&1 || { apt-get update && apt-get install -y python3; }
+	@command -v diff >/dev/null 2>&1 && command -v patch >/dev/null 2>&1 || \
+		{ printf '  %-9s %s\n' apt "diffutils, patch (the preview diffs are checked against them)"; apt-get update -qq && apt-get install -y -qq diffutils patch >/dev/null; }
 
 ## chromium: Debian's headless browser, for the approvals page's browser test
 chromium:

@@ -4,24 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
-	// RATIONALE.md, "github.com/pmezard/go-difflib".
-	"github.com/pmezard/go-difflib/difflib"
-
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/tool"
 )
 
 // approvalView is a pending approval as the API (and the page) shows it:
-// the whole call, and for the built-in write tools a diff against the
-// file as it is now.
+// the whole call, what it would do as its tool previews it, and the
+// context it was asked in.
 type approvalView struct {
 	ID        string          `json:"id"`
 	SessionID string          `json:"session_id"`
@@ -33,18 +26,28 @@ type approvalView struct {
 	Message   string          `json:"message,omitempty"`
 	Created   time.Time       `json:"created"`
 	Expires   time.Time       `json:"expires,omitzero"`
-	Diff      *diffView       `json:"diff,omitempty"`
+	// Preview is what the call would do, from the tool itself
+	// (tool.Previewer); nil for a tool without a preview, and then
+	// PreviewError says why when it failed.
+	Preview      *tool.Preview `json:"preview,omitempty"`
+	PreviewError string        `json:"preview_error,omitempty"`
+	Context      *callContext  `json:"context,omitempty"`
 }
 
-// diffView is a unified diff of what a write_file or edit_file call would
-// change, or a note saying why there is none.
-type diffView struct {
-	Path    string `json:"path"`
-	Unified string `json:"unified,omitempty"`
-	Note    string `json:"note,omitempty"`
+// callContext is where in the session the call was made: the prompt of
+// the run that made it and the model's words in the message making it,
+// each with its sequence number (the page links the transcript there).
+type callContext struct {
+	Prompt    string `json:"prompt,omitempty"`
+	PromptSeq uint64 `json:"prompt_seq,omitempty"`
+	Said      string `json:"said,omitempty"`
+	Seq       uint64 `json:"seq,omitempty"`
 }
 
-func (s *Server) approval(sess *kernel.Session) *approvalView {
+// previewTimeout bounds one tool's preview of a pending call.
+const previewTimeout = 5 * time.Second
+
+func (s *Server) approval(ctx context.Context, sess *kernel.Session) *approvalView {
 	p := sess.Pending
 	args := p.Args
 	if !json.Valid(args) {
@@ -52,134 +55,39 @@ func (s *Server) approval(sess *kernel.Session) *approvalView {
 		args = b
 	}
 	v := &approvalView{ID: p.ID, SessionID: sess.Meta.ID, Session: sess.Meta.Title, CallID: p.Call.ID, Tool: p.Call.Name,
-		Args: args, RuleID: p.RuleID, Message: p.Message, Created: p.Created, Expires: p.Expires}
-	v.Diff = s.diff(p.Call.Name, p.Args)
+		Args: args, RuleID: p.RuleID, Message: p.Message, Created: p.Created, Expires: p.Expires,
+		Context: contextOf(sess.Messages, p.Call.ID)}
+	if t, ok := s.cfg.Kernel.Tools().Lookup(p.Call.Name); ok {
+		ctx, cancel := context.WithTimeout(ctx, previewTimeout)
+		defer cancel()
+		pv, err := tool.PreviewOf(ctx, t, p.Args)
+		v.Preview = pv
+		if err != nil {
+			v.PreviewError = s.cfg.Scrub("the tool could not preview the call: " + err.Error())
+		}
+	}
 	return v
 }
 
-// maxDiffFile is the largest current file an approval diff reads.
-const maxDiffFile = 1 << 20
-
-// diff computes the change a write_file or edit_file call would make,
-// reading the current file through the workspace root: a path that leaves
-// it (.., an absolute path, a link pointing out) is not read, nor is a
-// file of the kernel's own.
-func (s *Server) diff(tool string, raw json.RawMessage) *diffView {
-	if tool != "write_file" && tool != "edit_file" {
-		return nil
-	}
-	var a struct {
-		Path    string  `json:"path"`
-		Content *string `json:"content"`
-		Old     *string `json:"old"`
-		New     *string `json:"new"`
-	}
-	if err := json.Unmarshal(raw, &a); err != nil || a.Path == "" {
-		return &diffView{Path: a.Path, Note: "the arguments name no file"}
-	}
-	d := &diffView{Path: a.Path}
-	if s.cfg.Workspace == "" {
-		d.Note = "no workspace: the current file cannot be shown"
-		return d
-	}
-	if full := filepath.Join(s.cfg.Workspace, a.Path); s.protected(full) {
-		d.Note = "a file of the kernel's own: not shown (the call will be refused)"
-		return d
-	}
-	old, exists, err := readInRoot(s.cfg.Workspace, a.Path)
-	if err != nil {
-		d.Note = "the current file cannot be read: " + err.Error()
-		return d
-	}
-	var updated string
-	switch tool {
-	case "write_file":
-		if a.Content == nil {
-			d.Note = "the arguments have no content"
-			return d
+// contextOf finds the assistant message making call id and the user
+// message before it (the run's prompt, or the steering message the
+// model was answering).
+func contextOf(msgs []kernel.Message, id string) *callContext {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := &msgs[i]
+		if m.Role != kernel.RoleAssistant || !slices.ContainsFunc(m.ToolCalls, func(c kernel.ToolCall) bool { return c.ID == id }) {
+			continue
 		}
-		updated = *a.Content
-	case "edit_file":
-		if a.Old == nil || a.New == nil {
-			d.Note = "the arguments have no old or new text"
-			return d
+		c := &callContext{Said: m.Content, Seq: m.Seq}
+		for j := i - 1; j >= 0; j-- {
+			if msgs[j].Role == kernel.RoleUser {
+				c.Prompt, c.PromptSeq = msgs[j].Content, msgs[j].Seq
+				break
+			}
 		}
-		if !exists {
-			d.Note = "the file does not exist (the call will fail)"
-			return d
-		}
-		switch n := strings.Count(old, *a.Old); n {
-		case 1:
-			updated = strings.Replace(old, *a.Old, *a.New, 1)
-		case 0:
-			d.Note = "the old text is not in the file (the call will fail)"
-			return d
-		default:
-			d.Note = fmt.Sprintf("the old text occurs %d times (the call will fail)", n)
-			return d
-		}
+		return c
 	}
-	from, lines := "a/"+a.Path, difflib.SplitLines(old)
-	if !exists {
-		from, lines = "/dev/null", nil
-		d.Note = "a new file"
-	}
-	u, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: lines, B: difflib.SplitLines(updated), FromFile: from, ToFile: "b/" + a.Path, Context: 3,
-	})
-	if err != nil {
-		d.Note = "diff: " + err.Error()
-		return d
-	}
-	if u == "" {
-		d.Note = "no change: the file already holds this content"
-	}
-	d.Unified = u
-	return d
-}
-
-func (s *Server) protected(path string) bool {
-	for _, p := range s.cfg.Protected {
-		if path == p || strings.HasPrefix(path, strings.TrimSuffix(p, "/")+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// readInRoot reads name inside root with os.Root: no "..", no absolute
-// path and no link resolving outside root. A missing file is not an
-// error.
-func readInRoot(root, name string) (string, bool, error) {
-	rt, err := os.OpenRoot(root)
-	if err != nil {
-		return "", false, err
-	}
-	defer rt.Close()
-	f, err := rt.Open(name)
-	if errors.Is(err, os.ErrNotExist) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", false, err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", false, fmt.Errorf("%s is not a regular file", name)
-	}
-	if fi.Size() > maxDiffFile {
-		return "", false, fmt.Errorf("%s is %d bytes; diffs show files up to %d", name, fi.Size(), maxDiffFile)
-	}
-	b := make([]byte, fi.Size())
-	n, err := io.ReadFull(f, b)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return "", false, err
-	}
-	return string(b[:n]), true, nil
+	return nil
 }
 
 type approvalList struct {
@@ -201,7 +109,7 @@ func (s *Server) approvals(ctx context.Context, k *Key) (approvalList, error) {
 		if err != nil || sess.Pending == nil {
 			continue // resolved or deleted meanwhile
 		}
-		out.Approvals = append(out.Approvals, s.approval(sess))
+		out.Approvals = append(out.Approvals, s.approval(ctx, sess))
 	}
 	slices.SortFunc(out.Approvals, func(a, b *approvalView) int { return a.Created.Compare(b.Created) })
 	return out, nil
@@ -224,7 +132,7 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, k *Key) err
 	if sess.Pending == nil {
 		return errorf(codeNotFound, "session %s has no pending approval (it is %s)", sess.Meta.ID, s.status(&sess.Meta))
 	}
-	writeJSON(w, http.StatusOK, s.approval(sess))
+	writeJSON(w, http.StatusOK, s.approval(r.Context(), sess))
 	return nil
 }
 

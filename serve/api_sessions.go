@@ -184,7 +184,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, k *Key) erro
 	}
 	v := s.view(&sess.Meta)
 	if sess.Pending != nil {
-		v.Pending = s.approval(sess)
+		v.Pending = s.approval(r.Context(), sess)
 	}
 	if run, ok := s.runs.activeRun(sess.Meta.ID); ok {
 		v.ActiveRun = &run

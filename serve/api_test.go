@@ -14,7 +14,7 @@ import (
 func schemaOf(file string) (*schema.Schema, error) { return schema.Embedded(file) }
 
 // TestRunWithApproval: the whole path of a run over HTTP: create a
-// session, start a run, it stops for an approval (with a diff), approve
+// session, start a run, it stops for an approval (with its preview), approve
 // it, the run completes, the file is written.
 func TestRunWithApproval(t *testing.T) {
 	r := newRig(t, rigOpts{})
@@ -28,9 +28,15 @@ func TestRunWithApproval(t *testing.T) {
 	if ap["tool"] != "write_file" || ap["rule_id"] != "ask-writes" || ap["message"] != "write to notes.txt" {
 		t.Fatalf("approval = %v", ap)
 	}
-	diff := ap["diff"].(map[string]any)["unified"].(string)
-	if !strings.Contains(diff, "+new line") || !strings.Contains(diff, "--- a/notes.txt") {
-		t.Fatalf("diff = %q", diff)
+	// The preview is write_file's own: the diff exactly as diff -u
+	// prints it; the context is this run's prompt and the model's words.
+	pv := ap["preview"].(map[string]any)
+	file := pv["files"].([]any)[0].(map[string]any)
+	if want := "--- a/notes.txt\n+++ b/notes.txt\n@@ -1 +1,2 @@\n hello\n+new line\n"; file["diff"] != want || pv["refused"] != nil {
+		t.Fatalf("preview = %v; want the diff %q", pv, want)
+	}
+	if c := ap["context"].(map[string]any); c["prompt"] != "update notes" || c["said"] != "Writing." || c["seq"].(float64) != 4 || c["prompt_seq"].(float64) != 1 {
+		t.Fatalf("context = %v", c)
 	}
 	list := r.must(200, "GET", "/v1/approvals", r.alice, nil)["approvals"].([]any)
 	if len(list) != 1 {

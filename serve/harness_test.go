@@ -187,7 +187,7 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 		r.reader = r.key("reader", "", "read")
 		reuseKeys[keysPath] = [3]string{r.alice, r.bob, r.reader}
 	}
-	r.srv, err = serve.New(serve.Config{Kernel: k, Store: store, Queue: q, Keys: r.keys, Policy: pw, Workspace: ws,
+	r.srv, err = serve.New(serve.Config{Kernel: k, Store: store, Queue: q, Keys: r.keys, Policy: pw,
 		Scrub: scrub, AccessLog: r.access, ErrorLog: testWriter{t}, Limits: o.limits, DrainTimeout: o.drain, Version: "test",
 		Replica: o.replica, LeaseTTL: o.leaseTTL, Poll: 100 * time.Millisecond, AutoResume: o.autoResume})
 	if err != nil {

@@ -38,11 +38,6 @@ type Config struct {
 	// Policy is the policy in effect, for GET /v1/policy and explain; nil
 	// means none (every call allowed).
 	Policy *policy.Watcher
-	// Workspace is the built-in tools' root: approval diffs read the
-	// current file through it (never following a link out of it).
-	// Protected are the kernel's own files, never shown in a diff.
-	Workspace string
-	Protected []string
 	// SessionContext is recorded in the sessions the API creates.
 	SessionContext *kernel.SessionContext
 	// Scrub redacts credentials (the configured scrubber) in events and

@@ -75,3 +75,17 @@ type Request struct {
 	Body     string `json:"body,omitempty"`
 	BodyNote string `json:"body_note,omitempty"`
 }
+
+// PreviewOf asks t for a preview of a call with args: nil and no error
+// when t is no Previewer (show the arguments alone).
+func PreviewOf(ctx context.Context, t Tool, args json.RawMessage) (*Preview, error) {
+	p, ok := t.(Previewer)
+	if !ok {
+		return nil, nil
+	}
+	pv, err := p.Preview(ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	return &pv, nil
+}

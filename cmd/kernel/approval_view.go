@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,9 +22,10 @@ const foldMark = " ↩"
 // formatArgs renders a call's arguments completely, one argument per
 // entry in their order: a string value as its text, line by line, with
 // lines longer than foldWidth folded; any other value as indented JSON.
-// Nothing is cut, so an approver sees the whole call. prefix starts every
-// line.
-func formatArgs(raw json.RawMessage, prefix string) string {
+// Nothing is cut, so an approver sees the whole call, except the
+// arguments in skip, shown elsewhere: their size and skip's words stand
+// in for them. prefix starts every line.
+func formatArgs(raw json.RawMessage, prefix string, skip map[string]string) string {
 	var b strings.Builder
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -42,6 +44,10 @@ func formatArgs(raw json.RawMessage, prefix string) string {
 		key, _ := kt.(string)
 		var s string
 		if json.Unmarshal(v, &s) == nil {
+			if instead, ok := skip[key]; ok {
+				fmt.Fprintf(&b, "%s%s: (%d bytes: %s)\n", prefix, key, len(s), instead)
+				continue
+			}
 			if !strings.Contains(s, "\n") && len(s) <= foldWidth-len(key) {
 				fmt.Fprintf(&b, "%s%s: %s\n", prefix, key, s)
 				continue
@@ -82,8 +88,9 @@ func foldLine(s, cont string) string {
 }
 
 // describeApproval is the full picture an approver needs: the tool, every
-// argument, the rule and its message, where the call will run.
-func describeApproval(a *kernel.Approval, meta *kernel.SessionMeta) string {
+// argument, the rule and its message, where the call will run, and what
+// it would do as its tool previews it (tools nil: no preview).
+func describeApproval(ctx context.Context, a *kernel.Approval, meta *kernel.SessionMeta, tools *kernel.Registry) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tool: %s\n", a.Call.Name)
 	if a.RuleID != "" || a.Message != "" {
@@ -92,8 +99,10 @@ func describeApproval(a *kernel.Approval, meta *kernel.SessionMeta) string {
 	if meta != nil && meta.Context != nil && meta.Context.Workspace != "" {
 		fmt.Fprintf(&b, "workspace: %s\n", meta.Context.Workspace)
 	}
+	pv, err := callPreview(ctx, tools, a.Call.Name, a.Args)
 	b.WriteString("arguments:\n")
-	b.WriteString(formatArgs(a.Args, "  "))
+	b.WriteString(formatArgs(a.Args, "  ", shownAsDiff(a.Call.Name, a.Args, pv)))
+	b.WriteString(formatPreview(pv, err, ""))
 	return b.String()
 }
 

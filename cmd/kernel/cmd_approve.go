@@ -40,13 +40,15 @@ func cmdResolve(approve bool) func(context.Context, []string, *cliEnv) error {
 		if s != nil && s.Pending == nil {
 			return fmt.Errorf("session %s: %w", pos[0], kernel.ErrNoApproval)
 		}
-		if s != nil && !*yes {
-			fmt.Fprintf(env.stderr, "session %s is waiting for approval:\n%s", pos[0], describeApproval(s.Pending, &s.Meta))
-			if approve && !confirm(env.stdin, env.stderr, "run this call?") {
-				return exitError{code: 1, msg: "not approved: nothing ran (answer y, or pass --yes in scripts)"}
-			}
-		}
 		return withKernel(ctx, &cf, env, *events, false, pos[0], func(k *kernel.Kernel) (*kernel.RunResult, error) {
+			// Shown with the kernel built: the preview is the session's
+			// tool's own, on the workspace the call will write.
+			if s != nil && !*yes {
+				fmt.Fprintf(env.stderr, "session %s is waiting for approval:\n%s", pos[0], describeApproval(ctx, s.Pending, &s.Meta, k.Tools()))
+				if approve && !confirm(env.stdin, env.stderr, "run this call?") {
+					return nil, exitError{code: 1, msg: "not approved: nothing ran (answer y, or pass --yes in scripts)"}
+				}
+			}
 			return k.Resolve(ctx, pos[0], approve, *note)
 		})
 	}

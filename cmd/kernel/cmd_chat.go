@@ -257,7 +257,7 @@ func (c *chat) confirmApproval(ctx context.Context) (bool, error) {
 	if s.Pending == nil {
 		return false, errors.New("nothing is waiting for approval in this session")
 	}
-	fmt.Fprintf(c.env.stderr, "waiting for approval:\n%srun this call? [y/N] ", describeApproval(s.Pending, &s.Meta))
+	fmt.Fprintf(c.env.stderr, "waiting for approval:\n%srun this call? [y/N] ", describeApproval(ctx, s.Pending, &s.Meta, c.k.Tools()))
 	var answer string
 	select {
 	case answer = <-c.input:

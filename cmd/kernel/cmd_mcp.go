@@ -415,6 +415,11 @@ func (h *mcpHost) approver(ss *sdk.ServerSession) kernel.Approver {
 		if len(d.Rules) > 0 {
 			msg += " (rule " + strings.Join(d.Rules, ", ") + ")"
 		}
+		// What the call would do, as its tool previews it.
+		pv, perr := callPreview(ctx, h.k.Tools(), tool, args)
+		if more := formatPreview(pv, perr, ""); more != "" {
+			msg += "\n\n" + more
+		}
 		res, err := ss.Elicit(ctx, &sdk.ElicitParams{Message: msg, RequestedSchema: json.RawMessage(`{"type":"object","properties":{}}`)})
 		if err != nil {
 			return false, err

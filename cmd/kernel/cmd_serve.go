@@ -122,8 +122,8 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	srv, err := serve.New(serve.Config{
 		Kernel: k, Store: a.store, Queue: a.queue, Keys: ks, Policy: a.policyWatcher,
-		Workspace: cfg.path(cfg.Workspace), Protected: cfg.protectedPaths(), SessionContext: a.sessionContext(),
-		Scrub: a.redact, AccessLog: access, ErrorLog: scrubWriter{env.stderr},
+		SessionContext: a.sessionContext(),
+		Scrub:          a.redact, AccessLog: access, ErrorLog: scrubWriter{env.stderr},
 		Limits:       serve.Limits{MaxRuns: *maxRuns, MaxRunsPerKey: *maxRunsKey, MaxBodyBytes: *maxBody},
 		DrainTimeout: *drain, AutoResume: *autoResume, Version: buildVersion().Version,
 		Replica: a.replica, LeaseTTL: *leaseTTL, Poll: *poll,

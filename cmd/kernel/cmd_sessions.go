@@ -264,7 +264,7 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 				fmt.Fprintln(w, indent(text))
 			}
 			for _, c := range msg.ToolCalls {
-				fmt.Fprintf(w, "    → %s\n%s", c.Name, formatArgs(json.RawMessage(c.Arguments), "        "))
+				fmt.Fprintf(w, "    → %s\n%s", c.Name, formatArgs(json.RawMessage(c.Arguments), "        ", nil))
 			}
 			fmt.Fprintln(w)
 		case kernel.RoleTool:
@@ -287,7 +287,7 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 		if m.Context != nil {
 			store = m.Context.Store
 		}
-		fmt.Fprintf(w, "\nwaiting for approval:\n%s\n  approve: %s    reject: %s\n", indent(describeApproval(p, &m)),
+		fmt.Fprintf(w, "\nwaiting for approval:\n%s\n  approve: %s    reject: %s\n", indent(describeApproval(context.Background(), p, &m, nil)),
 			resumeHint("approve", m.ID, storeHint(store)), resumeHint("reject", m.ID, storeHint(store)))
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +27,9 @@ type renderer struct {
 	// /thinking off); reasoningLen counts what it hides.
 	collapseReasoning bool
 	reasoningLen      int
+	// tools, once the kernel is built, preview a call that waits for
+	// approval.
+	tools *kernel.Registry
 	// onSession, when set, learns the session of every run that starts.
 	onSession func(id string)
 	// scrub redacts credentials in everything written (default: the
@@ -166,7 +170,7 @@ func (r *renderer) event(e kernel.Event) {
 	case kernel.ApprovalRequired:
 		a := e.Approval
 		r.note("%s %s — %s\n%s\n  approve: %s    reject: %s",
-			r.paint("33;1", "approval required:"), a.Call.Name, a.Message, indent(describeApproval(&a, nil)),
+			r.paint("33;1", "approval required:"), a.Call.Name, a.Message, indent(describeApproval(context.Background(), &a, nil, r.tools)),
 			resumeHint("approve", a.SessionID, r.store), resumeHint("reject", a.SessionID, r.store))
 	case kernel.ApprovalResolved:
 		verb := "rejected"

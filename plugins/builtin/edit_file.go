@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/tool"
 )
 
 // EditFile is the edit_file tool: it replaces one exact, unique occurrence
@@ -47,49 +48,59 @@ func (t *EditFile) Spec() kernel.ToolSpec {
 	}
 }
 
-// Call performs the edit.
-func (t *EditFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Result, error) {
+// editPlan is an edit as edit_file would make it: the file's path, its
+// content now and after, and what changes. Call writes it; Preview
+// shows it. Both get it from plan, so they cannot disagree.
+type editPlan struct {
+	p         string
+	data, out []byte
+	old, repl string // as matched: with CRLF line ends when the file has them
+	at        int
+	crlf      bool // old and new were given with LF and matched as CRLF
+}
+
+// plan checks an edit_file call and computes its edit, or returns the
+// error the call fails with. The caller holds ws.writeMu.
+func (t *EditFile) plan(ctx context.Context, raw json.RawMessage) (editPlan, error) {
 	var a editFileArgs
 	if err := decodeArgs(raw, &a); err != nil {
-		return kernel.Result{}, err
+		return editPlan{}, err
 	}
 	switch {
 	case a.Path == "":
-		return kernel.Result{}, invalidArg("path", "is required")
+		return editPlan{}, invalidArg("path", "is required")
 	case a.Old == "":
-		return kernel.Result{}, invalidArg("old", "is required and must not be empty; use write_file to create a file")
+		return editPlan{}, invalidArg("old", "is required and must not be empty; use write_file to create a file")
 	case a.New == nil:
-		return kernel.Result{}, invalidArg("new", "is required (use \"\" to delete old)")
+		return editPlan{}, invalidArg("new", "is required (use \"\" to delete old)")
 	case *a.New == a.Old:
-		return kernel.Result{}, invalidArg("new", "is identical to old; there is nothing to change")
+		return editPlan{}, invalidArg("new", "is identical to old; there is nothing to change")
 	}
 	p, err := clean(a.Path)
 	if err != nil {
-		return kernel.Result{}, err
+		return editPlan{}, err
 	}
-	t.ws.writeMu.Lock()
-	defer t.ws.writeMu.Unlock()
 	if err := t.ws.refuseProtected("edit", p); err != nil {
-		return kernel.Result{}, err
+		return editPlan{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return kernel.Result{}, fmt.Errorf("edit %q: %w", p, err)
+		return editPlan{}, fmt.Errorf("edit %q: %w", p, err)
 	}
 
 	data, err := t.load(p)
 	if err != nil {
-		return kernel.Result{}, err
+		return editPlan{}, err
 	}
-	old, repl := a.Old, *a.New
-	at := indexAll(data, old)
-	if len(at) == 0 && bytes.Contains(data, []byte("\r\n")) && strings.Contains(old, "\n") && !strings.Contains(old, "\r\n") {
+	pl := editPlan{p: p, data: data, old: a.Old, repl: *a.New}
+	at := indexAll(data, pl.old)
+	if len(at) == 0 && bytes.Contains(data, []byte("\r\n")) && strings.Contains(pl.old, "\n") && !strings.Contains(pl.old, "\r\n") {
 		// The file uses CRLF line endings and old was given with LF.
-		old, repl = toCRLF(old), toCRLF(repl)
-		at = indexAll(data, old)
+		pl.old, pl.repl, pl.crlf = toCRLF(pl.old), toCRLF(pl.repl), true
+		at = indexAll(data, pl.old)
 	}
 	switch len(at) {
 	case 0:
-		return kernel.Result{}, fmt.Errorf("edit %q: old text not found; nothing was changed. Hint: %s", p, notFoundHint(data, a.Old))
+		return editPlan{}, fmt.Errorf("edit %q: old text not found; nothing was changed. Hint: %s", p, notFoundHint(data, a.Old))
 	case 1:
 	default:
 		lines := make([]string, 0, len(at))
@@ -100,20 +111,61 @@ func (t *EditFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Result
 			}
 			lines = append(lines, fmt.Sprint(lineAt(data, off)))
 		}
-		return kernel.Result{}, fmt.Errorf("edit %q: old text occurs %d times (at lines %s); nothing was changed. Include more surrounding lines in old so that it matches exactly once",
+		return editPlan{}, fmt.Errorf("edit %q: old text occurs %d times (at lines %s); nothing was changed. Include more surrounding lines in old so that it matches exactly once",
 			p, len(at), strings.Join(lines, ", "))
 	}
 	i := at[0]
-	out := make([]byte, 0, len(data)-len(old)+len(repl))
-	out = append(append(append(out, data[:i]...), repl...), data[i+len(old):]...)
-	if err := t.ws.writeRegular(ctx, "edit", p, out); err != nil {
+	pl.at = i
+	pl.out = make([]byte, 0, len(data)-len(pl.old)+len(pl.repl))
+	pl.out = append(append(append(pl.out, data[:i]...), pl.repl...), data[i+len(pl.old):]...)
+	return pl, nil
+}
+
+// what says what the edit replaces, in the past tense ("replaced 2 lines
+// at line 3 with 1 line") or the present ("replace ...").
+func (pl editPlan) what(past bool) string {
+	line := lineAt(pl.data, pl.at)
+	verb, del := "replace", "delete"
+	if past {
+		verb, del = "replaced", "deleted"
+	}
+	if pl.repl == "" {
+		return fmt.Sprintf("%s %s at line %d", del, plural(lineCount(pl.old), "line"), line)
+	}
+	return fmt.Sprintf("%s %s at line %d with %s", verb, plural(lineCount(pl.old), "line"), line, plural(lineCount(pl.repl), "line"))
+}
+
+// Call performs the edit.
+func (t *EditFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Result, error) {
+	t.ws.writeMu.Lock()
+	defer t.ws.writeMu.Unlock()
+	pl, err := t.plan(ctx, raw)
+	if err != nil {
 		return kernel.Result{}, err
 	}
-	what := fmt.Sprintf("replaced %s at line %d with %s", plural(lineCount(old), "line"), lineAt(data, i), plural(lineCount(repl), "line"))
-	if repl == "" {
-		what = fmt.Sprintf("deleted %s at line %d", plural(lineCount(old), "line"), lineAt(data, i))
+	if err := t.ws.writeRegular(ctx, "edit", pl.p, pl.out); err != nil {
+		return kernel.Result{}, err
 	}
-	return kernel.Result{Content: fmt.Sprintf("edited %s: %s; the file is now %d bytes (was %d)", p, what, len(out), len(data))}, nil
+	return kernel.Result{Content: fmt.Sprintf("edited %s: %s; the file is now %d bytes (was %d)", pl.p, pl.what(true), len(pl.out), len(pl.data))}, nil
+}
+
+// Preview shows the edit a call would make: the diff of the file, or the
+// error the call would fail with. It only reads.
+func (t *EditFile) Preview(ctx context.Context, raw json.RawMessage) (tool.Preview, error) {
+	if err := ctx.Err(); err != nil {
+		return tool.Preview{}, err
+	}
+	t.ws.writeMu.Lock()
+	pl, err := t.plan(ctx, raw)
+	t.ws.writeMu.Unlock()
+	if err != nil {
+		return refused(err), nil
+	}
+	fc := fileChange(pl.p, pl.data, pl.out, true)
+	if pl.crlf {
+		fc.Note = joinNote(fc.Note, "the file has CRLF line ends: old and new are matched and written with CRLF")
+	}
+	return tool.Preview{Summary: fmt.Sprintf("edit %s: %s", pl.p, pl.what(false)), Files: []tool.FileChange{fc}}, nil
 }
 
 // lineCount is the number of lines s spans: a final newline ends the last
@@ -140,6 +192,11 @@ func (t *EditFile) load(p string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	// The write refuses a kernel file under another name (a hard link);
+	// so does the plan, before a preview could show what it holds.
+	if err := t.ws.checkOpened("edit", p, fi); err != nil {
+		return nil, err
+	}
 	if fi.Size() > int64(t.ws.maxFile) {
 		return nil, fmt.Errorf("edit %q: the file is %s, over the edit limit of %s", p, humanSize(fi.Size()), humanSize(int64(t.ws.maxFile)))
 	}
@@ -237,4 +294,7 @@ func trimmedLines(s string) []numberedLine {
 	return out
 }
 
-var _ kernel.Tool = (*EditFile)(nil)
+var (
+	_ kernel.Tool    = (*EditFile)(nil)
+	_ tool.Previewer = (*EditFile)(nil)
+)

@@ -10,6 +10,7 @@ import (
 	"path"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/tool"
 )
 
 // WriteFile is the write_file tool: it creates or replaces a file of the
@@ -44,60 +45,111 @@ func (t *WriteFile) Spec() kernel.ToolSpec {
 	}
 }
 
-// Call writes the file.
-func (t *WriteFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Result, error) {
+// writePlan is a write as write_file would make it. Call writes it;
+// Preview shows it. Both get it from plan, so they cannot disagree.
+type writePlan struct {
+	p       string
+	content []byte
+	prev    int64 // the current file's size; -1 when there is none
+}
+
+// plan checks a write_file call, or returns the error the call fails
+// with. The caller holds ws.writeMu.
+func (t *WriteFile) plan(ctx context.Context, raw json.RawMessage) (writePlan, error) {
 	var a writeFileArgs
 	if err := decodeArgs(raw, &a); err != nil {
-		return kernel.Result{}, err
+		return writePlan{}, err
 	}
 	switch {
 	case a.Path == "":
-		return kernel.Result{}, invalidArg("path", "is required")
+		return writePlan{}, invalidArg("path", "is required")
 	case a.Content == nil:
-		return kernel.Result{}, invalidArg("content", "is required")
+		return writePlan{}, invalidArg("content", "is required")
 	case len(*a.Content) > t.ws.maxFile:
-		return kernel.Result{}, invalidArg("content", "is %d bytes, over the limit of %d bytes", len(*a.Content), t.ws.maxFile)
+		return writePlan{}, invalidArg("content", "is %d bytes, over the limit of %d bytes", len(*a.Content), t.ws.maxFile)
 	}
 	p, err := clean(a.Path)
 	if err != nil {
-		return kernel.Result{}, err
+		return writePlan{}, err
 	}
 	if p == "." {
-		return kernel.Result{}, invalidArg("path", "names the workspace root; give a file path")
+		return writePlan{}, invalidArg("path", "names the workspace root; give a file path")
 	}
-	t.ws.writeMu.Lock()
-	defer t.ws.writeMu.Unlock()
 	if err := t.ws.refuseProtected("write", p); err != nil {
-		return kernel.Result{}, err
+		return writePlan{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return kernel.Result{}, fmt.Errorf("write %q: %w", p, err)
+		return writePlan{}, fmt.Errorf("write %q: %w", p, err)
 	}
 
-	prev := int64(-1)
+	pl := writePlan{p: p, content: []byte(*a.Content), prev: -1}
 	switch fi, err := t.ws.root.Stat(p); {
 	case err == nil && fi.IsDir():
-		return kernel.Result{}, fmt.Errorf("write %q: it is a directory", p)
+		return writePlan{}, fmt.Errorf("write %q: it is a directory", p)
 	case err == nil && !fi.Mode().IsRegular():
-		return kernel.Result{}, fmt.Errorf("write %q: not a regular file (%s)", p, fileKind(fi.Mode()))
+		return writePlan{}, fmt.Errorf("write %q: not a regular file (%s)", p, fileKind(fi.Mode()))
 	case err == nil:
-		prev = fi.Size()
+		if err := t.ws.checkOpened("write", p, fi); err != nil {
+			return writePlan{}, err
+		}
+		pl.prev = fi.Size()
 	case !errors.Is(err, fs.ErrNotExist):
-		return kernel.Result{}, fsError("write", p, err)
+		return writePlan{}, fsError("write", p, err)
 	}
-	if dir := path.Dir(p); dir != "." {
+	return pl, nil
+}
+
+// Call writes the file.
+func (t *WriteFile) Call(ctx context.Context, raw json.RawMessage) (kernel.Result, error) {
+	t.ws.writeMu.Lock()
+	defer t.ws.writeMu.Unlock()
+	pl, err := t.plan(ctx, raw)
+	if err != nil {
+		return kernel.Result{}, err
+	}
+	if dir := path.Dir(pl.p); dir != "." {
 		if err := t.ws.root.MkdirAll(dir, 0o755); err != nil {
 			return kernel.Result{}, fsError("create directory", dir, err)
 		}
 	}
-	if err := t.ws.writeRegular(ctx, "write", p, []byte(*a.Content)); err != nil {
+	if err := t.ws.writeRegular(ctx, "write", pl.p, pl.content); err != nil {
 		return kernel.Result{}, err
 	}
 	what := "created"
-	if prev >= 0 {
-		what = fmt.Sprintf("replaced %d bytes", prev)
+	if pl.prev >= 0 {
+		what = fmt.Sprintf("replaced %d bytes", pl.prev)
 	}
-	return kernel.Result{Content: fmt.Sprintf("wrote %d bytes to %s (%s)", len(*a.Content), p, what)}, nil
+	return kernel.Result{Content: fmt.Sprintf("wrote %d bytes to %s (%s)", len(pl.content), pl.p, what)}, nil
+}
+
+// Preview shows the write a call would make: the diff of the file
+// against the content written, or the error the call would fail with.
+// It only reads.
+func (t *WriteFile) Preview(ctx context.Context, raw json.RawMessage) (tool.Preview, error) {
+	if err := ctx.Err(); err != nil {
+		return tool.Preview{}, err
+	}
+	t.ws.writeMu.Lock()
+	defer t.ws.writeMu.Unlock()
+	pl, err := t.plan(ctx, raw)
+	if err != nil {
+		return refused(err), nil
+	}
+	n := humanSize(int64(len(pl.content)))
+	if pl.prev < 0 {
+		return tool.Preview{Summary: fmt.Sprintf("create %s (%s)", pl.p, n),
+			Files: []tool.FileChange{fileChange(pl.p, nil, pl.content, false)}}, nil
+	}
+	old, size, err := t.ws.readCurrent("write", pl.p)
+	if err != nil {
+		return refused(err), nil
+	}
+	sum := fmt.Sprintf("replace %s (%s → %s)", pl.p, humanSize(size), n)
+	if size > previewMax {
+		return tool.Preview{Summary: sum, Files: []tool.FileChange{{Path: pl.p,
+			Note: fmt.Sprintf("too big to show as a diff (over %s): %s replaced by %s", humanSize(previewMax), humanSize(size), n)}}}, nil
+	}
+	return tool.Preview{Summary: sum, Files: []tool.FileChange{fileChange(pl.p, old, pl.content, true)}}, nil
 }
 
 // writeRegular writes data to p in place (keeping its mode, and writing
@@ -150,4 +202,7 @@ func (w *workspace) writeRegular(ctx context.Context, verb, p string, data []byt
 	return nil
 }
 
-var _ kernel.Tool = (*WriteFile)(nil)
+var (
+	_ kernel.Tool    = (*WriteFile)(nil)
+	_ tool.Previewer = (*WriteFile)(nil)
+)

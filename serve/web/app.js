@@ -9,6 +9,7 @@ const KEY = 'kernel-serve-key';
 const $ = (id) => document.getElementById(id);
 let key = sessionStorage.getItem(KEY) || '';
 let viewAbort = null; // aborts the streams of the view on screen
+let me = null; // GET /v1/whoami of the key: name and scopes
 
 // el builds an element; strings among children become text nodes.
 function el(tag, attrs, ...children) {
@@ -96,6 +97,7 @@ function show(id) {
 
 function signOut(message) {
   key = '';
+  me = null;
   sessionStorage.removeItem(KEY);
   $('signin-error').textContent = message || '';
   route();
@@ -109,38 +111,97 @@ function argValue(v) {
   return typeof v === 'string' ? v : JSON.stringify(v, null, 2);
 }
 
-function diffBlock(diff) {
-  const wrap = el('div', {});
-  wrap.append(el('p', { class: 'muted' }, 'Change to ' + diff.path + (diff.note ? ' — ' + diff.note : '')));
-  if (diff.unified) {
-    const pre = el('pre', { class: 'diff', 'aria-label': 'diff of ' + diff.path });
-    for (const line of diff.unified.split('\n')) {
-      let cls = '';
-      if (line.startsWith('+') && !line.startsWith('+++')) cls = 'add';
-      else if (line.startsWith('-') && !line.startsWith('---')) cls = 'del';
-      else if (line.startsWith('@@')) cls = 'hunk';
-      pre.append(el('span', cls ? { class: cls } : {}, line + '\n'));
+// argsBlock renders a call's arguments as the inbox shows them: each
+// argument's name, then its value (a string as its text, anything else as
+// indented JSON). args is an object, or the raw JSON text of one. skip
+// maps an argument's name to what to show instead of its value.
+function argsBlock(args, skip) {
+  if (typeof args === 'string') {
+    try { args = JSON.parse(args); } catch (e) { /* shown as it is */ }
+  }
+  const wrap = el('div', { class: 'args' });
+  if (args && typeof args === 'object' && !Array.isArray(args)) {
+    for (const [name, v] of Object.entries(args)) {
+      wrap.append(el('div', { class: 'arg-name' }, name));
+      if (skip && skip[name]) wrap.append(el('p', { class: 'muted arg-skipped' }, skip[name]));
+      else wrap.append(el('pre', { class: 'arg' }, argValue(v)));
     }
-    wrap.append(pre);
+  } else {
+    wrap.append(el('pre', { class: 'arg' }, argValue(args)));
   }
   return wrap;
+}
+
+// diffPre renders a unified diff, a line a row, coloured by kind.
+function diffPre(path, unified) {
+  const pre = el('pre', { class: 'diff', 'aria-label': 'diff of ' + path });
+  for (const line of unified.replace(/\n$/, '').split('\n')) {
+    let cls = '';
+    if (line.startsWith('+') && !line.startsWith('+++')) cls = 'add';
+    else if (line.startsWith('-') && !line.startsWith('---')) cls = 'del';
+    else if (line.startsWith('@@')) cls = 'hunk';
+    pre.append(el('span', cls ? { class: cls } : {}, line + '\n'));
+  }
+  return pre;
+}
+
+// previewBlock renders what the tool says the call would do.
+function previewBlock(pv) {
+  const wrap = el('div', { class: 'preview' });
+  wrap.append(el('h4', {}, 'What it would do'));
+  if (pv.refused) {
+    wrap.append(el('p', { class: 'error refused' }, 'The tool would refuse this call: ' + pv.summary));
+    return wrap;
+  }
+  wrap.append(el('p', { class: 'summary' }, pv.summary));
+  for (const f of pv.files || []) {
+    wrap.append(el('p', { class: 'muted' }, (f.created ? 'New file ' : 'Change to ') + f.path + (f.note ? ' — ' + f.note : '')));
+    if (f.diff) wrap.append(diffPre(f.path, f.diff));
+  }
+  if (pv.request) {
+    const q = pv.request;
+    const lines = [q.method + ' ' + q.url];
+    for (const [k, vs] of Object.entries(q.header || {}).sort()) for (const v of vs) lines.push(k + ': ' + v);
+    wrap.append(el('pre', { class: 'request' }, lines.join('\n') + (q.body ? '\n\n' + q.body : '')));
+    if (q.body_note) wrap.append(el('p', { class: 'muted' }, q.body_note));
+  }
+  return wrap;
+}
+
+// contextBlock says where the call was made: the prompt of the run that
+// made it and the model's words with it, linking the transcript there.
+function contextBlock(a) {
+  const c = a.context;
+  const wrap = el('div', { class: 'context' });
+  if (c.prompt) wrap.append(el('div', { class: 'arg-name' }, 'Asked in the run for'), el('pre', { class: 'prompt' }, c.prompt));
+  if (c.said) wrap.append(el('div', { class: 'arg-name' }, 'The model said'), el('pre', { class: 'said' }, c.said));
+  wrap.append(el('a', { class: 'at-turn', href: '#/sessions/' + encodeURIComponent(a.session_id) + '/' + encodeURIComponent(String(c.seq)) }, 'See the transcript at this turn'));
+  return wrap;
+}
+
+// cannotDecide is the reason the signed-in key cannot decide, or ''.
+function cannotDecide() {
+  if (me && !(me.scopes || []).some((s) => s === 'approve' || s === 'admin')) {
+    return 'This key (' + me.name + ') lacks the approve scope: it can see approvals but not decide them.';
+  }
+  return '';
 }
 
 function approvalCard(a) {
   const card = el('article', { class: 'card approval', 'data-approval': a.id, 'aria-labelledby': 'h-' + a.id });
   card.append(el('h3', { id: 'h-' + a.id }, a.tool + ' — ' + (a.session_title || a.session_id)));
   card.append(el('p', { class: 'muted' }, 'session ' + a.session_id + ' · asked ' + new Date(a.created).toLocaleString()));
+  if (a.context) card.append(contextBlock(a));
   if (a.rule_id || a.message) card.append(el('p', { class: 'rule' }, 'rule ' + (a.rule_id || '-') + ': ' + (a.message || '')));
   card.append(el('h4', {}, 'Arguments'));
-  if (a.args && typeof a.args === 'object' && !Array.isArray(a.args)) {
-    for (const [name, v] of Object.entries(a.args)) {
-      card.append(el('div', { class: 'arg-name' }, name));
-      card.append(el('pre', { class: 'arg' }, argValue(v)));
-    }
-  } else {
-    card.append(el('pre', { class: 'arg' }, argValue(a.args)));
-  }
-  if (a.diff) card.append(diffBlock(a.diff));
+  // A write_file's content is shown once: as the diff when there is one.
+  const pv = a.preview;
+  const shownAsDiff = a.tool === 'write_file' && pv && !pv.refused && (pv.files || []).some((f) => f.diff);
+  const skip = shownAsDiff && a.args && typeof a.args.content === 'string'
+    ? { content: a.args.content.length + ' bytes: shown as the diff below' } : null;
+  card.append(argsBlock(a.args, skip));
+  if (pv) card.append(previewBlock(pv));
+  if (a.preview_error) card.append(el('p', { class: 'error' }, a.preview_error));
   const noteId = 'note-' + a.id;
   card.append(el('label', { for: noteId }, 'Note (recorded with your decision)'));
   const note = el('textarea', { id: noteId, rows: '2' });
@@ -151,6 +212,13 @@ function approvalCard(a) {
   reject.setAttribute('aria-label', 'Reject ' + a.tool + ' in ' + (a.session_title || a.session_id));
   const status = el('p', { class: 'status', role: 'status' });
   card.append(approve, reject, status);
+  const why = cannotDecide();
+  if (why) {
+    approve.disabled = reject.disabled = note.disabled = true;
+    status.className = 'status no-scope';
+    status.textContent = why;
+    return card;
+  }
   const decide = async (decision) => {
     approve.disabled = reject.disabled = true;
     status.textContent = decision === 'approve' ? 'Approving…' : 'Rejecting…';
@@ -251,6 +319,21 @@ async function loadSessions(more) {
   }
 }
 
+// fmtDuration rounds a Go duration string ("422.248µs", "1m2.5s") to
+// what a person reads: "0.4 ms", "12 ms", "1.2 s", "1 min 3 s".
+function fmtDuration(d) {
+  if (typeof d !== 'string' || !d) return '';
+  const unit = { h: 3600e3, m: 60e3, s: 1e3, ms: 1, 'µs': 1e-3, 'μs': 1e-3, us: 1e-3, ns: 1e-6 };
+  let ms = 0;
+  let matched = false;
+  for (const [, n, u] of d.matchAll(/([0-9.]+)(h|ms|m|s|µs|μs|us|ns)/g)) { ms += parseFloat(n) * unit[u]; matched = true; }
+  if (!matched) return d;
+  if (ms < 1) return ms.toFixed(1) + ' ms';
+  if (ms < 1000) return Math.round(ms) + ' ms';
+  if (ms < 60e3) return (ms / 1000).toFixed(1) + ' s';
+  return Math.floor(ms / 60e3) + ' min ' + Math.round((ms % 60e3) / 1000) + ' s';
+}
+
 function fmtUSD(v) { return '$' + (v || 0).toFixed(4); }
 function fmtUsage(u) { return u ? (u.input_tokens || 0) + ' in / ' + (u.output_tokens || 0) + ' out tokens' : ''; }
 
@@ -279,13 +362,13 @@ function transcriptRenderer(list) {
         break;
       }
       case 'tool.started':
-        add('tool', el('strong', {}, 'Tool ' + e.tool), el('pre', {}, e.args));
+        add('tool', el('strong', {}, 'Tool ' + e.tool), argsBlock(e.args));
         break;
       case 'policy.decision':
         add('policy', el('strong', {}, 'Policy: ' + e.decision.effect), ' ' + (e.decision.rules || []).join(', ') + (e.decision.message ? ' — ' + e.decision.message : ''));
         break;
       case 'tool.completed':
-        add('tool', el('strong', {}, e.tool + ' → ' + e.outcome), ' in ' + e.duration + (e.error ? ' — ' + e.error : ''));
+        add('tool', el('strong', {}, e.tool + ' → ' + e.outcome), ' in ' + fmtDuration(e.duration) + (e.error ? ' — ' + e.error : ''));
         break;
       case 'approval.required':
         add('policy', el('strong', {}, 'Waiting for approval'), ' ' + e.approval.call.name + ': ' + (e.approval.message || ''));
@@ -314,7 +397,7 @@ function transcriptRenderer(list) {
 // calls with their arguments, tool results), each tool call with its
 // policy decision and outcome and each answer with its tokens and cost,
 // from the session's events; refreshed live as events arrive.
-async function showSession(id) {
+async function showSession(id, atSeq) {
   show('session-view');
   const facts = $('session-facts');
   const list = $('transcript');
@@ -353,6 +436,10 @@ async function showSession(id) {
     facts.append(el('dd', { class: 'error' }, e.message));
     return;
   }
+  if (atSeq) {
+    const at = list.querySelector('li[data-seq="' + CSS.escape(atSeq) + '"]');
+    if (at) { at.classList.add('target'); at.setAttribute('tabindex', '-1'); at.scrollIntoView({ block: 'start' }); at.focus(); }
+  }
   let pending = null;
   const later = () => { if (!pending) pending = setTimeout(() => { pending = null; render().catch(() => {}); }, 150); };
   sse('/v1/sessions/' + sid + '/events', (ev) => {
@@ -378,7 +465,7 @@ function messageItem(m, info) {
       if (m.content) li.append(el('pre', {}, m.content));
       if (m.failed) li.append(el('p', { class: 'error' }, m.failed));
       for (const c of m.tool_calls || []) {
-        li.append(el('div', { class: 'arg-name' }, 'calls ' + c.name), el('pre', { class: 'arg' }, c.arguments));
+        li.append(el('div', { class: 'calls' }, 'calls ' + c.name), argsBlock(c.arguments));
       }
       const u = info.usage.get(m.seq);
       if (u) li.append(el('div', { class: 'muted' }, 'turn ' + u.turn + ' · ' + fmtUsage(u.usage) + ' · ' + fmtUSD(u.cost_usd)));
@@ -387,7 +474,7 @@ function messageItem(m, info) {
     case 'tool': {
       const li = el('li', { class: 'tool', 'data-seq': String(m.seq) });
       const o = info.outcome.get(m.tool_call_id);
-      li.append(el('strong', {}, (m.tool_name || 'tool') + ' → ' + (o ? o.outcome : (m.is_error ? 'error' : 'ok'))), o ? ' in ' + o.duration : '');
+      li.append(el('strong', {}, (m.tool_name || 'tool') + ' → ' + (o ? o.outcome : (m.is_error ? 'error' : 'ok'))), o ? ' in ' + fmtDuration(o.duration) : '');
       const d = info.decision.get(m.tool_call_id);
       if (d) li.append(el('div', { class: 'policy' }, 'policy: ' + d.effect + ((d.rules || []).length ? ' (' + d.rules.join(', ') + ')' : '') + (d.message ? ' — ' + d.message : '')));
       if (m.approval) li.append(el('div', { class: 'policy' }, (m.approval.approved ? 'approved' : 'rejected') + (m.approval.by ? ' by ' + m.approval.by : '') + (m.approval.note ? ': ' + m.approval.note : '')));
@@ -408,7 +495,11 @@ async function route() {
   $('approvals-list').replaceChildren();
   if (!key) { show('signin-view'); $('key-input').focus(); return; }
   const h = location.hash || '#/approvals';
-  if (h.startsWith('#/sessions/')) return showSession(decodeURIComponent(h.slice('#/sessions/'.length)));
+  if (h.startsWith('#/sessions/')) {
+    // #/sessions/ID, or #/sessions/ID/SEQ: the transcript at message SEQ.
+    const [id, seq] = h.slice('#/sessions/'.length).split('/');
+    return showSession(decodeURIComponent(id), seq ? decodeURIComponent(seq) : '');
+  }
   if (h === '#/sessions') { show('sessions-view'); return loadSessions(false); }
   return showApprovals();
 }
@@ -419,7 +510,7 @@ document.addEventListener('DOMContentLoaded', () => {
     key = $('key-input').value.trim();
     $('key-input').value = '';
     try {
-      const me = await api('GET', '/v1/whoami');
+      me = await api('GET', '/v1/whoami');
       sessionStorage.setItem(KEY, key);
       $('who').textContent = 'signed in as ' + me.name;
       $('signin-error').textContent = '';
@@ -434,6 +525,9 @@ document.addEventListener('DOMContentLoaded', () => {
   $('status-filter').addEventListener('change', () => loadSessions(false));
   $('sessions-more').addEventListener('click', () => loadSessions(true));
   window.addEventListener('hashchange', route);
-  if (key) api('GET', '/v1/whoami').then((me) => { $('who').textContent = 'signed in as ' + me.name; }).catch(() => signOut('Sign in again.'));
-  route();
+  if (key) {
+    api('GET', '/v1/whoami').then((m) => { me = m; $('who').textContent = 'signed in as ' + me.name; route(); }).catch(() => signOut('Sign in again.'));
+  } else {
+    route();
+  }
 });
