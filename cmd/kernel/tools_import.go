@@ -95,16 +95,24 @@ func toolsImport(ctx context.Context, env *cliEnv, specArg string, f toolsImport
 	if err != nil {
 		return err
 	}
-	names := make([]string, len(res.Tools))
-	for i, t := range res.Tools {
-		names[i] = t.Name
-	}
 	summary := fmt.Sprintf("%d tools from %s (OpenAPI %s, %q) in %s", len(res.Tools), name, res.Version, res.Title, elapsed.Round(time.Millisecond))
 	if f.write == "" {
 		fmt.Fprint(env.stdout, "tools:\n  http:\n"+indentText(text, 4))
 		fmt.Fprintln(env.stderr, summary+"; add them to tools.http in your kernel.yaml, or run again with --write FILE")
 		printExports(env.stderr, res.Env)
 		return nil
+	}
+	return writeImported(env, f, res, text, summary)
+}
+
+// writeImported adds the imported tools (text, a YAML list) to the
+// tools.http of the --write file, unless the result would not load or
+// would repeat a tool's name; with --dry-run it only says what it would
+// add.
+func writeImported(env *cliEnv, f toolsImportFlags, res *openapi.Result, text, summary string) error {
+	names := make([]string, len(res.Tools))
+	for i, t := range res.Tools {
+		names[i] = t.Name
 	}
 	src, err := os.ReadFile(f.write)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
