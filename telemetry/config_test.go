@@ -46,17 +46,10 @@ func TestConfigFields(t *testing.T) {
 		{name: "content without the scrubber", cfg: telemetry.Config{Getenv: noEnv, Content: true}, err: "needs the scrubber"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tel, err := telemetry.New(context.Background(), tc.cfg)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want one containing %q", err, tc.err)
-				}
+			tel := newOrErr(t, tc.cfg, tc.err)
+			if tel == nil {
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tel.Shutdown(context.Background())
 			if tel.TracesOn() != tc.traces || tel.MetricsOn() != tc.metrics || tel.LogsJSON() != tc.logsJSON {
 				t.Errorf("traces %v metrics %v json logs %v, want %v %v %v", tel.TracesOn(), tel.MetricsOn(), tel.LogsJSON(), tc.traces, tc.metrics, tc.logsJSON)
 			}
@@ -98,17 +91,10 @@ func TestVariablesWinOverFields(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
 			cfg.Getenv = func(k string) string { return tc.env[k] }
-			tel, err := telemetry.New(context.Background(), cfg)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want one containing %q", err, tc.err)
-				}
+			tel := newOrErr(t, cfg, tc.err)
+			if tel == nil {
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tel.Shutdown(context.Background())
 			if tel.TracesOn() != tc.traces || tel.LogsJSON() != tc.logsJSON || tel.ContentOn() != tc.content {
 				t.Errorf("traces %v json logs %v content %v, want %v %v %v", tel.TracesOn(), tel.LogsJSON(), tel.ContentOn(), tc.traces, tc.logsJSON, tc.content)
 			}
@@ -137,4 +123,22 @@ func TestConsoleExporter(t *testing.T) {
 			t.Errorf("the console output lacks %s:\n%s", want, out.String())
 		}
 	}
+}
+
+// newOrErr is telemetry.New(cfg): with wantErr, nil after checking the
+// error contains it; else the Telemetry, shut down when the test ends.
+func newOrErr(t *testing.T, cfg telemetry.Config, wantErr string) *telemetry.Telemetry {
+	t.Helper()
+	tel, err := telemetry.New(context.Background(), cfg)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("err = %v, want one containing %q", err, wantErr)
+		}
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tel.Shutdown(context.Background()) })
+	return tel
 }
