@@ -63,6 +63,11 @@ func (k *Kernel) view(o RunOptions) *Kernel {
 		principal: o.Principal,
 		interrupt: o.Interrupt,
 		lease:     o.Lease,
+		// The models on the text tool protocol and its correction cap:
+		// without them a view offered those models native tools and read
+		// the calls they write as plain text.
+		protos:         k.protos,
+		maxCorrections: k.maxCorrections,
 	}
 }
 
