@@ -55,6 +55,9 @@ type Input struct {
 	Tool     ToolInfo `json:"tool"`
 	// Args are the call's arguments, valid against the tool's schema.
 	Args json.RawMessage `json:"args"`
+	// Decision is the policy's decision on the call, in the after phase
+	// when a policy ruled on it: hooks receive the policy's verdict.
+	Decision *kernel.Decision `json:"decision,omitempty"`
 	// Result is the result so far, in the after phase only (already
 	// scrubbed of credentials when the scrubber is on).
 	Result *ResultInfo `json:"result,omitempty"`
@@ -106,12 +109,30 @@ type commandHook struct {
 }
 
 func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []error {
+	ch, errs := newCommandHook(r, h.phase, opts, field)
+	if errs != nil {
+		return errs
+	}
+	if h.phase == PhaseBefore {
+		h.before = func(ctx context.Context, call *kernel.Call) (Verdict, error) {
+			return ch.run(ctx, call, nil, nil)
+		}
+	} else {
+		h.after = func(ctx context.Context, call *kernel.Call, res kernel.Result, err error) (Verdict, error) {
+			return ch.run(ctx, call, &res, err)
+		}
+	}
+	return nil
+}
+
+// newCommandHook checks a command rule and resolves its program and grant.
+func newCommandHook(r Rule, phase Phase, opts Options, field func(string) string) (*commandHook, []error) {
 	var errs []error
 	bad := func(f string, format string, args ...any) {
 		errs = append(errs, hookError(r.Name, field(f), fmt.Errorf(format, args...)))
 	}
 	c := r.Command
-	ch := &commandHook{name: r.Name, phase: h.phase, timeout: c.Timeout.D(), env: c.Env, message: r.Message}
+	ch := &commandHook{name: r.Name, phase: phase, timeout: c.Timeout.D(), env: c.Env, message: r.Message}
 	switch {
 	case len(c.Argv) == 0 || c.Argv[0] == "":
 		bad("argv", "needs at least the program")
@@ -142,18 +163,9 @@ func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []
 		}
 	}
 	if len(errs) > 0 {
-		return errs
+		return nil, errs
 	}
-	if h.phase == PhaseBefore {
-		h.before = func(ctx context.Context, call *kernel.Call) (Verdict, error) {
-			return ch.run(ctx, call, nil, nil)
-		}
-	} else {
-		h.after = func(ctx context.Context, call *kernel.Call, res kernel.Result, err error) (Verdict, error) {
-			return ch.run(ctx, call, &res, err)
-		}
-	}
-	return nil
+	return ch, nil
 }
 
 // HookGrant is a command hook's effective sandbox grant: the system
@@ -170,7 +182,8 @@ func HookGrant(c *CommandConfig, opts Options, prog string) sandbox.Grant {
 		fs = append(fs, sandbox.FSRule{Path: prog, Mode: "ro"})
 	}
 	rw := g.WritablePaths()
-	for _, p := range hostpath.ReadPaths(CommandFiles(c, opts)) {
+	files, _ := CommandFiles(c, opts) // an unresolved script was refused at start where a tool can write
+	for _, p := range hostpath.ReadPaths(hostpath.Existing(files)) {
 		if !hostpath.Within(p, rw) { // a file the grant lets it write stays writable
 			fs = append(fs, sandbox.FSRule{Path: p, Mode: "ro"})
 		}
@@ -181,22 +194,24 @@ func HookGrant(c *CommandConfig, opts Options, prog string) sandbox.Grant {
 	return g
 }
 
-// CommandFiles returns the files a command hook runs: its program (argv[0]
-// as the hook resolves it) and every argument that names an existing file,
-// relative to the kernel's working directory where the hook runs; for a
-// symbolic link both the link and its target (hostpath.ArgvFiles). An
-// interpreter's script ([sh, hook.sh]) is as much the hook as the
-// interpreter: these are kernel files, readable by the hook and protected
-// from tools.
-func CommandFiles(c *CommandConfig, opts Options) []string {
+// CommandFiles returns the paths a command hook runs (hostpath.CommandPaths):
+// its program (argv[0] as the hook resolves it), every argument that
+// names an existing file relative to the kernel's working directory where
+// the hook runs (for a symbolic link both the link and its target), the
+// script an interpreter runs ([sh, hook.sh], [python3, check.py]) whether
+// or not it exists yet, and the same for every command of a shell
+// wrapper's -c script. These are kernel files, readable by the hook and
+// protected from tools. A -c script that cannot be resolved statically is
+// a *hostpath.ScriptError.
+func CommandFiles(c *CommandConfig, opts Options) ([]string, error) {
 	if c == nil || len(c.Argv) == 0 {
-		return nil
+		return nil, nil
 	}
-	prog, err := resolveProgram(c.Argv[0], opts.Dir)
-	if err != nil {
-		return hostpath.Files(c.Argv[1:], "")
+	argv := c.Argv
+	if prog, err := resolveProgram(c.Argv[0], opts.Dir); err == nil {
+		argv = append([]string{prog}, c.Argv[1:]...)
 	}
-	return hostpath.ArgvFiles(append([]string{prog}, c.Argv[1:]...), "")
+	return hostpath.CommandPaths(argv, "")
 }
 
 // resolveProgram finds argv[0]: a path with a slash relative to dir, or a
@@ -247,6 +262,7 @@ func (ch *commandHook) input(c *kernel.Call, res *kernel.Result, err error) ([]b
 		in.SessionID, in.Run, in.Turn = c.State().SessionID, c.State().Run, c.State().Turn
 	}
 	if res != nil {
+		in.Decision = c.Decision()
 		in.Result = &ResultInfo{Content: res.Content, IsError: res.IsError || err != nil}
 		if err != nil {
 			in.Result.Error = err.Error()
@@ -265,6 +281,19 @@ func (ch *commandHook) run(ctx context.Context, c *kernel.Call, res *kernel.Resu
 	if err != nil {
 		return Verdict{}, fmt.Errorf("encode the hook input: %w", err)
 	}
+	reply, block, err := ch.exec(ctx, in)
+	switch {
+	case err != nil:
+		return Verdict{}, err
+	case block != nil:
+		return Verdict{Block: true, Reason: *block}, nil
+	}
+	return ch.verdict(reply)
+}
+
+// exec runs the program once on the input in: its reply (stdout), or the
+// reason it blocked with (exit code 2), or why it failed.
+func (ch *commandHook) exec(ctx context.Context, in []byte) (reply []byte, block *string, err error) {
 	rctx, cancel := context.WithTimeout(ctx, ch.timeout)
 	defer cancel()
 	stdout := &cappedBuffer{max: maxReply}
@@ -274,14 +303,14 @@ func (ch *commandHook) run(ctx context.Context, c *kernel.Call, res *kernel.Resu
 	p, err := proc.Start(rctx, proc.Spec{Argv: ch.argv, Grant: ch.grant, Env: ch.env,
 		Stdin: bytes.NewReader(in), Stdout: stdout, Stderr: stderr, Prestarted: true})
 	if err != nil {
-		return Verdict{}, fmt.Errorf("run command: %w", err)
+		return nil, nil, fmt.Errorf("run command: %w", err)
 	}
 	exit := p.Wait()
 	if ctx.Err() != nil {
-		return Verdict{}, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
-		return Verdict{}, fmt.Errorf("command timed out after %s (its process group was killed)", ch.timeout)
+		return nil, nil, fmt.Errorf("command timed out after %s (its process group was killed)", ch.timeout)
 	}
 	var failed interface{ ExitCode() int } // *sandbox.ExitError, or *exec.ExitError off Linux
 	switch {
@@ -293,19 +322,19 @@ func (ch *commandHook) run(ctx context.Context, c *kernel.Call, res *kernel.Resu
 		if reason == "" {
 			reason = "the hook exited with code 2"
 		}
-		return Verdict{Block: true, Reason: reason}, nil
+		return nil, &reason, nil
 	case errors.As(exit.Err, &failed):
-		return Verdict{}, fmt.Errorf("command %v%s", exit.Err, stderrSuffix(stderr))
+		return nil, nil, fmt.Errorf("command %v%s", exit.Err, stderrSuffix(stderr))
 	case exit.Err == nil, errors.Is(exit.Err, exec.ErrWaitDelay):
 		// Exited 0 (if something it started kept the pipes open, the
 		// group was killed and the answer stands).
 	default:
-		return Verdict{}, fmt.Errorf("run command: %w", exit.Err)
+		return nil, nil, fmt.Errorf("run command: %w", exit.Err)
 	}
 	if stdout.over {
-		return Verdict{}, fmt.Errorf("the reply is larger than %d bytes", maxReply)
+		return nil, nil, fmt.Errorf("the reply is larger than %d bytes", maxReply)
 	}
-	return ch.verdict(stdout.Bytes())
+	return stdout.Bytes(), nil, nil
 }
 
 func stderrSuffix(b *cappedBuffer) string {

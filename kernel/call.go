@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -34,6 +35,10 @@ type Call struct {
 	// for calls built outside the loop, which the core refuses to run.
 	k  *Kernel
 	dl *deadlines
+	// intent stores the call's intent right before the tool runs (side
+	// effects are fenced: intent.go); nil for read-only calls, calls
+	// whose intent is stored already, and calls built outside the loop.
+	intent func(context.Context) error
 	// ctx is the context of the call's first execution by the core: one
 	// allocation less per call. A hook that runs the rest of the chain
 	// again gets a fresh one for each further execution.
@@ -79,6 +84,17 @@ func (c *Call) State() *State {
 // Approved reports whether a human approved the call: policy is not asked
 // again, but hooks still run.
 func (c *Call) Approved() bool { return c.approved }
+
+// Decision returns a copy of the policy's decision on the call, or nil
+// before it or when no policy ruled on it (an approved call, no policy).
+// After hooks see it: hooks receive the policy's verdict.
+func (c *Call) Decision() *Decision {
+	if c.decision == nil {
+		return nil
+	}
+	d := *c.decision
+	return &d
+}
 
 // Value returns the arguments decoded as JSON (numbers as float64). It must
 // not be modified.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentkernel/agentkernel/internal/faults"
 )
 
 // callOut is what the pipeline produced for one call.
@@ -16,6 +18,9 @@ type callOut struct {
 	rec      CallRecord
 	approval *Decision // set when policy asked for approval
 	args     json.RawMessage
+	// noIntent is why the call did not run: its intent could not be
+	// stored (the lease is lost, the store failed). The run ends with it.
+	noIntent error
 }
 
 // dispatch runs one round of tool calls through the pipeline and commits all
@@ -42,10 +47,23 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 		}
 		r.announce(calls[i:j])
 		if j-i == 1 {
-			outs[i] = r.execute(ctx, calls[i], json.RawMessage(calls[i].Arguments), false)
+			if f, ok := r.refused[calls[i].ID]; ok {
+				outs[i] = r.refusal(calls[i], f)
+			} else {
+				outs[i] = r.execute(ctx, calls[i], json.RawMessage(calls[i].Arguments), false)
+				if err := outs[i].noIntent; err != nil {
+					// The call did not run and nothing may run after it:
+					// the session may be another holder's now.
+					return err
+				}
+			}
 		} else {
 			var wg sync.WaitGroup
 			for n := i; n < j; n++ {
+				if f, ok := r.refused[calls[n].ID]; ok {
+					outs[n] = r.refusal(calls[n], f)
+					continue
+				}
 				p := r.prepare(calls[n], json.RawMessage(calls[n].Arguments), false)
 				if p.call == nil { // failed before the chain: nothing to wait for
 					outs[n] = r.finish(ctx, &p)
@@ -81,6 +99,7 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 		}
 		step.Messages = append(step.Messages, outs[n].msg)
 	}
+	r.meta.Round = nil // every call is answered (or pending, whose intent Resolve stores)
 	if asked >= 0 {
 		a := r.newApproval(calls[asked], outs[asked].args, *outs[asked].approval)
 		step.Pending = a
@@ -165,7 +184,8 @@ func (r *run) prepare(tc ToolCall, args json.RawMessage, approved bool) prepared
 			p.err = &ToolError{Tool: tc.Name, Code: "invalid_args", Err: verr}
 			break
 		}
-		p.call = &Call{id: tc.ID, spec: e.spec, tool: e.tool, args: args, st: &r.st, approved: approved, value: v, entry: e, k: k, dl: &r.dl}
+		p.call = &Call{id: tc.ID, spec: e.spec, tool: e.tool, args: args, st: &r.st, approved: approved, value: v, entry: e, k: k, dl: &r.dl,
+			intent: r.intentFor(tc)}
 		p.call.resolvePaths()
 	}
 	return p
@@ -188,6 +208,9 @@ func (r *run) finish(ctx context.Context, p *prepared) (out callOut) {
 		args = string(out.args)
 	}
 	out.rec = CallRecord{ID: tc.ID, Tool: tc.Name, Args: args, Duration: time.Since(p.start)}
+	if errors.Is(err, errNoIntent) {
+		out.noIntent = err
+	}
 	if p.call != nil {
 		out.rec.Decision = p.call.decision
 	}
@@ -344,6 +367,13 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 		return k.limit.queueError(c.spec.Name, timeout, qerr)
 	}
 	defer release()
+	if c.intent != nil {
+		// The last step before the effect: a lost lease stops it here.
+		if err := c.intent(ctx); err != nil {
+			return Result{Content: "error: " + err.Error(), IsError: true}, &ToolError{Tool: c.spec.Name, Code: "not_started", Err: err}
+		}
+	}
+	faults.At(faults.ToolRun, c.spec.Name)
 	res, err := t.Call(tctx, c.args)
 	if err == nil {
 		return res, nil

@@ -114,3 +114,12 @@ func (e RunCompleted) MarshalJSON() ([]byte, error) {
 		Duration jsonDuration `json:"duration"`
 	}{plain(e), jsonDuration(e.Duration)})
 }
+
+// MarshalJSON renders Duration as a duration string.
+func (e HookCompleted) MarshalJSON() ([]byte, error) {
+	type plain HookCompleted
+	return json.Marshal(struct {
+		plain
+		Duration jsonDuration `json:"duration"`
+	}{plain(e), jsonDuration(e.Duration)})
+}

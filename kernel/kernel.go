@@ -29,13 +29,17 @@ const (
 	// protocol again after a correction, or more often than
 	// Config.MaxCorrections (ErrToolProtocol).
 	StopToolProtocol StopReason = "tool_protocol"
+	// StopGuardrail ends a run a hook at a lifecycle point refused or
+	// blocked (RunResult.Blocked), or one such hook that failed closed
+	// (the run's error is then a *GuardrailError naming it).
+	StopGuardrail StopReason = "guardrail"
 )
 
 // stopReasons is every stop reason but a budget stop, in the order the
 // docs name them. It is the one list: schemas/events.schema.json and the
 // stop reasons of docs/architecture.md are held to it by tests
 // (docs/architecture.md, "Closed sets").
-var stopReasons = []StopReason{StopCompleted, StopMaxTurns, StopAwaitingApproval, StopCancelled, StopInterrupted, StopError, StopEmptyResponse, StopToolProtocol}
+var stopReasons = []StopReason{StopCompleted, StopMaxTurns, StopAwaitingApproval, StopCancelled, StopInterrupted, StopError, StopEmptyResponse, StopToolProtocol, StopGuardrail}
 
 // StopReasons returns every stop reason but a budget stop (BudgetStop),
 // in the order the docs name them.
@@ -62,6 +66,13 @@ type Config struct {
 	Policy Policy
 	// Hooks wrap every tool call, first hook outermost.
 	Hooks []Hook
+	// Points are the hooks at the run's lifecycle points: run start,
+	// before and after each model call, before a compaction, run end.
+	// A nil field costs one nil check.
+	Points Points
+	// MaxContinuations bounds how often run_end hooks may continue one
+	// run (default DefaultMaxContinuations).
+	MaxContinuations int
 	// Model is the model name sent to the provider.
 	Model string
 	// SystemPrompt, when set, is the first message of every request. It is
@@ -104,6 +115,13 @@ type Config struct {
 	OnEvent func(Event)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// ScrubInput redacts what a person types before the kernel stores it:
+	// the prompt (and the session title taken from it), steered and
+	// follow-up messages, an approval's note. The scrubber that redacts
+	// tool results is the usual choice, so that a credential pasted into
+	// a prompt is stored the way one a tool printed is. nil keeps input as
+	// typed.
+	ScrubInput func(string) string
 	// Retry says how failed model calls are retried (see RetryPolicy).
 	Retry RetryPolicy
 	// Fallbacks are models tried in order when Model is unavailable (an
@@ -152,6 +170,7 @@ type Kernel struct {
 	// protos are the models that do not take tools natively only.
 	protos         map[string]protoSetup
 	maxCorrections int
+	maxCont        int
 }
 
 // New checks cfg and builds a Kernel.
@@ -177,6 +196,9 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.ApprovalTTL == 0 {
 		cfg.ApprovalTTL = 24 * time.Hour
 	}
+	if cfg.ScrubInput == nil {
+		cfg.ScrubInput = func(s string) string { return s }
+	}
 	realClock := cfg.Now == nil
 	if realClock {
 		cfg.Now = time.Now
@@ -197,8 +219,14 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.MaxCorrections == 0 {
 		cfg.MaxCorrections = DefaultMaxCorrections
 	}
+	if cfg.MaxContinuations < 0 {
+		return nil, errors.New("kernel: Config.MaxContinuations must not be negative")
+	}
+	if cfg.MaxContinuations == 0 {
+		cfg.MaxContinuations = DefaultMaxContinuations
+	}
 	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), calib: new(calibration), realClock: realClock,
-		protos: protos, maxCorrections: cfg.MaxCorrections}
+		protos: protos, maxCorrections: cfg.MaxCorrections, maxCont: cfg.MaxContinuations}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
 		h = cfg.Hooks[i](h)
@@ -223,6 +251,11 @@ type RunResult struct {
 	Duration time.Duration
 	// Pending is the approval the run stopped for, if any.
 	Pending *Approval
+	// Blocked is the block a run stopped by a hook ended with
+	// (StopGuardrail).
+	Blocked *Block
+	// Notes are what run_end hooks said about the run's end.
+	Notes []HookText
 }
 
 // CallRecord is one tool call in a run's audit trail.

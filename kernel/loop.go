@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentkernel/agentkernel/internal/faults"
 )
 
 // run is the working state of one run; it is owned by the goroutine that
@@ -54,6 +57,14 @@ type run struct {
 	namesOf *ToolSpec
 	// outs is dispatch's memory for a round's results (callOuts).
 	outs []callOut
+	// What the lifecycle hooks did in this turn (points_run.go): notes
+	// and edits for the message that closes it, context messages stored
+	// before the answer, calls refused; ended: run_end's hooks ran.
+	notes   []HookNote
+	edits   []Edit
+	inject  []Message
+	refused map[string]Refusal
+	ended   bool
 }
 
 // Run sends prompt to the model in the session sessionID (a new session when
@@ -65,11 +76,19 @@ type run struct {
 // pending approval cannot run until it is resolved (ErrApprovalPending),
 // unless the approval has expired, in which case it is rejected first.
 func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunResult, err error) {
+	return k.runPrompt(ctx, sessionID, prompt, nil)
+}
+
+// runPrompt is Run, and RunQueued when q is set.
+func (k *Kernel) runPrompt(ctx context.Context, sessionID, prompt string, q *Queued) (res *RunResult, err error) {
 	r, err := k.open(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
 	defer r.dl.stop()
+	if q != nil && slices.Contains(r.meta.Delivered, q.ID) {
+		return nil, r.alreadyDelivered(ctx, q)
+	}
 	if r.pending != nil && !r.expired() {
 		return nil, fmt.Errorf("session %s: %w for %s (approve or reject it first)", r.meta.ID, ErrApprovalPending, r.pending.Call.Name)
 	}
@@ -83,8 +102,16 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 			return r.fail(ctx, err)
 		}
 	}
+	prompt = k.cfg.ScrubInput(prompt)
 	now := k.cfg.Now()
 	r.st.startRun(r.st.Run+1, prompt, now)
+	m := Message{Role: RoleUser, Content: prompt, Time: now}
+	var extra []Message
+	var refused error
+	if k.cfg.Points.RunStart != nil {
+		extra, refused = r.runStart(ctx, &m)
+		prompt = m.Content
+	}
 	r.meta.Status = StatusRunning
 	if r.meta.Title == "" {
 		r.meta.Title = truncateTitle(prompt)
@@ -92,8 +119,27 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 	k.emitIf(func() Event {
 		return RunStarted{SessionID: r.meta.ID, Model: k.cfg.Model, Prompt: prompt, MaxTurns: k.cfg.MaxTurns, NewSession: r.isNew}
 	})
-	if err := r.commitMsg(ctx, Message{Role: RoleUser, Content: prompt, Time: now}, Step{}); err != nil {
+	if q != nil {
+		r.meta.Delivered = withDelivered(r.meta.Delivered, q.ID)
+	}
+	if refused != nil {
+		res, err := r.refuse(ctx, m, refused)
+		if q != nil {
+			r.delivered(ctx, q)
+		}
+		return res, err
+	}
+	if extra == nil {
+		if err := r.commitMsg(ctx, m, Step{}); err != nil {
+			return r.fail(ctx, err)
+		}
+	} else if err := r.commit(ctx, Step{Messages: append([]Message{m}, extra...)}); err != nil {
 		return r.fail(ctx, err)
+	}
+	if q != nil {
+		faults.At(faults.FollowUpStored, r.meta.ID)
+		r.delivered(ctx, q)
+		faults.At(faults.FollowUpDelivered, r.meta.ID)
 	}
 	return r.loop(ctx)
 }
@@ -104,6 +150,7 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 // answer written by the kernel, without asking the model. An expired
 // approval is rejected whatever approve says.
 func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, note string) (res *RunResult, err error) {
+	note = k.cfg.ScrubInput(note)
 	r, err := k.open(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -137,14 +184,22 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 		return r.done(ctx, StopCompleted, r.res.Output)
 	}
 	p := r.pending
-	out := r.execute(ctx, p.Call, p.Args, true)
 	rec := ApprovalRecord{ID: p.ID, Approved: true, By: k.principal, Note: note}
+	// The approval is consumed by the call's intent, stored (fenced) with
+	// the session running before the call runs: a process stopped from
+	// here on leaves a session that is resumed, its call answered as
+	// "may have run", never approved and run a second time.
+	r.meta.Status = StatusRunning
+	if err := r.recordIntent(ctx, p.Call, &rec, true); err != nil {
+		return r.fail(ctx, err)
+	}
+	out := r.execute(ctx, p.Call, p.Args, true)
 	out.msg.Approval = &rec
 	r.st.finishCall(p.Call.Name, out.rec.Outcome, true)
-	r.meta.Status = StatusRunning
 	k.emitIf(func() Event {
 		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Approved: true, Note: note, By: k.principal}
 	})
+	r.meta.Round = nil
 	if err := r.commitMsg(ctx, out.msg, Step{ClearPending: true}); err != nil {
 		return r.fail(ctx, err)
 	}
@@ -181,6 +236,9 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 		tools := r.surface(ctx)
 		resp, err := r.generate(ctx, tools, nil)
 		if err != nil {
+			if ge := asBlock(err); ge != nil {
+				return r.blocked(ctx, ge)
+			}
 			return r.fail(ctx, err)
 		}
 		if resp.text != nil && resp.text.violation != nil {
@@ -194,17 +252,23 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 		if final {
 			r.meta.Status = StatusIdle
 		}
-		if err := r.commitMsg(ctx, resp.Message, Step{}); err != nil {
+		if err := r.commitAnswer(ctx, resp.Message); err != nil {
 			return r.fail(ctx, err)
 		}
 		r.completed(resp)
 		if final {
 			// A message queued while the model answered is the next step.
-			if more, err := r.steer(ctx); err != nil || !more {
-				if err != nil {
+			more, err := r.steer(ctx)
+			if err != nil {
+				return r.fail(ctx, err)
+			}
+			if !more && k.cfg.Points.RunEnd != nil {
+				if more, err = r.runEnd(ctx, StopCompleted, r.msgs[len(r.msgs)-1].Content, true); err != nil {
 					return r.fail(ctx, err)
 				}
-				return r.done(ctx, StopCompleted, resp.Message.Content)
+			}
+			if !more {
+				return r.done(ctx, StopCompleted, r.msgs[len(r.msgs)-1].Content)
 			}
 			r.meta.Status = StatusRunning
 			continue
@@ -225,6 +289,8 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 }
 
 func (r *run) nextTurn() {
+	r.notes, r.edits, r.inject = nil, nil, r.inject[:0]
+	clear(r.refused)
 	r.st.startTurn(r.k.cfg.Now())
 	r.k.emitIf(func() Event { return TurnStarted{Turn: r.st.Turn, MaxTurns: r.k.cfg.MaxTurns} })
 }
@@ -249,6 +315,13 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 	if extra != nil {
 		msgs = append(msgs[:len(msgs):len(msgs)], *extra)
 	}
+	var guard func(context.Context) (GuardReply, error)
+	if k.cfg.Points.BeforeModel != nil {
+		if msgs, guard, err = r.beforeModel(ctx, msgs, tools); err != nil {
+			return Response{}, err
+		}
+	}
+	hold := k.cfg.Points.AfterModel != nil && (k.cfg.Points.HoldText == nil || k.cfg.Points.HoldText())
 	if k.cfg.OnEvent != nil {
 		k.emit(ModelRequest{
 			Turn: r.st.Turn, MaxTurns: k.cfg.MaxTurns, Messages: len(msgs), Tools: r.toolNames(tools),
@@ -261,7 +334,14 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 	if !k.realClock || r.cx != nil {
 		start = time.Now()
 	}
-	resp, err := r.callModel(ctx, Request{Model: k.cfg.Model, Messages: msgs, Tools: tools}, genCall{})
+	faults.At(faults.ModelCall, k.cfg.Model)
+	req := Request{Model: k.cfg.Model, Messages: msgs, Tools: tools}
+	var resp Response
+	if guard == nil && !hold {
+		resp, err = r.callModel(ctx, req, genCall{})
+	} else {
+		resp, err = r.callHeld(ctx, req, guard, hold)
+	}
 	if err != nil {
 		return Response{}, err
 	}
@@ -274,6 +354,14 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 		r.lastGen.dur = end.Sub(start)
 	} else {
 		r.lastGen.dur = time.Since(start)
+	}
+	if k.cfg.Points.AfterModel != nil {
+		if err := r.afterModel(ctx, &resp); err != nil {
+			return Response{}, err
+		}
+	}
+	if hold {
+		r.showAnswer(&resp.Message)
 	}
 	return resp, nil
 }
@@ -305,7 +393,7 @@ func (r *run) accountGen(resp Response) {
 	if _, ok := k.cfg.Prices[model]; !ok && resp.Message.Model != "" {
 		model = resp.Message.Model // a fallback's price, not the primary's
 	}
-	cost := k.price(model).cost(resp.Usage)
+	cost := k.price(model).Cost(resp.Usage)
 	r.st.account(resp.Usage, cost)
 	if r.cx != nil && !r.cx.exact {
 		k.calib.observe(k.cfg.Model, r.cx.lastRaw, resp.Usage.InputTokens)
@@ -383,12 +471,16 @@ func (r *run) checkBudget(ctx context.Context, phase BudgetPhase) (res *RunResul
 	r.nextTurn()
 	resp, gerr := r.generate(ctx, nil, &Message{Role: RoleUser, Content: msg})
 	if gerr != nil {
+		if ge := asBlock(gerr); ge != nil {
+			res, err := r.blocked(ctx, ge)
+			return res, err, true
+		}
 		res, err := r.fail(ctx, gerr)
 		return res, err, true
 	}
 	resp.Message.ToolCalls = nil // none were offered; keep the history valid
 	r.meta.Status = StatusIdle
-	if err := r.commitMsg(ctx, resp.Message, Step{}); err != nil {
+	if err := r.commitAnswer(ctx, resp.Message); err != nil {
 		res, err := r.fail(ctx, err)
 		return res, err, true
 	}
@@ -406,6 +498,11 @@ func (r *run) done(ctx context.Context, reason StopReason, output string) (*RunR
 	case StopInterrupted:
 		want = StatusRunning // Continue resumes it, as after a crash
 	}
+	if r.k.cfg.Points.RunEnd != nil && !r.ended && reason != StopAwaitingApproval && reason != StopInterrupted && reason != StopCancelled {
+		if _, err := r.runEnd(ctx, reason, output, false); err != nil {
+			return r.fail(ctx, err)
+		}
+	}
 	var marker []Message
 	if reason == StopCancelled {
 		marker = r.unanswered("cancelled before the model answered")
@@ -422,7 +519,7 @@ func (r *run) done(ctx context.Context, reason StopReason, output string) (*RunR
 	r.res.Pending = r.pending
 	r.k.emitIf(func() Event {
 		return RunCompleted{SessionID: r.meta.ID, StopReason: reason, Output: output, Usage: r.res.Usage,
-			CostUSD: r.res.CostUSD, Turns: r.res.Turns, Duration: r.res.Duration}
+			CostUSD: r.res.CostUSD, Turns: r.res.Turns, Duration: r.res.Duration, Blocked: r.res.Blocked, Notes: r.res.Notes}
 	})
 	if reason == StopCancelled {
 		return &r.res, ctx.Err()
@@ -441,6 +538,8 @@ func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
 		r.res.StopReason = StopEmptyResponse
 	case errors.Is(err, ErrToolProtocol):
 		r.res.StopReason = StopToolProtocol
+	case errors.Is(err, ErrGuardrail):
+		r.res.StopReason = StopGuardrail
 	}
 	r.settle()
 	// A run whose lease is gone writes nothing more: the session is

@@ -33,6 +33,11 @@ type SessionMeta struct {
 	// session (see Inbox), committed with them: a message the inbox offers
 	// again after a crash is not delivered twice.
 	Delivered []string `json:"delivered,omitempty"`
+	// Round is the open round of tool calls with the intents of the calls
+	// that were started (intent.go), stored with the assistant message
+	// that makes the calls and cleared with their results; nil when no
+	// round is open, and in sessions written before intents existed.
+	Round *Round `json:"round,omitempty"`
 	// Context is what the session was started with (workspace, config
 	// files, policy, model, store), so approvals and later runs resume in
 	// the same place. Absent in sessions written before it existed.

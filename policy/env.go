@@ -31,6 +31,11 @@ type Env struct {
 	Call CallEnv `expr:"call"`
 	// Context is the next request's share of the model's context window.
 	Context ContextEnv `expr:"context"`
+	// Hooks are the verdicts of the lifecycle hook points so far: in this
+	// turn (before_compact, before_model, after_model) and this run
+	// (run_start, run_end): hooks.before_model.blocked,
+	// hooks.after_model.refused, ... (docs/hooks.md).
+	Hooks kernel.HookVerdicts `expr:"hooks"`
 	// Now is the time of the decision (the kernel's clock; the test case's
 	// now in tests), so time-based rules are deterministic under test.
 	Now time.Time `expr:"now"`
@@ -198,6 +203,7 @@ func (e *Env) fillState(st *kernel.State) {
 		ToolCalls: st.ToolCounts, Labels: st.Labels,
 	}
 	e.Context = ContextEnv{Used: st.Context.Used, Window: st.Context.Window, Fraction: st.Context.Fraction}
+	e.Hooks = st.Hooks
 	calls, tools := e.Run.Calls[:0], e.Run.Tools[:0]
 	for _, c := range st.RunCalls {
 		calls = append(calls, CallOutcome{Tool: c.Tool, Outcome: string(c.Outcome)})

@@ -21,8 +21,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the parts of schemas/ and docs/ generated from the Go lists (make generate)")
 
 // A closed set is a Go list (kernel.StopReasons, kernel.Outcomes,
-// kernel.EventTypes, kernel.Effects, tool.Tiers, declared.Methods); the schemas write it out
-// where a JSON Schema must. Those values are generated: this file says
+// kernel.EventTypes, kernel.Effects, tool.Tiers, declared.Methods,
+// kernel.HookPoints); the schemas write it out where a JSON Schema must. Those values are generated: this file says
 // where each set goes, TestGeneratedSchemas holds the files to it and
 // `make generate` rewrites them. docs/architecture.md, "Closed sets".
 
@@ -38,7 +38,8 @@ var (
 	effects     = closedSet{"kernel.Effects", testutil.Strings(kernel.Effects())}
 	tiers       = closedSet{"tool.Tiers", testutil.Strings(tool.Tiers())}
 	methods     = closedSet{"declared.Methods", declared.Methods()}
-	closedSets  = []closedSet{stopReasons, outcomes, eventTypes, effects, tiers, methods}
+	hookPoints  = closedSet{"kernel.HookPoints", testutil.Strings(kernel.HookPoints())}
+	closedSets  = []closedSet{stopReasons, outcomes, eventTypes, effects, tiers, methods, hookPoints}
 )
 
 // generated is every value of schemas/ made from a closed set, by file.
@@ -48,6 +49,13 @@ func generated() map[string][]testutil.JSONEdit {
 		dispatch[i] = testutil.Object{
 			{Key: "if", Value: testutil.Object{{Key: "properties", Value: testutil.Object{{Key: "type", Value: testutil.Object{{Key: "const", Value: ty}}}}}}},
 			{Key: "then", Value: testutil.Object{{Key: "$ref", Value: "#/$defs/" + ty}}},
+		}
+	}
+	pointDispatch := make([]testutil.Object, len(hookPoints.members))
+	for i, p := range hookPoints.members {
+		pointDispatch[i] = testutil.Object{
+			{Key: "if", Value: testutil.Object{{Key: "properties", Value: testutil.Object{{Key: "phase", Value: testutil.Object{{Key: "const", Value: p}}}}}}},
+			{Key: "then", Value: testutil.Object{{Key: "$ref", Value: "#/$defs/" + p}}},
 		}
 	}
 	quoted := make([]string, len(stopReasons.members))
@@ -62,6 +70,7 @@ func generated() map[string][]testutil.JSONEdit {
 			{Pointer: "/$defs/outcome/enum", Value: outcomes.members},
 			{Pointer: "/$defs/stopReason/pattern", Value: stopPattern},
 			{Pointer: "/$defs/decision/properties/effect/enum", Value: effects.members},
+			{Pointer: "/$defs/hookPoint/enum", Value: hookPoints.members},
 		},
 		"policy.schema.json": {
 			{Pointer: "/properties/defaults/properties/tool_call/enum", Value: effects.members},
@@ -72,6 +81,7 @@ func generated() map[string][]testutil.JSONEdit {
 			// generated from the policy env (policy, TestGeneratedInputSchema).
 		},
 		"config.schema.json": {
+			{Pointer: "/properties/hooks/properties/rules/items/properties/phase/enum", Value: hookPoints.members},
 			{Pointer: "/properties/tools/properties/mcp/items/properties/tiers/additionalProperties/enum", Value: tiers.members},
 			{Pointer: "/properties/tools/properties/mcp/items/properties/default_tier/enum", Value: tiers.members},
 			{Pointer: "/properties/tools/properties/http/items/properties/tier/enum", Value: tiers.members},
@@ -84,7 +94,10 @@ func generated() map[string][]testutil.JSONEdit {
 			{Pointer: "/$defs/effect/enum", Value: effects.members},
 		},
 		"hook-input.schema.json": {
-			{Pointer: "/properties/tool/properties/tier/enum", Value: tiers.members},
+			{Pointer: "/properties/phase/enum", Value: hookPoints.members},
+			{Pointer: "/allOf", Value: pointDispatch},
+			{Pointer: "/$defs/toolInfo/properties/tier/enum", Value: tiers.members},
+			{Pointer: "/$defs/run_end/properties/calls/items/properties/outcome/enum", Value: outcomes.members},
 		},
 		"tool-manifest.schema.json": {
 			{Pointer: "/$defs/tool/properties/tier/enum", Value: tiers.members},

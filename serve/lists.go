@@ -56,6 +56,7 @@ const (
 	codeUnauthorized         errorCode = "unauthorized"
 	codeForbidden            errorCode = "forbidden"
 	codeCrossOrigin          errorCode = "cross_origin"
+	codeHostNotAllowed       errorCode = "host_not_allowed"
 	codeNotFound             errorCode = "not_found"
 	codeNoPolicy             errorCode = "no_policy"
 	codeConflict             errorCode = "conflict"
@@ -79,13 +80,14 @@ var errorCodes = []struct {
 	{codeUnauthorized, http.StatusUnauthorized, "no API key, or one that is unknown or revoked"},
 	{codeForbidden, http.StatusForbidden, "the key lacks the scope the endpoint needs"},
 	{codeCrossOrigin, http.StatusForbidden, "a browser request from another origin"},
+	{codeHostNotAllowed, http.StatusForbidden, "the request's `Host` is not a name the server answers to (IP addresses, `localhost`, names under `.localhost`, `--allow-host`, the `--listen` name, the TLS certificate's names): DNS rebinding"},
 	{codeNotFound, http.StatusNotFound, "no such endpoint, session, run or pending approval, or one the key may not see"},
 	{codeNoPolicy, http.StatusNotFound, "no policy is in effect (`GET /v1/policy`, explain)"},
 	{codeConflict, http.StatusConflict, "the session or run is not in a state that allows it; `state` says which it is in"},
 	{codeTooLarge, http.StatusRequestEntityTooLarge, "the body is larger than `--max-body`"},
 	{codeUnsupportedMediaType, http.StatusUnsupportedMediaType, "the body is not `application/json`"},
 	{codeTooManyRuns, http.StatusTooManyRequests, "the server's or the key's runs in flight are at their limit; retry after `Retry-After`"},
-	{codeTooManyStreams, http.StatusTooManyRequests, "the server holds as many event streams as its limit allows"},
+	{codeTooManyStreams, http.StatusTooManyRequests, "the server's or the key's open event streams are at their limit (`--max-streams`, `--max-streams-per-key`; the last `--stream-reserve` of them are for keys with the `approve` scope); retry after `Retry-After`"},
 	{codeInternal, http.StatusInternalServerError, "a server error; the server's log has the details"},
 	{codeNotImplemented, http.StatusNotImplemented, "the session store cannot do it (deleting, on a store without deletion)"},
 	{codeDraining, http.StatusServiceUnavailable, "the server is shutting down; retry on its successor"},

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agentkernel/agentkernel/internal/privfile"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/catalog"
 	"github.com/agentkernel/agentkernel/kernel/queue"
@@ -38,6 +39,8 @@ type modelSetup struct {
 	known     bool
 	// protocols are how the model and its fallbacks take tools.
 	protocols map[string]kernel.ModelTools
+	// catalog is the loaded catalog (max_output for max_tokens).
+	catalog *catalog.Catalog
 }
 
 // model resolves the model's window, prices and tokenizer: the catalog
@@ -52,7 +55,7 @@ func (a *app) model() (modelSetup, error) {
 	if err != nil {
 		return modelSetup{}, fmt.Errorf("%s: %w", a.cfg.source(), err)
 	}
-	ms := modelSetup{prices: cat.Prices(), protocols: a.cfg.toolProtocols(cat)}
+	ms := modelSetup{prices: cat.Prices(), protocols: a.cfg.toolProtocols(cat), catalog: cat}
 	maps.Copy(ms.prices, a.cfg.Model.Prices)
 	ms.entry, ms.known = cat.Lookup(a.cfg.Model.Name)
 	ms.window = a.cfg.Model.ContextWindow
@@ -85,7 +88,7 @@ func (cfg *Config) queueDir() (dir string, temp bool, err error) {
 		return "", false, err
 	}
 	if sc.Kind == "memory" {
-		d, err := os.MkdirTemp("", "agentkernel-queue-")
+		d, err := privfile.TempDir("", "agentkernel-queue-")
 		return d, true, err
 	}
 	return filepath.Join(filepath.Dir(sc.Dir), filepath.Base(sc.Dir)+"-queue"), false, nil
@@ -101,7 +104,7 @@ func (a *app) openQueue() (replica.Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := queue.Open(dir)
+	q, err := queue.Open(dir, func(msg string) { a.log.Warn(msg) })
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,8 @@ var docCommandsCoveredBy = map[string]string{
 	"kernel tools --config kernel.yaml":                               "sdk TestReadme",
 	"go install github.com/agentkernel/agentkernel/cmd/kernel@latest": "TestGoInstallFromClone (the same package from the checkout)",
 	"go install ./cmd/kernel":                                         "TestGoInstallFromClone",
+	// docs/providers.md: the user's config directory has the README's by then.
+	"kernel init --provider anthropic": "TestInitAnthropic",
 	// docs/plugins.md's tutorials run in a directory of their own.
 	"kernel plugins lock plugin": "sdk TestTutorials",
 	"kernel run --config kernel.yaml --script watch.yaml How many words are in: the quick brown fox?": "sdk TestTutorials",

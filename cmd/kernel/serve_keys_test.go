@@ -75,7 +75,7 @@ func TestServeDocsKeyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, err := serve.OpenKeys(path)
+	ks, err := serve.OpenKeys(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,10 @@ import (
 //	reasoning, tool_call_id, tool_name, number of tool calls, then id,
 //	name, arguments of each call, [approval: id, by, note, bits (uvarint: 1
 //	approved, 2 expired)], [more: model, reasoning_field, failed,
-//	protocol.raw, protocol.correction]
+//	protocol.raw, protocol.correction], [blocks (bit 4): the number of
+//	reasoning blocks, then provider, index (uvarint) and data of each],
+//	[hooks (bit 5): the JSON of kernel.HookRecord (rare, and free to grow
+//	fields)]
 //
 // The optional parts are written only when set (their flag bit), so a
 // message without them is encoded as before they existed.
@@ -40,35 +43,15 @@ const (
 	flagHasTime     = 1 << 1
 	flagHasApproval = 1 << 2
 	flagHasMore     = 1 << 3
+	flagHasBlocks   = 1 << 4
+	flagHasHooks    = 1 << 5
 )
 
+// maxBlockIndex bounds a reasoning block's index: no answer has more
+// content blocks.
+const maxBlockIndex = 1 << 20
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// ErrCorrupt is wrapped by every error about a stored value that cannot be
-// decoded: a checksum mismatch, a truncated value, an unknown encoding
-// version, or a message missing from the middle of a session.
-var ErrCorrupt = errors.New("corrupt session data")
-
-// CorruptError is a stored value of one session that cannot be read. It
-// names the session and what is damaged; errors.Is(err, ErrCorrupt) holds.
-type CorruptError struct {
-	Session string
-	// Part is "meta", "pending" or "message".
-	Part string
-	// Seq is the message's sequence number when Part is "message".
-	Seq uint64
-	Err error
-}
-
-func (e *CorruptError) Error() string {
-	if e.Part == "message" {
-		return fmt.Sprintf("session %s: message %d: %v: %v", e.Session, e.Seq, ErrCorrupt, e.Err)
-	}
-	return fmt.Sprintf("session %s: %s: %v: %v", e.Session, e.Part, ErrCorrupt, e.Err)
-}
-
-// Unwrap returns ErrCorrupt and the cause.
-func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
 
 // The causes a damaged value is reported with, in the words `sessions
 // fsck` and a session's placeholder show: what happened to the bytes, not
@@ -126,6 +109,14 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 	if more {
 		flags |= flagHasMore
 	}
+	if len(m.ReasoningBlocks) > 0 {
+		flags |= flagHasBlocks
+	}
+	var hooks []byte
+	if m.Hooks != nil {
+		flags |= flagHasHooks
+		hooks, _ = json.Marshal(m.Hooks) // strings, ints: cannot fail
+	}
 	b = binary.AppendUvarint(b, flags)
 	if !m.Time.IsZero() {
 		b = binary.AppendVarint(b, m.Time.Unix())
@@ -161,6 +152,18 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 		b = appendString(b, m.RawText())
 		b = appendString(b, m.CorrectionKind())
 	}
+	if len(m.ReasoningBlocks) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(m.ReasoningBlocks)))
+		for _, rb := range m.ReasoningBlocks {
+			b = appendString(b, rb.Provider)
+			b = binary.AppendUvarint(b, uint64(rb.Index))
+			b = binary.AppendUvarint(b, uint64(len(rb.Data)))
+			b = append(b, rb.Data...)
+		}
+	}
+	if m.Hooks != nil {
+		b = appendString(b, string(hooks))
+	}
 	return seal(b, start)
 }
 
@@ -174,6 +177,21 @@ func encodedSize(m *kernel.Message) int {
 	}
 	if a := m.Approval; a != nil {
 		n += 4*binary.MaxVarintLen64 + len(a.ID) + len(a.By) + len(a.Note)
+	}
+	if len(m.ReasoningBlocks) > 0 {
+		n += binary.MaxVarintLen64
+		for _, rb := range m.ReasoningBlocks {
+			n += 3*binary.MaxVarintLen64 + len(rb.Provider) + len(rb.Data)
+		}
+	}
+	if h := m.Hooks; h != nil {
+		n += binary.MaxVarintLen64 + 64
+		for _, x := range h.Notes {
+			n += 96 + len(x.Hook) + len(x.Point) + len(x.What) + 2*len(x.Reason)
+		}
+		for _, e := range h.Edits {
+			n += 64 + len(e.Hook) + 2*len(e.Content)
+		}
 	}
 	return n
 }
@@ -244,7 +262,7 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 	r := reader{s: string(p)}
 	m.Role = kernel.Role(r.str())
 	flags := r.uvarint()
-	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore) != 0 && r.err == nil {
+	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore|flagHasBlocks|flagHasHooks) != 0 && r.err == nil {
 		return fmt.Errorf("unknown message flags %#x", flags)
 	}
 	m.IsError = flags&flagIsError != 0
@@ -282,6 +300,36 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 		m.Failed = r.str()
 		if raw, fix := r.str(), r.str(); raw != "" || fix != "" {
 			m.Protocol = &kernel.ProtocolNote{Raw: raw, Correction: fix}
+		}
+	}
+	if flags&flagHasBlocks != 0 {
+		n := r.uvarint()
+		if r.err == nil && n > uint64(len(r.s)-r.off)/3 {
+			return fmt.Errorf("%w: %d reasoning blocks with %d bytes left", errTruncated, n, len(r.s)-r.off)
+		}
+		if n > 0 {
+			m.ReasoningBlocks = make([]kernel.ReasoningBlock, n)
+		}
+		for i := range m.ReasoningBlocks {
+			rb := &m.ReasoningBlocks[i]
+			rb.Provider = r.str()
+			idx := r.uvarint()
+			if idx > maxBlockIndex && r.err == nil {
+				return fmt.Errorf("reasoning block %d has index %d (at most %d)", i, idx, maxBlockIndex)
+			}
+			rb.Index = int(idx)
+			// Bytes of their own: a block must not alias the payload.
+			if d := r.str(); d != "" {
+				rb.Data = []byte(d)
+			}
+		}
+	}
+	if flags&flagHasHooks != 0 {
+		if s := r.str(); r.err == nil {
+			m.Hooks = new(kernel.HookRecord)
+			if err := json.Unmarshal([]byte(s), m.Hooks); err != nil {
+				return fmt.Errorf("the message's hook record: %w", err)
+			}
 		}
 	}
 	if r.err != nil {

@@ -25,6 +25,12 @@ func TestMessageRoundTrip(t *testing.T) {
 		{"before 1970", kernel.Message{Role: kernel.RoleUser, Content: "old", Time: time.Date(1960, 1, 2, 3, 4, 5, 6, time.UTC)}},
 		{"unicode and NUL", kernel.Message{Role: kernel.RoleUser, Content: "✓ naïve \x00 bytes \xff"}},
 		{"unknown role kept", kernel.Message{Role: "developer", Content: "x"}},
+		{"reasoning blocks", kernel.Message{Role: kernel.RoleAssistant, Reasoning: "a < b & c",
+			ReasoningBlocks: []kernel.ReasoningBlock{
+				{Provider: "anthropic", Index: 0, Data: []byte(`{"type":"thinking","thinking":"a < b & c\u2028","signature":"EqQBCgIYAhIM+/="}`)},
+				{Provider: "anthropic", Index: 1, Data: []byte{0, 0xff, '"'}},
+			},
+			ToolCalls: []kernel.ToolCall{{ID: "toolu_1", Name: "read_file", Arguments: `{}`}}, Time: t0}},
 		{"big", kernel.Message{Role: kernel.RoleTool, ToolCallID: "c", Content: strings.Repeat("0123456789", 100_000)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,6 +78,8 @@ func TestDecodeBadMessages(t *testing.T) {
 		{"varint overflow", reseal([]byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0}), "overflows"},
 		{"bad nanoseconds", reseal([]byte{1, 0, flagHasTime, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0, 0, 0, 0}), "nanoseconds"},
 		{"too many calls", reseal([]byte{1, 0, 0, 0, 0, 0, 0, 0x7f, 0, 0, 0, 0}), "tool calls"},
+		{"too many blocks", reseal([]byte{1, 0, flagHasBlocks, 0, 0, 0, 0, 0, 0x7f, 0, 0, 0, 0}), "reasoning blocks"},
+		{"block index", reseal([]byte{1, 0, flagHasBlocks, 0, 0, 0, 0, 0, 1, 0, 0xff, 0xff, 0x7f, 0, 0, 0, 0, 0}), "index"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var m kernel.Message
@@ -84,12 +92,12 @@ func TestDecodeBadMessages(t *testing.T) {
 }
 
 func TestCorruptErrorText(t *testing.T) {
-	err := error(&CorruptError{Session: "s1", Part: "message", Seq: 17, Err: errChecksum})
+	err := error(&kernel.CorruptError{Session: "s1", Part: "message", Seq: 17, Err: errChecksum})
 	if got, want := err.Error(), "session s1: message 17: corrupt session data: "+errChecksum.Error(); got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
-	if !errors.Is(err, ErrCorrupt) || !errors.Is(err, errChecksum) {
-		t.Errorf("errors.Is(%v, ErrCorrupt / cause) is false", err)
+	if !errors.Is(err, kernel.ErrCorrupt) || !errors.Is(err, errChecksum) {
+		t.Errorf("errors.Is(%v, kernel.ErrCorrupt / cause) is false", err)
 	}
 }
 
@@ -97,6 +105,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add(encodeMessage(nil, &kernel.Message{Role: kernel.RoleUser, Content: "hi", Time: time.Unix(5, 6)}))
 	f.Add(encodeMessage(nil, &kernel.Message{Role: kernel.RoleAssistant, ToolCalls: []kernel.ToolCall{{ID: "a", Name: "b", Arguments: "c"}}}))
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(encodeMessage(nil, &kernel.Message{Role: kernel.RoleAssistant, ReasoningBlocks: []kernel.ReasoningBlock{{Provider: "anthropic", Index: 2, Data: []byte("{}")}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		// The checksum rejects nearly every random input; reseal it so the
 		// fuzzer reaches the structural decoder too.
