@@ -17,6 +17,13 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/provider/internal/toolname"
 )
 
+// midSystemOpen and midSystemClose mark a system message sent inside a
+// user turn.
+const (
+	midSystemOpen  = "<system>\n"
+	midSystemClose = "\n</system>"
+)
+
 // maxBreakpoints is how many cache_control breakpoints one request may
 // carry (the API refuses a fifth).
 const maxBreakpoints = 4
@@ -24,7 +31,8 @@ const maxBreakpoints = 4
 // buildParams maps a kernel request to Messages API parameters and returns
 // the map that decodes the response's tool names.
 //
-// System messages become the system blocks; the compaction summary the
+// System messages before the conversation become the system blocks (later
+// ones, context a hook added, a marked text block of the user turn); the compaction summary the
 // kernel appends to the system prompt becomes a block of its own. Tool
 // messages become tool_result blocks, the results of one round in one
 // user message. An assistant message gets back its reasoning blocks where
@@ -62,7 +70,13 @@ func buildParams(req kernel.Request, o RequestOptions) (sdk.MessageNewParams, to
 		switch m.Role {
 		case kernel.RoleSystem:
 			if len(msgs) > 0 {
-				return params, toolname.Map{}, fmt.Errorf("message %d: a system message after the conversation started", i)
+				// Context added mid-conversation (a before_model hook's,
+				// say): the API takes system text only before the
+				// conversation, so it goes in the user turn, after any
+				// tool results (which must come first there), marked as
+				// the system's.
+				msgs = appendUser(msgs, sdk.NewTextBlock(midSystemOpen+m.Content+midSystemClose))
+				continue
 			}
 			prompt, sum := splitSummary(m.Content)
 			if prompt != "" {

@@ -429,3 +429,43 @@ func TestKeyHeaderAndRedaction(t *testing.T) {
 		t.Errorf("stream = %s", body["stream"])
 	}
 }
+
+// TestMidConversationSystem: context a before_model hook adds is a system
+// message inside the history; it reaches the API as a marked text block
+// of the user turn, after the round's tool results, and the system field
+// keeps only the prompt.
+func TestMidConversationSystem(t *testing.T) {
+	srv := anthropictest.NewServer(t, anthropictest.Text("done"))
+	p := localProvider(t, srv.URL(), Config{})
+	msgs := []kernel.Message{
+		{Role: kernel.RoleSystem, Content: "You are careful."},
+		{Role: kernel.RoleUser, Content: "list it"},
+		{Role: kernel.RoleAssistant, ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "fs.list_dir", Arguments: `{"path":"."}`}}},
+		{Role: kernel.RoleTool, ToolCallID: "c1", ToolName: "fs.list_dir", Content: "a.go"},
+		{Role: kernel.RoleSystem, Content: "recalled: the tests live in t/"},
+	}
+	if _, err := stream(t, p, kernel.Request{Model: "claude-sonnet-4-5", Tools: fsTools, Messages: msgs}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := srv.Requests()[0]
+	var sent []struct {
+		Role    string `json:"role"`
+		Content []struct {
+			Type      string `json:"type"`
+			Text      string `json:"text"`
+			ToolUseID string `json:"tool_use_id"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(r.Fields["messages"], &sent); err != nil {
+		t.Fatal(err)
+	}
+	last := sent[len(sent)-1]
+	if len(sent) != 3 || last.Role != "user" || len(last.Content) != 2 ||
+		last.Content[0].Type != "tool_result" || last.Content[1].Type != "text" ||
+		last.Content[1].Text != "<system>\nrecalled: the tests live in t/\n</system>" {
+		t.Fatalf("messages sent: %s", r.Fields["messages"])
+	}
+	if s := string(r.Fields["system"]); !strings.Contains(s, "You are careful.") || strings.Contains(s, "recalled") {
+		t.Fatalf("system sent: %s", s)
+	}
+}
