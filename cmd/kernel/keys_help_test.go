@@ -54,7 +54,8 @@ func TestServeFlagDefaults(t *testing.T) {
 	}
 	fs := col.sets[0]
 	d := serve.DefaultLimits()
-	for name, want := range map[string]int64{"max-runs": int64(d.MaxRuns), "max-runs-per-key": int64(d.MaxRunsPerKey), "max-body": d.MaxBodyBytes} {
+	for name, want := range map[string]int64{"max-runs": int64(d.MaxRuns), "max-runs-per-key": int64(d.MaxRunsPerKey), "max-body": d.MaxBodyBytes,
+		"max-streams": int64(d.MaxStreams), "max-streams-per-key": int64(d.MaxStreamsPerKey)} {
 		if got := fs.Lookup(name).DefValue; got != strconv.FormatInt(want, 10) {
 			t.Errorf("--%s defaults to %s, serve.DefaultLimits to %d", name, got, want)
 		}
