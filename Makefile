@@ -64,7 +64,7 @@ $(LAUNCHER): FORCE
 ## (docs/architecture.md, "Closed sets"); tests fail until it is run
 generate:
 	$(call say,generate,"schemas and docs tables from the Go lists (go test -run '^TestGenerated' -update)")
-	$(Q)$(GO) test -count=1 -run '^TestGenerated' ./schemas/ ./policy/ -update
+	$(Q)$(GO) test -count=1 -run '^TestGenerated' ./schemas/ ./policy/ ./serve/ -update
 
 ## install: go install ./cmd/kernel (into $$GOBIN, else $$GOPATH/bin)
 install:

@@ -53,7 +53,7 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 				outs[i] = r.execute(ctx, calls[i], json.RawMessage(calls[i].Arguments), false)
 				if err := outs[i].noIntent; err != nil {
 					// The call did not run and nothing may run after it:
-					// the session may be another owner's now.
+					// the session may be another holder's now.
 					return err
 				}
 			}

@@ -57,7 +57,7 @@
 //     text, refuse calls); persist the assistant message with what the
 //     hooks did. No tool calls: the run_end hooks may continue the run with
 //     a message (loop to 3); else done.
-//     A model on the text tool protocol (ToolProtocol) gets its tools in
+//     A model on the text tool protocol (ToolProtocolText) gets its tools in
 //     the system prompt and its calls are read from the streamed text
 //     (package toolproto); an answer that breaks the protocol is stored
 //     with a correction and the model asked again (loop to 3).

@@ -47,7 +47,7 @@ const (
 // interruptedResult is the result repair stores for call c of a round
 // that started at since: Interrupted, unless the tool can tell. When the
 // call's intent was recorded (started), the tool may say it completed but
-// never that it did not run: the owner that recorded the intent may be
+// never that it did not run: the holder that recorded the intent may be
 // paused before the effect and run it late.
 func (k *Kernel) interruptedResult(ctx context.Context, c ToolCall, since time.Time, started bool) string {
 	t, ok := k.cfg.Tools.Lookup(c.Name)

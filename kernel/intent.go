@@ -14,7 +14,7 @@ import (
 // carries the run's lease token (Step.Fence): a Leaser store refuses it
 // once the lease is lost, and then the call does not run. So a process
 // that paused past its lease and comes back cannot start a side effect
-// after another owner took the session over; and the owner that repairs
+// after another holder took the session over; and the holder that repairs
 // the session knows which calls may have run (an intent and no result)
 // and which did not (no intent). Read-only calls record nothing.
 //
@@ -29,7 +29,7 @@ import (
 //  5. the round's results are stored with Round cleared.
 //
 // What remains unfenceable: a process that pauses between 3 and 4 runs
-// the effect late, after another owner answered the call. That owner's
+// the effect late, after another holder answered the call. That holder's
 // answer says the call may have run, which is then true. Why, and how
 // this relates to fencing tokens elsewhere: RATIONALE.md, "Side effects
 // are fenced by an intent record".
@@ -133,7 +133,7 @@ func (r *run) interruptedAnswer(ctx context.Context, c ToolCall, since time.Time
 	m := Message{Role: RoleTool, ToolCallID: c.ID, ToolName: c.Name, IsError: true}
 	switch in := rd.started(c.ID); {
 	case in != nil:
-		// It may have run, and may yet (a paused owner runs it late): the
+		// It may have run, and may yet (a paused holder runs it late): the
 		// tool may tell that it completed, never that it did not run.
 		m.Content = r.k.interruptedResult(ctx, c, since, true)
 		m.Approval = in.Approval

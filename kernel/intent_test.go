@@ -114,7 +114,7 @@ func stealAt(t *testing.T, nth int, calls ...any) (*leaseStore, *kerneltest.Reco
 // hooks passed a side-effecting call and before it runs. The intent's
 // write is refused, so the tool never runs and the run ends with
 // ErrLeaseLost, writing nothing more. Without the intent record the tool
-// would run after another owner took over.
+// would run after another holder took over.
 func TestLostLeaseStopsTheEffect(t *testing.T) {
 	st, write, err := stealAt(t, 1, "write", `{}`)
 	if !errors.Is(err, kernel.ErrLeaseLost) {

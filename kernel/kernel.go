@@ -136,9 +136,9 @@ type Config struct {
 	// store writes and end (see ObserveFunc): telemetry hooks in here.
 	// Nil costs nothing.
 	Observe ObserveFunc
-	// ToolProtocols says, by model name, how each model is offered tools
+	// ModelTools says, by model name, how each model is offered tools
 	// (see ToolProtocol); a model not in it takes them natively.
-	ToolProtocols map[string]ToolProtocol
+	ModelTools map[string]ModelTools
 	// MaxCorrections bounds the text-protocol corrections of one run
 	// (default DefaultMaxCorrections); the next violation stops the run
 	// with StopToolProtocol.
@@ -209,7 +209,7 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.MaxConcurrentTools < 0 {
 		return nil, errors.New("kernel: Config.MaxConcurrentTools must not be negative")
 	}
-	protos, err := setupProtocols(cfg.ToolProtocols)
+	protos, err := setupProtocols(cfg.ModelTools)
 	if err != nil {
 		return nil, err
 	}

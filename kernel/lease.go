@@ -11,12 +11,12 @@ import (
 // Errors of session leases (Leaser) and of stores other processes share,
 // for errors.Is.
 var (
-	// ErrLeaseHeld is returned when another owner holds a live lease of
+	// ErrLeaseHeld is returned when another holder has a live lease of
 	// the session: by AcquireLease, and by a Leaser store's Commit of an
 	// unfenced step (Step.Fence zero) to such a session.
-	ErrLeaseHeld = errors.New("session is leased by another owner")
+	ErrLeaseHeld = errors.New("session is leased by another holder")
 	// ErrLeaseLost is returned when a lease is no longer the holder's: it
-	// expired, or another owner took the session over. A Leaser store
+	// expired, or another holder took the session over. A Leaser store
 	// refuses a fenced step with it, and writes nothing.
 	ErrLeaseLost = errors.New("session lease lost")
 	// ErrStoreUnavailable is wrapped by a store's error when it could not
@@ -26,13 +26,13 @@ var (
 	ErrStoreUnavailable = errors.New("session store unavailable")
 )
 
-// Lease is one owner's hold on a session, granted by a Leaser.
+// Lease is one holder's hold on a session, granted by a Leaser.
 type Lease struct {
 	SessionID string
-	Owner     string
+	Holder    string
 	// Token is the fencing token: it grows every time the lease is
 	// granted, so a write carrying an older token (Step.Fence) comes from
-	// an owner that lost the session and is refused.
+	// a holder that lost the session and is refused.
 	Token uint64
 	// Expires is when the lease lapses unless renewed, on the store's
 	// clock (only the store compares it).
@@ -41,12 +41,12 @@ type Lease struct {
 
 // LeaseHeldError is ErrLeaseHeld with who holds the lease and until when.
 type LeaseHeldError struct {
-	SessionID, Owner string
-	Expires          time.Time
+	SessionID, Holder string
+	Expires           time.Time
 }
 
 func (e *LeaseHeldError) Error() string {
-	return fmt.Sprintf("session %s is leased by %s until %s", e.SessionID, e.Owner, e.Expires.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("session %s is leased by %s until %s", e.SessionID, e.Holder, e.Expires.UTC().Format(time.RFC3339))
 }
 
 // Unwrap returns ErrLeaseHeld.
@@ -59,7 +59,7 @@ func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
 // once; one that fails for another reason (the database is unreachable) is
 // retried, and the lease counts as lost once ttl has passed since the last
 // renewal the store confirmed, measured on this process's monotonic clock:
-// by then the store may have granted it to another owner. Either way Lost
+// by then the store may have granted it to another holder. Either way Lost
 // is closed, and a run holding it (RunOptions.Lease) stops at its next
 // step boundary without writing; its writes would be refused anyway.
 type HeldLease struct {
@@ -75,14 +75,14 @@ type HeldLease struct {
 	closed bool
 }
 
-// HoldLease acquires session id's lease for owner and keeps it (see
+// HoldLease acquires session id's lease for holder and keeps it (see
 // HeldLease). ttl must be at least 100ms. The goroutine it starts ends at
 // Release.
-func HoldLease(ctx context.Context, l Leaser, id, owner string, ttl time.Duration) (*HeldLease, error) {
+func HoldLease(ctx context.Context, l Leaser, id, holder string, ttl time.Duration) (*HeldLease, error) {
 	if ttl < 100*time.Millisecond {
 		return nil, fmt.Errorf("hold lease of session %s: ttl %s is too short (at least 100ms)", id, ttl)
 	}
-	lease, err := l.AcquireLease(ctx, id, owner, ttl)
+	lease, err := l.AcquireLease(ctx, id, holder, ttl)
 	if err != nil {
 		return nil, err
 	}

@@ -21,22 +21,22 @@ import (
 type leaseStore struct {
 	*memory.Store
 	mu      sync.Mutex
-	owner   string
+	holder  string
 	token   uint64
 	expires time.Time
 	fences  []uint64 // the Fence of every step committed
 	renewFn func() error
 }
 
-func (s *leaseStore) AcquireLease(_ context.Context, id, owner string, ttl time.Duration) (kernel.Lease, error) {
+func (s *leaseStore) AcquireLease(_ context.Context, id, holder string, ttl time.Duration) (kernel.Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.owner != "" && time.Now().Before(s.expires) {
-		return kernel.Lease{}, &kernel.LeaseHeldError{SessionID: id, Owner: s.owner, Expires: s.expires}
+	if s.holder != "" && time.Now().Before(s.expires) {
+		return kernel.Lease{}, &kernel.LeaseHeldError{SessionID: id, Holder: s.holder, Expires: s.expires}
 	}
 	s.token++
-	s.owner, s.expires = owner, time.Now().Add(ttl)
-	return kernel.Lease{SessionID: id, Owner: owner, Token: s.token, Expires: s.expires}, nil
+	s.holder, s.expires = holder, time.Now().Add(ttl)
+	return kernel.Lease{SessionID: id, Holder: holder, Token: s.token, Expires: s.expires}, nil
 }
 
 func (s *leaseStore) RenewLease(_ context.Context, l kernel.Lease, ttl time.Duration) (kernel.Lease, error) {
@@ -47,7 +47,7 @@ func (s *leaseStore) RenewLease(_ context.Context, l kernel.Lease, ttl time.Dura
 			return l, err
 		}
 	}
-	if s.owner != l.Owner || s.token != l.Token || !time.Now().Before(s.expires) {
+	if s.holder != l.Holder || s.token != l.Token || !time.Now().Before(s.expires) {
 		return l, kernel.ErrLeaseLost
 	}
 	s.expires = time.Now().Add(ttl)
@@ -58,23 +58,23 @@ func (s *leaseStore) RenewLease(_ context.Context, l kernel.Lease, ttl time.Dura
 func (s *leaseStore) ReleaseLease(_ context.Context, l kernel.Lease) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.owner == l.Owner && s.token == l.Token {
-		s.owner = ""
+	if s.holder == l.Holder && s.token == l.Token {
+		s.holder = ""
 	}
 	return nil
 }
 
-// steal gives the lease to another owner behind the holder's back.
+// steal gives the lease to another holder behind the holder's back.
 func (s *leaseStore) steal() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.token++
-	s.owner, s.expires = "thief", time.Now().Add(time.Hour)
+	s.holder, s.expires = "thief", time.Now().Add(time.Hour)
 }
 
 func (s *leaseStore) Commit(ctx context.Context, id string, step kernel.Step) error {
 	s.mu.Lock()
-	if step.Fence != 0 && (step.Fence != s.token || s.owner == "" || !time.Now().Before(s.expires)) {
+	if step.Fence != 0 && (step.Fence != s.token || s.holder == "" || !time.Now().Before(s.expires)) {
 		s.mu.Unlock()
 		return kernel.ErrLeaseLost
 	}

@@ -543,7 +543,7 @@ func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
 	}
 	r.settle()
 	// A run whose lease is gone writes nothing more: the session is
-	// another owner's now.
+	// another holder's now.
 	if r.meta.Status != StatusFailed && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLeaseHeld) {
 		r.meta.Status = StatusFailed
 		_ = r.commit(ctx, Step{Messages: r.unanswered(err.Error())}) // best effort: the store may be what failed

@@ -89,7 +89,7 @@ type ReasoningBlock struct {
 type ProtocolNote struct {
 	// Raw is an assistant message exactly as the model wrote it: Content
 	// is then the text before its first call, and ToolCalls the calls read
-	// from it. Requests in text mode send Raw back verbatim.
+	// from it. Requests on the text tool protocol send Raw back verbatim.
 	Raw string `json:"raw,omitempty"`
 	// Correction marks a user message the kernel wrote to correct a
 	// violation of the protocol; it holds the violation's kind

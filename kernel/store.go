@@ -133,7 +133,7 @@ type StoreChecker interface {
 // session the store does not hold. fence is the token of the session's
 // lease the appender holds, as Step.Fence for a step, or zero: a Leaser
 // store refuses the append, and appends nothing, unless the token is its
-// live lease's (ErrLeaseLost), or without a token while another owner
+// live lease's (ErrLeaseLost), or without a token while another holder
 // holds a live lease (ErrLeaseHeld), so a process that lost the session
 // appends no event more; other stores ignore it. ReadEvents returns, in
 // order, up to limit (at least 1; the store may cap it) events of session
@@ -155,23 +155,23 @@ type EventLog interface {
 // refuses a fenced step whose token is not the session's current one, or
 // whose lease has expired, with ErrLeaseLost; and an unfenced step to a
 // session whose lease is live with ErrLeaseHeld. A process that paused
-// past its lease (and whose session another owner took over) therefore
+// past its lease (and whose session another holder took over) therefore
 // cannot write a step late. Stores that one process owns (badger, memory)
 // do not implement it: Step.Fence means nothing to them.
 //
-// AcquireLease grants session id's lease to owner for ttl, with a new,
-// larger token, when no other owner holds a live lease (else an error
+// AcquireLease grants session id's lease to holder for ttl, with a new,
+// larger token, when no other holder has a live lease (else an error
 // wrapping ErrLeaseHeld, a *LeaseHeldError); the session must exist
 // (ErrSessionNotFound). RenewLease extends a lease still held for ttl
 // from now (else ErrLeaseLost). ReleaseLease gives it up; releasing a
 // lease no longer held is not an error. A lease ends when it expires, so
-// an owner that dies loses its sessions after ttl.
+// a holder that dies loses its sessions after ttl.
 //
 // Implementations must be safe for concurrent use; kerneltest.TestLeaser
 // checks the contract. Why a lease row with a token: RATIONALE.md, "One
 // writer per session: a lease row with a fencing token".
 type Leaser interface {
-	AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (Lease, error)
+	AcquireLease(ctx context.Context, id, holder string, ttl time.Duration) (Lease, error)
 	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
 	ReleaseLease(ctx context.Context, l Lease) error
 }

@@ -148,7 +148,7 @@ func TestPrincipalRecorded(t *testing.T) {
 func TestWithKeepsTheToolProtocol(t *testing.T) {
 	c := codecOf(t, toolproto.Hermes)
 	answer := c.FormatCalls("", []toolproto.Call{{Name: "echo", Arguments: `{"text":"x"}`}})
-	h := newHarness(t, textConfig(t, toolproto.Hermes, kernel.ToolsText, kerneltest.EchoTool("echo")), raw(answer), raw("Done."))
+	h := newHarness(t, textConfig(t, toolproto.Hermes, kernel.ToolProtocolText, kerneltest.EchoTool("echo")), raw(answer), raw("Done."))
 	res, err := h.k.With(kernel.RunOptions{Principal: "ada"}).Run(context.Background(), "", "check")
 	if err != nil || len(res.Calls) != 1 || res.Calls[0].Tool != "echo" || res.Output != "Done." {
 		t.Fatalf("run through a view: %+v, %v", res, err)

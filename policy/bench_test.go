@@ -301,7 +301,7 @@ func BenchmarkLoadShapes(b *testing.B) {
 				opts := policy.Options{}
 				if cached {
 					name = fmt.Sprintf("%s/rules=%d/cached", shape, n)
-					opts.Cache = &policy.TestCache{Dir: filepath.Join(b.TempDir(), "cache"), Build: "bench"}
+					opts.Cache = &policy.VerdictCache{Dir: filepath.Join(b.TempDir(), "cache"), Build: "bench"}
 				}
 				b.Run(name, func(b *testing.B) {
 					ctx := context.Background()
@@ -346,7 +346,7 @@ func benchDecideShape(b *testing.B, shape string, n int, fromSnapshot bool) {
 	src := []byte(genShape(shape, n))
 	p, err := policy.Compile(ctx, "shape.yaml", src, policy.Options{})
 	if fromSnapshot {
-		opts := policy.Options{Cache: &policy.TestCache{Dir: filepath.Join(b.TempDir(), "cache"), Build: "bench"}}
+		opts := policy.Options{Cache: &policy.VerdictCache{Dir: filepath.Join(b.TempDir(), "cache"), Build: "bench"}}
 		if _, err = policy.Load(ctx, "shape.yaml", src, opts); err == nil {
 			p, err = policy.Load(ctx, "shape.yaml", src, opts)
 		}

@@ -52,9 +52,9 @@ import (
 // owns or could write is not used; one others could only read is
 // narrowed, and the note says so.
 
-// TestCache is where Load remembers the files that passed their tests.
+// VerdictCache is where Load remembers the files that passed their tests.
 // The zero value is not usable: Dir is required.
-type TestCache struct {
+type VerdictCache struct {
 	// Dir is the cache directory, created 0700. A directory that group or
 	// others may write, or that another user owns, is not used: whoever
 	// can write an entry can make a policy load without its tests (and
@@ -176,7 +176,7 @@ func goBuildID(exe string) string {
 // specs (tests take tiers, tags, sources and schemas from them), sorted by
 // name. A policy file includes no other file. ok is false when the build
 // cannot be identified.
-func (c *TestCache) cacheKey(fileSHA string, tools []kernel.ToolSpec) (key string, ok bool) {
+func (c *VerdictCache) cacheKey(fileSHA string, tools []kernel.ToolSpec) (key string, ok bool) {
 	build := c.Build
 	if build == "" {
 		build = BuildID()
@@ -209,7 +209,7 @@ func (c *TestCache) cacheKey(fileSHA string, tools []kernel.ToolSpec) (key strin
 
 // open makes the cache's directories private (privfile.Dir) and returns
 // the format's directory and its MAC key. warn hears of repairs.
-func (c *TestCache) open(warn privfile.Warn) (*cachemac.Key, error) {
+func (c *VerdictCache) open(warn privfile.Warn) (*cachemac.Key, error) {
 	if err := privfile.Dir(c.Dir, "the policy test cache", warn); err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func join(notes ...string) string {
 // lookup reports whether the cache holds a passing verdict for key and a
 // file of tests tests. note says why an entry that exists was not
 // trusted.
-func (c *TestCache) lookup(key string, tests int) (hit bool, note string) {
+func (c *VerdictCache) lookup(key string, tests int) (hit bool, note string) {
 	e, repaired, note := c.entry(key)
 	if e == nil {
 		return false, join(repaired, note)
@@ -257,16 +257,16 @@ const (
 	snapshotSuffix = ".snap"
 )
 
-func (c *TestCache) path(key, suffix string) string { return filepath.Join(c.dir(), key+suffix) }
+func (c *VerdictCache) path(key, suffix string) string { return filepath.Join(c.dir(), key+suffix) }
 
 // dir is the directory of this format's entries.
-func (c *TestCache) dir() string { return filepath.Join(c.Dir, cacheFormat) }
+func (c *VerdictCache) dir() string { return filepath.Join(c.Dir, cacheFormat) }
 
 // entry reads the passing verdict recorded for key. It is nil when there
 // is none, or none to trust (note then says why). repaired says what was
 // repaired on the way (a mode narrowed, a key replaced), whatever the
 // outcome: it happens once, so whoever calls first reports it.
-func (c *TestCache) entry(key string) (e *cacheEntry, repaired, note string) {
+func (c *VerdictCache) entry(key string) (e *cacheEntry, repaired, note string) {
 	var n notes
 	mac, err := c.open(n.warn)
 	if err != nil {
@@ -310,7 +310,7 @@ func readSealed(mac *cachemac.Key, path string, limit int64, warn privfile.Warn)
 // verdict names, when there is one to trust. note says why a snapshot
 // that exists was not used (a verdict that cannot be trusted is left to
 // lookup to report: the full load that follows reads it again).
-func (c *TestCache) loadSnapshot(key, name string, src []byte, sha string, opts Options) (p *Policy, note string) {
+func (c *VerdictCache) loadSnapshot(key, name string, src []byte, sha string, opts Options) (p *Policy, note string) {
 	e, repaired, _ := c.entry(key)
 	if e == nil || e.Snapshot == "" {
 		return nil, repaired // lookup reports why the verdict was not used
@@ -339,7 +339,7 @@ func (c *TestCache) loadSnapshot(key, name string, src []byte, sha string, opts 
 // store records that the policy passed its tests under key, with its
 // snapshot. It returns why it could not, if it could not (the cache is
 // only an optimisation).
-func (c *TestCache) store(key string, p *Policy) (note string) {
+func (c *VerdictCache) store(key string, p *Policy) (note string) {
 	mac, err := c.open(nil)
 	if err != nil {
 		return "test cache not used: " + err.Error()
@@ -371,13 +371,13 @@ func (c *TestCache) store(key string, p *Policy) (note string) {
 // write replaces the file name of the cache directory with b, sealed with
 // its MAC: a new 0600 file, renamed over whatever is at the name (a
 // symlink included), never writing through it.
-func (c *TestCache) write(mac *cachemac.Key, name string, b []byte) error {
+func (c *VerdictCache) write(mac *cachemac.Key, name string, b []byte) error {
 	return privfile.WriteFile(filepath.Join(c.dir(), name), mac.Seal(b, name), false)
 }
 
 // prune deletes entries older than maxEntryAge and temporary files a
 // crashed writer left behind.
-func (c *TestCache) prune() {
+func (c *VerdictCache) prune() {
 	des, err := os.ReadDir(c.dir())
 	if err != nil {
 		return

@@ -36,10 +36,10 @@ func genCommands(n int) string {
 }
 
 // privateCache is a fresh cache directory, 0700.
-func privateCache(t *testing.T) *TestCache {
+func privateCache(t *testing.T) *VerdictCache {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "policy")
-	return &TestCache{Dir: dir, Build: "test-build"}
+	return &VerdictCache{Dir: dir, Build: "test-build"}
 }
 
 // TestGeneratedPolicyCachedVerdict is the issue's scenario with the
@@ -106,7 +106,7 @@ func TestCacheKey(t *testing.T) {
 	src := []byte(genCommands(3))
 	c := privateCache(t)
 	ctx := context.Background()
-	load := func(src []byte, c *TestCache, tools []kernel.ToolSpec) TestVerdict {
+	load := func(src []byte, c *VerdictCache, tools []kernel.ToolSpec) TestVerdict {
 		t.Helper()
 		p, err := Load(ctx, "k.yaml", src, Options{Cache: c, Tools: tools})
 		if err != nil {
@@ -124,7 +124,7 @@ func TestCacheKey(t *testing.T) {
 	for name, v := range map[string]TestVerdict{
 		"another tool spec": load(src, c, other),
 		"no tools":          load(src, c, nil),
-		"another build":     load(src, &TestCache{Dir: c.Dir, Build: "other-build"}, specs),
+		"another build":     load(src, &VerdictCache{Dir: c.Dir, Build: "other-build"}, specs),
 		"another byte":      load(append([]byte("# a comment\n"), src...), c, specs),
 	} {
 		if v.Cached {
@@ -160,7 +160,7 @@ func TestCacheRefusesForeignEntries(t *testing.T) {
 	ctx := context.Background()
 	// rewrite replaces the entry's JSON, sealed with key (nil: not
 	// sealed at all).
-	rewrite := func(t *testing.T, c *TestCache, entry string, key *cachemac.Key, edit func(string) string) {
+	rewrite := func(t *testing.T, c *VerdictCache, entry string, key *cachemac.Key, edit func(string) string) {
 		t.Helper()
 		b, err := os.ReadFile(entry)
 		if err != nil {
@@ -182,28 +182,28 @@ func TestCacheRefusesForeignEntries(t *testing.T) {
 	otherKey := cachemac.NewKey(bytes.Repeat([]byte{9}, 32), "policy")
 	cases := []struct {
 		name    string
-		setup   func(t *testing.T, c *TestCache, entry string)
+		setup   func(t *testing.T, c *VerdictCache, entry string)
 		trusted bool   // the forged verdict is used
 		note    string // what the verdict's note says
 	}{
-		{"forged without the key", func(t *testing.T, c *TestCache, entry string) { rewrite(t, c, entry, nil, same) }, false, "not authenticated"},
-		{"forged with another key", func(t *testing.T, c *TestCache, entry string) { rewrite(t, c, entry, otherKey, same) }, false, "not authenticated"},
-		{"edited", func(t *testing.T, c *TestCache, entry string) {
+		{"forged without the key", func(t *testing.T, c *VerdictCache, entry string) { rewrite(t, c, entry, nil, same) }, false, "not authenticated"},
+		{"forged with another key", func(t *testing.T, c *VerdictCache, entry string) { rewrite(t, c, entry, otherKey, same) }, false, "not authenticated"},
+		{"edited", func(t *testing.T, c *VerdictCache, entry string) {
 			b, _ := os.ReadFile(entry)
 			os.WriteFile(entry, bytes.Replace(b, []byte(`"tests":`), []byte(`"tests": `), 1), 0o600)
 		}, false, "not authenticated"},
-		{"damaged", func(t *testing.T, _ *TestCache, entry string) {
+		{"damaged", func(t *testing.T, _ *VerdictCache, entry string) {
 			os.WriteFile(entry, []byte(`{"version":3,"passed":tr`), 0o600)
 		}, false, "not authenticated"},
-		{"another file's entry, sealed with the key", func(t *testing.T, c *TestCache, entry string) {
+		{"another file's entry, sealed with the key", func(t *testing.T, c *VerdictCache, entry string) {
 			rewrite(t, c, entry, cacheKeyOf(t, c), func(s string) string { return strings.Replace(s, `"key":"`, `"key":"0`, 1) })
 		}, false, "not this file's"},
-		{"mode 0660", func(t *testing.T, _ *TestCache, entry string) { chmod(t, entry, 0o660) }, false, "could have written"},
-		{"another owner", func(t *testing.T, _ *TestCache, entry string) { chown(t, entry) }, false, "belongs to uid 65534"},
-		{"directory 0770", func(t *testing.T, c *TestCache, _ string) { chmod(t, c.Dir, 0o770) }, false, "chmod 700"},
-		{"directory of another owner", func(t *testing.T, c *TestCache, _ string) { chown(t, c.Dir) }, false, "belongs to uid 65534"},
-		{"key file of another owner", func(t *testing.T, c *TestCache, _ string) { chown(t, filepath.Join(c.dir(), cachemac.KeyFile)) }, false, "made a new one"},
-		{"symlink", func(t *testing.T, c *TestCache, entry string) {
+		{"mode 0660", func(t *testing.T, _ *VerdictCache, entry string) { chmod(t, entry, 0o660) }, false, "could have written"},
+		{"another owner", func(t *testing.T, _ *VerdictCache, entry string) { chown(t, entry) }, false, "belongs to uid 65534"},
+		{"directory 0770", func(t *testing.T, c *VerdictCache, _ string) { chmod(t, c.Dir, 0o770) }, false, "chmod 700"},
+		{"directory of another owner", func(t *testing.T, c *VerdictCache, _ string) { chown(t, c.Dir) }, false, "belongs to uid 65534"},
+		{"key file of another owner", func(t *testing.T, c *VerdictCache, _ string) { chown(t, filepath.Join(c.dir(), cachemac.KeyFile)) }, false, "made a new one"},
+		{"symlink", func(t *testing.T, c *VerdictCache, entry string) {
 			real := filepath.Join(t.TempDir(), "entry.json")
 			if err := os.Rename(entry, real); err != nil {
 				t.Fatal(err)
@@ -212,8 +212,8 @@ func TestCacheRefusesForeignEntries(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, false, "symbolic link"},
-		{"mode 0644: narrowed, trusted", func(t *testing.T, _ *TestCache, entry string) { chmod(t, entry, 0o644) }, true, "narrowed to 0600"},
-		{"directory 0755: narrowed, trusted", func(t *testing.T, c *TestCache, _ string) { chmod(t, c.Dir, 0o755) }, true, "narrowed to 0700"},
+		{"mode 0644: narrowed, trusted", func(t *testing.T, _ *VerdictCache, entry string) { chmod(t, entry, 0o644) }, true, "narrowed to 0600"},
+		{"directory 0755: narrowed, trusted", func(t *testing.T, c *VerdictCache, _ string) { chmod(t, c.Dir, 0o755) }, true, "narrowed to 0700"},
 		{"trusted", nil, true, ""},
 	}
 	for _, tc := range cases {
@@ -259,11 +259,11 @@ func TestCacheRefusesForeignEntries(t *testing.T) {
 
 // noteFor applies setup to the verdict of a file whose tests pass and
 // returns the note of the next load, which runs the tests.
-func noteFor(t *testing.T, c *TestCache, setup func(t *testing.T, c *TestCache, entry string)) string {
+func noteFor(t *testing.T, c *VerdictCache, setup func(t *testing.T, c *VerdictCache, entry string)) string {
 	t.Helper()
 	ctx := context.Background()
 	src := []byte(genCommands(2))
-	c = &TestCache{Dir: filepath.Join(t.TempDir(), "policy2"), Build: c.Build}
+	c = &VerdictCache{Dir: filepath.Join(t.TempDir(), "policy2"), Build: c.Build}
 	if _, err := Load(ctx, "n.yaml", src, Options{Cache: c}); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func noteFor(t *testing.T, c *TestCache, setup func(t *testing.T, c *TestCache, 
 
 // cacheKeyOf is the MAC key of c: what only this user (and its kernel)
 // holds.
-func cacheKeyOf(t *testing.T, c *TestCache) *cachemac.Key {
+func cacheKeyOf(t *testing.T, c *VerdictCache) *cachemac.Key {
 	t.Helper()
 	k, err := c.open(nil)
 	if err != nil {
@@ -438,7 +438,7 @@ func TestSnapshotRefusedUnlessTrusted(t *testing.T) {
 	}
 	// vouch makes the verdict name snapshot b (sealed with the cache's
 	// key, as only this user can).
-	vouch := func(t *testing.T, c *TestCache, key string, b []byte) {
+	vouch := func(t *testing.T, c *VerdictCache, key string, b []byte) {
 		t.Helper()
 		e, _, note := c.entry(key)
 		if e == nil {
@@ -452,7 +452,7 @@ func TestSnapshotRefusedUnlessTrusted(t *testing.T) {
 	}
 	// write writes a snapshot sealed with the cache's key; raw writes
 	// bytes as they are.
-	write := func(t *testing.T, c *TestCache, path string, b []byte) {
+	write := func(t *testing.T, c *VerdictCache, path string, b []byte) {
 		t.Helper()
 		if err := os.WriteFile(path, cacheKeyOf(t, c).Seal(b, filepath.Base(path)), 0o600); err != nil {
 			t.Fatal(err)
@@ -468,46 +468,46 @@ func TestSnapshotRefusedUnlessTrusted(t *testing.T) {
 		name    string
 		note    string
 		trusted bool
-		setup   func(t *testing.T, c *TestCache, key, snap string)
+		setup   func(t *testing.T, c *VerdictCache, key, snap string)
 	}{
-		{"forged without the key", "not authenticated", false, func(t *testing.T, c *TestCache, key, snap string) {
+		{"forged without the key", "not authenticated", false, func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := forge(t, key)
 			raw(t, snap, b)
 			vouch(t, c, key, b)
 		}},
-		{"forged with another key", "not authenticated", false, func(t *testing.T, c *TestCache, key, snap string) {
+		{"forged with another key", "not authenticated", false, func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := forge(t, key)
 			raw(t, snap, cachemac.NewKey(bytes.Repeat([]byte{5}, 32), "policy").Seal(b, key+snapshotSuffix))
 			vouch(t, c, key, b)
 		}},
-		{"not the verdict's", "SHA-256", false, func(t *testing.T, c *TestCache, key, snap string) { write(t, c, snap, forge(t, key)) }},
-		{"truncated", "not authenticated", false, func(t *testing.T, c *TestCache, key, snap string) {
+		{"not the verdict's", "SHA-256", false, func(t *testing.T, c *VerdictCache, key, snap string) { write(t, c, snap, forge(t, key)) }},
+		{"truncated", "not authenticated", false, func(t *testing.T, c *VerdictCache, key, snap string) {
 			b, _ := os.ReadFile(snap)
 			raw(t, snap, b[:len(b)/2])
 		}},
-		{"another file's", "not this file's", false, func(t *testing.T, c *TestCache, key, snap string) {
+		{"another file's", "not this file's", false, func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := forge(t, strings.Repeat("0", 64))
 			write(t, c, snap, b)
 			vouch(t, c, key, b)
 		}},
-		{"undecodable", "decode", false, func(t *testing.T, c *TestCache, key, snap string) {
+		{"undecodable", "decode", false, func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := []byte("not a snapshot")
 			write(t, c, snap, b)
 			vouch(t, c, key, b)
 		}},
-		{"mode 0660", "could have written", false, func(t *testing.T, c *TestCache, key, snap string) {
+		{"mode 0660", "could have written", false, func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := forge(t, key)
 			write(t, c, snap, b)
 			vouch(t, c, key, b)
 			chmod(t, snap, 0o660)
 		}},
-		{"another owner", "belongs to uid 65534", false, func(t *testing.T, c *TestCache, key, snap string) {
+		{"another owner", "belongs to uid 65534", false, func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := forge(t, key)
 			write(t, c, snap, b)
 			vouch(t, c, key, b)
 			chown(t, snap)
 		}},
-		{"symlink", "symbolic link", false, func(t *testing.T, c *TestCache, key, snap string) {
+		{"symlink", "symbolic link", false, func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := forge(t, key)
 			real := filepath.Join(t.TempDir(), "forged.snap")
 			write(t, c, real, b)
@@ -519,13 +519,13 @@ func TestSnapshotRefusedUnlessTrusted(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"mode 0644: narrowed, trusted", "narrowed to 0600", true, func(t *testing.T, c *TestCache, key, snap string) {
+		{"mode 0644: narrowed, trusted", "narrowed to 0600", true, func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := forge(t, key)
 			write(t, c, snap, b)
 			vouch(t, c, key, b)
 			chmod(t, snap, 0o644)
 		}},
-		{"trusted", "", true, func(t *testing.T, c *TestCache, key, snap string) {
+		{"trusted", "", true, func(t *testing.T, c *VerdictCache, key, snap string) {
 			b := forge(t, key)
 			write(t, c, snap, b)
 			vouch(t, c, key, b)

@@ -37,7 +37,7 @@ func TestRunCorrectionsInPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := kernel.Config{ToolProtocols: map[string]kernel.ToolProtocol{"m": {Mode: kernel.ToolsText}}}
+	cfg := kernel.Config{ModelTools: map[string]kernel.ModelTools{"m": {Protocol: kernel.ToolProtocolText}}}
 	h := newHarness(t, ws, pol, cfg,
 		kerneltest.Text("<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.go\"}}\n</tool_call>\nIt says hello."),
 		kerneltest.Text("never asked"))

@@ -20,7 +20,7 @@
 //     the index finds can match its call), and require that every rule,
 //     select rule, drop rule and budget is exercised by one. With
 //     Options.Cache, a file that passed them before, unchanged, under the
-//     same build and tools, skips this step (see TestCache).
+//     same build and tools, skips this step (see VerdictCache).
 //
 // Only a file that passes all four becomes a *Policy; anything else is a
 // *LoadError listing every problem. A file the cache vouches for skips

@@ -34,9 +34,9 @@ type Options struct {
 	// of tests, explain or replay).
 	Log *DecisionLog
 	// Cache, when set, remembers the files that passed their tests, so
-	// that loading one again skips them (see TestCache). Nil runs the
+	// that loading one again skips them (see VerdictCache). Nil runs the
 	// tests on every load.
-	Cache *TestCache
+	Cache *VerdictCache
 	// Progress, when set, is called about every 100ms while the file's
 	// tests run, from the goroutine that runs them, and once more when
 	// they end. The CLI shows it on a terminal.

@@ -317,7 +317,7 @@ func loadBothWays(t *testing.T, name string, src []byte, tools []kernel.ToolSpec
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Cache = &policy.TestCache{Dir: filepath.Join(t.TempDir(), "cache"), Build: "test-build"}
+	opts.Cache = &policy.VerdictCache{Dir: filepath.Join(t.TempDir(), "cache"), Build: "test-build"}
 	first, err := policy.Load(ctx, name, src, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -423,7 +423,7 @@ func TestSnapshotEditedRuleRunsTests(t *testing.T) {
 	const n = 1000
 	src := genShape("regex", n)
 	ctx := context.Background()
-	cache := &policy.TestCache{Dir: filepath.Join(t.TempDir(), "cache"), Build: "test-build"}
+	cache := &policy.VerdictCache{Dir: filepath.Join(t.TempDir(), "cache"), Build: "test-build"}
 	opts := policy.Options{Cache: cache}
 	if _, err := policy.Load(ctx, "edit.yaml", []byte(src), opts); err != nil {
 		t.Fatal(err)
@@ -468,7 +468,7 @@ func TestSnapshotHotReload(t *testing.T) {
 		}
 	}
 	write(makePolicy("1", false))
-	opts := policy.Options{Cache: &policy.TestCache{Dir: filepath.Join(t.TempDir(), "cache"), Build: "test-build"}}
+	opts := policy.Options{Cache: &policy.VerdictCache{Dir: filepath.Join(t.TempDir(), "cache"), Build: "test-build"}}
 	w, err := policy.NewWatcher(ctx, policy.WatcherConfig{Path: path, Options: opts})
 	if err != nil {
 		t.Fatal(err)

@@ -14,14 +14,15 @@ import (
 
 	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/plugins/declared"
 	"github.com/agentkernel/agentkernel/tool"
 )
 
 var update = flag.Bool("update", false, "rewrite the parts of schemas/ and docs/ generated from the Go lists (make generate)")
 
 // A closed set is a Go list (kernel.StopReasons, kernel.Outcomes,
-// kernel.EventTypes, kernel.Effects, tool.Tiers); the schemas write it out
-// where a JSON Schema must. Those values are generated: this file says
+// kernel.EventTypes, kernel.Effects, tool.Tiers, declared.Methods,
+// kernel.HookPoints); the schemas write it out where a JSON Schema must. Those values are generated: this file says
 // where each set goes, TestGeneratedSchemas holds the files to it and
 // `make generate` rewrites them. docs/architecture.md, "Closed sets".
 
@@ -36,8 +37,9 @@ var (
 	eventTypes  = closedSet{"kernel.EventTypes", kernel.EventTypes()}
 	effects     = closedSet{"kernel.Effects", testutil.Strings(kernel.Effects())}
 	tiers       = closedSet{"tool.Tiers", testutil.Strings(tool.Tiers())}
+	methods     = closedSet{"declared.Methods", declared.Methods()}
 	hookPoints  = closedSet{"kernel.HookPoints", testutil.Strings(kernel.HookPoints())}
-	closedSets  = []closedSet{stopReasons, outcomes, eventTypes, effects, tiers, hookPoints}
+	closedSets  = []closedSet{stopReasons, outcomes, eventTypes, effects, tiers, methods, hookPoints}
 )
 
 // generated is every value of schemas/ made from a closed set, by file.
@@ -85,6 +87,8 @@ func generated() map[string][]testutil.JSONEdit {
 			{Pointer: "/properties/tools/properties/http/items/properties/tier/enum", Value: tiers.members},
 			{Pointer: "/properties/tools/properties/command/items/properties/tier/enum", Value: tiers.members},
 			{Pointer: "/properties/tools/properties/inline/items/properties/tier/enum", Value: tiers.members},
+			// method: in either case.
+			{Pointer: "/properties/tools/properties/http/items/properties/method/enum", Value: append(slices.Clone(methods.members), lower(methods.members)...)},
 		},
 		"policy-diff.schema.json": {
 			{Pointer: "/$defs/effect/enum", Value: effects.members},
@@ -99,6 +103,14 @@ func generated() map[string][]testutil.JSONEdit {
 			{Pointer: "/$defs/tool/properties/tier/enum", Value: tiers.members},
 		},
 	}
+}
+
+func lower(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = strings.ToLower(v)
+	}
+	return out
 }
 
 // subsets are enums that name some members of a closed set on purpose.

@@ -130,7 +130,7 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, k *Key) err
 		return err
 	}
 	if sess.Pending == nil {
-		return errorf(http.StatusNotFound, "not_found", "session %s has no pending approval (it is %s)", sess.Meta.ID, s.status(r.Context(), &sess.Meta))
+		return errorf(codeNotFound, "session %s has no pending approval (it is %s)", sess.Meta.ID, s.status(r.Context(), &sess.Meta))
 	}
 	writeJSON(w, http.StatusOK, s.approval(r.Context(), sess))
 	return nil

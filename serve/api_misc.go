@@ -44,7 +44,7 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/whoami", s.auth(s.whoami, ScopeRead, ScopeRun, ScopeApprove))
 	// Anything else under /v1 is a JSON 404, not the page.
 	m.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, errorf(http.StatusNotFound, "not_found", "no endpoint %s %s (GET /v1/openapi.json lists them)", r.Method, r.URL.Path))
+		s.writeError(w, r, errorf(codeNotFound, "no endpoint %s %s (GET /v1/openapi.json lists them)", r.Method, r.URL.Path))
 	})
 }
 
@@ -124,7 +124,7 @@ type policyView struct {
 
 func (s *Server) currentPolicy() (*policy.Policy, error) {
 	if s.cfg.Policy == nil || s.cfg.Policy.Policy() == nil {
-		return nil, errorf(http.StatusNotFound, "no_policy", "no policy is in effect: every call is allowed")
+		return nil, errorf(codeNoPolicy, "no policy is in effect: every call is allowed")
 	}
 	return s.cfg.Policy.Policy(), nil
 }
@@ -174,7 +174,7 @@ func (s *Server) explainPolicy(w http.ResponseWriter, r *http.Request, k *Key) e
 		return err
 	}
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/json") {
-		return errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be JSON (Content-Type: application/json), not %q", ct)
+		return errorf(codeUnsupportedMediaType, "the body must be JSON (Content-Type: application/json), not %q", ct)
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {

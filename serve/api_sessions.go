@@ -21,18 +21,11 @@ const (
 	metaPrefix     = "meta."
 )
 
-// Session statuses the API shows: the stored ones, and interrupted for a
-// session whose run stopped (a drain, a crash) and that no run of this
-// server continues.
-const statusInterrupted = "interrupted"
-
-var sessionStatuses = []string{string(kernel.StatusIdle), string(kernel.StatusRunning), string(kernel.StatusAwaitingApproval), string(kernel.StatusFailed), statusInterrupted}
-
 // sessionView is a session as the API shows it.
 type sessionView struct {
 	ID       string            `json:"id"`
 	Title    string            `json:"title"`
-	Status   string            `json:"status"`
+	Status   kernel.Status     `json:"status"`
 	Model    string            `json:"model"`
 	Created  time.Time         `json:"created"`
 	Updated  time.Time         `json:"updated"`
@@ -64,13 +57,13 @@ func (s *Server) view(ctx context.Context, m *kernel.SessionMeta) sessionView {
 }
 
 // status is the session's status as the API shows it.
-func (s *Server) status(ctx context.Context, m *kernel.SessionMeta) string {
+func (s *Server) status(ctx context.Context, m *kernel.SessionMeta) kernel.Status {
 	if m.Status == kernel.StatusRunning {
 		if _, ok := s.runs.activeRun(ctx, m.ID); !ok {
 			return statusInterrupted
 		}
 	}
-	return string(m.Status)
+	return m.Status
 }
 
 // owned loads session id for key k: a session of another owner is not
@@ -138,8 +131,8 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, k *Key) er
 		return err
 	}
 	status := r.URL.Query().Get("status")
-	if status != "" && !slices.Contains(sessionStatuses, status) {
-		return badField("status", "status %q: want one of %s", status, strings.Join(sessionStatuses, ", "))
+	if status != "" && !isSessionStatus(status) {
+		return badField("status", "status %q: want one of %s", status, strings.Join(sessionStatusNames(), ", "))
 	}
 	var after *listCursor
 	if c := r.URL.Query().Get("cursor"); c != "" {
@@ -171,7 +164,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, k *Key) er
 			continue
 		}
 		v := s.view(r.Context(), m)
-		if status != "" && v.Status != status {
+		if status != "" && string(v.Status) != status {
 			continue
 		}
 		if len(out.Sessions) == limit {
@@ -207,7 +200,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, k *Key) e
 	}
 	del, ok := s.cfg.Store.(kernel.SessionDeleter)
 	if !ok {
-		return errorf(http.StatusNotImplemented, "not_implemented", "this store cannot delete sessions")
+		return errorf(codeNotImplemented, "this store cannot delete sessions")
 	}
 	if run, ok := s.runs.activeRun(r.Context(), sess.Meta.ID); ok {
 		return conflict(runRunning, "session %s has a run in flight (%s): cancel it first", sess.Meta.ID, run.ID)

@@ -21,9 +21,9 @@ import (
 // apiError is every error the API returns, as
 // {"error":{"code":…,"message":…,"field":…,"state":…}}.
 type apiError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Status  int       `json:"-"`
+	Code    errorCode `json:"code"`
+	Message string    `json:"message"`
 	// Field names the request field that is wrong (400).
 	Field string `json:"field,omitempty"`
 	// State is the current state of what the request wanted to change
@@ -35,26 +35,28 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Message }
 
-func errorf(status int, code, format string, args ...any) *apiError {
-	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+// errorf is an API error with code (its HTTP status is the list's,
+// serve/lists.go).
+func errorf(code errorCode, format string, args ...any) *apiError {
+	return &apiError{Status: code.httpStatus(), Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 func badField(field, format string, args ...any) *apiError {
-	e := errorf(http.StatusBadRequest, "invalid_request", format, args...)
+	e := errorf(codeInvalidRequest, format, args...)
 	e.Field = field
 	return e
 }
 
-func conflict(state, format string, args ...any) *apiError {
-	e := errorf(http.StatusConflict, "conflict", format, args...)
-	e.State = state
+func conflict[S ~string](state S, format string, args ...any) *apiError {
+	e := errorf(codeConflict, format, args...)
+	e.State = string(state)
 	return e
 }
 
-var errNotFound = &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "not found"}
+var errNotFound = errorf(codeNotFound, "not found")
 
 func notFound(what, id string) *apiError {
-	return errorf(http.StatusNotFound, "not_found", "%s %q not found", what, id)
+	return errorf(codeNotFound, "%s %q not found", what, id)
 }
 
 // writeJSON writes v with status.
@@ -63,7 +65,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(true) // HTML-significant characters stay escaped in every response
 	if err := enc.Encode(v); err != nil {
-		http.Error(w, `{"error":{"code":"internal","message":"encode response"}}`, http.StatusInternalServerError)
+		http.Error(w, `{"error":{"code":"`+string(codeInternal)+`","message":"encode response"}}`, codeInternal.httpStatus())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -90,11 +92,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ae):
 	case errors.Is(err, kernel.ErrStoreUnavailable):
 		s.logError("%s %s: %v", r.Method, r.URL.Path, err)
-		ae = errorf(http.StatusServiceUnavailable, "store_unavailable", "the session store cannot be reached: retry later")
+		ae = errorf(codeStoreUnavailable, "the session store cannot be reached: retry later")
 		ae.retryAfter = 2
 	default:
 		s.logError("%s %s: %v", r.Method, r.URL.Path, err)
-		ae = errorf(http.StatusInternalServerError, "internal", "internal error (the server log has the details)")
+		ae = errorf(codeInternal, "internal error (the server log has the details)")
 	}
 	if ae.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
@@ -108,7 +110,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 func (s *Server) decodeBody(r *http.Request, v any) error {
 	ct := r.Header.Get("Content-Type")
 	if mt, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(strings.ToLower(mt)) != "application/json" {
-		return errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be JSON (Content-Type: application/json), not %q", ct)
+		return errorf(codeUnsupportedMediaType, "the body must be JSON (Content-Type: application/json), not %q", ct)
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
@@ -129,7 +131,7 @@ func jsonError(err error, fields ...string) error {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &mbe):
-		return errorf(http.StatusRequestEntityTooLarge, "too_large", "the body is larger than %d bytes", mbe.Limit)
+		return errorf(codeTooLarge, "the body is larger than %d bytes", mbe.Limit)
 	case errors.Is(err, io.EOF):
 		return badField("", "the body is empty: send a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -222,13 +224,13 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		case !s.hostAllowed(r.Host):
 			// DNS rebinding: a page of another site whose name now
 			// resolves to this server reaches it under its own name.
-			s.writeError(sw, r, errorf(http.StatusForbidden, "host_not_allowed", "Host %q is not a name this server answers to (IP addresses, localhost and the names it was given: kernel serve --allow-host NAME)", r.Host))
+			s.writeError(sw, r, errorf(codeHostNotAllowed, "Host %q is not a name this server answers to (IP addresses, localhost and the names it was given: kernel serve --allow-host NAME)", r.Host))
 		case !sameOrigin(r):
 			// A browser sends Origin on cross-site requests: no page of
 			// another site may drive this API (CSRF), whatever it holds.
-			s.writeError(sw, r, errorf(http.StatusForbidden, "cross_origin", "cross-origin requests are refused (Origin %q)", r.Header.Get("Origin")))
+			s.writeError(sw, r, errorf(codeCrossOrigin, "cross-origin requests are refused (Origin %q)", r.Header.Get("Origin")))
 		case s.draining.Load() && r.URL.Path != "/healthz":
-			e := errorf(http.StatusServiceUnavailable, "draining", "the server is shutting down; retry on its successor")
+			e := errorf(codeDraining, "the server is shutting down; retry on its successor")
 			e.retryAfter = 5
 			s.writeError(sw, r, e)
 		default:
@@ -293,18 +295,18 @@ func sameOrigin(r *http.Request) bool {
 
 // auth wraps h with the key check: no key or an unknown one is 401, a key
 // without any of scopes 403.
-func (s *Server) auth(h func(http.ResponseWriter, *http.Request, *Key) error, scopes ...string) http.Handler {
+func (s *Server) auth(h func(http.ResponseWriter, *http.Request, *Key) error, scopes ...Scope) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := bearer(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kernel"`)
-			s.writeError(w, r, errorf(http.StatusUnauthorized, "unauthorized", "an API key is required: Authorization: Bearer aks_… (kernel keys create)"))
+			s.writeError(w, r, errorf(codeUnauthorized, "an API key is required: Authorization: Bearer aks_… (kernel keys create)"))
 			return
 		}
 		k, ok := s.cfg.Keys.Authenticate(tok)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kernel", error="invalid_token"`)
-			s.writeError(w, r, errorf(http.StatusUnauthorized, "unauthorized", "the API key is unknown or revoked"))
+			s.writeError(w, r, errorf(codeUnauthorized, "the API key is unknown or revoked"))
 			return
 		}
 		if info, _ := r.Context().Value(keyCtx).(*reqInfo); info != nil {
@@ -315,7 +317,11 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, *Key) error, sc
 			allowed = allowed || k.Has(sc)
 		}
 		if !allowed {
-			s.writeError(w, r, errorf(http.StatusForbidden, "forbidden", "key %q lacks the scope this needs (%s)", k.Name, strings.Join(scopes, " or ")))
+			need := make([]string, len(scopes))
+			for i, sc := range scopes {
+				need[i] = string(sc)
+			}
+			s.writeError(w, r, errorf(codeForbidden, "key %q lacks the scope this needs (%s)", k.Name, strings.Join(need, " or ")))
 			return
 		}
 		// Under a context the key watcher cancels when the key is

@@ -34,11 +34,11 @@ func (l *fencedLog) ReadEvents(context.Context, string, uint64, int) ([]kernel.S
 	return nil, nil
 }
 
-func (l *fencedLog) AcquireLease(_ context.Context, id, owner string, ttl time.Duration) (kernel.Lease, error) {
+func (l *fencedLog) AcquireLease(_ context.Context, id, holder string, ttl time.Duration) (kernel.Lease, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.token++
-	return kernel.Lease{SessionID: id, Owner: owner, Token: l.token, Expires: time.Now().Add(ttl)}, nil
+	return kernel.Lease{SessionID: id, Holder: holder, Token: l.token, Expires: time.Now().Add(ttl)}, nil
 }
 
 func (l *fencedLog) RenewLease(_ context.Context, le kernel.Lease, ttl time.Duration) (kernel.Lease, error) {
@@ -48,7 +48,7 @@ func (l *fencedLog) RenewLease(_ context.Context, le kernel.Lease, ttl time.Dura
 func (l *fencedLog) ReleaseLease(context.Context, kernel.Lease) error { return nil }
 
 // TestHubFencesEvents: a run's events are appended with its lease's
-// token, so once another owner took the session over (the token moved
+// token, so once another holder took the session over (the token moved
 // on) the store refuses them, whether or not this process has noticed
 // the loss: none is stored or published.
 func TestHubFencesEvents(t *testing.T) {
@@ -66,7 +66,7 @@ func TestHubFencesEvents(t *testing.T) {
 	emit(kernel.TurnStarted{Turn: 1, MaxTurns: 8})
 	tp.wait()
 	log.mu.Lock()
-	log.token++ // another owner took the session over; this process does not know yet
+	log.token++ // another holder took the session over; this process does not know yet
 	log.mu.Unlock()
 	emit(kernel.ToolCompleted{CallID: "c1", Tool: "write_file", Outcome: kernel.OutcomeOK})
 	emit(kernel.RunFailed{SessionID: "s1", StopReason: kernel.StopError, Error: "session lease lost"})

@@ -21,20 +21,6 @@ import (
 	"github.com/agentkernel/agentkernel/internal/privfile"
 )
 
-// Scopes a key may carry. Admin holds every other scope.
-const (
-	ScopeRun     = "run"
-	ScopeApprove = "approve"
-	ScopeRead    = "read"
-	ScopeAdmin   = "admin"
-	// ScopeMetrics reads /metrics (telemetry.metrics); it grants nothing
-	// else.
-	ScopeMetrics = "metrics"
-)
-
-// AllScopes are the scopes in the order they are shown.
-var AllScopes = []string{ScopeRun, ScopeApprove, ScopeRead, ScopeMetrics, ScopeAdmin}
-
 // KeyPrefix starts every API key secret. The credential scrubber knows the
 // format (hooks: "agentkernel_api_key"), so a key that reaches a log, an
 // event or a tool's output is redacted.
@@ -45,9 +31,9 @@ const KeyPrefix = "aks_"
 // (the principal it records) and serve the owner (whose sessions these
 // are).
 type Key struct {
-	ID     string   `json:"id"`
-	Name   string   `json:"name"`
-	Scopes []string `json:"scopes"`
+	ID     string  `json:"id"`
+	Name   string  `json:"name"`
+	Scopes []Scope `json:"scopes"`
 	// Tenant, when set, owns the sessions the key creates, and every key
 	// of the tenant sees them; otherwise the key alone owns its sessions.
 	Tenant  string    `json:"tenant,omitempty"`
@@ -65,7 +51,7 @@ func (k *Key) Owner() string {
 }
 
 // Has reports whether the key carries scope (admin carries every scope).
-func (k *Key) Has(scope string) bool {
+func (k *Key) Has(scope Scope) bool {
 	return slices.Contains(k.Scopes, scope) || slices.Contains(k.Scopes, ScopeAdmin)
 }
 
@@ -124,23 +110,31 @@ func (ks *KeyStore) Path() string { return ks.path }
 
 var keyNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// CheckScopes checks a list of scopes and returns it sorted, without
-// repeats.
-func CheckScopes(scopes []string) ([]string, error) {
-	if len(scopes) == 0 {
-		return nil, fmt.Errorf("a key needs at least one scope (%s)", strings.Join(AllScopes, ", "))
+// checkScopes checks a list of scopes and returns it in the list's
+// order, without repeats.
+func checkScopes(names []string) ([]Scope, error) {
+	all := Scopes()
+	want := func() string {
+		w := make([]string, len(all))
+		for i, s := range all {
+			w[i] = string(s)
+		}
+		return strings.Join(w, ", ")
 	}
-	out := make([]string, 0, len(scopes))
-	for _, s := range scopes {
-		s = strings.TrimSpace(s)
-		if !slices.Contains(AllScopes, s) {
-			return nil, fmt.Errorf("unknown scope %q (want %s)", s, strings.Join(AllScopes, ", "))
+	if len(names) == 0 {
+		return nil, fmt.Errorf("a key needs at least one scope (%s)", want())
+	}
+	out := make([]Scope, 0, len(names))
+	for _, n := range names {
+		s := Scope(strings.TrimSpace(n))
+		if !slices.Contains(all, s) {
+			return nil, fmt.Errorf("unknown scope %q (want %s)", n, want())
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return slices.Index(AllScopes, a) - slices.Index(AllScopes, b) })
+	slices.SortFunc(out, func(a, b Scope) int { return slices.Index(all, a) - slices.Index(all, b) })
 	return out, nil
 }
 
@@ -153,7 +147,7 @@ func (ks *KeyStore) Create(name, tenant string, scopes []string) (*Key, string, 
 	if tenant != "" && !keyNameRE.MatchString(tenant) {
 		return nil, "", fmt.Errorf("tenant %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", tenant)
 	}
-	scopes, err := CheckScopes(scopes)
+	checked, err := checkScopes(scopes)
 	if err != nil {
 		return nil, "", err
 	}
@@ -167,7 +161,7 @@ func (ks *KeyStore) Create(name, tenant string, scopes []string) (*Key, string, 
 	}
 	id := hex.EncodeToString(idb[:])
 	secret := base64.RawURLEncoding.EncodeToString(sec[:])
-	k := &Key{ID: id, Name: name, Tenant: tenant, Scopes: scopes, Hash: hashSecret(secret), Created: ks.now().UTC().Truncate(time.Second)}
+	k := &Key{ID: id, Name: name, Tenant: tenant, Scopes: checked, Hash: hashSecret(secret), Created: ks.now().UTC().Truncate(time.Second)}
 	err = ks.update(func(f *keyFile) error {
 		for _, o := range f.Keys {
 			if o.Name == name && o.Active() {

@@ -89,7 +89,7 @@ func (r *replicas) claim(ctx context.Context, rec *runRec) error {
 		if time.Now().After(settle) {
 			var held *kernel.LeaseHeldError
 			errors.As(err, &held)
-			return conflict(runRunning, "session %s is held by %s (a run is starting or ending there): retry shortly", rec.SessionID, held.Owner)
+			return conflict(runRunning, "session %s is held by %s (a run is starting or ending there): retry shortly", rec.SessionID, held.Holder)
 		}
 		select {
 		case <-ctx.Done():
@@ -116,7 +116,7 @@ func (r *replicas) unavailable(err error) error {
 		return err
 	}
 	r.s.logError("shared store: %v", err)
-	e := errorf(http.StatusServiceUnavailable, "store_unavailable", "the session store did not answer: retry later")
+	e := errorf(codeStoreUnavailable, "the session store did not answer: retry later")
 	e.retryAfter = 2
 	return e
 }

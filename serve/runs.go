@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -112,7 +111,7 @@ func (m *runManager) startWith(ctx context.Context, sid, owner string, k *Key, k
 	m.mu.Lock()
 	if m.stopping {
 		m.mu.Unlock()
-		return nil, errorf(http.StatusServiceUnavailable, "draining", "the server is shutting down")
+		return nil, errorf(codeDraining, "the server is shutting down")
 	}
 	if cur := m.active[sid]; cur != nil {
 		m.mu.Unlock()
@@ -120,13 +119,13 @@ func (m *runManager) startWith(ctx context.Context, sid, owner string, k *Key, k
 	}
 	if m.total >= m.s.lim.MaxRuns {
 		m.mu.Unlock()
-		e := errorf(http.StatusTooManyRequests, "too_many_runs", "the server runs %d runs, its limit: retry later", m.total)
+		e := errorf(codeTooManyRuns, "the server runs %d runs, its limit: retry later", m.total)
 		e.retryAfter = 2
 		return nil, e
 	}
 	if m.perKey[k.ID] >= m.s.lim.MaxRunsPerKey {
 		m.mu.Unlock()
-		e := errorf(http.StatusTooManyRequests, "too_many_runs", "key %q runs %d runs, its limit: retry later", k.Name, m.perKey[k.ID])
+		e := errorf(codeTooManyRuns, "key %q runs %d runs, its limit: retry later", k.Name, m.perKey[k.ID])
 		e.retryAfter = 2
 		return nil, e
 	}

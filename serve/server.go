@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,7 +67,7 @@ type Config struct {
 	// On a store several servers share (the store implements
 	// replica.Shared: PostgreSQL), the server is one of its replicas.
 	// Replica names it among them (default host-pid-random): it is the
-	// owner of the leases of the sessions it runs, and of their steering
+	// holder of the leases of the sessions it runs, and of their steering
 	// claims. LeaseTTL is how long a session's lease lasts unrenewed
 	// (default 15s): a replica that stops loses its sessions after it,
 	// and they are shown interrupted, or continued by another replica
@@ -79,72 +80,79 @@ type Config struct {
 }
 
 // Limits bound what clients may ask of the server. Zero values mean the
-// defaults.
+// defaults (DefaultLimits).
 type Limits struct {
-	// MaxRuns caps the runs in flight (default 64); MaxRunsPerKey caps one
-	// key's (default 16). More are refused with 429 and Retry-After.
+	// MaxRuns caps the runs in flight; MaxRunsPerKey caps one key's. More
+	// are refused with 429 and Retry-After.
 	MaxRuns       int
 	MaxRunsPerKey int
-	// MaxBodyBytes caps a request body (default 1 MiB): more is 413.
+	// MaxBodyBytes caps a request body: more is 413.
 	MaxBodyBytes int64
-	// ReadHeaderTimeout (default 10s), ReadTimeout (default 30s) and
-	// IdleTimeout (default 120s) bound slow clients; WriteTimeout (default
-	// 30s) bounds each write of a response, so an event stream whose
-	// client stopped reading is dropped without holding anything up.
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound slow clients;
+	// WriteTimeout bounds each write of a response, so an event stream
+	// whose client stopped reading is dropped without holding anything up.
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
 	WriteTimeout      time.Duration
-	// MaxStreams caps the open event streams (default 4096);
-	// MaxStreamsPerKey caps one key's (default 64). StreamReserve of
-	// MaxStreams are kept for keys with the approve scope (default one
-	// sixteenth): other keys are refused once MaxStreams-StreamReserve
+	// MaxStreams caps the open event streams; MaxStreamsPerKey caps one
+	// key's. StreamReserve of MaxStreams are kept for keys with the
+	// approve scope (by default one sixteenth of MaxStreams): other keys are refused once MaxStreams-StreamReserve
 	// are open, so readers cannot take the approvals inbox offline. More
 	// is 429 with Retry-After.
 	MaxStreams       int
 	MaxStreamsPerKey int
 	StreamReserve    int
 	// StreamMaxAge ends an event stream that has been open this long
-	// (default 1h) with a notice to reconnect (event streams resume from
+	// with a notice to reconnect (event streams resume from
 	// Last-Event-ID; the approvals stream sends the whole list again), so
 	// a client that stopped reading but keeps its socket frees its slot.
 	StreamMaxAge time.Duration
 	// PeerTimeout is how long data the server sent may stay
 	// unacknowledged before the operating system drops the connection
-	// (TCP_USER_TIMEOUT where there is one; default 45s): streams send a
+	// (TCP_USER_TIMEOUT where there is one): streams send a
 	// heartbeat, so a client that vanished (network gone, a laptop
 	// asleep) loses its streams after about this long.
 	PeerTimeout time.Duration
 }
 
+// DefaultLimits are the limits a zero field of Limits means: the one place
+// their values are written (kernel serve's flags default to them, and
+// docs/serve.md's table of limits is generated from them).
+func DefaultLimits() Limits {
+	return Limits{
+		MaxRuns:           64,
+		MaxRunsPerKey:     16,
+		MaxBodyBytes:      1 << 20,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		MaxStreams:        4096,
+		MaxStreamsPerKey:  64,
+		StreamReserve:     4096 / 16,
+		StreamMaxAge:      time.Hour,
+		PeerTimeout:       45 * time.Second,
+	}
+}
+
+// withDefaults is l with every zero (or negative) field set from
+// DefaultLimits (every field is a number: TestLimitsDefaults), but for
+// StreamReserve, one sixteenth of MaxStreams, and less than it.
 func (l Limits) withDefaults() Limits {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
+	reserve := l.StreamReserve
+	d := DefaultLimits()
+	lv, dv := reflect.ValueOf(&l).Elem(), reflect.ValueOf(d)
+	for i := range lv.NumField() {
+		if f := lv.Field(i); f.CanInt() && f.Int() <= 0 {
+			f.Set(dv.Field(i))
 		}
 	}
-	defD := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&l.MaxRuns, 64)
-	def(&l.MaxRunsPerKey, 16)
-	def(&l.MaxStreams, 4096)
-	def(&l.MaxStreamsPerKey, 64)
-	if l.StreamReserve <= 0 {
+	// StreamReserve's default depends on MaxStreams: one sixteenth.
+	if reserve <= 0 {
 		l.StreamReserve = max(1, l.MaxStreams/16)
 	}
 	l.StreamReserve = min(l.StreamReserve, l.MaxStreams-1)
-	defD(&l.StreamMaxAge, time.Hour)
-	defD(&l.PeerTimeout, 45*time.Second)
-	if l.MaxBodyBytes <= 0 {
-		l.MaxBodyBytes = 1 << 20
-	}
-	defD(&l.ReadHeaderTimeout, 10*time.Second)
-	defD(&l.ReadTimeout, 30*time.Second)
-	defD(&l.IdleTimeout, 120*time.Second)
-	defD(&l.WriteTimeout, 30*time.Second)
 	return l
 }
 

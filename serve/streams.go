@@ -2,7 +2,6 @@ package serve
 
 import (
 	"context"
-	"net/http"
 	"sync"
 	"time"
 )
@@ -31,7 +30,7 @@ func (s *Server) openStream(k *Key) (release func(), err error) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if n := sl.perKey[k.ID]; n >= s.lim.MaxStreamsPerKey {
-		e := errorf(http.StatusTooManyRequests, "too_many_streams", "key %q holds %d event streams, its limit (end one, or raise kernel serve --max-streams-per-key)", k.Name, n)
+		e := errorf(codeTooManyStreams, "key %q holds %d event streams, its limit (end one, or raise kernel serve --max-streams-per-key)", k.Name, n)
 		e.retryAfter = 5
 		return nil, e
 	}
@@ -40,7 +39,7 @@ func (s *Server) openStream(k *Key) (release func(), err error) {
 		limit -= s.lim.StreamReserve
 	}
 	if sl.total >= limit {
-		e := errorf(http.StatusTooManyRequests, "too_many_streams", "the server holds %d event streams, its limit for this key", sl.total)
+		e := errorf(codeTooManyStreams, "the server holds %d event streams, its limit for this key", sl.total)
 		e.retryAfter = 5
 		return nil, e
 	}

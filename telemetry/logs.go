@@ -25,28 +25,66 @@ func NewLogHandler(w io.Writer, level slog.Leveler, scrub func(string) string) s
 			return a
 		}
 	}
-	return &traceHandler{next: slog.NewJSONHandler(w, opts)}
+	j := slog.NewJSONHandler(w, opts)
+	return &traceHandler{next: j, base: j}
 }
 
-// traceHandler adds the trace and span ids of the record's context.
-type traceHandler struct{ next slog.Handler }
+// traceHandler adds the trace and span ids of the record's context, at
+// the top level of the record even under WithGroup, where log pipelines
+// look for them.
+type traceHandler struct {
+	next slog.Handler
+	// base is next before any WithGroup, and goas what was applied to it
+	// since (attributes and groups, in order): a traced record under a
+	// group is handled by base with the ids, then goas replayed.
+	base    slog.Handler
+	goas    []groupOrAttrs
+	grouped bool
+}
+
+// groupOrAttrs is one WithGroup (group set) or WithAttrs.
+type groupOrAttrs struct {
+	group string
+	attrs []slog.Attr
+}
 
 func (h *traceHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
 
 func (h *traceHandler) Handle(ctx context.Context, r slog.Record) error {
-	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-		r = r.Clone()
-		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return h.next.Handle(ctx, r)
 	}
-	return h.next.Handle(ctx, r)
+	ids := []slog.Attr{slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String())}
+	if !h.grouped {
+		r = r.Clone()
+		r.AddAttrs(ids...)
+		return h.next.Handle(ctx, r)
+	}
+	next := h.base.WithAttrs(ids)
+	for _, g := range h.goas {
+		if g.group != "" {
+			next = next.WithGroup(g.group)
+		} else {
+			next = next.WithAttrs(g.attrs)
+		}
+	}
+	return next.Handle(ctx, r)
 }
 
 func (h *traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &traceHandler{next: h.next.WithAttrs(as)}
+	return h.with(groupOrAttrs{attrs: as}, h.next.WithAttrs(as))
 }
 
 func (h *traceHandler) WithGroup(name string) slog.Handler {
-	return &traceHandler{next: h.next.WithGroup(name)}
+	if name == "" {
+		return h
+	}
+	return h.with(groupOrAttrs{group: name}, h.next.WithGroup(name))
+}
+
+func (h *traceHandler) with(g groupOrAttrs, next slog.Handler) *traceHandler {
+	return &traceHandler{next: next, base: h.base, goas: append(h.goas[:len(h.goas):len(h.goas)], g), grouped: h.grouped || g.group != ""}
 }
 
 // HCLogger returns an hclog.Logger that writes into h: the kernel's hosts

@@ -53,7 +53,7 @@ func keysCreate(fs *flag.FlagSet) subRun {
 			return usageError("keys create takes one NAME, got %d arguments", len(pos))
 		}
 		if *scopes == "" {
-			return usageError("keys create needs --scopes (comma-separated: %s)", strings.Join(serve.AllScopes, ", "))
+			return usageError("keys create needs --scopes (comma-separated: %s)", scopeHelp())
 		}
 		ks, path, err := open(cf, env)
 		if err != nil {
@@ -63,15 +63,23 @@ func keysCreate(fs *flag.FlagSet) subRun {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(env.stderr, "created key %s (id %s, scopes %s) in %s\nthe secret is shown once; keep it somewhere safe:\n", k.Name, k.ID, strings.Join(k.Scopes, ","), path)
+		fmt.Fprintf(env.stderr, "created key %s (id %s, scopes %s) in %s\nthe secret is shown once; keep it somewhere safe:\n", k.Name, k.ID, joinScopes(k.Scopes, ","), path)
 		fmt.Fprintln(env.stdout, secret)
 		return nil
 	}
 }
 
-// scopeHelp is the scopes for --scopes' help, from serve's list.
-func scopeHelp() string {
-	return strings.Join(serve.AllScopes, ", ")
+// scopeHelp is every scope, from serve's list, for --scopes' help and
+// errors.
+func scopeHelp() string { return joinScopes(serve.Scopes(), ", ") }
+
+// joinScopes joins scopes with sep.
+func joinScopes(scopes []serve.Scope, sep string) string {
+	names := make([]string, len(scopes))
+	for i, s := range scopes {
+		names[i] = string(s)
+	}
+	return strings.Join(names, sep)
 }
 
 func keysList(fs *flag.FlagSet) subRun {
@@ -92,7 +100,7 @@ func keysList(fs *flag.FlagSet) subRun {
 			if !k.Active() {
 				state = "revoked " + k.Revoked.Format("2006-01-02 15:04")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, k.ID, strings.Join(k.Scopes, ","), orDash(k.Tenant), k.Created.Format("2006-01-02 15:04"), state)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, k.ID, joinScopes(k.Scopes, ","), orDash(k.Tenant), k.Created.Format("2006-01-02 15:04"), state)
 		}
 		return tw.Flush()
 	}

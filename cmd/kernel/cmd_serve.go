@@ -33,15 +33,16 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 	keys := fs.String("keys", "", "API key `FILE` (default: beside the session store, STORE-keys.json; kernel keys manages it)")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long runs get to reach a step boundary before they are cancelled")
 	autoResume := fs.Bool("auto-resume", false, "continue, at start, the runs a previous server left interrupted")
-	maxRuns := fs.Int("max-runs", 64, "runs in flight at once, all keys together (more: 429)")
-	maxRunsKey := fs.Int("max-runs-per-key", 16, "runs in flight at once for one key (more: 429)")
-	maxBody := fs.Int64("max-body", 1<<20, "largest request body in `BYTES` (more: 413)")
+	lim := serve.DefaultLimits()
+	maxRuns := fs.Int("max-runs", lim.MaxRuns, "runs in flight at once, all keys together (more: 429)")
+	maxRunsKey := fs.Int("max-runs-per-key", lim.MaxRunsPerKey, "runs in flight at once for one key (more: 429)")
+	maxBody := fs.Int64("max-body", lim.MaxBodyBytes, "largest request body in `BYTES` (more: 413)")
 	accessLog := fs.String("access-log", "-", "access log `FILE` (JSON lines; - for stderr, empty for none)")
 	replicaName := fs.String("replica", "", "this server's `NAME` among the replicas sharing a postgres store (default HOST-PID-RANDOM)")
 	leaseTTL := fs.Duration("lease-ttl", 15*time.Second, "postgres store: how long a session's lease lasts unrenewed; a stopped replica's sessions are taken over (--auto-resume) or shown interrupted after it")
 	poll := fs.Duration("poll", time.Second, "postgres store: how often to look at the database for what notices missed and for sessions to take over")
 	var guard serveGuardFlags
-	guard.register(fs)
+	guard.register(fs, lim)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err

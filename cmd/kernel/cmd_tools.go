@@ -3,24 +3,41 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"sort"
 	"strings"
 )
 
-func cmdTools(ctx context.Context, args []string, env *cliEnv) error {
-	if len(args) > 0 && args[0] == "import" {
-		return toolsImport(ctx, args[1:], env)
-	}
-	fs := newFlagSet("tools", "[NAME...]", env.stderr)
-	var cf commonFlags
-	cf.register(fs)
+// toolsGroup is `kernel tools`: bare, the tools the model can call;
+// import, tools made from a document.
+var toolsGroup = group{
+	name:   "tools",
+	footer: "See docs/tools.md.",
+	bare: &subcmd{synopsis: "[NAME...] [--json]", summary: "list the tools the model can call; with NAMEs (or --json),\nthose in full as JSON, schemas included",
+		args: "[NAME...]", flags: toolsListCmd},
+	subs: []subcmd{
+		{name: "import", synopsis: "openapi SPEC [--write CONFIG [--dry-run]]", summary: `read an OpenAPI 3.0 or 3.1 document (JSON or YAML; a file, or
+an http(s) URL) and make one declared HTTP tool (tools.http)
+per operation: named after its operationId, its arguments the
+operation's parameters and JSON request body, its tier from its
+method, its credentials ${env:NAME} references to export.
+Prints the entries, or adds them to CONFIG with --write (its
+comments and layout kept); --dry-run shows what --write would
+add and checks it, writing nothing.`,
+			args: "openapi SPEC", need: 1, needs: "the kind of document first: kernel tools import openapi SPEC", flags: toolsImportCmd},
+	},
+}
+
+func toolsListCmd(fs *flag.FlagSet) subRun {
 	asJSON := fs.Bool("json", false, "print the full specs, schemas included, as JSON")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string) error {
+		return toolsList(ctx, cf, env, pos, *asJSON)
 	}
-	a, err := loadApp(ctx, &cf, env, false)
+}
+
+func toolsList(ctx context.Context, cf *commonFlags, env *cliEnv, pos []string, asJSON bool) error {
+	a, err := loadApp(ctx, cf, env, false)
 	if err != nil {
 		return err
 	}
@@ -40,9 +57,9 @@ func cmdTools(ctx context.Context, args []string, env *cliEnv) error {
 		if len(missing) > 0 {
 			return fmt.Errorf("no tool %s (kernel tools lists them)", strings.Join(missing, ", "))
 		}
-		*asJSON = true
+		asJSON = true
 	}
-	if *asJSON {
+	if asJSON {
 		out := toolsJSON(specs)
 		native := nativeGrants(a.cfg)
 		for i, s := range specs {

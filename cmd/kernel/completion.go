@@ -117,9 +117,12 @@ _kernel() {
 			fmt.Fprintf(w, "    %s) COMPREPLY=($(compgen -W %q -- \"$cur\"));;\n", c.name, flagWords(c.flags))
 			continue
 		}
-		fmt.Fprintf(w, "    %s)\n      if [ \"$COMP_CWORD\" -eq 2 ]; then COMPREPLY=($(compgen -W %q -- \"$cur\")); return; fi\n      case \"$sub\" in\n", c.name, commandNames(c.subs))
+		fmt.Fprintf(w, "    %s)\n      if [ \"$COMP_CWORD\" -eq 2 ]; then COMPREPLY=($(compgen -W %q -- \"$cur\")); return; fi\n      case \"$sub\" in\n", c.name, strings.TrimSpace(commandNames(c.subs)+" "+flagWords(c.flags)))
 		for _, s := range c.subs {
 			fmt.Fprintf(w, "        %s) COMPREPLY=($(compgen -W %q -- \"$cur\"));;\n", s.name, flagWords(s.flags))
+		}
+		if len(c.flags) > 0 {
+			fmt.Fprintf(w, "        *) COMPREPLY=($(compgen -W %q -- \"$cur\"));;\n", flagWords(c.flags))
 		}
 		fmt.Fprintln(w, "      esac;;")
 	}
@@ -184,13 +187,16 @@ func writeZshCompletion(w io.Writer, cmds []describedCommand) {
 			fmt.Fprintf(w, "    %s)\n      _arguments -s%s \\\n      '*:file:_files';;\n", c.name, zshFlagSpecs(c.flags))
 			continue
 		}
-		fmt.Fprintf(w, "    %s)\n      if (( CURRENT == 3 )); then\n        local -a subs\n        subs=(", c.name)
+		fmt.Fprintf(w, "    %s)\n      if (( CURRENT == 3 )) && [[ $PREFIX != -* ]]; then\n        local -a subs\n        subs=(", c.name)
 		for _, s := range c.subs {
 			fmt.Fprintf(w, " '%s:%s'", s.name, zshQuote(s.summary))
 		}
 		fmt.Fprintln(w, " )\n        _describe 'subcommand' subs\n        return\n      fi\n      case ${words[3]} in")
 		for _, s := range c.subs {
 			fmt.Fprintf(w, "        %s)\n          _arguments -s%s \\\n          '*:file:_files';;\n", s.name, zshFlagSpecs(s.flags))
+		}
+		if len(c.flags) > 0 {
+			fmt.Fprintf(w, "        *)\n          _arguments -s%s \\\n          '*:file:_files';;\n", zshFlagSpecs(c.flags))
 		}
 		fmt.Fprintln(w, "      esac;;")
 	}
@@ -214,6 +220,8 @@ func writeFishCompletion(w io.Writer, cmds []describedCommand) {
 		}
 		if len(c.subs) == 0 {
 			writeFishFlags(w, cond, c.flags)
+		} else if len(c.flags) > 0 {
+			writeFishFlags(w, cond+"; and not __fish_seen_subcommand_from "+commandNames(c.subs), c.flags)
 		}
 	}
 }

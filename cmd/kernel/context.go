@@ -38,7 +38,7 @@ type modelSetup struct {
 	entry     catalog.Model
 	known     bool
 	// protocols are how the model and its fallbacks take tools.
-	protocols map[string]kernel.ToolProtocol
+	protocols map[string]kernel.ModelTools
 	// catalog is the loaded catalog (max_output for max_tokens).
 	catalog *catalog.Catalog
 }

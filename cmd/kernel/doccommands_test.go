@@ -25,6 +25,7 @@ var docFiles = []string{"README.md", "docs/*.md", "sdk/README.md", "wasm-tools/R
 var docCommandsCoveredBy = map[string]string{
 	"kernel approve SESSION_ID":                                       "TestApproveAndRejectUnderCodingPolicy",
 	"kernel serve --config kernel.yaml":                               "serve's tests (a real server on a loopback port) and make serve",
+	"kernel keys create ci --scopes run,read --config kernel.yaml":    "TestServeDocsKeyFile (runs it beside a kernel.yaml)",
 	"kernel plugins verify --config kernel.yaml":                      "sdk TestReadme",
 	"kernel tools --config kernel.yaml":                               "sdk TestReadme",
 	"go install github.com/agentkernel/agentkernel/cmd/kernel@latest": "TestGoInstallFromClone (the same package from the checkout)",

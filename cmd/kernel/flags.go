@@ -135,6 +135,7 @@ var commonFlagsOf = map[string]flagGroup{
 	"mcp import":     flagsConfig | flagsWorkspace,
 	"plugins verify": flagsConfig | flagsWorkspace,
 	"plugins lock":   0, // a directory, nothing configured
+	"tools import":   0, // a document, written to the --write FILE alone
 	"sandbox check":  flagsConfig | flagsWorkspace,
 	// A policy FILE against those tools, and stored sessions (check runs
 	// the file's tests, so --no-cache).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -21,7 +22,12 @@ type group struct {
 	// footer ends the group's usage: what the subcommands share, where
 	// the docs are ("Flags: --config FILE, --store DIR").
 	footer string
-	subs   []subcmd
+	// bare, when set, is what the group does when its first argument is
+	// not one of its subcommands: `kernel tools [NAME...]` lists tools
+	// where `kernel tools import` imports them. Its name is empty; its
+	// flags are the group's own (help and completion show them).
+	bare *subcmd
+	subs []subcmd
 }
 
 // subcmd is one subcommand of a group.
@@ -58,8 +64,14 @@ const usageColumn = 23
 // usage is the group's usage: one line (or more) a subcommand.
 func (g *group) usage() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Usage: kernel %s SUBCOMMAND [flags]\n\n", g.name)
-	for _, s := range g.subs {
+	subs := g.subs
+	if g.bare != nil {
+		fmt.Fprintf(&b, "Usage: kernel %s [flags] %s\n       kernel %s SUBCOMMAND [flags]\n\n", g.name, g.bare.args, g.name)
+		subs = append([]subcmd{*g.bare}, subs...)
+	} else {
+		fmt.Fprintf(&b, "Usage: kernel %s SUBCOMMAND [flags]\n\n", g.name)
+	}
+	for _, s := range subs {
 		head := strings.TrimSpace(s.name + " " + s.synopsis)
 		lines := strings.Split(s.summary, "\n")
 		if len(head) > usageColumn {
@@ -78,6 +90,18 @@ func (g *group) usage() string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
+// all is the group's subcommands, its bare one first.
+func (g *group) all() []*subcmd {
+	var out []*subcmd
+	if g.bare != nil {
+		out = append(out, g.bare)
+	}
+	for i := range g.subs {
+		out = append(out, &g.subs[i])
+	}
+	return out
+}
+
 func (g *group) find(name string) (*subcmd, bool) {
 	for i := range g.subs {
 		if g.subs[i].name == name {
@@ -89,17 +113,29 @@ func (g *group) find(name string) (*subcmd, bool) {
 
 // run is `kernel GROUP SUB [flags] [args]`.
 func (g *group) run(ctx context.Context, args []string, env *cliEnv) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") || len(args) == 0 && g.bare == nil {
 		fmt.Fprintln(env.stdout, g.usage())
+		if g.bare != nil {
+			fs, _, _ := g.bare.flagSet(g.name, io.Discard)
+			printFlags(env.stdout, fs)
+		}
 		return nil
 	}
-	s, ok := g.find(args[0])
-	if !ok {
+	var s *subcmd
+	if len(args) > 0 {
+		s, _ = g.find(args[0])
+	}
+	switch {
+	case s != nil:
+		args = args[1:]
+	case g.bare != nil:
+		s = g.bare
+	default:
 		fmt.Fprintln(env.stderr, g.usage())
 		return usageError("unknown %s subcommand %q", g.name, args[0])
 	}
 	fs, cf, run := s.flagSet(g.name, env.stderr)
-	rest := args[1:]
+	rest := args
 	if !helpRequested(rest) {
 		if err := g.foreignFlag(s, fs, rest); err != nil {
 			return err
@@ -110,7 +146,7 @@ func (g *group) run(ctx context.Context, args []string, env *cliEnv) error {
 		return err
 	}
 	if len(pos) < s.need {
-		return usageError("%s %s needs %s", g.name, s.name, s.needs)
+		return usageError("%s needs %s", fs.Name(), s.needs)
 	}
 	return run(ctx, cf, env, pos)
 }
@@ -118,7 +154,7 @@ func (g *group) run(ctx context.Context, args []string, env *cliEnv) error {
 // flagSet makes the subcommand's FlagSet: its own flags and the common
 // ones it reads. Its usage is the usage line, the summary and the flags.
 func (s *subcmd) flagSet(group string, w io.Writer) (*flag.FlagSet, *commonFlags, subRun) {
-	fs := newFlagSet(group+" "+s.name, s.args, w)
+	fs := newFlagSet(strings.TrimSpace(group+" "+s.name), s.args, w)
 	fs.Usage = func() {
 		fmt.Fprintln(w, usageLine(fs.Name(), s.args))
 		if s.summary != "" {
@@ -148,14 +184,14 @@ func (g *group) foreignFlag(s *subcmd, fs *flag.FlagSet, args []string) error {
 			continue
 		}
 		var owners []string
-		for i := range g.subs {
-			other, _, _ := g.subs[i].flagSet(g.name, io.Discard)
-			if other.Lookup(name) != nil {
-				owners = append(owners, g.subs[i].name)
+		for _, other := range g.all() {
+			ofs, _, _ := other.flagSet(g.name, io.Discard)
+			if ofs.Lookup(name) != nil {
+				owners = append(owners, cmp.Or(other.name, g.name))
 			}
 		}
 		if len(owners) > 0 {
-			return usageError("--%s is not a flag of %s %s (it belongs to %s)", name, g.name, s.name, strings.Join(owners, ", "))
+			return usageError("--%s is not a flag of %s (it belongs to %s)", name, fs.Name(), strings.Join(owners, ", "))
 		}
 	}
 	return nil

@@ -2,9 +2,14 @@ package main
 
 import (
 	"flag"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"io"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,24 +27,29 @@ func TestSubcommandsHaveTheirOwnFlags(t *testing.T) {
 			continue
 		}
 		groups++
-		for i := range g.subs {
-			s := &g.subs[i]
+		// The bare subcommand (kernel tools) is the group's own: its
+		// help is the group's, its name the group's.
+		for _, s := range g.all() {
 			mine, _, _ := s.flagSet(g.name, io.Discard)
-			_, out, _, _ := status(t, "help", g.name, s.name)
-			if !strings.HasPrefix(out, "Usage: kernel "+g.name+" "+s.name+" [flags]") {
-				t.Errorf("help %s %s:\n%s", g.name, s.name, out)
+			args := []string{g.name}
+			if s.name != "" {
+				args = append(args, s.name)
 			}
-			for j := range g.subs {
-				other, _, _ := g.subs[j].flagSet(g.name, io.Discard)
+			_, out, _, _ := status(t, append([]string{"help"}, args...)...)
+			if !strings.HasPrefix(out, "Usage: kernel "+mine.Name()+" [flags]") {
+				t.Errorf("help %s:\n%s", mine.Name(), out)
+			}
+			for _, o := range g.all() {
+				other, _, _ := o.flagSet(g.name, io.Discard)
 				other.VisitAll(func(f *flag.Flag) {
 					listed := regexp.MustCompile(`\n  --` + regexp.QuoteMeta(f.Name) + `[ \t\n]`).MatchString(out)
 					if has := mine.Lookup(f.Name) != nil; listed != has {
-						t.Errorf("help %s %s lists --%s: %t, want %t", g.name, s.name, f.Name, listed, has)
+						t.Errorf("help %s lists --%s: %t, want %t", mine.Name(), f.Name, listed, has)
 					}
 					if mine.Lookup(f.Name) == nil {
-						code, _, _, msg := status(t, g.name, s.name, "--"+f.Name+"=x")
-						if code != exitUsage || !strings.Contains(msg, "--"+f.Name+" is not a flag of "+g.name+" "+s.name+" (it belongs to ") || !strings.Contains(msg, g.subs[j].name) {
-							t.Errorf("%s %s --%s: exit %d %q, want a usage error naming its subcommand", g.name, s.name, f.Name, code, msg)
+						code, _, _, msg := status(t, append(slices.Clone(args), "--"+f.Name+"=x")...)
+						if code != exitUsage || !strings.Contains(msg, "--"+f.Name+" is not a flag of "+mine.Name()+" (it belongs to ") || !strings.Contains(msg, other.Name()) && !strings.Contains(msg, o.name) {
+							t.Errorf("%s --%s: exit %d %q, want a usage error naming its subcommand", mine.Name(), f.Name, code, msg)
 						}
 					}
 				})
@@ -80,6 +90,77 @@ func TestOneSubcommandMechanism(t *testing.T) {
 			t.Errorf("%s is not a group but its usage names subcommands:\n%s", c.name, col.String())
 		}
 	}
+	// Nor does a command pick a subcommand by hand: no function of the
+	// command's shape (ctx, args []string, env *cliEnv) compares its
+	// first argument with a word (`kernel tools import` once did), only
+	// the group's run does. Flags ("-h", "--version") are not words.
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || fn.Body == nil || !commandShaped(fn.Type) {
+				continue
+			}
+			args := fn.Type.Params.List[1].Names[0].Name
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				var x, y ast.Expr
+				switch n := n.(type) {
+				case *ast.BinaryExpr:
+					if n.Op != token.EQL && n.Op != token.NEQ {
+						return true
+					}
+					x, y = n.X, n.Y
+				case *ast.SwitchStmt:
+					x = n.Tag
+				default:
+					return true
+				}
+				if !firstOf(x, args) {
+					return true
+				}
+				if lit, ok := y.(*ast.BasicLit); y == nil || ok && lit.Kind == token.STRING && !strings.HasPrefix(lit.Value, `"-`) {
+					t.Errorf("%s: %s picks a subcommand from %s[0] by hand; make the command a group (group.go)", fset.Position(n.Pos()), fn.Name.Name, args)
+				}
+				return true
+			})
+		}
+	}
+}
+
+// commandShaped reports whether ft is a command's run function:
+// func(context.Context, []string, *cliEnv) error.
+func commandShaped(ft *ast.FuncType) bool {
+	p := ft.Params.List
+	if len(p) != 3 || len(p[1].Names) != 1 {
+		return false
+	}
+	arr, ok := p[1].Type.(*ast.ArrayType)
+	if !ok || arr.Len != nil || types.ExprString(arr.Elt) != "string" {
+		return false
+	}
+	return types.ExprString(p[2].Type) == "*cliEnv"
+}
+
+// firstOf reports whether e is name[0].
+func firstOf(e ast.Expr, name string) bool {
+	ix, ok := e.(*ast.IndexExpr)
+	if !ok {
+		return false
+	}
+	id, ok := ix.X.(*ast.Ident)
+	lit, isLit := ix.Index.(*ast.BasicLit)
+	return ok && id.Name == name && isLit && lit.Value == "0"
 }
 
 // TestSessionsNeedTheStoreCapability: a store without an optional

@@ -94,7 +94,8 @@ type flagCollector struct {
 }
 
 // describedCommand is what a command table entry accepts: its flags, and
-// for a group its subcommands with theirs.
+// for a group its subcommands with theirs (a group's own flags are its
+// bare subcommand's: kernel tools --json).
 type describedCommand struct {
 	name    string
 	summary string
@@ -110,6 +111,10 @@ type describedCommand struct {
 func describe(ctx context.Context, c command) describedCommand {
 	d := describedCommand{name: c.name, summary: c.summary}
 	if c.group != nil {
+		if b := c.group.bare; b != nil {
+			fs, _, _ := b.flagSet(c.group.name, io.Discard)
+			d.flags = flagsOf(fs)
+		}
 		for i := range c.group.subs {
 			s := &c.group.subs[i]
 			fs, _, _ := s.flagSet(c.group.name, io.Discard)

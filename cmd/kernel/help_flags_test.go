@@ -35,10 +35,13 @@ func helpCases(t *testing.T) []helpCase {
 	var cases []helpCase
 	for _, c := range commands() {
 		if c.group != nil {
-			for i := range c.group.subs {
-				s := &c.group.subs[i]
+			for _, s := range c.group.all() {
 				fs, _, _ := s.flagSet(c.name, io.Discard)
-				cases = append(cases, helpCase{c.name + " " + s.name, []string{c.name, s.name}, fs})
+				args := []string{c.name}
+				if s.name != "" {
+					args = append(args, s.name)
+				}
+				cases = append(cases, helpCase{fs.Name(), args, fs})
 			}
 			continue
 		}

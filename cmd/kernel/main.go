@@ -77,7 +77,7 @@ func commands() []command {
 		grouped(&storeGroup, "migrate the PostgreSQL schema; copy sessions between stores"),
 		{name: "approve", summary: "approve a session's pending tool call and continue", run: cmdResolve(true)},
 		{name: "reject", summary: "reject a session's pending tool call", run: cmdResolve(false)},
-		{name: "tools", summary: "list the tools the model can call", run: cmdTools},
+		grouped(&toolsGroup, "list the tools the model can call; import tools from an OpenAPI document"),
 		grouped(&pluginsGroup, "verify the configured plugins (pins, handshake, tools); lock a script plugin's directory"),
 		grouped(&mcpGroup, "list MCP servers and their tools; serve the kernel's tools over MCP"),
 		grouped(&sandboxGroup, "show which sandbox layers hold here and what each native tool gets"),

@@ -106,7 +106,7 @@ func policyOptions(cfg *Config, tools []kernel.ToolSpec) policy.Options {
 		opts.ToolsFrom = "the embedded defaults"
 	}
 	if !cfg.policyNoCache {
-		opts.Cache = &policy.TestCache{Dir: filepath.Join(cacheDir(), "policy")}
+		opts.Cache = &policy.VerdictCache{Dir: filepath.Join(cacheDir(), "policy")}
 	}
 	return opts
 }

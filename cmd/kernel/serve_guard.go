@@ -23,13 +23,13 @@ type serveGuardFlags struct {
 	peerTimeout   *time.Duration
 }
 
-func (g *serveGuardFlags) register(fs *flag.FlagSet) {
+func (g *serveGuardFlags) register(fs *flag.FlagSet, lim serve.Limits) {
 	fs.Var(&g.allowHosts, "allow-host", "a host `NAME` the server answers to besides IP addresses, localhost and its TLS certificate's names (a proxy's public name); repeatable. Other Host headers are refused (DNS rebinding)")
-	g.maxStreams = fs.Int("max-streams", 4096, "open event streams, all keys together (more: 429)")
-	g.maxStreamsKey = fs.Int("max-streams-per-key", 64, "open event streams of one key (more: 429)")
+	g.maxStreams = fs.Int("max-streams", lim.MaxStreams, "open event streams, all keys together (more: 429)")
+	g.maxStreamsKey = fs.Int("max-streams-per-key", lim.MaxStreamsPerKey, "open event streams of one key (more: 429)")
 	g.streamReserve = fs.Int("stream-reserve", 0, "of --max-streams, how many only keys with the approve scope may open (default one sixteenth)")
-	g.streamMaxAge = fs.Duration("stream-max-age", time.Hour, "end an event stream after it has been open this long (the client reconnects)")
-	g.peerTimeout = fs.Duration("peer-timeout", 45*time.Second, "drop a connection whose client stopped acknowledging data for this long")
+	g.streamMaxAge = fs.Duration("stream-max-age", lim.StreamMaxAge, "end an event stream after it has been open this long (the client reconnects)")
+	g.peerTimeout = fs.Duration("peer-timeout", lim.PeerTimeout, "drop a connection whose client stopped acknowledging data for this long")
 }
 
 // limits are serve.Limits from the flags and the run limits.

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/agentkernel/agentkernel/serve"
 )
 
 // TestServeAllowedHosts: the names kernel serve answers to are its
@@ -32,7 +34,7 @@ func TestServeAllowedHosts(t *testing.T) {
 	var g serveGuardFlags
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	g.register(fs)
+	g.register(fs, serve.DefaultLimits())
 	if err := fs.Parse([]string{"--allow-host", "public.example"}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,31 +17,18 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/internal/egress"
-	"github.com/agentkernel/agentkernel/plugins/declared"
 	"github.com/agentkernel/agentkernel/plugins/declared/openapi"
 )
-
-const toolsImportUsage = `Usage: kernel tools import openapi SPEC [flags]
-
-Reads an OpenAPI 3.0 or 3.1 document (JSON or YAML; a file, or an http(s)
-URL) and makes one declared HTTP tool (tools.http) per operation: named
-after its operationId, its arguments the operation's parameters and JSON
-request body, its tier from its method, its credentials ${env:NAME}
-references to export. Prints the entries, or adds them to CONFIG with
---write (its comments and layout kept); --dry-run shows what --write would
-add and checks it, writing nothing. See docs/tools.md.`
 
 // maxSpecBytes bounds a document read by URL.
 const maxSpecBytes = 64 << 20
 
-func toolsImport(ctx context.Context, args []string, env *cliEnv) error {
-	if len(args) == 0 || args[0] != "openapi" {
-		fmt.Fprintln(env.stderr, toolsImportUsage)
-		return usageError("tools import takes the kind of document first: kernel tools import openapi SPEC")
-	}
-	fs := newFlagSet("tools import openapi", "SPEC", env.stderr)
-	var cf commonFlags
-	cf.register(fs)
+// importKinds are the kinds of document `kernel tools import` reads: its
+// first argument.
+var importKinds = []string{"openapi"}
+
+// toolsImportCmd is `kernel tools import openapi SPEC`.
+func toolsImportCmd(fs *flag.FlagSet) subRun {
 	var ops, tags, networks stringList
 	fs.Var(&ops, "operations", "import only these operationIds (comma-separated, repeatable)")
 	fs.Var(&tags, "tags", "import only the operations with one of these tags (comma-separated, repeatable)")
@@ -51,18 +39,33 @@ func toolsImport(ctx context.Context, args []string, env *cliEnv) error {
 	maxOps := fs.Int("max", openapi.DefaultMax, "the most operations one import takes (-1: no limit)")
 	write := fs.String("write", "", "add the entries to the tools.http of configuration `FILE` instead of printing them")
 	dry := fs.Bool("dry-run", false, "with --write: show what would be added and check it, write nothing")
-	pos, err := parseArgs(fs, args[1:])
+	return func(ctx context.Context, _ *commonFlags, env *cliEnv, pos []string) error {
+		if !slices.Contains(importKinds, pos[0]) {
+			return usageError("tools import reads %s documents, not %q: kernel tools import openapi SPEC", strings.Join(importKinds, ", "), pos[0])
+		}
+		if len(pos) != 2 {
+			return usageError("tools import openapi takes one SPEC (a file or an http(s) URL)")
+		}
+		return toolsImport(ctx, env, pos[1], toolsImportFlags{ops: split(ops), tags: split(tags), networks: split(networks),
+			prefix: *prefix, server: *base, security: *security, max: *maxOps, write: *write, dry: *dry})
+	}
+}
+
+// toolsImportFlags are the flags of `kernel tools import openapi`.
+type toolsImportFlags struct {
+	ops, tags, networks      []string
+	prefix, server, security string
+	max                      int
+	write                    string
+	dry                      bool
+}
+
+func toolsImport(ctx context.Context, env *cliEnv, specArg string, f toolsImportFlags) error {
+	spec, name, err := readSpec(ctx, specArg)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageError("tools import openapi takes one SPEC (a file or an http(s) URL)")
-	}
-	spec, name, err := readSpec(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	p := *prefix
+	p := f.prefix
 	switch p {
 	case "":
 		p = kernelServerName(strings.TrimSuffix(name, path.Ext(name))) + "."
@@ -71,14 +74,14 @@ func toolsImport(ctx context.Context, args []string, env *cliEnv) error {
 	default:
 		p = strings.TrimSuffix(p, ".") + "."
 	}
-	for _, n := range split(networks) {
+	for _, n := range f.networks {
 		if _, err := netip.ParsePrefix(n); err != nil {
 			return usageError("--networks: %q is not a CIDR prefix", n)
 		}
 	}
 	start := time.Now()
-	res, err := openapi.Import(spec, openapi.Options{File: name, Operations: split(ops), Tags: split(tags), Prefix: p,
-		BaseURL: *base, Max: *maxOps, Security: *security, Networks: split(networks)})
+	res, err := openapi.Import(spec, openapi.Options{File: name, Operations: f.ops, Tags: f.tags, Prefix: p,
+		BaseURL: f.server, Max: f.max, Security: f.security, Networks: f.networks})
 	if err != nil {
 		return err
 	}
@@ -90,18 +93,26 @@ func toolsImport(ctx context.Context, args []string, env *cliEnv) error {
 	if err != nil {
 		return err
 	}
-	names := make([]string, len(res.Tools))
-	for i, t := range res.Tools {
-		names[i] = t.Name
-	}
 	summary := fmt.Sprintf("%d tools from %s (OpenAPI %s, %q) in %s", len(res.Tools), name, res.Version, res.Title, elapsed.Round(time.Millisecond))
-	if *write == "" {
+	if f.write == "" {
 		fmt.Fprint(env.stdout, "tools:\n  http:\n"+indentText(text, 4))
 		fmt.Fprintln(env.stderr, summary+"; add them to tools.http in your kernel.yaml, or run again with --write FILE")
 		printExports(env.stderr, res.Env)
 		return nil
 	}
-	src, err := os.ReadFile(*write)
+	return writeImported(env, f, res, text, summary)
+}
+
+// writeImported adds the imported tools (text, a YAML list) to the
+// tools.http of the --write file, unless the result would not load or
+// would repeat a tool's name; with --dry-run it only says what it would
+// add.
+func writeImported(env *cliEnv, f toolsImportFlags, res *openapi.Result, text, summary string) error {
+	names := make([]string, len(res.Tools))
+	for i, t := range res.Tools {
+		names[i] = t.Name
+	}
+	src, err := os.ReadFile(f.write)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -110,10 +121,10 @@ func toolsImport(ctx context.Context, args []string, env *cliEnv) error {
 		if errors.Is(err, errFlowStyle) {
 			fmt.Fprint(env.stdout, indentText(text, 4))
 		}
-		return fmt.Errorf("%s: %w", *write, err)
+		return fmt.Errorf("%s: %w", f.write, err)
 	}
 	// What is written must load: the schema, and the entries decode.
-	abs, err := filepath.Abs(*write)
+	abs, err := filepath.Abs(f.write)
 	if err != nil {
 		return err
 	}
@@ -121,12 +132,12 @@ func toolsImport(ctx context.Context, args []string, env *cliEnv) error {
 	if err := check.layer("(embedded defaults)", filepath.Dir(abs), defaultsYAML); err != nil {
 		return err
 	}
-	if err := check.layer(*write, filepath.Dir(abs), out); err != nil {
-		return fmt.Errorf("the imported entries would make %s invalid, so it is left as it was: %w", *write, err)
+	if err := check.layer(f.write, filepath.Dir(abs), out); err != nil {
+		return fmt.Errorf("the imported entries would make %s invalid, so it is left as it was: %w", f.write, err)
 	}
 	dc, err := check.declaredConfig()
 	if err != nil {
-		return fmt.Errorf("the imported entries would make %s invalid, so it is left as it was: %w", *write, err)
+		return fmt.Errorf("the imported entries would make %s invalid, so it is left as it was: %w", f.write, err)
 	}
 	var dup []string
 	seen := map[string]int{}
@@ -139,18 +150,18 @@ func toolsImport(ctx context.Context, args []string, env *cliEnv) error {
 		}
 	}
 	if len(dup) > 0 {
-		return fmt.Errorf("%s already has tools named %s: remove them, or import with another --prefix", *write, strings.Join(dup, ", "))
+		return fmt.Errorf("%s already has tools named %s: remove them, or import with another --prefix", f.write, strings.Join(dup, ", "))
 	}
-	if *dry {
+	if f.dry {
 		fmt.Fprint(env.stdout, indentText(text, 4))
-		fmt.Fprintf(env.stderr, "%s; --dry-run: %s is left as it was (it would load)\n", summary, *write)
+		fmt.Fprintf(env.stderr, "%s; --dry-run: %s is left as it was (it would load)\n", summary, f.write)
 		printExports(env.stderr, res.Env)
 		return nil
 	}
-	if err := writePrivateFile(*write, out); err != nil {
+	if err := writePrivateFile(f.write, out); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stderr, "%s; added to tools.http in %s\n", summary, *write)
+	fmt.Fprintf(env.stderr, "%s; added to tools.http in %s\n", summary, f.write)
 	printExports(env.stderr, res.Env)
 	return nil
 }
@@ -234,5 +245,3 @@ func split(l stringList) []string {
 	}
 	return out
 }
-
-var _ = declared.SourceOpenAPI

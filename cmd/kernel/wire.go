@@ -212,7 +212,7 @@ func (a *app) lease(ctx context.Context, k *kernel.Kernel, sid string) (*kernel.
 	var held *kernel.LeaseHeldError
 	if errors.As(err, &held) {
 		return nil, nil, fmt.Errorf("session %s is running on %s (its lease lasts until %s at least): wait for that run, or steer it (kernel steer)",
-			sid, held.Owner, held.Expires.Local().Format(time.TimeOnly))
+			sid, held.Holder, held.Expires.Local().Format(time.TimeOnly))
 	}
 	if err != nil {
 		return nil, nil, err
@@ -332,7 +332,7 @@ func (a *app) provider() (kernel.Provider, error) {
 		if err != nil {
 			return nil, err
 		}
-		if p, ok := ms.protocols[m.Name]; ok && p.Mode == kernel.ToolsText {
+		if p, ok := ms.protocols[m.Name]; ok && p.Protocol == kernel.ToolProtocolText {
 			// The script's calls are written in the text protocol.
 			return scripted.NewText(s, p.Format)
 		}
@@ -378,7 +378,7 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		Retry:          retryPolicy(a.cfg.Model.Retry),
 		Fallbacks:      a.cfg.Model.Fallbacks,
 		SessionContext: a.sessionContext(),
-		ToolProtocols:  ms.protocols,
+		ModelTools:     ms.protocols,
 		MaxCorrections: a.cfg.Limits.MaxCorrections,
 		Points:         a.points,
 

@@ -2,10 +2,12 @@
 # `make serve`: kernel serve on the demo configuration, offline (a scripted
 # model), with a fresh workspace and store, an API key, and one run that
 # waits for your approval. Open the printed URL, paste the key, approve.
+# LISTEN (default 127.0.0.1:8080) and DEMO_DIR (default bin/serve-demo,
+# emptied first) change where it listens and what it writes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 kernel="$root/bin/kernel"
-demo="$root/bin/serve-demo"
+demo="${DEMO_DIR:-$root/bin/serve-demo}"
 listen="${LISTEN:-127.0.0.1:8080}"
 
 rm -rf "$demo"
@@ -17,9 +19,12 @@ store: {dir: store}
 model: {script: $root/examples/serve/script.yaml}
 LAYER
 cfg=(--config "$root/examples/demo/kernel.yaml" --config "$demo/serve.yaml")
+# The key file, named on every command that reads it: keys created with
+# the same --keys are the running server's (it rereads the file).
+keys="$demo/keys.json"
 
-key=$("$kernel" keys create you --scopes run,read,approve "${cfg[@]}" 2>/dev/null)
-"$kernel" serve "${cfg[@]}" --listen "$listen" --access-log "$demo/access.log" &
+key=$("$kernel" keys create you --scopes run,read,approve --keys "$keys" "${cfg[@]}" 2>/dev/null)
+"$kernel" serve "${cfg[@]}" --keys "$keys" --listen "$listen" --access-log "$demo/access.log" &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT INT TERM
 for _ in $(seq 1 100); do
@@ -44,6 +49,11 @@ cat <<MSG
 
   The API:  curl -H "Authorization: Bearer \$KEY" http://$listen/v1/sessions
             curl http://$listen/v1/openapi.json   (docs/serve.md)
+
+  Another key for this server (it takes it within a second, no restart):
+    $kernel keys create NAME --scopes run,read --keys $keys
+  (\`kernel keys create --help\` lists the scopes; \`keys list\` and \`keys revoke\`
+  take the same --keys)
 
 MSG
 wait $pid

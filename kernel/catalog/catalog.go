@@ -83,8 +83,8 @@ func (c *Catalog) layer(name string, data []byte) error {
 		if m.ContextWindow < 0 || m.MaxOutput < 0 {
 			return fmt.Errorf("%s: models.%s: context_window and max_output must not be negative", name, n)
 		}
-		switch kernel.ToolMode(m.ToolProtocol) {
-		case "", kernel.ToolsNative, kernel.ToolsText, kernel.ToolsAuto:
+		switch kernel.ToolProtocol(m.ToolProtocol) {
+		case "", kernel.ToolProtocolNative, kernel.ToolProtocolText, kernel.ToolProtocolAuto:
 		default:
 			return fmt.Errorf("%s: models.%s.tool_protocol: %q is not native, text or auto", name, n, m.ToolProtocol)
 		}

@@ -33,18 +33,18 @@ func TestLeaser(t *testing.T, open func(t *testing.T) kernel.Store) {
 		return kernel.Step{Messages: []kernel.Message{{Seq: seq, Role: kernel.RoleUser, Content: fmt.Sprint("step ", seq), Time: t0}},
 			Meta: kernel.SessionMeta{ID: "s1", Created: t0, Updated: t0}, Fence: fence}
 	}
-	// takeOver acquires s1 for owner, waiting for the current lease to
+	// takeOver acquires s1 for holder, waiting for the current lease to
 	// lapse.
-	takeOver := func(t *testing.T, l kernel.Leaser, owner string, ttl time.Duration) kernel.Lease {
+	takeOver := func(t *testing.T, l kernel.Leaser, holder string, ttl time.Duration) kernel.Lease {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			got, err := l.AcquireLease(ctx, "s1", owner, ttl)
+			got, err := l.AcquireLease(ctx, "s1", holder, ttl)
 			if err == nil {
 				return got
 			}
 			if !errors.Is(err, kernel.ErrLeaseHeld) || time.Now().After(deadline) {
-				t.Fatalf("take over s1 as %s: %v", owner, err)
+				t.Fatalf("take over s1 as %s: %v", holder, err)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -60,13 +60,13 @@ func TestLeaser(t *testing.T, open func(t *testing.T) kernel.Store) {
 	t.Run("OneHolder", func(t *testing.T) {
 		s, l := setup(t)
 		a, err := l.AcquireLease(ctx, "s1", "a", time.Minute)
-		if err != nil || a.Token == 0 || a.Owner != "a" {
+		if err != nil || a.Token == 0 || a.Holder != "a" {
 			t.Fatalf("AcquireLease = %+v, %v; want a lease with a token", a, err)
 		}
 		_, err = l.AcquireLease(ctx, "s1", "b", time.Minute)
 		var held *kernel.LeaseHeldError
-		if !errors.As(err, &held) || held.Owner != "a" {
-			t.Fatalf("a second owner's AcquireLease = %v, want a LeaseHeldError naming a", err)
+		if !errors.As(err, &held) || held.Holder != "a" {
+			t.Fatalf("a second holder's AcquireLease = %v, want a LeaseHeldError naming a", err)
 		}
 		// The holder writes with its token; nobody writes without one.
 		mustCommit(t, s, "s1", step(2, a.Token))
@@ -113,10 +113,10 @@ func TestLeaser(t *testing.T, open func(t *testing.T) kernel.Store) {
 			t.Fatalf("takeover token %d is not larger than %d", b.Token, a.Token)
 		}
 		if err := s.Commit(ctx, "s1", step(3, a.Token)); !errors.Is(err, kernel.ErrLeaseLost) {
-			t.Fatalf("the paused owner's late step: %v, want ErrLeaseLost", err)
+			t.Fatalf("the paused holder's late step: %v, want ErrLeaseLost", err)
 		}
 		if _, err := l.RenewLease(ctx, a, time.Minute); !errors.Is(err, kernel.ErrLeaseLost) {
-			t.Fatalf("the paused owner's renewal: %v, want ErrLeaseLost", err)
+			t.Fatalf("the paused holder's renewal: %v, want ErrLeaseLost", err)
 		}
 		mustCommit(t, s, "s1", step(3, b.Token))
 		got, err := s.Load(ctx, "s1")
@@ -145,10 +145,10 @@ func TestLeaser(t *testing.T, open func(t *testing.T) kernel.Store) {
 			}
 			b := takeOver(t, l, "b", time.Minute) // a paused past its lease
 			if _, err := el.AppendEvents(ctx, "s1", a.Token, ev("a.late")); !errors.Is(err, kernel.ErrLeaseLost) {
-				t.Fatalf("the paused owner's late append: %v, want ErrLeaseLost", err)
+				t.Fatalf("the paused holder's late append: %v, want ErrLeaseLost", err)
 			}
 			if first, err := el.AppendEvents(ctx, "s1", b.Token, ev("b.1")); err != nil || first != 2 {
-				t.Fatalf("the new owner's append = %d, %v; want 2: refused appends take no seq", first, err)
+				t.Fatalf("the new holder's append = %d, %v; want 2: refused appends take no seq", first, err)
 			}
 			got, err := el.ReadEvents(ctx, "s1", 0, 10)
 			if err != nil || len(got) != 2 || got[0].Type != "a.1" || got[1].Type != "b.1" {
@@ -163,7 +163,7 @@ func TestLeaser(t *testing.T, open func(t *testing.T) kernel.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Wait for the lapse by its effect: another owner could take it.
+		// Wait for the lapse by its effect: another holder could take it.
 		b := takeOver(t, l, "b", 200*time.Millisecond)
 		if err := l.ReleaseLease(ctx, b); err != nil {
 			t.Fatal(err)
@@ -183,7 +183,7 @@ func TestLeaser(t *testing.T, open func(t *testing.T) kernel.Store) {
 		until := time.Now().Add(time.Second)
 		for time.Now().Before(until) {
 			if _, err := l.AcquireLease(ctx, "s1", "b", time.Minute); !errors.Is(err, kernel.ErrLeaseHeld) {
-				t.Fatalf("a held lease was granted to another owner: %v", err)
+				t.Fatalf("a held lease was granted to another holder: %v", err)
 			}
 			if h.Err() != nil {
 				t.Fatalf("the held lease was lost: %v", h.Err())
@@ -207,7 +207,7 @@ func TestLeaser(t *testing.T, open func(t *testing.T) kernel.Store) {
 			t.Fatal(err)
 		}
 		defer h.Release(ctx)
-		// Another owner steals it the way a takeover after a pause would:
+		// Another holder steals it the way a takeover after a pause would:
 		// the lease is released behind the holder's back, then granted.
 		if err := l.ReleaseLease(ctx, h.Lease()); err != nil {
 			t.Fatal(err)
@@ -247,7 +247,7 @@ func TestLeaser(t *testing.T, open func(t *testing.T) kernel.Store) {
 		}
 		wg.Wait()
 		if won != 1 {
-			t.Fatalf("%d owners got the lease, want exactly 1", won)
+			t.Fatalf("%d holders got the lease, want exactly 1", won)
 		}
 	})
 

@@ -33,6 +33,13 @@ const (
 // JSON and text.
 var DefaultContentTypes = []string{"application/json", "application/*+json", "text/*", "application/problem+json", "application/xml"}
 
+// Methods are the HTTP methods a declared tool may send (method:, in
+// either case; GET when omitted), the read-only ones first. The config
+// schema's enum is generated from it (schemas, TestGeneratedSchemas).
+func Methods() []string {
+	return []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+}
+
 var bodyMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch}
 
 // HTTPTool is a declared HTTP tool: one request, built from the call's
@@ -72,10 +79,9 @@ func newHTTP(c HTTPConfig, o Options) (*HTTPTool, []string, error) {
 	if method == "" {
 		method = http.MethodGet
 	}
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-	default:
-		return nil, nil, fieldErr("method", "%q is not GET, HEAD, OPTIONS, POST, PUT, PATCH or DELETE", c.Method)
+	if !slices.Contains(Methods(), method) {
+		m := Methods()
+		return nil, nil, fieldErr("method", "%q is not %s or %s", c.Method, strings.Join(m[:len(m)-1], ", "), m[len(m)-1])
 	}
 	schema, err := parseArgSchema(c.Args)
 	if err != nil {

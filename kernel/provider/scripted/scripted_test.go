@@ -194,7 +194,7 @@ func TestReplayAsText(t *testing.T) {
 			}
 			var deltas strings.Builder
 			k, err := kernel.New(kernel.Config{Provider: p, Store: memory.New(), Tools: reg, Model: "m",
-				ToolProtocols: map[string]kernel.ToolProtocol{"m": {Mode: kernel.ToolsText, Format: format}},
+				ModelTools: map[string]kernel.ModelTools{"m": {Protocol: kernel.ToolProtocolText, Format: format}},
 				OnEvent: func(e kernel.Event) {
 					if d, ok := e.(kernel.MessageDelta); ok {
 						deltas.WriteString(d.Text)

@@ -113,7 +113,7 @@ func (s *Store) Commit(ctx context.Context, id string, step kernel.Step) error {
 	case "held":
 		he := &kernel.LeaseHeldError{SessionID: id}
 		if res.holder != nil && res.expires != nil {
-			he.Owner, he.Expires = *res.holder, *res.expires
+			he.Holder, he.Expires = *res.holder, *res.expires
 		}
 		return fmt.Errorf("commit session %s: %w", id, he)
 	}

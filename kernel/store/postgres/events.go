@@ -16,7 +16,7 @@ const maxReadEvents = 4096
 // statement (kernel.EventLog) and announces the new last seq to every
 // replica listening (Notices). The fence is checked as a step's is: a
 // token that is not the session's live lease's is refused
-// (kernel.ErrLeaseLost), no token while another owner holds a live lease
+// (kernel.ErrLeaseLost), no token while another holder has a live lease
 // too (kernel.ErrLeaseHeld), and nothing is appended. Appends to one
 // session are serialised by the row of its counter, never by the
 // session's row, so they do not wait for a step being written.

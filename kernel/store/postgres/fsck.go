@@ -43,7 +43,7 @@ ORDER BY 1`
 // would need (badger.Placeholders, as the badger store's fsck stores),
 // rows past last_seq are deleted, the status column and the event
 // counter are set from what they disagree with, all in one transaction
-// per session. A session another owner holds a live lease of (it is
+// per session. A session another holder has a live lease of (it is
 // running) is not repaired; nor is damaged metadata or a broken pairing,
 // which are only reported.
 func (s *Store) Fsck(ctx context.Context, ids []string, repair bool) (*kernel.FsckReport, error) {
@@ -224,11 +224,11 @@ func (s *Store) repairSession(ctx context.Context, id string, r *fsckRead, msgs 
 	err := s.retry(ctx, func(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var last int64
-			var owner *string
+			var holder *string
 			var live bool
 			var held kernel.LeaseHeldError
 			err := tx.QueryRow(ctx, `SELECT last_seq, lease_owner, coalesce(lease_expires, now()), coalesce(lease_expires > now(), false)
-FROM ak_sessions WHERE id = $1 FOR UPDATE`, id).Scan(&last, &owner, &held.Expires, &live)
+FROM ak_sessions WHERE id = $1 FOR UPDATE`, id).Scan(&last, &holder, &held.Expires, &live)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
 			}
@@ -238,8 +238,8 @@ FROM ak_sessions WHERE id = $1 FOR UPDATE`, id).Scan(&last, &owner, &held.Expire
 			if last != r.last {
 				return errChanged
 			}
-			if live && owner != nil {
-				held.SessionID, held.Owner = id, *owner
+			if live && holder != nil {
+				held.SessionID, held.Holder = id, *holder
 				return &held
 			}
 			b := &pgx.Batch{}

@@ -170,7 +170,7 @@ func TestFsckPairing(t *testing.T) {
 }
 
 // TestFsckRepairSparesARunningSession: repair does not write a session
-// another owner holds a live lease of; it says so, and the damage stays
+// another holder has a live lease of; it says so, and the damage stays
 // for a repair once the lease is gone.
 func TestFsckRepairSparesARunningSession(t *testing.T) {
 	ctx := context.Background()

@@ -22,18 +22,18 @@ import (
 // Why: RATIONALE.md, "One writer per session: a lease row with a fencing
 // token".
 
-// AcquireLease grants session id's lease to owner for ttl with a new token
+// AcquireLease grants session id's lease to holder for ttl with a new token
 // (kernel.Leaser).
-func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (kernel.Lease, error) {
+func (s *Store) AcquireLease(ctx context.Context, id, holder string, ttl time.Duration) (kernel.Lease, error) {
 	if err := rules.CheckID(id); err != nil {
 		return kernel.Lease{}, fmt.Errorf("acquire lease: %w: %w", err, kernel.ErrSessionNotFound)
 	}
-	if owner == "" {
-		return kernel.Lease{}, errors.New("acquire lease: empty owner")
+	if holder == "" {
+		return kernel.Lease{}, errors.New("acquire lease: empty holder")
 	}
-	l := kernel.Lease{SessionID: id, Owner: owner}
+	l := kernel.Lease{SessionID: id, Holder: holder}
 	var token int64
-	var holder *string
+	var current *string
 	var expires *time.Time
 	var got bool
 	err := s.retry(ctx, func(ctx context.Context) error {
@@ -45,7 +45,7 @@ WITH g AS (
 SELECT true, g.lease_token, NULL, g.lease_expires FROM g
 UNION ALL
 SELECT false, s.lease_token, s.lease_owner, s.lease_expires FROM ak_sessions s WHERE s.id = $1 AND NOT EXISTS (SELECT 1 FROM g)`,
-			id, owner, ttl.Microseconds()).Scan(&got, &token, &holder, &expires)
+			id, holder, ttl.Microseconds()).Scan(&got, &token, &current, &expires)
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -54,13 +54,13 @@ SELECT false, s.lease_token, s.lease_owner, s.lease_expires FROM ak_sessions s W
 		return l, s.classify("acquire lease of session "+id, err)
 	case !got:
 		he := &kernel.LeaseHeldError{SessionID: id}
-		if holder == nil {
+		if current == nil {
 			// A racing acquirer won after this statement's snapshot: ask
 			// again who holds it.
-			_ = s.pool.QueryRow(ctx, `SELECT lease_owner, lease_expires FROM ak_sessions WHERE id = $1`, id).Scan(&holder, &expires)
+			_ = s.pool.QueryRow(ctx, `SELECT lease_owner, lease_expires FROM ak_sessions WHERE id = $1`, id).Scan(&current, &expires)
 		}
-		if holder != nil && expires != nil {
-			he.Owner, he.Expires = *holder, *expires
+		if current != nil && expires != nil {
+			he.Holder, he.Expires = *current, *expires
 		}
 		return l, fmt.Errorf("acquire lease: %w", he)
 	}
@@ -76,7 +76,7 @@ func (s *Store) RenewLease(ctx context.Context, l kernel.Lease, ttl time.Duratio
 		return s.pool.QueryRow(ctx, `
 UPDATE ak_sessions SET lease_expires = now() + $4 * interval '1 microsecond'
 WHERE id = $1 AND lease_owner = $2 AND lease_token = $3 AND lease_expires > now()
-RETURNING lease_expires`, l.SessionID, l.Owner, int64(l.Token), ttl.Microseconds()).Scan(&expires)
+RETURNING lease_expires`, l.SessionID, l.Holder, int64(l.Token), ttl.Microseconds()).Scan(&expires)
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -93,7 +93,7 @@ RETURNING lease_expires`, l.SessionID, l.Owner, int64(l.Token), ttl.Microseconds
 func (s *Store) ReleaseLease(ctx context.Context, l kernel.Lease) error {
 	err := s.retry(ctx, func(ctx context.Context) error {
 		_, err := s.pool.Exec(ctx, `UPDATE ak_sessions SET lease_owner = NULL, lease_expires = NULL
-WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`, l.SessionID, l.Owner, int64(l.Token))
+WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`, l.SessionID, l.Holder, int64(l.Token))
 		return err
 	})
 	if err != nil {

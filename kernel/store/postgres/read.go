@@ -129,21 +129,21 @@ func (s *Store) List(ctx context.Context) ([]kernel.SessionMeta, error) {
 }
 
 // Delete removes session id with its messages, events, queued messages
-// and runs, in one statement. A session another owner holds a live lease
+// and runs, in one statement. A session another holder has a live lease
 // of is not deleted (ErrLeaseHeld): it is running.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	if err := rules.CheckID(id); err != nil {
 		return fmt.Errorf("delete session: %w: %w", err, kernel.ErrSessionNotFound)
 	}
 	var deleted int
-	var owner *string
+	var holder *string
 	var expires *time.Time
 	var exists bool
 	err := s.retry(ctx, func(ctx context.Context) error {
 		return s.pool.QueryRow(ctx, `
 WITH d AS (DELETE FROM ak_sessions WHERE id = $1 AND (lease_owner IS NULL OR lease_expires <= now()) RETURNING 1)
 SELECT (SELECT count(*) FROM d), s.lease_owner, s.lease_expires, s.id IS NOT NULL
-FROM (SELECT 1) one LEFT JOIN ak_sessions s ON s.id = $1`, id).Scan(&deleted, &owner, &expires, &exists)
+FROM (SELECT 1) one LEFT JOIN ak_sessions s ON s.id = $1`, id).Scan(&deleted, &holder, &expires, &exists)
 	})
 	switch {
 	case err != nil:
@@ -154,8 +154,8 @@ FROM (SELECT 1) one LEFT JOIN ak_sessions s ON s.id = $1`, id).Scan(&deleted, &o
 		return fmt.Errorf("delete session: session %q: %w", id, kernel.ErrSessionNotFound)
 	}
 	he := &kernel.LeaseHeldError{SessionID: id}
-	if owner != nil && expires != nil {
-		he.Owner, he.Expires = *owner, *expires
+	if holder != nil && expires != nil {
+		he.Holder, he.Expires = *holder, *expires
 	}
 	return fmt.Errorf("delete session %s: %w", id, he)
 }

@@ -15,7 +15,7 @@ import (
 func autoSession(t *testing.T, steps ...openaitest.Step) *session {
 	t.Helper()
 	return newSessionWith(t, "local", func(c *kernel.Config) {
-		c.ToolProtocols = map[string]kernel.ToolProtocol{"local": {Mode: kernel.ToolsAuto}}
+		c.ModelTools = map[string]kernel.ModelTools{"local": {Protocol: kernel.ToolProtocolAuto}}
 	}, steps...)
 }
 

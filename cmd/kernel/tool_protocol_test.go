@@ -209,15 +209,15 @@ func TestToolProtocolPrecedence(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		flags []string
-		want  map[string]kernel.ToolProtocol
+		want  map[string]kernel.ModelTools
 	}{
 		// model.tool_protocol: native wins over the catalog's auto for
 		// gemma3; the override sets llama3.2, which keeps its catalog format.
-		{nil, map[string]kernel.ToolProtocol{"llama3.2:3b": {Mode: kernel.ToolsText, Format: "json"}}},
+		{nil, map[string]kernel.ModelTools{"llama3.2:3b": {Protocol: kernel.ToolProtocolText, Format: "json"}}},
 		// The flags win over everything, for every model.
-		{[]string{"--tool-protocol", "auto", "--tool-format", "hermes"}, map[string]kernel.ToolProtocol{
-			"gemma3:4b": {Mode: kernel.ToolsAuto, Format: "hermes"}, "qwen2.5-coder:7b": {Mode: kernel.ToolsAuto, Format: "hermes"},
-			"llama3.2:3b": {Mode: kernel.ToolsAuto, Format: "hermes"}}},
+		{[]string{"--tool-protocol", "auto", "--tool-format", "hermes"}, map[string]kernel.ModelTools{
+			"gemma3:4b": {Protocol: kernel.ToolProtocolAuto, Format: "hermes"}, "qwen2.5-coder:7b": {Protocol: kernel.ToolProtocolAuto, Format: "hermes"},
+			"llama3.2:3b": {Protocol: kernel.ToolProtocolAuto, Format: "hermes"}}},
 	} {
 		var cf commonFlags
 		fs := newFlagSet("run", "", io.Discard)

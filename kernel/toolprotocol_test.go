@@ -24,10 +24,10 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // textConfig is a kernel whose model takes tools as text in format.
-func textConfig(t *testing.T, format string, mode kernel.ToolMode, tools ...kernel.Tool) kernel.Config {
+func textConfig(t *testing.T, format string, mode kernel.ToolProtocol, tools ...kernel.Tool) kernel.Config {
 	return kernel.Config{
 		Model: "local", SystemPrompt: "You are a helpful agent.", Tools: registry(t, tools...),
-		ToolProtocols: map[string]kernel.ToolProtocol{"local": {Mode: mode, Format: format}},
+		ModelTools: map[string]kernel.ModelTools{"local": {Protocol: mode, Format: format}},
 	}
 }
 
@@ -116,7 +116,7 @@ func TestTextProtocolGolden(t *testing.T) {
 		c := codecOf(t, format)
 		parallel := c.FormatCalls("I'll echo both.", []toolproto.Call{{Name: "echo", Arguments: `{"text":"one"}`}, {Name: "echo", Arguments: `{"text":"two"}`}})
 		t.Run(format+"/parallel_round", func(t *testing.T) {
-			h := newHarness(t, textConfig(t, format, kernel.ToolsText, kerneltest.EchoTool("echo")), raw(parallel), raw("Both echoed: one, two."))
+			h := newHarness(t, textConfig(t, format, kernel.ToolProtocolText, kerneltest.EchoTool("echo")), raw(parallel), raw("Both echoed: one, two."))
 			res, err := h.k.Run(context.Background(), "", "echo one and two")
 			if err != nil || res.StopReason != kernel.StopCompleted || res.Output != "Both echoed: one, two." {
 				t.Fatalf("run = %+v, %v", res, err)
@@ -139,7 +139,7 @@ func TestTextProtocolGolden(t *testing.T) {
 		})
 		t.Run(format+"/error_result", func(t *testing.T) {
 			bad := c.FormatCalls("", []toolproto.Call{{Name: "echo", Arguments: `{"text": 5}`}})
-			h := newHarness(t, textConfig(t, format, kernel.ToolsText, kerneltest.EchoTool("echo")), raw(bad), raw("The echo refused a number."))
+			h := newHarness(t, textConfig(t, format, kernel.ToolProtocolText, kerneltest.EchoTool("echo")), raw(bad), raw("The echo refused a number."))
 			res, err := h.k.Run(context.Background(), "", "echo 5")
 			if err != nil || res.Calls[0].Outcome != kernel.OutcomeError {
 				t.Fatalf("run = %+v, %v", res, err)
@@ -149,7 +149,7 @@ func TestTextProtocolGolden(t *testing.T) {
 		good := c.FormatCalls("", []toolproto.Call{{Name: "echo", Arguments: `{"text":"hi"}`}})
 		for kind, answer := range violations(c) {
 			t.Run(format+"/correction_"+string(kind), func(t *testing.T) {
-				h := newHarness(t, textConfig(t, format, kernel.ToolsText, kerneltest.EchoTool("echo")), raw(answer), raw(good), raw("The echo said hi."))
+				h := newHarness(t, textConfig(t, format, kernel.ToolProtocolText, kerneltest.EchoTool("echo")), raw(answer), raw(good), raw("The echo said hi."))
 				res, err := h.k.Run(context.Background(), "", "echo hi")
 				if err != nil || res.StopReason != kernel.StopCompleted || len(res.Calls) != 1 || res.Calls[0].Outcome != kernel.OutcomeOK {
 					t.Fatalf("run = %+v, %v", res, err)
@@ -178,7 +178,7 @@ func TestTextProtocolGolden(t *testing.T) {
 func TestTextProtocolStreaming(t *testing.T) {
 	c := codecOf(t, toolproto.Hermes)
 	answer := c.FormatCalls("Let me check <b>that</b>.", []toolproto.Call{{Name: "echo", Arguments: `{"text":"x"}`}})
-	h := newHarness(t, textConfig(t, toolproto.Hermes, kernel.ToolsText, kerneltest.EchoTool("echo")),
+	h := newHarness(t, textConfig(t, toolproto.Hermes, kernel.ToolProtocolText, kerneltest.EchoTool("echo")),
 		kerneltest.Reply{Text: answer, Chunk: 1}, raw("Done."))
 	if _, err := h.k.Run(context.Background(), "", "check"); err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestTextProtocolRepeatedViolation(t *testing.T) {
 	bad := violations(c)[toolproto.ProseAfterCall]
 	good := c.FormatCalls("", []toolproto.Call{{Name: "echo", Arguments: `{"text":"hi"}`}})
 	t.Run("again after a correction", func(t *testing.T) {
-		h := newHarness(t, textConfig(t, toolproto.Hermes, kernel.ToolsText, kerneltest.EchoTool("echo")), raw(bad), raw(bad))
+		h := newHarness(t, textConfig(t, toolproto.Hermes, kernel.ToolProtocolText, kerneltest.EchoTool("echo")), raw(bad), raw(bad))
 		res, err := h.k.Run(context.Background(), "", "echo hi")
 		var pe *kernel.ToolProtocolError
 		if !errors.Is(err, kernel.ErrToolProtocol) || !errors.As(err, &pe) || pe.Kind != toolproto.ProseAfterCall || pe.Corrections != 1 {
@@ -221,7 +221,7 @@ func TestTextProtocolRepeatedViolation(t *testing.T) {
 		}
 	})
 	t.Run("MaxCorrections", func(t *testing.T) {
-		cfg := textConfig(t, toolproto.Hermes, kernel.ToolsText, kerneltest.EchoTool("echo"))
+		cfg := textConfig(t, toolproto.Hermes, kernel.ToolProtocolText, kerneltest.EchoTool("echo"))
 		cfg.MaxCorrections = 2
 		h := newHarness(t, cfg, raw(bad), raw(good), raw(bad), raw(good), raw(bad))
 		res, err := h.k.Run(context.Background(), "", "echo hi")
@@ -238,7 +238,7 @@ func TestAutoSwitchOnRefusal(t *testing.T) {
 	c := codecOf(t, toolproto.Hermes)
 	call := c.FormatCalls("", []toolproto.Call{{Name: "echo", Arguments: `{"text":"hi"}`}})
 	refusal := &kernel.ProviderError{Provider: "openai", StatusCode: 400, Code: kernel.CodeToolsUnsupported, Message: "registry.ollama.ai/library/gemma3:4b does not support tools"}
-	cfg := textConfig(t, toolproto.Hermes, kernel.ToolsAuto, kerneltest.EchoTool("echo"))
+	cfg := textConfig(t, toolproto.Hermes, kernel.ToolProtocolAuto, kerneltest.EchoTool("echo"))
 	h := newHarness(t, cfg, kerneltest.Reply{Err: refusal}, raw(call), raw("It said hi."), raw(call), raw("Again hi."))
 	res, err := h.k.Run(context.Background(), "", "echo hi")
 	if err != nil || res.StopReason != kernel.StopCompleted || len(res.Calls) != 1 || res.Calls[0].Outcome != kernel.OutcomeOK {
@@ -267,7 +267,7 @@ func TestAutoSwitchOnRefusal(t *testing.T) {
 		t.Fatalf("notices %d, labels %v", notices, sess.Meta.Labels)
 	}
 	// A restart: a new kernel over the same store sends text at once.
-	cfg2 := textConfig(t, toolproto.Hermes, kernel.ToolsAuto, kerneltest.EchoTool("echo"))
+	cfg2 := textConfig(t, toolproto.Hermes, kernel.ToolProtocolAuto, kerneltest.EchoTool("echo"))
 	cfg2.Provider, cfg2.Store = h.prov, h.store
 	k2, err := kernel.New(cfg2)
 	if err != nil {
@@ -288,7 +288,7 @@ func TestAutoSwitchOnRefusal(t *testing.T) {
 func TestAutoSwitchOnIgnoredTools(t *testing.T) {
 	c := codecOf(t, toolproto.Hermes)
 	call := c.FormatCalls("Checking.", []toolproto.Call{{Name: "echo", Arguments: `{"text":"hi"}`}})
-	h := newHarness(t, textConfig(t, toolproto.Hermes, kernel.ToolsAuto, kerneltest.EchoTool("echo")), raw(call), raw("It said hi."))
+	h := newHarness(t, textConfig(t, toolproto.Hermes, kernel.ToolProtocolAuto, kerneltest.EchoTool("echo")), raw(call), raw("It said hi."))
 	res, err := h.k.Run(context.Background(), "", "echo hi")
 	if err != nil || len(res.Calls) != 1 || res.Calls[0].Outcome != kernel.OutcomeOK || res.Output != "It said hi." {
 		t.Fatalf("run = %+v, %v", res, err)
@@ -318,12 +318,13 @@ func TestNativeModeRefusal(t *testing.T) {
 	}
 }
 
-// TestTextProtocolApproval: an approval in text mode resumes with the
-// same protocol, and the approved call's result comes back as text.
+// TestTextProtocolApproval: an approval on the text tool protocol
+// resumes with the same protocol, and the approved call's result comes
+// back as text.
 func TestTextProtocolApproval(t *testing.T) {
 	c := codecOf(t, toolproto.JSON)
 	write := kerneltest.NewRecorder("write", kernel.TierSideEffecting, "written")
-	cfg := textConfig(t, toolproto.JSON, kernel.ToolsText, write)
+	cfg := textConfig(t, toolproto.JSON, kernel.ToolProtocolText, write)
 	cfg.Policy = &fakePolicy{effects: map[string]kernel.Effect{"write": kernel.EffectAsk}}
 	h := newHarness(t, cfg, raw(c.FormatCalls("", []toolproto.Call{{Name: "write", Arguments: `{"path":"a"}`}})), raw("Written."))
 	res, err := h.k.Run(context.Background(), "", "write a")
@@ -342,10 +343,10 @@ func TestTextProtocolApproval(t *testing.T) {
 }
 
 func TestToolProtocolConfig(t *testing.T) {
-	for _, p := range []kernel.ToolProtocol{{Mode: "sometimes"}, {Mode: kernel.ToolsText, Format: "xml"}} {
+	for _, p := range []kernel.ModelTools{{Protocol: "sometimes"}, {Protocol: kernel.ToolProtocolText, Format: "xml"}} {
 		_, err := kernel.New(kernel.Config{Provider: kerneltest.NewProvider(), Store: newHarness(t, kernel.Config{}).store,
-			ToolProtocols: map[string]kernel.ToolProtocol{"m": p}})
-		if err == nil || !strings.Contains(err.Error(), `ToolProtocols["m"]`) {
+			ModelTools: map[string]kernel.ModelTools{"m": p}})
+		if err == nil || !strings.Contains(err.Error(), `ModelTools["m"]`) {
 			t.Errorf("%+v: %v", p, err)
 		}
 	}
@@ -417,7 +418,7 @@ func TestTextProtocolCompaction(t *testing.T) {
 	var compacted int
 	k, err := kernel.New(kernel.Config{Provider: p, Store: memory.New(), Tools: registry(t, bigTool(6000)), Model: "local",
 		MaxTurns: 20, ContextWindow: 8000,
-		ToolProtocols: map[string]kernel.ToolProtocol{"local": {Mode: kernel.ToolsText}},
+		ModelTools: map[string]kernel.ModelTools{"local": {Protocol: kernel.ToolProtocolText}},
 		OnEvent: func(e kernel.Event) {
 			if _, ok := e.(kernel.ContextCompacted); ok {
 				compacted++
@@ -452,12 +453,12 @@ func TestCorrectionReplayedOnResume(t *testing.T) {
 	c := codecOf(t, toolproto.JSON)
 	bad := violations(c)[toolproto.MalformedCall]
 	good := c.FormatCalls("", []toolproto.Call{{Name: "echo", Arguments: `{"text":"hi"}`}})
-	h := newHarness(t, textConfig(t, toolproto.JSON, kernel.ToolsText, kerneltest.EchoTool("echo")), raw(bad), raw(good), raw("Said hi."), raw("Again."))
+	h := newHarness(t, textConfig(t, toolproto.JSON, kernel.ToolProtocolText, kerneltest.EchoTool("echo")), raw(bad), raw(good), raw("Said hi."), raw("Again."))
 	res, err := h.k.Run(context.Background(), "", "echo hi")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := textConfig(t, toolproto.JSON, kernel.ToolsText, kerneltest.EchoTool("echo"))
+	cfg := textConfig(t, toolproto.JSON, kernel.ToolProtocolText, kerneltest.EchoTool("echo"))
 	cfg.Provider, cfg.Store = h.prov, h.store
 	k2, err := kernel.New(cfg)
 	if err != nil {
@@ -494,7 +495,7 @@ func (s *silent) Stream(_ context.Context, _ kernel.Request, _ func(kernel.Delta
 // whole.
 func TestTextProtocolWithoutDeltas(t *testing.T) {
 	c := codecOf(t, toolproto.Hermes)
-	cfg := textConfig(t, toolproto.Hermes, kernel.ToolsText, kerneltest.EchoTool("echo"))
+	cfg := textConfig(t, toolproto.Hermes, kernel.ToolProtocolText, kerneltest.EchoTool("echo"))
 	cfg.Provider = &silent{answers: []string{c.FormatCalls("", []toolproto.Call{{Name: "echo", Arguments: `{"text":"hi"}`}}), "Said hi."}}
 	cfg.Store = memory.New()
 	k, err := kernel.New(cfg)

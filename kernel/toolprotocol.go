@@ -13,35 +13,42 @@ import (
 // Why a text protocol, and how it is stored: RATIONALE.md, "The text tool
 // protocol".
 
-// ToolMode says how a model is offered tools.
-type ToolMode string
+// ToolProtocol is how a model is offered tools and writes its calls: the
+// values of model.tool_protocol and --tool-protocol. The text tool
+// protocol (package toolproto) is ToolProtocolText's.
+type ToolProtocol string
 
-// The tool modes.
+// The tool protocols.
 const (
-	// ToolsNative offers tools in the request's "tools" field (the default).
-	ToolsNative ToolMode = "native"
-	// ToolsText offers them in the system prompt, with the text tool
-	// protocol (package toolproto), and reads the calls from the answer.
-	ToolsText ToolMode = "text"
-	// ToolsAuto starts native and switches the model to text for the rest
-	// of the session when the server refuses the "tools" field or the
-	// model writes its calls as text anyway.
-	ToolsAuto ToolMode = "auto"
+	// ToolProtocolNative offers tools in the request's "tools" field (the
+	// default).
+	ToolProtocolNative ToolProtocol = "native"
+	// ToolProtocolText offers them in the system prompt, with the text
+	// tool protocol (package toolproto), and reads the calls from the
+	// answer.
+	ToolProtocolText ToolProtocol = "text"
+	// ToolProtocolAuto starts native and switches the model to text for
+	// the rest of the session when the server refuses the "tools" field
+	// or the model writes its calls as text anyway.
+	ToolProtocolAuto ToolProtocol = "auto"
 )
 
-// ToolModes lists the modes, the default first.
-func ToolModes() []ToolMode { return []ToolMode{ToolsNative, ToolsText, ToolsAuto} }
+// ToolProtocols lists the tool protocols, the default first.
+func ToolProtocols() []ToolProtocol {
+	return []ToolProtocol{ToolProtocolNative, ToolProtocolText, ToolProtocolAuto}
+}
 
-// ToolProtocol is how one model is offered tools.
-type ToolProtocol struct {
-	Mode ToolMode
+// ModelTools is how one model is offered tools: its tool protocol and,
+// for text, the protocol's format.
+type ModelTools struct {
+	Protocol ToolProtocol
 	// Format is the text protocol's syntax: toolproto.Hermes (the
-	// default) or toolproto.JSON. Unused in native mode.
+	// default) or toolproto.JSON. Unused by the native protocol.
 	Format string
 }
 
 // LabelTextTools is the session label that lists, comma-separated, the
-// models ToolsAuto switched to the text protocol in the session (the
+// models ToolProtocolAuto switched to the text protocol in the session (the
 // server refused their tools, or they wrote their calls as text). A
 // resumed run or an approval keeps them on text, so it sends the requests
 // the run would have sent. Policy sees it as session.labels.text_tools.
@@ -60,7 +67,7 @@ func textTool(meta *SessionMeta, model string) bool {
 // CodeToolsUnsupported is the ProviderError code of a server that refuses
 // the "tools" field for a model (Ollama's "does not support tools",
 // llama.cpp's "tools param requires --jinja flag", ...). It is never
-// retried; ToolsAuto switches to the text protocol on it.
+// retried; ToolProtocolAuto switches to the text protocol on it.
 const CodeToolsUnsupported = "tools_unsupported"
 
 // DefaultMaxCorrections is the most text-protocol corrections one run
@@ -90,29 +97,29 @@ func (e *ToolProtocolError) Unwrap() error { return ErrToolProtocol }
 
 // protoSetup is a model's configured protocol, checked by New.
 type protoSetup struct {
-	mode  ToolMode
-	codec *toolproto.Codec
+	protocol ToolProtocol
+	codec    *toolproto.Codec
 }
 
-// setupProtocols checks Config.ToolProtocols.
-func setupProtocols(cfg map[string]ToolProtocol) (map[string]protoSetup, error) {
+// setupProtocols checks Config.ModelTools.
+func setupProtocols(cfg map[string]ModelTools) (map[string]protoSetup, error) {
 	if len(cfg) == 0 {
 		return nil, nil
 	}
 	out := make(map[string]protoSetup, len(cfg))
 	for model, p := range cfg {
-		switch p.Mode {
-		case ToolsNative, "":
+		switch p.Protocol {
+		case ToolProtocolNative, "":
 			continue
-		case ToolsText, ToolsAuto:
+		case ToolProtocolText, ToolProtocolAuto:
 		default:
-			return nil, fmt.Errorf("kernel: Config.ToolProtocols[%q]: mode %q is not native, text or auto", model, p.Mode)
+			return nil, fmt.Errorf("kernel: Config.ModelTools[%q]: tool protocol %q is not native, text or auto", model, p.Protocol)
 		}
 		c, err := toolproto.Lookup(p.Format)
 		if err != nil {
-			return nil, fmt.Errorf("kernel: Config.ToolProtocols[%q]: %w", model, err)
+			return nil, fmt.Errorf("kernel: Config.ModelTools[%q]: %w", model, err)
 		}
-		out[model] = protoSetup{mode: p.Mode, codec: c}
+		out[model] = protoSetup{protocol: p.Protocol, codec: c}
 	}
 	return out, nil
 }
@@ -132,7 +139,7 @@ func (r *run) protoFor(model string) proto {
 	switch {
 	case !ok:
 		return proto{native: true}
-	case p.mode == ToolsText || textTool(&r.meta, model):
+	case p.protocol == ToolProtocolText || textTool(&r.meta, model):
 		return proto{codec: p.codec}
 	}
 	return proto{codec: p.codec, native: true} // auto, not switched
