@@ -16,6 +16,8 @@ type callOut struct {
 	rec      CallRecord
 	approval *Decision // set when policy asked for approval
 	args     json.RawMessage
+	// deleg is the delegation of an agent call: the child that ran it.
+	deleg *delegation
 }
 
 // dispatch runs one round of tool calls through the pipeline and commits all
@@ -29,8 +31,8 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 	asked := -1
 	for i := 0; i < len(calls); {
 		j := i + 1
-		if k.readOnly(calls[i].Name) {
-			for j < len(calls) && k.readOnly(calls[j].Name) {
+		if k.concurrent(calls[i].Name) {
+			for j < len(calls) && k.concurrent(calls[j].Name) {
 				j++
 			}
 		}
@@ -67,6 +69,7 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 				asked = n
 				continue
 			}
+			r.abandonChild(ctx, outs[n].deleg, "its caller could not wait for it: another approval of the caller's round came first")
 			outs[n] = r.deferred(calls[n], outs[n], "it needs approval, and only one approval can be pending at a time")
 		}
 		i = j
@@ -83,6 +86,9 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 	}
 	if asked >= 0 {
 		a := r.newApproval(calls[asked], outs[asked].args, *outs[asked].approval)
+		if d := outs[asked].deleg; d != nil {
+			a.Child = d.pending
+		}
 		step.Pending = a
 		r.meta.Status = StatusAwaitingApproval
 		r.pending = a
@@ -107,6 +113,18 @@ func (r *run) callOuts(n int) []callOut {
 	outs := r.outs[:n]
 	clear(outs)
 	return outs
+}
+
+// concurrent reports whether a call of the named tool may run beside
+// others: a read-only tool's, or an agent's (each child is a session with
+// its own order; RATIONALE.md, "Agent calls of a round run together").
+func (k *Kernel) concurrent(name string) bool {
+	e, ok := k.cfg.Tools.entry(name)
+	if !ok || e.spec.Tier == TierReadOnly {
+		return true
+	}
+	_, agent := e.tool.(*agentTool)
+	return agent
 }
 
 func (k *Kernel) readOnly(name string) bool {
@@ -166,6 +184,9 @@ func (r *run) prepare(tc ToolCall, args json.RawMessage, approved bool) prepared
 			break
 		}
 		p.call = &Call{id: tc.ID, spec: e.spec, tool: e.tool, args: args, st: &r.st, approved: approved, value: v, entry: e, k: k, dl: &r.dl}
+		if _, ok := e.tool.(*agentTool); ok {
+			p.call.deleg = r.delegation(tc, approved)
+		}
 		p.call.resolvePaths()
 	}
 	return p
@@ -190,6 +211,7 @@ func (r *run) finish(ctx context.Context, p *prepared) (out callOut) {
 	out.rec = CallRecord{ID: tc.ID, Tool: tc.Name, Args: args, Duration: time.Since(p.start)}
 	if p.call != nil {
 		out.rec.Decision = p.call.decision
+		out.deleg = p.call.deleg
 	}
 	if d := approvalOf(err); d != nil {
 		out.approval = d
@@ -211,6 +233,9 @@ func (r *run) finish(ctx context.Context, p *prepared) (out callOut) {
 		out.rec.Outcome = OutcomeOK
 	}
 	out.msg = Message{Role: RoleTool, ToolCallID: tc.ID, ToolName: tc.Name, Content: res.Content, IsError: res.IsError}
+	if out.deleg != nil {
+		out.msg.Child = out.deleg.child
+	}
 	k.emitIf(func() Event {
 		return ToolCompleted{CallID: tc.ID, Tool: tc.Name, Outcome: out.rec.Outcome, IsError: res.IsError,
 			Error: out.rec.Error, Bytes: len(res.Content), Duration: out.rec.Duration}
@@ -334,6 +359,7 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 		timeout = k.cfg.ToolTimeout
 	}
 	tctx := c.newCtx()
+	tctx.deleg = c.deleg
 	if ek.cfg.OnEvent != nil {
 		tctx.progress = (*callProgress)(c)
 	}

@@ -54,6 +54,12 @@ type run struct {
 	namesOf *ToolSpec
 	// outs is dispatch's memory for a round's results (callOuts).
 	outs []callOut
+	// led is the run's budget ledger (ledger.go): set when the run has a
+	// cap, runs as a child, or delegates; nil otherwise.
+	led *ledger
+	// resolving is the decision Resolve runs the pending call with, for
+	// an agent call whose child waits for it.
+	resolving *resolution
 }
 
 // Run sends prompt to the model in the session sessionID (a new session when
@@ -70,6 +76,9 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 		return nil, err
 	}
 	defer r.dl.stop()
+	if err := r.checkChild(); err != nil {
+		return nil, err
+	}
 	if r.pending != nil && !r.expired() {
 		return nil, fmt.Errorf("session %s: %w for %s (approve or reject it first)", r.meta.ID, ErrApprovalPending, r.pending.Call.Name)
 	}
@@ -109,6 +118,9 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 		return nil, err
 	}
 	defer r.dl.stop()
+	if err := r.checkChild(); err != nil {
+		return nil, err
+	}
 	if r.pending == nil {
 		return nil, fmt.Errorf("session %s: %w", r.meta.ID, ErrNoApproval)
 	}
@@ -137,7 +149,9 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 		return r.done(ctx, StopCompleted, r.res.Output)
 	}
 	p := r.pending
+	r.resolving = &resolution{approve: true, note: note}
 	out := r.execute(ctx, p.Call, p.Args, true)
+	r.resolving = nil
 	rec := ApprovalRecord{ID: p.ID, Approved: true, By: k.principal, Note: note}
 	out.msg.Approval = &rec
 	r.st.finishCall(p.Call.Name, out.rec.Outcome, true)
@@ -307,6 +321,9 @@ func (r *run) accountGen(resp Response) {
 	}
 	cost := k.price(model).cost(resp.Usage)
 	r.st.account(resp.Usage, cost)
+	if r.led != nil {
+		r.led.charge(resp.Usage, cost)
+	}
 	if r.cx != nil && !r.cx.exact {
 		k.calib.observe(k.cfg.Model, r.cx.lastRaw, resp.Usage.InputTokens)
 	}
@@ -351,6 +368,11 @@ func (k *Kernel) price(model string) Price {
 // checkBudget asks the policy about budgets; stop is true when the run
 // ended (after an optional wrap-up generation).
 func (r *run) checkBudget(ctx context.Context, phase BudgetPhase) (res *RunResult, err error, stop bool) {
+	if r.led != nil || r.st.Agent.Depth > 0 {
+		if res, err, stop := r.checkLedger(ctx, phase); stop {
+			return res, err, true
+		}
+	}
 	p := r.k.cfg.Policy
 	if p == nil {
 		return nil, nil, false
@@ -502,6 +524,9 @@ func (k *Kernel) emitIf(build func() Event) {
 // result, and the new prompt follows.
 func (r *run) reject(ctx context.Context, reason string, beforePrompt bool) error {
 	p := r.pending
+	if p.Child != nil {
+		r.rejectChild(ctx, p, reason)
+	}
 	expired := strings.HasPrefix(reason, "approval expired")
 	by := ""
 	if !beforePrompt {

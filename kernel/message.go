@@ -57,6 +57,9 @@ type Message struct {
 	// Approval is set on the tool message that answers a call a human
 	// decided: the decision and who made it.
 	Approval *ApprovalRecord `json:"approval,omitempty"`
+	// Child is set on the tool message that answers an agent call: the
+	// child session that ran it and how it ended.
+	Child *ChildRun `json:"child,omitempty"`
 }
 
 // ProtocolNote is what a message of the text tool protocol carries beside

@@ -60,9 +60,13 @@ func (k *Kernel) view(o RunOptions) *Kernel {
 		retry:     k.retry,
 		calib:     k.calib,
 		realClock: k.realClock,
-		principal: o.Principal,
-		interrupt: o.Interrupt,
-		lease:     o.Lease,
+		// A view keeps everything New derived from the Config.
+		protos:         k.protos,
+		maxCorrections: k.maxCorrections,
+		scope:          k.scope,
+		principal:      o.Principal,
+		interrupt:      o.Interrupt,
+		lease:          o.Lease,
 	}
 }
 
@@ -93,6 +97,9 @@ func (k *Kernel) Continue(ctx context.Context, sessionID string) (res *RunResult
 		return nil, err
 	}
 	defer r.dl.stop()
+	if err := r.checkChild(); err != nil {
+		return nil, err
+	}
 	if r.pending != nil {
 		return nil, fmt.Errorf("session %s: %w for %s (approve or reject it first)", r.meta.ID, ErrApprovalPending, r.pending.Call.Name)
 	}
