@@ -53,12 +53,12 @@ func (p *agentPolicy) Budget(_ context.Context, st *kernel.State, phase kernel.B
 // agentRig is a coder kernel that may call a reviewer agent, on one memory
 // store, with the coder's events recorded.
 type agentRig struct {
-	store          *memory.Store
-	coder, revK    *kernel.Kernel
+	store           *memory.Store
+	coder, revK     *kernel.Kernel
 	coderP, reviewP *kerneltest.Provider
-	writes         atomic.Int32
-	mu             sync.Mutex
-	events         []kernel.Event
+	writes          atomic.Int32
+	mu              sync.Mutex
+	events          []kernel.Event
 }
 
 // The prices of the rig's models, per million tokens.
@@ -87,7 +87,9 @@ func newAgentRig(t *testing.T, o rigOpts, coder []kerneltest.Reply, reviewer []k
 			return kernel.Result{Content: "written"}, nil
 		})
 	read := kernel.NewTool(kernel.ToolSpec{Name: "read_file", Description: "reads", Tier: kernel.TierReadOnly, Source: "test"},
-		func(context.Context, json.RawMessage) (kernel.Result, error) { return kernel.Result{Content: "package main"}, nil })
+		func(context.Context, json.RawMessage) (kernel.Result, error) {
+			return kernel.Result{Content: "package main"}, nil
+		})
 	revTools := []kernel.Tool{read}
 	if o.reviewerWrites {
 		revTools = append(revTools, write)
