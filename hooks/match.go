@@ -37,6 +37,11 @@ type Env struct {
 	// Corrections counts the text tool protocol's corrections sent in the
 	// run so far.
 	Corrections int `expr:"corrections"`
+	// Agent is the agent the call's session runs ("default" for the
+	// top-level one) and AgentDepth its depth (0 for a top-level run; see
+	// docs/agents.md).
+	Agent      string `expr:"agent"`
+	AgentDepth int    `expr:"agent_depth"`
 	// Approved is true when a human approved the call.
 	Approved bool `expr:"approved"`
 	// Result and IsError are the result so far (after hooks; empty before).
@@ -61,6 +66,7 @@ func envFor(c *kernel.Call, phase Phase, res *kernel.Result, err error) *Env {
 	if c.State() != nil {
 		st := c.State()
 		e.Session, e.Run, e.Turn, e.Corrections = st.SessionID, st.Run, st.Turn, st.Corrections
+		e.Agent, e.AgentDepth = st.Agent.Name, st.Agent.Depth
 	}
 	if res != nil {
 		e.Result, e.IsError = res.Content, res.IsError || err != nil

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/kerneltest"
@@ -476,5 +477,151 @@ func TestAgentApprovalThroughParent(t *testing.T) {
 				t.Fatalf("child's last message %q", last.Content)
 			}
 		})
+	}
+}
+
+// dyingStore stops writing once dead is set, as a killed process does.
+type dyingStore struct {
+	*memory.Store
+	dead atomic.Bool
+}
+
+func (s *dyingStore) Commit(ctx context.Context, id string, step kernel.Step) error {
+	if s.dead.Load() {
+		return errors.New("the process is gone")
+	}
+	return s.Store.Commit(ctx, id, step)
+}
+
+// TestAgentCrashResume: the kernel stops while a child runs; the resumed
+// parent resumes the child (whose own interrupted call is repaired as
+// any), takes its answer as the call's result, and nothing runs twice.
+func TestAgentCrashResume(t *testing.T) {
+	store := &dyingStore{Store: memory.New()}
+	var reads atomic.Int32
+	read := kernel.NewTool(kernel.ToolSpec{Name: "read_file", Tier: kernel.TierReadOnly, Source: "test"},
+		func(context.Context, json.RawMessage) (kernel.Result, error) {
+			if reads.Add(1) == 1 {
+				store.dead.Store(true) // killed while the child's first call runs
+			}
+			return kernel.Result{Content: "package main"}, nil
+		})
+	build := func(coder, reviewer []kerneltest.Reply) (*kernel.Kernel, *kerneltest.Provider) {
+		revP := kerneltest.NewProvider(reviewer...)
+		rev, err := kernel.New(kernel.Config{Provider: revP, Store: store, Tools: registry(t, read), Model: "small", Agent: "reviewer"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, _ := kernel.AgentTool(kernel.Agent{Name: "reviewer", Kernel: rev, Tier: kernel.TierReadOnly})
+		k, err := kernel.New(kernel.Config{Provider: kerneltest.NewProvider(coder...), Store: store, Tools: registry(t, at), Model: "big", Agent: "coder"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k, revP
+	}
+	k, _ := build([]kerneltest.Reply{kerneltest.Calls("agent.reviewer", map[string]any{"task": "review"})},
+		[]kerneltest.Reply{kerneltest.Calls("read_file", map[string]any{"path": "a"})})
+	ctx := context.Background()
+	res, _ := k.Run(ctx, "", "review it")
+	if res == nil {
+		t.Fatal("no result")
+	}
+	parentID := res.SessionID
+	childID := kernel.ChildSessionID(parentID, 2, "c1")
+	for _, id := range []string{parentID, childID} {
+		s, err := store.Load(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Meta.Status != kernel.StatusRunning {
+			t.Fatalf("session %s left %s, want running (as a kill leaves it)", id, s.Meta.Status)
+		}
+	}
+	// The restart: a new kernel on the same store.
+	store.dead.Store(false)
+	k2, revP := build([]kerneltest.Reply{kerneltest.Text("the reviewer approved")},
+		[]kerneltest.Reply{kerneltest.Text("looks fine, though my read was interrupted")})
+	res, err := k2.Continue(ctx, parentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StopReason != kernel.StopCompleted || res.Output != "the reviewer approved" {
+		t.Fatalf("stop %s output %q", res.StopReason, res.Output)
+	}
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("read_file ran %d times", n)
+	}
+	child := checkHistory(t, store, childID)
+	var repaired, answered bool
+	for _, m := range child.Messages {
+		if m.ToolName == "read_file" {
+			repaired = strings.HasPrefix(m.Content, "interrupted")
+		}
+		answered = answered || m.Content == "looks fine, though my read was interrupted"
+	}
+	if !repaired || !answered || child.Meta.Status != kernel.StatusIdle {
+		t.Fatalf("child after resume: status %s, messages %+v", child.Meta.Status, child.Messages)
+	}
+	// The reviewer's model saw its own history, the repaired call included.
+	reqs := revP.Requests()
+	if len(reqs) != 1 || len(reqs[0].Messages) < 3 {
+		t.Fatalf("reviewer requests after the restart: %+v", reqs)
+	}
+	parent := checkHistory(t, store, parentID)
+	var got *kernel.Message
+	for i := range parent.Messages {
+		if parent.Messages[i].ToolName == "agent.reviewer" {
+			got = &parent.Messages[i]
+		}
+	}
+	if got == nil || got.Content != "looks fine, though my read was interrupted" || got.Child == nil || !got.Child.Resumed {
+		t.Fatalf("the parent's call answered %+v", got)
+	}
+	// Continuing again finds nothing to run: the child is not run twice.
+	if _, err := k2.Continue(ctx, parentID); !errors.Is(err, kernel.ErrNothingToContinue) {
+		t.Fatalf("second continue: %v", err)
+	}
+}
+
+// TestAgentCallsRunTogether: two agent calls of one round run at the same
+// time, even when the agents may write (each child is its own session).
+func TestAgentCallsRunTogether(t *testing.T) {
+	store := memory.New()
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	gate := kernel.NewTool(kernel.ToolSpec{Name: "gate", Tier: kernel.TierSideEffecting, Source: "test"},
+		func(ctx context.Context, _ json.RawMessage) (kernel.Result, error) {
+			arrived.Done()
+			done := make(chan struct{})
+			go func() { arrived.Wait(); close(done) }()
+			select {
+			case <-done: // both children are inside their call at once
+				return kernel.Result{Content: "met"}, nil
+			case <-ctx.Done():
+				return kernel.Result{}, ctx.Err()
+			}
+		})
+	mk := func(name string) kernel.Tool {
+		p := kerneltest.NewProvider(kerneltest.Calls("gate", map[string]any{}), kerneltest.Text(name+" done"))
+		k, err := kernel.New(kernel.Config{Provider: p, Store: store, Tools: registry(t, gate), Model: "m", Agent: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, _ := kernel.AgentTool(kernel.Agent{Name: name, Kernel: k, Tier: kernel.TierSideEffecting, Timeout: 20 * time.Second})
+		return at
+	}
+	parent, err := kernel.New(kernel.Config{Store: store, Tools: registry(t, mk("a"), mk("b")), Model: "m",
+		Provider: kerneltest.NewProvider(kerneltest.Calls("agent.a", map[string]any{"task": "x"}, "agent.b", map[string]any{"task": "y"}), kerneltest.Text("both done"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := parent.Run(context.Background(), "", "fan out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Calls {
+		if c.Outcome != kernel.OutcomeOK {
+			t.Fatalf("call %s: %s %s", c.Tool, c.Outcome, c.Error)
+		}
 	}
 }

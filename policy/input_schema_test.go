@@ -111,6 +111,7 @@ func TestGeneratedInputSchema(t *testing.T) {
 		{Pointer: "/$defs/input/properties/session/properties", Value: sectionSchema(t, session, reflect.TypeFor[policy.SessionEnv](), nil)},
 		{Pointer: "/$defs/input/properties/run/properties", Value: sectionSchema(t, run, reflect.TypeFor[policy.RunEnv](), nil)},
 		{Pointer: "/$defs/input/properties/turn/properties", Value: sectionSchema(t, run, reflect.TypeFor[policy.RunEnv](), renamed)},
+		{Pointer: "/$defs/input/properties/agent/properties", Value: sectionSchema(t, policy.InputAgentSection(), reflect.TypeFor[policy.AgentEnv](), nil)},
 	}
 	const path = "../schemas/policy.schema.json"
 	data, err := os.ReadFile(path)
