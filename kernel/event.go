@@ -256,7 +256,7 @@ type HookFailed struct {
 // ConfigReloaded reports a reload of the policy or the hooks; a failed reload
 // carries the error and leaves the previous configuration in force.
 type ConfigReloaded struct {
-	What     string `json:"what"` // "policy" or "hooks"
+	What     string `json:"what"` // "policy", "hooks" or "tools" (the declared tools)
 	Source   string `json:"source"`
 	Revision string `json:"revision,omitempty"`
 	SHA256   string `json:"sha256,omitempty"`

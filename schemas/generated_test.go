@@ -72,6 +72,9 @@ func generated() map[string][]testutil.JSONEdit {
 		"config.schema.json": {
 			{Pointer: "/properties/tools/properties/mcp/items/properties/tiers/additionalProperties/enum", Value: tiers.members},
 			{Pointer: "/properties/tools/properties/mcp/items/properties/default_tier/enum", Value: tiers.members},
+			{Pointer: "/properties/tools/properties/http/items/properties/tier/enum", Value: tiers.members},
+			{Pointer: "/properties/tools/properties/command/items/properties/tier/enum", Value: tiers.members},
+			{Pointer: "/properties/tools/properties/inline/items/properties/tier/enum", Value: tiers.members},
 		},
 		"policy-diff.schema.json": {
 			{Pointer: "/$defs/effect/enum", Value: effects.members},

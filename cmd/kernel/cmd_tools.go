@@ -9,6 +9,9 @@ import (
 )
 
 func cmdTools(ctx context.Context, args []string, env *cliEnv) error {
+	if len(args) > 0 && args[0] == "import" {
+		return toolsImport(ctx, args[1:], env)
+	}
 	fs := newFlagSet("tools", "[NAME...]", env.stderr)
 	var cf commonFlags
 	cf.register(fs)

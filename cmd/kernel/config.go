@@ -145,6 +145,10 @@ type ToolsConfig struct {
 	Plugins yaml.Node      `yaml:"plugins"`
 	WASM    yaml.Node      `yaml:"wasm"`
 	MCP     yaml.Node      `yaml:"mcp"`
+	// HTTP, Command and Inline are the declared tools (plugins/declared).
+	HTTP    yaml.Node `yaml:"http"`
+	Command yaml.Node `yaml:"command"`
+	Inline  yaml.Node `yaml:"inline"`
 }
 
 // ConfigError is a configuration problem with its place (file, line,

@@ -45,6 +45,7 @@ func (a *app) loadHooks() error {
 // a bad configuration keeps the running chain and reports why.
 func (a *app) reloadHooks() {
 	ev := kernel.ConfigReloaded{What: "hooks", Source: a.cfg.source()}
+	var loaded *Config
 	err := func() error {
 		cfg, err := loadConfig(a.cfg.files...)
 		if err != nil {
@@ -53,6 +54,7 @@ func (a *app) reloadHooks() {
 		if err := cfg.checkProtected(); err != nil {
 			return err
 		}
+		loaded = cfg
 		hc, err := cfg.hooksConfig()
 		if err != nil {
 			return err
@@ -63,6 +65,9 @@ func (a *app) reloadHooks() {
 		ev.Error = oneLine(err)
 	}
 	a.emit(ev)
+	if loaded != nil {
+		a.reloadDeclared(loaded) // the declared tools live in the same files
+	}
 }
 
 // watchConfig reloads the hooks when a configuration file changes, and the

@@ -416,6 +416,11 @@ var errFlowStyle = errors.New("is written in flow style ({...} or [...]); add th
 // comments and layout of a hand-written file stay. existing lists the
 // server names already there.
 func insertMCP(src []byte, items string) (out []byte, existing []string, err error) {
+	return insertToolsList(src, "mcp", items)
+}
+
+// insertToolsList is insertMCP for the list tools.<key> (mcp, http).
+func insertToolsList(src []byte, key, items string) (out []byte, existing []string, err error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
 		return nil, nil, err
@@ -432,7 +437,7 @@ func insertMCP(src []byte, items string) (out []byte, existing []string, err err
 		return []byte(strings.Join(res, ""))
 	}
 	if len(doc.Content) == 0 {
-		return insert(len(lines), "tools:\n  mcp:\n"+indentText(items, 4)), nil, nil
+		return insert(len(lines), "tools:\n  "+key+":\n"+indentText(items, 4)), nil, nil
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
@@ -440,31 +445,31 @@ func insertMCP(src []byte, items string) (out []byte, existing []string, err err
 	}
 	tools, toolsEnd := mappingValue(root, "tools", len(lines))
 	if tools == nil {
-		return insert(backOver(lines, len(lines)), "tools:\n  mcp:\n"+indentText(items, 4)), nil, nil
+		return insert(backOver(lines, len(lines)), "tools:\n  "+key+":\n"+indentText(items, 4)), nil, nil
 	}
 	if tools.Style&yaml.FlowStyle != 0 || tools.Kind != yaml.MappingNode {
 		return nil, nil, fmt.Errorf("tools %w", errFlowStyle)
 	}
 	ind := tools.Content[0].Column - 1
-	mcp, mcpEnd := mappingValue(tools, "mcp", toolsEnd)
+	list, listEnd := mappingValue(tools, key, toolsEnd)
 	switch {
-	case mcp == nil:
-		return insert(backOver(lines, toolsEnd), strings.Repeat(" ", ind)+"mcp:\n"+indentText(items, ind+2)), nil, nil
-	case mcp.Kind == yaml.ScalarNode && mcp.Tag == "!!null":
-		return insert(backOver(lines, mcpEnd), indentText(items, ind+2)), nil, nil
-	case mcp.Kind != yaml.SequenceNode || mcp.Style&yaml.FlowStyle != 0:
-		return nil, nil, fmt.Errorf("tools.mcp %w", errFlowStyle)
+	case list == nil:
+		return insert(backOver(lines, toolsEnd), strings.Repeat(" ", ind)+key+":\n"+indentText(items, ind+2)), nil, nil
+	case list.Kind == yaml.ScalarNode && list.Tag == "!!null":
+		return insert(backOver(lines, listEnd), indentText(items, ind+2)), nil, nil
+	case list.Kind != yaml.SequenceNode || list.Style&yaml.FlowStyle != 0:
+		return nil, nil, fmt.Errorf("tools.%s %w", key, errFlowStyle)
 	}
-	for _, it := range mcp.Content {
+	for _, it := range list.Content {
 		if n, _ := mappingValue(it, "name", 0); n != nil {
 			existing = append(existing, n.Value)
 		}
 	}
-	dash := mcp.Content[0].Column - 3 // "- " before the item's first key
+	dash := list.Content[0].Column - 3 // "- " before the item's first key
 	if dash < 0 {
 		dash = ind
 	}
-	return insert(backOver(lines, mcpEnd), indentText(items, dash)), existing, nil
+	return insert(backOver(lines, listEnd), indentText(items, dash)), existing, nil
 }
 
 // mappingValue returns the value of key in the mapping m and the line

@@ -73,7 +73,8 @@ func (cfg *Config) builtinWritable() ([]writableArea, error) {
 }
 
 // sandboxWritable is every read-write path of a native process's sandbox
-// grant: run_command's command_sandbox, each plugin's sandbox, each MCP
+// grant: run_command's command_sandbox, each command tool's sandbox
+// (tools.command), each plugin's sandbox, each MCP
 // stdio server's grant and each command hook's sandbox (the workspace
 // itself is builtinWritable's).
 func (cfg *Config) sandboxWritable() ([]writableArea, error) {
@@ -88,6 +89,15 @@ func (cfg *Config) sandboxWritable() ([]writableArea, error) {
 	for _, pc := range pcs {
 		for _, p := range pc.Sandbox.WritablePaths() {
 			out = append(out, writableArea{dir: p, by: "plugin " + pc.Name + "'s sandbox grant", owner: "plugin:" + pc.Name})
+		}
+	}
+	dc, err := cfg.declaredConfig()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range dc.Command {
+		for _, p := range c.Sandbox.WritablePaths() {
+			out = append(out, writableArea{dir: p, by: "command tool " + c.Name + "'s sandbox grant (tools.command)"})
 		}
 	}
 	scs, err := cfg.mcpConfigs()

@@ -38,6 +38,9 @@ func grantedColumn(t kernel.Tool, native map[string]string, name, source string)
 	if s := capabilities(t); s != "-" {
 		return s
 	}
+	if g, ok := t.(interface{ Granted() string }); ok { // declared http and command tools
+		return g.Granted()
+	}
 	if s, ok := native[name]; ok {
 		return s
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
 	"github.com/agentkernel/agentkernel/kernel/replica"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
+	"github.com/agentkernel/agentkernel/plugins/declared"
 	"github.com/agentkernel/agentkernel/plugins/mcp"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 	"github.com/agentkernel/agentkernel/plugins/wasm"
@@ -45,12 +46,16 @@ type app struct {
 	queue replica.Queue
 	// replica names this process among those sharing a postgres store
 	// (kernel serve --replica); it claims steering messages in that name.
-	replica       string
-	tel           *telemetry.Telemetry // nil: telemetry is off
-	metricsAddr   string               // the metrics listener's, once it listens
-	wasm          *wasm.Host
-	plugins       *subprocess.Host
-	mcp           *mcp.Host
+	replica     string
+	tel         *telemetry.Telemetry // nil: telemetry is off
+	metricsAddr string               // the metrics listener's, once it listens
+	wasm        *wasm.Host
+	plugins     *subprocess.Host
+	mcp         *mcp.Host
+	// declared are the declared tools (tools.http, .command, .inline) and
+	// declaredSum their configuration's text, for reloads (declared.go).
+	declared      *declared.Set
+	declaredSum   []byte
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
 	// stderr is where status lines go (internal/progress, the policy's test
@@ -251,6 +256,9 @@ func envOr(name, def string) string {
 
 func (a *app) loadTools(ctx context.Context) error {
 	if err := a.loadBuiltins(); err != nil {
+		return err
+	}
+	if err := a.loadDeclared(); err != nil {
 		return err
 	}
 	if err := a.loadPlugins(ctx); err != nil {

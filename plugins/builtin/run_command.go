@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/sandbox"
 	"github.com/agentkernel/agentkernel/sandbox/proc"
 )
 
@@ -132,15 +133,50 @@ type commandRun struct {
 }
 
 // run runs argv through a pre-started launcher for the workspace's grant,
-// its stdout and stderr combined into the kept head and tail. At the
-// timeout the process owner kills the sandbox's init, and with it every
-// process of its PID namespace, setsid or not. Cancelling ctx kills it
-// too; ctx's end is the caller's to report.
+// its stdout and stderr combined into the kept head and tail.
 func (t *RunCommand) run(ctx context.Context, argv []string, timeout time.Duration) (commandRun, error) {
-	r := commandRun{out: newHeadTail(t.ws.maxOutput)}
+	return runConfined(ctx, Confined{Dir: t.ws.dir, Grant: t.ws.commandGrant, Env: t.ws.commandEnv, Extra: t.ws.traceEnv(ctx), MaxOutput: t.ws.maxOutput}, argv, timeout)
+}
+
+// Confined is how a command tool's program runs: run_command's, and the
+// declared command tools' (plugins/declared), which share its runner.
+type Confined struct {
+	// Dir is the working directory; Grant confines the program (see
+	// CommandGrant); Env names the variables it gets and Extra adds
+	// NAME=value pairs (proc.Spec).
+	Dir   string
+	Grant sandbox.Grant
+	Env   []string
+	Extra []string
+	// MaxOutput caps the output kept, head and tail (0: DefaultMaxOutputBytes).
+	MaxOutput int
+}
+
+// RunConfined runs argv as run_command runs its programs — never through
+// a shell, confined by c.Grant through the process owner, killed with
+// everything it started at the timeout or when ctx ends — and reports how
+// it ended as run_command does (exit status, duration, output). An error
+// is one of starting it, or ctx's end.
+func RunConfined(ctx context.Context, c Confined, argv []string, timeout time.Duration) (kernel.Result, error) {
+	r, err := runConfined(ctx, c, argv, timeout)
+	if err != nil {
+		return kernel.Result{}, err
+	}
+	if ctx.Err() != nil {
+		return kernel.Result{}, ctx.Err()
+	}
+	return r.report(), nil
+}
+
+// runConfined runs argv through a pre-started launcher for c's grant. At
+// the timeout the process owner kills the sandbox's init, and with it
+// every process of its PID namespace, setsid or not. Cancelling ctx kills
+// it too; ctx's end is the caller's to report.
+func runConfined(ctx context.Context, c Confined, argv []string, timeout time.Duration) (commandRun, error) {
+	r := commandRun{out: newHeadTail(orDefault(c.MaxOutput, DefaultMaxOutputBytes))}
 	start := time.Now()
 	p, err := proc.Start(context.WithoutCancel(ctx), proc.Spec{
-		Argv: argv, Dir: t.ws.dir, Grant: t.ws.commandGrant, Env: t.ws.commandEnv, Extra: t.ws.traceEnv(ctx),
+		Argv: argv, Dir: c.Dir, Grant: c.Grant, Env: c.Env, Extra: c.Extra,
 		Stdout: r.out, Stderr: r.out, Prestarted: true,
 	})
 	if err != nil {
