@@ -88,6 +88,16 @@ func (c *Config) Check(env Env) error {
 	return errors.Join(errs...)
 }
 
+// ModelName is the model name the agent's model: sets, or "" (the
+// configuration's).
+func (a *Agent) ModelName() string {
+	if a.Model == nil {
+		return ""
+	}
+	n, _ := modelOf(a)
+	return n
+}
+
 // modelOf returns the model name and provider an agent's model: sets.
 func modelOf(a *Agent) (name, provider string) {
 	if a.Model.Value != "" && len(a.Model.Content) == 0 {
