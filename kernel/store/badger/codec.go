@@ -40,6 +40,9 @@ const (
 	flagHasTime     = 1 << 1
 	flagHasApproval = 1 << 2
 	flagHasMore     = 1 << 3
+	// flagHasChild: the message answers an agent call, and the JSON of
+	// its kernel.ChildRun follows (small, and free to grow fields).
+	flagHasChild = 1 << 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -126,6 +129,11 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 	if more {
 		flags |= flagHasMore
 	}
+	var child []byte
+	if m.Child != nil {
+		child, _ = json.Marshal(m.Child) // plain fields: Marshal cannot fail
+		flags |= flagHasChild
+	}
 	b = binary.AppendUvarint(b, flags)
 	if !m.Time.IsZero() {
 		b = binary.AppendVarint(b, m.Time.Unix())
@@ -161,6 +169,9 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 		b = appendString(b, m.RawText())
 		b = appendString(b, m.CorrectionKind())
 	}
+	if child != nil {
+		b = appendString(b, string(child))
+	}
 	return seal(b, start)
 }
 
@@ -169,6 +180,10 @@ func encodedSize(m *kernel.Message) int {
 	n := 1 + 4 + 2*binary.MaxVarintLen64 + 1 + 11*binary.MaxVarintLen64 +
 		len(m.Role) + len(m.Content) + len(m.Reasoning) + len(m.ToolCallID) + len(m.ToolName) +
 		len(m.Model) + len(m.ReasoningField) + len(m.Failed) + len(m.RawText()) + len(m.CorrectionKind())
+	if m.Child != nil {
+		c, _ := json.Marshal(m.Child)
+		n += binary.MaxVarintLen64 + len(c)
+	}
 	for _, c := range m.ToolCalls {
 		n += 3*binary.MaxVarintLen64 + len(c.ID) + len(c.Name) + len(c.Arguments)
 	}
@@ -244,7 +259,7 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 	r := reader{s: string(p)}
 	m.Role = kernel.Role(r.str())
 	flags := r.uvarint()
-	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore) != 0 && r.err == nil {
+	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore|flagHasChild) != 0 && r.err == nil {
 		return fmt.Errorf("unknown message flags %#x", flags)
 	}
 	m.IsError = flags&flagIsError != 0
@@ -282,6 +297,14 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 		m.Failed = r.str()
 		if raw, fix := r.str(), r.str(); raw != "" || fix != "" {
 			m.Protocol = &kernel.ProtocolNote{Raw: raw, Correction: fix}
+		}
+	}
+	if flags&flagHasChild != 0 {
+		if c := r.str(); r.err == nil {
+			m.Child = &kernel.ChildRun{}
+			if err := json.Unmarshal([]byte(c), m.Child); err != nil {
+				return fmt.Errorf("the message's child run: %w", err)
+			}
 		}
 	}
 	if r.err != nil {

@@ -25,6 +25,8 @@ func TestMessageRoundTrip(t *testing.T) {
 		{"before 1970", kernel.Message{Role: kernel.RoleUser, Content: "old", Time: time.Date(1960, 1, 2, 3, 4, 5, 6, time.UTC)}},
 		{"unicode and NUL", kernel.Message{Role: kernel.RoleUser, Content: "✓ naïve \x00 bytes \xff"}},
 		{"unknown role kept", kernel.Message{Role: "developer", Content: "x"}},
+		{"agent call answered", kernel.Message{Role: kernel.RoleTool, ToolCallID: "c1", ToolName: "agent.reviewer", Content: "LGTM", Model: "m",
+			Child: &kernel.ChildRun{SessionID: "cabc", Agent: "reviewer", StopReason: kernel.StopCompleted, Usage: kernel.Usage{InputTokens: 10, OutputTokens: 2}, CostUSD: 0.25, Resumed: true}}},
 		{"big", kernel.Message{Role: kernel.RoleTool, ToolCallID: "c", Content: strings.Repeat("0123456789", 100_000)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
