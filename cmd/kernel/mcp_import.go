@@ -382,29 +382,12 @@ func unknownFields(raw json.RawMessage) []string {
 // importYAML is the entries as a YAML list at column 0, each with its notes
 // and the tiers reminder as comments.
 func importYAML(entries []importedServer, file string) (string, error) {
-	var b strings.Builder
-	for _, e := range entries {
-		y, err := yaml.Marshal([]importedServer{e})
-		if err != nil {
-			return "", err
-		}
-		lines := strings.SplitAfter(strings.TrimRight(string(y), "\n"), "\n")
-		b.WriteString(lines[0])
-		if !strings.HasSuffix(lines[0], "\n") {
-			b.WriteString("\n")
-		}
-		fmt.Fprintf(&b, "  # imported from %s (%s)\n", filepath.Base(file), e.from)
-		for _, n := range e.notes {
-			fmt.Fprintf(&b, "  # %s\n", n)
-		}
-		b.WriteString("  # tiers: not set, so every tool is side_effecting; name the read-only ones\n")
-		b.WriteString("  # (tiers: {tool: read_only}) once `kernel mcp ls` has listed them\n")
-		for _, l := range lines[1:] {
-			b.WriteString(l)
-		}
-		b.WriteString("\n")
-	}
-	return b.String(), nil
+	return yamlListItems(entries, func(e importedServer) []string {
+		c := append([]string{fmt.Sprintf("imported from %s (%s)", filepath.Base(file), e.from)}, e.notes...)
+		return append(c,
+			"tiers: not set, so every tool is side_effecting; name the read-only ones",
+			"(tiers: {tool: read_only}) once `kernel mcp ls` has listed them")
+	})
 }
 
 // errFlowStyle is a configuration whose tools or tools.mcp is written in

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/agentkernel/agentkernel/internal/egress"
 	"github.com/agentkernel/agentkernel/plugins/declared"
 	"github.com/agentkernel/agentkernel/plugins/declared/openapi"
@@ -173,24 +171,9 @@ func printExports(w io.Writer, envs []openapi.Env) {
 // importedHTTPYAML is the tools as a YAML list at column 0, each with a
 // comment naming its operation.
 func importedHTTPYAML(res *openapi.Result) (string, error) {
-	var b strings.Builder
-	for _, t := range res.Tools {
-		y, err := yaml.Marshal([]openapi.Tool{t})
-		if err != nil {
-			return "", err
-		}
-		lines := strings.SplitAfter(strings.TrimRight(string(y), "\n"), "\n")
-		b.WriteString(lines[0])
-		if !strings.HasSuffix(lines[0], "\n") {
-			b.WriteString("\n")
-		}
-		fmt.Fprintf(&b, "  # imported from %s: operation %s (line %d)\n", t.OpenAPI, t.Operation, t.Line)
-		for _, l := range lines[1:] {
-			b.WriteString(l)
-		}
-		b.WriteString("\n")
-	}
-	return b.String(), nil
+	return yamlListItems(res.Tools, func(t openapi.Tool) []string {
+		return []string{fmt.Sprintf("imported from %s: operation %s (line %d)", t.OpenAPI, t.Operation, t.Line)}
+	})
 }
 
 // readSpec reads SPEC: a file, or an http(s) URL fetched through the

@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/pb33f/libopenapi/datamodel/high/base"
+
+	"github.com/agentkernel/agentkernel/internal/config"
 )
 
 // maxDepth bounds how deep a schema is expanded: below it, a value of any
@@ -84,7 +86,7 @@ func (c *converter) convert(p *base.SchemaProxy, stack []string, depth int) map[
 		for _, n := range s.Enum {
 			var v any
 			if n != nil && n.Decode(&v) == nil {
-				vals = append(vals, normalize(v))
+				vals = append(vals, config.NormalizeYAML(v))
 			}
 		}
 		if s.Nullable != nil && *s.Nullable && !slices.Contains(vals, nil) {
@@ -95,13 +97,13 @@ func (c *converter) convert(p *base.SchemaProxy, stack []string, depth int) map[
 	if s.Const != nil {
 		var v any
 		if s.Const.Decode(&v) == nil {
-			out["const"] = normalize(v)
+			out["const"] = config.NormalizeYAML(v)
 		}
 	}
 	if s.Default != nil {
 		var v any
 		if s.Default.Decode(&v) == nil {
-			out["default"] = normalize(v)
+			out["default"] = config.NormalizeYAML(v)
 		}
 	}
 	num := func(k string, v *float64) {
@@ -187,34 +189,4 @@ func (c *converter) convert(p *base.SchemaProxy, stack []string, depth int) map[
 	list("oneOf", s.OneOf)
 	list("anyOf", s.AnyOf)
 	return out
-}
-
-// normalize turns what a YAML decoder gives into JSON's shapes.
-func normalize(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = normalize(e)
-		}
-		return x
-	case map[any]any:
-		m := map[string]any{}
-		for k, e := range x {
-			if ks, ok := k.(string); ok {
-				m[ks] = normalize(e)
-			}
-		}
-		return m
-	case []any:
-		for i, e := range x {
-			x[i] = normalize(e)
-		}
-	case int:
-		return float64(x)
-	case int64:
-		return float64(x)
-	case uint64:
-		return float64(x)
-	}
-	return v
 }
