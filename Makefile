@@ -4,7 +4,7 @@ BIN     := bin
 KERNEL  := $(BIN)/kernel
 LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
-.PHONY: all build test demo bench lint wasm plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium test-deps postgres crash-pg generate FORCE cross sdk node python-deps sdk-test go-tutorial-mods
+.PHONY: all build test demo demo-deps bench lint wasm wasm-demo plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium test-deps postgres crash-pg generate FORCE cross sdk node python-deps sdk-test go-tutorial-mods
 
 # Every step prints one line saying what it does; V=1 shows the commands too.
 Q   := $(if $(V),,@)
@@ -26,6 +26,12 @@ FORCE:
 # The WASM tools the kernel ships, and the modules only the tests load.
 WASM_TOOLS  := wasm-tools/jq/jq.wasm wasm-tools/js/js.wasm wasm-tools/gojq/gojq.wasm wasm-tools/starlark/starlark.wasm
 WASM_TEST   := plugins/wasm/testdata/attack/attack.wasm plugins/wasm/testdata/reactor/reactor.wasm
+# The WASM tools the demo (and `make serve`) runs: the tools.wasm paths of
+# examples/demo/kernel.yaml, so the demo builds and precompiles these and
+# nothing else. The tests build their own copies elsewhere (bin/test-wasm,
+# plugins/wasm/wasmtest), never these files, so a test run leaves the
+# demo's modules and their precompile stamps as they were.
+DEMO_WASM   := $(shell sed -n 's|^ *- path: *\.\./\.\./\(wasm-tools/[^ ]*\.wasm\) *$$|\1|p' examples/demo/kernel.yaml)
 # The kernel's compilation cache (plugins/wasm.DefaultCacheDir). The
 # precompile stamps live in it, under this checkout's path, so a wiped cache
 # is filled again and two checkouts do not share stamps.
@@ -66,6 +72,9 @@ install:
 ## wasm: WASM tools in wasm-tools/ and the WASM test fixtures (GOOS=wasip1),
 ## compiled ahead into the kernel's cache
 wasm: $(WASM_TOOLS) $(WASM_TEST) $(WASM_TOOLS:%=$(STAMPS)/%.kernel) $(WASM_TOOLS:%=$(STAMPS)/%.test) $(WASM_TEST:%=$(STAMPS)/%.test)
+
+## wasm-demo: only the WASM tools the demo runs, compiled ahead for the kernel
+wasm-demo: $(DEMO_WASM) $(DEMO_WASM:%=$(STAMPS)/%.kernel)
 
 wasm-tools/jq/jq.wasm: FORCE
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1" -trimpath ./wasm-tools/jq
@@ -259,11 +268,14 @@ crash-pg: postgres
 	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 AGENTKERNEL_PG_CRASH_KILLS=$(KILLS) $(GO) test -count=1 -timeout 90m -run '^TestReplicaCrashCampaign$$' -v ./cmd/kernel | grep -E '^(---|ok|FAIL|PASS)|crashpg_test'
 
 ## demo: the main job, offline, with the scripted model and the embedded defaults
-demo: build wasm plugins
+demo: demo-deps
 	@bash examples/demo/run.sh
 
+## demo-deps: what the demo runs and nothing more: the kernel, the git plugin, the demo's WASM tools
+demo-deps: build plugins wasm-demo
+
 ## serve: kernel serve with the demo configuration, a key, and a run waiting for your approval in the inbox
-serve: build wasm plugins
+serve: demo-deps
 	@bash examples/serve/run.sh
 
 ## demo-mcp: an MCP server's tools under policy, offline (a Go SDK server from this repo)

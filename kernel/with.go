@@ -60,13 +60,15 @@ func (k *Kernel) view(o RunOptions) *Kernel {
 		retry:     k.retry,
 		calib:     k.calib,
 		realClock: k.realClock,
-		// A view keeps everything New derived from the Config.
+		principal: o.Principal,
+		interrupt: o.Interrupt,
+		lease:     o.Lease,
+		scope:     k.scope,
+		// The models on the text tool protocol and its correction cap:
+		// without them a view offered those models native tools and read
+		// the calls they write as plain text.
 		protos:         k.protos,
 		maxCorrections: k.maxCorrections,
-		scope:          k.scope,
-		principal:      o.Principal,
-		interrupt:      o.Interrupt,
-		lease:          o.Lease,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/kerneltest"
+	"github.com/agentkernel/agentkernel/kernel/toolproto"
 )
 
 // TestWithRoutesEvents: two runs through With views of one Kernel send
@@ -137,5 +138,19 @@ func TestPrincipalRecorded(t *testing.T) {
 	}
 	if rec == nil || rec.By != "alice" || !rec.Approved || rec.ID != res.Pending.ID {
 		t.Fatalf("stored approval record = %+v", rec)
+	}
+}
+
+// TestWithKeepsTheToolProtocol: a view made by With runs a model on the
+// text tool protocol as its Kernel does. (Views once lost the protocol
+// setup: the call the model wrote in its answer was never read, and the
+// run ended with it as the answer.)
+func TestWithKeepsTheToolProtocol(t *testing.T) {
+	c := codecOf(t, toolproto.Hermes)
+	answer := c.FormatCalls("", []toolproto.Call{{Name: "echo", Arguments: `{"text":"x"}`}})
+	h := newHarness(t, textConfig(t, toolproto.Hermes, kernel.ToolsText, kerneltest.EchoTool("echo")), raw(answer), raw("Done."))
+	res, err := h.k.With(kernel.RunOptions{Principal: "ada"}).Run(context.Background(), "", "check")
+	if err != nil || len(res.Calls) != 1 || res.Calls[0].Tool != "echo" || res.Output != "Done." {
+		t.Fatalf("run through a view: %+v, %v", res, err)
 	}
 }

@@ -19,11 +19,11 @@ func TestParseInput(t *testing.T) {
 		name, src, wantErr string
 	}{
 		{"ok", "call: {tool: read_file, args: {path: a}}\nsession: {elapsed: 90s, cost_usd: 1}\nnow: 2026-03-01T10:00:00Z\n", ""},
-		{"unknown field", "call: {tool: read_file, arg: {path: a}}\n", `case.yaml:1:25: call: unknown field "arg" (valid fields: args, id, tool)`},
+		{"unknown field", "call: {tool: read_file, arg: {path: a}}\n", "case.yaml:1:25: call: unknown field \"arg\"; did you mean `args`? (valid fields: args, id, tool)"},
 		{"bad duration", "session: {elapsed: soon}\n", `case.yaml:1:20: session.elapsed: expected a duration such as "90s" or "10m", got the scalar "soon"`},
 		{"bad phase", "phase: lunch\n", `input.phase must be before_model or after_tools, got "lunch"`},
 		{"bad tier", "tool: {tier: admin}\n", `input.tool.tier must be read_only, side_effecting or privileged`},
-		{"unknown tool field", "tool: {tire: privileged}\n", `case.yaml:1:8: tool: unknown field "tire" (valid fields: source, tags, tier)`},
+		{"unknown tool field", "tool: {tire: privileged}\n", "case.yaml:1:8: tool: unknown field \"tire\"; did you mean `tier`? (valid fields: source, tags, tier)"},
 		{"bad time", "now: yesterday\n", `case.yaml:1:6: now: expected an RFC 3339 time`},
 		// The session and run sections decode straight into kernel.State:
 		// their errors keep the line and column.

@@ -9,10 +9,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/agentkernel/agentkernel/internal/config"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -100,7 +102,7 @@ func (s *Server) decodeBody(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		return jsonError(err, jsonFields(reflect.TypeOf(v))...)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badField("", "the body has data after its JSON value")
@@ -109,7 +111,8 @@ func (s *Server) decodeBody(r *http.Request, v any) error {
 }
 
 // jsonError turns a decoding error into a 400 naming the field, or a 413.
-func jsonError(err error) error {
+// fields are the body's field names, for a misspelt one's suggestion.
+func jsonError(err error, fields ...string) error {
 	var mbe *http.MaxBytesError
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
@@ -131,7 +134,7 @@ func jsonError(err error) error {
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		f = strings.Trim(f, `"`)
-		return badField(f, "unknown field %q", f)
+		return badField(f, "unknown field %q%s", f, config.DidYouMean(f, fields))
 	}
 	return badField("", "malformed JSON: %v", err)
 }
@@ -300,4 +303,45 @@ func queryInt(r *http.Request, name string, def, min, max int) (int, error) {
 		return 0, badField(name, "query parameter %s=%q: want an integer from %d to %d", name, v, min, max)
 	}
 	return n, nil
+}
+
+// jsonFields lists the JSON names of t's fields (t a struct or a pointer
+// to one), and those of the structs inside it: encoding/json names an
+// unknown field without saying in which object it was.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			if f.Anonymous && name == "" {
+				walk(f.Type)
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			out = append(out, name)
+			walk(f.Type)
+		}
+	}
+	if t != nil {
+		walk(t)
+	}
+	return out
 }

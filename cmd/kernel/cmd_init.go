@@ -101,11 +101,37 @@ tests:
     expect: {decision: deny, rules: [no-rm-rf]}
 `
 
+// initScriptYAML is the offline first run `kernel init` writes beside the
+// configuration: a scripted model (docs/scripted.md) that lists the
+// workspace and answers, so the kernel, its tools, the policy and the
+// session store can be tried before any model or key is set up. It works
+// on any workspace and only reads.
+const initScriptYAML = `# hello.yaml — an offline first run, written by ` + "`kernel init`" + `. A scripted
+# model plays the LLM (docs/scripted.md): no model is called, no key is
+# needed, and the run is labelled "scripted" and costs nothing. The tools,
+# the policy, the hooks and the session store are the real ones.
+#
+#   kernel run --script hello.yaml "What is in this directory?"
+turns:
+  - text: "Let me look at the workspace first."
+    tool_calls:
+      - name: list_dir
+        args: {path: "."}
+
+  - match: {role: tool}
+    text: |
+      I listed the workspace with the list_dir tool: the kernel offered the
+      tool, the policy allowed the call (it only reads), and the result came
+      back through the hooks and into the session store.
+      This answer comes from a script: no model was called. Set up a real
+      model next (the kernel.yaml beside this file says how).
+`
+
 // cmdInit is `kernel init`: a commented kernel.yaml and a starter policy,
 // written outside the workspace.
 func cmdInit(_ context.Context, args []string, env *cliEnv) error {
 	flags := newFlagSet("init", "", env.stderr)
-	dir := flags.String("dir", "", "where to write kernel.yaml and policy.yaml (`DIR`; default the user's config directory, $XDG_CONFIG_HOME/agentkernel)")
+	dir := flags.String("dir", "", "where to write kernel.yaml, policy.yaml and hello.yaml (`DIR`; default the user's config directory, $XDG_CONFIG_HOME/agentkernel)")
 	workspace := flags.String("workspace", "", "the workspace `DIR` to write into kernel.yaml (default: none, so each run uses its working directory)")
 	force := flags.Bool("force", false, "overwrite existing files")
 	pos, err := parseArgs(flags, args)
@@ -143,6 +169,7 @@ func cmdInit(_ context.Context, args []string, env *cliEnv) error {
 	files := []struct{ name, text string }{
 		{"kernel.yaml", fmt.Sprintf(initConfigYAML, wsLine)},
 		{"policy.yaml", initPolicyYAML},
+		{"hello.yaml", initScriptYAML},
 	}
 	if !*force {
 		for _, f := range files {
@@ -164,12 +191,25 @@ func cmdInit(_ context.Context, args []string, env *cliEnv) error {
 		}
 		fmt.Fprintf(env.stdout, "wrote %s\n", p)
 	}
-	next := "kernel config show"
-	if *dir != "" {
-		next += " --config " + filepath.Join(target, "kernel.yaml")
-	}
-	fmt.Fprintf(env.stderr, "next: export OPENAI_API_KEY=...; %s; kernel run \"...\"\n", next)
+	fmt.Fprint(env.stderr, initNext(target, *dir != ""))
 	return nil
+}
+
+// initNext is what init prints after writing the files: the offline first
+// run, then what a real model needs. withConfig: the files are not where
+// the kernel looks by itself (--dir), so each command names kernel.yaml.
+func initNext(target string, withConfig bool) string {
+	cfg := ""
+	if withConfig {
+		cfg = " --config " + shellQuote(filepath.Join(target, "kernel.yaml"))
+	}
+	return fmt.Sprintf(`next: try it offline, no model and no key needed (a scripted model plays the LLM; the run is labelled scripted and costs nothing):
+        kernel run%s --script %s "What is in this directory?"
+      then, with a real model (kernel.yaml says which):
+        export OPENAI_API_KEY=...
+        kernel config show%s
+        kernel run%s "..."
+`, cfg, shellQuote(filepath.Join(target, "hello.yaml")), cfg, cfg)
 }
 
 // yamlQuote quotes a path for a YAML scalar.

@@ -76,48 +76,6 @@ func mcpImportCmd(fs *flag.FlagSet) subRun {
 	}
 }
 
-func mcpList(ctx context.Context, cf *commonFlags, env *cliEnv, asJSON bool) error {
-	cfg, err := cf.load()
-	if err != nil {
-		return err
-	}
-	if n, _ := cfg.mcpConfigs(); len(n) == 0 {
-		fmt.Fprintf(env.stderr, "%s configures no MCP servers (tools.mcp)\n", cfg.source())
-		return nil
-	}
-	cfg.spanExporter = env.spans
-	a, err := newApp(ctx, cfg, env.stderr)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	a.mcp.Connect(ctx)
-	servers := a.mcp.Servers()
-	if asJSON {
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(servers)
-	}
-	var rows [][]string
-	for _, s := range servers {
-		rows = append(rows, []string{s.Name, string(s.State), s.Transport, s.Target})
-		for _, t := range s.Tools {
-			hints := "-"
-			if len(t.Hints) > 0 {
-				hints = "hints: " + strings.Join(t.Hints, ",")
-			}
-			rows = append(rows, []string{"  " + t.Name, string(t.Tier), hints, clip(firstLine(t.Description), 50)})
-		}
-		for _, p := range s.Problems {
-			rows = append(rows, []string{"  " + p.Tool, "LEFT OUT", clip(p.Reason, 60), ""})
-		}
-	}
-	// On a terminal the long cells are cut to fit (`kernel mcp ls --json`
-	// has them whole).
-	_, err = writeTable(env.stdout, rows, terminalWidth(env.stdout), 3, 2)
-	return err
-}
-
 // MCPServeConfig is the mcp_serve section of kernel.yaml.
 type MCPServeConfig struct {
 	// Approvals says who may answer a policy ask of a client's call (one
@@ -237,25 +195,6 @@ func serveMCPHTTP(ctx context.Context, srv *sdk.Server, addr, token string, stde
 	return err
 }
 
-func (cfg *Config) mcpConfigs() ([]mcp.ServerConfig, error) {
-	var scs []mcp.ServerConfig
-	if err := cfg.section("tools.mcp", &cfg.Tools.MCP, &scs); err != nil {
-		return nil, err
-	}
-	for i, sc := range scs {
-		if err := sc.Validate(); err != nil {
-			// The server's own error, placed in the file.
-			var ce *ConfigError
-			if !errors.As(err, &ce) {
-				ce = &ConfigError{Err: err}
-			}
-			ce.File, ce.Field = cfg.source(), strings.TrimSuffix(fmt.Sprintf("tools.mcp[%d].%s", i, ce.Field), ".")
-			return nil, ce
-		}
-	}
-	return scs, nil
-}
-
 // loadMCP connects to every configured MCP server and registers its tools
 // as "<server>.<tool>". A tool left out (bad or huge schema) is a warning;
 // a server that cannot be reached is an error. When a server's tool list
@@ -283,13 +222,13 @@ func (a *app) loadMCP(ctx context.Context) error {
 	for i, sc := range scs {
 		ts, problems, err := a.mcp.Load(ctx, sc)
 		if err != nil {
-			return fmt.Errorf("%s: tools.mcp[%d] (%s): %w", a.cfg.source(), i, sc.Name, err)
+			return fmt.Errorf("%s: tools.mcp[%d] (%s): %w", a.cfg.mcpSource(), i, sc.Name, err)
 		}
 		for _, p := range problems {
 			a.warnings = append(a.warnings, kernel.Notice{Source: "mcp:" + sc.Name, Level: "warn", Text: p.String()})
 		}
 		if err := a.tools.Register(ts...); err != nil {
-			return fmt.Errorf("%s: tools.mcp[%d] (%s): %w", a.cfg.source(), i, sc.Name, err)
+			return fmt.Errorf("%s: tools.mcp[%d] (%s): %w", a.cfg.mcpSource(), i, sc.Name, err)
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -273,9 +274,15 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 				mark = "✗"
 			}
 			if full {
-				fmt.Fprintf(w, "[%d] %s %s\n%s\n\n", msg.Seq, mark, msg.ToolName, indent(msg.Content))
+				fmt.Fprintf(w, "[%d] %s %s\n%s\n", msg.Seq, mark, msg.ToolName, indent(msg.Content))
 			} else {
 				fmt.Fprintf(w, "[%d] %s %s · %s · %s\n", msg.Seq, mark, msg.ToolName, fmtBytes(len(msg.Content)), clip(msg.Content, 70))
+			}
+			if msg.Approval != nil {
+				fmt.Fprintf(w, "    %s\n", approvalLine(msg.Approval))
+			}
+			if full {
+				fmt.Fprintln(w)
 			}
 		case kernel.RoleCompaction:
 			writeCompaction(w, &msg, full)
@@ -290,6 +297,37 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 		fmt.Fprintf(w, "\nwaiting for approval:\n%s\n  approve: %s    reject: %s\n", indent(describeApproval(context.Background(), p, &m, nil)),
 			resumeHint("approve", m.ID, storeHint(store)), resumeHint("reject", m.ID, storeHint(store)))
 	}
+}
+
+// approvalLine says how a call that waited for a human was decided: by
+// whom, with their note.
+func approvalLine(a *kernel.ApprovalRecord) string {
+	verb := "rejected"
+	switch {
+	case a.Expired:
+		verb = "not decided in time (approval expired)"
+	case a.Approved:
+		verb = "approved"
+	}
+	s := verb
+	if a.By != "" {
+		s += " by " + a.By
+	}
+	// A rejection's note is recorded as the reason the model read
+	// ("rejected: NOTE", "approval expired"): show the person's words.
+	note := a.Note
+	if !a.Approved {
+		for _, p := range []string{"approval expired", "rejected"} {
+			if rest, ok := strings.CutPrefix(note, p); ok && (rest == "" || strings.HasPrefix(rest, ": ")) {
+				note = strings.TrimPrefix(rest, ": ")
+				break
+			}
+		}
+	}
+	if note != "" {
+		s += ": " + strconv.Quote(note)
+	}
+	return s
 }
 
 func indent(s string) string {

@@ -66,6 +66,9 @@ type Config struct {
 	// workspaceID, when set, is the identity the workspace must have (a
 	// resumed session's record).
 	workspaceID *kernel.FileID
+	// mcpFile is the file whose tools.mcp is in effect (the last layer
+	// that sets it): the one errors about an MCP server name.
+	mcpFile string
 	// allowSetBy are the files (absolute) that set
 	// security.allow_writable: checkProtected refuses one a tool can write.
 	allowSetBy []string
@@ -232,16 +235,19 @@ var configSchema = schema.MustEmbedded("config.schema.json")
 func (cfg *Config) layer(name, dir string, data []byte) error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return yamlError(name, err)
+		return config.SyntaxError(name, data, err)
 	}
 	if len(root.Content) == 0 {
 		return nil // an empty file changes nothing
 	}
 	if err := validateNode(name, &root, configSchema); err != nil {
-		return err
+		return config.WithSource(err, name, data)
 	}
 	if name != "(embedded defaults)" && setsField(root.Content[0], "model.name") {
 		cfg.modelNameSet = true
+	}
+	if setsField(root.Content[0], "tools.mcp") {
+		cfg.mcpFile = name
 	}
 	if name != "(embedded defaults)" && setsField(root.Content[0], "security.allow_writable") {
 		if abs, err := filepath.Abs(name); err == nil {
@@ -256,7 +262,7 @@ func (cfg *Config) layer(name, dir string, data []byte) error {
 	}
 	absolutize(root.Content[0], dir)
 	if err := root.Content[0].Decode(cfg); err != nil {
-		return yamlError(name, err)
+		return config.WithSource(yamlError(name, err), name, data)
 	}
 	return nil
 }
@@ -275,7 +281,7 @@ func validateNode(name string, root *yaml.Node, s *schema.Schema) error {
 	}
 	located := make([]config.Problem, len(probs))
 	for i, p := range probs {
-		located[i] = config.Problem{Location: p.Location, Message: p.Message}
+		located[i] = config.Problem{Location: p.Location, Message: p.Message, Allowed: p.Allowed}
 	}
 	return config.Locate(name, "config.schema.json", root, located)
 }

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -360,14 +359,21 @@ func TestPolicyCheckAgreesWithRun(t *testing.T) {
 }
 
 // TestMultiProblemErrorKeepsItsLines: a config with two problems prints
-// each on its own line (main's message is errorText).
+// each on its own line, in the file's order, each followed by the line it
+// is about and a caret (main's message is errorText).
 func TestMultiProblemErrorKeepsItsLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(path, []byte("model:\n  provdier: x\nlimits:\n  max_turns: many\n"), 0o600)
 	_, _, _, msg := status(t, "run", "--config", path, "hi")
-	lines := strings.Split(msg, "\n")
-	sort.Strings(lines)
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], path+":2:3: model.provdier") || !strings.HasPrefix(lines[1], path+":4:3: limits.max_turns") {
-		t.Errorf("message:\n%s", msg)
+	want := []string{
+		path + ":2:3: model.provdier: unknown field; did you mean `provider`? (see schemas/config.schema.json)",
+		"      provdier: x",
+		"      ^",
+		path + ":4:3: limits.max_turns: expected integer, got string",
+		"      max_turns: many",
+		"      ^",
+	}
+	if msg != strings.Join(want, "\n") {
+		t.Errorf("message:\n%s\nwant:\n%s", msg, strings.Join(want, "\n"))
 	}
 }

@@ -171,6 +171,7 @@ func (c *commonFlags) load() (*Config, error) {
 		return nil, errors.New("--api-key-env: not an environment variable name; it names the variable that holds the key (e.g. OPENAI_API_KEY), never the key itself (the value is not shown)")
 	}
 	set(&cfg.Model.APIKeyEnv, c.apiKeyEnv)
+	fileProvider := cfg.Model.Provider
 	set(&cfg.Model.Provider, c.provider.v)
 	if c.workspace != "" {
 		cfg.Workspace = absPath(c.workspace)
@@ -196,8 +197,11 @@ func (c *commonFlags) load() (*Config, error) {
 		cfg.Model.Timeout = c.timeout.d
 	}
 	// A scripted run that names no model is labelled (and priced) as the
-	// script, not as the defaults' OpenAI model.
-	if cfg.Model.Provider == "scripted" && c.model == "" && !cfg.modelNameSet {
+	// script, not as the defaults' OpenAI model; nor as the model of a
+	// file written for another provider (kernel init's gpt-4o-mini) when
+	// --script or --provider made the run scripted: that name is the real
+	// model's, and would price a script at its rates.
+	if cfg.Model.Provider == "scripted" && c.model == "" && (!cfg.modelNameSet || fileProvider != "scripted") {
 		cfg.Model.Name = "scripted"
 	}
 	if c.idle.set {

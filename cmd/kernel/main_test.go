@@ -73,7 +73,7 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		"bad enum":       {"model:\n  provider: claude\n", "bad.yaml:2:3: model.provider: value must be one of"},
 		"bad duration":   {"limits:\n  tool_timeout: 5 minutes\n", "bad.yaml:2:3: limits.tool_timeout: does not match pattern"},
 		"unknown tool":   {"tools:\n  builtin:\n    enable: [read_file, rm_rf]\n", "bad.yaml:3:25: tools.builtin.enable[1]: value must be one of"},
-		"not YAML":       {"model: [unclosed\n", "bad.yaml:1:1: did not find expected ',' or ']'"},
+		"not YAML":       {"model: [unclosed\n", "bad.yaml:1:8: did not find expected ',' or ']'"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -59,6 +59,8 @@ type importedServer struct {
 	// comments in the entry and on stderr.
 	notes []string
 	from  string
+	// usedEnv are the variables credentials moved to (secretEnv).
+	usedEnv map[string]bool
 }
 
 type importedGrant struct {
@@ -164,19 +166,35 @@ func importServer(key string, s mcpClientServer, workspace string) (importedServ
 	case s.Command == "":
 		return e, "neither a command nor a url"
 	}
-	argv := append([]string{s.Command}, s.Args...)
-	for i, a := range argv {
-		v, missing := expandNow(a)
-		if missing != "" {
-			return e, fmt.Sprintf("its command uses ${%s}, which is not set here: set it and import again", missing)
-		}
-		if v != a {
-			e.notes = append(e.notes, fmt.Sprintf("command[%d] %q was expanded from this environment", i, a))
-		}
+	// The program is expanded here (the kernel checks and protects the
+	// files a command runs, so it names them itself); ${VAR} in an
+	// argument stays a reference, ${env:VAR}, which the kernel fills from
+	// its environment at each start, as the client did: a credential
+	// passed as ${GITHUB_TOKEN} is never written into the file.
+	prog, missing := expandNow(s.Command)
+	if missing != "" {
+		return e, fmt.Sprintf("its command uses ${%s}, which is not set here: set it and import again", missing)
+	}
+	if prog != s.Command {
+		e.notes = append(e.notes, fmt.Sprintf("command %q was expanded from this environment", s.Command))
+	}
+	args := make([]string, len(s.Args))
+	for i, a := range s.Args {
+		args[i] = envRef.ReplaceAllStringFunc(a, func(m string) string {
+			sub := envRef.FindStringSubmatch(m)
+			if sub[2] != "" {
+				e.notes = append(e.notes, fmt.Sprintf("argument %d: ${%s:-…} has a default the kernel does not apply: %s must be set", i+1, sub[1], sub[1]))
+			} else {
+				e.notes = append(e.notes, fmt.Sprintf("argument %d uses ${%s}: set %s in the kernel's environment (the entry says ${env:%s})", i+1, sub[1], sub[1], sub[1]))
+			}
+			return "${env:" + sub[1] + "}"
+		})
+	}
+	argv := append([]string{prog}, e.secretArgs(args)...)
+	for i, v := range argv {
 		if workspace != "" && filepath.Clean(v) == filepath.Clean(workspace) {
-			v = "{workspace}"
+			argv[i] = "{workspace}"
 		}
-		argv[i] = v
 	}
 	e.Command = argv
 	if s.Cwd != "" {
@@ -220,20 +238,33 @@ func stdioGrant(argv []string, e *importedServer) *importedGrant {
 		g.FS = append(g.FS, importedFS{Path: cache, Mode: "rw"})
 		g.Net = &importedNet{Connect: []int{443}}
 		e.notes = append(e.notes, fmt.Sprintf("%s downloads the server at every start, so it gets %s read-write and HTTPS (port 443, every host); installing the package and naming its file in command starts it offline, pinned, with no network", prog, cache))
-	}
-	for _, a := range argv[1:] {
-		p := a
-		if strings.HasPrefix(p, "~/") {
-			if home, err := os.UserHomeDir(); err == nil {
-				p = filepath.Join(home, p[2:])
+		// The grant names a directory that must exist; the downloader
+		// would make its cache on its first run outside a sandbox.
+		if dir := expandHome(cache); dir != cache {
+			if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					e.notes = append(e.notes, fmt.Sprintf("%s does not exist and could not be created (%v): create it before starting the kernel", cache, err))
+				} else {
+					e.notes = append(e.notes, fmt.Sprintf("created %s (%s's cache, missing here): a grant names a directory that exists", cache, prog))
+				}
 			}
 		}
+	}
+	for _, a := range argv[1:] {
+		if strings.Contains(a, "${") {
+			continue
+		}
+		p := expandHome(a)
 		if !filepath.IsAbs(p) {
 			continue
 		}
-		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && fi.IsDir():
 			g.FS = append(g.FS, importedFS{Path: a, Mode: "ro"})
 			e.notes = append(e.notes, fmt.Sprintf("%s is granted read-only: make it mode: rw if the server should write there", a))
+		case errors.Is(err, os.ErrNotExist):
+			e.notes = append(e.notes, fmt.Sprintf("%s does not exist here, so nothing is granted for it: install or create it before starting the kernel (a directory the server needs goes in grant.fs then, {path: %s, mode: ro}; a file the command names is readable without a grant)", a, a))
 		}
 	}
 	if len(g.FS) == 0 && g.Net == nil {
@@ -246,9 +277,15 @@ func stdioGrant(argv []string, e *importedServer) *importedGrant {
 // becomes the kernel's ${env:NAME}, and a credential written in the file
 // becomes a variable to export.
 func importHTTP(e importedServer, s mcpClientServer) (importedServer, string) {
-	u, missing := expandNow(s.URL)
-	if missing != "" {
-		return e, fmt.Sprintf("its url uses ${%s}, which is not set here: set it and import again", missing)
+	// ${VAR} stays a reference the kernel fills at each request, and a
+	// credential in the query or the user information moves to one.
+	u := envRef.ReplaceAllStringFunc(s.URL, func(m string) string {
+		sub := envRef.FindStringSubmatch(m)
+		e.notes = append(e.notes, fmt.Sprintf("url uses ${%s}: set %s in the kernel's environment (the entry says ${env:%s})", sub[1], sub[1], sub[1]))
+		return "${env:" + sub[1] + "}"
+	})
+	if v, ok := e.secretURL(u, "the url"); ok {
+		u = v
 	}
 	e.URL = u
 	names := make([]string, 0, len(s.Headers))

@@ -32,17 +32,106 @@ func TestMCPImportGolden(t *testing.T) {
 	writeFiles(t, dir, map[string]string{
 		"claude_desktop_config.json": strings.NewReplacer("WORKSPACE", ws, "DATA", data).Replace(string(src)),
 		"kernel.yaml":                "workspace: " + ws + "\n",
+		"data/gh.js":                 "", "data/slack.js": "",
 	})
 	t.Setenv("NOTES_BIN", "")
 	os.Unsetenv("NOTES_BIN")
+	t.Setenv("HOME", filepath.Join(dir, "home")) // where uvx's missing cache is made
 	out, errOut, err := cli(t, "mcp", "import", file, "--config", filepath.Join(dir, "kernel.yaml"))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
 	got := strings.ReplaceAll("stdout:\n"+out+"stderr:\n"+errOut, dir, "DIR")
 	golden(t, "mcp-import/claude_desktop_config.golden", got)
-	if strings.Contains(got, "ghp_not_a_real_token") || strings.Contains(got, "abc123") {
-		t.Errorf("a credential from the file reached the output:\n%s", got)
+	for _, secret := range importSecrets {
+		if strings.Contains(got, secret) {
+			t.Errorf("a credential from the file (%s) reached the output:\n%s", secret, got)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "home", ".cache", "uv")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("uvx's missing cache was not created 0700 for its grant: %v, %v", fi, err)
+	}
+}
+
+// importSecrets are the credentials in testdata/mcp-import's file.
+var importSecrets = []string{
+	"ghp_not_a_real_token", "abc123", "ghp_R8xk2LmQ9vT4wZ7pN3sYc6bJ1hF5dG0aE2uK", "sk-live-7f3a9c2e81b04d6fa5e2",
+	"xoxb-2048576813-4096153062417-Qm7sLx2RkV9pWn4TbZ8cYe3D", "q9Zr4Tk7Wm2Xp8Lv", "Yh3Nc6Bd9Fs1Gj5K",
+}
+
+// TestMCPImportKeepsSecretsOut is the attack of issue 36's finding 5: an
+// MCP client's file passes credentials as arguments (--token ghp_…,
+// --api-key=…, a Slack token on its own) and in a URL's query
+// (?api_key=…, ?accessToken=…). After `kernel mcp import --write`, the
+// kernel.yaml holds none of them, every one is a ${env:NAME} the import
+// told the operator to export, and the file loads; with the variables
+// exported, the kernel gives the server the values (the argv the kernel
+// would start it with).
+func TestMCPImportKeepsSecretsOut(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("testdata/mcp-import/claude_desktop_config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{
+		"claude_desktop_config.json": strings.NewReplacer("WORKSPACE", dir, "DATA", data).Replace(string(src)),
+		"data/gh.js":                 "", "data/slack.js": "",
+		"kernel.yaml": "# mine\nworkspace: " + dir + "\n",
+	})
+	t.Setenv("HOME", filepath.Join(dir, "home"))
+	t.Setenv("NOTES_BIN", "/bin/true")
+	conf := filepath.Join(dir, "kernel.yaml")
+	_, errOut, err := cli(t, "mcp", "import", filepath.Join(dir, "claude_desktop_config.json"), "--write", conf)
+	if err != nil {
+		t.Fatalf("import: %v\n%s", err, errOut)
+	}
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range importSecrets {
+		if strings.Contains(string(b), secret) || strings.Contains(errOut, secret) {
+			t.Errorf("the credential %s was copied:\n%s\n%s", secret, b, errOut)
+		}
+	}
+	exports := map[string]string{
+		"MCP_GH_CLI_TOKEN": "ghp_R8xk2LmQ9vT4wZ7pN3sYc6bJ1hF5dG0aE2uK", "MCP_GH_CLI_API_KEY": "sk-live-7f3a9c2e81b04d6fa5e2",
+		"MCP_SLACK_SLACK_TOKEN": "xoxb-2048576813-4096153062417-Qm7sLx2RkV9pWn4TbZ8cYe3D",
+		"MCP_SEARCH_API_KEY":    "q9Zr4Tk7Wm2Xp8Lv", "MCP_SEARCH_ACCESS_TOKEN": "Yh3Nc6Bd9Fs1Gj5K",
+	}
+	for name := range exports {
+		if !strings.Contains(string(b), "${env:"+name+"}") || !strings.Contains(errOut, "export "+name+" with its value") {
+			t.Errorf("no ${env:%s} in kernel.yaml, or no line telling to export it:\n%s\n%s", name, b, errOut)
+		}
+	}
+	for name, v := range exports {
+		t.Setenv(name, v)
+	}
+	t.Setenv("GH_ORG", "acme")
+	cfg, err := loadConfig(conf)
+	if err != nil {
+		t.Fatalf("the imported kernel.yaml does not load: %v", err)
+	}
+	entries, err := cfg.mcpEntries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.err != nil {
+			t.Errorf("server %s: %v", e.sc.Name, e.err)
+		}
+		if e.sc.Name != "gh-cli" {
+			continue
+		}
+		argv, err := e.sc.Argv()
+		want := []string{"node", filepath.Join(data, "gh.js"), "--token", exports["MCP_GH_CLI_TOKEN"], "--api-key=" + exports["MCP_GH_CLI_API_KEY"], "--org", "acme", "--timeout", "30"}
+		if err != nil || strings.Join(argv, " ") != strings.Join(want, " ") {
+			t.Errorf("the server would start as %q (%v), want %q", argv, err, want)
+		}
 	}
 }
 

@@ -18,7 +18,8 @@ import (
 var heldSecrets hooks.KnownSecrets
 
 // holdSecrets registers the secrets the configuration makes the process
-// read: the model's API key; the variables MCP servers' headers name; and
+// read: the model's API key; the variables MCP servers' headers,
+// arguments and URLs name with ${env:NAME}; and
 // the variables passed to MCP servers and plugins whose names say they
 // hold a credential. A configuration that does not parse registers what
 // it can; its error is reported where it is used.
@@ -30,12 +31,12 @@ func (cfg *Config) holdSecrets() {
 		}
 		holdEnv(env)
 	}
-	if scs, err := cfg.mcpConfigs(); err == nil {
-		for _, sc := range scs {
-			for _, n := range sc.HeaderEnv() {
+	if entries, err := cfg.mcpEntries(); err == nil {
+		for _, e := range entries { // an invalid server's too: its names are
+			for _, n := range append(e.sc.HeaderEnv(), e.sc.ArgEnv()...) {
 				holdEnv(n)
 			}
-			holdSecretNamed(sc.Env)
+			holdSecretNamed(e.sc.Env)
 		}
 	}
 	if pcs, err := cfg.pluginConfigs(); err == nil {

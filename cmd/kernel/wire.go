@@ -144,7 +144,12 @@ func startKernel(ctx context.Context, cf *commonFlags, env *cliEnv, r *renderer)
 		if err != nil {
 			return nil, err
 		}
-		return a.kernel(prov, r.event)
+		k, err := a.kernel(prov, r.event)
+		if err != nil {
+			return nil, err
+		}
+		// Whoever runs the CLI decides its approvals: recorded as by.
+		return k.With(kernel.RunOptions{Principal: cliPrincipal()}), nil
 	}()
 	if err != nil {
 		a.Close()
@@ -220,7 +225,7 @@ func (a *app) lease(ctx context.Context, k *kernel.Kernel, sid string) (*kernel.
 	if err != nil {
 		return nil, nil, err
 	}
-	return k.With(kernel.RunOptions{Lease: h}), func() { h.Release(context.WithoutCancel(ctx)) }, nil
+	return k.With(kernel.RunOptions{Principal: cliPrincipal(), Lease: h}), func() { h.Release(context.WithoutCancel(ctx)) }, nil
 }
 
 // eventsWriter opens --events: "" is none, "-" is stderr, else a file.

@@ -272,7 +272,8 @@ func (d *Decoder) DecodeFields(n *yaml.Node, fields map[string]reflect.Value, wh
 		}
 		f, ok := fields[k.Value]
 		if !ok {
-			d.Errorf(k, where, "unknown field %q (valid fields: %s)", k.Value, strings.Join(SortedKeys(fields), ", "))
+			valid := SortedKeys(fields)
+			d.Errorf(k, where, "unknown field %q%s (valid fields: %s)", k.Value, DidYouMean(k.Value, valid), strings.Join(valid, ", "))
 			return
 		}
 		sub := k.Value

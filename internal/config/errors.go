@@ -2,9 +2,11 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,11 +31,54 @@ type Error struct {
 	Name   string
 	Field  string
 	Err    error
+	// Source is the file's line at Line, shown under the message with a
+	// caret at Column, as policy errors show theirs (WithSource fills it).
+	Source string
 }
 
 // Error renders "file:line:col: kind "name": field: what is wrong", leaving
-// out what is not known (the kind too when there is no name).
+// out what is not known (the kind too when there is no name), and, when
+// the line's text is known, the line with a caret under the column.
 func (e *Error) Error() string {
+	s := e.message()
+	if e.Source != "" && e.Column > 0 {
+		src := strings.ReplaceAll(e.Source, "\t", " ")
+		s += fmt.Sprintf("\n    %s\n    %s^", src, strings.Repeat(" ", min(e.Column-1, len(src))))
+	}
+	return s
+}
+
+// WithSource fills in the Source of every *Error of file in err (joined
+// errors too) from data, the file's text, and returns err.
+func WithSource(err error, file string, data []byte) error {
+	var lines []string
+	var fill func(error)
+	fill = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				fill(e)
+			}
+			return
+		}
+		e, ok := err.(*Error)
+		if !ok || e.File != file || e.Line <= 0 || e.Source != "" {
+			return
+		}
+		if lines == nil {
+			lines = strings.Split(string(data), "\n")
+		}
+		if e.Line <= len(lines) {
+			e.Source = strings.TrimRight(lines[e.Line-1], "\r")
+		}
+	}
+	if err != nil {
+		fill(err)
+	}
+	return err
+}
+
+// message is the error's one line, without the source excerpt.
+func (e *Error) message() string {
 	var b strings.Builder
 	if e.File != "" {
 		b.WriteString(e.File)
@@ -87,6 +132,9 @@ func YAMLError(file string, err error) error {
 type Problem struct {
 	Location string
 	Message  string
+	// Allowed, for an unknown field, are the fields the schema declares
+	// there: Locate suggests the nearest (Suggest).
+	Allowed []string
 }
 
 // Locate turns schema problems of the document root (a yaml.DocumentNode
@@ -105,7 +153,11 @@ func Locate(file, schema string, root *yaml.Node, probs []Problem) error {
 		if strings.HasPrefix(msg, "additionalProperties ") {
 			if f := between(msg, "'", "'"); f != "" {
 				ptr += "/" + f
-				msg = "unknown field (check the spelling; see schemas/" + schema + ")"
+				if s := Suggest(f, p.Allowed); s != "" {
+					msg = fmt.Sprintf("unknown field; did you mean `%s`? (see schemas/%s)", s, schema)
+				} else {
+					msg = "unknown field (check the spelling; see schemas/" + schema + ")"
+				}
 			}
 		}
 		e := &Error{File: file, Field: FieldName(ptr), Err: errors.New(msg)}
@@ -114,6 +166,11 @@ func Locate(file, schema string, root *yaml.Node, probs []Problem) error {
 		}
 		errs = append(errs, e)
 	}
+	// In the file's order, as a reader goes through it.
+	slices.SortStableFunc(errs, func(a, b error) int {
+		ea, eb := a.(*Error), b.(*Error)
+		return cmp.Or(cmp.Compare(ea.Line, eb.Line), cmp.Compare(ea.Column, eb.Column))
+	})
 	return errors.Join(errs...)
 }
 

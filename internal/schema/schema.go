@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -29,6 +30,9 @@ import (
 // Schema is a compiled JSON Schema. It is safe for concurrent use.
 type Schema struct {
 	s *jsonschema.Schema
+	// doc is the schema document as JSON decodes it, for the property
+	// names a Problem lists (Problem.Allowed); nil when not kept.
+	doc any
 }
 
 // Validate checks v, a value as encoding/json decodes it (map[string]any,
@@ -43,7 +47,7 @@ func (s *Schema) Validate(v any) error {
 	if !errors.As(err, &ve) {
 		return err // e.g. an unsupported Go type in v
 	}
-	return &ValidationError{Problems: leaves(ve)}
+	return &ValidationError{Problems: leaves(ve, s.doc)}
 }
 
 // ValidateJSON decodes data (numbers kept exact) and validates it. Data
@@ -66,6 +70,10 @@ func (s *Schema) ValidateJSON(data []byte) error {
 type Problem struct {
 	Location string
 	Message  string
+	// Allowed, for a property the schema does not allow
+	// (additionalProperties), lists the properties the schema at that
+	// place declares, sorted: what a misspelt name may have meant.
+	Allowed []string
 }
 
 func (p Problem) String() string { return p.Location + ": " + p.Message }
@@ -96,7 +104,7 @@ func Problems(err error) []Problem {
 	return ve.Problems
 }
 
-func leaves(ve *jsonschema.ValidationError) []Problem {
+func leaves(ve *jsonschema.ValidationError, doc any) []Problem {
 	var out []Problem
 	var walk func(*jsonschema.ValidationError)
 	walk = func(v *jsonschema.ValidationError) {
@@ -105,7 +113,11 @@ func leaves(ve *jsonschema.ValidationError) []Problem {
 			if loc == "" {
 				loc = "/"
 			}
-			out = append(out, Problem{Location: loc, Message: strings.Replace(v.Message, ", but got ", ", got ", 1)})
+			p := Problem{Location: loc, Message: strings.Replace(v.Message, ", but got ", ", got ", 1)}
+			if strings.HasPrefix(v.Message, "additionalProperties ") {
+				p.Allowed = declaredProperties(doc, v.AbsoluteKeywordLocation)
+			}
+			out = append(out, p)
 			return
 		}
 		for _, c := range v.Causes {
@@ -113,7 +125,50 @@ func leaves(ve *jsonschema.ValidationError) []Problem {
 		}
 	}
 	walk(ve)
-	return slices.Compact(out)
+	return slices.CompactFunc(out, func(a, b Problem) bool { return a.Location == b.Location && a.Message == b.Message })
+}
+
+// declaredProperties returns the "properties" names of the schema object
+// that holds the keyword at loc ("mem:///x.json#/properties/model/additionalProperties"),
+// sorted; nil when doc is nil or loc leads nowhere. Every $ref resolves
+// inside the document (see the package comment), so the fragment is a
+// pointer into doc.
+func declaredProperties(doc any, loc string) []string {
+	_, frag, ok := strings.Cut(loc, "#")
+	if !ok || doc == nil {
+		return nil
+	}
+	parts := strings.Split(strings.TrimPrefix(frag, "/"), "/")
+	if len(parts) == 0 || parts[len(parts)-1] != "additionalProperties" {
+		return nil
+	}
+	n := doc
+	for _, p := range parts[:len(parts)-1] {
+		p = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
+		switch v := n.(type) {
+		case map[string]any:
+			n = v[p]
+		case []any:
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 0 || i >= len(v) {
+				return nil
+			}
+			n = v[i]
+		default:
+			return nil
+		}
+	}
+	obj, _ := n.(map[string]any)
+	props, _ := obj["properties"].(map[string]any)
+	if len(props) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(props))
+	for k := range props {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // newCompiler is the one compiler set-up.
@@ -135,7 +190,17 @@ func compile(c *jsonschema.Compiler, url string, data []byte) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{s: s}, nil
+	return &Schema{s: s, doc: decodeDoc(data)}, nil
+}
+
+// decodeDoc is the schema document for declaredProperties (nil if it does
+// not decode, which Compile has already refused).
+func decodeDoc(data []byte) any {
+	var doc any
+	if json.Unmarshal(data, &doc) != nil {
+		return nil
+	}
+	return doc
 }
 
 // CompileTool compiles a tool's argument schema. It must be a JSON object
@@ -208,12 +273,13 @@ func CompileRefs(name string, data []byte, refs []string) (map[string]*Schema, e
 		return nil, fmt.Errorf("schema %s: %w", name, err)
 	}
 	out := make(map[string]*Schema, len(refs))
+	doc := decodeDoc(data)
 	for _, ref := range refs {
 		s, err := c.Compile(url + ref)
 		if err != nil {
 			return nil, fmt.Errorf("schema %s%s: %w", name, ref, err)
 		}
-		out[ref] = &Schema{s: s}
+		out[ref] = &Schema{s: s, doc: doc}
 	}
 	return out, nil
 }

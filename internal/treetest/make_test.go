@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,4 +127,93 @@ func TestMakeRebuildsWhatChanged(t *testing.T) {
 		}
 		pin()
 	})
+}
+
+// TestMakeSkipsGoBuildInACleanCheckout: in a git checkout with a clean
+// tree, a binary built from the same commit is not handed to go build
+// again (scripts/gobuild.sh keeps its fingerprint in bin/.gobuild); a
+// change to the tree, a commit, or the binary changed behind make's back
+// each go to go build, which rebuilds what changed. "go build" here is a
+// wrapper that records every build it is asked for.
+func TestMakeSkipsGoBuildInACleanCheckout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the launcher in a scratch copy of the tree")
+	}
+	dir := scratch(t)
+	// The scratch copy is a repository of its own: git must never reach
+	// the checkout's (a linked worktree's .git file copied in once made
+	// these commits on the checkout's branch).
+	if _, err := os.Lstat(filepath.Join(dir, ".git")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the scratch copy has a .git (%v): git would work on the checkout's repository", err)
+	}
+	gitEnv := []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com",
+		"GIT_DIR=" + filepath.Join(dir, ".git"), "GIT_WORK_TREE=" + dir, "GIT_CEILING_DIRECTORIES=" + filepath.Dir(dir)}
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), gitEnv...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	git("add", "-A")
+	git("commit", "-q", "-m", "scratch")
+
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	builds := filepath.Join(t.TempDir(), "builds")
+	wrapper := filepath.Join(t.TempDir(), "go")
+	writeFile(t, "/", wrapper, "#!/bin/sh\n[ \"$1\" = build ] && echo build >> "+builds+"\nexec "+goBin+" \"$@\"\n")
+	if err := os.Chmod(wrapper, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	launcher := filepath.Join(dir, "bin", "agentkernel-sandbox-init")
+	goBuilds := func() int {
+		b, _ := os.ReadFile(builds)
+		return strings.Count(string(b), "build\n")
+	}
+	makeLauncher := func() (string, int) {
+		t.Helper()
+		n := goBuilds()
+		out, _ := run(t, dir, true, "make", "GO="+wrapper, "bin/agentkernel-sandbox-init")
+		return out, goBuilds() - n
+	}
+
+	if _, n := makeLauncher(); n != 1 {
+		t.Fatalf("the first make ran go build %d times, want 1", n)
+	}
+	l0 := stat(t, launcher)
+	if out, n := makeLauncher(); n != 0 || strings.Contains(out, "build ") {
+		t.Errorf("a clean checkout at the same commit ran go build %d times:\n%s", n, out)
+	}
+
+	const text = "treetest-fast-path"
+	writeFile(t, dir, "cmd/sandbox-init/zz_treetest.go", marker("main", text))
+	if out, n := makeLauncher(); n != 1 || !bytes.Contains(stat(t, launcher).data, []byte(text)) {
+		t.Fatalf("a change to the tree (uncommitted) did not rebuild the launcher (%d go builds):\n%s", n, out)
+	}
+	git("add", "-A")
+	git("commit", "-q", "-m", "marker")
+	if out, n := makeLauncher(); n != 1 || strings.Contains(out, "build ") {
+		t.Errorf("a commit of what was built: %d go builds (want 1, a no-op), output:\n%s", n, out)
+	}
+	if out, n := makeLauncher(); n != 0 {
+		t.Errorf("the clean checkout after the commit ran go build %d times:\n%s", n, out)
+	}
+
+	// The binary replaced behind make's back (a newer file) goes to go
+	// build, which puts back the one the tree makes.
+	if err := os.WriteFile(launcher, l0.data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour) // newer than the fingerprint, whatever the clock's grain
+	if err := os.Chtimes(launcher, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if out, n := makeLauncher(); n != 1 || !bytes.Contains(stat(t, launcher).data, []byte(text)) {
+		t.Errorf("a replaced binary was not rebuilt (%d go builds):\n%s", n, out)
+	}
 }

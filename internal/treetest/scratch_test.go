@@ -56,9 +56,19 @@ func scratch(t *testing.T) string {
 			return err
 		}
 		rel, _ := filepath.Rel(src, path)
+		if d.Name() == ".git" {
+			// A directory in a clone, a file ("gitdir: ...") in a linked
+			// worktree: either way the checkout's repository, which a
+			// scratch copy must never reach (git run in the copy would
+			// work on the checkout's branch and index).
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		if d.IsDir() {
 			switch d.Name() {
-			case ".git", "bin", "node_modules":
+			case "bin", "node_modules":
 				return filepath.SkipDir
 			}
 			return os.MkdirAll(filepath.Join(dir, rel), 0o755)

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,7 +27,10 @@ type ServerConfig struct {
 	// [a-z0-9_-], starting with a letter.
 	Name string `yaml:"name" json:"name"`
 	// Command is the stdio server's argv. "{workspace}" in any element is
-	// replaced by the kernel's workspace directory.
+	// replaced by the kernel's workspace directory, and "${env:NAME}" in
+	// an argument (not the program) by the kernel's environment variable
+	// NAME, which must be set: how a credential the server takes as an
+	// argument (--token ...) stays out of the file.
 	Command []string `yaml:"command,omitempty" json:"command,omitempty"`
 	// Env lists the names of the kernel's environment variables the server
 	// process may see; nothing else is inherited.
@@ -37,7 +41,9 @@ type ServerConfig struct {
 	// docs/sandbox.md). It is kept as written and handed to the sandbox
 	// launcher.
 	Grant yaml.Node `yaml:"grant,omitempty" json:"-"`
-	// URL is a streamable HTTP server's endpoint.
+	// URL is a streamable HTTP server's endpoint; "${env:NAME}" in it
+	// (a credential in the query, ?api_key=${env:NAME}) is replaced by the
+	// kernel's environment variable NAME, which must be set.
 	URL string `yaml:"url,omitempty" json:"url,omitempty"`
 	// Headers are sent with every HTTP request; "${env:NAME}" in a value is
 	// replaced by the kernel's environment variable NAME (which must be set).
@@ -128,8 +134,23 @@ func (c ServerConfig) normalize(workspace string) (ServerConfig, error) {
 	case len(c.Command) > 0 && strings.TrimSpace(c.Command[0]) == "":
 		return bad("command[0]", "is empty")
 	}
+	if len(c.Command) > 0 && envRefRE.MatchString(c.Command[0]) {
+		return bad("command[0]", "names its program with ${env:...}: write the program's path (its files are checked and protected; ${env:NAME} is for arguments)")
+	}
+	for i, a := range c.Command {
+		for _, m := range envRefRE.FindAllStringSubmatch(a, -1) {
+			if !config.ValidEnvName(m[1]) {
+				return bad(fmt.Sprintf("command[%d]", i), "%q is not an environment variable name in ${env:NAME}", m[1])
+			}
+		}
+	}
+	for _, m := range envRefRE.FindAllStringSubmatch(c.URL, -1) {
+		if !config.ValidEnvName(m[1]) {
+			return bad("url", "%q is not an environment variable name in ${env:NAME}", m[1])
+		}
+	}
 	if c.URL != "" {
-		u, err := url.Parse(c.URL)
+		u, err := url.Parse(envRefRE.ReplaceAllString(c.URL, "x"))
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return bad("url", "%q is not an http(s) URL", c.URL)
 		}
@@ -207,25 +228,84 @@ func (c ServerConfig) HeaderEnv() []string {
 	return out
 }
 
+// ArgEnv lists the environment variables the command's arguments and the
+// URL name with ${env:NAME}: what they send is a credential the kernel
+// holds.
+func (c ServerConfig) ArgEnv() []string {
+	var out []string
+	for _, v := range append(slices.Clone(c.Command), c.URL) {
+		for _, m := range envRefRE.FindAllStringSubmatch(v, -1) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// expandEnv replaces ${env:NAME} in v with the kernel's variable NAME;
+// missing names the first one that is not set.
+func expandEnv(v string) (out, missing string) {
+	out = envRefRE.ReplaceAllStringFunc(v, func(m string) string {
+		name := envRefRE.FindStringSubmatch(m)[1]
+		val, ok := os.LookupEnv(name)
+		if !ok && missing == "" {
+			missing = name
+		}
+		return val
+	})
+	return out, missing
+}
+
+// unsetEnv is the error of a ${env:NAME} whose variable is not set, named
+// as ${env:NAME}: a variable's name is no secret, and this form survives
+// the scrubber that error text goes through.
+func (c ServerConfig) unsetEnv(field, name, what string) error {
+	return serverError(c.Name, field, fmt.Errorf("${env:%s} is not set: export %s before starting the kernel (%s)", name, name, what))
+}
+
 // headers expands ${env:NAME} in the configured headers; an unset variable
 // is an error naming it.
 func (c ServerConfig) headers() (map[string]string, error) {
 	out := make(map[string]string, len(c.Headers))
 	for k, v := range c.Headers {
-		var missing string
-		out[k] = envRefRE.ReplaceAllStringFunc(v, func(m string) string {
-			name := envRefRE.FindStringSubmatch(m)[1]
-			val, ok := os.LookupEnv(name)
-			if !ok && missing == "" {
-				missing = name
-			}
-			return val
-		})
+		val, missing := expandEnv(v)
 		if missing != "" {
-			return nil, serverError(c.Name, "headers."+k, fmt.Errorf("environment variable %s is not set", missing))
+			return nil, c.unsetEnv("headers."+k, missing, "the header is sent with its value")
 		}
+		out[k] = val
 	}
 	return out, nil
+}
+
+// endpoint is the URL with ${env:NAME} expanded.
+func (c ServerConfig) endpoint() (string, error) {
+	u, missing := expandEnv(c.URL)
+	if missing != "" {
+		return "", c.unsetEnv("url", missing, "the URL is requested with its value")
+	}
+	return u, nil
+}
+
+// Argv is the command the kernel starts c's server with: ${env:NAME} in
+// its arguments replaced by the kernel's variables (an unset one is an
+// error naming it). {workspace} is the host's to expand (Normalize).
+func (c ServerConfig) Argv() ([]string, error) {
+	x, err := c.expandCommand()
+	return x.Command, err
+}
+
+// expandCommand returns c with ${env:NAME} in its arguments expanded: the
+// argv the server runs with.
+func (c ServerConfig) expandCommand() (ServerConfig, error) {
+	argv := slices.Clone(c.Command)
+	for i, a := range argv {
+		v, missing := expandEnv(a)
+		if missing != "" {
+			return c, c.unsetEnv(fmt.Sprintf("command[%d]", i), missing, "the server gets its value as this argument")
+		}
+		argv[i] = v
+	}
+	c.Command = argv
+	return c, nil
 }
 
 // allowed reports whether the server's tool name is in the allowlist.

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentkernel/agentkernel/internal/hostpath"
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // TestStdioGrantReadsTheServersOwnFiles: a server run as [node,
@@ -98,5 +100,40 @@ func TestPermissionHint(t *testing.T) {
 		if !strings.Contains(got, tc.line) || !strings.Contains(got, "name: s") {
 			t.Errorf("%q: hint %q lacks %q", tc.stderr, got, tc.line)
 		}
+	}
+}
+
+// TestGrantPlaceNamesTheConfiguredRule: the sandbox names a missing path
+// by its index in the grant StdioGrant built ("fs[38]", after the system
+// directories and the server's own files); the error the operator reads
+// names the rule of the server's own grant instead, or says the rule is
+// one the kernel adds.
+func TestGrantPlaceNamesTheConfiguredRule(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "absent")
+	sc := ServerConfig{Name: "uv", Command: []string{"sh", "-c", "true"}}
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte("fs: [{path: /tmp, mode: ro}, {path: "+strconv.Quote(missing)+", mode: rw}]\n"), &n); err != nil {
+		t.Fatal(err)
+	}
+	sc.Grant = *n.Content[0]
+	cfg, err := sc.normalize(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := StdioGrant(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := len(g.FS) - 1
+	if g.FS[last].Path != missing || last < 2 {
+		t.Fatalf("the grant's last rule is %+v of %d; want the configured %s after the defaults", g.FS[last], len(g.FS), missing)
+	}
+	err = grantPlace(fmt.Errorf("start: %w", &sandbox.GrantError{Field: fmt.Sprintf("fs[%d].path", last), Msg: "stat " + missing + ": no such file or directory"}), g, cfg)
+	if got := err.Error(); !strings.Contains(got, "grant.fs[1].path (tools.mcp, server uv)") || strings.Contains(got, fmt.Sprintf("fs[%d]", last)) {
+		t.Errorf("a configured rule: %s", got)
+	}
+	err = grantPlace(&sandbox.GrantError{Field: "fs[0].path", Msg: "stat: gone"}, g, cfg)
+	if got := err.Error(); !strings.Contains(got, "the default grant's rule for "+g.FS[0].Path) {
+		t.Errorf("a rule the kernel adds: %s", got)
 	}
 }

@@ -188,18 +188,20 @@ func (h *Host) Close() error {
 }
 
 // Connect connects every server that is not connected (starting stdio
-// servers), so that Servers shows their live state. A server that fails is
-// reported in its status, not here.
-func (h *Host) Connect(ctx context.Context) {
+// servers), so that Servers shows their live state, and returns each
+// server's error by name (nil for a server that is connected).
+func (h *Host) Connect(ctx context.Context) map[string]error {
 	h.mu.Lock()
 	servers := make([]*server, 0, len(h.order))
 	for _, n := range h.order {
 		servers = append(servers, h.servers[n])
 	}
 	h.mu.Unlock()
+	errs := make(map[string]error, len(servers))
 	for _, s := range servers {
-		_, _ = s.session(ctx)
+		_, errs[s.cfg.Name] = s.session(ctx)
 	}
+	return errs
 }
 
 // ServerStatus is what `kernel mcp ls` shows of one server.

@@ -3,10 +3,12 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -25,16 +27,53 @@ import (
 // started, when the kernel stops it: proc.Kill), and its stderr goes to
 // the log, a line at a time, with the last lines kept for crash reports.
 func command(ctx context.Context, cfg ServerConfig, allowMissing []sandbox.Layer, stderr *stderrLog) (*exec.Cmd, error) {
+	cfg, err := cfg.expandCommand()
+	if err != nil {
+		return nil, err
+	}
 	g, err := StdioGrant(cfg, allowMissing)
 	if err != nil {
 		return nil, err
 	}
 	scmd, err := proc.Command(ctx, proc.Spec{Argv: cfg.Command, Dir: cfg.Dir, Grant: g, Env: cfg.Env, Stderr: stderr})
 	if err != nil {
-		return nil, fmt.Errorf("mcp server %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("mcp server %s: %w", cfg.Name, grantPlace(err, g, cfg))
 	}
 	return scmd.Cmd, nil
 }
+
+// grantPlace renames the rule a sandbox grant error names ("fs[38].path",
+// an index into the grant StdioGrant built) after where it comes from: the
+// server's own grant.fs[i] in the configuration, or a rule the kernel adds
+// itself. The error returned still unwraps to err.
+func grantPlace(err error, g sandbox.Grant, cfg ServerConfig) error {
+	var ge *sandbox.GrantError
+	if !errors.As(err, &ge) {
+		return err
+	}
+	var i int
+	if _, scanErr := fmt.Sscanf(ge.Field, "fs[%d]", &i); scanErr != nil || i < 0 || i >= len(g.FS) {
+		return err
+	}
+	own, cerr := cfg.ConfiguredGrant()
+	if cerr != nil {
+		return err
+	}
+	place := fmt.Sprintf("the default grant's rule for %s (the server's program, a file its command names or its working directory)", g.FS[i].Path)
+	if first := len(g.FS) - len(own.FS); i >= first {
+		place = fmt.Sprintf("grant.fs[%d].path (tools.mcp, server %s)", i-first, cfg.Name)
+	}
+	return &placedError{msg: strings.Replace(err.Error(), "sandbox grant: "+ge.Field, "sandbox grant: "+place, 1), err: err}
+}
+
+// placedError is an error with its message rewritten (grantPlace).
+type placedError struct {
+	msg string
+	err error
+}
+
+func (e *placedError) Error() string { return e.msg }
+func (e *placedError) Unwrap() error { return e.err }
 
 // ConfiguredGrant decodes the server's grant block as written (the zero
 // Grant without one): what the operator added to the default grant.
@@ -99,6 +138,11 @@ func ProgramFiles(sc ServerConfig, workspace string) []string {
 	cfg, err := sc.normalize(workspace)
 	if err != nil || len(cfg.Command) == 0 {
 		return nil
+	}
+	// The arguments as the server gets them: a ${env:NAME} that names a
+	// file names it here too (one not set starts nothing).
+	if x, err := cfg.expandCommand(); err == nil {
+		cfg = x
 	}
 	return hostpath.ArgvFiles(cfg.Command, cfg.Dir)
 }

@@ -126,7 +126,11 @@ func (s *server) connect(ctx context.Context, wait time.Duration) (*mcp.ClientSe
 		if err != nil {
 			return nil, err
 		}
-		t := &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: headerTransport{hdr, http.DefaultTransport}}, MaxRetries: -1}
+		endpoint, err := s.cfg.endpoint()
+		if err != nil {
+			return nil, err
+		}
+		t := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: headerTransport{hdr, http.DefaultTransport}}, MaxRetries: -1}
 		sess, err := s.client.Connect(cctx, t, nil)
 		if err != nil {
 			return nil, s.startError(err)

@@ -19,8 +19,11 @@ import (
 const (
 	attackWasm  = "testdata/attack/attack.wasm"
 	reactorWasm = "testdata/reactor/reactor.wasm"
-	gojqWasm    = "../../wasm-tools/gojq/gojq.wasm"
 )
+
+// gojqWasm is gojq's command line as the tests build it, in their own
+// directory (wasmtest.BuildTool): wasm-tools/gojq/gojq.wasm is make's.
+var gojqWasm string
 
 // testCacheDir is the compilation cache every test shares (see wasmtest).
 var testCacheDir string
@@ -53,10 +56,11 @@ func setup() error {
 	}
 	// An unmodified upstream CLI (gojq's), built from the module proxy at
 	// the version pinned in wasm-tools/gojq/go.mod.
-	if err := wasmtest.Build("../../wasm-tools/gojq", "gojq.wasm", "github.com/itchyny/gojq/cmd/gojq", false); err != nil {
+	var err error
+	if gojqWasm, err = wasmtest.BuildTool("../..", "wasm-tools/gojq", "github.com/itchyny/gojq/cmd/gojq", "gojq.wasm", false); err != nil {
 		return err
 	}
-	return wasmtest.Precompile("../..", "plugins/wasm/"+attackWasm, "plugins/wasm/"+reactorWasm, "wasm-tools/gojq/gojq.wasm")
+	return wasmtest.Precompile("../..", "plugins/wasm/"+attackWasm, "plugins/wasm/"+reactorWasm, gojqWasm)
 }
 
 // wazeroSeenVersion is the version wazero reports in this binary.

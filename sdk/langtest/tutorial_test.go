@@ -10,11 +10,13 @@ import (
 	"testing"
 )
 
-// tutorialBlock is one step of a tutorial: commands, or a file to write.
+// tutorialBlock is one step of a tutorial: commands, a file to write, or
+// the output the reader should see.
 type tutorialBlock struct {
-	file string // "" for commands
-	pin  string // for a kernel.yaml: what its sha256 pins
-	text string
+	file   string // "" for commands
+	pin    string // for a kernel.yaml: what its sha256 pins
+	text   string
+	output bool // a ```text block: what the commands before it print
 }
 
 var (
@@ -38,6 +40,8 @@ func tutorials(t *testing.T) map[string][]tutorialBlock {
 				out[m[1]] = append(out[m[1]], tutorialBlock{file: b[1], pin: b[2], text: b[4]})
 			case b[3] == "sh":
 				out[m[1]] = append(out[m[1]], tutorialBlock{text: b[4]})
+			case b[3] == "text":
+				out[m[1]] = append(out[m[1]], tutorialBlock{text: b[4], output: true})
 			}
 		}
 	}
@@ -51,6 +55,9 @@ func script(blocks []tutorialBlock) string {
 	var b strings.Builder
 	b.WriteString("set -euo pipefail\n")
 	for _, bl := range blocks {
+		if bl.output {
+			continue
+		}
 		if bl.file == "" {
 			b.WriteString(bl.text)
 			continue
@@ -119,6 +126,69 @@ func TestTutorials(t *testing.T) {
 					t.Errorf("the tutorial's output lacks %q:\n%s", want, out)
 				}
 			}
+			shown := 0
+			for _, bl := range blocks {
+				if !bl.output {
+					continue
+				}
+				shown++
+				if missing := shownOutput(bl.text, string(out)); missing != "" {
+					t.Errorf("docs/plugins.md shows output the tutorial does not print: %q (the whole output, whose lines it shows in order, is below)\n%s", missing, out)
+				}
+			}
+			if shown == 0 {
+				t.Errorf("docs/plugins.md: tutorial %s shows no expected output (a ```text block)", lang)
+			}
 		})
+	}
+}
+
+// outputNoise is what differs from run to run in the output a tutorial
+// shows: session ids (the docs abbreviate them, 06h1f…) and durations.
+var outputNoise = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`session \S+ \(new\)`), "session ID (new)"},
+	{regexp.MustCompile(`\b\d+(\.\d+)?(ns|µs|ms|s)\b`), "DURATION"},
+}
+
+// shownOutput checks that every line of a tutorial's shown output (a
+// ```text block) is printed, in that order, by the commands before it, and
+// returns the first line that is not ("" when all are).
+func shownOutput(shown, out string) string {
+	norm := func(s string) string {
+		for _, n := range outputNoise {
+			s = n.re.ReplaceAllString(s, n.with)
+		}
+		return strings.TrimRight(s, " ")
+	}
+	lines := strings.Split(out, "\n")
+	at := 0
+	for _, want := range strings.Split(strings.TrimRight(shown, "\n"), "\n") {
+		if strings.TrimSpace(want) == "" {
+			continue
+		}
+		w := norm(want)
+		for at < len(lines) && norm(lines[at]) != w {
+			at++
+		}
+		if at == len(lines) {
+			return want
+		}
+		at++
+	}
+	return ""
+}
+
+func TestShownOutput(t *testing.T) {
+	out := "noise\nsession 06h23zrkmpq7khpa (new) · model scripted\n  ✓ hello.count_words · 644.5ms · 1 B\nThat text has 4 words.\n"
+	if m := shownOutput("session 06h1f… (new) · model scripted\n  ✓ hello.count_words · 1.5s · 1 B\nThat text has 4 words.\n", out); m != "" {
+		t.Errorf("matching output: %q missing", m)
+	}
+	for _, shown := range []string{"That text has 5 words.\n", "That text has 4 words.\n  ✓ hello.count_words · 1.5s · 1 B\n"} {
+		if m := shownOutput(shown, out); m == "" {
+			t.Errorf("%q: a line not printed (or out of order) passed", shown)
+		}
 	}
 }

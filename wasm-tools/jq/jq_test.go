@@ -14,10 +14,16 @@ import (
 	"github.com/agentkernel/agentkernel/sdk/wasmtool"
 )
 
+// module is the jq.wasm the tests built (wasmtest.BuildTool).
+var module string
+
 func TestMain(m *testing.M) {
-	err := wasmtest.Build(".", "jq.wasm", ".", false)
+	var err error
+	// Built into the tests' own directory: wasm-tools/jq/jq.wasm is
+	// make's, precompiled for the kernel and the demo.
+	module, err = wasmtest.BuildTool("../..", "wasm-tools/jq", ".", "jq.wasm", false)
 	if err == nil {
-		err = wasmtest.Precompile("../..", "wasm-tools/jq/jq.wasm")
+		err = wasmtest.Precompile("../..", module)
 	}
 	if err != nil { // a failed precompile was ignored before
 		fmt.Fprintln(os.Stderr, "wasm-tools/jq tests: setup:", err)
@@ -76,7 +82,7 @@ func TestModule(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "orders.json"), []byte(`{"id":1,"total":30} {"id":2,"total":5}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tools, warnings, err := h.Load(ctx, wasm.ModuleConfig{Path: "jq.wasm", Grants: wasm.Grants{
+	tools, warnings, err := h.Load(ctx, wasm.ModuleConfig{Path: module, Grants: wasm.Grants{
 		FS: []wasm.FSGrant{{Guest: "/data", Host: data}}, MemoryMB: 128,
 	}})
 	if err != nil {

@@ -14,10 +14,16 @@ import (
 	"github.com/agentkernel/agentkernel/plugins/wasm/wasmtest"
 )
 
+// module is the js.wasm the tests built (wasmtest.BuildTool).
+var module string
+
 func TestMain(m *testing.M) {
-	err := wasmtest.Build(".", "js.wasm", ".", true)
+	var err error
+	// Built into the tests' own directory: wasm-tools/js/js.wasm is
+	// make's, precompiled for the kernel and the demo.
+	module, err = wasmtest.BuildTool("../..", "wasm-tools/js", ".", "js.wasm", true)
 	if err == nil {
-		err = wasmtest.Precompile("../..", "wasm-tools/js/js.wasm")
+		err = wasmtest.Precompile("../..", module)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wasm-tools/js tests: setup:", err)
@@ -77,7 +83,7 @@ func TestModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close(ctx)
-	tools, _, err := h.Load(ctx, wasm.ModuleConfig{Path: "js.wasm", Pool: 1, Grants: wasm.Grants{MemoryMB: 96, Timeout: wasm.Duration(2 * time.Minute)}})
+	tools, _, err := h.Load(ctx, wasm.ModuleConfig{Path: module, Pool: 1, Grants: wasm.Grants{MemoryMB: 96, Timeout: wasm.Duration(2 * time.Minute)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,10 +21,16 @@ import (
 	"github.com/agentkernel/agentkernel/plugins/wasm/wasmtest"
 )
 
+// module is the starlark.wasm the tests built (wasmtest.BuildTool).
+var module string
+
 func TestMain(m *testing.M) {
-	err := wasmtest.Build(".", "starlark.wasm", ".", true)
+	var err error
+	// Built into the tests' own directory: wasm-tools/starlark/starlark.wasm is
+	// make's, precompiled for the kernel and the demo.
+	module, err = wasmtest.BuildTool("../..", "wasm-tools/starlark", ".", "starlark.wasm", true)
 	if err == nil {
-		err = wasmtest.Precompile("../..", "wasm-tools/starlark/starlark.wasm")
+		err = wasmtest.Precompile("../..", module)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wasm-tools/starlark tests: setup:", err)
@@ -119,12 +125,12 @@ func loadModule(t testing.TB, pool int, timeout time.Duration) kernel.Tool {
 	delete(manifest, "$schema")
 	manifest["capabilities"].(map[string]any)["timeout"] = timeout.String()
 	b, _ = json.Marshal(manifest)
-	module, err := os.ReadFile("starlark.wasm")
+	mod, err := os.ReadFile(module)
 	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, "tool.json"), b, 0o600)
 	}
 	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "starlark.wasm"), module, 0o600)
+		err = os.WriteFile(filepath.Join(dir, "starlark.wasm"), mod, 0o600)
 	}
 	if err != nil {
 		t.Fatal(err)

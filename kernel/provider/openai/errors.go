@@ -85,6 +85,32 @@ func httpError(status int, body []byte) *kernel.ProviderError {
 	})
 }
 
+// notFoundHint is what a 404 adds to the server's message: the URL the
+// request went to (without its query and user information), and, when its
+// path has no version segment ("/v1", "/v1beta", "/api/v1"), the
+// question a newcomer needs: servers answer a base URL without /v1 with a
+// bare "404 page not found" (Ollama, vLLM, llama.cpp, LM Studio serve
+// the API under /v1).
+func notFoundHint(method string, u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	shown := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	hint := fmt.Sprintf(" (%s %s", method, shown.String())
+	base := strings.TrimSuffix(u.Path, "/chat/completions")
+	versioned := false
+	for _, seg := range strings.Split(base, "/") {
+		if len(seg) > 1 && seg[0] == 'v' && seg[1] >= '0' && seg[1] <= '9' {
+			versioned = true
+		}
+	}
+	if !versioned {
+		want := url.URL{Scheme: u.Scheme, Host: u.Host, Path: strings.TrimSuffix(base, "/") + "/v1"}
+		hint += fmt.Sprintf("; does base_url end in /v1? Most OpenAI-compatible servers (Ollama, vLLM, llama.cpp, LM Studio) serve the API under it: base_url %s", want.String())
+	}
+	return hint + ")"
+}
+
 // toolsRefusals are what servers answer when a model cannot take the
 // "tools" field, lower-cased. Each is matched as a substring of the
 // error's message; the sources are the servers' own code.

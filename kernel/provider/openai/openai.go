@@ -316,6 +316,9 @@ func statusMiddleware(req *http.Request, next option.MiddlewareNext) (*http.Resp
 	defer res.Body.Close()
 	body, rerr := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 	pe := httpError(res.StatusCode, body)
+	if res.StatusCode == http.StatusNotFound {
+		pe.Message += notFoundHint(req.Method, req.URL)
+	}
 	pe.RetryAfter = retryAfter(res.Header, time.Now())
 	if rerr != nil && len(body) == 0 {
 		pe.Err = rerr

@@ -5,9 +5,14 @@
 //
 // Typical use in a TestMain:
 //
-//	if err := wasmtest.Build(".", "jq.wasm", ".", false); err != nil { ... }
-//	if err := wasmtest.Precompile(repoRoot, "wasm-tools/jq/jq.wasm"); err != nil { ... }
+//	jq, err := wasmtest.BuildTool(repoRoot, "wasm-tools/jq", ".", "jq.wasm", false)
+//	if err == nil { err = wasmtest.Precompile(repoRoot, jq) }
 //	host, _ := wasm.NewHost(ctx, wasm.HostConfig{CacheDir: wasmtest.CacheDir()})
+//
+// A test builds a shipped tool (wasm-tools/*) with BuildTool, into Dir,
+// never in place: the module beside its sources is make's, the one the
+// kernel and the demo run and `make` precompiles, and a rebuild there
+// would make the next `make demo` precompile again.
 package wasmtest
 
 import (
@@ -35,6 +40,40 @@ func CacheDir() string {
 	return filepath.Join(os.TempDir(), "agentkernel-wasm-test-cache")
 }
 
+// Dir is the directory tests build modules into: bin/test-wasm under
+// repoRoot (bin/ is the build's, and ignored by git).
+func Dir(repoRoot string) string {
+	return filepath.Join(repoRoot, "bin", "test-wasm")
+}
+
+// BuildTool builds the tool whose sources are in srcDir (relative to
+// repoRoot, e.g. "wasm-tools/jq"; pkg is the package to build, run from
+// srcDir: "." or a module path) into Dir(repoRoot)/srcDir/name, with its
+// tool.json copied beside it, and returns the module's absolute path.
+// Nothing under srcDir is written.
+func BuildTool(repoRoot, srcDir, pkg, name string, cshared bool) (string, error) {
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		return "", err
+	}
+	outDir := filepath.Join(Dir(root), filepath.FromSlash(srcDir))
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return "", err
+	}
+	manifest, err := os.ReadFile(filepath.Join(root, srcDir, "tool.json"))
+	if err != nil {
+		return "", fmt.Errorf("the tool's manifest: %w", err)
+	}
+	dst := filepath.Join(outDir, "tool.json")
+	if old, err := os.ReadFile(dst); err != nil || !bytes.Equal(old, manifest) {
+		if err := os.WriteFile(dst, manifest, 0o644); err != nil {
+			return "", err
+		}
+	}
+	out := filepath.Join(outDir, name)
+	return out, Build(filepath.Join(root, srcDir), out, pkg, cshared)
+}
+
 // Build compiles the Go package pkg to WASI preview1 as out, running go
 // build in dir. cshared builds a reactor (-buildmode=c-shared) instead of
 // a command. go build does nothing when out is up to date.
@@ -47,8 +86,8 @@ func Build(dir, out, pkg string, cshared bool) error {
 	return goCmd(dir, append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm"), args...)
 }
 
-// Precompile compiles modules (paths relative to repoRoot, each with its
-// tool.json) into CacheDir with plugins/wasm/internal/precompile, built
+// Precompile compiles modules (paths relative to repoRoot or absolute,
+// each with its tool.json) into CacheDir with plugins/wasm/internal/precompile, built
 // without the race detector. wazero names its cache after the version it
 // finds in the binary's build information, which test binaries lack, so
 // the helper is told the version the calling test binary reports.

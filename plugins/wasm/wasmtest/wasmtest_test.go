@@ -1,6 +1,9 @@
 package wasmtest_test
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/agentkernel/agentkernel/plugins/wasm"
@@ -16,6 +19,49 @@ func TestCacheDirIsTheKernelDefault(t *testing.T) {
 		}
 		if got := wasmtest.CacheDir(); got != want {
 			t.Errorf("XDG_CACHE_HOME=%q: CacheDir %q, DefaultCacheDir %q", xdg, got, want)
+		}
+	}
+}
+
+// TestBuildToolLeavesTheSourcesAlone: a tool built for a test lands in
+// Dir, with its manifest, and nothing is written beside its sources,
+// where make builds the module the kernel and the demo run.
+func TestBuildToolLeavesTheSourcesAlone(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "tools", "hello")
+	files := map[string]string{
+		"go.mod":    "module example.com/hello\n\ngo 1.24\n",
+		"main.go":   "package main\n\nfunc main() {}\n",
+		"tool.json": `{"name":"hello"}`,
+	}
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := wasmtest.BuildTool(root, "tools/hello", ".", "hello.wasm", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(wasmtest.Dir(root), "tools", "hello", "hello.wasm"); out != want {
+		t.Errorf("built %s, want %s", out, want)
+	}
+	if b, err := os.ReadFile(out); err != nil || !bytes.HasPrefix(b, []byte("\x00asm")) {
+		t.Errorf("%s is not a WASM module: %v", out, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(filepath.Dir(out), "tool.json")); err != nil || string(b) != files["tool.json"] {
+		t.Errorf("the manifest beside the module: %q, %v", b, err)
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if _, ok := files[e.Name()]; !ok {
+			t.Errorf("BuildTool wrote %s beside the sources", e.Name())
 		}
 	}
 }
