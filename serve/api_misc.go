@@ -39,6 +39,8 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/approvals", s.auth(s.listApprovals, ScopeRead, ScopeApprove))
 	m.Handle("GET /v1/approvals/stream", s.auth(s.streamApprovals, ScopeRead, ScopeApprove))
 	m.Handle("GET /v1/tools", s.auth(s.listTools, ScopeRead))
+	m.Handle("GET /v1/agents", s.auth(s.listAgents, ScopeRead))
+	m.Handle("GET /v1/agents/{name}", s.auth(s.getAgent, ScopeRead))
 	m.Handle("GET /v1/policy", s.auth(s.getPolicy, ScopeRead))
 	m.Handle("POST /v1/policy/explain", s.auth(s.explainPolicy, ScopeRead))
 	m.Handle("GET /v1/whoami", s.auth(s.whoami, ScopeRead, ScopeRun, ScopeApprove))

@@ -131,15 +131,38 @@ func CheckScopes(scopes []string) ([]string, error) {
 	out := make([]string, 0, len(scopes))
 	for _, s := range scopes {
 		s = strings.TrimSpace(s)
-		if !slices.Contains(AllScopes, s) {
-			return nil, fmt.Errorf("unknown scope %q (want %s)", s, strings.Join(AllScopes, ", "))
+		if n, ok := strings.CutPrefix(s, ScopeAgentPrefix); ok {
+			if !agentScopeRE.MatchString(n) {
+				return nil, fmt.Errorf("scope %q: want agent:NAME or agent:pipeline:NAME, NAME an agent of kernel.yaml", s)
+			}
+		} else if !slices.Contains(AllScopes, s) {
+			return nil, fmt.Errorf("unknown scope %q (want %s, or agent:NAME)", s, strings.Join(AllScopes, ", "))
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return slices.Index(AllScopes, a) - slices.Index(AllScopes, b) })
+	slices.SortFunc(out, func(a, b string) int {
+		if d := scopeRank(a) - scopeRank(b); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	if slices.IndexFunc(out, func(s string) bool { return !strings.HasPrefix(s, ScopeAgentPrefix) }) < 0 {
+		return nil, fmt.Errorf("agent:NAME scopes only restrict a key: give it %s too", strings.Join(AllScopes, ", "))
+	}
 	return out, nil
+}
+
+var agentScopeRE = regexp.MustCompile(`^(pipeline:)?[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// scopeRank orders scopes as shown: AllScopes' order, then agent scopes
+// by name.
+func scopeRank(s string) int {
+	if i := slices.Index(AllScopes, s); i >= 0 {
+		return i - 1000
+	}
+	return 0
 }
 
 // Create adds a key and returns it with its secret, which is shown once

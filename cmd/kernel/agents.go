@@ -10,6 +10,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/catalog"
 	"github.com/agentkernel/agentkernel/policy"
+	"github.com/agentkernel/agentkernel/serve"
 )
 
 // Named agents and pipelines (docs/agents.md): agents: and pipelines: in
@@ -365,4 +366,23 @@ func (a *app) runKernel(ctx context.Context, k *kernel.Kernel, cf *commonFlags, 
 		return k, nil // the run reports it with the usual words
 	}
 	return a.sessionKernel(k, sess.Meta.Agent)
+}
+
+// serveAgents are the named agents and pipelines kernel serve runs.
+func (a *app) serveAgents() []serve.Agent {
+	if a.agents == nil {
+		return nil
+	}
+	var out []serve.Agent
+	for _, ag := range a.agents.cfg.Agents {
+		m := a.cfg.Model.Name
+		if n := ag.ModelName(); n != "" {
+			m = n
+		}
+		out = append(out, serve.Agent{Name: ag.Name, Kind: "agent", Description: ag.Description, Model: m, Kernel: a.agents.kernels[ag.Name]})
+	}
+	for _, p := range a.agents.cfg.Pipelines {
+		out = append(out, serve.Agent{Name: agents.SessionAgent(p.Name), Kind: "pipeline", Description: p.Description, Model: "pipeline", Kernel: a.agents.pipelines[p.Name]})
+	}
+	return out
 }

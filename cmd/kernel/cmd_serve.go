@@ -120,7 +120,7 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 		access = f
 	}
 	srv, err := serve.New(serve.Config{
-		Kernel: k, Store: a.store, Queue: a.queue, Keys: ks, Policy: a.policyWatcher,
+		Kernel: k, Store: a.store, Queue: a.queue, Keys: ks, Policy: a.policyWatcher, Agents: a.serveAgents(),
 		SessionContext: a.sessionContext(),
 		Scrub:          a.redact, AccessLog: access, ErrorLog: scrubWriter{env.stderr},
 		Limits:       serve.Limits{MaxRuns: *maxRuns, MaxRunsPerKey: *maxRunsKey, MaxBodyBytes: *maxBody},
