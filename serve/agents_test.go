@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/agentkernel/agentkernel/kernel/store/postgres/pgtest"
 )
 
 // reviewerScript asks for a write the reviewer's surface does not have,
@@ -22,9 +24,19 @@ steps:
 // write_file is answered "unknown tool": the top-level kernel would have
 // asked for an approval, and the file is unchanged); a key restricted to
 // agent:reviewer cannot create a session of the top-level agent, and
-// sees only the agents it may run. On Badger.
+// sees only the agents it may run. On Badger and on PostgreSQL.
 func TestNamedAgentsServe(t *testing.T) {
-	r := newRig(t, rigOpts{badger: filepath.Join(t.TempDir(), "db"), reviewer: reviewerScript})
+	t.Run("badger", func(t *testing.T) {
+		testNamedAgents(t, rigOpts{badger: filepath.Join(t.TempDir(), "db")})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		testNamedAgents(t, rigOpts{pg: pgtest.Shared(t).Migrated(t), replica: "replica-a", keys: filepath.Join(t.TempDir(), "keys.json")})
+	})
+}
+
+func testNamedAgents(t *testing.T, o rigOpts) {
+	o.reviewer = reviewerScript
+	r := newRig(t, o)
 	list := r.must(200, "GET", "/v1/agents", r.reader, nil)["agents"].([]any)
 	if len(list) != 1 {
 		t.Fatalf("agents: %v", list)
@@ -62,4 +74,27 @@ func TestNamedAgentsServe(t *testing.T) {
 		t.Fatalf("a key restricted to writer sees %d agents", n)
 	}
 	r.must(404, "GET", "/v1/agents/reviewer", other, nil)
+}
+
+// TestNamedAgentApprovalInbox: a named agent's call waiting for a person
+// is shown in the inbox (GET /v1/approvals) and on its session with the
+// agent that asks.
+func TestNamedAgentApprovalInbox(t *testing.T) {
+	r := newRig(t, rigOpts{badger: filepath.Join(t.TempDir(), "db"), reviewer: reviewerScript, reviewerTools: []string{"write_file"}})
+	sid := r.must(201, "POST", "/v1/sessions", r.alice, map[string]any{"agent": "reviewer"})["id"].(string)
+	r.must(202, "POST", "/v1/sessions/"+sid+"/runs", r.alice, map[string]any{"prompt": "review"})
+	s := r.waitStatus(r.alice, sid, "awaiting_approval")
+	if p := s["pending_approval"].(map[string]any); p["agent"] != "reviewer" || p["tool"] != "write_file" {
+		t.Fatalf("pending approval: %v", p)
+	}
+	inbox := r.must(200, "GET", "/v1/approvals", r.alice, nil)["approvals"].([]any)
+	if len(inbox) != 1 || inbox[0].(map[string]any)["agent"] != "reviewer" {
+		t.Fatalf("inbox: %v", inbox)
+	}
+	// A top-level session's approval names no agent.
+	top := r.newSession(r.alice)
+	r.must(202, "POST", "/v1/sessions/"+top+"/runs", r.alice, map[string]any{"prompt": "go"})
+	if p := r.waitStatus(r.alice, top, "awaiting_approval")["pending_approval"].(map[string]any); p["agent"] != nil {
+		t.Fatalf("top-level approval names agent %v", p["agent"])
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,6 +78,8 @@ type rigOpts struct {
 	// reviewer, when set, is the script of a named agent "reviewer" whose
 	// surface is read_file alone (Config.Agents).
 	reviewer string
+	// reviewerTools widen its surface (default read_file alone).
+	reviewerTools []string
 }
 
 // defaultScript: turn 1 reads a file, turn 2 writes one (the policy asks),
@@ -194,7 +197,7 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 	if o.reviewer != "" {
 		rreg := kernel.NewRegistry()
 		for _, t := range tools {
-			if t.Spec().Name == "read_file" {
+			if n := t.Spec().Name; n == "read_file" || slices.Contains(o.reviewerTools, n) {
 				if err := rreg.Register(t); err != nil {
 					r.t.Fatal(err)
 				}
