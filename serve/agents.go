@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
 )
@@ -146,4 +147,50 @@ func (s *Server) agentNames() string {
 	}
 	slices.Sort(n)
 	return strings.Join(n, ", ")
+}
+
+type agentRunReq struct {
+	Prompt string `json:"prompt"`
+	Title  string `json:"title"`
+}
+
+// startAgentRun is POST /v1/agents/{name}/runs and POST
+// /v1/pipelines/{name}/runs: a new session of the agent (or pipeline) and
+// its first run, in one request.
+func (s *Server) startAgentRun(pipeline bool) func(http.ResponseWriter, *http.Request, *Key) error {
+	return func(w http.ResponseWriter, r *http.Request, k *Key) error {
+		name := r.PathValue("name")
+		if pipeline {
+			name = "pipeline:" + name
+		}
+		if s.agent(name) == nil || !agentAllowed(k, name) {
+			return notFound("agent", name)
+		}
+		var req agentRunReq
+		if err := s.decodeBody(r, &req); err != nil {
+			return err
+		}
+		if strings.TrimSpace(req.Prompt) == "" {
+			return badField("prompt", "prompt is required and must not be blank")
+		}
+		if len(req.Title) > 200 {
+			return badField("title", "title is %d bytes; at most 200", len(req.Title))
+		}
+		now := time.Now().UTC()
+		meta := kernel.SessionMeta{ID: kernel.NewID(), Title: req.Title, Status: kernel.StatusIdle, Created: now, Updated: now,
+			Labels: map[string]string{labelOwner: k.Owner(), labelPrincipal: k.Name}, Context: s.cfg.SessionContext, Agent: name}
+		if err := s.cfg.Store.Commit(r.Context(), meta.ID, kernel.Step{Meta: meta}); err != nil {
+			return err
+		}
+		sid, prompt := meta.ID, req.Prompt
+		rec, err := s.runs.start(sid, k.Owner(), k, kindPrompt, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
+			return kk.Run(ctx, sid, prompt)
+		})
+		if err != nil {
+			return err
+		}
+		snap, _ := s.runs.get(rec.ID)
+		writeJSON(w, http.StatusAccepted, runResponse{Run: &snap})
+		return nil
+	}
 }

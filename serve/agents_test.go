@@ -68,12 +68,21 @@ func testNamedAgents(t *testing.T, o rigOpts) {
 	if err != nil || string(b) != "hello\n" {
 		t.Fatalf("notes.txt: %q %v (the reviewer wrote)", b, err)
 	}
+	// One request: a new session of the agent and its run.
+	run = r.must(202, "POST", "/v1/agents/reviewer/runs", restricted, map[string]any{"prompt": "again"})["run"].(map[string]any)
+	sid2 := run["session_id"].(string)
+	if s := r.waitStatus(restricted, sid2, "idle"); s["agent"] != "reviewer" {
+		t.Fatalf("session: %v", s)
+	}
+	r.must(404, "POST", "/v1/agents/nope/runs", restricted, map[string]any{"prompt": "x"})
+	r.must(404, "POST", "/v1/pipelines/nope/runs", restricted, map[string]any{"prompt": "x"})
 	// A key restricted to another agent does not see this one.
 	other := r.key("other", "", "read", "agent:writer")
 	if n := len(r.must(200, "GET", "/v1/agents", other, nil)["agents"].([]any)); n != 0 {
 		t.Fatalf("a key restricted to writer sees %d agents", n)
 	}
 	r.must(404, "GET", "/v1/agents/reviewer", other, nil)
+	r.must(404, "POST", "/v1/agents/reviewer/runs", r.key("other-run", "", "run", "agent:writer"), map[string]any{"prompt": "x"})
 }
 
 // TestNamedAgentApprovalInbox: a named agent's call waiting for a person

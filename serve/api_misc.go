@@ -41,6 +41,8 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/tools", s.auth(s.listTools, ScopeRead))
 	m.Handle("GET /v1/agents", s.auth(s.listAgents, ScopeRead))
 	m.Handle("GET /v1/agents/{name}", s.auth(s.getAgent, ScopeRead))
+	m.Handle("POST /v1/agents/{name}/runs", s.auth(s.startAgentRun(false), ScopeRun))
+	m.Handle("POST /v1/pipelines/{name}/runs", s.auth(s.startAgentRun(true), ScopeRun))
 	m.Handle("GET /v1/policy", s.auth(s.getPolicy, ScopeRead))
 	m.Handle("POST /v1/policy/explain", s.auth(s.explainPolicy, ScopeRead))
 	m.Handle("GET /v1/whoami", s.auth(s.whoami, ScopeRead, ScopeRun, ScopeApprove))
