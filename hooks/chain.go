@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/agentkernel/agentkernel/internal/config/names"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -26,6 +25,13 @@ type Options struct {
 	// redacts them first, and tool results lose them even when the
 	// scrubber is disabled (see KnownSecrets).
 	Known *KnownSecrets
+	// Plugins runs the hooks of kind plugin: the loaded subprocess plugins
+	// (nil: a plugin rule is a configuration error).
+	Plugins PluginHooks
+	// Log, when set, gets the decision of every hook at a lifecycle
+	// point (the CLI writes them to policy.decision_log). It is called
+	// from the runs' goroutines and must be safe for concurrent use.
+	Log func(Record)
 }
 
 // Chain is the configured hooks as one reloadable kernel.Hook: the
@@ -96,6 +102,23 @@ func (ch *Chain) ScrubResult(s string) string {
 	return s
 }
 
+// Points returns the chain's hooks at the lifecycle points as
+// kernel.Points, with extra (Go hooks, At) after the configured ones at
+// each point. Each point runs entirely under the configuration in force
+// when the loop reaches it; a reload changes the next point's hooks. The
+// points are set whether or not hooks are configured there, so a reload
+// can add some: an empty point costs the loop the building of its input.
+func (ch *Chain) Points(extra ...*PointHook) kernel.Points {
+	by := byPoint(extra)
+	return pointsOf(func(p kernel.HookPoint) []*PointHook {
+		list := ch.cur.Load().points[p]
+		if x := by[p]; len(x) > 0 {
+			return append(list[:len(list):len(list)], x...)
+		}
+		return list
+	}, ch.opts.Log)
+}
+
 // Hook returns the chain as one kernel.Hook. It may be used by several
 // kernels.
 func (ch *Chain) Hook() kernel.Hook {
@@ -104,8 +127,11 @@ func (ch *Chain) Hook() kernel.Hook {
 
 // compiled is one configuration, ready to run. It is immutable.
 type compiled struct {
-	cfg        Config
-	rules      []*hook
+	cfg   Config
+	rules []*hook
+	// points are the hooks at the lifecycle points, in order (the
+	// answer scrubber first at after_model).
+	points     map[kernel.HookPoint][]*PointHook
 	scrub      *Scrubber // nil when disabled
 	scrubber   *Scrubber // the same, even when disabled (Chain.Scrub)
 	limit      bool
@@ -178,123 +204,27 @@ func compile(cfg Config, opts Options) (*compiled, error) {
 	} else if enabled(cfg.OutputLimit.Enabled) {
 		comp.limit, comp.head, comp.tail = true, head, tail
 	}
+	if cfg.Scrubber.Answers && comp.scrubber != nil {
+		comp.points = map[kernel.HookPoint][]*PointHook{kernel.PointAfterModel: {answerScrubber(comp.scrubber)}}
+	}
 	seen := map[string]int{}
 	for i, r := range cfg.Rules {
-		h, rerrs := compileRule(i, r, opts, seen)
+		h, ph, rerrs := compileRule(i, r, opts, seen)
 		errs = append(errs, rerrs...)
-		if h != nil {
+		switch {
+		case h != nil:
 			comp.rules = append(comp.rules, h)
+		case ph != nil:
+			if comp.points == nil {
+				comp.points = map[kernel.HookPoint][]*PointHook{}
+			}
+			comp.points[ph.point] = append(comp.points[ph.point], ph)
 		}
 	}
 	if len(errs) > 0 {
 		return nil, joinErrors(errs)
 	}
 	return comp, nil
-}
-
-// compileRule checks and compiles one rule; seen maps the names so far to
-// their index.
-func compileRule(i int, r Rule, opts Options, seen map[string]int) (*hook, []error) {
-	var errs []error
-	bad := func(field string, format string, args ...any) {
-		f := fmt.Sprintf("rules[%d]", i)
-		if field != "" {
-			f += "." + field
-		}
-		errs = append(errs, hookError(r.Name, f, fmt.Errorf(format, args...)))
-	}
-	switch {
-	case r.Name == "":
-		bad("name", "is required")
-	case !names.HookName.Valid(r.Name):
-		bad("name", "must be %s", names.HookName.Desc())
-	case r.Name == NameScrubber || r.Name == NameOutputLimit:
-		bad("name", "%q is the name of a built-in hook", r.Name)
-	default:
-		if j, dup := seen[r.Name]; dup {
-			bad("name", "duplicate: rules[%d] has the same name", j)
-		}
-		seen[r.Name] = i
-	}
-
-	var kinds []string
-	if r.Command != nil {
-		kinds = append(kinds, "command")
-	}
-	if r.BlockWhen != "" {
-		kinds = append(kinds, "block_when")
-	}
-	if r.SetArgs != "" {
-		kinds = append(kinds, "set_args")
-	}
-	if r.Redact != nil {
-		kinds = append(kinds, "redact")
-	}
-	if r.Truncate != nil {
-		kinds = append(kinds, "truncate")
-	}
-	if len(kinds) != 1 {
-		bad("", "a rule needs exactly one of command, block_when, set_args, redact, truncate; it has %d %v", len(kinds), kinds)
-		return nil, errs
-	}
-	kind := kinds[0]
-
-	phase := r.Phase
-	var implied Phase
-	switch kind {
-	case "set_args":
-		implied = PhaseBefore
-	case "redact", "truncate":
-		implied = PhaseAfter
-	}
-	switch {
-	case phase == "" && implied == "":
-		bad("phase", "is required for a %s hook: before or after", kind)
-	case phase == "":
-		phase = implied
-	case phase != PhaseBefore && phase != PhaseAfter:
-		bad("phase", "must be before or after, got %q", phase)
-	case implied != "" && phase != implied:
-		bad("phase", "a %s hook runs %s, not %s", kind, implied, phase)
-	}
-
-	h := &hook{name: r.Name, phase: phase}
-	switch r.Fail {
-	case "", FailClosed:
-	case FailOpen:
-		h.failOpen = true
-	default:
-		bad("fail", "must be fail_closed or fail_open, got %q", r.Fail)
-	}
-	if r.Match != "" {
-		m, err := NewMatcher(r.Match)
-		if err != nil {
-			bad("match", "%v", err)
-		}
-		h.match = m
-	}
-	if r.Message != "" && kind != "command" && kind != "block_when" {
-		bad("message", "is only used by command and block_when hooks")
-	}
-
-	var kerr []error
-	switch kind {
-	case "command":
-		kerr = compileCommand(h, r, opts, func(field string) string { return fmt.Sprintf("rules[%d].command.%s", i, field) })
-	case "block_when":
-		kerr = compileBlockWhen(h, r, fmt.Sprintf("rules[%d].block_when", i))
-	case "set_args":
-		kerr = compileSetArgs(h, r, fmt.Sprintf("rules[%d].set_args", i))
-	case "redact":
-		kerr = compileRedact(h, r, fmt.Sprintf("rules[%d].redact", i))
-	case "truncate":
-		kerr = compileTruncate(h, r, fmt.Sprintf("rules[%d].truncate", i))
-	}
-	errs = append(errs, kerr...)
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return h, nil
 }
 
 // guard runs the built-ins around the rules: the scrubber, then the output

@@ -55,6 +55,9 @@ type Input struct {
 	Tool     ToolInfo `json:"tool"`
 	// Args are the call's arguments, valid against the tool's schema.
 	Args json.RawMessage `json:"args"`
+	// Decision is the policy's decision on the call, in the after phase
+	// when a policy ruled on it: hooks receive the policy's verdict.
+	Decision *kernel.Decision `json:"decision,omitempty"`
 	// Result is the result so far, in the after phase only (already
 	// scrubbed of credentials when the scrubber is on).
 	Result *ResultInfo `json:"result,omitempty"`
@@ -106,12 +109,30 @@ type commandHook struct {
 }
 
 func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []error {
+	ch, errs := newCommandHook(r, h.phase, opts, field)
+	if errs != nil {
+		return errs
+	}
+	if h.phase == PhaseBefore {
+		h.before = func(ctx context.Context, call *kernel.Call) (Verdict, error) {
+			return ch.run(ctx, call, nil, nil)
+		}
+	} else {
+		h.after = func(ctx context.Context, call *kernel.Call, res kernel.Result, err error) (Verdict, error) {
+			return ch.run(ctx, call, &res, err)
+		}
+	}
+	return nil
+}
+
+// newCommandHook checks a command rule and resolves its program and grant.
+func newCommandHook(r Rule, phase Phase, opts Options, field func(string) string) (*commandHook, []error) {
 	var errs []error
 	bad := func(f string, format string, args ...any) {
 		errs = append(errs, hookError(r.Name, field(f), fmt.Errorf(format, args...)))
 	}
 	c := r.Command
-	ch := &commandHook{name: r.Name, phase: h.phase, timeout: c.Timeout.D(), env: c.Env, message: r.Message}
+	ch := &commandHook{name: r.Name, phase: phase, timeout: c.Timeout.D(), env: c.Env, message: r.Message}
 	switch {
 	case len(c.Argv) == 0 || c.Argv[0] == "":
 		bad("argv", "needs at least the program")
@@ -142,18 +163,9 @@ func compileCommand(h *hook, r Rule, opts Options, field func(string) string) []
 		}
 	}
 	if len(errs) > 0 {
-		return errs
+		return nil, errs
 	}
-	if h.phase == PhaseBefore {
-		h.before = func(ctx context.Context, call *kernel.Call) (Verdict, error) {
-			return ch.run(ctx, call, nil, nil)
-		}
-	} else {
-		h.after = func(ctx context.Context, call *kernel.Call, res kernel.Result, err error) (Verdict, error) {
-			return ch.run(ctx, call, &res, err)
-		}
-	}
-	return nil
+	return ch, nil
 }
 
 // HookGrant is a command hook's effective sandbox grant: the system
@@ -247,6 +259,7 @@ func (ch *commandHook) input(c *kernel.Call, res *kernel.Result, err error) ([]b
 		in.SessionID, in.Run, in.Turn = c.State().SessionID, c.State().Run, c.State().Turn
 	}
 	if res != nil {
+		in.Decision = c.Decision()
 		in.Result = &ResultInfo{Content: res.Content, IsError: res.IsError || err != nil}
 		if err != nil {
 			in.Result.Error = err.Error()
@@ -265,6 +278,19 @@ func (ch *commandHook) run(ctx context.Context, c *kernel.Call, res *kernel.Resu
 	if err != nil {
 		return Verdict{}, fmt.Errorf("encode the hook input: %w", err)
 	}
+	reply, block, err := ch.exec(ctx, in)
+	switch {
+	case err != nil:
+		return Verdict{}, err
+	case block != nil:
+		return Verdict{Block: true, Reason: *block}, nil
+	}
+	return ch.verdict(reply)
+}
+
+// exec runs the program once on the input in: its reply (stdout), or the
+// reason it blocked with (exit code 2), or why it failed.
+func (ch *commandHook) exec(ctx context.Context, in []byte) (reply []byte, block *string, err error) {
 	rctx, cancel := context.WithTimeout(ctx, ch.timeout)
 	defer cancel()
 	stdout := &cappedBuffer{max: maxReply}
@@ -274,14 +300,14 @@ func (ch *commandHook) run(ctx context.Context, c *kernel.Call, res *kernel.Resu
 	p, err := proc.Start(rctx, proc.Spec{Argv: ch.argv, Grant: ch.grant, Env: ch.env,
 		Stdin: bytes.NewReader(in), Stdout: stdout, Stderr: stderr, Prestarted: true})
 	if err != nil {
-		return Verdict{}, fmt.Errorf("run command: %w", err)
+		return nil, nil, fmt.Errorf("run command: %w", err)
 	}
 	exit := p.Wait()
 	if ctx.Err() != nil {
-		return Verdict{}, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
-		return Verdict{}, fmt.Errorf("command timed out after %s (its process group was killed)", ch.timeout)
+		return nil, nil, fmt.Errorf("command timed out after %s (its process group was killed)", ch.timeout)
 	}
 	var failed interface{ ExitCode() int } // *sandbox.ExitError, or *exec.ExitError off Linux
 	switch {
@@ -293,19 +319,19 @@ func (ch *commandHook) run(ctx context.Context, c *kernel.Call, res *kernel.Resu
 		if reason == "" {
 			reason = "the hook exited with code 2"
 		}
-		return Verdict{Block: true, Reason: reason}, nil
+		return nil, &reason, nil
 	case errors.As(exit.Err, &failed):
-		return Verdict{}, fmt.Errorf("command %v%s", exit.Err, stderrSuffix(stderr))
+		return nil, nil, fmt.Errorf("command %v%s", exit.Err, stderrSuffix(stderr))
 	case exit.Err == nil, errors.Is(exit.Err, exec.ErrWaitDelay):
 		// Exited 0 (if something it started kept the pipes open, the
 		// group was killed and the answer stands).
 	default:
-		return Verdict{}, fmt.Errorf("run command: %w", exit.Err)
+		return nil, nil, fmt.Errorf("run command: %w", exit.Err)
 	}
 	if stdout.over {
-		return Verdict{}, fmt.Errorf("the reply is larger than %d bytes", maxReply)
+		return nil, nil, fmt.Errorf("the reply is larger than %d bytes", maxReply)
 	}
-	return ch.verdict(stdout.Bytes())
+	return stdout.Bytes(), nil, nil
 }
 
 func stderrSuffix(b *cappedBuffer) string {

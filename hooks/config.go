@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/internal/config"
+	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/sandbox"
 )
 
@@ -54,6 +55,10 @@ type ScrubberConfig struct {
 	// always (see KnownSecrets); nil for none. Not configuration: the
 	// program that reads the secrets sets it.
 	Known *KnownSecrets `yaml:"-" json:"-"`
+	// Answers also scrubs every model answer (its text and reasoning)
+	// before it is stored, shown or acted on: an after_model hook named
+	// scrubber, first of that point. Default false.
+	Answers bool `yaml:"answers" json:"answers,omitempty"`
 }
 
 // OutputLimitConfig configures the built-in output limiter: a result longer
@@ -76,15 +81,23 @@ const DefaultMaxBytes = 32768
 // DefaultCommandTimeout bounds a command hook that sets no timeout.
 const DefaultCommandTimeout = 10 * time.Second
 
-// Rule is one configured hook. It has exactly one kind: Command,
-// BlockWhen, SetArgs, Redact or Truncate.
+// Rule is one configured hook. It has exactly one kind: Command, Plugin,
+// BlockWhen, SetContext, SetArgs, Redact or Truncate; which kinds a point
+// takes is docs/hooks.md's table.
 type Rule struct {
 	// Name identifies the hook in events and errors: 1-64 characters of
 	// [A-Za-z0-9_.-], unique, not "scrubber" or "output_limit".
 	Name string `yaml:"name" json:"name"`
-	// Phase is "before" or "after". It is required for command and
-	// block_when hooks; set_args implies before, redact and truncate after.
+	// Phase is the hook point (kernel.HookPoints): "before" or "after"
+	// for a tool call's hooks, or a lifecycle point (run_start,
+	// before_compact, before_model, after_model, run_end). It is required
+	// for command, plugin, block_when and set_context hooks; set_args
+	// implies before, redact and truncate after.
 	Phase Phase `yaml:"phase" json:"phase,omitempty"`
+	// Concurrent runs a before_model hook beside the model call as a
+	// guardrail: its block cancels the call in flight (command, plugin
+	// and block_when hooks).
+	Concurrent bool `yaml:"concurrent" json:"concurrent,omitempty"`
 	// Match is an expr expression over Env that selects the calls the hook
 	// applies to; empty means every call.
 	Match string `yaml:"match" json:"match,omitempty"`
@@ -98,11 +111,23 @@ type Rule struct {
 	// or a command hook exits with code 2 and prints nothing on stderr.
 	Message string `yaml:"message" json:"message,omitempty"`
 
-	Command   *CommandConfig  `yaml:"command" json:"command,omitempty"`
-	BlockWhen string          `yaml:"block_when" json:"block_when,omitempty"`
-	SetArgs   string          `yaml:"set_args" json:"set_args,omitempty"`
-	Redact    []string        `yaml:"redact" json:"redact,omitempty"`
-	Truncate  *TruncateConfig `yaml:"truncate" json:"truncate,omitempty"`
+	Command    *CommandConfig  `yaml:"command" json:"command,omitempty"`
+	Plugin     *PluginConfig   `yaml:"plugin" json:"plugin,omitempty"`
+	BlockWhen  string          `yaml:"block_when" json:"block_when,omitempty"`
+	SetContext string          `yaml:"set_context" json:"set_context,omitempty"`
+	SetArgs    string          `yaml:"set_args" json:"set_args,omitempty"`
+	Redact     []string        `yaml:"redact" json:"redact,omitempty"`
+	Truncate   *TruncateConfig `yaml:"truncate" json:"truncate,omitempty"`
+}
+
+// PluginConfig runs a hook a subprocess plugin serves (its hook service;
+// docs/plugins.md): Name is the plugin's name in tools.plugins, Hook the
+// hook's name in the plugin.
+type PluginConfig struct {
+	Name string `yaml:"name" json:"name"`
+	Hook string `yaml:"hook" json:"hook"`
+	// Timeout bounds one call (default 10s, at most 10m).
+	Timeout Duration `yaml:"timeout" json:"timeout,omitempty"`
 }
 
 // CommandConfig runs an external program as a hook (see docs/hooks.md for
@@ -137,14 +162,14 @@ type TruncateConfig struct {
 	Tail int `yaml:"tail" json:"tail"`
 }
 
-// Phase says when a hook runs: before the policy decision, or after the
-// tool ran.
-type Phase string
+// Phase says where a hook runs: its hook point (kernel.HookPoints).
+type Phase = kernel.HookPoint
 
-// The phases.
+// The phases of a tool call's hooks: before the policy decision, or after
+// the tool ran.
 const (
-	PhaseBefore Phase = "before"
-	PhaseAfter  Phase = "after"
+	PhaseBefore Phase = kernel.PointBeforeTool
+	PhaseAfter  Phase = kernel.PointAfterTool
 )
 
 // FailMode says what happens when a hook fails.

@@ -167,20 +167,8 @@ func number(v any) (float64, bool) {
 // compileRedact: replace every match of the patterns in the result with
 // [REDACTED] (only the first group when the pattern has one).
 func compileRedact(h *hook, r Rule, field string) []error {
-	if len(r.Redact) == 0 {
-		return []error{hookError(r.Name, field, fmt.Errorf("needs at least one pattern"))}
-	}
-	var errs []error
-	var res []*regexp.Regexp
-	for i, p := range r.Redact {
-		re, err := compilePattern(p)
-		if err != nil {
-			errs = append(errs, hookError(r.Name, fmt.Sprintf("%s[%d]", field, i), err))
-			continue
-		}
-		res = append(res, re)
-	}
-	if len(errs) > 0 {
+	res, errs := compilePatterns(r, field)
+	if errs != nil {
 		return errs
 	}
 	h.after = func(_ context.Context, _ *kernel.Call, result kernel.Result, _ error) (Verdict, error) {

@@ -1,9 +1,40 @@
-// Package hooks is tool-call middleware for the kernel: code that runs
-// before the policy decision and after the tool, on every call from every
-// tool source (built-in, subprocess, WASM, MCP) alike.
+// Package hooks runs code at every hook point of the kernel's loop
+// (kernel.HookPoints): before the policy decision and after the tool, on
+// every call from every tool source (built-in, subprocess, WASM, MCP)
+// alike, and at the run's lifecycle points — run_start, before_compact,
+// before_model (also as a guardrail beside the model call), after_model,
+// run_end — through kernel.Points. One ordering and failure model holds at
+// every point: hooks run in configuration order, each fails closed or
+// open, within a time limit, reloadable, every decision an event.
 //
-// A hook is a kernel.Hook, func(next kernel.Handler) kernel.Handler. Three
-// kinds produce one:
+// # Lifecycle points
+//
+// A hook at a lifecycle point is a PointHook: a Go function (At), or a rule
+// of the configuration — a command hook (the point's input as JSON on
+// stdin, a Reply as JSON on stdout: PointDocument, ParseReply), block_when,
+// set_context or redact. Chain.Points gives the kernel the configured ones
+// (and Go ones after them); Points builds kernel.Points from Go hooks
+// alone. At each point:
+//
+//  1. The hooks run in order, each on the input as the hooks before it
+//     left it (a rewritten prompt, context, edits, a replaced answer); a
+//     matcher (When, match:) selects the inputs a hook sees.
+//  2. The first block ends the point: the kernel stops the run as
+//     guardrail (at run_end: continues a completed run with the reason).
+//  3. A hook that fails (hangs past its timeout, crashes, answers garbage
+//     or a field its point does not take) stops the run (fail_closed, a
+//     *kernel.GuardrailError naming it) or steps aside (fail_open).
+//  4. At before_model, concurrent hooks then run beside the model call
+//     (kernel.BeforeModelReply.Guard): the first block cancels the call.
+//
+// Every hook run is a kernel.HookCompleted event, with hook.blocked,
+// hook.rewrote or hook.failed for what it did.
+//
+// # Tool calls
+//
+// A tool hook is a kernel.Hook, func(next kernel.Handler) kernel.Handler.
+//
+// Three kinds produce one:
 //
 //   - Go hooks for programs that embed the kernel: Before and After wrap a
 //     BeforeFunc or AfterFunc, optionally restricted by a Matcher (When) and

@@ -187,6 +187,8 @@ func docType(rt reflect.Type) string {
 		return "bool"
 	case reflect.Map:
 		return "map"
+	case reflect.Struct:
+		return "object"
 	case reflect.Slice:
 		return "list of " + docType(rt.Elem()) + "s"
 	}
@@ -308,19 +310,40 @@ func TestDocsCommandInput(t *testing.T) {
 	if !slices.Equal(order, required) {
 		t.Errorf("the input example of docs/hooks.md has the fields %v; the kernel writes %v", order, required)
 	}
+	defs := inputDefs(t)
+	for _, phase := range []string{"before", "after"} {
+		sch := defs[phase]
+		want, req := fields, required
+		if phase == "before" { // no result, no decision
+			want = slices.DeleteFunc(slices.Clone(fields), func(f string) bool { return f == "result" || f == "decision" })
+		} else {
+			req = append(slices.Clone(required), "result")
+		}
+		props := slices.Sorted(maps.Keys(sch.Properties))
+		if !slices.Equal(props, slices.Sorted(slices.Values(want))) || !slices.Equal(sch.Required, req) {
+			t.Errorf("schemas/hook-input.schema.json#/$defs/%s has the properties %v, requiring %v; hooks.Input writes %v there, always %v", phase, props, sch.Required, want, req)
+		}
+	}
+}
+
+// schemaDef is an object schema's properties and required fields.
+type schemaDef struct {
+	Required   []string                   `json:"required"`
+	Properties map[string]json.RawMessage `json:"properties"`
+}
+
+// inputDefs are the $defs of schemas/hook-input.schema.json.
+func inputDefs(t *testing.T) map[string]schemaDef {
+	t.Helper()
 	raw, err := os.ReadFile("../schemas/hook-input.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sch struct {
-		Required   []string                   `json:"required"`
-		Properties map[string]json.RawMessage `json:"properties"`
+		Defs map[string]schemaDef `json:"$defs"`
 	}
 	if err := json.Unmarshal(raw, &sch); err != nil {
 		t.Fatal(err)
 	}
-	props := slices.Sorted(maps.Keys(sch.Properties))
-	if !slices.Equal(props, slices.Sorted(slices.Values(fields))) || !slices.Equal(sch.Required, required) {
-		t.Errorf("schemas/hook-input.schema.json has the properties %v, requiring %v; hooks.Input has the fields %v, always writing %v", props, sch.Required, fields, required)
-	}
+	return sch.Defs
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
 )
@@ -99,14 +100,25 @@ type BlockError struct {
 func (e *BlockError) Error() string { return fmt.Sprintf("blocked by hook %q: %s", e.Hook, e.Reason) }
 func (e *BlockError) Unwrap() error { return kernel.ErrBlocked }
 
-// hook is one hook of any kind, ready to wrap a handler.
+// hook is one tool hook of any kind, ready to wrap a handler; Options
+// also configure PointHooks through it.
 type hook struct {
-	name     string
-	phase    Phase
-	match    *Matcher
-	failOpen bool
-	before   BeforeFunc
-	after    AfterFunc
+	name       string
+	phase      Phase
+	match      *Matcher
+	failOpen   bool
+	before     BeforeFunc
+	after      AfterFunc
+	timeout    time.Duration // bounds before and after (Timeout)
+	concurrent bool          // At only
+}
+
+// bound is ctx limited by the hook's Timeout, if any.
+func (h *hook) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if h.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, h.timeout)
 }
 
 func (h *hook) kernelHook() kernel.Hook {
@@ -138,7 +150,9 @@ func (b *beforeHandler) Handle(ctx context.Context, c *kernel.Call) (kernel.Resu
 			return b.next.Handle(ctx, c)
 		}
 	}
-	v, err := h.before(ctx, c)
+	hctx, cancel := h.bound(ctx)
+	v, err := h.before(hctx, c)
+	cancel()
 	if err != nil {
 		return h.beforeFailed(ctx, c, b.next, err)
 	}
@@ -187,7 +201,9 @@ func (a *afterHandler) Handle(ctx context.Context, c *kernel.Call) (kernel.Resul
 			return res, err
 		}
 	}
-	v, herr := h.after(ctx, c, res, err)
+	hctx, cancel := h.bound(ctx)
+	v, herr := h.after(hctx, c, res, err)
+	cancel()
 	if herr != nil {
 		return h.afterFailed(ctx, c, res, err, herr)
 	}

@@ -82,6 +82,17 @@ func (c *Call) State() *State {
 // again, but hooks still run.
 func (c *Call) Approved() bool { return c.approved }
 
+// Decision returns a copy of the policy's decision on the call, or nil
+// before it or when no policy ruled on it (an approved call, no policy).
+// After hooks see it: hooks receive the policy's verdict.
+func (c *Call) Decision() *Decision {
+	if c.decision == nil {
+		return nil
+	}
+	d := *c.decision
+	return &d
+}
+
 // Value returns the arguments decoded as JSON (numbers as float64). It must
 // not be modified.
 func (c *Call) Value() map[string]any { return c.value }

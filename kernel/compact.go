@@ -28,6 +28,17 @@ func (r *run) compact(ctx context.Context, cc ContextConfig, force bool) error {
 	}
 	rec := Compaction{Through: prev.Through, Summary: prev.Summary, KeepUser: prev.KeepUser,
 		TrimThrough: r.meta.LastSeq, TrimBytes: cc.TrimTokens * 3 / 2, TokensBefore: before, Forced: force}
+	if k.cfg.Points.BeforeCompact != nil {
+		in := &BeforeCompactInput{PointInfo: r.info(PointBeforeCompact), Forced: force, Messages: len(r.msgs) - cx.start, Tokens: before, Window: window}
+		instr, err := r.beforeCompact(ctx, in)
+		if err != nil {
+			return err
+		}
+		if instr != "" {
+			rec.Instructions = instr
+			cc.Prompt = joinText(cc.Prompt, "Also follow these instructions:\n"+instr)
+		}
+	}
 	// 1. Trim the large tool results the view still sends whole.
 	trimmed := 0
 	for i := cx.start; i < len(r.msgs); i++ {
@@ -57,7 +68,7 @@ func (r *run) compact(ctx context.Context, cc ContextConfig, force bool) error {
 		return err
 	}
 	start := time.Now()
-	summary, usage, cost, model, err := r.summarise(ctx, cc, prev.Summary, r.msgs[cx.start:split], &rec)
+	summary, usage, cost, model, err := r.summarise(ctx, cc, prev.Summary, applyEdits(r.msgs)[cx.start:split], &rec)
 	if err != nil {
 		return err
 	}
@@ -122,7 +133,37 @@ func (r *run) split(rec *Compaction, keep int) (int, error) {
 			best = i
 		}
 	}
-	return best, nil
+	return r.wholeTurn(best)
+}
+
+// wholeTurn moves a split that falls inside a tool-use turn back to the
+// user message that opened the turn, when an answer of the turn before the
+// split carries reasoning blocks: a provider that signs its thinking
+// (Anthropic) needs every answer of the current turn back as it was, so
+// none of them may be summarised while the rest of the turn is kept. When
+// the turn opened before the view's start, nothing may be summarised.
+func (r *run) wholeTurn(split int) (int, error) {
+	if r.msgs[split].Role == RoleUser {
+		return split, nil
+	}
+	open := -1
+	for i := split - 1; i >= r.sysN; i-- {
+		if r.msgs[i].Role == RoleUser && r.msgs[i].CorrectionKind() == "" {
+			open = i
+			break
+		}
+	}
+	signed := false
+	for i := max(open, r.sysN); i < split && !signed; i++ {
+		signed = r.msgs[i].Role == RoleAssistant && len(r.msgs[i].ReasoningBlocks) > 0
+	}
+	if !signed {
+		return split, nil
+	}
+	if open <= r.cx.start {
+		return 0, errNothingToCompact
+	}
+	return open, nil
 }
 
 // summarise asks the compaction model for a summary of prev (the last
@@ -172,7 +213,7 @@ func (r *run) summarise(ctx context.Context, cc ContextConfig, prev string, msgs
 		// turn's generation (then the run's own models), reported the same
 		// way; the summary's text is not streamed as an answer.
 		resp, err := r.callModel(ctx, req, genCall{models: summaryModels(model, k), sink: func(Delta) {},
-			account: func(resp Response) { r.account(resp.Usage, k.price(model).cost(resp.Usage)) }})
+			account: func(resp Response) { r.account(resp.Usage, k.price(model).Cost(resp.Usage)) }})
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", usage, cost, model, ctx.Err()
@@ -182,7 +223,7 @@ func (r *run) summarise(ctx context.Context, cc ContextConfig, prev string, msgs
 		if resp.Message.Model != "" {
 			model = resp.Message.Model
 		}
-		c := k.price(model).cost(resp.Usage)
+		c := k.price(model).Cost(resp.Usage)
 		usage, cost = usage.Add(resp.Usage), cost+c
 		r.account(resp.Usage, c)
 		if strings.TrimSpace(resp.Message.Content) == "" {

@@ -120,7 +120,32 @@ func (r *run) initContext() {
 		cx.tok[i] = countMessage(cx.count, m)
 	}
 	r.cx = cx
+	for i := range r.msgs {
+		r.recountEdits(&r.msgs[i])
+	}
 	r.applyRecord()
+}
+
+// recountEdits counts again the messages whose content m's edits replace
+// in every request (hooks' edits, HookRecord), adjusting the view's sum.
+func (r *run) recountEdits(m *Message) {
+	if !m.hasEdits() {
+		return
+	}
+	cx := r.cx
+	for _, e := range m.Hooks.Edits {
+		j := seqIndex(r.msgs, e.Seq)
+		if j < 0 {
+			continue
+		}
+		c := r.msgs[j]
+		c.Content = e.Content
+		n := countMessage(cx.count, &c)
+		if cx.rec == nil || e.Seq > cx.rec.Through || e.Seq == cx.rec.KeepUser {
+			cx.sum += n - cx.tok[j]
+		}
+		cx.tok[j] = n
+	}
 }
 
 // applyRecord recomputes the view's sum after a compaction record: the
@@ -211,6 +236,7 @@ func (r *run) added() {
 	} else {
 		cx.tok[i] = countMessage(cx.count, m)
 		cx.sum += cx.tok[i]
+		r.recountEdits(m)
 	}
 	r.useContext()
 }

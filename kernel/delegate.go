@@ -252,7 +252,7 @@ func (k *Kernel) firstCall(prompt string) (float64, int64) {
 		msgs = append([]Message{{Role: RoleSystem, Content: k.cfg.SystemPrompt}}, msgs...)
 	}
 	n := int64(countRequest(k.cfg.Tokenizer, msgs, k.cfg.Tools.view()))
-	return k.price(k.cfg.Model).cost(Usage{InputTokens: n}), n
+	return k.price(k.cfg.Model).Cost(Usage{InputTokens: n}), n
 }
 
 // checkChild refuses to run a child session except through its parent.

@@ -44,10 +44,18 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 		}
 		r.announce(calls[i:j])
 		if j-i == 1 {
-			outs[i] = r.execute(ctx, calls[i], json.RawMessage(calls[i].Arguments), false)
+			if f, ok := r.refused[calls[i].ID]; ok {
+				outs[i] = r.refusal(calls[i], f)
+			} else {
+				outs[i] = r.execute(ctx, calls[i], json.RawMessage(calls[i].Arguments), false)
+			}
 		} else {
 			var wg sync.WaitGroup
 			for n := i; n < j; n++ {
+				if f, ok := r.refused[calls[n].ID]; ok {
+					outs[n] = r.refusal(calls[n], f)
+					continue
+				}
 				p := r.prepare(calls[n], json.RawMessage(calls[n].Arguments), false)
 				if p.call == nil { // failed before the chain: nothing to wait for
 					outs[n] = r.finish(ctx, &p)

@@ -6,7 +6,8 @@
 // cancelled. Everything a team customises lives outside this package and
 // plugs into its interfaces: Provider (models), Tool (built-ins, subprocess
 // plugins, WASM modules, MCP servers), Policy (surfaces, decisions,
-// budgets), Hook (middleware around every call) and Store (sessions).
+// budgets), Hook (middleware around every call), Points (hooks at the
+// run's lifecycle points) and Store (sessions).
 // This package imports none of their implementations.
 //
 // # Glossary
@@ -41,12 +42,21 @@
 //  1. Open the session: load it from the Store (or start a new one) and
 //     complete any tool call left without a result by a crash with an
 //     "interrupted" result, made durable first.
-//  2. Persist the user message.
+//  2. Run the run_start hooks (Points): they may refuse the run (stop
+//     reason guardrail), rewrite the prompt or add context. Persist the
+//     user message, with that context.
 //  3. Check budgets (Policy.Budget); stop, optionally after one last
 //     turn with no tools, when one is exhausted. Stop at MaxTurns.
 //  4. Start a turn; choose the tools offered in it (Policy.Surface).
-//  5. Stream one generation from the Provider, emitting deltas; account
-//     tokens and cost; persist the assistant message. No tool calls: done.
+//  5. Build the request (compacting the context when it is full, after
+//     the before_compact hooks); run the before_model hooks on it (they may
+//     block it, add context or edit messages; a guardrail may run beside
+//     the call and cancel it). Stream one generation from the Provider,
+//     emitting deltas (held while an after_model hook may change them);
+//     account tokens and cost; run the after_model hooks (block, change the
+//     text, refuse calls); persist the assistant message with what the
+//     hooks did. No tool calls: the run_end hooks may continue the run with
+//     a message (loop to 3); else done.
 //     A model on the text tool protocol (ToolProtocol) gets its tools in
 //     the system prompt and its calls are read from the streamed text
 //     (package toolproto); an answer that breaks the protocol is stored

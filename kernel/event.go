@@ -214,6 +214,10 @@ type RunCompleted struct {
 	CostUSD    float64       `json:"cost_usd"`
 	Turns      int           `json:"turns"`
 	Duration   time.Duration `json:"duration"`
+	// Blocked is the block that stopped the run (stop reason guardrail).
+	Blocked *Block `json:"blocked,omitempty"`
+	// Notes are what run_end hooks said about the run's end.
+	Notes []HookText `json:"notes,omitempty"`
 }
 
 // RunFailed closes a run that stopped with an error.
@@ -223,34 +227,51 @@ type RunFailed struct {
 	Error      string     `json:"error"`
 }
 
-// HookBlocked is a hook blocking a call or its result.
+// HookBlocked is a hook blocking a call or its result, or, at a
+// lifecycle point, the run (at run_end: ending it, so that it goes on).
+// Phase is the hook point (HookPoints); CallID and Tool are a tool
+// call's.
 type HookBlocked struct {
 	Hook   string `json:"hook"`
-	Phase  string `json:"phase"` // "before" or "after"
-	CallID string `json:"call_id"`
-	Tool   string `json:"tool"`
+	Phase  string `json:"phase"`
+	CallID string `json:"call_id,omitempty"`
+	Tool   string `json:"tool,omitempty"`
 	Reason string `json:"reason"`
 }
 
-// HookRewrote is a hook changing a call's arguments or result.
+// HookRewrote is a hook changing a call's arguments or result, or at a
+// lifecycle point the request, the answer or the prompt.
 type HookRewrote struct {
 	Hook   string `json:"hook"`
 	Phase  string `json:"phase"`
-	CallID string `json:"call_id"`
-	Tool   string `json:"tool"`
-	// What says what changed: "args", "result", "redacted", "truncated", ...
+	CallID string `json:"call_id,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	// What says what changed: "args", "result", "redacted", "truncated",
+	// "context", "prompt", "text", "refused", ...
 	What string `json:"what"`
 }
 
 // HookFailed is a hook that could not do its job. FailOpen says whether the
-// call went on regardless.
+// call (or the run) went on regardless.
 type HookFailed struct {
 	Hook     string `json:"hook"`
 	Phase    string `json:"phase"`
-	CallID   string `json:"call_id"`
-	Tool     string `json:"tool"`
+	CallID   string `json:"call_id,omitempty"`
+	Tool     string `json:"tool,omitempty"`
 	Error    string `json:"error"`
 	FailOpen bool   `json:"fail_open"`
+}
+
+// HookCompleted is one hook at a lifecycle point having run: its outcome
+// (allowed, blocked, changed or failed) and how long it took. A
+// concurrent guardrail's ran beside the model call.
+type HookCompleted struct {
+	Hook       string        `json:"hook"`
+	Phase      string        `json:"phase"`
+	Turn       int           `json:"turn"`
+	Outcome    string        `json:"outcome"`
+	Duration   time.Duration `json:"duration"`
+	Concurrent bool          `json:"concurrent,omitempty"`
 }
 
 // ConfigReloaded reports a reload of the policy or the hooks; a failed reload
@@ -306,7 +327,7 @@ var eventKinds = []Event{
 	RunStarted{}, TurnStarted{}, ModelRequest{}, MessageDelta{}, ReasoningDelta{}, MessageCompleted{},
 	ToolStarted{}, ToolProgress{}, ToolCompleted{}, PolicyDecided{}, ApprovalRequired{}, ApprovalResolved{},
 	BudgetWarning{}, BudgetExceeded{}, ContextCompacted{}, ContextWarning{}, SteerDelivered{}, ProviderRetry{},
-	RunCompleted{}, RunFailed{}, HookBlocked{}, HookRewrote{}, HookFailed{}, ConfigReloaded{}, Notice{}, AgentEvent{},
+	RunCompleted{}, RunFailed{}, HookBlocked{}, HookRewrote{}, HookFailed{}, HookCompleted{}, ConfigReloaded{}, Notice{}, AgentEvent{},
 }
 
 // EventTypes returns the type of every event (the "type" field of its
@@ -342,6 +363,7 @@ func (RunFailed) Type() string        { return "run.failed" }
 func (HookBlocked) Type() string      { return "hook.blocked" }
 func (HookRewrote) Type() string      { return "hook.rewrote" }
 func (HookFailed) Type() string       { return "hook.failed" }
+func (HookCompleted) Type() string    { return "hook.completed" }
 func (ConfigReloaded) Type() string   { return "config.reloaded" }
 func (Notice) Type() string           { return "notice" }
 func (AgentEvent) Type() string       { return "agent.event" }
@@ -369,6 +391,7 @@ func (RunFailed) isEvent()        {}
 func (HookBlocked) isEvent()      {}
 func (HookRewrote) isEvent()      {}
 func (HookFailed) isEvent()       {}
+func (HookCompleted) isEvent()    {}
 func (ConfigReloaded) isEvent()   {}
 func (Notice) isEvent()           {}
 func (AgentEvent) isEvent()       {}

@@ -132,3 +132,12 @@ func (e AgentEvent) MarshalJSON() ([]byte, error) {
 		Event json.RawMessage `json:"event"`
 	}{plain(e), inner})
 }
+
+// MarshalJSON renders Duration as a duration string.
+func (e HookCompleted) MarshalJSON() ([]byte, error) {
+	type plain HookCompleted
+	return json.Marshal(struct {
+		plain
+		Duration jsonDuration `json:"duration"`
+	}{plain(e), jsonDuration(e.Duration)})
+}

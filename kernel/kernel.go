@@ -34,13 +34,17 @@ const (
 	// Config.MaxDepth (an agent calling agents calling agents): it stops
 	// before its first model call, and its caller reads why.
 	StopMaxDepth StopReason = "max_depth"
+	// StopGuardrail ends a run a hook at a lifecycle point refused or
+	// blocked (RunResult.Blocked), or one such hook that failed closed
+	// (the run's error is then a *GuardrailError naming it).
+	StopGuardrail StopReason = "guardrail"
 )
 
 // stopReasons is every stop reason but a budget stop, in the order the
 // docs name them. It is the one list: schemas/events.schema.json and the
 // stop reasons of docs/architecture.md are held to it by tests
 // (docs/architecture.md, "Closed sets").
-var stopReasons = []StopReason{StopCompleted, StopMaxTurns, StopAwaitingApproval, StopCancelled, StopInterrupted, StopError, StopEmptyResponse, StopToolProtocol, StopMaxDepth}
+var stopReasons = []StopReason{StopCompleted, StopMaxTurns, StopAwaitingApproval, StopCancelled, StopInterrupted, StopError, StopEmptyResponse, StopToolProtocol, StopGuardrail, StopMaxDepth}
 
 // StopReasons returns every stop reason but a budget stop (BudgetStop),
 // in the order the docs name them.
@@ -67,6 +71,13 @@ type Config struct {
 	Policy Policy
 	// Hooks wrap every tool call, first hook outermost.
 	Hooks []Hook
+	// Points are the hooks at the run's lifecycle points: run start,
+	// before and after each model call, before a compaction, run end.
+	// A nil field costs one nil check.
+	Points Points
+	// MaxContinuations bounds how often run_end hooks may continue one
+	// run (default DefaultMaxContinuations).
+	MaxContinuations int
 	// Model is the model name sent to the provider.
 	Model string
 	// SystemPrompt, when set, is the first message of every request. It is
@@ -172,7 +183,8 @@ type Kernel struct {
 	maxCorrections int
 	// scope is what a Kernel running a child session got from its caller
 	// (delegate.go); nil for a top-level run.
-	scope *childScope
+	scope   *childScope
+	maxCont int
 }
 
 // New checks cfg and builds a Kernel.
@@ -224,8 +236,14 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.MaxDepth < 0 {
 		return nil, errors.New("kernel: Config.MaxDepth must not be negative")
 	}
+	if cfg.MaxContinuations < 0 {
+		return nil, errors.New("kernel: Config.MaxContinuations must not be negative")
+	}
+	if cfg.MaxContinuations == 0 {
+		cfg.MaxContinuations = DefaultMaxContinuations
+	}
 	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), calib: new(calibration), realClock: realClock,
-		protos: protos, maxCorrections: cfg.MaxCorrections}
+		protos: protos, maxCorrections: cfg.MaxCorrections, maxCont: cfg.MaxContinuations}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {
 		h = cfg.Hooks[i](h)
@@ -250,6 +268,11 @@ type RunResult struct {
 	Duration time.Duration
 	// Pending is the approval the run stopped for, if any.
 	Pending *Approval
+	// Blocked is the block a run stopped by a hook ended with
+	// (StopGuardrail).
+	Blocked *Block
+	// Notes are what run_end hooks said about the run's end.
+	Notes []HookText
 }
 
 // CallRecord is one tool call in a run's audit trail.

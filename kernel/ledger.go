@@ -223,7 +223,7 @@ func (r *run) checkLedger(ctx context.Context, phase BudgetPhase) (res *RunResul
 		r.led.mu.Lock()
 		out := r.led.maxOut
 		r.led.mu.Unlock()
-		cost = r.k.price(r.k.cfg.Model).cost(Usage{InputTokens: tokens, OutputTokens: out})
+		cost = r.k.price(r.k.cfg.Model).Cost(Usage{InputTokens: tokens, OutputTokens: out})
 		tokens += out
 	}
 	b := r.led.admit(cost, tokens, time.Now())

@@ -60,6 +60,14 @@ type run struct {
 	// resolving is the decision Resolve runs the pending call with, for
 	// an agent call whose child waits for it.
 	resolving *resolution
+	// What the lifecycle hooks did in this turn (points_run.go): notes
+	// and edits for the message that closes it, context messages stored
+	// before the answer, calls refused; ended: run_end's hooks ran.
+	notes   []HookNote
+	edits   []Edit
+	inject  []Message
+	refused map[string]Refusal
+	ended   bool
 }
 
 // Run sends prompt to the model in the session sessionID (a new session when
@@ -94,6 +102,13 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 	}
 	now := k.cfg.Now()
 	r.st.startRun(r.st.Run+1, prompt, now)
+	m := Message{Role: RoleUser, Content: prompt, Time: now}
+	var extra []Message
+	var refused error
+	if k.cfg.Points.RunStart != nil {
+		extra, refused = r.runStart(ctx, &m)
+		prompt = m.Content
+	}
 	r.meta.Status = StatusRunning
 	if r.meta.Title == "" {
 		r.meta.Title = truncateTitle(prompt)
@@ -101,7 +116,14 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 	k.emitIf(func() Event {
 		return RunStarted{SessionID: r.meta.ID, Model: k.cfg.Model, Prompt: prompt, MaxTurns: k.cfg.MaxTurns, NewSession: r.isNew}
 	})
-	if err := r.commitMsg(ctx, Message{Role: RoleUser, Content: prompt, Time: now}, Step{}); err != nil {
+	if refused != nil {
+		return r.refuse(ctx, m, refused)
+	}
+	if extra == nil {
+		if err := r.commitMsg(ctx, m, Step{}); err != nil {
+			return r.fail(ctx, err)
+		}
+	} else if err := r.commit(ctx, Step{Messages: append([]Message{m}, extra...)}); err != nil {
 		return r.fail(ctx, err)
 	}
 	return r.loop(ctx)
@@ -195,6 +217,9 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 		tools := r.surface(ctx)
 		resp, err := r.generate(ctx, tools, nil)
 		if err != nil {
+			if ge := asBlock(err); ge != nil {
+				return r.blocked(ctx, ge)
+			}
 			return r.fail(ctx, err)
 		}
 		if resp.text != nil && resp.text.violation != nil {
@@ -208,17 +233,23 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 		if final {
 			r.meta.Status = StatusIdle
 		}
-		if err := r.commitMsg(ctx, resp.Message, Step{}); err != nil {
+		if err := r.commitAnswer(ctx, resp.Message); err != nil {
 			return r.fail(ctx, err)
 		}
 		r.completed(resp)
 		if final {
 			// A message queued while the model answered is the next step.
-			if more, err := r.steer(ctx); err != nil || !more {
-				if err != nil {
+			more, err := r.steer(ctx)
+			if err != nil {
+				return r.fail(ctx, err)
+			}
+			if !more && k.cfg.Points.RunEnd != nil {
+				if more, err = r.runEnd(ctx, StopCompleted, r.msgs[len(r.msgs)-1].Content, true); err != nil {
 					return r.fail(ctx, err)
 				}
-				return r.done(ctx, StopCompleted, resp.Message.Content)
+			}
+			if !more {
+				return r.done(ctx, StopCompleted, r.msgs[len(r.msgs)-1].Content)
 			}
 			r.meta.Status = StatusRunning
 			continue
@@ -239,6 +270,8 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 }
 
 func (r *run) nextTurn() {
+	r.notes, r.edits, r.inject = nil, nil, r.inject[:0]
+	clear(r.refused)
 	r.st.startTurn(r.k.cfg.Now())
 	r.k.emitIf(func() Event { return TurnStarted{Turn: r.st.Turn, MaxTurns: r.k.cfg.MaxTurns} })
 }
@@ -263,6 +296,13 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 	if extra != nil {
 		msgs = append(msgs[:len(msgs):len(msgs)], *extra)
 	}
+	var guard func(context.Context) (GuardReply, error)
+	if k.cfg.Points.BeforeModel != nil {
+		if msgs, guard, err = r.beforeModel(ctx, msgs, tools); err != nil {
+			return Response{}, err
+		}
+	}
+	hold := k.cfg.Points.AfterModel != nil && (k.cfg.Points.HoldText == nil || k.cfg.Points.HoldText())
 	if k.cfg.OnEvent != nil {
 		k.emit(ModelRequest{
 			Turn: r.st.Turn, MaxTurns: k.cfg.MaxTurns, Messages: len(msgs), Tools: r.toolNames(tools),
@@ -275,7 +315,13 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 	if !k.realClock || r.cx != nil {
 		start = time.Now()
 	}
-	resp, err := r.callModel(ctx, Request{Model: k.cfg.Model, Messages: msgs, Tools: tools}, genCall{})
+	req := Request{Model: k.cfg.Model, Messages: msgs, Tools: tools}
+	var resp Response
+	if guard == nil && !hold {
+		resp, err = r.callModel(ctx, req, genCall{})
+	} else {
+		resp, err = r.callHeld(ctx, req, guard, hold)
+	}
 	if err != nil {
 		return Response{}, err
 	}
@@ -288,6 +334,14 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 		r.lastGen.dur = end.Sub(start)
 	} else {
 		r.lastGen.dur = time.Since(start)
+	}
+	if k.cfg.Points.AfterModel != nil {
+		if err := r.afterModel(ctx, &resp); err != nil {
+			return Response{}, err
+		}
+	}
+	if hold {
+		r.showAnswer(&resp.Message)
 	}
 	return resp, nil
 }
@@ -319,7 +373,7 @@ func (r *run) accountGen(resp Response) {
 	if _, ok := k.cfg.Prices[model]; !ok && resp.Message.Model != "" {
 		model = resp.Message.Model // a fallback's price, not the primary's
 	}
-	cost := k.price(model).cost(resp.Usage)
+	cost := k.price(model).Cost(resp.Usage)
 	r.st.account(resp.Usage, cost)
 	if r.led != nil {
 		r.led.charge(resp.Usage, cost)
@@ -405,12 +459,16 @@ func (r *run) checkBudget(ctx context.Context, phase BudgetPhase) (res *RunResul
 	r.nextTurn()
 	resp, gerr := r.generate(ctx, nil, &Message{Role: RoleUser, Content: msg})
 	if gerr != nil {
+		if ge := asBlock(gerr); ge != nil {
+			res, err := r.blocked(ctx, ge)
+			return res, err, true
+		}
 		res, err := r.fail(ctx, gerr)
 		return res, err, true
 	}
 	resp.Message.ToolCalls = nil // none were offered; keep the history valid
 	r.meta.Status = StatusIdle
-	if err := r.commitMsg(ctx, resp.Message, Step{}); err != nil {
+	if err := r.commitAnswer(ctx, resp.Message); err != nil {
 		res, err := r.fail(ctx, err)
 		return res, err, true
 	}
@@ -428,6 +486,11 @@ func (r *run) done(ctx context.Context, reason StopReason, output string) (*RunR
 	case StopInterrupted:
 		want = StatusRunning // Continue resumes it, as after a crash
 	}
+	if r.k.cfg.Points.RunEnd != nil && !r.ended && reason != StopAwaitingApproval && reason != StopInterrupted && reason != StopCancelled {
+		if _, err := r.runEnd(ctx, reason, output, false); err != nil {
+			return r.fail(ctx, err)
+		}
+	}
 	var marker []Message
 	if reason == StopCancelled {
 		marker = r.unanswered("cancelled before the model answered")
@@ -444,7 +507,7 @@ func (r *run) done(ctx context.Context, reason StopReason, output string) (*RunR
 	r.res.Pending = r.pending
 	r.k.emitIf(func() Event {
 		return RunCompleted{SessionID: r.meta.ID, StopReason: reason, Output: output, Usage: r.res.Usage,
-			CostUSD: r.res.CostUSD, Turns: r.res.Turns, Duration: r.res.Duration}
+			CostUSD: r.res.CostUSD, Turns: r.res.Turns, Duration: r.res.Duration, Blocked: r.res.Blocked, Notes: r.res.Notes}
 	})
 	if reason == StopCancelled {
 		return &r.res, ctx.Err()
@@ -463,6 +526,8 @@ func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
 		r.res.StopReason = StopEmptyResponse
 	case errors.Is(err, ErrToolProtocol):
 		r.res.StopReason = StopToolProtocol
+	case errors.Is(err, ErrGuardrail):
+		r.res.StopReason = StopGuardrail
 	}
 	r.settle()
 	// A run whose lease is gone writes nothing more: the session is

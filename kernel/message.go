@@ -60,6 +60,31 @@ type Message struct {
 	// Child is set on the tool message that answers an agent call: the
 	// child session that ran it and how it ended.
 	Child *ChildRun `json:"child,omitempty"`
+	// ReasoningBlocks are the content blocks of an assistant message that
+	// its provider needs back exactly as it sent them (Anthropic's signed
+	// thinking and redacted_thinking blocks), in the order they came. The
+	// kernel stores and returns them byte for byte and never reads them;
+	// Reasoning holds their text for people.
+	ReasoningBlocks []ReasoningBlock `json:"reasoning_blocks,omitempty"`
+	// Hooks records what lifecycle hooks did here (see HookRecord); nil
+	// on every other message.
+	Hooks *HookRecord `json:"hooks,omitempty"`
+}
+
+// ReasoningBlock is one provider-specific block of an assistant message,
+// opaque to the kernel (Message.ReasoningBlocks). Like its message, it
+// never changes once in a history.
+type ReasoningBlock struct {
+	// Provider is the provider that wrote the block ("anthropic"); other
+	// providers leave it out of their requests.
+	Provider string `json:"provider"`
+	// Index is the block's position among the content blocks of the answer
+	// the provider received, so that it can put it back where it was.
+	Index int `json:"index"`
+	// Data is the block in the provider's own wire format, exactly as the
+	// provider assembled it (base64 in JSON, so that no encoder can change
+	// a byte of it).
+	Data []byte `json:"data"`
 }
 
 // ProtocolNote is what a message of the text tool protocol carries beside
@@ -115,11 +140,15 @@ type ToolCall struct {
 	Arguments string `json:"arguments"`
 }
 
-// Usage counts tokens.
+// Usage counts tokens. InputTokens counts every token of the prompt,
+// cached or not: CachedInputTokens of them were read from the server's
+// prompt cache, and CacheWriteTokens were written to it (both are part of
+// InputTokens, and priced at their own rates).
 type Usage struct {
 	InputTokens       int64 `json:"input_tokens"`
 	OutputTokens      int64 `json:"output_tokens"`
 	CachedInputTokens int64 `json:"cached_input_tokens,omitempty"`
+	CacheWriteTokens  int64 `json:"cache_write_input_tokens,omitempty"`
 	ReasoningTokens   int64 `json:"reasoning_tokens,omitempty"`
 }
 
@@ -129,6 +158,7 @@ func (u Usage) Add(o Usage) Usage {
 		InputTokens:       u.InputTokens + o.InputTokens,
 		OutputTokens:      u.OutputTokens + o.OutputTokens,
 		CachedInputTokens: u.CachedInputTokens + o.CachedInputTokens,
+		CacheWriteTokens:  u.CacheWriteTokens + o.CacheWriteTokens,
 		ReasoningTokens:   u.ReasoningTokens + o.ReasoningTokens,
 	}
 }
@@ -142,15 +172,24 @@ type Price struct {
 	// CachedInputPerMTok prices the cached part of the input; zero means the
 	// cached part is billed at InputPerMTok.
 	CachedInputPerMTok float64 `json:"cached_input_per_mtok,omitempty" yaml:"cached_input_per_mtok"`
-	OutputPerMTok      float64 `json:"output_per_mtok" yaml:"output_per_mtok"`
+	// CacheWriteInputPerMTok prices the input written to the prompt cache
+	// (Anthropic bills it above the input rate); zero means InputPerMTok.
+	CacheWriteInputPerMTok float64 `json:"cache_write_input_per_mtok,omitempty" yaml:"cache_write_input_per_mtok"`
+	OutputPerMTok          float64 `json:"output_per_mtok" yaml:"output_per_mtok"`
 }
 
-// cost is the price of u in US dollars.
-func (p Price) cost(u Usage) float64 {
+// Cost is the price of u in US dollars: the plain input, the cached input,
+// the cache writes and the output, each at its rate.
+func (p Price) Cost(u Usage) float64 {
 	cached := p.CachedInputPerMTok
 	if cached == 0 {
 		cached = p.InputPerMTok
 	}
-	in := float64(u.InputTokens-u.CachedInputTokens)*p.InputPerMTok + float64(u.CachedInputTokens)*cached
+	write := p.CacheWriteInputPerMTok
+	if write == 0 {
+		write = p.InputPerMTok
+	}
+	plain := u.InputTokens - u.CachedInputTokens - u.CacheWriteTokens
+	in := float64(plain)*p.InputPerMTok + float64(u.CachedInputTokens)*cached + float64(u.CacheWriteTokens)*write
 	return (in + float64(u.OutputTokens)*p.OutputPerMTok) / 1e6
 }

@@ -110,7 +110,7 @@ type failureClass struct {
 // Codes that no wait fixes, whatever the status says.
 var (
 	authCodes    = []string{"invalid_api_key", "authentication_error", "permission_error", "permission_denied", "unauthorized"}
-	quotaCodes   = []string{"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded"}
+	quotaCodes   = []string{"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded", "billing_error"}
 	contextCodes = []string{"context_length_exceeded", "exceed_context_size_error", "string_above_max_length", "context_window_exceeded"}
 	missingCodes = []string{"model_not_found", "not_found_error", "NotFoundError"}
 	badReqCodes  = []string{"invalid_request", "invalid_request_error", "invalid_type", "invalid_value", "BadRequestError",
@@ -214,127 +214,6 @@ func isEmpty(m *Message) bool {
 	return strings.TrimSpace(m.Content) == "" && len(m.ToolCalls) == 0 && strings.TrimSpace(m.RawText()) == ""
 }
 
-// genCall says how callModel runs a generation other than the turn's own
-// (the compaction summary). The zero value is the turn's: the configured
-// model then the fallbacks, streamed to the run's delta sink, an empty
-// answer accounted as a generation.
-type genCall struct {
-	models  []string       // the models in order
-	sink    func(Delta)    // where the stream goes
-	account func(Response) // how a retried empty answer is paid for
-}
-
-// callModel makes one generation happen: it calls the provider, retries
-// what may succeed after a wait, moves on to the fallback models when the
-// current one is unavailable or keeps failing, and retries an empty
-// generation once. The response's message records the model that answered.
-func (r *run) callModel(ctx context.Context, req Request, g genCall) (Response, error) {
-	k := r.k
-	pol := k.retry
-	// The models in order: the configured one, then the fallbacks.
-	nModels := 1 + len(k.cfg.Fallbacks)
-	modelAt := func(i int) string {
-		if i == 0 {
-			return k.cfg.Model
-		}
-		return k.cfg.Fallbacks[i-1]
-	}
-	if g.models != nil {
-		nModels = len(g.models)
-		modelAt = func(i int) string { return g.models[i] }
-	}
-	sink, account := r.deltaFn, r.accountGen
-	if g.sink != nil {
-		sink = g.sink
-	}
-	if g.account != nil {
-		account = g.account
-	}
-	total := 0
-	var lastErr error
-	var lastClass failureClass
-	for mi := range nModels {
-		model := modelAt(mi)
-		req.Model = model
-		// The turn's generations follow the model's tool protocol; the
-		// others (summaries) offer no tools and read plain text.
-		p, mreq := proto{native: true}, req
-		if g.models == nil {
-			if p = r.protoFor(model); !p.native {
-				mreq = textRequest(req, p.codec)
-			}
-		}
-		emptyRetried := false
-		for attempt := 1; ; attempt++ {
-			total++
-			resp, streamed, switched, err := r.streamProto(ctx, mreq, sink, p, req.Tools)
-			if switched {
-				r.switchToText(model, p.codec, "the model wrote its tool calls as text (the server ignored the tools field)")
-			}
-			if err == nil && !isEmpty(&resp.Message) {
-				resp.Message.Model = model
-				return resp, nil
-			}
-			if err != nil && p.native && p.codec != nil && len(req.Tools) > 0 && refusesTools(err) {
-				// auto: the server refuses the tools field for this model.
-				r.switchToText(model, p.codec, "the server refused native tool calling ("+err.Error()+")")
-				p = proto{codec: p.codec}
-				mreq = textRequest(req, p.codec)
-				attempt--
-				continue
-			}
-			if err == nil { // empty: ask once more, at once
-				if !emptyRetried && r.retries < pol.Budget {
-					emptyRetried = true
-					r.retries++
-					account(resp) // the empty answer was paid for
-					r.emitRetry(attempt+1, 0, "empty_response", model, "", streamed, ErrEmptyResponse)
-					attempt--
-					continue
-				}
-				account(resp)
-				return Response{}, ErrEmptyResponse
-			}
-			if ctx.Err() != nil {
-				return Response{}, err
-			}
-			cls := classifyFailure(err)
-			lastErr, lastClass = err, cls
-			if !cls.retry {
-				if cls.missing && mi+1 < nModels {
-					r.emitRetry(1, 0, cls.cause, model, modelAt(mi+1), streamed, err)
-					break
-				}
-				if cls.cause == CodeToolsUnsupported {
-					err = fmt.Errorf("%s does not take native tool calls here; set model.tool_protocol to auto or text (docs/providers.md): %w", model, err)
-				}
-				return Response{}, &ModelCallError{Attempts: total, Cause: cls.cause, Err: err}
-			}
-			delay := pol.backoff(attempt)
-			if ra := retryAfterOf(err); ra > 0 {
-				if ra > pol.MaxRetryAfter {
-					return Response{}, &ModelCallError{Attempts: total, Later: true, Cause: cls.cause,
-						Err: fmt.Errorf("the server asks to wait %s, more than the %s allowed: %w", ra.Round(time.Second), pol.MaxRetryAfter, err)}
-				}
-				delay = max(delay, ra)
-			}
-			if attempt >= pol.MaxAttempts || r.retries >= pol.Budget {
-				if mi+1 < nModels {
-					r.emitRetry(1, 0, cls.cause, model, modelAt(mi+1), streamed, err)
-					break
-				}
-				return Response{}, &ModelCallError{Attempts: total, Later: true, Cause: cls.cause, Err: err}
-			}
-			r.retries++
-			r.emitRetry(attempt+1, delay, cls.cause, model, "", streamed, err)
-			if serr := pol.Sleep(ctx, delay); serr != nil {
-				return Response{}, serr
-			}
-		}
-	}
-	return Response{}, &ModelCallError{Attempts: total, Later: lastClass.retry, Cause: lastClass.cause, Err: lastErr}
-}
-
 // streamOnce is one provider call under Config.ModelTimeout. streamed is
 // how many bytes of text and reasoning it passed on before it ended.
 func (r *run) streamOnce(ctx context.Context, req Request, sink func(Delta)) (resp Response, streamed int, err error) {
@@ -381,10 +260,12 @@ func (r *run) unanswered(reason string) []Message {
 
 // dirtyFrom returns the index of the first message at or after from that
 // withoutFailed must leave out (a Failed marker, or a user message right
-// after a user message), or -1.
+// after a user message) or that carries a hook's edits of a request, or
+// -1.
 func dirtyFrom(msgs []Message, from int) int {
 	for i := from; i < len(msgs); i++ {
-		if msgs[i].Failed != "" || i > 0 && msgs[i].Role == RoleUser && msgs[i-1].Role == RoleUser {
+		if msgs[i].Failed != "" || msgs[i].Hooks != nil && len(msgs[i].Hooks.Edits) > 0 ||
+			i > 0 && msgs[i].Role == RoleUser && msgs[i-1].Role == RoleUser {
 			return i
 		}
 	}
@@ -413,12 +294,14 @@ func (r *run) history() []Message {
 // message it answers, so that a request never carries two user messages in
 // a row. A session written before markers existed may still end a failed
 // turn with a bare user message: when two user messages meet, the earlier
-// one is left out too. It returns msgs itself when there is nothing to
-// leave out.
+// one is left out too. It applies the edits before_model hooks made to
+// earlier requests (applyEdits), so a request sends what the model saw.
+// It returns msgs itself when there is nothing to leave out or edit.
 func withoutFailed(msgs []Message) []Message {
 	if dirtyFrom(msgs, 0) < 0 {
 		return msgs
 	}
+	msgs = applyEdits(msgs)
 	out := make([]Message, 0, len(msgs))
 	for _, m := range msgs {
 		k := len(out)

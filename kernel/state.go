@@ -47,6 +47,12 @@ type State struct {
 	// Agent is the agent the session runs, its depth and its chain of
 	// callers (agent.go); the same for every run of the session.
 	Agent AgentState
+	// Continuations counts the run_end continuations of this run (see
+	// RunEndReply); at most Config.MaxContinuations.
+	Continuations int
+	// Hooks are the verdicts of the lifecycle hook points: run_start's
+	// and run_end's in this run, the others' in this turn.
+	Hooks HookVerdicts
 }
 
 // Totals counts what a session, or one run of it, has used: its turns
@@ -77,8 +83,16 @@ func (st *State) startRun(n int, prompt string, now time.Time) {
 	st.RunTotals = Totals{}
 	st.RunCalls = st.RunCalls[:0]
 	st.Corrections = 0
+	st.Continuations = 0
+	st.Hooks = HookVerdicts{}
 	st.RunStarted, st.Now = now, now
 }
+
+// continueRun counts a continuation a run_end hook asked for.
+func (st *State) continueRun() { st.Continuations++ }
+
+// noteHooks records what lifecycle hooks did, as m's notes say.
+func (st *State) noteHooks(m *Message) { st.Hooks.applyNotes(m) }
 
 // correct counts a correction of the text tool protocol.
 func (st *State) correct() { st.Corrections++ }
@@ -89,6 +103,7 @@ func (st *State) startTurn(now time.Time) {
 	st.RunTotals.Turns = st.Turn
 	st.SessionTotals.Turns++
 	st.Now = now
+	st.Hooks.BeforeCompact, st.Hooks.BeforeModel, st.Hooks.AfterModel = PointVerdict{}, PointVerdict{}, PointVerdict{}
 }
 
 // account adds a model call's usage and cost to the session and the run.
@@ -119,9 +134,16 @@ func (st *State) apply(m *Message) {
 			st.correct()
 			return
 		}
+		if m.continued() {
+			st.continueRun()
+			st.noteHooks(m)
+			return
+		}
 		st.startRun(st.Run+1, m.Content, m.Time)
+		st.noteHooks(m)
 	case RoleAssistant:
 		st.startTurn(m.Time)
+		st.noteHooks(m)
 	case RoleTool:
 		o, _ := StoredOutcome(m)
 		st.finishCall(m.ToolName, o, true)

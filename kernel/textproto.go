@@ -332,7 +332,7 @@ func (r *run) correct(ctx context.Context, resp Response, tools []ToolSpec) (res
 	msg := resp.Message
 	msg.ToolCalls = nil // none of its calls runs
 	if r.corrected || r.st.Corrections >= k.maxCorrections {
-		if err := r.commitMsg(ctx, msg, Step{}); err != nil {
+		if err := r.commitAnswer(ctx, msg); err != nil {
 			res, err := r.fail(ctx, err)
 			return res, err, true
 		}
@@ -345,7 +345,7 @@ func (r *run) correct(ctx context.Context, resp Response, tools []ToolSpec) (res
 		names[i] = tools[i].Name
 	}
 	fix := Message{Role: RoleUser, Content: t.codec.Correction(v, names, toolproto.DecoderConfig{}), Protocol: &ProtocolNote{Correction: string(v.Kind)}, Time: msg.Time}
-	if err := r.commit(ctx, Step{Messages: []Message{msg, fix}}); err != nil {
+	if err := r.commitAnswer(ctx, msg, fix); err != nil {
 		res, err := r.fail(ctx, err)
 		return res, err, true
 	}

@@ -39,6 +39,9 @@ type Compaction struct {
 	CostUSD      float64       `json:"cost_usd,omitempty"`
 	Duration     time.Duration `json:"duration,omitempty"`
 	Forced       bool          `json:"forced,omitempty"`
+	// Instructions are what before_compact hooks added to the
+	// summariser's instruction.
+	Instructions string `json:"instructions,omitempty"`
 }
 
 // ParseCompaction decodes the record a RoleCompaction message carries.

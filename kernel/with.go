@@ -64,11 +64,13 @@ func (k *Kernel) view(o RunOptions) *Kernel {
 		interrupt: o.Interrupt,
 		lease:     o.Lease,
 		scope:     k.scope,
-		// The models on the text tool protocol and its correction cap:
-		// without them a view offered those models native tools and read
-		// the calls they write as plain text.
+		// A view must keep everything New derived from the Config: the
+		// models on the text tool protocol and its correction cap (without
+		// them a view offered those models native tools and read the calls
+		// they write as plain text), and the cap on continuations.
 		protos:         k.protos,
 		maxCorrections: k.maxCorrections,
+		maxCont:        k.maxCont,
 	}
 }
 

@@ -54,6 +54,8 @@ func envType(rt reflect.Type) string {
 		return "float"
 	case reflect.Bool:
 		return "bool"
+	case reflect.Struct:
+		return "object"
 	case reflect.Map:
 		if rt.Elem().Kind() == reflect.Interface {
 			return "map"
@@ -165,7 +167,7 @@ func TestDocsTestInputTable(t *testing.T) {
 	for _, sec := range []struct {
 		name string
 		rt   reflect.Type
-	}{{"call", reflect.TypeFor[policy.CallInput]()}, {"context", reflect.TypeFor[kernel.ContextUse]()}} {
+	}{{"call", reflect.TypeFor[policy.CallInput]()}, {"context", reflect.TypeFor[kernel.ContextUse]()}, {"hooks", reflect.TypeFor[kernel.HookVerdicts]()}} {
 		for i := range sec.rt.NumField() {
 			want = append(want, sec.name+"."+sec.rt.Field(i).Tag.Get("yaml"))
 		}

@@ -34,6 +34,11 @@ type Env struct {
 	// Agent is the agent the session runs, its depth and who called it
 	// (docs/agents.md).
 	Agent AgentEnv `expr:"agent"`
+	// Hooks are the verdicts of the lifecycle hook points so far: in this
+	// turn (before_compact, before_model, after_model) and this run
+	// (run_start, run_end): hooks.before_model.blocked,
+	// hooks.after_model.refused, ... (docs/hooks.md).
+	Hooks kernel.HookVerdicts `expr:"hooks"`
 	// Now is the time of the decision (the kernel's clock; the test case's
 	// now in tests), so time-based rules are deterministic under test.
 	Now time.Time `expr:"now"`
@@ -216,6 +221,7 @@ func (e *Env) fillState(st *kernel.State) {
 	}
 	e.Context = ContextEnv{Used: st.Context.Used, Window: st.Context.Window, Fraction: st.Context.Fraction}
 	e.Agent = AgentEnv{Name: st.Agent.Name, Depth: st.Agent.Depth, Parent: st.Agent.Parent, Chain: st.Agent.Chain}
+	e.Hooks = st.Hooks
 	calls, tools := e.Run.Calls[:0], e.Run.Tools[:0]
 	for _, c := range st.RunCalls {
 		calls = append(calls, CallOutcome{Tool: c.Tool, Outcome: string(c.Outcome)})

@@ -47,6 +47,9 @@ type Input struct {
 	// Context is the context window's use (context.used, .window,
 	// .fraction; a fraction alone is enough).
 	Context kernel.ContextUse `yaml:"context"`
+	// Hooks are the lifecycle hook points' verdicts (hooks.before_model:
+	// {blocked: true}, ...); they decode straight into State.Hooks.
+	Hooks Section `yaml:"hooks"`
 	// Tools are candidate tools for the surface (besides those named in a
 	// test's offered and not_offered).
 	Tools []string `yaml:"tools"`
@@ -87,7 +90,8 @@ func (in *Input) decodeNode(d *ydec, n *yaml.Node, where string) {
 		name string
 		s    *Section
 		keys map[string]reflect.Value
-	}{{"session", &in.Session, fields.session}, {"run", &in.Run, fields.run}, {"turn", &in.Turn, renamed(fields.run)}, {"agent", &in.Agent, fields.agent}, {"tool", &in.Tool, specFields(&in.Spec)}} {
+	}{{"session", &in.Session, fields.session}, {"run", &in.Run, fields.run}, {"turn", &in.Turn, renamed(fields.run)}, {"agent", &in.Agent, fields.agent}, {"tool", &in.Tool, specFields(&in.Spec)},
+		{"hooks", &in.Hooks, hookFields(&in.State.Hooks)}} {
 		if sec.s.node == nil || isNull(sec.s.node) {
 			continue
 		}
@@ -108,6 +112,17 @@ func renamed(run map[string]reflect.Value) map[string]reflect.Value {
 	for old, now := range deprecatedInputFields {
 		out[old] = run[now]
 		delete(out, now)
+	}
+	return out
+}
+
+// hookFields binds the hooks section's keys (the lifecycle points) to
+// the verdicts they set.
+func hookFields(v *kernel.HookVerdicts) map[string]reflect.Value {
+	out := map[string]reflect.Value{}
+	rv := reflect.ValueOf(v).Elem()
+	for i := range rv.NumField() {
+		out[rv.Type().Field(i).Tag.Get("yaml")] = rv.Field(i)
 	}
 	return out
 }

@@ -35,6 +35,10 @@ func schemaFor(t *testing.T, key string, rt reflect.Type) testutil.Object {
 			{Key: "type", Value: "object"}, {Key: "additionalProperties", Value: false}, {Key: "required", Value: []string{"tool"}},
 			{Key: "properties", Value: yamlProperties(t, rt)},
 		}
+	case rt == reflect.TypeFor[kernel.PointVerdict]():
+		return testutil.Object{{Key: "type", Value: "object"}, {Key: "additionalProperties", Value: false}, {Key: "properties", Value: yamlProperties(t, rt)}}
+	case rt.Kind() == reflect.Bool:
+		return testutil.Object{{Key: "type", Value: "boolean"}}
 	}
 	switch rt.Kind() {
 	case reflect.String:
@@ -112,6 +116,10 @@ func TestGeneratedInputSchema(t *testing.T) {
 		{Pointer: "/$defs/input/properties/run/properties", Value: sectionSchema(t, run, reflect.TypeFor[policy.RunEnv](), nil)},
 		{Pointer: "/$defs/input/properties/turn/properties", Value: sectionSchema(t, run, reflect.TypeFor[policy.RunEnv](), renamed)},
 		{Pointer: "/$defs/input/properties/agent/properties", Value: sectionSchema(t, policy.InputAgentSection(), reflect.TypeFor[policy.AgentEnv](), nil)},
+		{Pointer: "/$defs/input/properties/hooks", Value: testutil.Object{
+			{Key: "type", Value: "object"}, {Key: "additionalProperties", Value: false},
+			{Key: "description", Value: "The lifecycle hook points' verdicts (kernel.HookVerdicts): hooks.<point> in the env."},
+			{Key: "properties", Value: yamlProperties(t, reflect.TypeFor[kernel.HookVerdicts]())}}},
 	}
 	const path = "../schemas/policy.schema.json"
 	data, err := os.ReadFile(path)

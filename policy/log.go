@@ -49,6 +49,9 @@ type LogRecord struct {
 	// Approval is set on the line that records how a call the policy sent
 	// to a human (decision "ask") was decided, and by whom.
 	Approval *kernel.ApprovalRecord `json:"approval,omitempty"`
+	// Hook is set on the line of a hook's decision at a lifecycle point
+	// (WriteHook), which has no call and no policy decision.
+	Hook *HookLine `json:"hook,omitempty"`
 }
 
 // UnmarshalJSON reads a line of the decision log, also as older kernels
@@ -123,7 +126,7 @@ func (l *DecisionLog) write(p *Policy, st *kernel.State, c *kernel.Call, d kerne
 }
 
 // append writes one line; the first error is kept for Err.
-func (l *DecisionLog) append(rec LogRecord) {
+func (l *DecisionLog) append(rec any) {
 	b, err := json.Marshal(rec)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -173,4 +176,32 @@ func (l *DecisionLog) writeApproval(p *Policy, st *kernel.State, a *kernel.Appro
 		rec.Note = l.redact(rec.Note)
 	}
 	l.append(line)
+}
+
+// HookLine is a hook's decision at a lifecycle point in the decision log
+// (LogRecord.Hook): run_start, before_compact, before_model, after_model
+// or run_end.
+type HookLine struct {
+	Hook  string           `json:"hook"`
+	Point kernel.HookPoint `json:"phase"`
+	// Outcome is allowed, blocked, changed or failed; Reason a block's
+	// reason or a failure's error.
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// WriteHook appends the line of a hook's decision at a lifecycle point
+// (its reason redacted): a line with no call and no policy decision, only
+// the session, the run, the turn and the hook.
+func (l *DecisionLog) WriteHook(t time.Time, session string, run, turn int, h HookLine) {
+	if l.redact != nil {
+		h.Reason = l.redact(h.Reason)
+	}
+	l.append(struct {
+		Time    time.Time `json:"time"`
+		Session string    `json:"session_id,omitempty"`
+		Run     int       `json:"run,omitempty"`
+		Turn    int       `json:"turn,omitempty"`
+		Hook    HookLine  `json:"hook"`
+	}{t.UTC(), session, run, turn, h})
 }

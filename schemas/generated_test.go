@@ -36,7 +36,8 @@ var (
 	eventTypes  = closedSet{"kernel.EventTypes", kernel.EventTypes()}
 	effects     = closedSet{"kernel.Effects", testutil.Strings(kernel.Effects())}
 	tiers       = closedSet{"tool.Tiers", testutil.Strings(tool.Tiers())}
-	closedSets  = []closedSet{stopReasons, outcomes, eventTypes, effects, tiers}
+	hookPoints  = closedSet{"kernel.HookPoints", testutil.Strings(kernel.HookPoints())}
+	closedSets  = []closedSet{stopReasons, outcomes, eventTypes, effects, tiers, hookPoints}
 )
 
 // generated is every value of schemas/ made from a closed set, by file.
@@ -46,6 +47,13 @@ func generated() map[string][]testutil.JSONEdit {
 		dispatch[i] = testutil.Object{
 			{Key: "if", Value: testutil.Object{{Key: "properties", Value: testutil.Object{{Key: "type", Value: testutil.Object{{Key: "const", Value: ty}}}}}}},
 			{Key: "then", Value: testutil.Object{{Key: "$ref", Value: "#/$defs/" + ty}}},
+		}
+	}
+	pointDispatch := make([]testutil.Object, len(hookPoints.members))
+	for i, p := range hookPoints.members {
+		pointDispatch[i] = testutil.Object{
+			{Key: "if", Value: testutil.Object{{Key: "properties", Value: testutil.Object{{Key: "phase", Value: testutil.Object{{Key: "const", Value: p}}}}}}},
+			{Key: "then", Value: testutil.Object{{Key: "$ref", Value: "#/$defs/" + p}}},
 		}
 	}
 	quoted := make([]string, len(stopReasons.members))
@@ -60,6 +68,7 @@ func generated() map[string][]testutil.JSONEdit {
 			{Pointer: "/$defs/outcome/enum", Value: outcomes.members},
 			{Pointer: "/$defs/stopReason/pattern", Value: stopPattern},
 			{Pointer: "/$defs/decision/properties/effect/enum", Value: effects.members},
+			{Pointer: "/$defs/hookPoint/enum", Value: hookPoints.members},
 		},
 		"policy.schema.json": {
 			{Pointer: "/properties/defaults/properties/tool_call/enum", Value: effects.members},
@@ -70,6 +79,7 @@ func generated() map[string][]testutil.JSONEdit {
 			// generated from the policy env (policy, TestGeneratedInputSchema).
 		},
 		"config.schema.json": {
+			{Pointer: "/properties/hooks/properties/rules/items/properties/phase/enum", Value: hookPoints.members},
 			{Pointer: "/properties/tools/properties/mcp/items/properties/tiers/additionalProperties/enum", Value: tiers.members},
 			{Pointer: "/properties/tools/properties/mcp/items/properties/default_tier/enum", Value: tiers.members},
 			{Pointer: "/properties/tools/properties/http/items/properties/tier/enum", Value: tiers.members},
@@ -80,7 +90,10 @@ func generated() map[string][]testutil.JSONEdit {
 			{Pointer: "/$defs/effect/enum", Value: effects.members},
 		},
 		"hook-input.schema.json": {
-			{Pointer: "/properties/tool/properties/tier/enum", Value: tiers.members},
+			{Pointer: "/properties/phase/enum", Value: hookPoints.members},
+			{Pointer: "/allOf", Value: pointDispatch},
+			{Pointer: "/$defs/toolInfo/properties/tier/enum", Value: tiers.members},
+			{Pointer: "/$defs/run_end/properties/calls/items/properties/outcome/enum", Value: outcomes.members},
 		},
 		"tool-manifest.schema.json": {
 			{Pointer: "/$defs/tool/properties/tier/enum", Value: tiers.members},

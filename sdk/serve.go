@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -31,12 +32,13 @@ const windowSize = 4 << 20
 // reported on standard error and the process exits with status 1, as it
 // does when the binary is run by hand rather than by a host.
 func Serve(tools ...*Tool) {
-	os.Exit(serve(tools))
+	os.Exit(servePlugin(Plugin{Tools: tools}))
 }
 
-func serve(tools []*Tool) int {
-	svc, err := newService(tools)
-	if err != nil {
+func servePlugin(p Plugin) int {
+	svc, err := newService(p.Tools, len(p.Hooks) > 0)
+	hooks, herr := newHookService(p.Hooks)
+	if err = errors.Join(err, herr); err != nil {
 		fmt.Fprintf(os.Stderr, "agentkernel plugin: %v\n", err)
 		return 1
 	}
@@ -56,7 +58,7 @@ func serve(tools []*Tool) int {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake(),
 		VersionedPlugins: map[int]plugin.PluginSet{
-			ProtocolVersion: {PluginName: &grpcPlugin{svc: svc}},
+			ProtocolVersion: {PluginName: &grpcPlugin{svc: svc, hooks: hooks}},
 		},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(opts,

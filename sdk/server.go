@@ -26,7 +26,9 @@ type service struct {
 	trace  tracing
 }
 
-func newService(tools []*Tool) (*service, error) {
+// newService checks tools; hooks says the plugin serves hooks too, so it
+// may have no tools.
+func newService(tools []*Tool, hooks bool) (*service, error) {
 	s := &service{byName: map[string]*Tool{}}
 	var errs []error
 	for _, t := range tools {
@@ -45,7 +47,7 @@ func newService(tools []*Tool) (*service, error) {
 		s.byName[t.spec.Name] = t
 		s.order = append(s.order, t)
 	}
-	if len(tools) == 0 {
+	if len(tools) == 0 && !hooks {
 		errs = append(errs, errors.New("no tools to serve"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -58,7 +60,7 @@ func newService(tools []*Tool) (*service, error) {
 // directly only to serve tools over a transport of your own, as sdktest
 // does. The error lists every bad tool.
 func Register(s grpc.ServiceRegistrar, tools ...*Tool) error {
-	svc, err := newService(tools)
+	svc, err := newService(tools, false)
 	if err != nil {
 		return err
 	}
@@ -154,11 +156,15 @@ func resultEvent(r *pluginpb.Result) *pluginpb.CallEvent {
 // grpcPlugin is the plugin side of go-plugin's plugin interface.
 type grpcPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
-	svc *service
+	svc   *service
+	hooks *hookService
 }
 
 func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	pluginpb.RegisterToolsServer(s, p.svc)
+	if len(p.hooks.order) > 0 {
+		pluginpb.RegisterHooksServer(s, p.hooks)
+	}
 	return nil
 }
 

@@ -33,7 +33,7 @@ func TestCallSpansFollowTraceparent(t *testing.T) {
 		span.End()
 		return "done", nil
 	})
-	svc, err := newService([]*Tool{tool})
+	svc, err := newService([]*Tool{tool}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,6 +80,8 @@ type rigOpts struct {
 	reviewer string
 	// reviewerTools widen its surface (default read_file alone).
 	reviewerTools []string
+	// points are the kernel's lifecycle hooks.
+	points kernel.Points
 }
 
 // defaultScript: turn 1 reads a file, turn 2 writes one (the policy asks),
@@ -166,7 +168,7 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 			t.Fatal(err)
 		}
 	}
-	k, err := kernel.New(kernel.Config{Provider: scripted.New(sc), Store: store, Tools: reg, Policy: pw, Model: "scripted", Inbox: q})
+	k, err := kernel.New(kernel.Config{Provider: scripted.New(sc), Store: store, Tools: reg, Policy: pw, Model: "scripted", Inbox: q, Points: o.points})
 	if err != nil {
 		t.Fatal(err)
 	}

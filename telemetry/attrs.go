@@ -38,6 +38,10 @@ const (
 	attrEvalSeconds   = attribute.Key("agentkernel.policy.eval_seconds")
 	attrHooksRewrote  = attribute.Key("agentkernel.hooks.rewrote")
 	attrHooksBlocked  = attribute.Key("agentkernel.hooks.blocked")
+	attrHookName      = attribute.Key("agentkernel.hook.name")
+	attrHookPoint     = attribute.Key("agentkernel.hook.point")
+	attrHookOutcome   = attribute.Key("agentkernel.hook.outcome")
+	attrHookConc      = attribute.Key("agentkernel.hook.concurrent")
 	attrApprovalID    = attribute.Key("agentkernel.approval.id")
 	attrDecision      = attribute.Key("agentkernel.approval.decision")
 	attrDecidedBy     = attribute.Key("agentkernel.approval.by")
@@ -56,6 +60,7 @@ const (
 	operationTool     = "execute_tool"
 	spanCompaction    = "compact_context"
 	spanApprovalWait  = "await_approval"
+	spanGuardrail     = "guardrail"
 	toolTypeFunction  = "function"
 	toolTypeExtension = "extension"
 )

@@ -43,6 +43,8 @@ type metrics struct {
 	toolDuration *prometheus.HistogramVec
 	decisions    *prometheus.CounterVec
 	approvalWait *prometheus.HistogramVec
+	hookRuns     *prometheus.CounterVec
+	hookDuration *prometheus.HistogramVec
 	storeCommit  prometheus.Histogram
 	storeErrors  prometheus.Counter
 
@@ -81,12 +83,14 @@ func newMetrics(t *Telemetry) (*metrics, error) {
 	m.fallbacks = counter("model_fallbacks_total", "Generations handed to a fallback model, by the model that failed and the fallback.", "model", "fallback")
 	m.ttft = histogram("model_time_to_first_token_seconds", "Time from a model call to its first streamed fragment, by model.", slowBuckets, "model")
 	m.genDuration = histogram("model_generation_duration_seconds", "Generation duration, retries included, by model.", slowBuckets, "model")
-	m.tokens = counter("model_tokens_total", "Tokens, by model and type (input, output, cached_input, reasoning).", "model", "type")
+	m.tokens = counter("model_tokens_total", "Tokens, by model and type (input, output, cached_input, cache_write_input, reasoning).", "model", "type")
 	m.cost = counter("model_cost_usd_total", "Cost in US dollars at the configured prices, by model.", "model")
 	m.toolCalls = counter("tool_calls_total", "Tool calls, by tool, source (builtin, plugin, wasm, mcp) and outcome.", "tool", "source", "outcome")
 	m.toolDuration = histogram("tool_call_duration_seconds", "Tool call duration through the whole pipeline, by tool and source.", fastBuckets, "tool", "source")
 	m.decisions = counter("policy_decisions_total", "Policy decisions, by effect and matched rule (\"(default)\" when none matched).", "effect", "rule")
 	m.approvalWait = histogram("approval_wait_seconds", "Time from an approval request to its decision, by decision (approved, rejected, expired).", slowBuckets, "decision")
+	m.hookRuns = counter("hook_runs_total", "Hook decisions, by hook point (run_start, before_compact, before_model, after_model, before, after, run_end) and outcome (allowed, blocked, changed, failed; a tool call's hooks count only their blocks, changes and failures).", "point", "outcome")
+	m.hookDuration = histogram("hook_duration_seconds", "How long a hook at a lifecycle point took, by point.", fastBuckets, "point")
 	m.storeCommit = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "store_commit_duration_seconds", Help: "Store writes of one step (Store.Commit).", Buckets: fastBuckets})
 	m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "store_commit_errors_total", Help: "Store writes that failed."})
 	reg.MustRegister(m.storeCommit, m.storeErrors, &scrapeCollector{t: t},
@@ -102,6 +106,16 @@ func newMetrics(t *Telemetry) (*metrics, error) {
 	}
 	for _, d := range []string{"approved", "rejected", "expired"} {
 		m.approvalWait.WithLabelValues(d)
+	}
+	for _, p := range kernel.HookPoints() {
+		for _, o := range []string{"allowed", "blocked", "changed", "failed"} {
+			if p.Lifecycle() || o != "allowed" {
+				m.hookRuns.WithLabelValues(string(p), o)
+			}
+		}
+		if p.Lifecycle() {
+			m.hookDuration.WithLabelValues(string(p))
+		}
 	}
 	for i, model := range t.cfg.Models {
 		for _, r := range []string{"ok", "error"} {
@@ -131,10 +145,10 @@ func newMetrics(t *Telemetry) (*metrics, error) {
 // modelMetrics are one model's series, resolved once: a label lookup
 // hashes its values every time.
 type modelMetrics struct {
-	genOK                          prometheus.Counter
-	genDur, ttft                   prometheus.Observer
-	tokIn, tokOut, tokCached, tokR prometheus.Counter
-	cost                           prometheus.Counter
+	genOK                                    prometheus.Counter
+	genDur, ttft                             prometheus.Observer
+	tokIn, tokOut, tokCached, tokWrite, tokR prometheus.Counter
+	cost                                     prometheus.Counter
 	// in, out and op are the GenAI metrics' attribute sets.
 	in, out, op attribute.Set
 }
@@ -149,10 +163,11 @@ func (m *metrics) model(name string) *modelMetrics {
 		genOK: m.generations.WithLabelValues(name, "ok"), genDur: m.genDuration.WithLabelValues(name), ttft: m.ttft.WithLabelValues(name),
 		tokIn: m.tokens.WithLabelValues(name, "input"), tokOut: m.tokens.WithLabelValues(name, "output"),
 		tokCached: m.tokens.WithLabelValues(name, "cached_input"), tokR: m.tokens.WithLabelValues(name, "reasoning"),
-		cost: m.cost.WithLabelValues(name),
-		in:   attribute.NewSet(append(base, semconv.GenAITokenTypeKey.String(string(genaiconv.TokenTypeInput)))...),
-		out:  attribute.NewSet(append(base, semconv.GenAITokenTypeKey.String(string(genaiconv.TokenTypeOutput)))...),
-		op:   attribute.NewSet(base...),
+		tokWrite: m.tokens.WithLabelValues(name, "cache_write_input"),
+		cost:     m.cost.WithLabelValues(name),
+		in:       attribute.NewSet(append(base, semconv.GenAITokenTypeKey.String(string(genaiconv.TokenTypeInput)))...),
+		out:      attribute.NewSet(append(base, semconv.GenAITokenTypeKey.String(string(genaiconv.TokenTypeOutput)))...),
+		op:       attribute.NewSet(base...),
 	}
 	got, _ := m.models.LoadOrStore(name, mm)
 	return got.(*modelMetrics)
@@ -188,6 +203,9 @@ func (m *metrics) account(model string, u kernel.Usage, cost float64) {
 	mm.tokOut.Add(float64(u.OutputTokens))
 	if u.CachedInputTokens > 0 {
 		mm.tokCached.Add(float64(u.CachedInputTokens))
+	}
+	if u.CacheWriteTokens > 0 {
+		mm.tokWrite.Add(float64(u.CacheWriteTokens))
 	}
 	if u.ReasoningTokens > 0 {
 		mm.tokR.Add(float64(u.ReasoningTokens))

@@ -121,6 +121,8 @@ func (ro *runObs) Event(e kernel.Event) {
 		ro.hook(e.CallID, "hook.blocked", e.Hook, "", e.Phase, true)
 	case kernel.HookFailed:
 		ro.hook(e.CallID, "hook.failed", e.Hook, "", e.Phase, false)
+	case kernel.HookCompleted:
+		ro.guardrail(e)
 	case kernel.ToolCompleted:
 		ro.toolDone(e.CallID, e.Tool, e.Outcome, e.Error, e.Bytes)
 	case kernel.ApprovalRequired:
@@ -314,6 +316,11 @@ func (ro *runObs) decided(e kernel.PolicyDecided) {
 }
 
 func (ro *runObs) hook(callID, event, hook, what, phase string, blocked bool) {
+	if !kernel.HookPoint(phase).Lifecycle() {
+		if m := ro.t.m; m != nil { // a lifecycle point's hooks count in guardrail
+			m.hookRuns.WithLabelValues(phase, map[string]string{"hook.rewrote": "changed", "hook.blocked": "blocked", "hook.failed": "failed"}[event]).Inc()
+		}
+	}
 	ro.mu.Lock()
 	cs := ro.calls[callID]
 	if cs != nil {
@@ -333,6 +340,32 @@ func (ro *runObs) hook(callID, event, hook, what, phase string, blocked bool) {
 	ro.mu.Unlock()
 	if cs != nil {
 		cs.span.AddEvent(event, trace.WithAttributes(attribute.String("agentkernel.hook", hook), attribute.String("agentkernel.hook.phase", phase)))
+	}
+}
+
+// guardrail records a hook at a lifecycle point as a guardrail span of
+// its run: under the generation's chat span when one is in flight (a
+// concurrent guardrail, an after_model hook), else under invoke_agent.
+func (ro *runObs) guardrail(e kernel.HookCompleted) {
+	t := ro.t
+	start := time.Now().Add(-e.Duration)
+	ro.mu.Lock()
+	parent := ro.span
+	if g := ro.gen; g != nil && (e.Phase == string(kernel.PointBeforeModel) || e.Phase == string(kernel.PointAfterModel)) {
+		parent = g.span
+	}
+	ro.mu.Unlock()
+	_, span := t.tracer.Start(trace.ContextWithSpan(context.Background(), parent), spanGuardrail+" "+e.Hook,
+		trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+			attrHookName.String(e.Hook), attrHookPoint.String(e.Phase), attrHookOutcome.String(e.Outcome),
+			attrHookConc.Bool(e.Concurrent), attrTurns.Int(e.Turn)))
+	if e.Outcome == "failed" {
+		span.SetStatus(codes.Error, "the hook failed")
+	}
+	span.End()
+	if m := t.m; m != nil {
+		m.hookRuns.WithLabelValues(e.Phase, e.Outcome).Inc()
+		m.hookDuration.WithLabelValues(e.Phase).Observe(e.Duration.Seconds())
 	}
 }
 
@@ -485,6 +518,9 @@ func (ro *runObs) completed(e kernel.MessageCompleted) {
 	}
 	if e.Usage.CachedInputTokens > 0 {
 		attrs = append(attrs, semconv.GenAIUsageCacheReadInputTokens(int(e.Usage.CachedInputTokens)))
+	}
+	if e.Usage.CacheWriteTokens > 0 {
+		attrs = append(attrs, semconv.GenAIUsageCacheCreationInputTokens(int(e.Usage.CacheWriteTokens)))
 	}
 	if e.Usage.ReasoningTokens > 0 {
 		attrs = append(attrs, semconv.GenAIUsageReasoningOutputTokens(int(e.Usage.ReasoningTokens)))

@@ -53,6 +53,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, content bool, replies ...kerneltest.Reply) *fixture {
 	t.Helper()
+	return newPointsFixture(t, content, kernel.Points{}, replies...)
+}
+
+// newPointsFixture is newFixture with hooks at the lifecycle points.
+func newPointsFixture(t *testing.T, content bool, points kernel.Points, replies ...kerneltest.Reply) *fixture {
+	t.Helper()
 	f := &fixture{exp: tracetest.NewInMemoryExporter(), model: kerneltest.NewProvider(replies...)}
 	reg := kernel.NewRegistry()
 	secret := kernel.NewTool(kernel.ToolSpec{Name: "env", Description: "show env", Schema: json.RawMessage(`{"type":"object"}`), Tier: kernel.TierReadOnly, Source: "builtin"},
@@ -78,7 +84,8 @@ func newFixture(t *testing.T, content bool, replies ...kerneltest.Reply) *fixtur
 		t.Fatal(err)
 	}
 	f.k, err = kernel.New(kernel.Config{Provider: f.tel.Provider(f.model), Store: memory.New(), Model: "m1", Tools: reg, Policy: policy{},
-		Hooks: []kernel.Hook{f.tel.Hook}, Observe: f.tel.Observe, Prices: map[string]kernel.Price{"m1": {InputPerMTok: 1, OutputPerMTok: 2}}})
+		Hooks: []kernel.Hook{f.tel.Hook}, Observe: f.tel.Observe, Prices: map[string]kernel.Price{"m1": {InputPerMTok: 1, OutputPerMTok: 2}},
+		Points: points})
 	if err != nil {
 		t.Fatal(err)
 	}

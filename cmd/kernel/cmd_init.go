@@ -10,8 +10,8 @@ import (
 	"strings"
 )
 
-// initConfigYAML is the kernel.yaml `kernel init` writes. %s is the
-// workspace line.
+// initConfigYAML is the kernel.yaml `kernel init` writes: the model
+// section (initModels), then the workspace line.
 const initConfigYAML = `# kernel.yaml — written by ` + "`kernel init`" + `. Every field is optional: what
 # this file leaves out comes from the embedded defaults (` + "`kernel config show`" + `
 # prints the result). The schema: schemas/config.schema.json in the
@@ -20,14 +20,7 @@ const initConfigYAML = `# kernel.yaml — written by ` + "`kernel init`" + `. Ev
 # This file and the policy beside it are kept OUTSIDE the workspace, so
 # the agent's own tools can never rewrite the rules it runs under.
 
-model:
-  provider: openai              # openai (any OpenAI-compatible server) or scripted
-  name: gpt-4o-mini
-  # base_url: http://127.0.0.1:11434/v1   # Ollama, vLLM, llama.cpp, LM Studio...
-  api_key_env: OPENAI_API_KEY   # the variable's NAME; the key never goes in a file
-  timeout: 5m                   # one model call
-  # tool_protocol: auto         # a local model without tool calling: see docs/providers.md
-
+%s
 # The only directory the built-in tools can reach.
 %s
 
@@ -52,6 +45,31 @@ policy:
 #   traces: {endpoint: http://127.0.0.1:4318}   # OTLP; see docs/observability.md
 #   metrics: {listen: 127.0.0.1:9464}          # Prometheus /metrics while the kernel runs
 `
+
+// initModels are the model sections `kernel init --provider` writes, and
+// the variable each needs.
+var initModels = map[string]struct{ yaml, keyEnv string }{
+	"openai": {`model:
+  provider: openai              # openai (any OpenAI-compatible server), anthropic or scripted
+  name: gpt-4o-mini
+  # base_url: http://127.0.0.1:11434/v1   # Ollama, vLLM, llama.cpp, LM Studio...
+  api_key_env: OPENAI_API_KEY   # the variable's NAME; the key never goes in a file
+  timeout: 5m                   # one model call
+  # tool_protocol: auto         # a local model without tool calling: see docs/providers.md
+`, "OPENAI_API_KEY"},
+	"anthropic": {`model:
+  provider: anthropic           # Anthropic's Messages API (Claude); see docs/providers.md
+  name: claude-sonnet-4-5
+  api_key_env: ANTHROPIC_API_KEY   # the variable's NAME; the key never goes in a file
+  timeout: 5m                   # one model call
+  # max_tokens: 16000           # default: the catalog's max_output for the model
+  thinking:                     # extended thinking; its signed blocks are kept and sent back exactly
+    type: enabled
+    budget_tokens: 8000         # at least 1024, less than max_tokens
+  # cache: auto                 # prompt-cache breakpoints on tools, system prompt, summary, latest turns
+  # fallbacks: [claude-haiku-4-5]
+`, "ANTHROPIC_API_KEY"},
+}
 
 // initPolicyYAML is the starter policy: everything that reads is allowed,
 // everything that changes waits for a human, recursive deletion is denied.
@@ -134,12 +152,17 @@ func cmdInit(_ context.Context, args []string, env *cliEnv) error {
 	dir := flags.String("dir", "", "where to write kernel.yaml, policy.yaml and hello.yaml (`DIR`; default the user's config directory, $XDG_CONFIG_HOME/agentkernel)")
 	workspace := flags.String("workspace", "", "the workspace `DIR` to write into kernel.yaml (default: none, so each run uses its working directory)")
 	force := flags.Bool("force", false, "overwrite existing files")
+	provider := flags.String("provider", "openai", "the model API the configuration uses: `openai` or anthropic")
 	pos, err := parseArgs(flags, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return usageError("init takes no arguments (use --dir and --workspace), got %q", pos[0])
+	}
+	model, ok := initModels[*provider]
+	if !ok {
+		return usageError("init --provider %q: want openai or anthropic", *provider)
 	}
 	target := *dir
 	if target == "" {
@@ -167,7 +190,7 @@ func cmdInit(_ context.Context, args []string, env *cliEnv) error {
 		return usageError("refusing to write %s inside the workspace %s: the agent's tools could rewrite its own configuration; use a --dir outside it", target, ws)
 	}
 	files := []struct{ name, text string }{
-		{"kernel.yaml", fmt.Sprintf(initConfigYAML, wsLine)},
+		{"kernel.yaml", fmt.Sprintf(initConfigYAML, model.yaml, wsLine)},
 		{"policy.yaml", initPolicyYAML},
 		{"hello.yaml", initScriptYAML},
 	}
@@ -191,14 +214,14 @@ func cmdInit(_ context.Context, args []string, env *cliEnv) error {
 		}
 		fmt.Fprintf(env.stdout, "wrote %s\n", p)
 	}
-	fmt.Fprint(env.stderr, initNext(target, *dir != ""))
+	fmt.Fprint(env.stderr, initNext(target, *dir != "", model.keyEnv))
 	return nil
 }
 
 // initNext is what init prints after writing the files: the offline first
 // run, then what a real model needs. withConfig: the files are not where
 // the kernel looks by itself (--dir), so each command names kernel.yaml.
-func initNext(target string, withConfig bool) string {
+func initNext(target string, withConfig bool, keyEnv string) string {
 	cfg := ""
 	if withConfig {
 		cfg = " --config " + shellQuote(filepath.Join(target, "kernel.yaml"))
@@ -206,10 +229,10 @@ func initNext(target string, withConfig bool) string {
 	return fmt.Sprintf(`next: try it offline, no model and no key needed (a scripted model plays the LLM; the run is labelled scripted and costs nothing):
         kernel run%s --script %s "What is in this directory?"
       then, with a real model (kernel.yaml says which):
-        export OPENAI_API_KEY=...
+        export %s=...
         kernel config show%s
         kernel run%s "..."
-`, cfg, shellQuote(filepath.Join(target, "hello.yaml")), cfg, cfg)
+`, cfg, shellQuote(filepath.Join(target, "hello.yaml")), keyEnv, cfg, cfg)
 }
 
 // yamlQuote quotes a path for a YAML scalar.

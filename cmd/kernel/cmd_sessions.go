@@ -251,7 +251,15 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 			if k := msg.CorrectionKind(); k != "" {
 				who = "kernel correction (" + k + ")"
 			}
-			fmt.Fprintf(w, "[%d] %s\n%s\n\n", msg.Seq, who, indent(msg.Content))
+			if n := hookNote(&msg, kernel.PointRunEnd, kernel.NoteContinued); n != nil {
+				who = "hook " + n.Hook + " (run_end): not done yet"
+			}
+			fmt.Fprintf(w, "[%d] %s\n%s\n%s\n", msg.Seq, who, indent(msg.Content), hookLines(&msg))
+		case kernel.RoleSystem:
+			if msg.Hooks != nil && len(msg.Hooks.Notes) > 0 {
+				n := msg.Hooks.Notes[0]
+				fmt.Fprintf(w, "[%d] context from hook %s (%s)\n%s\n\n", msg.Seq, n.Hook, n.Point, indent(msg.Content))
+			}
 		case kernel.RoleAssistant:
 			text := msg.Content
 			if raw := msg.RawText(); raw != "" && len(msg.ToolCalls) == 0 && raw != msg.Content {
@@ -264,10 +272,13 @@ func writeTranscript(w io.Writer, s *kernel.Session, full bool) {
 			if text != "" {
 				fmt.Fprintln(w, indent(text))
 			}
+			if msg.Failed != "" {
+				fmt.Fprintln(w, indent("(no answer: "+msg.Failed+")"))
+			}
 			for _, c := range msg.ToolCalls {
 				fmt.Fprintf(w, "    → %s\n%s", c.Name, formatArgs(json.RawMessage(c.Arguments), "        ", nil))
 			}
-			fmt.Fprintln(w)
+			fmt.Fprintln(w, hookLines(&msg))
 		case kernel.RoleTool:
 			mark := "✓"
 			if msg.IsError {
@@ -332,4 +343,37 @@ func approvalLine(a *kernel.ApprovalRecord) string {
 
 func indent(s string) string {
 	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
+
+// hookNote is m's note of what at point, or nil.
+func hookNote(m *kernel.Message, point kernel.HookPoint, what string) *kernel.HookNote {
+	if m.Hooks == nil {
+		return nil
+	}
+	for i, n := range m.Hooks.Notes {
+		if n.Point == point && n.What == what {
+			return &m.Hooks.Notes[i]
+		}
+	}
+	return nil
+}
+
+// hookLines says, under a message, what lifecycle hooks did there (""
+// when none did).
+func hookLines(m *kernel.Message) string {
+	if m.Hooks == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, n := range m.Hooks.Notes {
+		fmt.Fprintf(&b, "    · hook %s (%s) %s", n.Hook, n.Point, n.What)
+		if n.Reason != "" {
+			fmt.Fprintf(&b, ": %s", clip(n.Reason, 100))
+		}
+		b.WriteByte('\n')
+	}
+	for _, e := range m.Hooks.Edits {
+		fmt.Fprintf(&b, "    · hook %s edited message %d in the requests from here on\n", e.Hook, e.Seq)
+	}
+	return b.String()
 }

@@ -111,15 +111,35 @@ type ModelConfig struct {
 	ToolFormat   string `yaml:"tool_format"`
 	// Catalog is a model catalog file laid over the embedded one.
 	Catalog string `yaml:"catalog"`
+	// The anthropic provider's request shaping (docs/providers.md):
+	// max_tokens (default the catalog's max_output), extended thinking,
+	// and the prompt cache's breakpoints.
+	MaxTokens int64          `yaml:"max_tokens"`
+	Thinking  ThinkingConfig `yaml:"thinking"`
+	Cache     string         `yaml:"cache"`
+	CacheTTL  string         `yaml:"cache_ttl"`
 }
 
-// ModelOverride is the request shaping of one model.
+// ThinkingConfig is model.thinking (anthropic.Thinking).
+type ThinkingConfig struct {
+	Type         string `yaml:"type"`
+	BudgetTokens int64  `yaml:"budget_tokens"`
+	Display      string `yaml:"display"`
+}
+
+// ModelOverride is the request shaping of one model, and for a fallback
+// served by another API, where it is (provider, base_url, api_key_env).
 type ModelOverride struct {
-	ParallelToolCalls *bool  `yaml:"parallel_tool_calls"`
-	ToolChoice        string `yaml:"tool_choice"`
-	ReasoningEffort   string `yaml:"reasoning_effort"`
-	ToolProtocol      string `yaml:"tool_protocol"`
-	ToolFormat        string `yaml:"tool_format"`
+	ParallelToolCalls *bool          `yaml:"parallel_tool_calls"`
+	ToolChoice        string         `yaml:"tool_choice"`
+	ReasoningEffort   string         `yaml:"reasoning_effort"`
+	ToolProtocol      string         `yaml:"tool_protocol"`
+	ToolFormat        string         `yaml:"tool_format"`
+	Provider          string         `yaml:"provider"`
+	BaseURL           string         `yaml:"base_url"`
+	APIKeyEnv         string         `yaml:"api_key_env"`
+	MaxTokens         int64          `yaml:"max_tokens"`
+	Thinking          ThinkingConfig `yaml:"thinking"`
 }
 
 // RetryConfig is model.retry (kernel.RetryPolicy).
@@ -144,6 +164,9 @@ type LimitsConfig struct {
 	// MaxAgentDepth bounds how deep agents call agents (0:
 	// kernel.DefaultMaxDepth); see docs/agents.md.
 	MaxAgentDepth int `yaml:"max_agent_depth"`
+	// MaxContinuations caps how often run_end hooks continue one run
+	// (0: kernel.DefaultMaxContinuations).
+	MaxContinuations int `yaml:"max_continuations"`
 	// WASMMemoryBudgetMB caps the memory all WASM instances hold at once
 	// (0: half the machine's memory); see docs/wasm.md.
 	WASMMemoryBudgetMB int `yaml:"wasm_memory_budget_mb"`

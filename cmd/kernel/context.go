@@ -38,6 +38,8 @@ type modelSetup struct {
 	known     bool
 	// protocols are how the model and its fallbacks take tools.
 	protocols map[string]kernel.ToolProtocol
+	// catalog is the loaded catalog (max_output for max_tokens).
+	catalog *catalog.Catalog
 }
 
 // model resolves the model's window, prices and tokenizer: the catalog
@@ -52,7 +54,7 @@ func (a *app) model() (modelSetup, error) {
 	if err != nil {
 		return modelSetup{}, fmt.Errorf("%s: %w", a.cfg.source(), err)
 	}
-	ms := modelSetup{prices: cat.Prices(), protocols: a.cfg.toolProtocols(cat)}
+	ms := modelSetup{prices: cat.Prices(), protocols: a.cfg.toolProtocols(cat), catalog: cat}
 	maps.Copy(ms.prices, a.cfg.Model.Prices)
 	ms.entry, ms.known = cat.Lookup(a.cfg.Model.Name)
 	ms.window = a.cfg.Model.ContextWindow

@@ -34,7 +34,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"run", "--max-turns", "0", "hi"}, 2, `invalid value "0" for flag -max-turns: must be at least 1`},
 		{[]string{"run", "--model-timeout", "0s", "hi"}, 2, "must be more than zero"},
 		{[]string{"run", "--model-timeout", "-5m", "hi"}, 2, "must be more than zero"},
-		{[]string{"run", "--provider", "bogus", "hi"}, 2, `invalid value "bogus" for flag -provider: want one of openai, scripted`},
+		{[]string{"run", "--provider", "bogus", "hi"}, 2, `invalid value "bogus" for flag -provider: want one of openai, anthropic, scripted`},
 		{[]string{"run", "--log-level", "loud", "hi"}, 2, "want one of trace, debug, info, warn, error, off"},
 		{[]string{"run", "--no-such-flag", "hi"}, 2, "flag provided but not defined: -no-such-flag"},
 		{[]string{"run"}, 2, "run needs a prompt"},

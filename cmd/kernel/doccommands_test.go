@@ -33,6 +33,8 @@ var docCommandsCoveredBy = map[string]string{
 	// run them on a copy.
 	"kernel run --config examples/agents/kernel.yaml --agent coder Add a greeting to main.go": "TestAgentsDelegationCLI",
 	"kernel run --config examples/agents/kernel.yaml --pipeline review main.go":               "TestAgentsPipelineCLI",
+	// docs/providers.md: the user's config directory has the README's by then.
+	"kernel init --provider anthropic": "TestInitAnthropic",
 	// docs/plugins.md's tutorials run in a directory of their own.
 	"kernel plugins lock plugin": "sdk TestTutorials",
 	"kernel run --config kernel.yaml --script watch.yaml How many words are in: the quick brown fox?": "sdk TestTutorials",

@@ -60,8 +60,8 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 		fs.StringVar(&c.baseURL, "base-url", "", "OpenAI-compatible API base `URL`, e.g. http://127.0.0.1:11434/v1 (model.base_url)")
 		fs.StringVar(&c.apiKeyEnv, "api-key-env", "", "environment `VARIABLE` holding the API key (model.api_key_env)")
 		fs.Var(&c.maxTurns, "max-turns", "maximum model turns per run, at least 1 (limits.max_turns)")
-		c.provider.allowed = []string{"openai", "scripted"}
-		fs.Var(&c.provider, "provider", "model provider: openai or scripted (model.provider)")
+		c.provider.allowed = []string{"openai", "anthropic", "scripted"}
+		fs.Var(&c.provider, "provider", "model provider: openai, anthropic or scripted (model.provider)")
 		fs.StringVar(&c.script, "script", "", "script `FILE` for the scripted provider (model.script)")
 		fs.Var(&c.timeout, "model-timeout", "deadline of one model call, e.g. 90s or 5m (model.timeout)")
 		fs.Var(&c.idle, "model-idle-timeout", "end a model stream that sends nothing for this long, e.g. 30s (model.idle_timeout)")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentkernel/agentkernel/hooks"
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/policy"
 )
 
 func (cfg *Config) hooksConfig() (hooks.Config, error) {
@@ -31,14 +32,28 @@ func (a *app) loadHooks() error {
 	if err != nil {
 		return err
 	}
-	chain, err := hooks.NewChain(hc, a.cfg.hooksOptions())
+	opts := a.cfg.hooksOptions()
+	opts.Log = a.logHook
+	if a.plugins != nil { // hooks of kind plugin
+		opts.Plugins = a.plugins
+	}
+	chain, err := hooks.NewChain(hc, opts)
 	if err != nil {
 		return fmt.Errorf("%s: %w", a.cfg.source(), err)
 	}
 	a.chain = chain
 	a.hooks = []kernel.Hook{chain.Hook()}
+	a.points = chain.Points()
 	a.scrub = chain.Scrub
 	return nil
+}
+
+// logHook writes a lifecycle hook's decision to the decision log, once the
+// policy opened one (policy.decision_log).
+func (a *app) logHook(d hooks.Record) {
+	if l := a.decisionLog; l != nil {
+		l.WriteHook(d.Time, d.SessionID, d.Run, d.Turn, policy.HookLine{Hook: d.Hook, Point: d.Point, Outcome: d.Outcome, Reason: d.Reason})
+	}
 }
 
 // reloadHooks re-reads the configuration files and swaps in their hooks;

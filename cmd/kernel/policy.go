@@ -62,6 +62,7 @@ func (a *app) loadPolicy(ctx context.Context) error {
 		}
 		a.closers = append(a.closers, f.Close)
 		opts.Log = policy.NewDecisionLog(f, a.redact)
+		a.decisionLog = opts.Log // hooks write their decisions there too
 	}
 	start := time.Now()
 	w, err := policy.NewWatcher(ctx, policy.WatcherConfig{Path: pc.File, Options: opts,

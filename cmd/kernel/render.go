@@ -183,11 +183,18 @@ func (r *renderer) event(e kernel.Event) {
 	case kernel.BudgetExceeded:
 		r.note("  %s %s %s", r.paint("31", "budget exceeded:"), e.ID, e.Message)
 	case kernel.HookBlocked:
-		r.note("  %s %s blocked %s: %s", r.paint("33", "hook"), e.Hook, e.Tool, e.Reason)
+		switch kernel.HookPoint(e.Phase) {
+		case kernel.PointRunEnd:
+			r.note("  %s %s does not let the run end: %s", r.paint("33", "hook"), e.Hook, e.Reason)
+		case kernel.PointBeforeTool, kernel.PointAfterTool:
+			r.note("  %s %s blocked %s: %s", r.paint("33", "hook"), e.Hook, e.Tool, e.Reason)
+		default:
+			r.note("  %s %s blocked the run (%s): %s", r.paint("33", "hook"), e.Hook, e.Phase, e.Reason)
+		}
 	case kernel.HookRewrote:
-		r.note("  %s %s rewrote %s (%s)", r.paint("2", "hook"), e.Hook, e.Tool, e.What)
+		r.note("  %s %s rewrote %s (%s)", r.paint("2", "hook"), e.Hook, hookTarget(e.Tool, e.Phase), e.What)
 	case kernel.HookFailed:
-		r.note("  %s %s failed on %s: %s", r.paint("31", "hook"), e.Hook, e.Tool, e.Error)
+		r.note("  %s %s failed on %s: %s", r.paint("31", "hook"), e.Hook, hookTarget(e.Tool, e.Phase), e.Error)
 	case kernel.ContextCompacted:
 		switch e.Kind {
 		case "summarised":
@@ -220,6 +227,12 @@ func (r *renderer) event(e kernel.Event) {
 		if r.quiet {
 			return
 		}
+		if b := e.Blocked; b != nil {
+			fmt.Fprintf(r.stderr, "%s · stopped by hook %s (%s): %s\n", r.paint("33;1", string(e.StopReason)), b.Hook, b.Point, b.Reason)
+		}
+		for _, n := range e.Notes {
+			fmt.Fprintf(r.stderr, "  %s %s: %s\n", r.paint("2", "note"), n.Hook, n.Text)
+		}
 		fmt.Fprintf(r.stderr, "%s · %s · %d in / %d out tokens · $%.4f · %s\n",
 			r.paint("1", string(e.StopReason)), counted(e.Turns, "turn"), e.Usage.InputTokens, e.Usage.OutputTokens, e.CostUSD, fmtDuration(e.Duration))
 	case kernel.RunFailed:
@@ -230,6 +243,8 @@ func (r *renderer) event(e kernel.Event) {
 			fmt.Fprintf(r.stderr, "%s · the model answered with nothing, twice\n", r.paint("31;1", string(e.StopReason)))
 		case e.StopReason == kernel.StopToolProtocol:
 			fmt.Fprintf(r.stderr, "%s · the model kept breaking the text tool protocol (see docs/providers.md)\n", r.paint("31;1", string(e.StopReason)))
+		case e.StopReason == kernel.StopGuardrail:
+			fmt.Fprintf(r.stderr, "%s · %s\n", r.paint("31;1", string(e.StopReason)), e.Error)
 		}
 	}
 }
@@ -364,4 +379,13 @@ func (r *renderer) hideSpinner() {
 		r.spinShow = false
 	}
 	r.spinMu.Unlock()
+}
+
+// hookTarget is what a hook event is about: the tool of a call, or the
+// lifecycle point.
+func hookTarget(tool, phase string) string {
+	if tool != "" {
+		return tool
+	}
+	return "the " + strings.ReplaceAll(phase, "_", " ")
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/agentkernel/agentkernel/hooks"
+	"github.com/agentkernel/agentkernel/kernel/provider/anthropic"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 )
 
@@ -27,9 +28,19 @@ func (cfg *Config) holdSecrets() {
 	if cfg.Model.Provider != "scripted" {
 		env := cfg.Model.APIKeyEnv
 		if env == "" {
-			env = openai.DefaultAPIKeyEnv
+			env = defaultKeyEnv(cfg.Model.Provider)
 		}
 		holdEnv(env)
+		for _, o := range cfg.Model.Overrides {
+			if o.Provider == "" {
+				continue
+			}
+			env := o.APIKeyEnv
+			if env == "" {
+				env = defaultKeyEnv(o.Provider)
+			}
+			holdEnv(env)
+		}
 	}
 	if entries, err := cfg.mcpEntries(); err == nil {
 		for _, e := range entries { // an invalid server's too: its names are
@@ -44,6 +55,15 @@ func (cfg *Config) holdSecrets() {
 			holdSecretNamed(pc.Env)
 		}
 	}
+}
+
+// defaultKeyEnv is the API key variable a provider reads when
+// api_key_env is unset.
+func defaultKeyEnv(provider string) string {
+	if provider == anthropic.Name {
+		return anthropic.DefaultAPIKeyEnv
+	}
+	return openai.DefaultAPIKeyEnv
 }
 
 // holdEnv registers the value of an environment variable.

@@ -13,6 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/provider/anthropic"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 	"github.com/agentkernel/agentkernel/plugins/mcp"
@@ -71,6 +72,12 @@ func providerName(m ModelConfig) (name, base string) {
 			base = openai.DefaultBaseURL
 		}
 		return openai.Name, base
+	case anthropic.Name:
+		base = m.BaseURL
+		if base == "" {
+			base = anthropic.DefaultBaseURL
+		}
+		return anthropic.Name, base
 	}
 	return m.Provider, ""
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentkernel/agentkernel/hooks"
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/provider/openai"
 	"github.com/agentkernel/agentkernel/kernel/provider/scripted"
 	"github.com/agentkernel/agentkernel/kernel/replica"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
@@ -35,6 +34,7 @@ type app struct {
 	store   kernel.Store
 	policy  kernel.Policy
 	hooks   []kernel.Hook
+	points  kernel.Points
 	closers []func() error
 
 	// sink receives events from outside the kernel (policy reloads); it is
@@ -58,6 +58,8 @@ type app struct {
 	declaredSum   []byte
 	chain         *hooks.Chain
 	policyWatcher *policy.Watcher
+	// decisionLog is policy.decision_log, when the policy opened one.
+	decisionLog *policy.DecisionLog
 	// stderr is where status lines go (internal/progress, the policy's test
 	// progress): only on a terminal.
 	stderr io.Writer
@@ -345,15 +347,10 @@ func (a *app) provider() (kernel.Provider, error) {
 			return scripted.NewText(s, p.Format)
 		}
 		return scripted.New(s), nil
-	case "openai", "":
-		oc := openaiConfig(m)
-		oc.HTTPClient = a.httpClient()
-		if a.log != nil {
-			oc.Logger = a.log.Named("openai")
-		}
-		return openai.New(oc)
+	case "openai", "anthropic", "":
+		return a.apiProviders()
 	}
-	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Err: fmt.Errorf("unknown provider %q (want openai or scripted)", m.Provider)}
+	return nil, &ConfigError{File: a.cfg.source(), Field: "model.provider", Err: fmt.Errorf("unknown provider %q (want openai, anthropic or scripted)", m.Provider)}
 }
 
 // kernel builds the kernel around prov, sending events to onEvent.
@@ -393,6 +390,9 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		SessionContext: a.sessionContext(),
 		ToolProtocols:  ms.protocols,
 		MaxCorrections: a.cfg.Limits.MaxCorrections,
+		Points:         a.points,
+
+		MaxContinuations: a.cfg.Limits.MaxContinuations,
 
 		MaxConcurrentTools: a.cfg.Limits.MaxConcurrentTools,
 		MaxDepth:           a.cfg.Limits.MaxAgentDepth,

@@ -22,6 +22,9 @@ type Reply struct {
 	// Chunk, when set, streams Text in pieces of at most Chunk bytes, as
 	// a server streams tokens; otherwise it comes as one piece.
 	Chunk int
+	// Started, when set, is closed when the reply starts playing (the
+	// model call is in flight).
+	Started chan struct{}
 }
 
 // Text is a reply with text only.
@@ -52,10 +55,11 @@ func Calls(nameArgs ...any) Reply {
 // Provider is a fake kernel.Provider that plays Replies in order and
 // records every request. It is safe for concurrent use.
 type Provider struct {
-	mu       sync.Mutex
-	replies  []Reply
-	next     int
-	requests []kernel.Request
+	mu        sync.Mutex
+	replies   []Reply
+	next      int
+	requests  []kernel.Request
+	cancelled int
 }
 
 // NewProvider returns a Provider that plays replies in order.
@@ -74,8 +78,14 @@ func (p *Provider) Stream(ctx context.Context, req kernel.Request, emit func(ker
 	r := p.replies[p.next]
 	p.next++
 	p.mu.Unlock()
+	if r.Started != nil {
+		close(r.Started)
+	}
 	if r.Wait {
 		<-ctx.Done()
+		p.mu.Lock()
+		p.cancelled++
+		p.mu.Unlock()
 		return kernel.Response{}, ctx.Err()
 	}
 	if r.Err != nil {
@@ -110,6 +120,14 @@ func (p *Provider) Requests() []kernel.Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]kernel.Request(nil), p.requests...)
+}
+
+// Cancelled counts the Wait replies whose model call was cancelled (their
+// ctx ended while they waited).
+func (p *Provider) Cancelled() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cancelled
 }
 
 // Remaining is the number of replies not played yet.

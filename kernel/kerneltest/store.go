@@ -362,9 +362,13 @@ func sampleMessages(t0 time.Time) []kernel.Message {
 		{Seq: 3, Role: kernel.RoleTool, ToolCallID: "c1", ToolName: "list_dir", Content: "a.go\nb.go\n", Time: t0.Add(2 * time.Second),
 			Approval: &kernel.ApprovalRecord{ID: "a1", Approved: true, By: "alice", Note: "fine by me"}},
 		{Seq: 4, Role: kernel.RoleTool, ToolCallID: "c2", ToolName: "git.git_status", Content: "error: not a repository", IsError: true, Time: t0.Add(2 * time.Second)},
-		{Seq: 5, Role: kernel.RoleAssistant, Content: "Two Go files: a.go and b.go ✓", Time: t0.Add(3 * time.Second)},
+		{Seq: 5, Role: kernel.RoleAssistant, Content: "Two Go files: a.go and b.go ✓", Time: t0.Add(3 * time.Second),
+			Hooks: &kernel.HookRecord{Notes: []kernel.HookNote{{Hook: "pii", Point: kernel.PointAfterModel, What: kernel.NoteText},
+				{Hook: "memory", Point: kernel.PointBeforeModel, What: kernel.NoteContext}},
+				Edits: []kernel.Edit{{Hook: "pii", Seq: 1, Content: "list the [REDACTED] files"}}}},
 		{Seq: 6, Role: kernel.RoleUser, Content: "Tool protocol error: ...", Protocol: &kernel.ProtocolNote{Correction: "prose_after_call"}, Time: t0.Add(4 * time.Second)},
-		{Seq: 7, Role: kernel.RoleAssistant, Failed: "cancelled before the model answered", Model: "local", Time: t0.Add(5 * time.Second)},
+		{Seq: 7, Role: kernel.RoleAssistant, Failed: "cancelled before the model answered", Model: "local", Time: t0.Add(5 * time.Second),
+			Hooks: &kernel.HookRecord{Notes: []kernel.HookNote{{Hook: "guard", Point: kernel.PointBeforeModel, What: kernel.NoteBlocked, Reason: "injection"}}}},
 	}
 }
 

@@ -32,6 +32,7 @@ type instance struct {
 	client     *plugin.Client
 	runner     *groupRunner
 	rpc        pluginpb.ToolsClient
+	hooks      pluginpb.HooksClient
 	specs      []toolSpec // as described by this process
 	byName     map[string]toolSpec
 	sdkVersion string
@@ -104,7 +105,8 @@ func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (
 	if err != nil {
 		return fail("dispense the tool service: "+err.Error(), err)
 	}
-	inst.rpc = raw.(pluginpb.ToolsClient)
+	cl := raw.(clients)
+	inst.rpc, inst.hooks = cl.tools, cl.hooks
 	dctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
 	if err := checkHealth(dctx, cfg, proto); err != nil {
@@ -243,7 +245,14 @@ func (hostPlugin) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error {
 }
 
 func (hostPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return pluginpb.NewToolsClient(c), nil
+	return clients{tools: pluginpb.NewToolsClient(c), hooks: pluginpb.NewHooksClient(c)}, nil
+}
+
+// clients are the services of a plugin's connection: its tools, and its
+// hooks when it serves any.
+type clients struct {
+	tools pluginpb.ToolsClient
+	hooks pluginpb.HooksClient
 }
 
 // lastLines returns at most n trailing lines of s.

@@ -46,6 +46,8 @@ func TestConformance(t *testing.T) {
 				Crash:     sdktest.Probe{Tool: "crash", Args: fmt.Sprintf(`{"text":%q}`, crash)},
 				CrashText: crash,
 				Ignore:    sdktest.Probe{Tool: "ignore", Args: `{}`},
+				Hooks:     true,
+				HookMarks: marks,
 			}.Run(t)
 		})
 	}

@@ -719,6 +719,266 @@ func (x *CheckSideEffectResponse) GetDetail() string {
 	return ""
 }
 
+type ListHooksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHooksRequest) Reset() {
+	*x = ListHooksRequest{}
+	mi := &file_plugin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHooksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHooksRequest) ProtoMessage() {}
+
+func (x *ListHooksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHooksRequest.ProtoReflect.Descriptor instead.
+func (*ListHooksRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{10}
+}
+
+type ListHooksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hooks         []*HookSpec            `protobuf:"bytes,1,rep,name=hooks,proto3" json:"hooks,omitempty"`
+	SdkVersion    string                 `protobuf:"bytes,2,opt,name=sdk_version,json=sdkVersion,proto3" json:"sdk_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHooksResponse) Reset() {
+	*x = ListHooksResponse{}
+	mi := &file_plugin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHooksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHooksResponse) ProtoMessage() {}
+
+func (x *ListHooksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHooksResponse.ProtoReflect.Descriptor instead.
+func (*ListHooksResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListHooksResponse) GetHooks() []*HookSpec {
+	if x != nil {
+		return x.Hooks
+	}
+	return nil
+}
+
+func (x *ListHooksResponse) GetSdkVersion() string {
+	if x != nil {
+		return x.SdkVersion
+	}
+	return ""
+}
+
+type HookSpec struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// points are the hook points it runs at (kernel.HookPoints: run_start,
+	// before_compact, before_model, after_model, before, after, run_end).
+	Points        []string `protobuf:"bytes,3,rep,name=points,proto3" json:"points,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HookSpec) Reset() {
+	*x = HookSpec{}
+	mi := &file_plugin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HookSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HookSpec) ProtoMessage() {}
+
+func (x *HookSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HookSpec.ProtoReflect.Descriptor instead.
+func (*HookSpec) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *HookSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HookSpec) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *HookSpec) GetPoints() []string {
+	if x != nil {
+		return x.Points
+	}
+	return nil
+}
+
+type RunHookRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Hook  string                 `protobuf:"bytes,1,opt,name=hook,proto3" json:"hook,omitempty"`
+	// input is the JSON document a command hook reads on stdin at the point
+	// (schemas/hook-input.schema.json); its phase names the point.
+	Input         []byte `protobuf:"bytes,2,opt,name=input,proto3" json:"input,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunHookRequest) Reset() {
+	*x = RunHookRequest{}
+	mi := &file_plugin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunHookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunHookRequest) ProtoMessage() {}
+
+func (x *RunHookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunHookRequest.ProtoReflect.Descriptor instead.
+func (*RunHookRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RunHookRequest) GetHook() string {
+	if x != nil {
+		return x.Hook
+	}
+	return ""
+}
+
+func (x *RunHookRequest) GetInput() []byte {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+type RunHookResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reply is the JSON document a command hook prints
+	// (schemas/hook-output.schema.json, the point's entry); empty allows.
+	Reply []byte `protobuf:"bytes,1,opt,name=reply,proto3" json:"reply,omitempty"`
+	// error is set when the hook failed (the host applies its fail mode);
+	// block is a reply, not an error.
+	Error         *Error `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunHookResponse) Reset() {
+	*x = RunHookResponse{}
+	mi := &file_plugin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunHookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunHookResponse) ProtoMessage() {}
+
+func (x *RunHookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunHookResponse.ProtoReflect.Descriptor instead.
+func (*RunHookResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RunHookResponse) GetReply() []byte {
+	if x != nil {
+		return x.Reply
+	}
+	return nil
+}
+
+func (x *RunHookResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_plugin_proto protoreflect.FileDescriptor
 
 const file_plugin_proto_rawDesc = "" +
@@ -763,7 +1023,22 @@ const file_plugin_proto_rawDesc = "" +
 	"\x0fsince_unix_nano\x18\x03 \x01(\x03R\rsinceUnixNano\"l\n" +
 	"\x17CheckSideEffectResponse\x129\n" +
 	"\x06effect\x18\x01 \x01(\x0e2!.agentkernel.plugin.v1.SideEffectR\x06effect\x12\x16\n" +
-	"\x06detail\x18\x02 \x01(\tR\x06detail*Y\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\"\x12\n" +
+	"\x10ListHooksRequest\"k\n" +
+	"\x11ListHooksResponse\x125\n" +
+	"\x05hooks\x18\x01 \x03(\v2\x1f.agentkernel.plugin.v1.HookSpecR\x05hooks\x12\x1f\n" +
+	"\vsdk_version\x18\x02 \x01(\tR\n" +
+	"sdkVersion\"X\n" +
+	"\bHookSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x16\n" +
+	"\x06points\x18\x03 \x03(\tR\x06points\":\n" +
+	"\x0eRunHookRequest\x12\x12\n" +
+	"\x04hook\x18\x01 \x01(\tR\x04hook\x12\x14\n" +
+	"\x05input\x18\x02 \x01(\fR\x05input\"[\n" +
+	"\x0fRunHookResponse\x12\x14\n" +
+	"\x05reply\x18\x01 \x01(\fR\x05reply\x122\n" +
+	"\x05error\x18\x02 \x01(\v2\x1c.agentkernel.plugin.v1.ErrorR\x05error*Y\n" +
 	"\n" +
 	"SideEffect\x12\x17\n" +
 	"\x13SIDE_EFFECT_UNKNOWN\x10\x00\x12\x19\n" +
@@ -772,7 +1047,10 @@ const file_plugin_proto_rawDesc = "" +
 	"\x05Tools\x12[\n" +
 	"\bDescribe\x12&.agentkernel.plugin.v1.DescribeRequest\x1a'.agentkernel.plugin.v1.DescribeResponse\x12N\n" +
 	"\x04Call\x12\".agentkernel.plugin.v1.CallRequest\x1a .agentkernel.plugin.v1.CallEvent0\x01\x12p\n" +
-	"\x0fCheckSideEffect\x12-.agentkernel.plugin.v1.CheckSideEffectRequest\x1a..agentkernel.plugin.v1.CheckSideEffectResponseB1Z/github.com/agentkernel/agentkernel/sdk/pluginpbb\x06proto3"
+	"\x0fCheckSideEffect\x12-.agentkernel.plugin.v1.CheckSideEffectRequest\x1a..agentkernel.plugin.v1.CheckSideEffectResponse2\xc1\x01\n" +
+	"\x05Hooks\x12^\n" +
+	"\tListHooks\x12'.agentkernel.plugin.v1.ListHooksRequest\x1a(.agentkernel.plugin.v1.ListHooksResponse\x12X\n" +
+	"\aRunHook\x12%.agentkernel.plugin.v1.RunHookRequest\x1a&.agentkernel.plugin.v1.RunHookResponseB1Z/github.com/agentkernel/agentkernel/sdk/pluginpbb\x06proto3"
 
 var (
 	file_plugin_proto_rawDescOnce sync.Once
@@ -787,7 +1065,7 @@ func file_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_plugin_proto_goTypes = []any{
 	(SideEffect)(0),                 // 0: agentkernel.plugin.v1.SideEffect
 	(*DescribeRequest)(nil),         // 1: agentkernel.plugin.v1.DescribeRequest
@@ -800,6 +1078,11 @@ var file_plugin_proto_goTypes = []any{
 	(*Error)(nil),                   // 8: agentkernel.plugin.v1.Error
 	(*CheckSideEffectRequest)(nil),  // 9: agentkernel.plugin.v1.CheckSideEffectRequest
 	(*CheckSideEffectResponse)(nil), // 10: agentkernel.plugin.v1.CheckSideEffectResponse
+	(*ListHooksRequest)(nil),        // 11: agentkernel.plugin.v1.ListHooksRequest
+	(*ListHooksResponse)(nil),       // 12: agentkernel.plugin.v1.ListHooksResponse
+	(*HookSpec)(nil),                // 13: agentkernel.plugin.v1.HookSpec
+	(*RunHookRequest)(nil),          // 14: agentkernel.plugin.v1.RunHookRequest
+	(*RunHookResponse)(nil),         // 15: agentkernel.plugin.v1.RunHookResponse
 }
 var file_plugin_proto_depIdxs = []int32{
 	3,  // 0: agentkernel.plugin.v1.DescribeResponse.tools:type_name -> agentkernel.plugin.v1.ToolSpec
@@ -807,17 +1090,23 @@ var file_plugin_proto_depIdxs = []int32{
 	7,  // 2: agentkernel.plugin.v1.CallEvent.result:type_name -> agentkernel.plugin.v1.Result
 	8,  // 3: agentkernel.plugin.v1.Result.error:type_name -> agentkernel.plugin.v1.Error
 	0,  // 4: agentkernel.plugin.v1.CheckSideEffectResponse.effect:type_name -> agentkernel.plugin.v1.SideEffect
-	1,  // 5: agentkernel.plugin.v1.Tools.Describe:input_type -> agentkernel.plugin.v1.DescribeRequest
-	4,  // 6: agentkernel.plugin.v1.Tools.Call:input_type -> agentkernel.plugin.v1.CallRequest
-	9,  // 7: agentkernel.plugin.v1.Tools.CheckSideEffect:input_type -> agentkernel.plugin.v1.CheckSideEffectRequest
-	2,  // 8: agentkernel.plugin.v1.Tools.Describe:output_type -> agentkernel.plugin.v1.DescribeResponse
-	5,  // 9: agentkernel.plugin.v1.Tools.Call:output_type -> agentkernel.plugin.v1.CallEvent
-	10, // 10: agentkernel.plugin.v1.Tools.CheckSideEffect:output_type -> agentkernel.plugin.v1.CheckSideEffectResponse
-	8,  // [8:11] is the sub-list for method output_type
-	5,  // [5:8] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	13, // 5: agentkernel.plugin.v1.ListHooksResponse.hooks:type_name -> agentkernel.plugin.v1.HookSpec
+	8,  // 6: agentkernel.plugin.v1.RunHookResponse.error:type_name -> agentkernel.plugin.v1.Error
+	1,  // 7: agentkernel.plugin.v1.Tools.Describe:input_type -> agentkernel.plugin.v1.DescribeRequest
+	4,  // 8: agentkernel.plugin.v1.Tools.Call:input_type -> agentkernel.plugin.v1.CallRequest
+	9,  // 9: agentkernel.plugin.v1.Tools.CheckSideEffect:input_type -> agentkernel.plugin.v1.CheckSideEffectRequest
+	11, // 10: agentkernel.plugin.v1.Hooks.ListHooks:input_type -> agentkernel.plugin.v1.ListHooksRequest
+	14, // 11: agentkernel.plugin.v1.Hooks.RunHook:input_type -> agentkernel.plugin.v1.RunHookRequest
+	2,  // 12: agentkernel.plugin.v1.Tools.Describe:output_type -> agentkernel.plugin.v1.DescribeResponse
+	5,  // 13: agentkernel.plugin.v1.Tools.Call:output_type -> agentkernel.plugin.v1.CallEvent
+	10, // 14: agentkernel.plugin.v1.Tools.CheckSideEffect:output_type -> agentkernel.plugin.v1.CheckSideEffectResponse
+	12, // 15: agentkernel.plugin.v1.Hooks.ListHooks:output_type -> agentkernel.plugin.v1.ListHooksResponse
+	15, // 16: agentkernel.plugin.v1.Hooks.RunHook:output_type -> agentkernel.plugin.v1.RunHookResponse
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -835,9 +1124,9 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   15,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_plugin_proto_goTypes,
 		DependencyIndexes: file_plugin_proto_depIdxs,

@@ -226,3 +226,159 @@ var Tools_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "plugin.proto",
 }
+
+const (
+	Hooks_ListHooks_FullMethodName = "/agentkernel.plugin.v1.Hooks/ListHooks"
+	Hooks_RunHook_FullMethodName   = "/agentkernel.plugin.v1.Hooks/RunHook"
+)
+
+// HooksClient is the client API for Hooks service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Hooks is served by a plugin that has hooks (docs/hooks.md, kind plugin):
+// code the kernel runs at the hook points a configuration rule names. A
+// plugin without hooks does not serve it; the host reads Unimplemented as
+// "this plugin has no hooks". The documents are those of command hooks, so
+// a hook reads and answers the same JSON whatever runs it.
+type HooksClient interface {
+	// ListHooks lists the plugin's hooks.
+	ListHooks(ctx context.Context, in *ListHooksRequest, opts ...grpc.CallOption) (*ListHooksResponse, error)
+	// RunHook runs one hook on one input document.
+	RunHook(ctx context.Context, in *RunHookRequest, opts ...grpc.CallOption) (*RunHookResponse, error)
+}
+
+type hooksClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewHooksClient(cc grpc.ClientConnInterface) HooksClient {
+	return &hooksClient{cc}
+}
+
+func (c *hooksClient) ListHooks(ctx context.Context, in *ListHooksRequest, opts ...grpc.CallOption) (*ListHooksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListHooksResponse)
+	err := c.cc.Invoke(ctx, Hooks_ListHooks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hooksClient) RunHook(ctx context.Context, in *RunHookRequest, opts ...grpc.CallOption) (*RunHookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunHookResponse)
+	err := c.cc.Invoke(ctx, Hooks_RunHook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// HooksServer is the server API for Hooks service.
+// All implementations must embed UnimplementedHooksServer
+// for forward compatibility.
+//
+// Hooks is served by a plugin that has hooks (docs/hooks.md, kind plugin):
+// code the kernel runs at the hook points a configuration rule names. A
+// plugin without hooks does not serve it; the host reads Unimplemented as
+// "this plugin has no hooks". The documents are those of command hooks, so
+// a hook reads and answers the same JSON whatever runs it.
+type HooksServer interface {
+	// ListHooks lists the plugin's hooks.
+	ListHooks(context.Context, *ListHooksRequest) (*ListHooksResponse, error)
+	// RunHook runs one hook on one input document.
+	RunHook(context.Context, *RunHookRequest) (*RunHookResponse, error)
+	mustEmbedUnimplementedHooksServer()
+}
+
+// UnimplementedHooksServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedHooksServer struct{}
+
+func (UnimplementedHooksServer) ListHooks(context.Context, *ListHooksRequest) (*ListHooksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListHooks not implemented")
+}
+func (UnimplementedHooksServer) RunHook(context.Context, *RunHookRequest) (*RunHookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunHook not implemented")
+}
+func (UnimplementedHooksServer) mustEmbedUnimplementedHooksServer() {}
+func (UnimplementedHooksServer) testEmbeddedByValue()               {}
+
+// UnsafeHooksServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to HooksServer will
+// result in compilation errors.
+type UnsafeHooksServer interface {
+	mustEmbedUnimplementedHooksServer()
+}
+
+func RegisterHooksServer(s grpc.ServiceRegistrar, srv HooksServer) {
+	// If the following call panics, it indicates UnimplementedHooksServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Hooks_ServiceDesc, srv)
+}
+
+func _Hooks_ListHooks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListHooksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HooksServer).ListHooks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Hooks_ListHooks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HooksServer).ListHooks(ctx, req.(*ListHooksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Hooks_RunHook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunHookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HooksServer).RunHook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Hooks_RunHook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HooksServer).RunHook(ctx, req.(*RunHookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Hooks_ServiceDesc is the grpc.ServiceDesc for Hooks service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Hooks_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "agentkernel.plugin.v1.Hooks",
+	HandlerType: (*HooksServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "ListHooks",
+			Handler:    _Hooks_ListHooks_Handler,
+		},
+		{
+			MethodName: "RunHook",
+			Handler:    _Hooks_RunHook_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "plugin.proto",
+}

@@ -85,6 +85,12 @@ type Conformance struct {
 	Ignore Probe
 	// Deadline is the deadline of the deadline checks (default 3s).
 	Deadline time.Duration
+	// Hooks says the plugin serves the conformance hooks (see runHooks):
+	// the hooks check runs its hook service through the host and in a run.
+	Hooks bool
+	// HookMarks is a directory the plugin may write (required with Hooks):
+	// the hang hook writes there that its call ended.
+	HookMarks string
 }
 
 // conformanceCap is the output cap of the output_cut check.
@@ -176,6 +182,10 @@ func (c Conformance) Run(t *testing.T) {
 			t.Errorf("%s: %q, %v; want a result containing %q", c.Echo.Tool, res.Content, err, c.EchoWant)
 		}
 	})
+
+	if c.Hooks {
+		t.Run("hooks", func(t *testing.T) { c.runHooks(t, host, cfg) })
+	}
 
 	t.Run("progress", func(t *testing.T) {
 		var mu sync.Mutex

@@ -11,7 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/respjson"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/provider/openai/internal/toolname"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/toolname"
 )
 
 // maxToolCalls bounds the tool calls of one response, and so the memory a

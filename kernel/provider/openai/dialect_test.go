@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/wire"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai/openaitest"
 )
 
@@ -135,7 +136,7 @@ func TestRetryAfterHeader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := retryAfter(tt.h, now); got != tt.want {
+			if got := wire.RetryAfter(tt.h, now); got != tt.want {
 				t.Errorf("retryAfter = %s, want %s", got, tt.want)
 			}
 		})

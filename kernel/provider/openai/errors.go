@@ -1,20 +1,17 @@
 package openai
 
 import (
-	"bytes"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/wire"
 )
 
 // Sentinel causes, wrapped by the *kernel.ProviderError that Stream returns.
@@ -35,7 +32,7 @@ func malformed(line int, msg string) *kernel.ProviderError {
 }
 
 // cutError is a stream that ended before [DONE]: retryable, never a success.
-func cutError(sse *sseReader, err error) *kernel.ProviderError {
+func cutError(sse *wire.SSEReader, err error) *kernel.ProviderError {
 	how := "the connection closed"
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		how = "the connection closed inside an event"
@@ -44,7 +41,7 @@ func cutError(sse *sseReader, err error) *kernel.ProviderError {
 		Provider:  Name,
 		Code:      "stream_cut",
 		Retryable: true,
-		Message:   fmt.Sprintf("%s after %d events (%d lines) without data: [DONE]", how, sse.events, sse.line),
+		Message:   fmt.Sprintf("%s after %d events (%d lines) without data: [DONE]", how, sse.Events, sse.Line),
 		Err:       fmt.Errorf("%w: %w", ErrStreamCut, err),
 	}
 }
@@ -71,7 +68,7 @@ func streamError(data []byte, line int) *kernel.ProviderError {
 func httpError(status int, body []byte) *kernel.ProviderError {
 	code, msg, ok := parseErrorBody(body)
 	if !ok {
-		msg = textExcerpt(body)
+		msg = wire.TextExcerpt(body)
 		if msg == "" {
 			msg = http.StatusText(status)
 		}
@@ -232,38 +229,4 @@ func (o errorObject) code() string {
 		return n.String()
 	}
 	return ""
-}
-
-// textExcerpt is the start of a non-JSON body (a proxy's HTML page) on one line.
-func textExcerpt(body []byte) string {
-	const max = 300
-	s := strings.Join(strings.Fields(string(bytes.ToValidUTF8(body, nil))), " ")
-	if len(s) > max {
-		s = strings.ToValidUTF8(s[:max], "") + "..."
-	}
-	return s
-}
-
-// transportRetryable says whether a failure to reach the server or to read
-// its response may go away: resets, refusals, timeouts and truncated
-// bodies may; a certificate the client rejects, an unknown host or a
-// request that could not be built will not.
-func transportRetryable(err error) bool {
-	var (
-		certErr     *tls.CertificateVerificationError
-		unknownAuth x509.UnknownAuthorityError
-		hostErr     x509.HostnameError
-		invalidErr  x509.CertificateInvalidError
-		dnsErr      *net.DNSError
-	)
-	switch {
-	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr), errors.As(err, &invalidErr):
-		return false
-	case errors.As(err, &dnsErr):
-		return !dnsErr.IsNotFound
-	}
-	var urlErr *url.Error
-	var opErr *net.OpError
-	return errors.As(err, &urlErr) || errors.As(err, &opErr) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed)
 }

@@ -11,7 +11,8 @@ import (
 	"testing"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/provider/openai/internal/toolname"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/toolname"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/wire"
 )
 
 // FuzzAccumulate feeds arbitrary bytes to the SSE framing and the chunk
@@ -82,7 +83,7 @@ func TestReadStreamReaderError(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("got %v, want the reader's error", err)
 	}
-	if transportRetryable(err) {
+	if wire.TransportRetryable(err) {
 		t.Error("a bare reader error (not a net or url error) is classified retryable")
 	}
 }

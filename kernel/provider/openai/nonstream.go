@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
-	"time"
 
 	oa "github.com/openai/openai-go/v3"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/provider/openai/internal/toolname"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/toolname"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/wire"
 )
 
 // completion reads a JSON answer to a streaming request: a whole
@@ -22,7 +20,7 @@ import (
 // are passed to emit in one delta each, so the caller sees what it would
 // have seen streamed.
 func (p *Provider) completion(parent, ctx context.Context, res *http.Response, names toolname.Map, emit func(kernel.Delta)) (kernel.Response, error) {
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxLine))
+	body, err := io.ReadAll(io.LimitReader(res.Body, wire.MaxLine))
 	if err != nil {
 		return kernel.Response{}, p.failure(parent, ctx, err, "read response")
 	}
@@ -66,31 +64,4 @@ func (p *Provider) completion(parent, ctx context.Context, res *http.Response, n
 	usage := kernel.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
 		CachedInputTokens: u.PromptTokensDetails.CachedTokens, ReasoningTokens: u.CompletionTokensDetails.ReasoningTokens}
 	return kernel.Response{Message: msg, Usage: usage, FinishReason: ch.FinishReason, Model: cc.Model}, nil
-}
-
-// retryAfter reads how long the server asks the client to wait:
-// "retry-after-ms" (OpenAI), else "Retry-After" in seconds (possibly
-// fractional) or as an HTTP date. Zero when absent or unreadable.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e10 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 || s > 1e7 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
 }

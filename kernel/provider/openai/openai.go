@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/wire"
 )
 
 // Name is the provider's name in errors and configuration ("model.provider").
@@ -105,7 +105,7 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("openai: base_url %q: no host", base)
 	}
 	if u.User != nil {
-		return nil, fmt.Errorf("openai: base_url %q: must not carry credentials; put the key in the variable named by api_key_env", redactURL(u))
+		return nil, fmt.Errorf("openai: base_url %q: must not carry credentials; put the key in the variable named by api_key_env", wire.RedactURL(u))
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("openai: base_url %q: must not have a query or fragment", base)
@@ -128,11 +128,11 @@ func New(cfg Config) (*Provider, error) {
 	if env == "" {
 		env = DefaultAPIKeyEnv
 	}
-	if !validEnvName(env) {
+	if !wire.ValidEnvName(env) {
 		return nil, errors.New("openai: api_key_env is not an environment variable name; it names the variable that holds the key, never the key itself (the value is not shown)")
 	}
 	key := os.Getenv(env)
-	if key == "" && !isLoopback(u) {
+	if key == "" && !wire.IsLoopback(u) {
 		return nil, fmt.Errorf("openai: environment variable %s is not set; it must hold the API key for %s (api_key_env names the variable; only loopback servers may go without a key): %w", env, base, ErrNoAPIKey)
 	}
 
@@ -153,7 +153,7 @@ func New(cfg Config) (*Provider, error) {
 		opts = append(opts, option.WithAPIKey(key))
 	}
 	for k, v := range cfg.Headers {
-		if !validHeaderName(k) {
+		if !wire.ValidHeaderName(k) {
 			return nil, fmt.Errorf("openai: headers: %q is not a valid header name", k)
 		}
 		if strings.ContainsAny(v, "\r\n\x00") {
@@ -271,35 +271,35 @@ func (p *Provider) stream(ctx context.Context, req kernel.Request, emit func(ker
 // every event, so that no delta is emitted after cancellation). onLine, when
 // set, is called for every line read.
 func readStream(ctx context.Context, body io.Reader, acc *accumulator, onLine func()) (kernel.Response, error) {
-	sse := newSSEReader(body)
-	sse.onLine = onLine
+	sse := wire.NewSSEReader(body)
+	sse.OnLine = onLine
 	for {
 		if err := ctx.Err(); err != nil {
 			return kernel.Response{}, err
 		}
-		ev, err := sse.next()
+		ev, err := sse.Next()
 		if err != nil {
-			var tooLong *lineTooLongError
+			var tooLong *wire.LineTooLongError
 			switch {
 			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 				if acc.finish != "" {
 					acc.logger().Debug("stream ended without data: [DONE] after its finish reason; read as complete",
-						"finish_reason", acc.finish, "events", sse.events, "lines", sse.line)
+						"finish_reason", acc.finish, "events", sse.Events, "lines", sse.Line)
 					return acc.response()
 				}
 				return kernel.Response{}, cutError(sse, err)
 			case errors.As(err, &tooLong):
-				return kernel.Response{}, malformed(tooLong.line, tooLong.Error())
+				return kernel.Response{}, malformed(tooLong.Line, tooLong.Error())
 			}
 			return kernel.Response{}, err
 		}
-		if isDone(ev.data) {
+		if wire.IsDone(ev.Data) {
 			return acc.response()
 		}
-		if ev.name == "error" {
-			return kernel.Response{}, streamError(ev.data, ev.line)
+		if ev.Name == "error" {
+			return kernel.Response{}, streamError(ev.Data, ev.Line)
 		}
-		if err := acc.add(ev.data, ev.line); err != nil {
+		if err := acc.add(ev.Data, ev.Line); err != nil {
 			return kernel.Response{}, err
 		}
 	}
@@ -319,7 +319,7 @@ func statusMiddleware(req *http.Request, next option.MiddlewareNext) (*http.Resp
 	if res.StatusCode == http.StatusNotFound {
 		pe.Message += notFoundHint(req.Method, req.URL)
 	}
-	pe.RetryAfter = retryAfter(res.Header, time.Now())
+	pe.RetryAfter = wire.RetryAfter(res.Header, time.Now())
 	if rerr != nil && len(body) == 0 {
 		pe.Err = rerr
 	}
@@ -345,54 +345,13 @@ func (p *Provider) failure(parent, ctx context.Context, err error, what string) 
 	if errors.As(err, &pe) {
 		return pe
 	}
-	return &kernel.ProviderError{Provider: Name, Code: "connection", Retryable: transportRetryable(err),
+	return &kernel.ProviderError{Provider: Name, Code: "connection", Retryable: wire.TransportRetryable(err),
 		Message: fmt.Sprintf("%s to %s: %v", what, p.baseURL, err), Err: err}
 }
 
 func isJSON(res *http.Response) bool {
 	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
 	return mt == "application/json"
-}
-
-func isLoopback(u *url.URL) bool {
-	host := strings.ToLower(u.Hostname())
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-func validEnvName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func redactURL(u *url.URL) string {
-	c := *u
-	c.User = url.User("REDACTED")
-	return c.String()
 }
 
 var _ kernel.Provider = (*Provider)(nil)

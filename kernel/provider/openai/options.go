@@ -7,7 +7,7 @@ import (
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
 
-	"github.com/agentkernel/agentkernel/kernel/provider/openai/internal/toolname"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/toolname"
 )
 
 // RequestOptions shape the request for one deployment or model. The zero

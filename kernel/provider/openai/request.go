@@ -11,7 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/provider/openai/internal/toolname"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/toolname"
 )
 
 // buildParams maps a kernel request to chat completion parameters and

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/provider/openai/internal/toolname"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/toolname"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai/openaitest"
 )
 

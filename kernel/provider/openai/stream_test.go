@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/wire"
 	"github.com/agentkernel/agentkernel/kernel/provider/openai/openaitest"
 )
 
@@ -269,7 +270,7 @@ func TestStreamMalformed(t *testing.T) {
 		{"usage negative", pre + `data: {"choices":[],"usage":{"prompt_tokens":-1,"completion_tokens":1}}` + "\n\n", "usage.prompt_tokens is negative"},
 		{"call without a name", pre + chunk(`{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","function":{"arguments":"{}"}}]}}`) + "data: [DONE]\n\n", `tool call 0 (id "call_1") never got a function name`},
 		{"done before any chunk", ": hi\n\ndata: [DONE]\n\n", "malformed stream: the stream ended with [DONE] before any chunk"},
-		{"line too long", pre + "data: " + strings.Repeat("x", maxLine+10) + "\n\n", "line 3 of the event stream is longer than"},
+		{"line too long", pre + "data: " + strings.Repeat("x", wire.MaxLine+10) + "\n\n", "line 3 of the event stream is longer than"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,7 +23,10 @@ import (
 //	reasoning, tool_call_id, tool_name, number of tool calls, then id,
 //	name, arguments of each call, [approval: id, by, note, bits (uvarint: 1
 //	approved, 2 expired)], [more: model, reasoning_field, failed,
-//	protocol.raw, protocol.correction]
+//	protocol.raw, protocol.correction], [blocks (bit 4): the number of
+//	reasoning blocks, then provider, index (uvarint) and data of each],
+//	[hooks (bit 5): the JSON of kernel.HookRecord (rare, and free to grow
+//	fields)]
 //
 // The optional parts are written only when set (their flag bit), so a
 // message without them is encoded as before they existed.
@@ -40,10 +43,16 @@ const (
 	flagHasTime     = 1 << 1
 	flagHasApproval = 1 << 2
 	flagHasMore     = 1 << 3
+	flagHasBlocks   = 1 << 4
+	flagHasHooks    = 1 << 5
 	// flagHasChild: the message answers an agent call, and the JSON of
 	// its kernel.ChildRun follows (small, and free to grow fields).
-	flagHasChild = 1 << 4
+	flagHasChild = 1 << 6
 )
+
+// maxBlockIndex bounds a reasoning block's index: no answer has more
+// content blocks.
+const maxBlockIndex = 1 << 20
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -129,6 +138,14 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 	if more {
 		flags |= flagHasMore
 	}
+	if len(m.ReasoningBlocks) > 0 {
+		flags |= flagHasBlocks
+	}
+	var hooks []byte
+	if m.Hooks != nil {
+		flags |= flagHasHooks
+		hooks, _ = json.Marshal(m.Hooks) // strings, ints: cannot fail
+	}
 	var child []byte
 	if m.Child != nil {
 		child, _ = json.Marshal(m.Child) // plain fields: Marshal cannot fail
@@ -169,6 +186,18 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 		b = appendString(b, m.RawText())
 		b = appendString(b, m.CorrectionKind())
 	}
+	if len(m.ReasoningBlocks) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(m.ReasoningBlocks)))
+		for _, rb := range m.ReasoningBlocks {
+			b = appendString(b, rb.Provider)
+			b = binary.AppendUvarint(b, uint64(rb.Index))
+			b = binary.AppendUvarint(b, uint64(len(rb.Data)))
+			b = append(b, rb.Data...)
+		}
+	}
+	if m.Hooks != nil {
+		b = appendString(b, string(hooks))
+	}
 	if child != nil {
 		b = appendString(b, string(child))
 	}
@@ -189,6 +218,21 @@ func encodedSize(m *kernel.Message) int {
 	}
 	if a := m.Approval; a != nil {
 		n += 4*binary.MaxVarintLen64 + len(a.ID) + len(a.By) + len(a.Note)
+	}
+	if len(m.ReasoningBlocks) > 0 {
+		n += binary.MaxVarintLen64
+		for _, rb := range m.ReasoningBlocks {
+			n += 3*binary.MaxVarintLen64 + len(rb.Provider) + len(rb.Data)
+		}
+	}
+	if h := m.Hooks; h != nil {
+		n += binary.MaxVarintLen64 + 64
+		for _, x := range h.Notes {
+			n += 96 + len(x.Hook) + len(x.Point) + len(x.What) + 2*len(x.Reason)
+		}
+		for _, e := range h.Edits {
+			n += 64 + len(e.Hook) + 2*len(e.Content)
+		}
 	}
 	return n
 }
@@ -259,7 +303,7 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 	r := reader{s: string(p)}
 	m.Role = kernel.Role(r.str())
 	flags := r.uvarint()
-	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore|flagHasChild) != 0 && r.err == nil {
+	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore|flagHasBlocks|flagHasHooks|flagHasChild) != 0 && r.err == nil {
 		return fmt.Errorf("unknown message flags %#x", flags)
 	}
 	m.IsError = flags&flagIsError != 0
@@ -297,6 +341,36 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 		m.Failed = r.str()
 		if raw, fix := r.str(), r.str(); raw != "" || fix != "" {
 			m.Protocol = &kernel.ProtocolNote{Raw: raw, Correction: fix}
+		}
+	}
+	if flags&flagHasBlocks != 0 {
+		n := r.uvarint()
+		if r.err == nil && n > uint64(len(r.s)-r.off)/3 {
+			return fmt.Errorf("%w: %d reasoning blocks with %d bytes left", errTruncated, n, len(r.s)-r.off)
+		}
+		if n > 0 {
+			m.ReasoningBlocks = make([]kernel.ReasoningBlock, n)
+		}
+		for i := range m.ReasoningBlocks {
+			rb := &m.ReasoningBlocks[i]
+			rb.Provider = r.str()
+			idx := r.uvarint()
+			if idx > maxBlockIndex && r.err == nil {
+				return fmt.Errorf("reasoning block %d has index %d (at most %d)", i, idx, maxBlockIndex)
+			}
+			rb.Index = int(idx)
+			// Bytes of their own: a block must not alias the payload.
+			if d := r.str(); d != "" {
+				rb.Data = []byte(d)
+			}
+		}
+	}
+	if flags&flagHasHooks != 0 {
+		if s := r.str(); r.err == nil {
+			m.Hooks = new(kernel.HookRecord)
+			if err := json.Unmarshal([]byte(s), m.Hooks); err != nil {
+				return fmt.Errorf("the message's hook record: %w", err)
+			}
 		}
 	}
 	if flags&flagHasChild != 0 {

@@ -27,6 +27,12 @@ func TestMessageRoundTrip(t *testing.T) {
 		{"unknown role kept", kernel.Message{Role: "developer", Content: "x"}},
 		{"agent call answered", kernel.Message{Role: kernel.RoleTool, ToolCallID: "c1", ToolName: "agent.reviewer", Content: "LGTM", Model: "m",
 			Child: &kernel.ChildRun{SessionID: "cabc", Agent: "reviewer", StopReason: kernel.StopCompleted, Usage: kernel.Usage{InputTokens: 10, OutputTokens: 2}, CostUSD: 0.25, Resumed: true}}},
+		{"reasoning blocks", kernel.Message{Role: kernel.RoleAssistant, Reasoning: "a < b & c",
+			ReasoningBlocks: []kernel.ReasoningBlock{
+				{Provider: "anthropic", Index: 0, Data: []byte(`{"type":"thinking","thinking":"a < b & c\u2028","signature":"EqQBCgIYAhIM+/="}`)},
+				{Provider: "anthropic", Index: 1, Data: []byte{0, 0xff, '"'}},
+			},
+			ToolCalls: []kernel.ToolCall{{ID: "toolu_1", Name: "read_file", Arguments: `{}`}}, Time: t0}},
 		{"big", kernel.Message{Role: kernel.RoleTool, ToolCallID: "c", Content: strings.Repeat("0123456789", 100_000)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,6 +80,8 @@ func TestDecodeBadMessages(t *testing.T) {
 		{"varint overflow", reseal([]byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0}), "overflows"},
 		{"bad nanoseconds", reseal([]byte{1, 0, flagHasTime, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0, 0, 0, 0}), "nanoseconds"},
 		{"too many calls", reseal([]byte{1, 0, 0, 0, 0, 0, 0, 0x7f, 0, 0, 0, 0}), "tool calls"},
+		{"too many blocks", reseal([]byte{1, 0, flagHasBlocks, 0, 0, 0, 0, 0, 0x7f, 0, 0, 0, 0}), "reasoning blocks"},
+		{"block index", reseal([]byte{1, 0, flagHasBlocks, 0, 0, 0, 0, 0, 1, 0, 0xff, 0xff, 0x7f, 0, 0, 0, 0, 0}), "index"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var m kernel.Message
@@ -99,6 +107,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add(encodeMessage(nil, &kernel.Message{Role: kernel.RoleUser, Content: "hi", Time: time.Unix(5, 6)}))
 	f.Add(encodeMessage(nil, &kernel.Message{Role: kernel.RoleAssistant, ToolCalls: []kernel.ToolCall{{ID: "a", Name: "b", Arguments: "c"}}}))
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(encodeMessage(nil, &kernel.Message{Role: kernel.RoleAssistant, ReasoningBlocks: []kernel.ReasoningBlock{{Provider: "anthropic", Index: 2, Data: []byte("{}")}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		// The checksum rejects nearly every random input; reseal it so the
 		// fuzzer reaches the structural decoder too.

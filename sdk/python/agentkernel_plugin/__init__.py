@@ -12,7 +12,7 @@
         return f"Hello, {args.name}!"
 
     if __name__ == "__main__":
-        serve([greet])
+        serve([greet])      # serve([greet], [my_hook]) with hooks (@hook)
 
 docs/plugins.md has the tutorial; agentkernel_plugin.testing the test
 harness. It needs grpcio, protobuf and cryptography (Debian:
@@ -59,6 +59,7 @@ if _missing:
         name=_missing[0],
     )
 
+from ._hook import HOOK_POINTS, Hook, block, hook  # noqa: E402
 from ._serve import PROTOCOL_VERSION, serve  # noqa: E402
 from ._service import SDK_VERSION  # noqa: E402
 from ._tool import (  # noqa: E402
@@ -75,6 +76,8 @@ from ._tool import (  # noqa: E402
 )
 
 __all__ = [
+    "HOOK_POINTS",
+    "Hook",
     "PROTOCOL_VERSION",
     "SDK_VERSION",
     "CallContext",
@@ -84,6 +87,8 @@ __all__ = [
     "Tool",
     "ToolError",
     "ToolResult",
+    "block",
+    "hook",
     "serve",
     "tool",
     "truncate_output",

@@ -31,7 +31,8 @@ import grpc
 from ._cert import new_server_cert
 from ._proto import goplugin_pb2 as gp
 from ._proto import health_pb2 as hp
-from ._service import ToolsServicer, tools_by_name
+from ._hook import Hook, HooksServicer, hooks_by_name
+from ._service import SDK_VERSION, ToolsServicer, tools_by_name
 from ._tool import Tool
 
 #: The tool protocol version, negotiated in go-plugin's handshake
@@ -51,7 +52,7 @@ _MAX_ARGS_BYTES = 16 << 20
 _PARENT_POLL = 0.5
 
 
-def serve(tools: Sequence[Tool]) -> NoReturn:
+def serve(tools: Sequence[Tool], hooks: Sequence[Hook] = ()) -> NoReturn:
     """Serves tools to the kernel that started this process and exits when
     the kernel is done with it. Call it last, once, from the plugin's main
     script, and print nothing before: the first line on stdout must be
@@ -63,7 +64,8 @@ def serve(tools: Sequence[Tool]) -> NoReturn:
     # as soon as it has read it.
     ppid = os.getppid()
     try:
-        by_name = tools_by_name(tools)
+        hook_by_name = hooks_by_name(hooks)
+        by_name = tools_by_name(tools, hooks=bool(hook_by_name))
     except TypeError as e:
         _fail(str(e))
     if os.environ.get(MAGIC_COOKIE_KEY) != MAGIC_COOKIE_VALUE:
@@ -77,7 +79,7 @@ def serve(tools: Sequence[Tool]) -> NoReturn:
     # reaches the plugin's process group too, and the kernel stops it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        asyncio.run(_main(by_name, host, ppid))
+        asyncio.run(_main(by_name, hook_by_name, host, ppid))
     except BaseException as e:  # noqa: BLE001 - the crash report
         if isinstance(e, SystemExit):
             raise
@@ -109,13 +111,16 @@ def _take_stdout() -> int:
     return host
 
 
-async def _main(by_name: dict[str, Tool], host: int, ppid: int) -> None:
+async def _main(by_name: dict[str, Tool], hook_by_name: dict[str, Hook], host: int, ppid: int) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
 
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", _MAX_ARGS_BYTES)])
-    server.add_generic_rpc_handlers((ToolsServicer(by_name).handler(), _health(), *_goplugin(stop)))
+    handlers = [ToolsServicer(by_name).handler(), _health(), *_goplugin(stop)]
+    if hook_by_name:
+        handlers.append(HooksServicer(hook_by_name, SDK_VERSION).handler())
+    server.add_generic_rpc_handlers(tuple(handlers))
 
     cert_field = ""
     client_cert = os.environ.get("PLUGIN_CLIENT_CERT", "")

@@ -35,9 +35,10 @@ _MAX_SIDE_EFFECT_DETAIL = 1 << 10
 _GRACE = 0.5
 
 
-def tools_by_name(tools: Sequence[Tool]) -> dict[str, Tool]:
-    """Checks that tools is a non-empty list of distinct tools."""
-    if not tools:
+def tools_by_name(tools: Sequence[Tool], hooks: bool = False) -> dict[str, Tool]:
+    """Checks that tools is a list of distinct tools, non-empty unless the
+    plugin serves hooks."""
+    if not tools and not hooks:
         raise TypeError("agentkernel plugin: no tools to serve")
     by_name: dict[str, Tool] = {}
     for t in tools:

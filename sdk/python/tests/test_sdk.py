@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from agentkernel_plugin import CallContext, Code, SideEffect, Tier, ToolError, ToolResult, tool, truncate_output
+from agentkernel_plugin import CallContext, Code, SideEffect, Tier, ToolError, ToolResult, block, hook, tool, truncate_output
 from agentkernel_plugin._cert import new_server_cert
 from agentkernel_plugin.testing import Harness
 
@@ -75,6 +75,53 @@ class TestTool(unittest.TestCase):
     def test_truncate_counts_utf8_bytes(self):
         self.assertEqual(truncate_output("aé", 2), "a\n[output truncated: 3 bytes, limit 2]")
         self.assertEqual(truncate_output("abc", 0), "abc")
+
+
+@hook(name="guard", points=["before_model", "run_end"])
+async def guard(doc: dict) -> dict | None:
+    if doc["phase"] == "run_end":
+        return {"note": f"ended in session {doc['session_id']}"}
+    first = doc["messages"][0]["content"] if doc.get("messages") else ""
+    if first == "BLOCK":
+        return block("no")
+    if first == "wait":
+        await asyncio.Event().wait()
+    return None
+
+
+class TestHook(unittest.IsolatedAsyncioTestCase):
+    async def test_reply_documents(self):
+        # Nothing allows, a block, a change with the decision filled in.
+        self.assertEqual(await guard.run(b'{"phase":"before_model","messages":[{"content":"hi"}]}'), b"")
+        self.assertEqual(await guard.run(b'{"phase":"before_model","messages":[{"content":"BLOCK"}]}'), b'{"decision": "block", "reason": "no"}')
+        self.assertEqual(await guard.run(b'{"phase":"run_end","session_id":"s1"}'), b'{"decision": "allow", "note": "ended in session s1"}')
+
+    async def test_bad_inputs_are_invalid_args(self):
+        for doc, want in [(b'{"phase":"after_model"}', "does not run at 'after_model'"), (b"{", "not JSON")]:
+            with self.subTest(doc=doc):
+                with self.assertRaises(ToolError) as cm:
+                    await guard.run(doc)
+                self.assertEqual(cm.exception.code, Code.INVALID_ARGS)
+                self.assertIn(want, cm.exception.message)
+
+    async def test_the_end_of_a_call_cancels_the_hook(self):
+        task = asyncio.ensure_future(guard.run(b'{"phase":"before_model","messages":[{"content":"wait"}]}'))
+        await asyncio.sleep(0)
+        self.assertFalse(task.done())
+        task.cancel()
+        with self.assertRaises(asyncio.CancelledError):
+            await task
+
+    def test_bad_hooks_are_refused_naming_them(self):
+        for kwargs, want in [
+            ({"name": "a b", "points": ["before"]}, "hook 'a b': the name must be"),
+            ({"name": "g", "points": []}, "hook 'g': no points"),
+            ({"name": "g", "points": ["before_tool"]}, "hook 'g': 'before_tool' is not a hook point"),
+        ]:
+            with self.subTest(kwargs=kwargs):
+                with self.assertRaises(TypeError) as cm:
+                    hook(**kwargs)(lambda doc: None)
+                self.assertIn(want, str(cm.exception))
 
 
 class TestService(unittest.IsolatedAsyncioTestCase):

@@ -30,6 +30,8 @@ const loaded: Loaded = grpc.loadPackageDefinition(
 
 export const ToolsService: grpc.ServiceDefinition = loaded.agentkernel.plugin.v1.Tools.service;
 export const ToolsClient: grpc.ServiceClientConstructor = loaded.agentkernel.plugin.v1.Tools;
+export const HooksService: grpc.ServiceDefinition = loaded.agentkernel.plugin.v1.Hooks.service;
+export const HooksClient: grpc.ServiceClientConstructor = loaded.agentkernel.plugin.v1.Hooks;
 export const HealthService: grpc.ServiceDefinition = loaded.grpc.health.v1.Health.service;
 export const ControllerService: grpc.ServiceDefinition = loaded.plugin.GRPCController.service;
 export const StdioService: grpc.ServiceDefinition = loaded.plugin.GRPCStdio.service;
@@ -86,4 +88,25 @@ export interface CheckSideEffectRequestMsg {
 export interface CheckSideEffectResponseMsg {
   effect: SideEffectMsg;
   detail: string;
+}
+
+export interface HookSpecMsg {
+  name: string;
+  description: string;
+  points: string[];
+}
+
+export interface ListHooksResponseMsg {
+  hooks: HookSpecMsg[];
+  sdk_version: string;
+}
+
+export interface RunHookRequestMsg {
+  hook: string;
+  input: Buffer;
+}
+
+export interface RunHookResponseMsg {
+  reply: Buffer;
+  error?: ErrorMsg | null;
 }

@@ -23,6 +23,7 @@ import {
   ControllerService,
   CoreProtocolVersion,
   HealthService,
+  HooksService,
   MagicCookieKey,
   MagicCookieValue,
   ProtocolVersion,
@@ -30,6 +31,7 @@ import {
   ToolsService,
 } from "./protocol";
 import { toolsByName, toolsService } from "./service";
+import { type Hook, hooksByName, hooksService } from "./hook";
 import type { Tool } from "./tool";
 
 /** The gRPC health service name go-plugin's host checks. */
@@ -47,10 +49,10 @@ const parentPoll = 500;
  * plugin's name. A bad tool list, or a plugin run by hand rather than by
  * the kernel, is reported on stderr and the process exits with status 1.
  */
-export function serve(tools: readonly Tool[]): Promise<never> {
+export function serve(tools: readonly Tool[], hooks: readonly Hook[] = []): Promise<never> {
   return new Promise<never>(() => {
     try {
-      start(tools);
+      start(tools, hooks);
     } catch (e) {
       fail(e instanceof Error ? e.message : String(e));
     }
@@ -62,11 +64,12 @@ function fail(message: string): never {
   process.exit(1);
 }
 
-function start(tools: readonly Tool[]): void {
+function start(tools: readonly Tool[], hooks: readonly Hook[]): void {
   // The parent to watch, taken before the handshake: a host may be gone
   // as soon as it has read it.
   const ppid = process.ppid;
-  const byName = toolsByName(tools);
+  const hookByName = hooksByName(hooks);
+  const byName = toolsByName(tools, hookByName.size > 0);
   if (process.env[MagicCookieKey] !== MagicCookieValue) {
     fail(
       "This program is an agentkernel tool plugin; it is started by the kernel, not by hand.\n" +
@@ -97,6 +100,7 @@ function start(tools: readonly Tool[]): void {
 
   const server = new grpc.Server({ "grpc.max_receive_message_length": maxArgsBytes });
   server.addService(ToolsService, toolsService(byName));
+  if (hookByName.size > 0) server.addService(HooksService, hooksService(hookByName));
   server.addService(HealthService, {
     Check(call: grpc.ServerUnaryCall<{ service: string }, unknown>, cb: grpc.sendUnaryData<unknown>) {
       const s = call.request.service;

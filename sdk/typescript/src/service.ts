@@ -22,9 +22,9 @@ const maxSideEffectDetail = 1 << 10;
 // setTimeout's longest delay; a later deadline needs no timer.
 const maxTimer = 2 ** 31 - 1;
 
-/** toolsByName checks that tools is a non-empty list of distinct tools. */
-export function toolsByName(tools: readonly Tool[]): Map<string, Tool> {
-  if (!Array.isArray(tools) || tools.length === 0) {
+/** toolsByName checks that tools is a list of distinct tools, non-empty unless the plugin serves hooks. */
+export function toolsByName(tools: readonly Tool[], hooks = false): Map<string, Tool> {
+  if (!Array.isArray(tools) || (tools.length === 0 && !hooks)) {
     throw new TypeError("agentkernel plugin: no tools to serve");
   }
   const byName = new Map<string, Tool>();

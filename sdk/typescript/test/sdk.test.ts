@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { integer, newServerCert } from "../src/cert";
-import { Code, ToolError, tool, truncateOutput } from "../src/index";
+import { Code, ToolError, block, hook, tool, truncateOutput } from "../src/index";
 import { startHarness } from "../src/testing";
 
 const echo = tool<{ text: string }>({
@@ -181,6 +181,45 @@ describe("the tool service", () => {
     } finally {
       await h.close();
     }
+  });
+});
+
+describe("hook()", () => {
+  const guard = hook({
+    name: "guard",
+    points: ["before_model", "run_end"],
+    handler(input, ctx) {
+      if (input.phase === "run_end") return { note: `ended in session ${input.session_id}` };
+      const first = (input.messages as { content: string }[])[0]?.content;
+      if (first === "BLOCK") return block("no");
+      if (first === "wait") {
+        return new Promise((_, reject) => ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason)));
+      }
+      return undefined;
+    },
+  });
+  it("answers the reply documents: nothing allows, a block, a change with the decision filled in", async () => {
+    const signal = new AbortController().signal;
+    assert.equal(await guard.run(`{"phase":"before_model","messages":[{"content":"hi"}]}`, signal), "");
+    assert.equal(await guard.run(`{"phase":"before_model","messages":[{"content":"BLOCK"}]}`, signal), `{"decision":"block","reason":"no"}`);
+    assert.equal(await guard.run(`{"phase":"run_end","session_id":"s1"}`, signal), `{"decision":"allow","note":"ended in session s1"}`);
+  });
+  it("refuses an input at a point it does not run at, or not JSON, as invalid_args", async () => {
+    const signal = new AbortController().signal;
+    await assert.rejects(guard.run(`{"phase":"after_model"}`, signal), (e: ToolError) => e.code === Code.InvalidArgs && /does not run at "after_model"/.test(e.message));
+    await assert.rejects(guard.run(`{`, signal), (e: ToolError) => e.code === Code.InvalidArgs && /not JSON/.test(e.message));
+  });
+  it("gives the handler the end of its call through its signal", async () => {
+    const ac = new AbortController();
+    const running = guard.run(`{"phase":"before_model","messages":[{"content":"wait"}]}`, ac.signal);
+    ac.abort(new ToolError(Code.Cancelled, "the hook was cancelled"));
+    await assert.rejects(running, (e: ToolError) => e.code === Code.Cancelled);
+  });
+  it("refuses a bad hook naming it", () => {
+    const handler = () => undefined;
+    assert.throws(() => hook({ name: "a b", points: ["before"], handler }), /hook "a b": the name must be/);
+    assert.throws(() => hook({ name: "g", points: [], handler }), /hook "g": no points/);
+    assert.throws(() => hook({ name: "g", points: ["before_tool" as "before"], handler }), /hook "g": "before_tool" is not a hook point/);
   });
 });
 

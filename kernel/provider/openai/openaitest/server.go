@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/provider/openai/internal/toolname"
+	"github.com/agentkernel/agentkernel/kernel/provider/internal/toolname"
 )
 
 // Step is the server's answer to one request. Exactly one of three kinds:
@@ -132,10 +132,21 @@ type Server struct {
 	t   testing.TB
 	srv *httptest.Server
 
-	mu     sync.Mutex
-	steps  []Step
-	reqs   []Request
-	strict bool
+	mu      sync.Mutex
+	steps   []Step
+	respond func(r *Request, n int) Step
+	reqs    []Request
+	strict  bool
+}
+
+// NewResponder starts a server that answers request number n (from 1)
+// with what f makes of it, for a script that reads the conversation.
+func NewResponder(t testing.TB, f func(r *Request, n int) Step) *Server {
+	t.Helper()
+	s := &Server{t: t, respond: f}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
 }
 
 // StrictHistory makes the server check every request's history the way
@@ -221,12 +232,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	n := len(s.reqs) // 0-based number of this request
 	s.reqs = append(s.reqs, req)
 	var step Step
-	ok := n < len(s.steps)
-	if ok {
+	ok := n < len(s.steps) || s.respond != nil
+	if ok && s.respond == nil {
 		step = s.steps[n]
 	}
 	total := len(s.steps)
+	respond := s.respond
 	s.mu.Unlock()
+	if respond != nil {
+		step = respond(&req, n+1)
+	}
 
 	if !ok {
 		msg := fmt.Sprintf("openaitest: request %d arrived but the script has only %d step(s)", n+1, total)

@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 
 
 from agentkernel_plugin._proto import pool as _pool
-DESCRIPTOR = _pool.AddSerializedFile(b'\n&agentkernel_plugin/_proto/plugin.proto\x12\x15\x61gentkernel.plugin.v1\"\x11\n\x0f\x44\x65scribeRequest\"W\n\x10\x44\x65scribeResponse\x12.\n\x05tools\x18\x01 \x03(\x0b\x32\x1f.agentkernel.plugin.v1.ToolSpec\x12\x13\n\x0bsdk_version\x18\x02 \x01(\t\"\x8a\x01\n\x08ToolSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x0e\n\x06schema\x18\x03 \x01(\x0c\x12\x0c\n\x04tier\x18\x04 \x01(\t\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12\x12\n\ntimeout_ms\x18\x06 \x01(\x03\x12\x1b\n\x13\x63hecks_side_effects\x18\x07 \x01(\x08\"C\n\x0b\x43\x61llRequest\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x02 \x01(\x0c\x12\x18\n\x10max_output_bytes\x18\x03 \x01(\x03\"z\n\tCallEvent\x12\x33\n\x08progress\x18\x01 \x01(\x0b\x32\x1f.agentkernel.plugin.v1.ProgressH\x00\x12/\n\x06result\x18\x02 \x01(\x0b\x32\x1d.agentkernel.plugin.v1.ResultH\x00\x42\x07\n\x05\x65vent\"\x18\n\x08Progress\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x7f\n\x06Result\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x10\n\x08is_error\x18\x02 \x01(\x08\x12+\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1c.agentkernel.plugin.v1.Error\x12\x16\n\x0etruncated_from\x18\x04 \x01(\x03\x12\r\n\x05spans\x18\x05 \x01(\x0c\"&\n\x05\x45rror\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"M\n\x16\x43heckSideEffectRequest\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x02 \x01(\x0c\x12\x17\n\x0fsince_unix_nano\x18\x03 \x01(\x03\"\\\n\x17\x43heckSideEffectResponse\x12\x31\n\x06\x65\x66\x66\x65\x63t\x18\x01 \x01(\x0e\x32!.agentkernel.plugin.v1.SideEffect\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t*Y\n\nSideEffect\x12\x17\n\x13SIDE_EFFECT_UNKNOWN\x10\x00\x12\x19\n\x15SIDE_EFFECT_COMPLETED\x10\x01\x12\x17\n\x13SIDE_EFFECT_NOT_RUN\x10\x02\x32\xa6\x02\n\x05Tools\x12[\n\x08\x44\x65scribe\x12&.agentkernel.plugin.v1.DescribeRequest\x1a\'.agentkernel.plugin.v1.DescribeResponse\x12N\n\x04\x43\x61ll\x12\".agentkernel.plugin.v1.CallRequest\x1a .agentkernel.plugin.v1.CallEvent0\x01\x12p\n\x0f\x43heckSideEffect\x12-.agentkernel.plugin.v1.CheckSideEffectRequest\x1a..agentkernel.plugin.v1.CheckSideEffectResponseB1Z/github.com/agentkernel/agentkernel/sdk/pluginpbb\x06proto3')
+DESCRIPTOR = _pool.AddSerializedFile(b'\n&agentkernel_plugin/_proto/plugin.proto\x12\x15\x61gentkernel.plugin.v1\"\x11\n\x0f\x44\x65scribeRequest\"W\n\x10\x44\x65scribeResponse\x12.\n\x05tools\x18\x01 \x03(\x0b\x32\x1f.agentkernel.plugin.v1.ToolSpec\x12\x13\n\x0bsdk_version\x18\x02 \x01(\t\"\x8a\x01\n\x08ToolSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x0e\n\x06schema\x18\x03 \x01(\x0c\x12\x0c\n\x04tier\x18\x04 \x01(\t\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12\x12\n\ntimeout_ms\x18\x06 \x01(\x03\x12\x1b\n\x13\x63hecks_side_effects\x18\x07 \x01(\x08\"C\n\x0b\x43\x61llRequest\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x02 \x01(\x0c\x12\x18\n\x10max_output_bytes\x18\x03 \x01(\x03\"z\n\tCallEvent\x12\x33\n\x08progress\x18\x01 \x01(\x0b\x32\x1f.agentkernel.plugin.v1.ProgressH\x00\x12/\n\x06result\x18\x02 \x01(\x0b\x32\x1d.agentkernel.plugin.v1.ResultH\x00\x42\x07\n\x05\x65vent\"\x18\n\x08Progress\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x7f\n\x06Result\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x10\n\x08is_error\x18\x02 \x01(\x08\x12+\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1c.agentkernel.plugin.v1.Error\x12\x16\n\x0etruncated_from\x18\x04 \x01(\x03\x12\r\n\x05spans\x18\x05 \x01(\x0c\"&\n\x05\x45rror\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"M\n\x16\x43heckSideEffectRequest\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x02 \x01(\x0c\x12\x17\n\x0fsince_unix_nano\x18\x03 \x01(\x03\"\\\n\x17\x43heckSideEffectResponse\x12\x31\n\x06\x65\x66\x66\x65\x63t\x18\x01 \x01(\x0e\x32!.agentkernel.plugin.v1.SideEffect\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\"\x12\n\x10ListHooksRequest\"X\n\x11ListHooksResponse\x12.\n\x05hooks\x18\x01 \x03(\x0b\x32\x1f.agentkernel.plugin.v1.HookSpec\x12\x13\n\x0bsdk_version\x18\x02 \x01(\t\"=\n\x08HookSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x0e\n\x06points\x18\x03 \x03(\t\"-\n\x0eRunHookRequest\x12\x0c\n\x04hook\x18\x01 \x01(\t\x12\r\n\x05input\x18\x02 \x01(\x0c\"M\n\x0fRunHookResponse\x12\r\n\x05reply\x18\x01 \x01(\x0c\x12+\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x1c.agentkernel.plugin.v1.Error*Y\n\nSideEffect\x12\x17\n\x13SIDE_EFFECT_UNKNOWN\x10\x00\x12\x19\n\x15SIDE_EFFECT_COMPLETED\x10\x01\x12\x17\n\x13SIDE_EFFECT_NOT_RUN\x10\x02\x32\xa6\x02\n\x05Tools\x12[\n\x08\x44\x65scribe\x12&.agentkernel.plugin.v1.DescribeRequest\x1a\'.agentkernel.plugin.v1.DescribeResponse\x12N\n\x04\x43\x61ll\x12\".agentkernel.plugin.v1.CallRequest\x1a .agentkernel.plugin.v1.CallEvent0\x01\x12p\n\x0f\x43heckSideEffect\x12-.agentkernel.plugin.v1.CheckSideEffectRequest\x1a..agentkernel.plugin.v1.CheckSideEffectResponse2\xc1\x01\n\x05Hooks\x12^\n\tListHooks\x12\'.agentkernel.plugin.v1.ListHooksRequest\x1a(.agentkernel.plugin.v1.ListHooksResponse\x12X\n\x07RunHook\x12%.agentkernel.plugin.v1.RunHookRequest\x1a&.agentkernel.plugin.v1.RunHookResponseB1Z/github.com/agentkernel/agentkernel/sdk/pluginpbb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentkernel_plugin._proto.plugin_pb2', globals())
@@ -22,8 +22,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z/github.com/agentkernel/agentkernel/sdk/pluginpb'
-  _SIDEEFFECT._serialized_start=875
-  _SIDEEFFECT._serialized_end=964
+  _SIDEEFFECT._serialized_start=1174
+  _SIDEEFFECT._serialized_end=1263
   _DESCRIBEREQUEST._serialized_start=65
   _DESCRIBEREQUEST._serialized_end=82
   _DESCRIBERESPONSE._serialized_start=84
@@ -44,6 +44,18 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _CHECKSIDEEFFECTREQUEST._serialized_end=779
   _CHECKSIDEEFFECTRESPONSE._serialized_start=781
   _CHECKSIDEEFFECTRESPONSE._serialized_end=873
-  _TOOLS._serialized_start=967
-  _TOOLS._serialized_end=1261
+  _LISTHOOKSREQUEST._serialized_start=875
+  _LISTHOOKSREQUEST._serialized_end=893
+  _LISTHOOKSRESPONSE._serialized_start=895
+  _LISTHOOKSRESPONSE._serialized_end=983
+  _HOOKSPEC._serialized_start=985
+  _HOOKSPEC._serialized_end=1046
+  _RUNHOOKREQUEST._serialized_start=1048
+  _RUNHOOKREQUEST._serialized_end=1093
+  _RUNHOOKRESPONSE._serialized_start=1095
+  _RUNHOOKRESPONSE._serialized_end=1172
+  _TOOLS._serialized_start=1266
+  _TOOLS._serialized_end=1560
+  _HOOKS._serialized_start=1563
+  _HOOKS._serialized_end=1756
 # @@protoc_insertion_point(module_scope)

@@ -10,7 +10,8 @@ import os
 import time
 from dataclasses import dataclass
 
-from agentkernel_plugin import CallContext, Code, SideEffect, ToolError, serve, tool
+from agentkernel_plugin import CallContext, Code, SideEffect, ToolError, hook, serve, tool
+from agentkernel_plugin import block as block_reply
 
 TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": False}
 PATH = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"], "additionalProperties": False}
@@ -148,5 +149,45 @@ async def dial(args: Dial, ctx: CallContext) -> str:
     return f"connected to {args.address}"
 
 
+# The conformance hooks (sdk/sdktest, conformance_hooks.go).
+
+
+@hook(name="conformance", points=["before_model", "after_model", "before"],
+      description="Blocks BLOCK-ME, counts messages, shouts answers, denies deny.")
+def conformance(doc: dict) -> dict | None:
+    if doc["phase"] == "before_model":
+        if any("BLOCK-ME" in m.get("content", "") for m in doc["messages"]):
+            return block_reply("conformance: blocked")
+        return {"context": f"conformance: seen {len(doc['messages'])} messages"}
+    if doc["phase"] == "after_model":
+        return {"text": doc["answer"].get("content", "").upper()}
+    if "deny" in doc["args"]:
+        return block_reply("conformance: denied")
+    return {"additional_context": "conformance"}
+
+
+@hook(name="conformance_fail", points=["run_end"], description="Always fails.")
+async def conformance_fail(doc: dict) -> dict | None:
+    raise ToolError("hook_broken", "broken on purpose")
+
+
+@hook(name="conformance_hang", points=["before_model"],
+      description="Answers only when its call ends, then writes stopped to the file the request's last message names.")
+async def conformance_hang(doc: dict) -> dict | None:
+    path = doc["messages"][-1]["content"]
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        with open(path, "w") as f:
+            f.write("stopped")
+        raise
+    return None
+
+
+@hook(name="conformance_garbage", points=["after_model"], description="Answers with a field its point does not take.")
+def conformance_garbage(doc: dict) -> dict | None:
+    return {"note": "a run_end field"}
+
+
 if __name__ == "__main__":
-    serve([echo, fail, progress, block, big, mark, crash, ignore, noop, read, dial])
+    serve([echo, fail, progress, block, big, mark, crash, ignore, noop, read, dial], [conformance, conformance_fail, conformance_hang, conformance_garbage])

@@ -54,7 +54,69 @@ const (
 )
 
 func main() {
-	sdk.Serve(
+	sdk.Plugin{Tools: tools(), Hooks: hooks()}.Serve()
+}
+
+// hooks are the conformance hooks (sdktest, conformance_hooks.go).
+func hooks() []*sdk.Hook {
+	return []*sdk.Hook{
+		sdk.NewHook("conformance", "Blocks BLOCK-ME, counts messages, shouts answers, denies deny.",
+			[]string{"before_model", "after_model", "before"}, conformanceHook),
+		sdk.NewHook("conformance_fail", "Always fails.", []string{"run_end"},
+			func(context.Context, sdk.HookInput) (sdk.HookReply, error) {
+				return sdk.HookReply{}, sdk.Errorf("hook_broken", "broken on purpose")
+			}),
+		sdk.NewHook("conformance_hang", "Answers only when its call ends, then writes stopped to the file the request's last message names.",
+			[]string{"before_model"}, hangHook),
+		sdk.NewHook("conformance_garbage", "Answers with a field its point does not take.", []string{"after_model"},
+			func(context.Context, sdk.HookInput) (sdk.HookReply, error) {
+				return sdk.HookReply{Note: "a run_end field"}, nil
+			}),
+	}
+}
+
+// hangHook never answers: once its call ends it writes "stopped" to the
+// file the request's last message names, and returns.
+func hangHook(ctx context.Context, in sdk.HookInput) (sdk.HookReply, error) {
+	var doc struct {
+		Messages []struct{ Content string } `json:"messages"`
+	}
+	if err := in.Decode(&doc); err != nil || len(doc.Messages) == 0 {
+		return sdk.HookReply{}, fmt.Errorf("no messages: %v", err)
+	}
+	<-ctx.Done()
+	return sdk.HookReply{}, os.WriteFile(doc.Messages[len(doc.Messages)-1].Content, []byte("stopped"), 0o600)
+}
+
+func conformanceHook(_ context.Context, in sdk.HookInput) (sdk.HookReply, error) {
+	var doc struct {
+		Messages []struct{ Content string } `json:"messages"`
+		Answer   struct{ Content string }   `json:"answer"`
+		Args     map[string]any             `json:"args"`
+	}
+	if err := in.Decode(&doc); err != nil {
+		return sdk.HookReply{}, err
+	}
+	switch in.Point {
+	case "before_model":
+		for _, m := range doc.Messages {
+			if strings.Contains(m.Content, "BLOCK-ME") {
+				return sdk.Block("conformance: blocked"), nil
+			}
+		}
+		return sdk.HookReply{Context: fmt.Sprintf("conformance: seen %d messages", len(doc.Messages))}, nil
+	case "after_model":
+		text := strings.ToUpper(doc.Answer.Content)
+		return sdk.HookReply{Text: &text}, nil
+	}
+	if _, deny := doc.Args["deny"]; deny {
+		return sdk.Block("conformance: denied"), nil
+	}
+	return sdk.HookReply{AdditionalContext: "conformance"}, nil
+}
+
+func tools() []*sdk.Tool {
+	return []*sdk.Tool{
 		sdk.Text(sdk.Spec{Name: "echo", Description: "Returns its text.", Schema: textSchema, Tier: sdk.ReadOnly},
 			func(_ context.Context, a textArgs) (string, error) { return a.Text, nil }),
 		sdk.Text(sdk.Spec{Name: "fail", Description: "Fails with a code.", Tier: sdk.ReadOnly,
@@ -132,5 +194,5 @@ func main() {
 				defer c.Close()
 				return fmt.Sprintf("connected to %s", c.RemoteAddr()), nil
 			}),
-	)
+	}
 }

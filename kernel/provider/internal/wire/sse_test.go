@@ -1,4 +1,4 @@
-package openai
+package wire
 
 import (
 	"errors"
@@ -31,18 +31,18 @@ func TestSSEFraming(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newSSEReader(strings.NewReader(tt.in))
+			r := NewSSEReader(strings.NewReader(tt.in))
 			var got []string
 			var err error
 			for {
-				var ev sseEvent
-				ev, err = r.next()
+				var ev Event
+				ev, err = r.Next()
 				if err != nil {
 					break
 				}
-				s := string(ev.data)
-				if ev.name != "" {
-					s = ev.name + "|" + s
+				s := string(ev.Data)
+				if ev.Name != "" {
+					s = ev.Name + "|" + s
 				}
 				got = append(got, s)
 			}
