@@ -33,10 +33,11 @@ WASM_TEST   := plugins/wasm/testdata/attack/attack.wasm plugins/wasm/testdata/re
 # demo's modules and their precompile stamps as they were.
 DEMO_WASM   := $(shell sed -n 's|^ *- path: *\.\./\.\./\(wasm-tools/[^ ]*\.wasm\) *$$|\1|p' examples/demo/kernel.yaml)
 # The kernel's compilation cache (plugins/wasm.DefaultCacheDir). The
-# precompile stamps live in it, under this checkout's path, so a wiped cache
-# is filled again and two checkouts do not share stamps.
+# precompile stamps live in its format's directory (v2: entries with MACs,
+# plugins/wasm/cache.go), under this checkout's path, so a wiped cache or
+# a new format is filled again and two checkouts do not share stamps.
 WASM_CACHE  := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/agentkernel/wasm
-STAMPS      := $(WASM_CACHE)/make-stamps$(CURDIR)
+STAMPS      := $(WASM_CACHE)/v2/make-stamps$(CURDIR)
 PRECOMPILE     := $(BIN)/tools/precompile
 PRECOMPILE_DEV := $(BIN)/tools/precompile-dev
 
@@ -261,11 +262,12 @@ test: build wasm plugins mcp-npm chromium test-deps postgres sdk-test
 	$(call say,test,"go test -race ./... (every package)")
 	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test -race -count=1 -timeout 45m ./...
 
-## crash-pg: the crash campaign across two kernel serve replicas on PostgreSQL (SIGKILL, 120 times by default; KILLS=N)
+## crash-pg: the crash campaign across three kernel serve replicas on PostgreSQL (kills, pauses past the lease, database restarts: 120 faults by default; KILLS=N, FOR=3m to stop injecting after a while)
 KILLS ?= 120
+FOR ?=
 crash-pg: postgres
-	$(call say,test,"crash campaign: $(KILLS) kills of kernel serve replicas on PostgreSQL")
-	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 AGENTKERNEL_PG_CRASH_KILLS=$(KILLS) $(GO) test -count=1 -timeout 90m -run '^TestReplicaCrashCampaign$$' -v ./cmd/kernel | grep -E '^(---|ok|FAIL|PASS)|crashpg_test'
+	$(call say,test,"crash campaign: $(KILLS) faults$(if $(FOR), or $(FOR),) on kernel serve replicas on PostgreSQL")
+	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 AGENTKERNEL_PG_CRASH_KILLS=$(KILLS) AGENTKERNEL_PG_CRASH_FOR=$(FOR) $(GO) test -count=1 -timeout 90m -run '^TestReplicaCrashCampaign$$' -v ./cmd/kernel | grep -E '^(---|ok|FAIL|PASS)|crashpg_test'
 
 ## demo: the main job, offline, with the scripted model and the embedded defaults
 demo: demo-deps
@@ -288,6 +290,8 @@ bench: wasm plugins sdk
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 	@# The crash soak: 500 SIGKILLs at random points of real runs.
 	$(GO) test -count=1 -run 'TestCrash$$' -long ./kernel/store/badger
+	@# The scrubber's recall and precision per secret family, tuning and held-out sets.
+	AK_SCRUB_HOLDOUT_TABLE=1 $(GO) test -count=1 -v -run '^TestScrubberFamilies$$' ./hooks | grep -v -E 'MISSED|OVER-REDACTED|FALSE POSITIVE|^ +(scrubbed|in|out):' 
 
 ## cross: the kernel and its tests still build and vet for macOS and FreeBSD (the Linux-only sandbox has stubs there that fail closed)
 cross:

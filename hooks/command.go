@@ -182,7 +182,8 @@ func HookGrant(c *CommandConfig, opts Options, prog string) sandbox.Grant {
 		fs = append(fs, sandbox.FSRule{Path: prog, Mode: "ro"})
 	}
 	rw := g.WritablePaths()
-	for _, p := range hostpath.ReadPaths(CommandFiles(c, opts)) {
+	files, _ := CommandFiles(c, opts) // an unresolved script was refused at start where a tool can write
+	for _, p := range hostpath.ReadPaths(hostpath.Existing(files)) {
 		if !hostpath.Within(p, rw) { // a file the grant lets it write stays writable
 			fs = append(fs, sandbox.FSRule{Path: p, Mode: "ro"})
 		}
@@ -193,22 +194,24 @@ func HookGrant(c *CommandConfig, opts Options, prog string) sandbox.Grant {
 	return g
 }
 
-// CommandFiles returns the files a command hook runs: its program (argv[0]
-// as the hook resolves it) and every argument that names an existing file,
-// relative to the kernel's working directory where the hook runs; for a
-// symbolic link both the link and its target (hostpath.ArgvFiles). An
-// interpreter's script ([sh, hook.sh]) is as much the hook as the
-// interpreter: these are kernel files, readable by the hook and protected
-// from tools.
-func CommandFiles(c *CommandConfig, opts Options) []string {
+// CommandFiles returns the paths a command hook runs (hostpath.CommandPaths):
+// its program (argv[0] as the hook resolves it), every argument that
+// names an existing file relative to the kernel's working directory where
+// the hook runs (for a symbolic link both the link and its target), the
+// script an interpreter runs ([sh, hook.sh], [python3, check.py]) whether
+// or not it exists yet, and the same for every command of a shell
+// wrapper's -c script. These are kernel files, readable by the hook and
+// protected from tools. A -c script that cannot be resolved statically is
+// a *hostpath.ScriptError.
+func CommandFiles(c *CommandConfig, opts Options) ([]string, error) {
 	if c == nil || len(c.Argv) == 0 {
-		return nil
+		return nil, nil
 	}
-	prog, err := resolveProgram(c.Argv[0], opts.Dir)
-	if err != nil {
-		return hostpath.Files(c.Argv[1:], "")
+	argv := c.Argv
+	if prog, err := resolveProgram(c.Argv[0], opts.Dir); err == nil {
+		argv = append([]string{prog}, c.Argv[1:]...)
 	}
-	return hostpath.ArgvFiles(append([]string{prog}, c.Argv[1:]...), "")
+	return hostpath.CommandPaths(argv, "")
 }
 
 // resolveProgram finds argv[0]: a path with a slash relative to dir, or a

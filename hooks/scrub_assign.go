@@ -213,7 +213,7 @@ func (f *finder) assignmentAt(s, e int) {
 			ve++
 		}
 	default:
-		for ve < limit && !endsValue(t[ve]) {
+		for ve < limit && !endsValue(t[ve]) && !endsQueryValue(t, ve) {
 			ve++
 		}
 		if ve < len(t) && (t[ve] == '(' || t[ve] == '[') {
@@ -246,10 +246,27 @@ func (f *finder) assignmentAt(s, e int) {
 // endsValue ends an unquoted value.
 func endsValue(c byte) bool {
 	switch c {
-	case ' ', '\t', '\n', '\r', '"', '\'', '`', ',', ';', '&', '<', '>', '(', ')', '[', ']', '{', '}':
+	case ' ', '\t', '\n', '\r', '"', '\'', '`', ',', ';', '<', '>', '(', ')', '[', ']', '{', '}':
 		return true
 	}
 	return false
+}
+
+// endsQueryValue reports an '&' at t[i] that starts the next parameter of
+// a query string (&name=) or a shell's next command (& or && after a
+// space): otherwise it is part of the value (a password with '&').
+func endsQueryValue(t string, i int) bool {
+	if t[i] != '&' {
+		return false
+	}
+	j := i + 1
+	if j >= len(t) || t[j] == '&' || t[j] == ' ' || t[j] == '\n' {
+		return true
+	}
+	for j < len(t) && (isIdentChar(t[j]) || t[j] == '[' || t[j] == ']') {
+		j++
+	}
+	return j < len(t) && j > i+1 && t[j] == '='
 }
 
 func isWord(s string) bool {
@@ -264,7 +281,7 @@ func isWord(s string) bool {
 // plausibleValue says whether v, the value of a credential key, looks like
 // a credential rather than a placeholder, a type, a variable or prose.
 func plausibleValue(v string, quoted bool, kind keyKind) bool {
-	if len(v) < 4 || len(v) > maxValue || placeholder(v) {
+	if len(v) < 4 || len(v) > maxValue || placeholder(v) || publicByFormat(v) {
 		return false
 	}
 	if quoted {

@@ -48,7 +48,7 @@ func (f *finder) highEntropy() {
 func (f *finder) entropyToken(s, e int) {
 	t := f.text
 	core := strings.TrimRight(t[s:e], "=")
-	if f.isQuiet(s) || publicFormat(t, s, core) || blobLine(t, s, e) {
+	if f.isQuiet(s) || publicFormat(t, s, core) || publicValue(t, s, core) || blobLine(t, s, e) {
 		return
 	}
 	if !structured(core) {
@@ -73,7 +73,7 @@ func (f *finder) entropyToken(s, e int) {
 		i = j + 1
 	}
 	for k := 0; k < len(segs); k++ {
-		if segs[k].e-segs[k].s < entropyMinLen || !randomLooking(t[segs[k].s:segs[k].e]) || benignBase64(t[s:e]) {
+		if segs[k].e-segs[k].s < entropyMinLen || !randomLooking(t[segs[k].s:segs[k].e]) || benignBase64(t[s:e]) || publicValue(t, segs[k].s, t[segs[k].s:segs[k].e]) {
 			continue
 		}
 		a, b := k, k

@@ -175,7 +175,13 @@ func (f *finder) urlCredentials() {
 				if at < 0 && colon < 0 {
 					colon = j
 				}
-			case '/', '?', '#', '"', '\'', '`', '<', '>', ' ', '\t', '\n', '\r':
+			case '?', '#':
+				// Unencoded in a password ("p#ss"), as people write
+				// them; after the host they start the query or fragment.
+				if at >= 0 || colon < 0 {
+					break authority
+				}
+			case '/', '"', '\'', '`', '<', '>', ' ', '\t', '\n', '\r':
 				break authority
 			}
 		}
@@ -264,6 +270,70 @@ var formats = []format{
 	{prefix: "shppa_", class: "shopify_token", body: isHex, min: 32, max: 32},
 	{prefix: "pypi-AgEIcHlwaS5vcmc", class: "pypi_token", body: isB64URL, min: 50, max: 512},
 	{prefix: "key-", class: "mailgun_key", body: isHex, min: 32, max: 32},
+	// From gitleaks' rule set (config/gitleaks.toml): formats with a
+	// prefix of their own, which need no keyword in front of them.
+	{prefix: "SK", class: "twilio_api_key", body: isHex, min: 32, max: 32},
+	{prefix: "AGE-SECRET-KEY-1", class: "age_secret_key", body: isBech32Upper, min: 58, max: 58},
+	{prefix: "dp.pt.", class: "doppler_token", body: isAlnum, min: 40, max: 44},
+	{prefix: "dp.st.", class: "doppler_token", body: isDopplerBody, min: 40, max: 80},
+	{prefix: "dp.ct.", class: "doppler_token", body: isAlnum, min: 40, max: 44},
+	{prefix: "dp.sa.", class: "doppler_token", body: isAlnum, min: 40, max: 44},
+	{prefix: "hvs.", class: "vault_token", body: isB64URL, min: 90, max: 300},
+	{prefix: "hvb.", class: "vault_token", body: isB64URL, min: 90, max: 300},
+	{prefix: "hvr.", class: "vault_token", body: isB64URL, min: 90, max: 300},
+	{prefix: "dapi", class: "databricks_token", body: isHex, min: 32, max: 32},
+	{prefix: "lin_api_", class: "linear_key", body: isAlnum, min: 40, max: 40},
+	{prefix: "ntn_", class: "notion_token", body: isAlnum, min: 46, max: 46},
+	{prefix: "PMAK-", class: "postman_key", body: isHexDash, min: 59, max: 59},
+	{prefix: "pul-", class: "pulumi_token", body: isHex, min: 40, max: 40},
+	{prefix: "sntryu_", class: "sentry_token", body: isHex, min: 64, max: 64},
+	{prefix: "sntrys_", class: "sentry_token", body: isBase64Char, min: 60, max: 500},
+	{prefix: "NRAK-", class: "new_relic_key", body: isUpperDigit, min: 27, max: 27},
+	{prefix: "NRII-", class: "new_relic_key", body: isAlnumDash, min: 32, max: 32},
+	{prefix: "pscale_pw_", class: "planetscale_token", body: isB64URLDot, min: 32, max: 64},
+	{prefix: "pscale_tkn_", class: "planetscale_token", body: isB64URLDot, min: 32, max: 64},
+	{prefix: "pscale_oauth_", class: "planetscale_token", body: isB64URLDot, min: 32, max: 64},
+	{prefix: "EAAA", class: "square_token", body: isB64URL, min: 22, max: 60},
+	{prefix: "sq0atp-", class: "square_token", body: isB64URL, min: 22, max: 60},
+	{prefix: "sq0csp-", class: "square_token", body: isB64URL, min: 40, max: 60},
+	{prefix: "LTAI", class: "alibaba_key", body: isAlnum, min: 20, max: 20, check: digitOrMixedCase},
+	{prefix: "pplx-", class: "perplexity_key", body: isAlnum, min: 48, max: 48},
+	{prefix: "HRKU-AA", class: "heroku_key", body: isB64URL, min: 58, max: 58},
+	{prefix: "glrt-", class: "gitlab_token", body: isB64URL, min: 20, max: 300},
+	{prefix: "glcbt-", class: "gitlab_token", body: isB64URL, min: 20, max: 300},
+	{prefix: "glft-", class: "gitlab_token", body: isB64URL, min: 20, max: 64},
+	{prefix: "glimt-", class: "gitlab_token", body: isB64URL, min: 25, max: 64},
+	{prefix: "gloas-", class: "gitlab_token", body: isB64URL, min: 64, max: 64},
+	{prefix: "glsoat-", class: "gitlab_token", body: isB64URL, min: 20, max: 64},
+	{prefix: "glffct-", class: "gitlab_token", body: isB64URL, min: 20, max: 64},
+	{prefix: "glagent-", class: "gitlab_token", body: isB64URL, min: 50, max: 64},
+	{prefix: "glsa_", class: "grafana_token", body: isB64URL, min: 41, max: 41},
+	{prefix: "glc_", class: "grafana_token", body: isBase64Char, min: 32, max: 400},
+	{prefix: "dt0c01.", class: "dynatrace_token", body: isB64URLDot, min: 89, max: 89},
+	{prefix: "rdme_", class: "readme_token", body: isAlnum, min: 70, max: 70},
+	{prefix: "rubygems_", class: "rubygems_token", body: isHex, min: 48, max: 48},
+	{prefix: "pnu_", class: "prefect_token", body: isAlnum, min: 36, max: 36},
+	{prefix: "fo1_", class: "flyio_token", body: isB64URL, min: 43, max: 43},
+	{prefix: "AKCp", class: "artifactory_key", body: isAlnum, min: 69, max: 69},
+	{prefix: "CLOJARS_", class: "clojars_token", body: isAlnum, min: 60, max: 60},
+	{prefix: "xkeysib-", class: "sendinblue_key", body: isAlnumDash, min: 81, max: 81},
+	{prefix: "shippo_live_", class: "shippo_token", body: isHex, min: 40, max: 40},
+	{prefix: "shippo_test_", class: "shippo_token", body: isHex, min: 40, max: 40},
+	{prefix: "duffel_live_", class: "duffel_token", body: isB64URL, min: 43, max: 43},
+	{prefix: "duffel_test_", class: "duffel_token", body: isB64URL, min: 43, max: 43},
+	{prefix: "EZAK", class: "easypost_key", body: isAlnum, min: 54, max: 54},
+	{prefix: "EZTK", class: "easypost_key", body: isAlnum, min: 54, max: 54},
+	{prefix: "FLWSECK-", class: "flutterwave_key", body: isAlnumDash, min: 34, max: 40},
+	{prefix: "FLWSECK_TEST-", class: "flutterwave_key", body: isAlnumDash, min: 34, max: 40},
+	{prefix: "tfp_", class: "typeform_token", body: isB64URLDot, min: 59, max: 59},
+	{prefix: "ico-", class: "infracost_token", body: isAlnum, min: 32, max: 32},
+	{prefix: "fio-u-", class: "frameio_token", body: isB64URL, min: 64, max: 64},
+	{prefix: "sha256~", class: "openshift_token", body: isB64URL, min: 43, max: 43},
+	{prefix: "api_org_", class: "huggingface_token", body: isLetter, min: 34, max: 34},
+	{prefix: "ops_eyJ", class: "onepassword_token", body: isBase64Char, min: 250, max: 2000},
+	{prefix: "ABSK", class: "aws_bedrock_key", body: isBase64Char, min: 109, max: 271},
+	{prefix: "sk_prod_", class: "stripe_key", body: isAlnum, min: 16, max: 255},
+	{prefix: "rk_prod_", class: "stripe_key", body: isAlnum, min: 16, max: 255},
 }
 
 // formatsByByte indexes formats by the first byte of their prefix.
@@ -276,6 +346,16 @@ var formatsByByte = func() (idx [256][]*format) {
 }()
 
 func isUpperDigit(c byte) bool { return isUpper(c) || isDigit(c) }
+func isHexDash(c byte) bool    { return isHex(c) || c == '-' }
+func isB64URLDot(c byte) bool  { return isB64URL(c) || c == '.' || c == '=' }
+func isDopplerBody(c byte) bool {
+	return isAlnum(c) || c == '.'
+}
+
+// isBech32Upper is bech32's data alphabet in upper case (age secret keys).
+func isBech32Upper(c byte) bool {
+	return c != 0 && strings.IndexByte("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", c) >= 0
+}
 func isAlnumDash(c byte) bool  { return isAlnum(c) || c == '-' }
 func isPathChar(c byte) bool   { return isB64URL(c) || c == '/' }
 func isBase64Char(c byte) bool { return isAlnum(c) || c == '+' || c == '/' || c == '=' }

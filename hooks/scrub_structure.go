@@ -89,6 +89,10 @@ func (f *finder) structures() {
 			f.add(i+m[4], i+m[5], "assignment")
 		}
 	})
+	eachIndex(t, "Q~", func(i int) { f.azureSecretAt(i) })
+	if strings.Count(t, ":") >= 4 {
+		f.pgpassLines()
+	}
 	eachIndex(t, "AC", func(i int) {
 		if i > 0 && isAlnum(t[i-1]) || !isHexID(window(t, i+2, 33)) {
 			return
@@ -114,4 +118,111 @@ func isHexID(w string) bool {
 		}
 	}
 	return len(w) == 32 || !isAlnum(w[32])
+}
+
+// azureSecretAt finds a Microsoft Entra (Azure AD) client secret around
+// the "Q~" at i: three characters and a digit before it, 31 to 34 after
+// (gitleaks' azure-ad-client-secret), standing alone.
+func (f *finder) azureSecretAt(i int) {
+	t := f.text
+	s := i - 4
+	if s < 0 || !isDigit(t[i-1]) {
+		return
+	}
+	for k := s; k < i-1; k++ {
+		if !isAzureChar(t[k]) {
+			return
+		}
+	}
+	if s > 0 && isAzureChar(t[s-1]) {
+		return
+	}
+	e := i + 2
+	for e < len(t) && (isAzureChar(t[e]) || t[e] == '-') {
+		e++
+	}
+	for e > i+2 && t[e-1] == '.' { // a sentence's full stop
+		e--
+	}
+	if n := e - (i + 2); n < 31 || n > 34 {
+		return
+	}
+	f.add(s, e, "azure_client_secret")
+}
+
+func isAzureChar(c byte) bool { return isAlnum(c) || c == '_' || c == '~' || c == '.' }
+
+// pgpassLines finds the password of .pgpass lines
+// (hostname:port:database:username:password, PostgreSQL's password file):
+// five fields on a line of their own, the port a number or *, the host a
+// name, an address or *. The password is the rest of the line (a ':' in
+// it is written \:).
+func (f *finder) pgpassLines() {
+	t := f.text
+	for ls := 0; ls < len(t); {
+		le := strings.IndexByte(t[ls:], '\n')
+		if le < 0 {
+			le = len(t)
+		} else {
+			le += ls
+		}
+		if s, e, ok := pgpassPassword(t[ls:le]); ok {
+			f.add(ls+s, ls+e, "pgpass")
+		}
+		ls = le + 1
+	}
+}
+
+// pgpassPassword returns where the password of a .pgpass line is.
+func pgpassPassword(line string) (int, int, bool) {
+	line = strings.TrimRight(line, "\r")
+	var cuts []int
+	for i := 0; i < len(line) && len(cuts) < 4; i++ {
+		switch line[i] {
+		case '\\':
+			i++
+		case ':':
+			cuts = append(cuts, i)
+		case ' ', '\t':
+			if len(cuts) < 4 {
+				return 0, 0, false // fields before the password have no spaces
+			}
+		}
+	}
+	if len(cuts) < 4 {
+		return 0, 0, false
+	}
+	host, port := line[:cuts[0]], line[cuts[0]+1:cuts[1]]
+	db, user := line[cuts[1]+1:cuts[2]], line[cuts[2]+1:cuts[3]]
+	pw := line[cuts[3]+1:]
+	if host == "" || db == "" || user == "" || len(pw) < 4 || strings.ContainsAny(pw, " \t") {
+		return 0, 0, false
+	}
+	if port != "*" && (!allDigits(port) || len(port) > 5) {
+		return 0, 0, false
+	}
+	if host != "*" && !isHostName(host) {
+		return 0, 0, false
+	}
+	if placeholder(pw) {
+		return 0, 0, false
+	}
+	return cuts[3] + 1, len(line), true
+}
+
+// isHostName reports a host name or an IPv4 address with a letter or a
+// dot in it (not a number, not a time).
+func isHostName(h string) bool {
+	dotOrLetter := false
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case isLetter(c), c == '.':
+			dotOrLetter = true
+		case isDigit(c), c == '-', c == '_':
+		default:
+			return false
+		}
+	}
+	return dotOrLetter
 }

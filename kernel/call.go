@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -34,6 +35,10 @@ type Call struct {
 	// for calls built outside the loop, which the core refuses to run.
 	k  *Kernel
 	dl *deadlines
+	// intent stores the call's intent right before the tool runs (side
+	// effects are fenced: intent.go); nil for read-only calls, calls
+	// whose intent is stored already, and calls built outside the loop.
+	intent func(context.Context) error
 	// ctx is the context of the call's first execution by the core: one
 	// allocation less per call. A hook that runs the rest of the chain
 	// again gets a fresh one for each further execution.

@@ -68,7 +68,7 @@ func (lossyInbox) Delivered(context.Context, string, []string) error { return ni
 func TestSteeringExactlyOnceAfterCrash(t *testing.T) {
 	dir := t.TempDir()
 	store := memory.New()
-	q1, _ := queue.Open(dir)
+	q1, _ := queue.Open(dir, nil)
 	prov := kerneltest.NewProvider(kerneltest.Text("one"), kerneltest.Text("two"), kerneltest.Text("three"), kerneltest.Text("four"))
 	k1, _ := kernel.New(kernel.Config{Provider: prov, Store: store, Inbox: lossyInbox{q1}})
 	ctx := context.Background()
@@ -77,14 +77,14 @@ func TestSteeringExactlyOnceAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	sid := res.SessionID
-	if _, err := q1.Add(sid, "use the tests dir", queue.Steer); err != nil {
+	if _, err := q1.Add(ctx, sid, "use the tests dir", queue.Steer); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := k1.Run(ctx, sid, "go on"); err != nil {
 		t.Fatal(err)
 	}
 	// A new process: the claim is still there and offered again.
-	q2, _ := queue.Open(dir)
+	q2, _ := queue.Open(dir, nil)
 	k2, _ := kernel.New(kernel.Config{Provider: prov, Store: store, Inbox: q2})
 	if _, err := k2.Run(ctx, sid, "and then?"); err != nil {
 		t.Fatal(err)

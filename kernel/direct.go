@@ -97,7 +97,10 @@ func (d *DirectSession) Call(ctx context.Context, tool string, args json.RawMess
 	r.st.startTurn(now)
 	r.offered = r.surface(ctx)
 	tc := ToolCall{ID: "direct_" + NewID(), Name: tool, Arguments: string(args)}
-	// The call is durable before it runs: a crash leaves it "interrupted".
+	// The call is durable before it runs: a crash leaves it "interrupted"
+	// (and its intent, stored right before it runs, says whether it may
+	// have run).
+	r.openRound([]ToolCall{tc}, 0)
 	if err := r.commit(ctx, Step{Messages: []Message{{Role: RoleAssistant, ToolCalls: []ToolCall{tc}}}}); err != nil {
 		return DirectResult{}, err
 	}
@@ -139,6 +142,7 @@ func (d *DirectSession) Call(ctx context.Context, tool string, args json.RawMess
 		}
 	}
 	r.st.finishCall(tool, out.rec.Outcome, true)
+	r.meta.Round = nil
 	if err := r.commit(ctx, Step{Messages: []Message{out.msg}}); err != nil {
 		return DirectResult{}, err
 	}

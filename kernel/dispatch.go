@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentkernel/agentkernel/internal/faults"
 )
 
 // callOut is what the pipeline produced for one call.
@@ -18,6 +20,9 @@ type callOut struct {
 	args     json.RawMessage
 	// deleg is the delegation of an agent call: the child that ran it.
 	deleg *delegation
+	// noIntent is why the call did not run: its intent could not be
+	// stored (the lease is lost, the store failed). The run ends with it.
+	noIntent error
 }
 
 // dispatch runs one round of tool calls through the pipeline and commits all
@@ -48,6 +53,11 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 				outs[i] = r.refusal(calls[i], f)
 			} else {
 				outs[i] = r.execute(ctx, calls[i], json.RawMessage(calls[i].Arguments), false)
+				if err := outs[i].noIntent; err != nil {
+					// The call did not run and nothing may run after it:
+					// the session may be another owner's now.
+					return err
+				}
 			}
 		} else {
 			var wg sync.WaitGroup
@@ -92,6 +102,7 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 		}
 		step.Messages = append(step.Messages, outs[n].msg)
 	}
+	r.meta.Round = nil // every call is answered (or pending, whose intent Resolve stores)
 	if asked >= 0 {
 		a := r.newApproval(calls[asked], outs[asked].args, *outs[asked].approval)
 		if d := outs[asked].deleg; d != nil {
@@ -191,7 +202,8 @@ func (r *run) prepare(tc ToolCall, args json.RawMessage, approved bool) prepared
 			p.err = &ToolError{Tool: tc.Name, Code: "invalid_args", Err: verr}
 			break
 		}
-		p.call = &Call{id: tc.ID, spec: e.spec, tool: e.tool, args: args, st: &r.st, approved: approved, value: v, entry: e, k: k, dl: &r.dl}
+		p.call = &Call{id: tc.ID, spec: e.spec, tool: e.tool, args: args, st: &r.st, approved: approved, value: v, entry: e, k: k, dl: &r.dl,
+			intent: r.intentFor(tc)}
 		if _, ok := e.tool.(*agentTool); ok {
 			p.call.deleg = r.delegation(tc, approved)
 		}
@@ -217,6 +229,9 @@ func (r *run) finish(ctx context.Context, p *prepared) (out callOut) {
 		args = string(out.args)
 	}
 	out.rec = CallRecord{ID: tc.ID, Tool: tc.Name, Args: args, Duration: time.Since(p.start)}
+	if errors.Is(err, errNoIntent) {
+		out.noIntent = err
+	}
 	if p.call != nil {
 		out.rec.Decision = p.call.decision
 		out.deleg = p.call.deleg
@@ -378,6 +393,13 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 		return k.limit.queueError(c.spec.Name, timeout, qerr)
 	}
 	defer release()
+	if c.intent != nil {
+		// The last step before the effect: a lost lease stops it here.
+		if err := c.intent(ctx); err != nil {
+			return Result{Content: "error: " + err.Error(), IsError: true}, &ToolError{Tool: c.spec.Name, Code: "not_started", Err: err}
+		}
+	}
+	faults.At(faults.ToolRun, c.spec.Name)
 	res, err := t.Call(tctx, c.args)
 	if err == nil {
 		return res, nil

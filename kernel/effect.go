@@ -9,13 +9,15 @@ import (
 )
 
 // Interrupted side effects, made knowable. A round's tool calls are stored
-// with the assistant message that makes them, in the same transaction
-// that starts the round and before any of them runs: that message is the
-// intent record. When the kernel stopped before a call returned, repair
-// answers it; a tool that can tell whether a call with those arguments
-// ran implements SideEffectChecker, and the result then says "completed
-// before the crash" or "did not run" instead of "may or may not have
-// run" (Interrupted). Any Tool may implement it: the built-in write_file
+// with the assistant message that makes them, before any of them runs,
+// and each side-effecting call's intent is stored right before it runs
+// (intent.go). When the kernel stopped before a call returned, repair
+// answers it: a side-effecting call without an intent did not run; one
+// with an intent may have run, and a tool that can tell whether a call
+// with those arguments ran implements SideEffectChecker, and the result
+// then says "completed before the crash" instead of "may or may not have
+// run" (Interrupted). For a round a kernel stored before intents existed,
+// the checker may also say "did not run". Any Tool may implement it: the built-in write_file
 // and edit_file do, and a subprocess plugin's tool does by asking the
 // plugin, when its sdk.Spec sets CheckSideEffect. A tool without it keeps
 // Interrupted.
@@ -43,8 +45,11 @@ const (
 )
 
 // interruptedResult is the result repair stores for call c of a round
-// that started at since: Interrupted, unless the tool can tell.
-func (k *Kernel) interruptedResult(ctx context.Context, c ToolCall, since time.Time) string {
+// that started at since: Interrupted, unless the tool can tell. When the
+// call's intent was recorded (started), the tool may say it completed but
+// never that it did not run: the owner that recorded the intent may be
+// paused before the effect and run it late.
+func (k *Kernel) interruptedResult(ctx context.Context, c ToolCall, since time.Time, started bool) string {
 	t, ok := k.cfg.Tools.Lookup(c.Name)
 	if !ok {
 		return Interrupted
@@ -59,7 +64,9 @@ func (k *Kernel) interruptedResult(ctx context.Context, c ToolCall, since time.T
 	case SideEffectCompleted:
 		return InterruptedCompleted + detail
 	case SideEffectNotRun:
-		return InterruptedNotRun + detail
+		if !started {
+			return InterruptedNotRun + detail
+		}
 	}
 	return Interrupted
 }

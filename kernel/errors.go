@@ -22,9 +22,44 @@ var (
 	ErrApprovalPending = errors.New("session has a pending approval")
 	ErrNoApproval      = errors.New("session has no pending approval")
 	ErrDuplicateTool   = errors.New("duplicate tool name")
+	// ErrSessionExists is returned by a SessionImporter's Import of a
+	// session whose id is taken, whatever the store.
+	ErrSessionExists = errors.New("session already exists")
+	// ErrCorrupt is wrapped by every store's error about a stored value
+	// that cannot be decoded (a *CorruptError): a checksum mismatch, a
+	// truncated value, an unknown encoding, a message missing from the
+	// middle of a session.
+	ErrCorrupt = errors.New("corrupt session data")
 
 	errNoValidator = errors.New("call has no validator")
 )
+
+// CorruptError is a stored value of one session that cannot be read. It
+// names the session and what is damaged; errors.Is(err, ErrCorrupt) holds,
+// whichever store returned it.
+type CorruptError struct {
+	Session string
+	// Part is "meta", "pending", "message" or what else of the session
+	// the store keeps ("event 12").
+	Part string
+	// Seq is the message's sequence number when Part is "message".
+	Seq uint64
+	Err error
+}
+
+func (e *CorruptError) Error() string {
+	if e.Part == "message" {
+		return fmt.Sprintf("session %s: message %d: %v: %v", e.Session, e.Seq, ErrCorrupt, e.Err)
+	}
+	return fmt.Sprintf("session %s: %s: %v: %v", e.Session, e.Part, ErrCorrupt, e.Err)
+}
+
+// Unwrap returns ErrCorrupt and the cause.
+func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
+
+// LabelCorrupt is the label a store's List puts on the entry of a session
+// whose metadata cannot be decoded; its value is the error.
+const LabelCorrupt = "store.corrupt"
 
 // ToolError is a failed tool call. Code is a short machine-readable class,
 // one of the tool.Code* constants (tool.CodeUnknownTool, CodeInvalidArgs,

@@ -120,6 +120,13 @@ type Config struct {
 	OnEvent func(Event)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// ScrubInput redacts what a person types before the kernel stores it:
+	// the prompt (and the session title taken from it), steered and
+	// follow-up messages, an approval's note. The scrubber that redacts
+	// tool results is the usual choice, so that a credential pasted into
+	// a prompt is stored the way one a tool printed is. nil keeps input as
+	// typed.
+	ScrubInput func(string) string
 	// Retry says how failed model calls are retried (see RetryPolicy).
 	Retry RetryPolicy
 	// Fallbacks are models tried in order when Model is unavailable (an
@@ -209,6 +216,9 @@ func New(cfg Config) (*Kernel, error) {
 	}
 	if cfg.ApprovalTTL == 0 {
 		cfg.ApprovalTTL = 24 * time.Hour
+	}
+	if cfg.ScrubInput == nil {
+		cfg.ScrubInput = func(s string) string { return s }
 	}
 	realClock := cfg.Now == nil
 	if realClock {

@@ -52,34 +52,6 @@ func (e *LeaseHeldError) Error() string {
 // Unwrap returns ErrLeaseHeld.
 func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
 
-// Leaser is an optional interface of a Store that several processes write
-// at once (replicas of `kernel serve` on one PostgreSQL database): each
-// session has at most one writer, the holder of its lease, and every step
-// the holder writes carries the lease's token (Step.Fence). The store
-// refuses a fenced step whose token is not the session's current one, or
-// whose lease has expired, with ErrLeaseLost; and an unfenced step to a
-// session whose lease is live with ErrLeaseHeld. A process that paused
-// past its lease (and whose session another owner took over) therefore
-// cannot write a step late. Stores that one process owns (badger, memory)
-// do not implement it: Step.Fence means nothing to them.
-//
-// AcquireLease grants session id's lease to owner for ttl, with a new,
-// larger token, when no other owner holds a live lease (else an error
-// wrapping ErrLeaseHeld, a *LeaseHeldError); the session must exist
-// (ErrSessionNotFound). RenewLease extends a lease still held for ttl
-// from now (else ErrLeaseLost). ReleaseLease gives it up; releasing a
-// lease no longer held is not an error. A lease ends when it expires, so
-// an owner that dies loses its sessions after ttl.
-//
-// Implementations must be safe for concurrent use; kerneltest.TestLeaser
-// checks the contract. Why a lease row with a token: RATIONALE.md, "One
-// writer per session: a lease row with a fencing token".
-type Leaser interface {
-	AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (Lease, error)
-	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
-	ReleaseLease(ctx context.Context, l Lease) error
-}
-
 // HeldLease is a lease kept alive by a goroutine that renews it every
 // third of its ttl, until Release. It is safe for concurrent use.
 //

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentkernel/agentkernel/internal/faults"
 )
 
 // run is the working state of one run; it is owned by the goroutine that
@@ -79,6 +82,11 @@ type run struct {
 // pending approval cannot run until it is resolved (ErrApprovalPending),
 // unless the approval has expired, in which case it is rejected first.
 func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunResult, err error) {
+	return k.runPrompt(ctx, sessionID, prompt, nil)
+}
+
+// runPrompt is Run, and RunQueued when q is set.
+func (k *Kernel) runPrompt(ctx context.Context, sessionID, prompt string, q *Queued) (res *RunResult, err error) {
 	r, err := k.open(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -86,6 +94,9 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 	defer r.dl.stop()
 	if err := r.checkChild(); err != nil {
 		return nil, err
+	}
+	if q != nil && slices.Contains(r.meta.Delivered, q.ID) {
+		return nil, r.alreadyDelivered(ctx, q)
 	}
 	if r.pending != nil && !r.expired() {
 		return nil, fmt.Errorf("session %s: %w for %s (approve or reject it first)", r.meta.ID, ErrApprovalPending, r.pending.Call.Name)
@@ -100,6 +111,7 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 			return r.fail(ctx, err)
 		}
 	}
+	prompt = k.cfg.ScrubInput(prompt)
 	now := k.cfg.Now()
 	r.st.startRun(r.st.Run+1, prompt, now)
 	m := Message{Role: RoleUser, Content: prompt, Time: now}
@@ -116,8 +128,15 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 	k.emitIf(func() Event {
 		return RunStarted{SessionID: r.meta.ID, Model: k.cfg.Model, Prompt: prompt, MaxTurns: k.cfg.MaxTurns, NewSession: r.isNew}
 	})
+	if q != nil {
+		r.meta.Delivered = withDelivered(r.meta.Delivered, q.ID)
+	}
 	if refused != nil {
-		return r.refuse(ctx, m, refused)
+		res, err := r.refuse(ctx, m, refused)
+		if q != nil {
+			r.delivered(ctx, q)
+		}
+		return res, err
 	}
 	if extra == nil {
 		if err := r.commitMsg(ctx, m, Step{}); err != nil {
@@ -125,6 +144,11 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 		}
 	} else if err := r.commit(ctx, Step{Messages: append([]Message{m}, extra...)}); err != nil {
 		return r.fail(ctx, err)
+	}
+	if q != nil {
+		faults.At(faults.FollowUpStored, r.meta.ID)
+		r.delivered(ctx, q)
+		faults.At(faults.FollowUpDelivered, r.meta.ID)
 	}
 	return r.loop(ctx)
 }
@@ -135,6 +159,7 @@ func (k *Kernel) Run(ctx context.Context, sessionID, prompt string) (res *RunRes
 // answer written by the kernel, without asking the model. An expired
 // approval is rejected whatever approve says.
 func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, note string) (res *RunResult, err error) {
+	note = k.cfg.ScrubInput(note)
 	r, err := k.open(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -171,16 +196,24 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 		return r.done(ctx, StopCompleted, r.res.Output)
 	}
 	p := r.pending
+	rec := ApprovalRecord{ID: p.ID, Approved: true, By: k.principal, Note: note}
+	// The approval is consumed by the call's intent, stored (fenced) with
+	// the session running before the call runs: a process stopped from
+	// here on leaves a session that is resumed, its call answered as
+	// "may have run", never approved and run a second time.
+	r.meta.Status = StatusRunning
+	if err := r.recordIntent(ctx, p.Call, &rec, true); err != nil {
+		return r.fail(ctx, err)
+	}
 	r.resolving = &resolution{approve: true, note: note}
 	out := r.execute(ctx, p.Call, p.Args, true)
 	r.resolving = nil
-	rec := ApprovalRecord{ID: p.ID, Approved: true, By: k.principal, Note: note}
 	out.msg.Approval = &rec
 	r.st.finishCall(p.Call.Name, out.rec.Outcome, true)
-	r.meta.Status = StatusRunning
 	k.emitIf(func() Event {
 		return ApprovalResolved{ApprovalID: p.ID, CallID: p.Call.ID, Tool: p.Call.Name, Approved: true, Note: note, By: k.principal}
 	})
+	r.meta.Round = nil
 	if err := r.commitMsg(ctx, out.msg, Step{ClearPending: true}); err != nil {
 		return r.fail(ctx, err)
 	}
@@ -315,6 +348,7 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 	if !k.realClock || r.cx != nil {
 		start = time.Now()
 	}
+	faults.At(faults.ModelCall, k.cfg.Model)
 	req := Request{Model: k.cfg.Model, Messages: msgs, Tools: tools}
 	var resp Response
 	if guard == nil && !hold {

@@ -39,6 +39,11 @@ type SessionMeta struct {
 	// Parent links a child session to the call of the session that
 	// started it (an agent call); nil for a top-level session.
 	Parent *ParentLink `json:"parent,omitempty"`
+	// Round is the open round of tool calls with the intents of the calls
+	// that were started (intent.go), stored with the assistant message
+	// that makes the calls and cleared with their results; nil when no
+	// round is open, and in sessions written before intents existed.
+	Round *Round `json:"round,omitempty"`
 	// Context is what the session was started with (workspace, config
 	// files, policy, model, store), so approvals and later runs resume in
 	// the same place. Absent in sessions written before it existed.

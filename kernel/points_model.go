@@ -124,6 +124,7 @@ func (r *run) showAnswer(m *Message) {
 // it, their context messages before it; after follows it in the step.
 func (r *run) commitAnswer(ctx context.Context, m Message, after ...Message) error {
 	m.Hooks = r.turnRecord()
+	r.openRound(m.ToolCalls, len(r.inject))
 	if len(r.inject) == 0 && len(after) == 0 {
 		return r.commitMsg(ctx, m, Step{})
 	}

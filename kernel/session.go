@@ -71,11 +71,17 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 	if err := r.repair(ctx); err != nil {
 		return nil, err
 	}
+	r.settleDelivered(ctx)
 	return r, nil
 }
 
 // repair completes the tool calls of the last assistant message that have
-// no result (other than the one awaiting approval) with Interrupted.
+// no result (other than the one awaiting approval): a call whose intent
+// was stored may have run, a side-effecting call without one did not
+// (interruptedAnswer). The session's status is kept: a session left
+// running stays running (interrupted, resumable: Continue goes on from
+// the answered calls), so nothing a kill leaves behind reads idle with an
+// unanswered turn.
 func (r *run) repair(ctx context.Context) error {
 	last := -1
 	for i := len(r.msgs) - 1; i >= r.sysN; i-- {
@@ -94,6 +100,10 @@ func (r *run) repair(ctx context.Context) error {
 	for _, m := range r.msgs[last+1:] {
 		answered[m.ToolCallID] = true
 	}
+	var rd *Round
+	if r.meta.Round != nil && r.meta.Round.Seq == r.msgs[last].Seq {
+		rd = r.meta.Round
+	}
 	var fix []Message
 	now := r.k.cfg.Now()
 	for _, c := range r.msgs[last].ToolCalls {
@@ -106,13 +116,15 @@ func (r *run) repair(ctx context.Context) error {
 			fix = append(fix, m)
 			continue
 		}
-		fix = append(fix, Message{Role: RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: r.k.interruptedResult(ctx, c, r.msgs[last].Time), IsError: true, Time: now})
+		m := r.interruptedAnswer(ctx, c, r.msgs[last].Time, rd)
+		m.Time = now
+		fix = append(fix, m)
 	}
 	if len(fix) == 0 {
 		return nil
 	}
-	if r.meta.Status == StatusRunning {
-		r.meta.Status = StatusIdle
+	if r.pending == nil {
+		r.meta.Round = nil
 	}
 	if err := r.commit(ctx, Step{Messages: fix}); err != nil {
 		return fmt.Errorf("repair session %s: %w", r.meta.ID, err)

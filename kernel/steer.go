@@ -59,6 +59,7 @@ func (r *run) steer(ctx context.Context) (bool, error) {
 			continue // delivered before the process stopped
 		}
 		delivered = append(delivered, q.ID)
+		q.Text = r.k.cfg.ScrubInput(q.Text)
 		fresh = append(fresh, q)
 	}
 	if len(fresh) > 0 {

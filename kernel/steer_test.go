@@ -3,6 +3,7 @@ package kernel_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/agentkernel/agentkernel/kernel"
@@ -61,7 +62,7 @@ func TestContextBudgetWrapsUp(t *testing.T) {
 // TestSteeringDeliveredAtBoundary queues a message while a tool runs: it is
 // delivered after that tool round, before the next generation, once.
 func TestSteeringDeliveredAtBoundary(t *testing.T) {
-	q, err := queue.Open(t.TempDir())
+	q, err := queue.Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestSteeringDeliveredAtBoundary(t *testing.T) {
 	reg.Register(kernel.NewTool(kernel.ToolSpec{Name: "work", Description: "w", Tier: kernel.TierReadOnly, Source: "test"},
 		func(ctx context.Context, _ json.RawMessage) (kernel.Result, error) {
 			var err error
-			queued, err = q.Add(sid, "stop: look in tests/ instead", queue.Steer)
+			queued, err = q.Add(ctx, sid, "stop: look in tests/ instead", queue.Steer)
 			if err != nil {
 				t.Error(err)
 			}
@@ -103,7 +104,56 @@ func TestSteeringDeliveredAtBoundary(t *testing.T) {
 	if count != 1 || len(s.Meta.Delivered) != 1 || s.Meta.Delivered[0] != queued.ID {
 		t.Fatalf("delivered %d times, meta %v", count, s.Meta.Delivered)
 	}
-	if left, _ := q.List(sid); len(left) != 0 {
+	if left, _ := q.List(context.Background(), sid); len(left) != 0 {
 		t.Fatalf("still queued: %v", left)
+	}
+}
+
+// TestScrubInput: Config.ScrubInput sees everything a person types before
+// it is stored or sent: the prompt (and the title taken from it) and a
+// steered message. Without it the secret reaches the store and the model.
+func TestScrubInput(t *testing.T) {
+	q, err := queue.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sid string
+	reg := kernel.NewRegistry()
+	reg.Register(kernel.NewTool(kernel.ToolSpec{Name: "work", Description: "w", Tier: kernel.TierReadOnly, Source: "test"},
+		func(ctx context.Context, _ json.RawMessage) (kernel.Result, error) {
+			if _, err := q.Add(context.Background(), sid, "also try hunter2-SECRET", queue.Steer); err != nil {
+				t.Error(err)
+			}
+			return kernel.Result{Content: "ok"}, nil
+		}))
+	scrub := func(s string) string { return strings.ReplaceAll(s, "hunter2-SECRET", "[REDACTED]") }
+	h := newHarness(t, kernel.Config{Inbox: q, Tools: reg, ScrubInput: scrub, OnEvent: func(e kernel.Event) {
+		if rs, ok := e.(kernel.RunStarted); ok {
+			sid = rs.SessionID
+			if strings.Contains(rs.Prompt, "SECRET") {
+				t.Errorf("run.started carries the typed secret: %q", rs.Prompt)
+			}
+		}
+	}},
+		kerneltest.Calls("work", map[string]any{}),
+		kerneltest.Text("done"))
+	if _, err := h.k.Run(context.Background(), "", "log in with hunter2-SECRET"); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := h.store.Load(context.Background(), sid)
+	if strings.Contains(s.Meta.Title, "SECRET") {
+		t.Errorf("title %q", s.Meta.Title)
+	}
+	for _, m := range s.Messages {
+		if strings.Contains(m.Content, "SECRET") {
+			t.Errorf("stored %s message %q", m.Role, m.Content)
+		}
+	}
+	for _, req := range h.prov.Requests() {
+		for _, m := range req.Messages {
+			if strings.Contains(m.Content, "SECRET") {
+				t.Errorf("sent the model %q", m.Content)
+			}
+		}
 	}
 }

@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 )
@@ -55,13 +54,33 @@ type Store interface {
 	List(ctx context.Context) ([]SessionMeta, error)
 }
 
-// Optional Store capabilities. A Store may implement any of the interfaces
-// below; a caller finds one by type assertion and, where the store lacks
-// it, says that this store cannot do that (the CLI's `kernel sessions rm`,
-// `export`, `import`, `gc` and `fsck` fail with "this store cannot ...").
-// None is needed to run sessions. The badger and postgres stores
-// implement them all; the memory store only SessionDeleter. Why interfaces here: RATIONALE.md,
-// "Optional store capabilities are interfaces in kernel".
+// Optional Store capabilities, all declared here, as database/sql/driver
+// declares a driver's. A Store may implement any of them; a caller finds
+// one by type assertion and, where the store lacks it, does what the list
+// says. None is needed to run sessions.
+//
+//	SessionDeleter    Delete: `kernel sessions rm`, DELETE /v1/sessions/{id}; else "this store cannot delete sessions"
+//	SessionExporter   Export: `kernel sessions export`, `kernel store copy`; else the session is loaded and written in the export format (package kernel/store/export)
+//	SessionImporter   Import: `kernel sessions import`, `kernel store copy`; else "this store cannot import sessions"
+//	SessionCollector  GC: `kernel sessions gc`; else "this store cannot collect sessions"
+//	StoreChecker      Fsck: `kernel sessions fsck`; else "this store cannot check its sessions"
+//	EventLog          AppendEvents, ReadEvents: the event streams of `kernel serve`; else kernel serve refuses the store
+//	Leaser            AcquireLease, RenewLease, ReleaseLease: several processes writing one store (kernel serve replicas); else one process owns the store and Step.Fence means nothing
+//	SpaceChecker      CheckSpace: a run refuses to start on a volume that cannot hold a step; else no check
+//	SpaceReclaimer    Reclaim: `kernel sessions rm` and `gc` give the disk space back; else nothing to give back
+//
+// The stores implement:
+//
+//	memory    SessionDeleter, EventLog
+//	badger    SessionDeleter, SessionExporter, SessionImporter, SessionCollector, StoreChecker, EventLog, SpaceChecker, SpaceReclaimer
+//	postgres  SessionDeleter, SessionExporter, SessionImporter, SessionCollector, StoreChecker, EventLog, Leaser
+//
+// A store several kernel serve replicas share also implements
+// replica.Shared (kernel/replica): the runs, notices and queue of the
+// replicas, which are the server's contracts rather than the kernel's.
+// TestStoreCapabilities holds both lists to the declarations below and to
+// the stores. Why interfaces here: RATIONALE.md, "Optional store
+// capabilities are interfaces in kernel".
 
 // SessionDeleter is a Store that can delete sessions.
 type SessionDeleter interface {
@@ -102,117 +121,82 @@ type StoreChecker interface {
 	Fsck(ctx context.Context, ids []string, repair bool) (*FsckReport, error)
 }
 
-// FsckReport is what a StoreChecker found.
-type FsckReport struct {
-	Sessions []FsckSession
-	// Quarantined lists copies of damaged files the store kept aside.
-	Quarantined []string
+// EventLog is an optional interface of a Store: it keeps each session's
+// events, so that a front end (`kernel serve`) can replay them to a client
+// that reconnects, from any process that opens the store. A Store without
+// it has no event history; `kernel serve` refuses to start on it.
+//
+// AppendEvents stores events at the end of session id's log, all or
+// nothing and durable when it returns, assigning consecutive Seq values
+// after the last stored one (the events' own Seq is ignored); it returns
+// the first. It fails with an error wrapping ErrSessionNotFound for a
+// session the store does not hold. fence is the token of the session's
+// lease the appender holds, as Step.Fence for a step, or zero: a Leaser
+// store refuses the append, and appends nothing, unless the token is its
+// live lease's (ErrLeaseLost), or without a token while another owner
+// holds a live lease (ErrLeaseHeld), so a process that lost the session
+// appends no event more; other stores ignore it. ReadEvents returns, in
+// order, up to limit (at least 1; the store may cap it) events of session
+// id whose Seq is greater than after; an unknown session has none.
+// Deleting a session (SessionDeleter) deletes its events.
+//
+// Implementations must be safe for concurrent use; concurrent appends to
+// one session are serialised. kerneltest.TestEventLog checks the contract.
+// Why: RATIONALE.md, "Events are stored per session, with ids".
+type EventLog interface {
+	AppendEvents(ctx context.Context, id string, fence uint64, events []StoredEvent) (first uint64, err error)
+	ReadEvents(ctx context.Context, id string, after uint64, limit int) ([]StoredEvent, error)
 }
 
-// Damaged counts the sessions with damage.
-func (r *FsckReport) Damaged() int {
-	n := 0
-	for i := range r.Sessions {
-		if !r.Sessions[i].OK() {
-			n++
-		}
-	}
-	return n
+// Leaser is an optional interface of a Store that several processes write
+// at once (replicas of `kernel serve` on one PostgreSQL database): each
+// session has at most one writer, the holder of its lease, and every step
+// the holder writes carries the lease's token (Step.Fence). The store
+// refuses a fenced step whose token is not the session's current one, or
+// whose lease has expired, with ErrLeaseLost; and an unfenced step to a
+// session whose lease is live with ErrLeaseHeld. A process that paused
+// past its lease (and whose session another owner took over) therefore
+// cannot write a step late. Stores that one process owns (badger, memory)
+// do not implement it: Step.Fence means nothing to them.
+//
+// AcquireLease grants session id's lease to owner for ttl, with a new,
+// larger token, when no other owner holds a live lease (else an error
+// wrapping ErrLeaseHeld, a *LeaseHeldError); the session must exist
+// (ErrSessionNotFound). RenewLease extends a lease still held for ttl
+// from now (else ErrLeaseLost). ReleaseLease gives it up; releasing a
+// lease no longer held is not an error. A lease ends when it expires, so
+// an owner that dies loses its sessions after ttl.
+//
+// Implementations must be safe for concurrent use; kerneltest.TestLeaser
+// checks the contract. Why a lease row with a token: RATIONALE.md, "One
+// writer per session: a lease row with a fencing token".
+type Leaser interface {
+	AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (Lease, error)
+	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
+	ReleaseLease(ctx context.Context, l Lease) error
 }
 
-// FsckSession is what a StoreChecker found in one session.
-type FsckSession struct {
-	ID       string
-	Messages int // message values read
-	// Damaged maps the sequence number of each message that cannot be
-	// read to the reason (a checksum mismatch, a value that does not
-	// decode, a missing message).
-	Damaged map[uint64]string
-	// Meta and Pending are the errors reading those parts, if any.
-	Meta    error
-	Pending error
-	// Repaired is set when the checker stored placeholders for the
-	// damaged messages (repair mode).
-	Repaired bool
-	// Problems are what is wrong with a session whose values all read:
-	// a history the kernel would not have written (CheckHistory), rows
-	// a store keeps that disagree with each other.
-	Problems []FsckProblem
+// SpaceChecker is a Store on a volume that can fill up (badger): CheckSpace
+// fails when the volume cannot take a write of step bytes on top of the
+// store's reserve, so a run is refused before it announces its session
+// rather than failing mid-run.
+type SpaceChecker interface {
+	CheckSpace(step int64) error
 }
 
-// FsckProblem is one inconsistency a StoreChecker found in a session.
-type FsckProblem struct {
-	Seq  uint64 // the message it is about, or 0 for the session
-	Text string
-	// Repaired is set when the checker fixed it (repair mode).
-	Repaired bool
+// SpaceReclaimer is a Store whose deleted sessions keep their disk space
+// until it is reclaimed (badger: compaction and value-log collection).
+// Reclaim gives it back and says how much.
+type SpaceReclaimer interface {
+	Reclaim(ctx context.Context) (ReclaimResult, error)
 }
 
-// OK reports whether nothing in the session is damaged.
-func (f *FsckSession) OK() bool {
-	return len(f.Damaged) == 0 && f.Meta == nil && f.Pending == nil && len(f.Problems) == 0
-}
-
-// Unrepaired reports whether something found in the session is still
-// wrong: damage no repair stored placeholders for, metadata or a pending
-// approval that does not read, a problem the checker could not fix.
-func (f *FsckSession) Unrepaired() bool {
-	if f.Meta != nil || f.Pending != nil || len(f.Damaged) > 0 && !f.Repaired {
-		return true
-	}
-	for _, p := range f.Problems {
-		if !p.Repaired {
-			return true
-		}
-	}
-	return false
-}
-
-// CheckHistory returns what in a session's messages (all readable, in
-// seq order) breaks the pairing of tool calls and results that every
-// history the kernel writes keeps: each tool result answers a call of the
-// assistant message before it, once; every call of an assistant message
-// has its result before the next assistant message (the last assistant
-// message's calls may still be open: loading the session answers them as
-// interrupted); a pending approval is for one of those open calls. A
-// model API rejects a history that breaks it. Stores' fsck use it.
-func CheckHistory(msgs []Message, pending *Approval) []FsckProblem {
-	var out []FsckProblem
-	var open, answered map[string]bool
-	var turn *Message // the last assistant message
-	unanswered := func() {
-		if turn == nil {
-			return
-		}
-		for _, c := range turn.ToolCalls {
-			if open[c.ID] {
-				out = append(out, FsckProblem{Seq: turn.Seq, Text: fmt.Sprintf("call %s (%s) has no result, and a later assistant message follows it", c.ID, c.Name)})
-			}
-		}
-	}
-	for i := range msgs {
-		m := &msgs[i]
-		switch m.Role {
-		case RoleAssistant:
-			unanswered()
-			turn, open, answered = m, map[string]bool{}, map[string]bool{}
-			for _, c := range m.ToolCalls {
-				open[c.ID] = true
-			}
-		case RoleTool:
-			switch {
-			case open[m.ToolCallID]:
-				delete(open, m.ToolCallID)
-				answered[m.ToolCallID] = true
-			case answered[m.ToolCallID]:
-				out = append(out, FsckProblem{Seq: m.Seq, Text: fmt.Sprintf("a second result for call %s", m.ToolCallID)})
-			default:
-				out = append(out, FsckProblem{Seq: m.Seq, Text: fmt.Sprintf("a result for call %q, which the assistant message before it did not make", m.ToolCallID)})
-			}
-		}
-	}
-	if pending != nil && !open[pending.Call.ID] {
-		out = append(out, FsckProblem{Text: fmt.Sprintf("the pending approval is for call %q, which is not an open call of the last assistant message", pending.Call.ID)})
-	}
-	return out
+// ReclaimResult is what a SpaceReclaimer's Reclaim did.
+type ReclaimResult struct {
+	// Where names the store (its directory).
+	Where         string
+	Before, After int64 // bytes allocated on disk
+	FilesBefore   int
+	FilesAfter    int
+	Rewritten     int // files rewritten
 }

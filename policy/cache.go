@@ -17,11 +17,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/expr-lang/expr/ast"
 
+	"github.com/agentkernel/agentkernel/internal/cachemac"
+	"github.com/agentkernel/agentkernel/internal/privfile"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -37,18 +38,27 @@ import (
 //
 // Layout:
 //
-//	<Dir>/          0700, owned by this user (else the cache is not used)
-//	  <key>.json    0600, owned by this user (else the entry is ignored):
-//	                the verdict, with the SHA-256 of the snapshot
-//	  <key>.snap    0600, owned by this user (else the file is loaded in
-//	                full): the snapshot
+//	<Dir>/            0700, owned by this user (else the cache is not used)
+//	  v3/             0700: this format (cacheFormat)
+//	    cache.key     0600: the MAC key (cachemac)
+//	    <key>.json    0600: the verdict, with the SHA-256 of the snapshot
+//	    <key>.snap    0600: the snapshot
+//
+// Each entry is sealed with an HMAC-SHA256 over its bytes and its name
+// (cachemac.Seal), made with the key only this user can read: an entry
+// written without the key (forged, edited, truncated, another user's or
+// machine's, or another file's moved here) is a miss, and the file's tests
+// run. Mode and owner are privfile's: a directory or entry another user
+// owns or could write is not used; one others could only read is
+// narrowed, and the note says so.
 
 // TestCache is where Load remembers the files that passed their tests.
 // The zero value is not usable: Dir is required.
 type TestCache struct {
 	// Dir is the cache directory, created 0700. A directory that group or
-	// others may enter, or that another user owns, is not used: whoever
-	// can write an entry can make a policy load without its tests.
+	// others may write, or that another user owns, is not used: whoever
+	// can write an entry can make a policy load without its tests (and
+	// without the key, nobody but this user can write one that verifies).
 	Dir string
 	// Build identifies the code that runs the tests; empty means the
 	// running executable's (BuildID). Tests set it to simulate another
@@ -56,8 +66,13 @@ type TestCache struct {
 	Build string
 }
 
-// cacheVersion changes when the entry format or the key's make-up does.
-const cacheVersion = 2
+// cacheVersion changes when the entry format or the key's make-up does;
+// cacheFormat is the directory of this format under Dir, so that kernels
+// of other formats sharing Dir never read or replace these entries.
+const (
+	cacheVersion = 3
+	cacheFormat  = "v3"
+)
 
 // maxEntryAge is how long an entry nobody wrote again is kept.
 const maxEntryAge = 30 * 24 * time.Hour
@@ -192,48 +207,48 @@ func (c *TestCache) cacheKey(fileSHA string, tools []kernel.ToolSpec) (key strin
 	return hex.EncodeToString(h.Sum(nil)), true
 }
 
-// privateDir checks that dir is a directory only this user can reach,
-// creating it (0700) when missing. Like the WASM compilation cache's, an
-// existing directory open to others is refused, not changed.
-func privateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
+// open makes the cache's directories private (privfile.Dir) and returns
+// the format's directory and its MAC key. warn hears of repairs.
+func (c *TestCache) open(warn privfile.Warn) (*cachemac.Key, error) {
+	if err := privfile.Dir(c.Dir, "the policy test cache", warn); err != nil {
+		return nil, err
 	}
-	st, err := os.Lstat(dir)
-	if err != nil {
-		return err
+	if err := privfile.Dir(c.dir(), "the policy test cache", warn); err != nil {
+		return nil, err
 	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("directory %s has mode %04o: other users could vouch for a policy's tests in it; run chmod 700 %s", dir, perm, dir)
-	}
-	if uid, ok := fileOwner(st); ok && uid != os.Geteuid() {
-		return fmt.Errorf("directory %s belongs to uid %d, not to this process (uid %d): its owner could vouch for a policy's tests in it", dir, uid, os.Geteuid())
-	}
-	return nil
+	return cachemac.Open(c.dir(), "policy", warn)
 }
 
-func fileOwner(st fs.FileInfo) (int, bool) {
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		return int(sys.Uid), true
+// notes collects what privfile and cachemac repaired, for CacheNote.
+type notes []string
+
+func (n *notes) warn(msg string) { *n = append(*n, msg) }
+
+func (n notes) join(more string) string { return join(append(slices.Clone(n), more)...) }
+
+// join joins the notes that are not empty, each once.
+func join(notes ...string) string {
+	var out []string
+	for _, s := range notes {
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
 	}
-	return 0, false
+	return strings.Join(out, "; ")
 }
 
 // lookup reports whether the cache holds a passing verdict for key and a
 // file of tests tests. note says why an entry that exists was not
 // trusted.
 func (c *TestCache) lookup(key string, tests int) (hit bool, note string) {
-	e, note := c.entry(key)
+	e, repaired, note := c.entry(key)
 	if e == nil {
-		return false, note
+		return false, join(repaired, note)
 	}
 	if e.Tests != tests {
-		return false, fmt.Sprintf("test cache entry %s ignored: damaged or not this file's", c.path(key, entrySuffix))
+		return false, join(repaired, fmt.Sprintf("test cache entry %s ignored: damaged or not this file's", c.path(key, entrySuffix)))
 	}
-	return true, ""
+	return true, repaired
 }
 
 // The names of a key's files in the cache directory.
@@ -242,60 +257,53 @@ const (
 	snapshotSuffix = ".snap"
 )
 
-func (c *TestCache) path(key, suffix string) string { return filepath.Join(c.Dir, key+suffix) }
+func (c *TestCache) path(key, suffix string) string { return filepath.Join(c.dir(), key+suffix) }
+
+// dir is the directory of this format's entries.
+func (c *TestCache) dir() string { return filepath.Join(c.Dir, cacheFormat) }
 
 // entry reads the passing verdict recorded for key. It is nil when there
-// is none, or none to trust (note then says why).
-func (c *TestCache) entry(key string) (*cacheEntry, string) {
-	if err := privateDir(c.Dir); err != nil {
-		return nil, "test cache not used: " + err.Error()
+// is none, or none to trust (note then says why). repaired says what was
+// repaired on the way (a mode narrowed, a key replaced), whatever the
+// outcome: it happens once, so whoever calls first reports it.
+func (c *TestCache) entry(key string) (e *cacheEntry, repaired, note string) {
+	var n notes
+	mac, err := c.open(n.warn)
+	if err != nil {
+		return nil, n.join(""), "test cache not used: " + err.Error()
 	}
 	path := c.path(key, entrySuffix)
-	b, note := readPrivate(path, 4<<10)
+	b, note := readSealed(mac, path, 4<<10, n.warn)
 	if b == nil {
-		return nil, note
+		return nil, n.join(""), note
 	}
-	var e cacheEntry
+	e = &cacheEntry{}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil || e.Version != cacheVersion || e.Key != key || !e.Passed {
-		return nil, fmt.Sprintf("test cache entry %s ignored: damaged or not this file's", path)
+	if err := dec.Decode(e); err != nil || e.Version != cacheVersion || e.Key != key || !e.Passed {
+		return nil, n.join(""), fmt.Sprintf("test cache entry %s ignored: damaged or not this file's", path)
 	}
-	return &e, ""
+	return e, n.join(""), ""
 }
 
-// readPrivate reads a cache file of at most limit bytes that this user
-// owns and only this user may read or write, never following a symlink.
-// It returns nil when the file is missing (note empty) or not to be
-// trusted (note says why).
-func readPrivate(path string, limit int64) (b []byte, note string) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+// readSealed reads a cache file of at most limit bytes with privfile's
+// checks (this user's regular file nobody else could write, never through
+// a link) and returns its payload if its MAC verifies under its name. It
+// returns nil when the file is missing (note empty) or not to be trusted
+// (note says why).
+func readSealed(mac *cachemac.Key, path string, limit int64, warn privfile.Warn) (b []byte, note string) {
+	b, err := privfile.ReadFile(path, limit+cachemac.Size+16, warn)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ""
 	}
 	if err != nil {
 		return nil, fmt.Sprintf("test cache entry %s ignored: %v", path, err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
+	payload, err := mac.Unseal(b, filepath.Base(path))
 	if err != nil {
 		return nil, fmt.Sprintf("test cache entry %s ignored: %v", path, err)
 	}
-	switch uid, ok := fileOwner(st); {
-	case !st.Mode().IsRegular():
-		return nil, fmt.Sprintf("test cache entry %s ignored: not a regular file", path)
-	case st.Mode().Perm()&0o077 != 0:
-		return nil, fmt.Sprintf("test cache entry %s ignored: mode %04o, not 0600", path, st.Mode().Perm())
-	case ok && uid != os.Geteuid():
-		return nil, fmt.Sprintf("test cache entry %s ignored: it belongs to uid %d, not to this process (uid %d)", path, uid, os.Geteuid())
-	case st.Size() > limit:
-		return nil, fmt.Sprintf("test cache entry %s ignored: larger than %d bytes", path, limit)
-	}
-	b, err = io.ReadAll(io.LimitReader(f, limit))
-	if err != nil {
-		return nil, fmt.Sprintf("test cache entry %s ignored: %v", path, err)
-	}
-	return b, ""
+	return payload, ""
 }
 
 // loadSnapshot builds the policy of src from the snapshot its passing
@@ -303,22 +311,28 @@ func readPrivate(path string, limit int64) (b []byte, note string) {
 // that exists was not used (a verdict that cannot be trusted is left to
 // lookup to report: the full load that follows reads it again).
 func (c *TestCache) loadSnapshot(key, name string, src []byte, sha string, opts Options) (p *Policy, note string) {
-	e, _ := c.entry(key)
+	e, repaired, _ := c.entry(key)
 	if e == nil || e.Snapshot == "" {
+		return nil, repaired // lookup reports why the verdict was not used
+	}
+	mac, err := c.open(nil) // entry opened it, and said what it repaired
+	if err != nil {
 		return nil, ""
 	}
 	path := c.path(key, snapshotSuffix)
-	b, note := readPrivate(path, maxSnapshotSize)
+	var n notes
+	b, note := readSealed(mac, path, maxSnapshotSize, n.warn)
 	if b == nil {
-		return nil, note
+		return nil, join(repaired, n.join(note))
 	}
 	if sha256Hex(b) != e.Snapshot {
-		return nil, fmt.Sprintf("test cache snapshot %s ignored: its SHA-256 is not the one its verdict records (damaged or replaced); the file was loaded in full", path)
+		return nil, join(repaired, n.join(""), fmt.Sprintf("test cache snapshot %s ignored: its SHA-256 is not the one its verdict records (damaged or replaced); the file was loaded in full", path))
 	}
-	p, err := policyFromSnapshot(name, src, sha, opts, key, b)
+	p, err = policyFromSnapshot(name, src, sha, opts, key, b)
 	if err != nil {
-		return nil, fmt.Sprintf("test cache snapshot %s ignored: %v; the file was loaded in full", path, err)
+		return nil, join(repaired, n.join(""), fmt.Sprintf("test cache snapshot %s ignored: %v; the file was loaded in full", path, err))
 	}
+	p.verdict.CacheNote = join(repaired, n.join(""))
 	return p, ""
 }
 
@@ -326,7 +340,8 @@ func (c *TestCache) loadSnapshot(key, name string, src []byte, sha string, opts 
 // snapshot. It returns why it could not, if it could not (the cache is
 // only an optimisation).
 func (c *TestCache) store(key string, p *Policy) (note string) {
-	if err := privateDir(c.Dir); err != nil {
+	mac, err := c.open(nil)
+	if err != nil {
 		return "test cache not used: " + err.Error()
 	}
 	tests := p.testsDoc.count()
@@ -335,7 +350,7 @@ func (c *TestCache) store(key string, p *Policy) (note string) {
 	// hash, so a reader never pairs a verdict with another snapshot.
 	snap, err := p.encodeSnapshot(key, tests)
 	if err == nil {
-		err = c.write(key+snapshotSuffix, snap)
+		err = c.write(mac, key+snapshotSuffix, snap)
 	}
 	if err == nil {
 		e.Snapshot = sha256Hex(snap)
@@ -344,7 +359,7 @@ func (c *TestCache) store(key string, p *Policy) (note string) {
 	}
 	b, err := json.Marshal(e)
 	if err == nil {
-		err = c.write(key+entrySuffix, b)
+		err = c.write(mac, key+entrySuffix, b)
 	}
 	if err != nil {
 		return "test cache not written: " + err.Error()
@@ -353,29 +368,17 @@ func (c *TestCache) store(key string, p *Policy) (note string) {
 	return note
 }
 
-// write replaces the file name of the cache directory with b: a new 0600
-// file, renamed over whatever is at the name (a symlink included), never
-// writing through it.
-func (c *TestCache) write(name string, b []byte) error {
-	tmp, err := os.CreateTemp(c.Dir, ".tmp-*") // 0600, a new file
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(b)
-	err = errors.Join(werr, tmp.Close())
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(c.Dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+// write replaces the file name of the cache directory with b, sealed with
+// its MAC: a new 0600 file, renamed over whatever is at the name (a
+// symlink included), never writing through it.
+func (c *TestCache) write(mac *cachemac.Key, name string, b []byte) error {
+	return privfile.WriteFile(filepath.Join(c.dir(), name), mac.Seal(b, name), false)
 }
 
 // prune deletes entries older than maxEntryAge and temporary files a
 // crashed writer left behind.
 func (c *TestCache) prune() {
-	des, err := os.ReadDir(c.Dir)
+	des, err := os.ReadDir(c.dir())
 	if err != nil {
 		return
 	}
@@ -384,13 +387,13 @@ func (c *TestCache) prune() {
 		name := de.Name()
 		maxAge := maxEntryAge
 		switch {
-		case strings.HasPrefix(name, ".tmp-"):
+		case strings.HasPrefix(name, "."):
 			maxAge = time.Hour
 		case !entryName.MatchString(name):
 			continue
 		}
 		if info, err := de.Info(); err == nil && info.Mode().IsRegular() && now.Sub(info.ModTime()) > maxAge {
-			os.Remove(filepath.Join(c.Dir, name))
+			os.Remove(filepath.Join(c.dir(), name))
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentkernel/agentkernel/internal/cachemac"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -65,7 +67,7 @@ func TestGeneratedPolicyCachedVerdict(t *testing.T) {
 	if v.Evaluated < n || v.Evaluated > 5*n {
 		t.Fatalf("the tests evaluated %d rules, want between %d and %d", v.Evaluated, n, 5*n)
 	}
-	entries, _ := filepath.Glob(filepath.Join(c.Dir, "*.json"))
+	entries, _ := filepath.Glob(filepath.Join(c.dir(), "*.json"))
 	if len(entries) != 1 {
 		t.Fatalf("cache holds %v, want one entry", entries)
 	}
@@ -140,27 +142,67 @@ func TestCacheKey(t *testing.T) {
 
 // TestCacheRefusesForeignEntries is the attack: a policy whose tests fail
 // must never load because of a cache entry. An entry that says it passed,
-// with the right key, is trusted only in a directory only this user can
-// reach and only when it is this user's 0600 file: a wider mode, another
-// owner, a symlink, a directory open to others, or a damaged or foreign
-// entry all run the tests (which fail). With the correct owner and mode
-// the forged entry is trusted, so each refusal below is the check at
-// work, not a missing entry.
+// with the right key, is trusted only when its MAC verifies under the
+// cache's key (which only this user can read), and only in a directory
+// and a file that nobody else could have written: an entry written
+// without the key (forged, edited, damaged, another user's or machine's),
+// a file or directory others could write or another user owns, or a
+// symlink all run the tests (which fail). One the key vouches for with a
+// mode others could only read is narrowed and trusted (nobody else could
+// have written it), and says so. With the key, owner and mode right the
+// forged entry is trusted, so each refusal below is a check at work, not a
+// missing entry.
 func TestCacheRefusesForeignEntries(t *testing.T) {
 	src, err := os.ReadFile("testdata/errors/failing-test.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	// rewrite replaces the entry's JSON, sealed with key (nil: not
+	// sealed at all).
+	rewrite := func(t *testing.T, c *TestCache, entry string, key *cachemac.Key, edit func(string) string) {
+		t.Helper()
+		b, err := os.ReadFile(entry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload, err := cacheKeyOf(t, c).Unseal(b, filepath.Base(entry))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []byte(edit(string(payload)))
+		if key != nil {
+			out = key.Seal(out, filepath.Base(entry))
+		}
+		if err := os.WriteFile(entry, out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(s string) string { return s }
+	otherKey := cachemac.NewKey(bytes.Repeat([]byte{9}, 32), "policy")
 	cases := []struct {
-		name  string
-		setup func(t *testing.T, c *TestCache, entry string)
+		name    string
+		setup   func(t *testing.T, c *TestCache, entry string)
+		trusted bool   // the forged verdict is used
+		note    string // what the verdict's note says
 	}{
-		{"mode 0644", func(t *testing.T, _ *TestCache, entry string) { chmod(t, entry, 0o644) }},
-		{"mode 0660", func(t *testing.T, _ *TestCache, entry string) { chmod(t, entry, 0o660) }},
-		{"another owner", func(t *testing.T, _ *TestCache, entry string) { chown(t, entry) }},
-		{"directory 0755", func(t *testing.T, c *TestCache, _ string) { chmod(t, c.Dir, 0o755) }},
-		{"directory of another owner", func(t *testing.T, c *TestCache, _ string) { chown(t, c.Dir) }},
+		{"forged without the key", func(t *testing.T, c *TestCache, entry string) { rewrite(t, c, entry, nil, same) }, false, "not authenticated"},
+		{"forged with another key", func(t *testing.T, c *TestCache, entry string) { rewrite(t, c, entry, otherKey, same) }, false, "not authenticated"},
+		{"edited", func(t *testing.T, c *TestCache, entry string) {
+			b, _ := os.ReadFile(entry)
+			os.WriteFile(entry, bytes.Replace(b, []byte(`"tests":`), []byte(`"tests": `), 1), 0o600)
+		}, false, "not authenticated"},
+		{"damaged", func(t *testing.T, _ *TestCache, entry string) {
+			os.WriteFile(entry, []byte(`{"version":3,"passed":tr`), 0o600)
+		}, false, "not authenticated"},
+		{"another file's entry, sealed with the key", func(t *testing.T, c *TestCache, entry string) {
+			rewrite(t, c, entry, cacheKeyOf(t, c), func(s string) string { return strings.Replace(s, `"key":"`, `"key":"0`, 1) })
+		}, false, "not this file's"},
+		{"mode 0660", func(t *testing.T, _ *TestCache, entry string) { chmod(t, entry, 0o660) }, false, "could have written"},
+		{"another owner", func(t *testing.T, _ *TestCache, entry string) { chown(t, entry) }, false, "belongs to uid 65534"},
+		{"directory 0770", func(t *testing.T, c *TestCache, _ string) { chmod(t, c.Dir, 0o770) }, false, "chmod 700"},
+		{"directory of another owner", func(t *testing.T, c *TestCache, _ string) { chown(t, c.Dir) }, false, "belongs to uid 65534"},
+		{"key file of another owner", func(t *testing.T, c *TestCache, _ string) { chown(t, filepath.Join(c.dir(), cachemac.KeyFile)) }, false, "made a new one"},
 		{"symlink", func(t *testing.T, c *TestCache, entry string) {
 			real := filepath.Join(t.TempDir(), "entry.json")
 			if err := os.Rename(entry, real); err != nil {
@@ -169,27 +211,14 @@ func TestCacheRefusesForeignEntries(t *testing.T) {
 			if err := os.Symlink(real, entry); err != nil {
 				t.Fatal(err)
 			}
-		}},
-		{"damaged", func(t *testing.T, _ *TestCache, entry string) {
-			if err := os.WriteFile(entry, []byte(`{"version":1,"passed":tr`), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"another file's entry", func(t *testing.T, _ *TestCache, entry string) {
-			b, _ := os.ReadFile(entry)
-			b = []byte(strings.Replace(string(b), `"key":"`, `"key":"0`, 1))
-			if err := os.WriteFile(entry, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"trusted", nil},
+		}, false, "symbolic link"},
+		{"mode 0644: narrowed, trusted", func(t *testing.T, _ *TestCache, entry string) { chmod(t, entry, 0o644) }, true, "narrowed to 0600"},
+		{"directory 0755: narrowed, trusted", func(t *testing.T, c *TestCache, _ string) { chmod(t, c.Dir, 0o755) }, true, "narrowed to 0700"},
+		{"trusted", nil, true, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := privateCache(t)
-			if err := privateDir(c.Dir); err != nil {
-				t.Fatal(err)
-			}
 			p, err := Compile(ctx, "failing.yaml", src, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -201,22 +230,62 @@ func TestCacheRefusesForeignEntries(t *testing.T) {
 			if note := c.store(key, p); note != "" { // forge: "passed"
 				t.Fatal(note)
 			}
-			entry := filepath.Join(c.Dir, key+".json")
+			os.Remove(c.path(key, snapshotSuffix)) // the verdict alone decides here
+			entry := c.path(key, entrySuffix)
 			if tc.setup != nil {
 				tc.setup(t, c, entry)
 			}
-			_, err = Load(ctx, "failing.yaml", src, Options{Cache: c})
-			if tc.setup == nil {
+			p, err = Load(ctx, "failing.yaml", src, Options{Cache: c})
+			if tc.trusted {
 				if err != nil {
-					t.Fatalf("a forged entry with the right owner and mode is trusted (the boundary is the user); got %v", err)
+					t.Fatalf("a verdict sealed with the cache's key, this user's and not writable by others, is trusted (the boundary is the user's key); got %v", err)
+				}
+				if v := p.TestVerdict(); !v.Cached || !strings.Contains(v.CacheNote, tc.note) {
+					t.Errorf("verdict %+v, want its note to say %q", v, tc.note)
 				}
 				return
 			}
 			if !errors.Is(err, ErrTestsFailed) {
 				t.Fatalf("Load = %v, want the tests run and failing", err)
 			}
+			// A failed load has no verdict to read the note from; the
+			// same change to a passing file's entry shows it.
+			if got := noteFor(t, c, tc.setup); !strings.Contains(got, tc.note) {
+				t.Errorf("note %q, want it to say %q", got, tc.note)
+			}
 		})
 	}
+}
+
+// noteFor applies setup to the verdict of a file whose tests pass and
+// returns the note of the next load, which runs the tests.
+func noteFor(t *testing.T, c *TestCache, setup func(t *testing.T, c *TestCache, entry string)) string {
+	t.Helper()
+	ctx := context.Background()
+	src := []byte(genCommands(2))
+	c = &TestCache{Dir: filepath.Join(t.TempDir(), "policy2"), Build: c.Build}
+	if _, err := Load(ctx, "n.yaml", src, Options{Cache: c}); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := c.cacheKey(sha256Hex(src), nil)
+	os.Remove(c.path(key, snapshotSuffix))
+	setup(t, c, c.path(key, entrySuffix))
+	p, err := Load(ctx, "n.yaml", src, Options{Cache: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.TestVerdict().CacheNote
+}
+
+// cacheKeyOf is the MAC key of c: what only this user (and its kernel)
+// holds.
+func cacheKeyOf(t *testing.T, c *TestCache) *cachemac.Key {
+	t.Helper()
+	k, err := c.open(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // TestCacheNotes: the verdict says why the cache was not used.
@@ -227,13 +296,13 @@ func TestCacheNotes(t *testing.T) {
 	if _, err := Load(ctx, "n.yaml", src, Options{Cache: c}); err != nil {
 		t.Fatal(err)
 	}
-	entries, _ := filepath.Glob(filepath.Join(c.Dir, "*.json"))
-	chmod(t, entries[0], 0o644)
+	entries, _ := filepath.Glob(filepath.Join(c.dir(), "*.json"))
+	chmod(t, entries[0], 0o660)
 	p, err := Load(ctx, "n.yaml", src, Options{Cache: c})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := p.TestVerdict(); v.Cached || !strings.Contains(v.CacheNote, "mode 0644, not 0600") {
+	if v := p.TestVerdict(); v.Cached || !strings.Contains(v.CacheNote, "mode 0660") {
 		t.Fatalf("verdict = %+v", v)
 	}
 	// The passing run replaced the entry: the next load is cached again.
@@ -367,61 +436,81 @@ func TestSnapshotRefusedUnlessTrusted(t *testing.T) {
 		}
 		return b
 	}
-	// vouch makes the verdict name snapshot b.
+	// vouch makes the verdict name snapshot b (sealed with the cache's
+	// key, as only this user can).
 	vouch := func(t *testing.T, c *TestCache, key string, b []byte) {
 		t.Helper()
-		e, note := c.entry(key)
+		e, _, note := c.entry(key)
 		if e == nil {
 			t.Fatalf("no verdict: %s", note)
 		}
 		e.Snapshot = sha256Hex(b)
 		j, _ := json.Marshal(e)
-		if err := os.WriteFile(c.path(key, entrySuffix), j, 0o600); err != nil {
+		if err := os.WriteFile(c.path(key, entrySuffix), cacheKeyOf(t, c).Seal(j, key+entrySuffix), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write := func(t *testing.T, path string, b []byte) {
+	// write writes a snapshot sealed with the cache's key; raw writes
+	// bytes as they are.
+	write := func(t *testing.T, c *TestCache, path string, b []byte) {
+		t.Helper()
+		if err := os.WriteFile(path, cacheKeyOf(t, c).Seal(b, filepath.Base(path)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := func(t *testing.T, path string, b []byte) {
 		t.Helper()
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cases := []struct {
-		name  string
-		note  string
-		setup func(t *testing.T, c *TestCache, key, snap string)
+		name    string
+		note    string
+		trusted bool
+		setup   func(t *testing.T, c *TestCache, key, snap string)
 	}{
-		{"not the verdict's", "SHA-256", func(t *testing.T, c *TestCache, key, snap string) { write(t, snap, forge(t, key)) }},
-		{"truncated", "SHA-256", func(t *testing.T, c *TestCache, key, snap string) {
+		{"forged without the key", "not authenticated", false, func(t *testing.T, c *TestCache, key, snap string) {
+			b := forge(t, key)
+			raw(t, snap, b)
+			vouch(t, c, key, b)
+		}},
+		{"forged with another key", "not authenticated", false, func(t *testing.T, c *TestCache, key, snap string) {
+			b := forge(t, key)
+			raw(t, snap, cachemac.NewKey(bytes.Repeat([]byte{5}, 32), "policy").Seal(b, key+snapshotSuffix))
+			vouch(t, c, key, b)
+		}},
+		{"not the verdict's", "SHA-256", false, func(t *testing.T, c *TestCache, key, snap string) { write(t, c, snap, forge(t, key)) }},
+		{"truncated", "not authenticated", false, func(t *testing.T, c *TestCache, key, snap string) {
 			b, _ := os.ReadFile(snap)
-			write(t, snap, b[:len(b)/2])
+			raw(t, snap, b[:len(b)/2])
 		}},
-		{"another file's", "not this file's", func(t *testing.T, c *TestCache, key, snap string) {
+		{"another file's", "not this file's", false, func(t *testing.T, c *TestCache, key, snap string) {
 			b := forge(t, strings.Repeat("0", 64))
-			write(t, snap, b)
+			write(t, c, snap, b)
 			vouch(t, c, key, b)
 		}},
-		{"undecodable", "decode", func(t *testing.T, c *TestCache, key, snap string) {
+		{"undecodable", "decode", false, func(t *testing.T, c *TestCache, key, snap string) {
 			b := []byte("not a snapshot")
-			write(t, snap, b)
+			write(t, c, snap, b)
 			vouch(t, c, key, b)
 		}},
-		{"mode 0644", "mode 0644", func(t *testing.T, c *TestCache, key, snap string) {
+		{"mode 0660", "could have written", false, func(t *testing.T, c *TestCache, key, snap string) {
 			b := forge(t, key)
-			write(t, snap, b)
+			write(t, c, snap, b)
 			vouch(t, c, key, b)
-			chmod(t, snap, 0o644)
+			chmod(t, snap, 0o660)
 		}},
-		{"another owner", "belongs to uid 65534", func(t *testing.T, c *TestCache, key, snap string) {
+		{"another owner", "belongs to uid 65534", false, func(t *testing.T, c *TestCache, key, snap string) {
 			b := forge(t, key)
-			write(t, snap, b)
+			write(t, c, snap, b)
 			vouch(t, c, key, b)
 			chown(t, snap)
 		}},
-		{"symlink", "too many levels of symbolic links", func(t *testing.T, c *TestCache, key, snap string) {
+		{"symlink", "symbolic link", false, func(t *testing.T, c *TestCache, key, snap string) {
 			b := forge(t, key)
 			real := filepath.Join(t.TempDir(), "forged.snap")
-			write(t, real, b)
+			write(t, c, real, b)
 			vouch(t, c, key, b)
 			if err := os.Remove(snap); err != nil {
 				t.Fatal(err)
@@ -430,9 +519,15 @@ func TestSnapshotRefusedUnlessTrusted(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"trusted", "", func(t *testing.T, c *TestCache, key, snap string) {
+		{"mode 0644: narrowed, trusted", "narrowed to 0600", true, func(t *testing.T, c *TestCache, key, snap string) {
 			b := forge(t, key)
-			write(t, snap, b)
+			write(t, c, snap, b)
+			vouch(t, c, key, b)
+			chmod(t, snap, 0o644)
+		}},
+		{"trusted", "", true, func(t *testing.T, c *TestCache, key, snap string) {
+			b := forge(t, key)
+			write(t, c, snap, b)
 			vouch(t, c, key, b)
 		}},
 	}
@@ -459,9 +554,9 @@ func TestSnapshotRefusedUnlessTrusted(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := p.Decide(ctx, st, call)
-			if tc.note == "" {
-				if !FromSnapshot(p) || d.Effect != kernel.EffectAllow {
-					t.Fatalf("a forged snapshot with the right owner, mode, hash and key is trusted (the boundary is the user); got %+v", d)
+			if tc.trusted {
+				if !FromSnapshot(p) || d.Effect != kernel.EffectAllow || !strings.Contains(p.TestVerdict().CacheNote, tc.note) {
+					t.Fatalf("a forged snapshot sealed with the cache's key, with the right owner, mode, hash and key, is trusted (the boundary is the user's key); got %+v, %+v", d, p.TestVerdict())
 				}
 				return
 			}

@@ -206,14 +206,13 @@ func (p *Policy) testUnlessCached(ctx context.Context, ps *problems, snapNote st
 				// The snapshot was missing or not usable (else this
 				// full load would not have run): write it again.
 				p.verdict.Cached = true
+				p.verdict.CacheNote = join(snapNote, note)
 				if note := c.store(key, p); note != "" {
 					p.verdict.CacheNote = note
 				}
 				return nil, nil
 			}
-			if note != "" {
-				p.verdict.CacheNote = note
-			}
+			p.verdict.CacheNote = join(snapNote, note)
 		}
 	}
 	if p.loadTests(ps); len(ps.list) > 0 {

@@ -263,6 +263,11 @@ func (l *launcher) confine() error {
 			return err
 		}
 	}
+	if sp.FSView || sp.MountNS {
+		if err := maskHostInfo(); err != nil {
+			return err
+		}
+	}
 	for _, r := range []struct {
 		res int
 		v   uint64

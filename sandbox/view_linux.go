@@ -511,6 +511,46 @@ func protectProc(proc string) error {
 	return nil
 }
 
+// maskedPaths are the host-information files of /proc and /sys that
+// container runtimes mask (runc's and crun's defaults, moby's
+// /proc/interrupts and /proc/asound, and /proc/key-users beside
+// /proc/keys): the kernel's keyrings, timers and scheduler state, its
+// memory image, firmware and hardware tables. The sandbox's uid 0 is the
+// kernel user's, who is often root: through its own /proc it would read
+// them as the host's root does.
+var maskedPaths = []string{
+	"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/key-users",
+	"/proc/latency_stats", "/proc/sched_debug", "/proc/scsi", "/proc/timer_list", "/proc/timer_stats",
+	"/sys/dev/block", "/sys/devices/virtual/powercap", "/sys/firmware", "/sys/fs/selinux",
+}
+
+// maskHostInfo hides maskedPaths as runc does: /dev/null bound read-only
+// over a file, an empty read-only tmpfs over a directory. A path this
+// kernel lacks is skipped; any other failure fails the sandbox (closed).
+// The program cannot undo it: it has no capabilities, and seccomp and
+// Landlock stand between it and umount.
+func maskHostInfo() error {
+	for _, p := range maskedPaths {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue // not in this kernel, or not in the view
+		}
+		if fi.IsDir() {
+			if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0555"); err != nil {
+				return fmt.Errorf("mask %s: %w", p, err)
+			}
+			continue
+		}
+		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("mask %s: %w", p, err)
+		}
+		if err := setMountAttr(p, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, 0, false); err != nil {
+			return fmt.Errorf("mask %s read-only: %w", p, err)
+		}
+	}
+	return nil
+}
+
 // setMountAttr sets and clears attributes of the mount at p (and,
 // recursive, of every mount below it).
 func setMountAttr(p string, set, clr uint64, recursive bool) error {

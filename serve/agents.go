@@ -177,19 +177,19 @@ func (s *Server) startAgentRun(pipeline bool) func(http.ResponseWriter, *http.Re
 			return badField("title", "title is %d bytes; at most 200", len(req.Title))
 		}
 		now := time.Now().UTC()
-		meta := kernel.SessionMeta{ID: kernel.NewID(), Title: req.Title, Status: kernel.StatusIdle, Created: now, Updated: now,
+		meta := kernel.SessionMeta{ID: kernel.NewID(), Title: s.cfg.Scrub(req.Title), Status: kernel.StatusIdle, Created: now, Updated: now,
 			Labels: map[string]string{labelOwner: k.Owner(), labelPrincipal: k.Name}, Context: s.cfg.SessionContext, Agent: name}
 		if err := s.cfg.Store.Commit(r.Context(), meta.ID, kernel.Step{Meta: meta}); err != nil {
 			return err
 		}
 		sid, prompt := meta.ID, req.Prompt
-		rec, err := s.runs.start(sid, k.Owner(), k, kindPrompt, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
+		rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kindPrompt, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 			return kk.Run(ctx, sid, prompt)
 		})
 		if err != nil {
 			return err
 		}
-		snap, _ := s.runs.get(rec.ID)
+		snap, _ := s.runs.get(r.Context(), rec.ID)
 		writeJSON(w, http.StatusAccepted, runResponse{Run: &snap})
 		return nil
 	}

@@ -139,7 +139,7 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, k *Key) err
 		return err
 	}
 	if sess.Pending == nil {
-		return errorf(http.StatusNotFound, "not_found", "session %s has no pending approval (it is %s)", sess.Meta.ID, s.status(&sess.Meta))
+		return errorf(http.StatusNotFound, "not_found", "session %s has no pending approval (it is %s)", sess.Meta.ID, s.status(r.Context(), &sess.Meta))
 	}
 	writeJSON(w, http.StatusOK, s.approval(r.Context(), sess))
 	return nil
@@ -170,7 +170,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 	}
 	sid := sess.Meta.ID
 	if sess.Pending == nil {
-		return conflict(s.status(&sess.Meta), "session %s has no pending approval (it is %s)", sid, s.status(&sess.Meta))
+		return conflict(s.status(r.Context(), &sess.Meta), "session %s has no pending approval (it is %s)", sid, s.status(r.Context(), &sess.Meta))
 	}
 	if req.ApprovalID != "" && req.ApprovalID != sess.Pending.ID {
 		return conflict(string(kernel.StatusAwaitingApproval), "approval %s is not the pending one (%s): reload it", req.ApprovalID, sess.Pending.ID)
@@ -179,7 +179,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 	if !approve {
 		kind = kindReject
 	}
-	rec, err := s.runs.start(sid, k.Owner(), k, kind, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
+	rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kind, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 		return kk.Resolve(ctx, sid, approve, note)
 	})
 	var busy errBusy
@@ -189,7 +189,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 	if err != nil {
 		return err
 	}
-	snap, _ := s.runs.get(rec.ID)
+	snap, _ := s.runs.get(r.Context(), rec.ID)
 	writeJSON(w, http.StatusAccepted, runResponse{Run: &snap})
 	return nil
 }
@@ -198,9 +198,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 // every message (event "approvals") is the caller's whole list of pending
 // approvals, as GET /v1/approvals answers it: once at once, then whenever
 // it may have changed. A client that reconnects gets the current list, so
-// it needs no event ids. The approvals page lists them live with it.
+// it needs no event ids. The approvals page lists them live with it. It
+// ends when the client goes, the server drains, the key is revoked, or
+// it reaches Limits.StreamMaxAge (after a notice event).
 func (s *Server) streamApprovals(w http.ResponseWriter, r *http.Request, k *Key) error {
-	release, err := s.openStream()
+	release, err := s.openStream(k)
 	if err != nil {
 		return err
 	}
@@ -212,6 +214,8 @@ func (s *Server) streamApprovals(w http.ResponseWriter, r *http.Request, k *Key)
 	w.WriteHeader(http.StatusOK)
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
+	age := time.NewTimer(s.lim.StreamMaxAge)
+	defer age.Stop()
 	send := func(b []byte) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(s.lim.WriteTimeout))
 		if _, err := w.Write(b); err != nil {
@@ -234,6 +238,10 @@ func (s *Server) streamApprovals(w http.ResponseWriter, r *http.Request, k *Key)
 		case <-r.Context().Done():
 			return nil
 		case <-s.hub.closing:
+			return nil
+		case <-age.C:
+			// A client reconnects and gets the whole list again.
+			send([]byte("event: notice\ndata: {\"text\":\"this stream reached its age limit: reconnect\"}\n\n"))
 			return nil
 		case <-notify:
 		case <-tick.C:

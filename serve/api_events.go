@@ -15,8 +15,9 @@ const heartbeat = 15 * time.Second
 
 // streamEvents is GET /v1/sessions/{id}/events: the session's events as
 // Server-Sent Events, each with its stored id, from after Last-Event-ID
-// (or ?after=N; 0 replays everything), then live until the client goes
-// or the server drains (a final notice event without an id says so).
+// (or ?after=N; 0 replays everything), then live until the client goes,
+// the server drains or the stream reaches Limits.StreamMaxAge (a final
+// notice event without an id says so), or its key is revoked.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, k *Key) error {
 	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
 	if err != nil {
@@ -26,7 +27,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, k *Key) er
 	if err != nil {
 		return err
 	}
-	release, err := s.openStream()
+	release, err := s.openStream(k)
 	if err != nil {
 		return err
 	}
@@ -57,13 +58,17 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, k *Key) er
 	}
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
-	closing := false
+	age := time.NewTimer(s.lim.StreamMaxAge)
+	defer age.Stop()
+	closing, reason := false, "the server is shutting down: reconnect with Last-Event-ID to resume"
 	for {
 		evs, ok := t.since(cursor)
 		if !ok {
 			evs, err = s.events.ReadEvents(r.Context(), sid, cursor, 512)
 			if err != nil {
-				s.logError("session %s: read events: %v", sid, err)
+				if r.Context().Err() == nil { // else the client went
+					s.logError("session %s: read events: %v", sid, err)
+				}
 				return nil
 			}
 		}
@@ -79,7 +84,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, k *Key) er
 		}
 		if closing {
 			buf.WriteString("event: notice\ndata: ")
-			b, _ := kernel.MarshalEvent(kernel.Notice{Source: "serve", Level: "info", Text: "the server is shutting down: reconnect with Last-Event-ID to resume"})
+			b, _ := kernel.MarshalEvent(kernel.Notice{Source: "serve", Level: "info", Text: reason})
 			buf.Write(b)
 			buf.WriteString("\n\n")
 			_ = send()
@@ -91,6 +96,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, k *Key) er
 		case <-notify:
 		case <-s.hub.closing:
 			closing = true // send what is stored, then the notice
+		case <-age.C:
+			closing, reason = true, "this stream reached its age limit: reconnect with Last-Event-ID to resume"
 		case <-tick.C:
 			buf.WriteString(": ping\n\n")
 			if err := send(); err != nil {
@@ -129,16 +136,4 @@ func lastEventID(r *http.Request) (uint64, error) {
 		return n, nil
 	}
 	return 0, nil
-}
-
-// openStream counts an event stream against Limits.MaxStreams: 429 over
-// it. The caller calls release when the stream ends.
-func (s *Server) openStream() (release func(), err error) {
-	if n := s.streams.Add(1); n > int64(s.lim.MaxStreams) {
-		s.streams.Add(-1)
-		e := errorf(http.StatusTooManyRequests, "too_many_streams", "the server holds %d event streams, its limit", s.lim.MaxStreams)
-		e.retryAfter = 5
-		return nil, e
-	}
-	return func() { s.streams.Add(-1) }, nil
 }

@@ -64,7 +64,14 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if _, err := s.cfg.Store.Load(ctx, "readyz-probe"); err != nil && !errors.Is(err, kernel.ErrSessionNotFound) {
-		checks["store"], ready = "error: "+s.cfg.Scrub(err.Error()), false
+		// The error may name the database (user@host:port/db): it goes
+		// to the server's log, and the unauthenticated answer says only
+		// that the store is unavailable.
+		s.logError("readyz: the session store: %v", err)
+		checks["store"], ready = "unavailable", false
+		if errors.Is(err, kernel.ErrStoreUnavailable) || ctx.Err() != nil {
+			checks["store"] = "database unavailable"
+		}
 	}
 	if s.cfg.Kernel.Tools() == nil {
 		checks["tools"], ready = "not loaded", false

@@ -57,7 +57,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	if err != nil {
 		return err
 	}
-	if err := s.runnable(sess); err != nil {
+	if err := s.runnable(r.Context(), sess); err != nil {
 		return err
 	}
 	if err := checkAgent(k, sess.Meta.Agent); err != nil {
@@ -65,7 +65,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	}
 	sid := sess.Meta.ID
 	prompt := req.Prompt
-	rec, err := s.runs.start(sid, k.Owner(), k, kindPrompt, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
+	rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kindPrompt, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 		return kk.Run(ctx, sid, prompt)
 	})
 	var busy errBusy
@@ -78,7 +78,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 		if req.IfBusy == busySteer {
 			kind = queue.Steer
 		}
-		e, err := s.cfg.Queue.Add(sid, prompt, kind)
+		e, err := s.cfg.Queue.Add(r.Context(), sid, prompt, kind)
 		if err != nil {
 			return err
 		}
@@ -88,18 +88,18 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	if err != nil {
 		return err
 	}
-	snap, _ := s.runs.get(rec.ID)
+	snap, _ := s.runs.get(r.Context(), rec.ID)
 	writeJSON(w, http.StatusAccepted, runResponse{Run: &snap})
 	return nil
 }
 
 // runnable refuses a new prompt where the kernel would: a pending
 // approval, or an interrupted run that must be resumed first.
-func (s *Server) runnable(sess *kernel.Session) error {
+func (s *Server) runnable(ctx context.Context, sess *kernel.Session) error {
 	if sess.Pending != nil {
 		return conflict(string(kernel.StatusAwaitingApproval), "session %s waits for an approval of %s: approve or reject it first", sess.Meta.ID, sess.Pending.Call.Name)
 	}
-	if s.status(&sess.Meta) == statusInterrupted {
+	if s.status(ctx, &sess.Meta) == statusInterrupted {
 		return conflict(statusInterrupted, "session %s has an interrupted run: resume it first (POST /v1/sessions/%s/resume)", sess.Meta.ID, sess.Meta.ID)
 	}
 	return nil
@@ -114,10 +114,10 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, k *Key) error
 		return err
 	}
 	sid := sess.Meta.ID
-	if st := s.status(&sess.Meta); st != statusInterrupted {
+	if st := s.status(r.Context(), &sess.Meta); st != statusInterrupted {
 		return conflict(st, "session %s has no interrupted run (it is %s)", sid, st)
 	}
-	rec, err := s.runs.start(sid, k.Owner(), k, kindResume, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
+	rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kindResume, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 		return kk.Continue(ctx, sid)
 	})
 	var busy errBusy
@@ -127,7 +127,7 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, k *Key) error
 	if err != nil {
 		return err
 	}
-	snap, _ := s.runs.get(rec.ID)
+	snap, _ := s.runs.get(r.Context(), rec.ID)
 	writeJSON(w, http.StatusAccepted, runResponse{Run: &snap})
 	return nil
 }
@@ -137,7 +137,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, k *Key) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string][]runRec{"runs": s.runs.list(sess.Meta.ID)})
+	writeJSON(w, http.StatusOK, map[string][]runRec{"runs": s.runs.list(r.Context(), sess.Meta.ID)})
 	return nil
 }
 
@@ -148,7 +148,7 @@ func (s *Server) ownedRun(r *http.Request, k *Key) (runRec, error) {
 		return runRec{}, err
 	}
 	rid := r.PathValue("run")
-	run, ok := s.runs.get(rid)
+	run, ok := s.runs.get(r.Context(), rid)
 	if !ok || run.SessionID != sess.Meta.ID {
 		return runRec{}, notFound("run", rid)
 	}
@@ -204,16 +204,16 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, k *Key) err
 		return err
 	}
 	sid := sess.Meta.ID
-	run, running := s.runs.activeRun(sid)
+	run, running := s.runs.activeRun(r.Context(), sid)
 	if !running {
 		if req.Kind == queue.Steer {
-			return conflict(s.status(&sess.Meta), "session %s has no run in flight to steer: start a run, or send kind followup", sid)
+			return conflict(s.status(r.Context(), &sess.Meta), "session %s has no run in flight to steer: start a run, or send kind followup", sid)
 		}
-		if err := s.runnable(sess); err != nil {
+		if err := s.runnable(r.Context(), sess); err != nil {
 			return err
 		}
 		text := req.Text
-		rec, err := s.runs.start(sid, k.Owner(), k, kindFollowUp, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
+		rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kindFollowUp, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 			return kk.Run(ctx, sid, text)
 		})
 		var busy errBusy
@@ -222,12 +222,12 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, k *Key) err
 		} else if err != nil {
 			return err
 		} else {
-			snap, _ := s.runs.get(rec.ID)
+			snap, _ := s.runs.get(r.Context(), rec.ID)
 			writeJSON(w, http.StatusAccepted, runResponse{Run: &snap})
 			return nil
 		}
 	}
-	e, err := s.cfg.Queue.Add(sid, req.Text, req.Kind)
+	e, err := s.cfg.Queue.Add(r.Context(), sid, req.Text, req.Kind)
 	if err != nil {
 		return err
 	}

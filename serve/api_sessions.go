@@ -1,11 +1,8 @@
 package serve
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/export"
 )
 
 // Labels serve keeps on the sessions it creates. Metadata a client sets is
@@ -56,8 +54,8 @@ type totalsView struct {
 	CostUSD  float64      `json:"cost_usd"`
 }
 
-func (s *Server) view(m *kernel.SessionMeta) sessionView {
-	v := sessionView{ID: m.ID, Title: m.Title, Status: s.status(m), Model: m.Model, Created: m.Created, Updated: m.Updated,
+func (s *Server) view(ctx context.Context, m *kernel.SessionMeta) sessionView {
+	v := sessionView{ID: m.ID, Title: m.Title, Status: s.status(ctx, m), Model: m.Model, Created: m.Created, Updated: m.Updated,
 		Metadata: map[string]string{},
 		Totals:   totalsView{Messages: m.LastSeq, Runs: m.Runs, Turns: m.Turns, Usage: m.Usage, CostUSD: m.CostUSD}}
 	if m.Agent != kernel.DefaultAgentName {
@@ -72,9 +70,9 @@ func (s *Server) view(m *kernel.SessionMeta) sessionView {
 }
 
 // status is the session's status as the API shows it.
-func (s *Server) status(m *kernel.SessionMeta) string {
+func (s *Server) status(ctx context.Context, m *kernel.SessionMeta) string {
 	if m.Status == kernel.StatusRunning {
-		if _, ok := s.runs.activeRun(m.ID); !ok {
+		if _, ok := s.runs.activeRun(ctx, m.ID); !ok {
 			return statusInterrupted
 		}
 	}
@@ -128,15 +126,17 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, k *Key) e
 		if len(v) > 1024 {
 			return badField("metadata."+name, "metadata value of %q is %d bytes; at most 1024", name, len(v))
 		}
-		labels[metaPrefix+name] = v
+		// What a client types is scrubbed on the way in, as tool results
+		// are: an aks_ key pasted into a label is not stored as typed.
+		labels[metaPrefix+name] = s.cfg.Scrub(v)
 	}
 	now := time.Now().UTC()
-	meta := kernel.SessionMeta{ID: kernel.NewID(), Title: req.Title, Status: kernel.StatusIdle, Created: now, Updated: now,
+	meta := kernel.SessionMeta{ID: kernel.NewID(), Title: s.cfg.Scrub(req.Title), Status: kernel.StatusIdle, Created: now, Updated: now,
 		Labels: labels, Context: s.cfg.SessionContext, Agent: req.Agent}
 	if err := s.cfg.Store.Commit(r.Context(), meta.ID, kernel.Step{Meta: meta}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, s.view(&meta))
+	writeJSON(w, http.StatusCreated, s.view(r.Context(), &meta))
 	return nil
 }
 
@@ -184,7 +184,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, k *Key) er
 		if after != nil && (m.Updated.After(after.Updated) || m.Updated.Equal(after.Updated) && m.ID <= after.ID) {
 			continue
 		}
-		v := s.view(m)
+		v := s.view(r.Context(), m)
 		if status != "" && v.Status != status {
 			continue
 		}
@@ -203,11 +203,11 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, k *Key) erro
 	if err != nil {
 		return err
 	}
-	v := s.view(&sess.Meta)
+	v := s.view(r.Context(), &sess.Meta)
 	if sess.Pending != nil {
 		v.Pending = s.approval(r.Context(), sess)
 	}
-	if run, ok := s.runs.activeRun(sess.Meta.ID); ok {
+	if run, ok := s.runs.activeRun(r.Context(), sess.Meta.ID); ok {
 		v.ActiveRun = &run
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -223,7 +223,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, k *Key) e
 	if !ok {
 		return errorf(http.StatusNotImplemented, "not_implemented", "this store cannot delete sessions")
 	}
-	if run, ok := s.runs.activeRun(sess.Meta.ID); ok {
+	if run, ok := s.runs.activeRun(r.Context(), sess.Meta.ID); ok {
 		return conflict(runRunning, "session %s has a run in flight (%s): cancel it first", sess.Meta.ID, run.ID)
 	}
 	if err := del.Delete(r.Context(), sess.Meta.ID); err != nil {
@@ -263,11 +263,6 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, k *Key) er
 	return nil
 }
 
-// exporter is a store that writes a session export itself (badger).
-type exporter interface {
-	Export(ctx context.Context, id string, w io.Writer) error
-}
-
 func (s *Server) exportSession(w http.ResponseWriter, r *http.Request, k *Key) error {
 	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
 	if err != nil {
@@ -275,28 +270,8 @@ func (s *Server) exportSession(w http.ResponseWriter, r *http.Request, k *Key) e
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+sess.Meta.ID+`.jsonl"`)
-	if ex, ok := s.cfg.Store.(exporter); ok {
+	if ex, ok := s.cfg.Store.(kernel.SessionExporter); ok {
 		return ex.Export(r.Context(), sess.Meta.ID, w)
 	}
-	// The export format of `kernel sessions export`
-	// (schemas/session-export.schema.json).
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-	head := map[string]any{"type": "session", "version": 1, "meta": sess.Meta}
-	if sess.Pending != nil {
-		head["pending"] = sess.Pending
-	}
-	if err := enc.Encode(head); err != nil {
-		return err
-	}
-	for _, m := range sess.Messages {
-		if err := enc.Encode(struct {
-			Type string `json:"type"`
-			kernel.Message
-		}{"message", m}); err != nil {
-			return err
-		}
-	}
-	return bw.Flush()
+	return export.Write(r.Context(), w, sess)
 }

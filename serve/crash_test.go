@@ -75,7 +75,7 @@ func TestHelperServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.Open(filepath.Join(dir, "queue"))
+	q, err := queue.Open(filepath.Join(dir, "queue"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestHelperServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := serve.OpenKeys(filepath.Join(dir, "keys.json"))
+	keys, err := serve.OpenKeys(filepath.Join(dir, "keys.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestKill9(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "ws"), 0o755)
 	os.WriteFile(filepath.Join(dir, "ws", "notes.txt"), []byte("hello\n"), 0o644)
-	keys, err := serve.OpenKeys(filepath.Join(dir, "keys.json"))
+	keys, err := serve.OpenKeys(filepath.Join(dir, "keys.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

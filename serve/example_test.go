@@ -14,7 +14,7 @@ import (
 func ExampleKeyStore() {
 	dir, _ := os.MkdirTemp("", "keys")
 	defer os.RemoveAll(dir)
-	ks, err := serve.OpenKeys(filepath.Join(dir, "keys.json"))
+	ks, err := serve.OpenKeys(filepath.Join(dir, "keys.json"), nil)
 	if err != nil {
 		panic(err)
 	}

@@ -82,6 +82,8 @@ type rigOpts struct {
 	reviewerTools []string
 	// points are the kernel's lifecycle hooks.
 	points kernel.Points
+	// allowedHosts is serve.Config.AllowedHosts.
+	allowedHosts []string
 }
 
 // defaultScript: turn 1 reads a file, turn 2 writes one (the policy asks),
@@ -164,11 +166,11 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 	}
 	scrub := func(s string) string { out, _ := scrubber.Scrub(s); return out }
 	if q == nil {
-		if q, err = queue.Open(filepath.Join(dir, "queue")); err != nil {
+		if q, err = queue.Open(filepath.Join(dir, "queue"), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	k, err := kernel.New(kernel.Config{Provider: scripted.New(sc), Store: store, Tools: reg, Policy: pw, Model: "scripted", Inbox: q, Points: o.points})
+	k, err := kernel.New(kernel.Config{Provider: scripted.New(sc), Store: store, Tools: reg, Policy: pw, Model: "scripted", Inbox: q, Points: o.points, ScrubInput: scrub})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +182,7 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 	if o.keys != "" {
 		keysPath = o.keys
 	}
-	r.keys, err = serve.OpenKeys(keysPath)
+	r.keys, err = serve.OpenKeys(keysPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +219,7 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 	}
 	r.srv, err = serve.New(serve.Config{Kernel: k, Store: store, Queue: q, Keys: r.keys, Policy: pw, Agents: named,
 		Scrub: scrub, AccessLog: r.access, ErrorLog: testWriter{t}, Limits: o.limits, DrainTimeout: o.drain, Version: "test",
-		Replica: o.replica, LeaseTTL: o.leaseTTL, Poll: 100 * time.Millisecond, AutoResume: o.autoResume})
+		Replica: o.replica, LeaseTTL: o.leaseTTL, Poll: 100 * time.Millisecond, AutoResume: o.autoResume, AllowedHosts: o.allowedHosts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,7 +516,7 @@ func (r *rig) rawStream(t *testing.T, key, sid string) net.Conn {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetReadBuffer(4096)
 	}
-	fmt.Fprintf(c, "GET /v1/sessions/%s/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", sid, key)
+	fmt.Fprintf(c, "GET /v1/sessions/%s/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", sid, key)
 	return c
 }
 

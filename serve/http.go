@@ -71,9 +71,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(buf.Bytes())
 }
 
+// statusClientClosed is what the access log records for a request whose
+// client went away before the answer (nginx's 499): nothing failed on the
+// server, and nothing is sent.
+const statusClientClosed = 499
+
 // writeError writes err as the API's error object; an error that is not an
-// *apiError is a 500 whose message is logged, not sent.
+// *apiError is a 500 whose message is logged, not sent. When the client
+// has gone (the request's context is done), whatever failed failed for
+// that reason: the access log says 499 and the error log nothing.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		w.WriteHeader(statusClientClosed)
+		return
+	}
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
@@ -208,6 +219,10 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		// move the deadline on with each write.
 		_ = http.NewResponseController(w).SetWriteDeadline(start.Add(s.lim.WriteTimeout))
 		switch {
+		case !s.hostAllowed(r.Host):
+			// DNS rebinding: a page of another site whose name now
+			// resolves to this server reaches it under its own name.
+			s.writeError(sw, r, errorf(http.StatusForbidden, "host_not_allowed", "Host %q is not a name this server answers to (IP addresses, localhost and the names it was given: kernel serve --allow-host NAME)", r.Host))
 		case !sameOrigin(r):
 			// A browser sends Origin on cross-site requests: no page of
 			// another site may drive this API (CSRF), whatever it holds.
@@ -235,6 +250,33 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			s.cfg.AccessLog.Write(append([]byte(s.cfg.Scrub(string(b))), '\n'))
 		}
 	})
+}
+
+// hostAllowed reports whether a request's Host names this server: an IP
+// address (a page cannot make a browser send another site's request under
+// an address), localhost or a name under .localhost (browsers resolve
+// them to loopback themselves), or one of Config.AllowedHosts. Any other
+// name may be an attacker's whose DNS answer now points here: a DNS
+// rebinding page would read the unauthenticated endpoints (and the page)
+// as its own origin.
+func (s *Server) hostAllowed(hostport string) bool {
+	if hostport == "" {
+		return true // HTTP/1.0 without Host: no browser sends that
+	}
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	for _, a := range s.cfg.AllowedHosts {
+		if strings.EqualFold(strings.TrimSuffix(a, "."), host) {
+			return true
+		}
+	}
+	return false
 }
 
 // sameOrigin reports whether a request with an Origin header comes from
@@ -276,7 +318,11 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, *Key) error, sc
 			s.writeError(w, r, errorf(http.StatusForbidden, "forbidden", "key %q lacks the scope this needs (%s)", k.Name, strings.Join(scopes, " or ")))
 			return
 		}
-		if err := h(w, r, k); err != nil {
+		// Under a context the key watcher cancels when the key is
+		// revoked: its streams end and its ongoing requests stop.
+		ctx, done := s.keyReqs.track(r.Context(), k.ID)
+		defer done()
+		if err := h(w, r.WithContext(ctx), k); err != nil {
 			s.writeError(w, r, err)
 		}
 	})

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -26,7 +27,7 @@ type hub struct {
 	warn  func(string, ...any)
 	// announce tells the other replicas (on a shared store) that owner's
 	// approvals may have changed; nil without replicas.
-	announce func(owner string)
+	announce func(ctx context.Context, owner string)
 
 	mu     sync.Mutex
 	topics map[string]*topic
@@ -52,7 +53,7 @@ type topic struct {
 
 	mu       sync.Mutex
 	idle     *sync.Cond // signalled when a batch is stored
-	pending  []kernel.StoredEvent
+	pending  []fencedEvent
 	flushing bool
 	recent   []kernel.StoredEvent // the last stored events, in order
 	subs     map[chan struct{}]struct{}
@@ -89,12 +90,26 @@ func (h *hub) release(t *topic) {
 	}
 }
 
-// sink returns the kernel event sink of a run of t's session, owned by
-// owner, holding lease (on a shared store; else nil). The kernel
-// serialises its calls. Once the lease is lost the run's events are
-// dropped: the session is another replica's, and what the late run says
-// is not its history.
-func (h *hub) sink(t *topic, owner string, lease *kernel.HeldLease) func(kernel.Event) {
+// fencedEvent is an event waiting to be stored with the token of the
+// lease its run held (kernel.EventLog's fence; 0 without one).
+type fencedEvent struct {
+	ev    kernel.StoredEvent
+	fence uint64
+}
+
+// sink returns the kernel event sink of a run (with ctx) of t's session,
+// owned by owner, holding lease (on a shared store; else nil). The kernel
+// serialises its calls. Every event is stored with the lease's token, so
+// the store refuses the events of a run whose lease is lost, whenever
+// this process notices: the session is another replica's, and what the
+// late run says is not its history. Events emitted once this process
+// knows the lease is lost are dropped at once.
+func (h *hub) sink(ctx context.Context, t *topic, owner string, lease *kernel.HeldLease) func(kernel.Event) {
+	ctx = context.WithoutCancel(ctx) // a cancelled run's last events are announced too
+	var fence uint64
+	if lease != nil {
+		fence = lease.Token()
+	}
 	return func(e kernel.Event) {
 		if lease != nil && lease.Err() != nil {
 			return
@@ -103,7 +118,7 @@ func (h *hub) sink(t *topic, owner string, lease *kernel.HeldLease) func(kernel.
 		case kernel.ApprovalRequired, kernel.ApprovalResolved, kernel.RunCompleted, kernel.RunFailed:
 			defer h.touchInbox(owner) // after the event is queued: the list is read from the store
 			if h.announce != nil {
-				defer h.announce(owner)
+				defer h.announce(ctx, owner)
 			}
 		}
 		b, err := kernel.MarshalEvent(e)
@@ -114,12 +129,12 @@ func (h *hub) sink(t *topic, owner string, lease *kernel.HeldLease) func(kernel.
 		if s := string(b); h.scrub(s) != s {
 			b = []byte(h.scrub(s))
 		}
-		h.add(t, kernel.StoredEvent{Type: e.Type(), Time: time.Now().UTC(), Data: b})
+		h.add(t, fencedEvent{kernel.StoredEvent{Type: e.Type(), Time: time.Now().UTC(), Data: b}, fence})
 	}
 }
 
 // add queues ev for storing, starting the topic's writer if it is idle.
-func (h *hub) add(t *topic, ev kernel.StoredEvent) {
+func (h *hub) add(t *topic, ev fencedEvent) {
 	t.mu.Lock()
 	for len(t.pending) >= highWater {
 		t.idle.Wait()
@@ -139,41 +154,62 @@ func (h *hub) add(t *topic, ev kernel.StoredEvent) {
 func (h *hub) flush(t *topic) {
 	for {
 		t.mu.Lock()
-		batch := t.pending
+		pending := t.pending
 		t.pending = nil
-		if len(batch) == 0 {
+		if len(pending) == 0 {
 			t.flushing = false
 			t.idle.Broadcast()
 			t.mu.Unlock()
 			return
 		}
 		t.mu.Unlock()
-		first, err := h.log.AppendEvents(context.Background(), t.id, batch)
-		t.mu.Lock()
-		if err != nil {
-			t.failed += len(batch)
-			t.mu.Unlock()
-			h.warn("session %s: %d events not stored (streams will not show them): %v", t.id, len(batch), err)
-			continue
+		// One append per run of events with the same fence (a topic's
+		// runs follow one another, so nearly always one).
+		for len(pending) > 0 {
+			n := 1
+			for n < len(pending) && pending[n].fence == pending[0].fence {
+				n++
+			}
+			h.store(t, pending[:n])
+			pending = pending[n:]
 		}
-		for i := range batch {
-			batch[i].Seq = first + uint64(i)
-		}
-		t.head = max(t.head, batch[len(batch)-1].Seq)
-		if n := len(t.recent); n > 0 && t.recent[n-1].Seq+1 != first {
-			// Another writer's events came between (a replica's, on a
-			// shared store): recent stays contiguous, the rest is read
-			// from the store.
-			t.recent = nil
-		}
-		t.recent = append(t.recent, batch...)
-		if n := len(t.recent); n > recentCap {
-			t.recent = append(t.recent[:0:0], t.recent[n-recentCap:]...)
-		}
-		t.wake()
-		t.idle.Broadcast()
-		t.mu.Unlock()
 	}
+}
+
+// store appends one batch of events with one fence and publishes it.
+func (h *hub) store(t *topic, fenced []fencedEvent) {
+	batch := make([]kernel.StoredEvent, len(fenced))
+	for i := range fenced {
+		batch[i] = fenced[i].ev
+	}
+	first, err := h.log.AppendEvents(context.Background(), t.id, fenced[0].fence, batch)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		t.failed += len(batch)
+		if errors.Is(err, kernel.ErrLeaseLost) {
+			h.warn("session %s: %d events of a run that lost the session's lease were not stored (the session is another replica's)", t.id, len(batch))
+		} else {
+			h.warn("session %s: %d events not stored (streams will not show them): %v", t.id, len(batch), err)
+		}
+		return
+	}
+	for i := range batch {
+		batch[i].Seq = first + uint64(i)
+	}
+	t.head = max(t.head, batch[len(batch)-1].Seq)
+	if n := len(t.recent); n > 0 && t.recent[n-1].Seq+1 != first {
+		// Another writer's events came between (a replica's, on a
+		// shared store): recent stays contiguous, the rest is read
+		// from the store.
+		t.recent = nil
+	}
+	t.recent = append(t.recent, batch...)
+	if n := len(t.recent); n > recentCap {
+		t.recent = append(t.recent[:0:0], t.recent[n-recentCap:]...)
+	}
+	t.wake()
+	t.idle.Broadcast()
 }
 
 // wait returns once every event added so far is stored (or refused).

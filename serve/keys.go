@@ -10,14 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentkernel/agentkernel/internal/privfile"
 )
 
 // Scopes a key may carry. Admin holds every other scope.
@@ -86,6 +87,7 @@ var (
 type KeyStore struct {
 	path string
 	now  func() time.Time
+	warn func(string) // a repaired mode, or nil
 
 	mu      sync.Mutex
 	keys    map[string]*Key // by id
@@ -105,12 +107,12 @@ type keyFile struct {
 }
 
 // OpenKeys opens (without creating) the key file at path; a missing file
-// holds no keys.
-func OpenKeys(path string) (*KeyStore, error) {
+// holds no keys. warn (may be nil) hears of a mode the key store narrowed.
+func OpenKeys(path string, warn func(string)) (*KeyStore, error) {
 	if path == "" {
 		return nil, errors.New("open keys: empty file name")
 	}
-	ks := &KeyStore{path: path, now: time.Now}
+	ks := &KeyStore{path: path, now: time.Now, warn: warn}
 	if err := ks.reload(true); err != nil {
 		return nil, err
 	}
@@ -268,6 +270,15 @@ func (ks *KeyStore) Authenticate(token string) (*Key, bool) {
 	return &c, true
 }
 
+// active reports whether the key with this id is in the file as last
+// read, and not revoked.
+func (ks *KeyStore) active(id string) bool {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	k := ks.keys[id]
+	return k != nil && k.Active()
+}
+
 func hashSecret(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return "sha256:" + hex.EncodeToString(sum[:])
@@ -283,7 +294,7 @@ func (ks *KeyStore) reload(force bool) error {
 		return ks.err
 	}
 	ks.checked = now
-	f, stamp, err := readKeyFile(ks.path)
+	f, stamp, err := readKeyFile(ks.path, ks.warn)
 	if err == nil && stamp == ks.stamp && ks.keys != nil {
 		return nil
 	}
@@ -303,31 +314,19 @@ func (ks *KeyStore) reload(force bool) error {
 	return nil
 }
 
-// readKeyFile reads the key file without following a symbolic link. A
+// readKeyFile reads the key file with privfile's checks: never through a
+// symbolic link, a regular file of this user nobody else can write (one
+// others could only read is narrowed to 0600, and warn says so). A
 // missing file is an empty one.
-func readKeyFile(path string) (*keyFile, fileStamp, error) {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if errors.Is(err, syscall.ENOENT) {
+func readKeyFile(path string, warn func(string)) (*keyFile, fileStamp, error) {
+	file, fi, err := privfile.Open(path, warn)
+	if errors.Is(err, fs.ErrNotExist) {
 		return &keyFile{Version: 1}, fileStamp{}, nil
 	}
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, fileStamp{}, fmt.Errorf("key file %s is a symbolic link: refused (keys are read and written only as a plain file)", path)
-	}
-	if err != nil {
-		return nil, fileStamp{}, fmt.Errorf("open key file: %w", &os.PathError{Op: "open", Path: path, Err: err})
-	}
-	file := os.NewFile(uintptr(fd), path)
-	defer file.Close()
-	fi, err := file.Stat()
 	if err != nil {
 		return nil, fileStamp{}, fmt.Errorf("key file: %w", err)
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fileStamp{}, fmt.Errorf("key file %s is not a regular file", path)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fileStamp{}, fmt.Errorf("key file %s has mode %#o: other users could read the key hashes; run chmod 600 %s", path, fi.Mode().Perm(), path)
-	}
+	defer file.Close()
 	stamp := fileStamp{size: fi.Size(), mtime: fi.ModTime()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		stamp.ino = int64(st.Ino)
@@ -353,16 +352,15 @@ func readKeyFile(path string) (*keyFile, fileStamp, error) {
 
 // update changes the key file under its lock: read, fn, write whole.
 func (ks *KeyStore) update(fn func(*keyFile) error) error {
-	dir := filepath.Dir(ks.path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := privfile.Parent(ks.path, "the directory of the key file"); err != nil {
 		return fmt.Errorf("key file: %w", err)
 	}
-	unlock, err := lockFile(ks.path + ".lock")
+	unlock, err := privfile.Lock(ks.path + ".lock")
 	if err != nil {
 		return fmt.Errorf("lock key file: %w", err)
 	}
 	defer unlock()
-	f, _, err := readKeyFile(ks.path)
+	f, _, err := readKeyFile(ks.path, ks.warn)
 	if err != nil {
 		return err
 	}
@@ -373,54 +371,8 @@ func (ks *KeyStore) update(fn func(*keyFile) error) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(ks.path, append(b, '\n')); err != nil {
+	if err := privfile.WriteFile(ks.path, append(b, '\n'), true); err != nil {
 		return fmt.Errorf("write key file: %w", err)
 	}
 	return ks.reload(true)
-}
-
-// writeFileAtomic writes b to a new 0600 file beside path and renames it
-// over path: rename replaces a symbolic link there, never its target.
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Chmod(0o600)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
-		os.Remove(name)
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
-}
-
-// lockFile takes an exclusive flock on name (created 0600, never through
-// a link) and returns its release.
-func lockFile(name string) (func(), error) {
-	fd, err := syscall.Open(name, syscall.O_RDWR|syscall.O_CREAT|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: name, Err: err}
-	}
-	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
-		syscall.Close(fd)
-		return nil, &os.PathError{Op: "flock", Path: name, Err: err}
-	}
-	return func() { syscall.Close(fd) }, nil
 }

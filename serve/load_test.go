@@ -36,7 +36,7 @@ steps:
 func TestLoad(t *testing.T) {
 	const n = 200
 	r := newRig(t, rigOpts{script: loadScript, badger: filepath.Join(t.TempDir(), "store"),
-		limits: serve.Limits{MaxRuns: n, MaxRunsPerKey: n, MaxStreams: 2 * n}})
+		limits: serve.Limits{MaxRuns: n, MaxRunsPerKey: n, MaxStreams: 2 * n, MaxStreamsPerKey: 2 * n}})
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)

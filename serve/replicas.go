@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
@@ -35,6 +36,8 @@ type replicas struct {
 	waiting map[string][]chan struct{}
 	// starting are sessions a sweep or a notice is starting a run for.
 	starting map[string]bool
+	// failing is set while the sweep's store calls fail (logged once).
+	failing atomic.Bool
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -66,12 +69,10 @@ func (r *replicas) shared() bool { return r.st != nil }
 // claim takes rec's session for this replica: its lease (kept alive until
 // letGo) and a running record on the board. A session another replica
 // runs is errBusy with that run.
-func (r *replicas) claim(rec *runRec) error {
+func (r *replicas) claim(ctx context.Context, rec *runRec) error {
 	if r.st == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	// A lease held with no run in flight is a run starting or ending on
 	// another replica (its record and its lease change one after the
 	// other): wait for one or the other, briefly.
@@ -90,7 +91,11 @@ func (r *replicas) claim(rec *runRec) error {
 			errors.As(err, &held)
 			return conflict(runRunning, "session %s is held by %s (a run is starting or ending there): retry shortly", rec.SessionID, held.Owner)
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return r.unavailable(ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	if err != nil {
 		return r.unavailable(err)
@@ -118,34 +123,34 @@ func (r *replicas) unavailable(err error) error {
 
 // started records a follow-up run that took over rec's session (and its
 // lease).
-func (r *replicas) started(rec *runRec) {
+func (r *replicas) started(ctx context.Context, rec *runRec) {
 	if r.st == nil {
 		return
 	}
-	if err := r.put(context.Background(), rec.snapshot()); err != nil {
+	if err := r.put(ctx, rec.snapshot()); err != nil {
 		r.s.logError("session %s: record run %s: %v", rec.SessionID, rec.ID, err)
 	}
 }
 
 // ended records the end of run snap on the board (which tells the other
 // replicas).
-func (r *replicas) ended(snap runRec) {
+func (r *replicas) ended(ctx context.Context, snap runRec) {
 	if r.st == nil {
 		return
 	}
-	if err := r.put(context.Background(), snap); err != nil {
+	if err := r.put(ctx, snap); err != nil {
 		r.s.logError("session %s: record the end of run %s: %v", snap.SessionID, snap.ID, err)
 	}
 }
 
-// letGo releases a run's lease: the session is free for any replica.
-func (r *replicas) letGo(l *kernel.HeldLease) {
+// letGo releases a run's lease: the session is free for any replica. It
+// is released even when ctx is cancelled (the lease would lapse only
+// after its ttl); the store's retries bound the call.
+func (r *replicas) letGo(ctx context.Context, l *kernel.HeldLease) {
 	if l == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := l.Release(ctx); err != nil {
+	if err := l.Release(context.WithoutCancel(ctx)); err != nil {
 		r.s.logError("session %s: release lease: %v (it lapses by itself in %s)", l.Lease().SessionID, err, r.ttl)
 	}
 }
@@ -170,15 +175,13 @@ func fromRecord(run replica.Run) runRec {
 }
 
 // get returns a run another replica recorded.
-func (r *replicas) get(id string) (runRec, bool) {
+func (r *replicas) get(ctx context.Context, id string) (runRec, bool) {
 	if r.st == nil {
 		return runRec{}, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	run, err := r.st.GetRun(ctx, id)
 	if err != nil {
-		if !errors.Is(err, replica.ErrRunNotFound) {
+		if !errors.Is(err, replica.ErrRunNotFound) && ctx.Err() == nil {
 			r.s.logError("get run %s: %v", id, err)
 		}
 		return runRec{}, false
@@ -187,15 +190,15 @@ func (r *replicas) get(id string) (runRec, bool) {
 }
 
 // active returns the session's run in flight on another replica.
-func (r *replicas) active(sid string) (runRec, bool) {
+func (r *replicas) active(ctx context.Context, sid string) (runRec, bool) {
 	if r.st == nil {
 		return runRec{}, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	run, ok, err := r.st.ActiveRun(ctx, sid)
 	if err != nil {
-		r.s.logError("session %s: active run: %v", sid, err)
+		if ctx.Err() == nil {
+			r.s.logError("session %s: active run: %v", sid, err)
+		}
 		return runRec{}, false
 	}
 	if !ok {
@@ -205,15 +208,15 @@ func (r *replicas) active(sid string) (runRec, bool) {
 }
 
 // list returns the session's last runs on every replica, oldest first.
-func (r *replicas) list(sid string) ([]runRec, bool) {
+func (r *replicas) list(ctx context.Context, sid string) ([]runRec, bool) {
 	if r.st == nil {
 		return nil, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	runs, err := r.st.SessionRuns(ctx, sid, historyCap+1)
 	if err != nil {
-		r.s.logError("session %s: list runs: %v", sid, err)
+		if ctx.Err() == nil {
+			r.s.logError("session %s: list runs: %v", sid, err)
+		}
 		return nil, false
 	}
 	out := make([]runRec, len(runs))
@@ -236,7 +239,7 @@ func (r *replicas) cancelRemote(ctx context.Context, id string) (runRec, error) 
 		return runRec{}, r.unavailable(err)
 	}
 	for {
-		run, ok := r.get(id)
+		run, ok := r.get(ctx, id)
 		if !ok {
 			return runRec{}, notFound("run", id)
 		}
@@ -284,12 +287,10 @@ func (r *replicas) unwatchRun(id string, c chan struct{}) {
 }
 
 // notify tells the other replicas, best effort.
-func (r *replicas) notify(n replica.Notice) {
+func (r *replicas) notify(ctx context.Context, n replica.Notice) {
 	if r.st == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	if err := r.st.Notify(ctx, n); err != nil {
 		r.s.logError("notify other replicas: %v", err)
 	}
@@ -305,7 +306,7 @@ func (r *replicas) run() {
 	r.wg.Add(2)
 	go func() {
 		defer r.wg.Done()
-		_ = r.st.Listen(ctx, r.onNotice)
+		_ = r.st.Listen(ctx, func(n replica.Notice) { r.onNotice(ctx, n) })
 	}()
 	go func() {
 		defer r.wg.Done()
@@ -330,8 +331,9 @@ func (r *replicas) halt() {
 	}
 }
 
-// onNotice handles one notice of another replica (or of this one).
-func (r *replicas) onNotice(n replica.Notice) {
+// onNotice handles one notice of another replica (or of this one); ctx is
+// the listener's.
+func (r *replicas) onNotice(ctx context.Context, n replica.Notice) {
 	switch n.Kind {
 	case replica.NoticeEvents:
 		r.s.hub.remote(n.Session, n.Seq)
@@ -349,7 +351,11 @@ func (r *replicas) onNotice(n replica.Notice) {
 	case replica.NoticeCancel:
 		r.s.runs.cancelLocal(n.Run)
 	case replica.NoticeFollowUp:
-		go r.startWaiting(n.Session)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.startWaiting(ctx, n.Session)
+		}()
 	case replica.NoticeResync:
 		r.s.hub.remoteAll()
 	}
@@ -374,20 +380,11 @@ func (r *replicas) sweep(ctx context.Context) {
 			r.s.runs.cancelLocal(id)
 		}
 	}
-	now := time.Now().UTC()
-	err := r.st.EndOrphanRuns(ctx, runFailed, func(run replica.Run) json.RawMessage {
-		rec := fromRecord(run)
-		rec.Status, rec.Ended = runFailed, now
-		rec.Error = fmt.Sprintf("replica %s stopped before the run ended (its lease of the session lapsed)", run.Replica)
-		b, _ := json.Marshal(rec)
-		return b
-	})
-	if err != nil && ctx.Err() == nil {
-		r.s.logError("end the runs of stopped replicas: %v", err)
-	}
+	err := r.st.EndOrphanRuns(ctx, func(run replica.Run) (string, json.RawMessage) { return r.endOrphan(ctx, run) })
+	r.sweepFailed(ctx, err)
 	if ids, err := r.st.FollowUpsWaiting(ctx); err == nil {
 		for _, id := range ids {
-			r.startWaiting(id)
+			r.startWaiting(ctx, id)
 		}
 	}
 	if r.s.cfg.AutoResume {
@@ -396,6 +393,44 @@ func (r *replicas) sweep(ctx context.Context) {
 				r.resume(ctx, id)
 			}
 		}
+	}
+}
+
+// endOrphan is how a run a stopped replica left running ended, as far as
+// its session tells: a session no longer running was ended by the run
+// (its replica stopped after storing the end, before recording it); one
+// still running was interrupted, and waits to be resumed.
+func (r *replicas) endOrphan(ctx context.Context, run replica.Run) (string, json.RawMessage) {
+	rec := fromRecord(run)
+	rec.Status, rec.Ended = runFailed, time.Now().UTC()
+	rec.Error = fmt.Sprintf("replica %s stopped before the run ended (its lease of the session lapsed)", run.Replica)
+	if se, err := r.st.Load(ctx, run.SessionID); err == nil {
+		switch se.Meta.Status {
+		case kernel.StatusIdle, kernel.StatusAwaitingApproval:
+			rec.Status = runCompleted
+			rec.Error = fmt.Sprintf("replica %s stopped after the run ended, before it recorded the end: the session's state is the run's end", run.Replica)
+			if se.Meta.Status == kernel.StatusAwaitingApproval {
+				rec.StopReason = kernel.StopAwaitingApproval
+			}
+		case kernel.StatusFailed:
+			rec.Error = fmt.Sprintf("the run failed, and replica %s stopped before it recorded why", run.Replica)
+		}
+	}
+	b, _ := json.Marshal(rec)
+	return rec.Status, b
+}
+
+// sweepFailed logs a failure of the sweep once, not every poll, until
+// the sweep works again.
+func (r *replicas) sweepFailed(ctx context.Context, err error) {
+	switch {
+	case err == nil:
+		if r.failing.Swap(false) {
+			r.s.logError("the shared store answers again")
+		}
+	case ctx.Err() != nil:
+	case !r.failing.Swap(true):
+		r.s.logError("sweep the shared store: %v (said once until it answers again)", err)
 	}
 }
 
@@ -434,7 +469,7 @@ func (r *replicas) resume(ctx context.Context, sid string) {
 	if err != nil || se.Meta.Status != kernel.StatusRunning || se.Meta.Labels[labelOwner] == "" {
 		return // gone, resumed meanwhile, or not a server's session
 	}
-	_, err = r.s.runs.start(sid, se.Meta.Labels[labelOwner], sweepKey(se, "failover"), kindResume, func(ctx context.Context, k *kernel.Kernel) (*kernel.RunResult, error) {
+	_, err = r.s.runs.start(ctx, sid, se.Meta.Labels[labelOwner], sweepKey(se, "failover"), kindResume, func(ctx context.Context, k *kernel.Kernel) (*kernel.RunResult, error) {
 		return k.Continue(ctx, sid)
 	})
 	if err != nil && !isBusy(err) {
@@ -443,32 +478,13 @@ func (r *replicas) resume(ctx context.Context, sid string) {
 }
 
 // startWaiting starts the session's oldest queued follow-up when no
-// replica runs the session.
-func (r *replicas) startWaiting(sid string) {
+// replica runs the session (runManager.startWaiting).
+func (r *replicas) startWaiting(ctx context.Context, sid string) {
 	if r.st == nil || !r.begin(sid) {
 		return
 	}
 	defer r.done(sid)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	se, err := r.st.Load(ctx, sid)
-	if err != nil || se.Meta.Labels[labelOwner] == "" || se.Pending != nil || r.s.status(&se.Meta) == statusInterrupted {
-		return
-	}
-	var text string
-	_, err = r.s.runs.startWith(sid, se.Meta.Labels[labelOwner], sweepKey(se, "followup"), kindFollowUp, func(ctx context.Context, k *kernel.Kernel) (*kernel.RunResult, error) {
-		return k.Run(ctx, sid, text)
-	}, func() (bool, error) {
-		fu, err := r.s.cfg.Queue.TakeFollowUp(sid)
-		if fu == nil || err != nil {
-			return false, err
-		}
-		text = fu.Text
-		return true, nil
-	})
-	if err != nil && !isBusy(err) && !errors.Is(err, errNothingToRun) {
-		r.s.logError("start a follow-up of session %s: %v", sid, err)
-	}
+	r.s.runs.startWaiting(ctx, sid)
 }
 
 // sweepKey is the "key" a run the server starts by itself counts against:

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentkernel/agentkernel/internal/faults"
+
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/queue"
 )
@@ -95,8 +97,8 @@ func (e errBusy) Error() string { return "session has a run in flight" }
 // of a shared store), 503 when draining. On a shared store the run holds
 // the session's lease (taken here, before answering) from its start to
 // the end of its last follow-up.
-func (m *runManager) start(sid, owner string, k *Key, kind string, fn runFunc) (*runRec, error) {
-	return m.startWith(sid, owner, k, kind, fn, nil)
+func (m *runManager) start(ctx context.Context, sid, owner string, k *Key, kind string, fn runFunc) (*runRec, error) {
+	return m.startWith(ctx, sid, owner, k, kind, fn, nil)
 }
 
 // errNothingToRun is startWith's error when prepare found nothing to run.
@@ -104,8 +106,9 @@ var errNothingToRun = errors.New("nothing to run")
 
 // startWith is start with prepare, called once the session is this
 // server's (its lease held, on a shared store) and before the run starts:
-// false (or an error) gives the session up and starts nothing.
-func (m *runManager) startWith(sid, owner string, k *Key, kind string, fn runFunc, prepare func() (bool, error)) (*runRec, error) {
+// false (or an error) gives the session up and starts nothing. ctx bounds
+// the start (taking the lease, prepare), not the run.
+func (m *runManager) startWith(ctx context.Context, sid, owner string, k *Key, kind string, fn runFunc, prepare func(context.Context) (bool, error)) (*runRec, error) {
 	m.mu.Lock()
 	if m.stopping {
 		m.mu.Unlock()
@@ -127,7 +130,7 @@ func (m *runManager) startWith(sid, owner string, k *Key, kind string, fn runFun
 		e.retryAfter = 2
 		return nil, e
 	}
-	ctx, cancel := context.WithCancel(m.base)
+	runCtx, cancel := context.WithCancel(m.base)
 	rec := &runRec{ID: "run_" + kernel.NewID(), SessionID: sid, Kind: kind, Status: runRunning, Principal: k.Name,
 		Created: time.Now().UTC(), owner: owner, keyID: k.ID, cancel: cancel, done: make(chan struct{})}
 	m.active[sid] = rec // the session's slot, held while the lease is taken
@@ -135,14 +138,14 @@ func (m *runManager) startWith(sid, owner string, k *Key, kind string, fn runFun
 	m.total++
 	m.perKey[k.ID]++
 	m.mu.Unlock()
-	err := m.s.replicas.claim(rec)
+	err := m.s.replicas.claim(ctx, rec)
 	if err == nil && prepare != nil {
 		var ok bool
-		if ok, err = prepare(); err == nil && !ok {
+		if ok, err = prepare(ctx); err == nil && !ok {
 			err = errNothingToRun
 		}
 		if err != nil {
-			m.s.replicas.letGo(rec.lease)
+			m.s.replicas.letGo(ctx, rec.lease)
 		}
 	}
 	if err != nil {
@@ -155,7 +158,7 @@ func (m *runManager) startWith(sid, owner string, k *Key, kind string, fn runFun
 		return nil, err
 	}
 	m.wg.Add(1)
-	go m.run(ctx, rec, k, fn)
+	go m.run(runCtx, rec, k, fn)
 	return rec, nil
 }
 
@@ -183,20 +186,31 @@ func (m *runManager) run(ctx context.Context, rec *runRec, k *Key, fn runFunc) {
 	defer m.s.hub.release(t)
 	lease := rec.lease
 	for rec != nil {
-		kr := m.s.sessionKernel(ctx, rec.SessionID).With(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.sink(t, rec.owner, lease), Interrupt: m.interrupt, Lease: lease})
+		kr := m.s.sessionKernel(ctx, rec.SessionID).With(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.sink(ctx, t, rec.owner, lease), Interrupt: m.interrupt, Lease: lease})
 		res, err := fn(ctx, kr)
 		t.wait() // the run's events are stored before it is reported ended
-		rec, ctx, fn = m.finish(rec, res, err)
+		rec, ctx, fn = m.finish(ctx, rec, res, err)
 	}
 }
 
-// finish records the end of rec. When the session has a follow-up queued
-// (and the server is not draining) it returns the run to start in rec's
-// place, keeping the session's slot; else it frees the slot.
-func (m *runManager) finish(rec *runRec, res *kernel.RunResult, err error) (*runRec, context.Context, runFunc) {
+// finish records the end of rec, which ran with runCtx. When the session
+// has a follow-up queued (and the server is not draining) it returns the
+// run to start in rec's place, keeping the session's slot; else it frees
+// the slot.
+func (m *runManager) finish(runCtx context.Context, rec *runRec, res *kernel.RunResult, err error) (*runRec, context.Context, runFunc) {
+	// What is recorded of the end is recorded even when the run was
+	// cancelled.
+	ctx := context.WithoutCancel(runCtx)
 	m.mu.Lock()
 	rec.Ended = time.Now().UTC()
 	switch {
+	case errors.Is(err, kernel.ErrAlreadyDelivered):
+		// The follow-up's prompt was stored by a process that stopped
+		// before it was marked delivered: nothing ran.
+		rec.Status = runCompleted
+		err = nil
+		rec.Output = ""
+		rec.Error = "the follow-up was already in the session (stored before the server that took it stopped); nothing ran again"
 	case res != nil && res.StopReason == kernel.StopCancelled:
 		rec.Status = runCancelled
 	case err != nil:
@@ -214,7 +228,8 @@ func (m *runManager) finish(rec *runRec, res *kernel.RunResult, err error) (*run
 	snap := rec.snapshot()
 	stopping := m.stopping
 	m.mu.Unlock()
-	m.s.replicas.ended(snap) // before the waiters of done look it up
+	faults.At(faults.RunEnd, rec.SessionID)
+	m.s.replicas.ended(ctx, snap) // before the waiters of done look it up
 	m.mu.Lock()
 	close(rec.done)
 	h := append(m.history[rec.SessionID], rec)
@@ -229,34 +244,33 @@ func (m *runManager) finish(rec *runRec, res *kernel.RunResult, err error) (*run
 	lost := rec.lease != nil && rec.lease.Err() != nil
 	if !stopping && !lost && err == nil && res != nil && res.StopReason != kernel.StopAwaitingApproval && res.StopReason != kernel.StopInterrupted {
 		var qerr error
-		if fu, qerr = m.s.cfg.Queue.TakeFollowUp(rec.SessionID); qerr != nil {
+		if fu, qerr = m.s.cfg.Queue.TakeFollowUp(ctx, rec.SessionID); qerr != nil {
 			m.s.logError("session %s: take follow-up: %v", rec.SessionID, qerr)
+		} else if fu != nil {
+			faults.At(faults.FollowUpTaken, rec.SessionID)
 		}
 	}
 	m.mu.Lock()
 	if fu != nil && !m.stopping {
-		ctx, cancel := context.WithCancel(m.base)
+		nextCtx, cancel := context.WithCancel(m.base)
 		next := &runRec{ID: "run_" + kernel.NewID(), SessionID: rec.SessionID, Kind: kindFollowUp, Status: runRunning,
 			Principal: rec.Principal, Created: time.Now().UTC(), owner: rec.owner, keyID: rec.keyID, cancel: cancel, done: make(chan struct{}),
 			lease: rec.lease}
 		m.active[rec.SessionID] = next
 		m.byID[next.ID] = next
 		m.mu.Unlock()
-		m.s.replicas.started(next)
+		m.s.replicas.started(ctx, next)
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		text := fu.Text
-		return next, ctx, func(ctx context.Context, k *kernel.Kernel) (*kernel.RunResult, error) {
-			return k.Run(ctx, next.SessionID, text)
+		q := fu.Queued
+		return next, nextCtx, func(ctx context.Context, k *kernel.Kernel) (*kernel.RunResult, error) {
+			return k.RunQueued(ctx, next.SessionID, q)
 		}
 	}
 	m.mu.Unlock()
-	if fu != nil { // draining: the follow-up waits in the queue for the next server
-		if _, err := m.s.cfg.Queue.Add(rec.SessionID, fu.Text, queue.FollowUp); err != nil {
-			m.s.logError("session %s: requeue follow-up: %v", rec.SessionID, err)
-		}
-	}
-	m.s.replicas.letGo(rec.lease) // the session is free for any replica from here
+	// Draining with a follow-up taken: it stays in the queue, taken and
+	// not delivered, for the next server (or another replica) to take.
+	m.s.replicas.letGo(ctx, rec.lease) // the session is free for any replica from here
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.active, rec.SessionID)
@@ -266,20 +280,20 @@ func (m *runManager) finish(rec *runRec, res *kernel.RunResult, err error) (*run
 
 // get returns a run by id: one of this server's, or one another replica
 // recorded.
-func (m *runManager) get(id string) (runRec, bool) {
+func (m *runManager) get(ctx context.Context, id string) (runRec, bool) {
 	if r, ok := m.find(m.byID, id); ok {
 		return r, true
 	}
-	return m.s.replicas.get(id)
+	return m.s.replicas.get(ctx, id)
 }
 
 // activeRun returns the session's run in flight, here or on another
 // replica, if any.
-func (m *runManager) activeRun(sid string) (runRec, bool) {
+func (m *runManager) activeRun(ctx context.Context, sid string) (runRec, bool) {
 	if r, ok := m.activeLocal(sid); ok {
 		return r, true
 	}
-	return m.s.replicas.active(sid)
+	return m.s.replicas.active(ctx, sid)
 }
 
 // activeLocal returns the session's run in flight on this server.
@@ -297,7 +311,7 @@ func (m *runManager) find(in map[string]*runRec, key string) (runRec, bool) {
 
 // list returns the session's runs, oldest first, the active one last: on
 // a shared store those of every replica.
-func (m *runManager) list(sid string) []runRec {
+func (m *runManager) list(ctx context.Context, sid string) []runRec {
 	m.mu.Lock()
 	local := make([]runRec, 0, len(m.history[sid])+1)
 	for _, r := range m.history[sid] {
@@ -307,7 +321,7 @@ func (m *runManager) list(sid string) []runRec {
 		local = append(local, r.snapshot())
 	}
 	m.mu.Unlock()
-	all, ok := m.s.replicas.list(sid)
+	all, ok := m.s.replicas.list(ctx, sid)
 	if !ok {
 		return local
 	}
@@ -424,7 +438,7 @@ func (m *runManager) autoResume(ctx context.Context) error {
 		if k.Name == "" {
 			k.Name = "auto-resume"
 		}
-		_, err := m.start(meta.ID, meta.Labels[labelOwner], k, kindResume, func(ctx context.Context, k *kernel.Kernel) (*kernel.RunResult, error) {
+		_, err := m.start(ctx, meta.ID, meta.Labels[labelOwner], k, kindResume, func(ctx context.Context, k *kernel.Kernel) (*kernel.RunResult, error) {
 			return k.Continue(ctx, meta.ID)
 		})
 		var busy errBusy

@@ -59,6 +59,12 @@ type Config struct {
 	AutoResume bool
 	// Version is reported by /healthz.
 	Version string
+	// AllowedHosts are the host names (besides IP addresses, localhost
+	// and names under .localhost) the server answers to: the name of its
+	// TLS certificate, the public name a proxy forwards. A request for any
+	// other Host is refused (403 host_not_allowed), so that a page whose
+	// DNS name was re-pointed at the server cannot read it.
+	AllowedHosts []string
 
 	// On a store several servers share (the store implements
 	// replica.Shared: PostgreSQL), the server is one of its replicas.
@@ -92,8 +98,26 @@ type Limits struct {
 	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
 	WriteTimeout      time.Duration
-	// MaxStreams caps the open event streams (default 4096).
-	MaxStreams int
+	// MaxStreams caps the open event streams (default 4096);
+	// MaxStreamsPerKey caps one key's (default 64). StreamReserve of
+	// MaxStreams are kept for keys with the approve scope (default one
+	// sixteenth): other keys are refused once MaxStreams-StreamReserve
+	// are open, so readers cannot take the approvals inbox offline. More
+	// is 429 with Retry-After.
+	MaxStreams       int
+	MaxStreamsPerKey int
+	StreamReserve    int
+	// StreamMaxAge ends an event stream that has been open this long
+	// (default 1h) with a notice to reconnect (event streams resume from
+	// Last-Event-ID; the approvals stream sends the whole list again), so
+	// a client that stopped reading but keeps its socket frees its slot.
+	StreamMaxAge time.Duration
+	// PeerTimeout is how long data the server sent may stay
+	// unacknowledged before the operating system drops the connection
+	// (TCP_USER_TIMEOUT where there is one; default 45s): streams send a
+	// heartbeat, so a client that vanished (network gone, a laptop
+	// asleep) loses its streams after about this long.
+	PeerTimeout time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -110,6 +134,13 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxRuns, 64)
 	def(&l.MaxRunsPerKey, 16)
 	def(&l.MaxStreams, 4096)
+	def(&l.MaxStreamsPerKey, 64)
+	if l.StreamReserve <= 0 {
+		l.StreamReserve = max(1, l.MaxStreams/16)
+	}
+	l.StreamReserve = min(l.StreamReserve, l.MaxStreams-1)
+	defD(&l.StreamMaxAge, time.Hour)
+	defD(&l.PeerTimeout, 45*time.Second)
 	if l.MaxBodyBytes <= 0 {
 		l.MaxBodyBytes = 1 << 20
 	}
@@ -143,8 +174,14 @@ type Server struct {
 	api      http.Handler
 
 	draining atomic.Bool
-	streams  atomic.Int64
+	slots    streamSlots
+	keyReqs  keyRequests
 	started  time.Time
+
+	// keyStop ends the key watcher (watchKeys); keyWG waits for it.
+	keyMu   sync.Mutex
+	keyStop context.CancelFunc
+	keyWG   sync.WaitGroup
 
 	mountMu sync.Mutex
 }
@@ -178,11 +215,14 @@ func New(cfg Config) (*Server, error) {
 		cfg.ErrorLog = io.Discard
 	}
 	s := &Server{cfg: cfg, lim: cfg.Limits.withDefaults(), events: el, mux: http.NewServeMux(), started: time.Now()}
+	s.slots.perKey = map[string]int{}
 	s.hub = newHub(el, cfg.Scrub, s.logError)
 	s.runs = newRunManager(s)
 	s.replicas = newReplicas(s)
 	if s.replicas.shared() {
-		s.hub.announce = func(owner string) { s.replicas.notify(replica.Notice{Kind: replica.NoticeInbox, Owner: owner}) }
+		s.hub.announce = func(ctx context.Context, owner string) {
+			s.replicas.notify(ctx, replica.Notice{Kind: replica.NoticeInbox, Owner: owner})
+		}
 	}
 	s.routes()
 	s.api = s.middleware(s.mux)
@@ -202,15 +242,33 @@ func (s *Server) Mount(pattern string, h http.Handler) {
 }
 
 // Start resumes the sessions a previous process left interrupted when
-// Config.AutoResume is set, and, on a shared store, starts listening to
-// the other replicas and sweeping for what they left (stopped by a drain,
-// Close or Drain). Serve calls it; call it at most once.
+// Config.AutoResume is set, starts watching the key file for revocations
+// (a revoked key's streams and requests end within a second), and, on a
+// shared store, starts listening to the other replicas and sweeping for
+// what they left (stopped by a drain, Close or Drain). Serve calls it;
+// call it at most once.
 func (s *Server) Start(ctx context.Context) error {
 	s.replicas.run()
-	if !s.cfg.AutoResume {
+	s.keyMu.Lock()
+	if s.keyStop == nil {
+		kctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		s.keyStop = stop
+		s.keyWG.Go(func() { s.watchKeys(kctx) })
+	}
+	s.keyMu.Unlock()
+	if s.replicas.shared() {
+		// The sweep, every Poll, continues what other replicas left
+		// (with AutoResume) and starts the waiting follow-ups; a
+		// database that is away at start is no reason to fail.
 		return nil
 	}
-	return s.runs.autoResume(ctx)
+	if s.cfg.AutoResume {
+		if err := s.runs.autoResume(ctx); err != nil {
+			return err
+		}
+	}
+	s.runs.startQueued(ctx) // the follow-ups a stopped server accepted
+	return nil
 }
 
 // Serve serves on ln until ctx is cancelled, then drains (see Server). A
@@ -229,6 +287,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
+	ln = peerTimeoutListener{Listener: ln, timeout: s.lim.PeerTimeout}
 	errc := make(chan error, 1)
 	go func() {
 		if tlsConfig != nil {
@@ -240,7 +299,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 	select {
 	case err := <-errc:
 		s.runs.stopAll()
-		s.replicas.halt()
+		s.halt()
 		return err
 	case <-ctx.Done():
 	}
@@ -257,7 +316,7 @@ func (s *Server) drain(srv *http.Server, errc chan error) error {
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(shutCtx) }() // closes the listeners now
 	s.runs.drain(deadline)
-	s.replicas.halt()
+	s.halt()
 	s.hub.closeStreams()
 	err := <-shut
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -275,8 +334,21 @@ func (s *Server) drain(srv *http.Server, errc chan error) error {
 func (s *Server) Close() {
 	s.draining.Store(true)
 	s.runs.stopAll()
-	s.replicas.halt()
+	s.halt()
 	s.hub.closeStreams()
+}
+
+// halt stops what Start started: the replicas' listener and sweeper, the
+// key watcher.
+func (s *Server) halt() {
+	s.replicas.halt()
+	s.keyMu.Lock()
+	stop := s.keyStop
+	s.keyMu.Unlock()
+	if stop != nil {
+		stop()
+		s.keyWG.Wait()
+	}
 }
 
 // Drain is the drain of Serve without the listener: stop accepting runs,
@@ -284,7 +356,7 @@ func (s *Server) Close() {
 func (s *Server) Drain() {
 	s.draining.Store(true)
 	s.runs.drain(time.Now().Add(s.cfg.DrainTimeout))
-	s.replicas.halt()
+	s.halt()
 	s.hub.closeStreams()
 }
 
@@ -308,5 +380,5 @@ func (s *Server) Stats() Stats {
 	s.hub.mu.Lock()
 	topics := len(s.hub.topics)
 	s.hub.mu.Unlock()
-	return Stats{Runs: runs, Streams: int(s.streams.Load()), Topics: topics}
+	return Stats{Runs: runs, Streams: s.streamCount(), Topics: topics}
 }

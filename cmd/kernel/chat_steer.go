@@ -80,7 +80,7 @@ func (c *chat) queueLine(line string) {
 		c.r.note("  queued: it runs when this run ends")
 		return
 	}
-	e, err := c.app.queue.Add(sid, line, queue.Steer)
+	e, err := c.app.queue.Add(context.Background(), sid, line, queue.Steer)
 	if err != nil {
 		c.r.note("error: %s", oneLine(err))
 		return
@@ -98,14 +98,15 @@ func (c *chat) followUps(ctx context.Context, sigs chan os.Signal) {
 			text, c.held = c.held[0], c.held[1:]
 		}
 		c.mu.Unlock()
+		var queued *kernel.Queued
 		if text == "" && c.sid != "" {
-			e, err := c.app.queue.TakeFollowUp(c.sid)
+			e, err := c.app.queue.TakeFollowUp(ctx, c.sid)
 			if err != nil {
 				c.r.note("error: %s", oneLine(err))
 				return
 			}
 			if e != nil {
-				text = e.Text
+				text, queued = e.Text, &e.Queued
 			}
 		}
 		if text == "" {
@@ -113,6 +114,11 @@ func (c *chat) followUps(ctx context.Context, sigs chan os.Signal) {
 		}
 		c.r.note("› %s", clip(text, 70))
 		c.run(ctx, sigs, func(rctx context.Context) (*kernel.RunResult, error) {
+			if queued != nil {
+				// Stored with its id and only then removed from the
+				// queue: a follow-up runs once, even across a crash.
+				return c.k.RunQueued(rctx, c.sid, *queued)
+			}
 			return c.k.Run(rctx, c.sid, text)
 		})
 	}
@@ -140,7 +146,7 @@ func (c *chat) steerCommand(ctx context.Context, name, arg string) error {
 		}
 		return nil
 	case "/queue":
-		es, err := c.app.queue.List(sid)
+		es, err := c.app.queue.List(ctx, sid)
 		if err != nil {
 			return err
 		}
@@ -155,7 +161,7 @@ func (c *chat) steerCommand(ctx context.Context, name, arg string) error {
 		if arg == "" {
 			return errors.New("/cancel needs a queued message id (see /queue)")
 		}
-		if err := c.app.queue.Cancel(sid, arg); err != nil {
+		if err := c.app.queue.Cancel(ctx, sid, arg); err != nil {
 			return err
 		}
 		fmt.Fprintln(c.env.stderr, "cancelled "+arg)

@@ -95,17 +95,10 @@ func statusText(m kernel.SessionMeta) string {
 	return string(m.Status)
 }
 
-// spaceReclaimer is a store that can give the disk space of deleted
-// sessions back (badger's Reclaim); other stores need not.
-type spaceReclaimer interface {
-	Reclaim(ctx context.Context) (badger.ReclaimResult, error)
-	Dir() string
-}
-
 // reclaimSpace compacts the store after `sessions rm` and `sessions gc`
 // so the removed sessions' disk space comes back, and says how much.
 func reclaimSpace(ctx context.Context, env *cliEnv, st kernel.Store) {
-	bs, ok := st.(spaceReclaimer)
+	bs, ok := st.(kernel.SpaceReclaimer)
 	if !ok {
 		return
 	}
@@ -116,7 +109,7 @@ func reclaimSpace(ctx context.Context, env *cliEnv, st kernel.Store) {
 		fmt.Fprintf(env.stderr, "reclaiming disk space failed: %v\n", err)
 		return
 	}
-	fmt.Fprintf(env.stderr, "store %s: %s in %d files -> %s in %d files\n", bs.Dir(), humanBytes(r.Before), r.FilesBefore, humanBytes(r.After), r.FilesAfter)
+	fmt.Fprintf(env.stderr, "store %s: %s in %d files -> %s in %d files\n", r.Where, humanBytes(r.Before), r.FilesBefore, humanBytes(r.After), r.FilesAfter)
 }
 
 func humanBytes(n int64) string {

@@ -27,9 +27,9 @@ beside the session store), --config FILE, --store DIR`,
 
 // keysFile registers --keys and returns the function that opens the key
 // file it names (or the default, beside the configuration's store).
-func keysFile(fs *flag.FlagSet) func(cf *commonFlags) (*serve.KeyStore, string, error) {
+func keysFile(fs *flag.FlagSet) func(cf *commonFlags, env *cliEnv) (*serve.KeyStore, string, error) {
 	file := fs.String("keys", "", "API key `FILE` (default: beside the session store)")
-	return func(cf *commonFlags) (*serve.KeyStore, string, error) {
+	return func(cf *commonFlags, env *cliEnv) (*serve.KeyStore, string, error) {
 		cfg, err := cf.load()
 		if err != nil {
 			return nil, "", err
@@ -38,7 +38,8 @@ func keysFile(fs *flag.FlagSet) func(cf *commonFlags) (*serve.KeyStore, string, 
 		if err != nil {
 			return nil, "", err
 		}
-		ks, err := serve.OpenKeys(path)
+		// A key file others could read is narrowed, and the user told.
+		ks, err := serve.OpenKeys(path, func(msg string) { fmt.Fprintf(env.stderr, "kernel keys: warning: %s\n", msg) })
 		return ks, path, err
 	}
 }
@@ -54,7 +55,7 @@ func keysCreate(fs *flag.FlagSet) subRun {
 		if *scopes == "" {
 			return usageError("keys create needs --scopes (comma-separated: %s)", strings.Join(serve.AllScopes, ", "))
 		}
-		ks, path, err := open(cf)
+		ks, path, err := open(cf, env)
 		if err != nil {
 			return err
 		}
@@ -76,7 +77,7 @@ func scopeHelp() string {
 func keysList(fs *flag.FlagSet) subRun {
 	open := keysFile(fs)
 	return func(ctx context.Context, cf *commonFlags, env *cliEnv, _ []string) error {
-		ks, _, err := open(cf)
+		ks, _, err := open(cf, env)
 		if err != nil {
 			return err
 		}
@@ -103,7 +104,7 @@ func keysRevoke(fs *flag.FlagSet) subRun {
 		if len(pos) != 1 {
 			return usageError("keys revoke takes one NAME or ID, got %d arguments", len(pos))
 		}
-		ks, _, err := open(cf)
+		ks, _, err := open(cf, env)
 		if err != nil {
 			return err
 		}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/store/badger"
+	"github.com/agentkernel/agentkernel/kernel/store/export"
 	"github.com/agentkernel/agentkernel/policy"
 )
 
@@ -165,7 +165,7 @@ func readExport(ctx context.Context, file string) (*kernel.Session, error) {
 		return nil, err
 	}
 	defer r.Close()
-	s, err := badger.ReadExport(ctx, r)
+	s, err := export.Read(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
@@ -181,7 +181,7 @@ func parseSince(s string) (time.Time, error) {
 	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
 		return t, nil
 	}
-	age, err := badger.ParseAge(s)
+	age, err := parseAge(s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%q is neither an age (7d, 12h, 90m) nor a date (2026-11-01, or RFC 3339): %w", s, err)
 	}

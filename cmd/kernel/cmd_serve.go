@@ -40,6 +40,8 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 	replicaName := fs.String("replica", "", "this server's `NAME` among the replicas sharing a postgres store (default HOST-PID-RANDOM)")
 	leaseTTL := fs.Duration("lease-ttl", 15*time.Second, "postgres store: how long a session's lease lasts unrenewed; a stopped replica's sessions are taken over (--auto-resume) or shown interrupted after it")
 	poll := fs.Duration("poll", time.Second, "postgres store: how often to look at the database for what notices missed and for sessions to take over")
+	var guard serveGuardFlags
+	guard.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -102,7 +104,7 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 		return err
 	}
 	a.closers = append(a.closers, a.cfg.applyPrestart(ctx))
-	ks, err := serve.OpenKeys(cfg.keysFile)
+	ks, err := serve.OpenKeys(cfg.keysFile, func(msg string) { fmt.Fprintf(env.stderr, "kernel serve: warning: %s\n", msg) })
 	if err != nil {
 		return err
 	}
@@ -119,13 +121,23 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 		defer f.Close()
 		access = f
 	}
+	var tlsConfig *tls.Config
+	var cert *tls.Certificate
+	if *certFile != "" {
+		c, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		cert = &c
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
+	}
 	srv, err := serve.New(serve.Config{
 		Kernel: k, Store: a.store, Queue: a.queue, Keys: ks, Policy: a.policyWatcher, Agents: a.serveAgents(),
 		SessionContext: a.sessionContext(),
 		Scrub:          a.redact, AccessLog: access, ErrorLog: scrubWriter{env.stderr},
-		Limits:       serve.Limits{MaxRuns: *maxRuns, MaxRunsPerKey: *maxRunsKey, MaxBodyBytes: *maxBody},
+		Limits:       guard.limits(*maxRuns, *maxRunsKey, *maxBody),
 		DrainTimeout: *drain, AutoResume: *autoResume, Version: buildVersion().Version,
-		Replica: a.replica, LeaseTTL: *leaseTTL, Poll: *poll,
+		Replica: a.replica, LeaseTTL: *leaseTTL, Poll: *poll, AllowedHosts: guard.allowedHosts(*listen, cert),
 	})
 	if err != nil {
 		return err
@@ -133,14 +145,6 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 	a.mountMetrics(srv, ks)
 	if err := a.serveMetrics(ctx, env.stderr); err != nil {
 		return err
-	}
-	var tlsConfig *tls.Config
-	if *certFile != "" {
-		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
-		if err != nil {
-			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
-		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

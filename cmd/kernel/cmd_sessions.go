@@ -15,7 +15,6 @@ import (
 
 	"github.com/agentkernel/agentkernel/internal/progress"
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/store/badger"
 )
 
 // sessionsGroup is `kernel sessions`: a table of subcommands, each with its own
@@ -201,7 +200,7 @@ func sessionsGC(fs *flag.FlagSet) subRun {
 		if *olderThan == "" {
 			return usageError("sessions gc needs --older-than AGE (e.g. 30d)")
 		}
-		age, err := badger.ParseAge(*olderThan)
+		age, err := parseAge(*olderThan)
 		if err != nil {
 			return fmt.Errorf("--older-than: %w", err)
 		}

@@ -45,7 +45,7 @@ func steerQueue(cfg *Config, env *cliEnv) (replica.Queue, func(), error) {
 	if temp {
 		return nil, nil, exitError{code: 2, msg: "steer needs the badger or postgres store: a memory store lives only in the process that runs the session"}
 	}
-	q, err := queue.Open(dir)
+	q, err := queue.Open(dir, func(msg string) { fmt.Fprintf(env.stderr, "kernel steer: warning: %s\n", msg) })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -93,7 +93,7 @@ func cmdSteer(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	switch {
 	case *list:
-		es, err := q.List(sid)
+		es, err := q.List(ctx, sid)
 		if err != nil {
 			return err
 		}
@@ -105,7 +105,7 @@ func cmdSteer(ctx context.Context, args []string, env *cliEnv) error {
 		}
 		return nil
 	case *cancel != "":
-		if err := q.Cancel(sid, *cancel); err != nil {
+		if err := q.Cancel(ctx, sid, *cancel); err != nil {
 			return err
 		}
 		fmt.Fprintln(env.stdout, "cancelled", *cancel)
@@ -118,7 +118,7 @@ func cmdSteer(ctx context.Context, args []string, env *cliEnv) error {
 	if *follow {
 		kind = queue.FollowUp
 	}
-	e, err := q.Add(sid, strings.Join(pos[1:], " "), kind)
+	e, err := q.Add(ctx, sid, strings.Join(pos[1:], " "), kind)
 	if err != nil {
 		return err
 	}

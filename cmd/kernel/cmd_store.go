@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
@@ -102,17 +101,6 @@ func storeMigrate(ctx context.Context, cfg *Config, env *cliEnv) error {
 	return nil
 }
 
-// The store capabilities a copy needs (kernel/store.go's optional
-// interfaces, by their method sets).
-type (
-	sessionExporter interface {
-		Export(ctx context.Context, id string, w io.Writer) error
-	}
-	sessionImporter interface {
-		Import(ctx context.Context, r io.Reader) (string, error)
-	}
-)
-
 // storeCopy copies sessions ids (all when empty) from cfg's store into
 // dcfg's, checking each by comparing exports.
 func storeCopy(ctx context.Context, cfg, dcfg *Config, ids []string, env *cliEnv) error {
@@ -126,12 +114,12 @@ func storeCopy(ctx context.Context, cfg, dcfg *Config, ids []string, env *cliEnv
 		return fmt.Errorf("the target store: %w", err)
 	}
 	defer dst.Close()
-	ex, ok := src.store.(sessionExporter)
+	ex, ok := src.store.(kernel.SessionExporter)
 	if !ok {
 		return errors.New("the source store cannot export sessions")
 	}
-	dex, ok1 := dst.store.(sessionExporter)
-	im, ok2 := dst.store.(sessionImporter)
+	dex, ok1 := dst.store.(kernel.SessionExporter)
+	im, ok2 := dst.store.(kernel.SessionImporter)
 	if !ok1 || !ok2 {
 		return errors.New("the target store cannot import sessions")
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agentkernel/agentkernel/internal/privfile"
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/catalog"
 	"github.com/agentkernel/agentkernel/kernel/queue"
@@ -87,7 +88,7 @@ func (cfg *Config) queueDir() (dir string, temp bool, err error) {
 		return "", false, err
 	}
 	if sc.Kind == "memory" {
-		d, err := os.MkdirTemp("", "agentkernel-queue-")
+		d, err := privfile.TempDir("", "agentkernel-queue-")
 		return d, true, err
 	}
 	return filepath.Join(filepath.Dir(sc.Dir), filepath.Base(sc.Dir)+"-queue"), false, nil
@@ -103,7 +104,7 @@ func (a *app) openQueue() (replica.Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := queue.Open(dir)
+	q, err := queue.Open(dir, func(msg string) { a.log.Warn(msg) })
 	if err != nil {
 		return nil, err
 	}

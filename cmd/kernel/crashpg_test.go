@@ -2,19 +2,27 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/postgres"
+	"github.com/agentkernel/agentkernel/kernel/store/postgres/pgtest"
 )
 
-// crashKills is how many replicas the crash campaign kills: 3 in make
+// crashKills is how many faults the crash campaign injects: 3 in make
 // test, $AGENTKERNEL_PG_CRASH_KILLS in make crash-pg.
 func crashKills(t *testing.T) int {
 	if v := os.Getenv("AGENTKERNEL_PG_CRASH_KILLS"); v != "" {
@@ -27,96 +35,148 @@ func crashKills(t *testing.T) int {
 	return 3
 }
 
-// campaignScript is a long script of runs: three tool rounds (a command
-// that takes a while, reads, a listing), then an answer, over and over,
-// so every run of every session has steps to go through.
+// crashFor is how long the crash campaign goes on injecting faults at
+// most: $AGENTKERNEL_PG_CRASH_FOR (a duration; make crash-pg FOR=3m), or
+// no bound but the count. The checks run after it, on everything done.
+func crashFor(t *testing.T) time.Duration {
+	v := os.Getenv("AGENTKERNEL_PG_CRASH_FOR")
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("AGENTKERNEL_PG_CRASH_FOR=%q: want a positive duration (3m)", v)
+	}
+	return d
+}
+
+// campaignScript is a long script of runs: three tool rounds, then an
+// answer, over and over, so every run of every session has steps to go
+// through. Every side effect is a command that appends a line to the
+// ledger ("step:token", the token fresh each time the command runs) and
+// prints it: the ledger is what ran, whatever the histories say.
 func campaignScript(runs int) string {
 	var b strings.Builder
 	b.WriteString("steps:\n")
 	for i := range runs {
-		fmt.Fprintf(&b, "  - text: \"round a %d\"\n    tool_calls:\n      - name: run_command\n        args: {argv: [sh, -c, \"sleep 0.%d; echo slept\"]}\n", i, 1+i%3)
+		fmt.Fprintf(&b, "  - text: \"round a %d\"\n    tool_calls:\n      - name: run_command\n        args: {argv: [sh, -c, \"t=$(date +%%s%%N); echo %da:$t >> ledger.txt; sleep 0.%d; echo ran %da:$t\"]}\n", i, i, 1+i%3, i)
 		fmt.Fprintf(&b, "  - text: \"round b %d\"\n    tool_calls:\n      - name: read_file\n        args: {path: notes.txt}\n      - name: list_dir\n        args: {path: .}\n", i)
-		fmt.Fprintf(&b, "  - text: \"round c %d\"\n    tool_calls:\n      - name: run_command\n        args: {argv: [sh, -c, \"echo %d >> log.txt\"]}\n", i, i)
+		fmt.Fprintf(&b, "  - text: \"round c %d\"\n    tool_calls:\n      - name: run_command\n        args: {argv: [sh, -c, \"t=$(date +%%s%%N); echo %dc:$t >> ledger.txt; echo ran %dc:$t\"]}\n", i, i, i)
 		fmt.Fprintf(&b, "  - text: \"answer %d\"\n", i)
 	}
 	return b.String()
 }
 
-// TestReplicaCrashCampaign kills kernel serve replicas with SIGKILL at
-// random points while clients run tool-using sessions through both, and
-// restarts each killed one under a new name. Clients read the sessions'
-// messages all along: every message a client ever saw is an acknowledged
-// step. The invariants are the Badger crash test's: no acknowledged
-// message is lost or changed, none is stored twice, and every tool call
-// has exactly one result, except the calls of the last message of a run
-// that stops for good. After the kills the surviving replicas resume
-// every interrupted session (failover) to the end.
+// campaign is the state the clients of the crash campaign share.
+type campaign struct {
+	c        *cluster
+	ids      []string
+	mu       sync.Mutex
+	seen     []map[int][]byte // seen[i][seq]: a message as a client first saw it
+	followUp [][]string       // follow-ups acknowledged queued, per session
+	vmu      sync.Mutex
+	bad      []string
+	acked    atomic.Int64
+	prompts  atomic.Int64
+	idleSeen atomic.Int64 // idle sessions checked for an unanswered turn
+}
+
+func (cp *campaign) violate(format string, args ...any) {
+	cp.vmu.Lock()
+	cp.bad = append(cp.bad, fmt.Sprintf(format, args...))
+	cp.vmu.Unlock()
+}
+
+// observe reads session i from p and checks it against what clients saw
+// before: the tail clients saw is unchanged, the session at least as
+// long; and a session idle in a consistent read (its message count and
+// its messages agree) does not end with an unanswered turn.
+func (cp *campaign) observe(i int, p *replicaProc) (status string, active bool, ok bool) {
+	c := cp.c
+	code, s, err := c.call(p, "GET", "/v1/sessions/"+cp.ids[i], nil)
+	if err != nil || code != 200 {
+		return "", false, false
+	}
+	status, _ = s["status"].(string)
+	active = s["active_run"] != nil
+	cp.mu.Lock()
+	from := max(0, len(cp.seen[i])-20)
+	cp.mu.Unlock()
+	code, m, err := c.call(p, "GET", fmt.Sprintf("/v1/sessions/%s/messages?after=%d&limit=1000", cp.ids[i], from), nil)
+	if err != nil || code != 200 {
+		return "", false, false
+	}
+	msgs, _ := m["messages"].([]any)
+	cp.mu.Lock()
+	for j, raw := range msgs {
+		seq := from + j + 1
+		b, _ := json.Marshal(raw)
+		if old, ok := cp.seen[i][seq]; ok {
+			if !bytes.Equal(old, b) {
+				cp.violate("session %s message %d changed:\n was %s\n now %s", cp.ids[i], seq, old, b)
+			}
+			continue
+		}
+		cp.seen[i][seq] = b
+		cp.acked.Add(1)
+	}
+	seen := len(cp.seen[i])
+	cp.mu.Unlock()
+	last, _ := m["last_seq"].(float64)
+	if int(last) < seen {
+		cp.violate("session %s: last seq %d, but clients saw %d messages: acknowledged steps lost", cp.ids[i], int(last), seen)
+	}
+	totals, _ := s["totals"].(map[string]any)
+	if n, _ := totals["messages"].(float64); status == "idle" && !active && len(msgs) > 0 && int(n) == int(last) {
+		cp.idleSeen.Add(1)
+		if role := msgs[len(msgs)-1].(map[string]any)["role"]; role == "tool" || role == "user" {
+			cp.violate("session %s is idle with an unanswered turn (its last message, %d, is a %s message)", cp.ids[i], int(last), role)
+		}
+	}
+	return status, active, true
+}
+
+// TestReplicaCrashCampaign runs three kernel serve replicas on a
+// PostgreSQL server of its own while clients drive sessions through all
+// of them (prompts, follow-ups queued behind runs in flight, resumes),
+// and injects faults at random: a replica killed (SIGKILL, then
+// restarted under a new name), a replica paused (SIGSTOP) past its lease
+// and continued, the database killed and restarted. It checks the
+// invariants of docs/serve.md: no acknowledged message lost, changed or
+// stored twice; every call answered once; and the three of issue 37:
+//
+//  1. the history never says a call did not run when it ran: every
+//     command appends to a ledger, and no command ran that its history
+//     says did not, or ran twice (per step, the ledger holds no more
+//     runs than the histories' calls that ran or may have run; every
+//     result that shows a command's output is in the ledger once);
+//  2. no session is ever idle with an unanswered turn, and every
+//     interrupted one is resumed;
+//  3. every follow-up acknowledged as queued runs exactly once.
 func TestReplicaCrashCampaign(t *testing.T) {
-	kills := crashKills(t)
-	c := newCluster(t, campaignScript(40*kills+200), "", time.Second)
+	faults, budget := crashKills(t), crashFor(t)
+	srv, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	c := newClusterOn(t, srv, campaignScript(40*faults+200), "", time.Second)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 1))
-	t.Logf("seed %d, %d kills", seed, kills)
+	t.Logf("seed %d, %d faults", seed, faults)
 
 	var mu sync.Mutex
-	gen := 0
-	reps := []*replicaProc{c.start("a0"), c.start("b0")}
+	reps := []*replicaProc{c.start("a0"), c.start("b0"), c.start("c0")}
 	live := func() *replicaProc {
 		mu.Lock()
 		defer mu.Unlock()
 		return reps[rand.IntN(len(reps))]
 	}
 	const sessions = 4
-	ids := make([]string, sessions)
-	for i := range ids {
-		ids[i] = c.must(reps[0], 201, "POST", "/v1/sessions", map[string]any{"title": fmt.Sprint("campaign ", i)})["id"].(string)
-	}
-	// seen[sid][seq] is the message as a client first saw it.
-	seen := make([]map[int][]byte, sessions)
-	for i := range seen {
-		seen[i] = map[int][]byte{}
-	}
-	var violations []string
-	var vmu sync.Mutex
-	violate := func(format string, args ...any) {
-		vmu.Lock()
-		violations = append(violations, fmt.Sprintf(format, args...))
-		vmu.Unlock()
-	}
-	var acked, prompts atomic.Int64
-	// observe reads a session from a replica and checks it against what
-	// clients saw before.
-	observe := func(i int, p *replicaProc) (status string, active bool, ok bool) {
-		code, s, err := c.call(p, "GET", "/v1/sessions/"+ids[i], nil)
-		if err != nil || code != 200 {
-			return "", false, false
-		}
-		status, _ = s["status"].(string)
-		active = s["active_run"] != nil
-		// The messages from a little before the last one seen: the tail
-		// clients saw must be unchanged, and the session at least as long.
-		from := max(0, len(seen[i])-20)
-		code, m, err := c.call(p, "GET", fmt.Sprintf("/v1/sessions/%s/messages?after=%d&limit=1000", ids[i], from), nil)
-		if err != nil || code != 200 {
-			return "", false, false
-		}
-		msgs, _ := m["messages"].([]any)
-		for j, raw := range msgs {
-			seq := from + j + 1
-			b, _ := json.Marshal(raw)
-			if old, ok := seen[i][seq]; ok {
-				if !bytes.Equal(old, b) {
-					violate("session %s message %d changed:\n was %s\n now %s", ids[i], seq, old, b)
-				}
-				continue
-			}
-			seen[i][seq] = b
-			acked.Add(1)
-		}
-		if last, _ := m["last_seq"].(float64); int(last) < len(seen[i]) {
-			violate("session %s: last seq %d, but clients saw %d messages: acknowledged steps lost", ids[i], int(last), len(seen[i]))
-		}
-		return status, active, true
+	cp := &campaign{c: c, ids: make([]string, sessions), seen: make([]map[int][]byte, sessions), followUp: make([][]string, sessions)}
+	for i := range cp.ids {
+		cp.ids[i] = c.must(reps[0], 201, "POST", "/v1/sessions", map[string]any{"title": fmt.Sprint("campaign ", i)})["id"].(string)
+		cp.seen[i] = map[int][]byte{}
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -124,6 +184,7 @@ func TestReplicaCrashCampaign(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			n := 0
 			for {
 				select {
 				case <-stop:
@@ -131,81 +192,219 @@ func TestReplicaCrashCampaign(t *testing.T) {
 				case <-time.After(30 * time.Millisecond):
 				}
 				p := live()
-				status, active, ok := observe(i, p)
-				if !ok || active {
-					continue
-				}
-				switch status {
-				case "idle", "failed":
-					if code, _, err := c.call(p, "POST", "/v1/sessions/"+ids[i]+"/runs", map[string]any{"prompt": "go on"}); err == nil && code == 202 {
-						prompts.Add(1)
+				status, active, ok := cp.observe(i, p)
+				switch {
+				case !ok:
+				case active && rand.IntN(30) == 0:
+					// A follow-up queued behind the run in flight.
+					n++
+					text := fmt.Sprintf("follow-up %d of session %d", n, i)
+					code, r, err := c.call(p, "POST", "/v1/sessions/"+cp.ids[i]+"/runs", map[string]any{"prompt": text, "if_busy": "queue"})
+					if err == nil && code == 202 && r["queued"] != nil {
+						cp.mu.Lock()
+						cp.followUp[i] = append(cp.followUp[i], text)
+						cp.mu.Unlock()
 					}
-				case "interrupted":
-					c.call(p, "POST", "/v1/sessions/"+ids[i]+"/resume", nil)
+				case active:
+				case status == "idle" || status == "failed":
+					if code, _, err := c.call(p, "POST", "/v1/sessions/"+cp.ids[i]+"/runs", map[string]any{"prompt": "go on"}); err == nil && code == 202 {
+						cp.prompts.Add(1)
+					}
+				case status == "interrupted":
+					c.call(p, "POST", "/v1/sessions/"+cp.ids[i]+"/resume", nil)
 				}
 			}
 		}()
 	}
-	for k := range kills {
+	var kills, pauses, dbRestarts int
+	gen := 0
+	began := time.Now()
+	for k := range faults {
+		if budget > 0 && time.Since(began) > budget {
+			t.Logf("stopped after %d faults: AGENTKERNEL_PG_CRASH_FOR=%s is up", k, budget)
+			faults = k
+			break
+		}
 		time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
 		mu.Lock()
 		victim := rng.IntN(len(reps))
 		p := reps[victim]
 		mu.Unlock()
-		p.kill()
-		gen++
-		next := c.start(fmt.Sprintf("%c%d", "ab"[victim], gen))
-		mu.Lock()
-		reps[victim] = next
-		mu.Unlock()
+		// The first three are one of each kind, so that even the short
+		// campaign of make test has them all; then at random.
+		r := []int{10, 5, 0}[min(k, 2)]
+		if k >= 3 {
+			r = rng.IntN(20)
+		}
+		switch {
+		case r < 2: // the database dies and comes back
+			srv.Kill()
+			time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
+			if err := srv.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			dbRestarts++
+		case r < 6: // a replica stalls past its lease, then goes on
+			p.cmd.Process.Signal(syscall.SIGSTOP)
+			time.Sleep(c.ttl + time.Duration(200+rng.IntN(1500))*time.Millisecond)
+			p.cmd.Process.Signal(syscall.SIGCONT)
+			pauses++
+		default:
+			p.kill()
+			gen++
+			next := c.start(fmt.Sprintf("%c%d", "abc"[victim], gen))
+			mu.Lock()
+			reps[victim] = next
+			mu.Unlock()
+			kills++
+		}
 		if k%10 == 9 {
-			t.Logf("%d kills, %d acknowledged messages seen, %d prompts", k+1, acked.Load(), prompts.Load())
+			t.Logf("%d faults (%d kills, %d pauses, %d database restarts), %d acknowledged messages seen, %d prompts", k+1, kills, pauses, dbRestarts, cp.acked.Load(), cp.prompts.Load())
 		}
 	}
 	close(stop)
 	wg.Wait()
-	// Settle: the replicas finish (or fail over) every run.
-	var interrupted, resumes int
-	for i := range sessions {
-		p := live()
-		deadline := time.Now().Add(120 * time.Second)
+	cp.settle(t, live)
+	cp.check(t, live())
+	t.Logf("%d faults on 3 replicas (%d kills, %d pauses past the lease, %d database restarts), %d sessions, %d prompts, %d follow-ups queued, %d acknowledged messages seen, %d idle sessions checked for an unanswered turn; %d violations",
+		faults, kills, pauses, dbRestarts, sessions, cp.prompts.Load(), cp.followUps(), cp.acked.Load(), cp.idleSeen.Load(), len(cp.bad))
+	for _, v := range cp.bad {
+		t.Error(v)
+	}
+}
+
+func (cp *campaign) followUps() int {
+	n := 0
+	for _, f := range cp.followUp {
+		n += len(f)
+	}
+	return n
+}
+
+// settle waits until every session is at rest: no run in flight, not
+// running or interrupted, and no follow-up queued or taken.
+func (cp *campaign) settle(t *testing.T, live func() *replicaProc) {
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, cp.c.dsn, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	deadline := time.Now().Add(180 * time.Second)
+	for i := range cp.ids {
 		for {
-			status, active, ok := observe(i, p)
-			if ok && !active && status != "running" && status != "interrupted" {
+			p := live()
+			status, active, ok := cp.observe(i, p)
+			waiting, werr := st.Queue("campaign").Waiting(ctx)
+			if ok && werr == nil && !active && status != "running" && status != "interrupted" && !slices.Contains(waiting, cp.ids[i]) {
 				break
 			}
+			if status == "interrupted" { // resumed by the replicas' --auto-resume, or by a client
+				cp.c.call(p, "POST", "/v1/sessions/"+cp.ids[i]+"/resume", nil)
+			}
 			if time.Now().After(deadline) {
-				t.Fatalf("session %s never settled (status %s)", ids[i], status)
+				t.Fatalf("session %s never settled (status %s, follow-ups waiting: %v)", cp.ids[i], status, waiting)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		msgs := c.messages(p, ids[i])
-		if len(msgs) < len(seen[i]) {
-			violate("session %s: %d messages at the end, clients saw %d", ids[i], len(msgs), len(seen[i]))
+	}
+}
+
+var ledgerLine = regexp.MustCompile(`^(\d+[ac]):(\d+)$`)
+var ranLine = regexp.MustCompile(`ran (\d+[ac]):(\d+)`)
+var stepOf = regexp.MustCompile(`echo (\d+[ac]):\$t >> ledger`)
+
+// check holds the settled sessions to the invariants.
+func (cp *campaign) check(t *testing.T, p *replicaProc) {
+	c := cp.c
+	ledger := map[string]int{}   // step -> commands that ran
+	ranToken := map[string]int{} // "step:token" -> times in the ledger
+	raw, err := os.ReadFile(c.ws("ledger.txt"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		if m := ledgerLine.FindStringSubmatch(l); m != nil {
+			ledger[m[1]]++
+			ranToken[l]++
+		} else if l != "" {
+			cp.violate("ledger line %q: not step:token", l)
 		}
+	}
+	ran, mayHave, notRun := map[string]int{}, map[string]int{}, map[string]int{}
+	var interrupted, launcherKilled int
+	for i, sid := range cp.ids {
+		msgs := c.messages(p, sid)
+		if len(msgs) < len(cp.seen[i]) {
+			cp.violate("session %s: %d messages at the end, clients saw %d", sid, len(msgs), len(cp.seen[i]))
+		}
+		args := map[string]string{}
 		for j, m := range msgs {
 			b, _ := json.Marshal(m)
-			if old, ok := seen[i][j+1]; ok && !bytes.Equal(old, b) {
-				violate("session %s message %d changed at the end", ids[i], j+1)
+			if old, ok := cp.seen[i][j+1]; ok && !bytes.Equal(old, b) {
+				cp.violate("session %s message %d changed at the end", sid, j+1)
 			}
-			if m["role"] == "tool" && strings.HasPrefix(fmt.Sprint(m["content"]), "interrupted") {
+			calls, _ := m["tool_calls"].([]any)
+			for _, call := range calls {
+				cm := call.(map[string]any)
+				args[cm["id"].(string)] = fmt.Sprint(cm["arguments"])
+			}
+			if m["role"] != "tool" || m["tool_name"] != "run_command" {
+				continue
+			}
+			step := stepOf.FindStringSubmatch(args[fmt.Sprint(m["tool_call_id"])])
+			if step == nil {
+				cp.violate("session %s message %d answers a command the script never made", sid, j+1)
+				continue
+			}
+			content := fmt.Sprint(m["content"])
+			switch {
+			case strings.HasPrefix(content, kernel.InterruptedNotRun):
+				notRun[step[1]]++
 				interrupted++
+			case ranLine.MatchString(content):
+				r := ranLine.FindStringSubmatch(content)
+				if ranToken[r[1]+":"+r[2]] != 1 {
+					cp.violate("session %s: the command whose output is %q is in the ledger %d times, want once", sid, r[0], ranToken[r[1]+":"+r[2]])
+				}
+				ran[step[1]]++
+			default: // interrupted, may have run; an error; cancelled
+				mayHave[step[1]]++
+				if strings.Contains(content, "launcher was killed") {
+					// Issue 37 saw four of these, unexplained, after
+					// replica restarts: counted, to be looked at.
+					launcherKilled++
+				}
+				if strings.HasPrefix(content, "interrupted") {
+					interrupted++
+				}
 			}
 		}
 		if bad := pairProblem(msgs); bad != "" {
-			violate("session %s: %s", ids[i], bad)
+			cp.violate("session %s: %s", sid, bad)
 		}
-		for _, r := range c.must(p, 200, "GET", "/v1/sessions/"+ids[i]+"/runs", nil)["runs"].([]any) {
-			if r.(map[string]any)["kind"] == "resume" {
-				resumes++
+		for _, f := range cp.followUp[i] {
+			if n := prompts(msgs, f); n != 1 {
+				cp.violate("session %s: the follow-up %q, acknowledged as queued, is in the session %d times, want once", sid, f, n)
 			}
 		}
 	}
-	t.Logf("%d kills of 2 replicas, %d sessions, %d prompts, %d acknowledged messages seen, %d calls answered as interrupted, %d resumed runs among the last listed; %d violations",
-		kills, sessions, prompts.Load(), acked.Load(), interrupted, resumes, len(violations))
-	for _, v := range violations {
-		t.Error(v)
+	for step, n := range ledger {
+		if n > ran[step]+mayHave[step] {
+			cp.violate("step %s's command ran %d times, but the histories hold %d runs and %d calls that may have run (%d say it did not run): a command ran that its history says did not, or ran twice",
+				step, n, ran[step], mayHave[step], notRun[step])
+		}
 	}
+	t.Logf("ledger: %d commands ran; the histories: %d with their output, %d may have run, %d did not run; %d calls answered as interrupted; %d results say the sandbox launcher was killed",
+		len(ranToken), sum(ran), sum(mayHave), sum(notRun), interrupted, launcherKilled)
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 // pairProblem is checkPairs returning what is wrong instead of failing.

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -41,9 +44,14 @@ func declaredSetup(t *testing.T, script, extra string, files map[string]string) 
 // inbox shows.
 func TestDeclaredSecretNowhere(t *testing.T) {
 	const secret = "sk-decl-Q7v2Lm9XwP4t"
-	var got []string
+	var (
+		mu  sync.Mutex // the tool calls of a turn run in parallel
+		got []string
+	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		got = append(got, r.Header.Get("Authorization"))
+		mu.Unlock()
 		w.Header().Set("Content-Type", "text/plain")
 		if r.URL.Query().Get("q") == "fail" {
 			w.WriteHeader(http.StatusForbidden)
@@ -86,8 +94,11 @@ policy: {file: policy.yaml}
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
-	if len(got) != 2 || got[0] != "Bearer "+secret {
-		t.Fatalf("the server got %q", got)
+	mu.Lock()
+	seen := slices.Clone(got)
+	mu.Unlock()
+	if len(seen) != 2 || seen[0] != "Bearer "+secret {
+		t.Fatalf("the server got %q", seen)
 	}
 	if !strings.Contains(errOut, "awaiting approval") && !strings.Contains(errOut, "awaiting_approval") {
 		t.Fatalf("the run did not stop for the approval:\n%s", errOut)
@@ -251,5 +262,69 @@ func TestDeclaredCommandCannotGrantKernelFiles(t *testing.T) {
 	_, errOut, err := cli(t, "run", "--config", cfg, "--store", t.TempDir(), "hi")
 	if err == nil || !strings.Contains(errOut+err.Error(), "command tool c's sandbox grant") {
 		t.Errorf("a command tool granted the config's directory: %v\n%s", err, errOut)
+	}
+}
+
+// TestDeclaredCommandWritesTheWorkspace: a command tool writes the
+// workspace (its default grant is run_command's), so with no built-in
+// write tool enabled a policy inside the workspace is still a kernel file
+// a tool could change: the start is refused, naming the command tool.
+// Without the command tools' workspace among the writable areas this
+// starts, and the model rewrites its own policy through the tool.
+func TestDeclaredCommandWritesTheWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"ws/policy.yaml": "name: p\nrevision: \"1\"\ndefaults:\n  tool_call: allow\n",
+		"script.yaml":    "steps: [{text: hi}]\n",
+		"kernel.yaml": "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\npolicy: {file: ws/policy.yaml}\n" +
+			"tools:\n  builtin: {enable: [read_file]}\n  command:\n    - {name: c, description: d, argv: [\"true\"]}\n",
+	})
+	_, errOut, err := cli(t, "run", "--config", filepath.Join(dir, "kernel.yaml"), "--store", t.TempDir(), "hi")
+	if !errors.Is(err, ErrProtectedWritable) {
+		t.Fatalf("started with its policy in the workspace command tool c writes: %v\n%s", err, errOut)
+	}
+	for _, want := range []string{"the policy " + filepath.Join(dir, "ws", "policy.yaml"), "command tool c"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+// TestDeclaredCommandScriptIsAKernelFile: a command tool that runs a
+// script the workspace holds ([sh, ws/tool.sh, "{x}"]) runs what
+// write_file can rewrite, with the command tool's grant: the start is
+// refused naming the script. The same script outside every writable
+// directory starts; a placeholder the model fills in is its own. Without
+// the command tools' argv among the kernel files this starts.
+func TestDeclaredCommandScriptIsAKernelFile(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"ws/tool.sh":  "echo $1\n",
+		"bin/tool.sh": "echo $1\n",
+		"script.yaml": "steps: [{text: hi}]\n",
+	})
+	for _, tc := range []struct {
+		script  string
+		refused bool
+	}{{"ws/tool.sh", true}, {"bin/tool.sh", false}} {
+		conf := filepath.Join(dir, "kernel.yaml")
+		writeFiles(t, dir, map[string]string{"kernel.yaml": "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\n" +
+			"tools:\n  builtin: {enable: [read_file, write_file]}\n  command:\n" +
+			"    - {name: c, description: d, argv: [sh, " + filepath.Join(dir, tc.script) + ", \"{x}\"], args: {type: object, properties: {x: {type: string}}}}\n"})
+		_, errOut, err := cli(t, "run", "--config", conf, "--store", t.TempDir(), "hi")
+		if !tc.refused {
+			if err != nil {
+				t.Errorf("%s: %v\n%s", tc.script, err, errOut)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrProtectedWritable) {
+			t.Fatalf("started with command tool c running %s, which write_file can change: %v\n%s", tc.script, err, errOut)
+		}
+		for _, want := range []string{"a file the argv of command tool c runs " + filepath.Join(dir, tc.script), "write_file"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the refusal lacks %q:\n%v", want, err)
+			}
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 func TestMain(m *testing.M) {
 	sandbox.Main() // run_command, plugins and hooks re-execute this binary as their launcher
 	if os.Getenv("KERNEL_TEST_MAIN") == "1" {
+		armFaults()
 		main()
 		os.Exit(0)
 	}

@@ -58,7 +58,7 @@ func TestPolicyTestCache(t *testing.T) {
 	if log := run(file); !strings.Contains(log, "policy loaded") || !strings.Contains(log, "tests=300 cached=false evaluated=") {
 		t.Fatalf("first run:\n%s", log)
 	}
-	if m, _ := filepath.Glob(filepath.Join(cache, "agentkernel", "policy", "*.json")); len(m) != 1 {
+	if m, _ := filepath.Glob(filepath.Join(cache, "agentkernel", "policy", "v3", "*.json")); len(m) != 1 {
 		t.Fatalf("cache entries %v", m)
 	}
 	if log := run(file); !strings.Contains(log, "tests=300 cached=true evaluated=0") {
@@ -220,7 +220,9 @@ func TestScaleWorkedExample(t *testing.T) {
 // TestPolicyCacheIsAKernelFile: the test cache can make a policy load
 // without its tests, so it is one of the kernel's own files: with the
 // cache directory inside the writable workspace the kernel refuses to
-// start; with --no-cache (the cache unused) it starts.
+// start, naming it among the kernel's caches; --no-cache does not change
+// that (the cache home is shared with every other configuration and
+// kernel); caches elsewhere (XDG_CACHE_HOME) let it start.
 func TestPolicyCacheIsAKernelFile(t *testing.T) {
 	ws := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(ws, "cache"))
@@ -231,11 +233,15 @@ func TestPolicyCacheIsAKernelFile(t *testing.T) {
 		"kernel.yaml": "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: " + ws + "\npolicy: {file: policy.yaml}\ntools:\n  builtin:\n    enable: [read_file, write_file]\n",
 	})
 	cfg := filepath.Join(dir, "kernel.yaml")
-	_, _, err := cli(t, "run", "--config", cfg, "--store", t.TempDir(), "go")
-	if !errors.Is(err, ErrProtectedWritable) || !strings.Contains(err.Error(), "the policy test cache "+filepath.Join(ws, "cache", "agentkernel", "policy")) {
-		t.Fatalf("started with the policy test cache inside the writable workspace: %v", err)
+	for _, flags := range [][]string{nil, {"--no-cache"}} {
+		_, _, err := cli(t, append(append([]string{"run", "--config", cfg}, flags...), "--store", t.TempDir(), "go")...)
+		if !errors.Is(err, ErrProtectedWritable) || !strings.Contains(err.Error(), "the kernel's caches in "+filepath.Join(ws, "cache", "agentkernel")) ||
+			!strings.Contains(err.Error(), "policy/ (policy test verdicts") {
+			t.Fatalf("%v: started with the policy test cache inside the writable workspace: %v", flags, err)
+		}
 	}
-	if _, errOut, err := cli(t, "run", "--config", cfg, "--no-cache", "--store", t.TempDir(), "go"); err != nil {
-		t.Fatalf("--no-cache: %v\n%s", err, errOut)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	if _, errOut, err := cli(t, "run", "--config", cfg, "--store", t.TempDir(), "go"); err != nil {
+		t.Fatalf("caches outside the workspace: %v\n%s", err, errOut)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -56,57 +55,4 @@ func TestKernelWritesNeverFollowLinks(t *testing.T) {
 
 	_, errOut, err = cli(t, "run", "--config", filepath.Join(dir, "logged.yaml"), "--store", store, "hi")
 	check("policy.decision_log", err, errOut)
-}
-
-// TestOpenPrivate: the kernel's own writes are 0600 whatever was there,
-// and refuse a symbolic link, a hard-linked file and a FIFO, leaving each
-// untouched.
-func TestOpenPrivate(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "events.jsonl")
-	if err := os.WriteFile(p, []byte("old content\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := openPrivate(p, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("new\n")
-	f.Close()
-	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
-		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
-	}
-	if b, _ := os.ReadFile(p); string(b) != "new\n" {
-		t.Errorf("not truncated: %q", b)
-	}
-	f, err = openPrivate(p, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("appended\n")
-	f.Close()
-	if b, _ := os.ReadFile(p); string(b) != "new\nappended\n" {
-		t.Errorf("append: %q", b)
-	}
-
-	victim := filepath.Join(dir, "victim")
-	os.WriteFile(victim, []byte("keep\n"), 0o644)
-	os.Symlink(victim, filepath.Join(dir, "link"))
-	os.Link(victim, filepath.Join(dir, "hard"))
-	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for name, want := range map[string]string{"link": "symbolic link", "hard": "hard links", "fifo": "not a regular file"} {
-		for _, app := range []bool{false, true} {
-			if f, err := openPrivate(filepath.Join(dir, name), app); err == nil || !strings.Contains(err.Error(), want) {
-				if f != nil {
-					f.Close()
-				}
-				t.Errorf("%s (append %v): %v, want an error saying %q", name, app, err, want)
-			}
-		}
-	}
-	if b, _ := os.ReadFile(victim); string(b) != "keep\n" {
-		t.Errorf("the victim changed: %q", b)
-	}
 }

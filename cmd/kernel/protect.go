@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,6 +36,23 @@ type protectedFile struct {
 	// script gains nothing it does not have (a data file it writes is often
 	// named on its command line).
 	owner string
+	// cache: the kernel's caches, which no grant may cover and
+	// security.allow_writable cannot accept (cacheRefusal says why).
+	cache bool
+	// unresolved, with no path: a command whose shell script the kernel
+	// cannot resolve (hostpath.ScriptError), refused while any tool but
+	// owner can write anywhere.
+	unresolved error
+}
+
+// kernelCaches are the caches the kernel keeps in cacheDir(), each a
+// directory of entries it reads back as code or as a trusted decision,
+// with the key that authenticates them (internal/cachemac).
+var kernelCaches = []struct{ dir, what string }{
+	{"wasm", "compiled WASM machine code, which the kernel maps and runs in its own unconfined process"},
+	{"policy", "policy test verdicts and snapshots, which let a policy load without its tests"},
+	{"mcp", "MCP servers' tool lists, offered to the model before a server starts"},
+	{"plugins", "plugins' tool lists, offered to the model before a plugin starts"},
 }
 
 // writableArea is a directory a tool can write, and who can.
@@ -74,7 +92,7 @@ func (cfg *Config) builtinWritable() ([]writableArea, error) {
 
 // sandboxWritable is every read-write path of a native process's sandbox
 // grant: run_command's command_sandbox, each command tool's sandbox
-// (tools.command), each plugin's sandbox, each MCP
+// (tools.command) and the workspace it always writes, each plugin's sandbox, each MCP
 // stdio server's grant and each command hook's sandbox (the workspace
 // itself is builtinWritable's).
 func (cfg *Config) sandboxWritable() ([]writableArea, error) {
@@ -96,8 +114,13 @@ func (cfg *Config) sandboxWritable() ([]writableArea, error) {
 		return nil, err
 	}
 	for _, c := range dc.Command {
+		// A command tool's grant is run_command's (builtin.CommandGrant):
+		// the workspace read-write, whether or not a built-in writes.
+		if cfg.Workspace != "" {
+			out = append(out, writableArea{dir: cfg.path(cfg.Workspace), by: "the workspace, read-write to command tool " + c.Name + " (tools.command)", owner: "command:" + c.Name})
+		}
 		for _, p := range c.Sandbox.WritablePaths() {
-			out = append(out, writableArea{dir: p, by: "command tool " + c.Name + "'s sandbox grant (tools.command)"})
+			out = append(out, writableArea{dir: p, by: "command tool " + c.Name + "'s sandbox grant (tools.command)", owner: "command:" + c.Name})
 		}
 	}
 	scs, err := cfg.mcpConfigs()
@@ -171,15 +194,18 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 	if pc, err := cfg.policyConfig(); err == nil {
 		add(pc.File, "the policy")
 		add(pc.DecisionLog, "the decision log")
-		if pc.File != "" && !cfg.policyNoCache {
-			// An entry there lets a policy load without its tests.
-			add(filepath.Join(cacheDir(), "policy"), "the policy test cache")
-		}
 	} else {
 		return nil, err
 	}
+	// Every cache, whether this configuration uses it or not: a grant
+	// over one today is a planted entry for tomorrow's configuration (the
+	// entries' MACs are the second line).
+	out = append(out, protectedFile{path: cacheDir(), what: "the kernel's caches", startCheck: true, cache: true})
 	if sc, err := cfg.storeConfig(); err == nil && sc.Kind != "memory" && sc.Kind != "postgres" {
 		add(sc.Dir, "the session store")
+		if q, _, err := cfg.queueDir(); err == nil {
+			add(q, "the steering queue (messages a run takes as the user's)")
+		}
 	}
 	if cfg.keysFile != "" {
 		add(cfg.keysFile, "the API keys of kernel serve")
@@ -191,16 +217,28 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	unresolved := func(err error, what, owner string) {
+		if err != nil {
+			out = append(out, protectedFile{what: what, startCheck: true, owner: owner, unresolved: err})
+		}
+	}
 	for _, r := range hc.Rules {
 		if r.Command != nil {
-			for _, f := range hooks.CommandFiles(r.Command, cfg.hooksOptions()) {
+			files, err := hooks.CommandFiles(r.Command, cfg.hooksOptions())
+			for _, f := range files {
 				owned(f, "a file the command of hook "+r.Name+" runs", "hook:"+r.Name)
 			}
+			unresolved(err, "the command of hook "+r.Name, "hook:"+r.Name)
 		}
 	}
 	pcs, err := cfg.pluginConfigs()
 	if err != nil {
 		return nil, err
+	}
+	if len(pcs) > 0 {
+		// The host copies each verified binary there and runs the copy;
+		// its directory is new at every start, so the place is the name.
+		add(filepath.Join(os.TempDir(), "agentkernel-plugins-*"), "the plugin host's private copies of the plugin binaries it runs")
 	}
 	for _, pc := range pcs {
 		if pc.Interpreter != nil {
@@ -210,18 +248,43 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 		} else {
 			add(pc.Path, "the binary of plugin "+pc.Name)
 		}
-		for _, f := range hostpath.Files(pc.Args, pc.Dir) {
-			owned(f, "a file the arguments of plugin "+pc.Name+" name", "plugin:"+pc.Name)
+		files, err := hostpath.CommandPaths(append([]string{pc.Path}, pc.Args...), pc.Dir)
+		for _, f := range files {
+			if f != cfg.path(pc.Path) {
+				owned(f, "a file the arguments of plugin "+pc.Name+" name", "plugin:"+pc.Name)
+			}
 		}
+		unresolved(err, "the command of plugin "+pc.Name, "plugin:"+pc.Name)
+	}
+	dc, err := cfg.declaredConfig()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range dc.Command {
+		// What a command tool runs is configuration: a script another
+		// tool can rewrite would run with this tool's grant. The
+		// arguments the model fills in are its own; the written-out
+		// prefix of argv is checked like a plugin's.
+		dir := c.Dir
+		if dir == "" {
+			dir = cfg.path(cfg.Workspace)
+		}
+		files, err := hostpath.CommandPaths(literalArgv(c.Argv), dir)
+		for _, f := range files {
+			owned(f, "a file the argv of command tool "+c.Name+" runs", "command:"+c.Name)
+		}
+		unresolved(err, "the argv of command tool "+c.Name, "command:"+c.Name)
 	}
 	scs, err := cfg.mcpConfigs()
 	if err != nil {
 		return nil, err
 	}
 	for _, sc := range scs {
-		for _, f := range mcp.ProgramFiles(sc, cfg.path(cfg.Workspace)) {
+		files, err := mcp.ProgramFiles(sc, cfg.path(cfg.Workspace))
+		for _, f := range files {
 			owned(f, "a file the command of MCP server "+sc.Name+" runs", "mcp:"+sc.Name)
 		}
+		unresolved(err, "the command of MCP server "+sc.Name, "mcp:"+sc.Name)
 	}
 	mcs, err := cfg.wasmConfigs()
 	if err != nil {
@@ -232,6 +295,21 @@ func (cfg *Config) protectedFiles() ([]protectedFile, error) {
 		add(filepath.Join(filepath.Dir(cfg.path(mc.Path)), "tool.json"), "a WASM manifest")
 	}
 	return out, nil
+}
+
+// literalArgv is the written-out prefix of a command tool's argv: the
+// entries before the first that holds a placeholder ({name}), with the
+// literal braces ({{ and }}) unescaped.
+func literalArgv(argv []string) []string {
+	var out []string
+	for _, a := range argv {
+		lit := strings.NewReplacer("{{", "", "}}", "").Replace(a)
+		if strings.ContainsAny(lit, "{}") {
+			break
+		}
+		out = append(out, strings.NewReplacer("{{", "{", "}}", "}").Replace(a))
+	}
+	return out
 }
 
 // ErrProtectedWritable is matched by the error of a kernel file that tools
@@ -253,21 +331,32 @@ func (cfg *Config) writableAreas() ([]writableArea, error) {
 }
 
 // writableBy returns the writable area that holds p, or a link on the way
-// to p (hostpath.Locations), and that place; ok is false when tools can
-// change neither p nor what p leads to. The areas of owner (a native
-// tool's own grant) do not count.
+// to p (hostpath.Locations), or that lies inside p (a grant of a
+// directory within a protected one), and that place; ok is false when
+// tools can change neither p nor what p leads to. The areas of owner (a
+// native tool's own grant) do not count.
 func writableBy(p, owner string, areas []writableArea) (area writableArea, at string, ok bool) {
 	for _, loc := range hostpath.Locations(p) {
 		for _, a := range areas {
 			if owner != "" && a.owner == owner {
 				continue
 			}
-			if within(loc, realPath(a.dir)) {
+			if dir := realPath(a.dir); within(loc, dir) || within(dir, loc) {
 				return a, loc, true
 			}
 		}
 	}
 	return writableArea{}, "", false
+}
+
+// anyWritable returns a writable area that is not owner's own grant.
+func anyWritable(owner string, areas []writableArea) (writableArea, bool) {
+	for _, a := range areas {
+		if owner == "" || a.owner != owner {
+			return a, true
+		}
+	}
+	return writableArea{}, false
 }
 
 // checkProtected refuses a configuration in which a tool could change one
@@ -298,11 +387,23 @@ func (cfg *Config) checkProtected() error {
 		allowed[realPath(cfg.path(p))] = true
 	}
 	for _, f := range files {
-		if !f.startCheck || allowed[realPath(f.path)] {
+		if f.unresolved != nil {
+			if a, ok := anyWritable(f.owner, areas); ok {
+				errs = append(errs, fmt.Errorf("%s: %s: %w; and tools can write (%s %s), so what it runs could be theirs. "+
+					"Name the program and its script directly (command: [python3, /srv/server.py]), without variables, globs or substitutions, outside every directory tools can write: %w",
+					cfg.source(), f.what, f.unresolved, a.by, a.dir, ErrProtectedWritable))
+			}
+			continue
+		}
+		if !f.startCheck || (allowed[realPath(f.path)] && !f.cache) {
 			continue
 		}
 		a, at, ok := writableBy(f.path, f.owner, areas)
 		if !ok {
+			continue
+		}
+		if f.cache {
+			errs = append(errs, cfg.cacheRefusal(f.path, at, a))
 			continue
 		}
 		via := ""
@@ -313,6 +414,23 @@ func (cfg *Config) checkProtected() error {
 			cfg.source(), f.what, f.path, via, a.by, a.dir, cfg.moveHint(f), f.path, ErrProtectedWritable))
 	}
 	return errors.Join(errs...)
+}
+
+// cacheRefusal is the error of a writable area that reaches the kernel's
+// caches in dir: it names every cache, because the fix is one for all.
+func (cfg *Config) cacheRefusal(dir, at string, a writableArea) error {
+	var list []string
+	for _, c := range kernelCaches {
+		list = append(list, c.dir+"/ ("+c.what+")")
+	}
+	via := ""
+	if real := realPath(dir); at != real && !within(realPath(a.dir), real) {
+		via = " (through the symbolic link " + at + ")"
+	}
+	return fmt.Errorf("%s: %s %s can write the kernel's caches in %s%s: %s, each with the key that authenticates its entries. "+
+		"No grant may cover them, and security.allow_writable does not accept them: grant a narrower directory than %s "+
+		"(a tool's own cache, such as %s, rather than all of them), or give the kernel its caches outside the grant (XDG_CACHE_HOME=DIR in the kernel's environment): %w",
+		cfg.source(), a.by, a.dir, dir, via, strings.Join(list, ", "), a.dir, filepath.Join(filepath.Dir(dir), "pip"), ErrProtectedWritable)
 }
 
 // moveHint says how to take f out of the tools' reach.
@@ -338,7 +456,9 @@ func (cfg *Config) protectedPaths() []string {
 	files, _ := cfg.protectedFiles() // errors surface in checkProtected
 	out := make([]string, 0, len(files))
 	for _, f := range files {
-		out = append(out, f.path)
+		if f.path != "" {
+			out = append(out, f.path)
+		}
 	}
 	return out
 }

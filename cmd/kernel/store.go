@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 	"github.com/agentkernel/agentkernel/kernel/store/memory"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
@@ -87,7 +88,9 @@ func (a *app) openStore(readOnly bool) error {
 		return nil
 	}
 	if sc.Kind == "postgres" {
-		s, err := openPostgres(context.Background(), a.cfg, sc, a.log.Named("store"))
+		// A server starts without its database and becomes ready when
+		// it is back; a command fails at once.
+		s, err := openPostgres(context.Background(), a.cfg, sc, a.log.Named("store"), a.serverStore)
 		if err != nil {
 			return err
 		}
@@ -138,12 +141,14 @@ func (sc StoreConfig) postgresDSN(cfg *Config) (string, error) {
 }
 
 // openPostgres opens the postgres store the configuration names.
-func openPostgres(ctx context.Context, cfg *Config, sc StoreConfig, log hclog.Logger) (*postgres.Store, error) {
+func openPostgres(ctx context.Context, cfg *Config, sc StoreConfig, log hclog.Logger, wait bool) (*postgres.Store, error) {
 	dsn, err := sc.postgresDSN(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s, err := postgres.Open(ctx, dsn, sc.postgresOptions(log))
+	opts := sc.postgresOptions(log)
+	opts.WaitForDatabase = wait
+	s, err := postgres.Open(ctx, dsn, opts)
 	if err != nil {
 		return nil, fmt.Errorf("store.dsn_env %s: %w", sc.DSNEnv, err)
 	}
@@ -158,17 +163,11 @@ func decodeNode(n *yaml.Node, v any) error {
 	return n.Decode(v)
 }
 
-// spaceChecker is a store on a volume that can fill up (badger's
-// CheckSpace); other stores need not be.
-type spaceChecker interface {
-	CheckSpace(step int64) error
-}
-
 // requireStoreSpace fails when the store's volume cannot hold one step
 // (1 MiB on top of the store's reserve): before a run announces its
 // session.
 func (a *app) requireStoreSpace() error {
-	if sc, ok := a.store.(spaceChecker); ok {
+	if sc, ok := a.store.(kernel.SpaceChecker); ok {
 		return sc.CheckSpace(1 << 20)
 	}
 	return nil

@@ -393,6 +393,13 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		Points:         a.points,
 
 		MaxContinuations: a.cfg.Limits.MaxContinuations,
+		// What a person types is scrubbed as tool results are.
+		ScrubInput: func(s string) string {
+			if a.chain == nil {
+				return scrubText(s)
+			}
+			return a.chain.ScrubResult(s)
+		},
 
 		MaxConcurrentTools: a.cfg.Limits.MaxConcurrentTools,
 		MaxDepth:           a.cfg.Limits.MaxAgentDepth,

@@ -35,11 +35,11 @@ func TestEventLog(t *testing.T, open func(t *testing.T) kernel.Store) {
 
 	t.Run("AppendRead", func(t *testing.T) {
 		_, el := setup(t, "s1")
-		first, err := el.AppendEvents(ctx, "s1", []kernel.StoredEvent{ev("run.started", 1), ev("turn.started", 2)})
+		first, err := el.AppendEvents(ctx, "s1", 0, []kernel.StoredEvent{ev("run.started", 1), ev("turn.started", 2)})
 		if err != nil || first != 1 {
 			t.Fatalf("first append = %d, %v; want 1, nil", first, err)
 		}
-		first, err = el.AppendEvents(ctx, "s1", []kernel.StoredEvent{{Seq: 99, Type: "run.completed", Time: t0, Data: json.RawMessage(`{"type":"run.completed"}`)}})
+		first, err = el.AppendEvents(ctx, "s1", 0, []kernel.StoredEvent{{Seq: 99, Type: "run.completed", Time: t0, Data: json.RawMessage(`{"type":"run.completed"}`)}})
 		if err != nil || first != 3 {
 			t.Fatalf("second append = %d, %v; want 3 (the caller's Seq is ignored), nil", first, err)
 		}
@@ -69,7 +69,7 @@ func TestEventLog(t *testing.T, open func(t *testing.T) kernel.Store) {
 		for i := range 10 {
 			batch = append(batch, ev("message.delta", i))
 		}
-		if _, err := el.AppendEvents(ctx, "s1", batch); err != nil {
+		if _, err := el.AppendEvents(ctx, "s1", 0, batch); err != nil {
 			t.Fatal(err)
 		}
 		got, err := el.ReadEvents(ctx, "s1", 4, 3)
@@ -89,7 +89,7 @@ func TestEventLog(t *testing.T, open func(t *testing.T) kernel.Store) {
 
 	t.Run("UnknownSession", func(t *testing.T) {
 		_, el := setup(t)
-		if _, err := el.AppendEvents(ctx, "nope", []kernel.StoredEvent{ev("run.started", 1)}); !errors.Is(err, kernel.ErrSessionNotFound) {
+		if _, err := el.AppendEvents(ctx, "nope", 0, []kernel.StoredEvent{ev("run.started", 1)}); !errors.Is(err, kernel.ErrSessionNotFound) {
 			t.Fatalf("AppendEvents(unknown) = %v, want ErrSessionNotFound", err)
 		}
 	})
@@ -97,11 +97,11 @@ func TestEventLog(t *testing.T, open func(t *testing.T) kernel.Store) {
 	t.Run("SessionsApart", func(t *testing.T) {
 		_, el := setup(t, "a", "b")
 		for range 3 {
-			if _, err := el.AppendEvents(ctx, "a", []kernel.StoredEvent{ev("a", 0)}); err != nil {
+			if _, err := el.AppendEvents(ctx, "a", 0, []kernel.StoredEvent{ev("a", 0)}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		first, err := el.AppendEvents(ctx, "b", []kernel.StoredEvent{ev("b", 0)})
+		first, err := el.AppendEvents(ctx, "b", 0, []kernel.StoredEvent{ev("b", 0)})
 		if err != nil || first != 1 {
 			t.Fatalf("first event of b = %d, %v; want 1: sessions have their own sequence", first, err)
 		}
@@ -116,7 +116,7 @@ func TestEventLog(t *testing.T, open func(t *testing.T) kernel.Store) {
 		if !ok {
 			t.Skip("the store cannot delete sessions")
 		}
-		if _, err := el.AppendEvents(ctx, "s1", []kernel.StoredEvent{ev("x", 1), ev("y", 2)}); err != nil {
+		if _, err := el.AppendEvents(ctx, "s1", 0, []kernel.StoredEvent{ev("x", 1), ev("y", 2)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := del.Delete(ctx, "s1"); err != nil {
@@ -127,7 +127,7 @@ func TestEventLog(t *testing.T, open func(t *testing.T) kernel.Store) {
 		}
 		// A new session with the same id starts a new log.
 		mustCommit(t, s, "s1", kernel.Step{Meta: kernel.SessionMeta{ID: "s1", Created: t0, Updated: t0}})
-		if first, err := el.AppendEvents(ctx, "s1", []kernel.StoredEvent{ev("z", 3)}); err != nil || first != 1 {
+		if first, err := el.AppendEvents(ctx, "s1", 0, []kernel.StoredEvent{ev("z", 3)}); err != nil || first != 1 {
 			t.Fatalf("first event after re-create = %d, %v; want 1", first, err)
 		}
 	})
@@ -142,7 +142,7 @@ func TestEventLog(t *testing.T, open func(t *testing.T) kernel.Store) {
 			go func() {
 				defer wg.Done()
 				for i := range each {
-					if _, err := el.AppendEvents(ctx, "s1", []kernel.StoredEvent{ev("w", w*each+i), ev("w", w*each+i)}); err != nil {
+					if _, err := el.AppendEvents(ctx, "s1", 0, []kernel.StoredEvent{ev("w", w*each+i), ev("w", w*each+i)}); err != nil {
 						errs <- err
 						return
 					}

@@ -125,6 +125,38 @@ func TestLeaser(t *testing.T, open func(t *testing.T) kernel.Store) {
 		}
 	})
 
+	// A Leaser that keeps events fences them as it fences steps.
+	if _, events := open(t).(kernel.EventLog); events {
+		t.Run("EventsAreFenced", func(t *testing.T) {
+			s, l := setup(t)
+			el := s.(kernel.EventLog)
+			ev := func(typ string) []kernel.StoredEvent {
+				return []kernel.StoredEvent{{Type: typ, Time: t0, Data: []byte(`{"type":"` + typ + `"}`)}}
+			}
+			a, err := l.AcquireLease(ctx, "s1", "a", 300*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first, err := el.AppendEvents(ctx, "s1", a.Token, ev("a.1")); err != nil || first != 1 {
+				t.Fatalf("the holder's append = %d, %v", first, err)
+			}
+			if _, err := el.AppendEvents(ctx, "s1", 0, ev("nobody")); !errors.Is(err, kernel.ErrLeaseHeld) {
+				t.Fatalf("an unfenced append to a leased session: %v, want ErrLeaseHeld", err)
+			}
+			b := takeOver(t, l, "b", time.Minute) // a paused past its lease
+			if _, err := el.AppendEvents(ctx, "s1", a.Token, ev("a.late")); !errors.Is(err, kernel.ErrLeaseLost) {
+				t.Fatalf("the paused owner's late append: %v, want ErrLeaseLost", err)
+			}
+			if first, err := el.AppendEvents(ctx, "s1", b.Token, ev("b.1")); err != nil || first != 2 {
+				t.Fatalf("the new owner's append = %d, %v; want 2: refused appends take no seq", first, err)
+			}
+			got, err := el.ReadEvents(ctx, "s1", 0, 10)
+			if err != nil || len(got) != 2 || got[0].Type != "a.1" || got[1].Type != "b.1" {
+				t.Fatalf("the log after the takeover: %+v, %v; want a.1, b.1", got, err)
+			}
+		})
+	}
+
 	t.Run("ExpiredUntakenLeaseDoesNotWrite", func(t *testing.T) {
 		s, l := setup(t)
 		a, err := l.AcquireLease(ctx, "s1", "a", 200*time.Millisecond)

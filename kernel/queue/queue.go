@@ -11,12 +11,14 @@
 //
 //	<id>.steer     queued; delivered at the run's next step boundary
 //	<id>.followup  queued; run as a new prompt after the current run ends
-//	<id>.claimed   taken by the kernel, committed to the session next
+//	<id>.claimed   a steer taken by the kernel, committed to the session next
+//	<id>.taken     a follow-up taken by the kernel, its prompt stored next
 //
-// The kernel removes a claimed file once the message is in the session. A
-// claim left by a process that stopped in between is offered again, and
-// the kernel skips it if the session already holds it (kernel.Inbox), so a
-// message is delivered exactly once.
+// The kernel removes a claimed or taken file once the message is in the
+// session (Delivered). One left by a process that stopped in between is
+// offered again, and the kernel skips it if the session already holds it
+// (kernel.Inbox, kernel.Kernel.RunQueued), so a message is delivered
+// exactly once.
 package queue
 
 import (
@@ -34,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentkernel/agentkernel/internal/privfile"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -42,6 +45,7 @@ const (
 	Steer    = "steer"
 	FollowUp = "followup"
 	claimed  = "claimed"
+	taken    = "taken"
 )
 
 // ErrNotQueued is returned by Cancel for a message that is no longer
@@ -64,19 +68,13 @@ type Entry struct {
 	Kind string `json:"kind"`
 }
 
-// Open returns the queue kept in dir, creating it; the directory is made
-// 0700.
-func Open(dir string) (*Dir, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// Open returns the queue kept in dir, creating it 0700. Queued messages
+// are prompts the run trusts as the user's, so the directory is private
+// (privfile.Dir): one another user owns or could write is refused, one
+// others could only read is narrowed, and warn (may be nil) says so.
+func Open(dir string, warn func(string)) (*Dir, error) {
+	if err := privfile.Dir(dir, "the steering queue", warn); err != nil {
 		return nil, fmt.Errorf("open queue: %w", err)
-	}
-	// Queued messages are prompts: for the owner's eyes only.
-	if st, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("open queue: %w", err)
-	} else if st.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("open queue: %w", err)
-		}
 	}
 	return &Dir{dir: dir, mine: map[string]bool{}}, nil
 }
@@ -93,7 +91,7 @@ func (d *Dir) sessionDir(session string) (string, error) {
 
 // Add queues text for session as kind (Steer or FollowUp) and returns the
 // entry; its ID cancels it.
-func (d *Dir) Add(session, text, kind string) (Entry, error) {
+func (d *Dir) Add(_ context.Context, session, text, kind string) (Entry, error) {
 	if kind != Steer && kind != FollowUp {
 		return Entry{}, fmt.Errorf("unknown queue kind %q (want steer or followup)", kind)
 	}
@@ -134,14 +132,14 @@ func (d *Dir) Add(session, text, kind string) (Entry, error) {
 
 // List returns the session's queued messages (not those being delivered),
 // oldest first.
-func (d *Dir) List(session string) ([]Entry, error) {
+func (d *Dir) List(_ context.Context, session string) ([]Entry, error) {
 	files, err := d.files(session)
 	if err != nil {
 		return nil, err
 	}
 	var out []Entry
 	for _, f := range files {
-		if f.kind == claimed {
+		if f.kind == claimed || f.kind == taken {
 			continue
 		}
 		e, err := d.read(session, f)
@@ -154,7 +152,7 @@ func (d *Dir) List(session string) ([]Entry, error) {
 }
 
 // Cancel removes a queued message before it is delivered.
-func (d *Dir) Cancel(session, id string) error {
+func (d *Dir) Cancel(_ context.Context, session, id string) error {
 	sd, err := d.sessionDir(session)
 	if err != nil {
 		return err
@@ -188,7 +186,7 @@ func (d *Dir) Take(_ context.Context, session string) ([]kernel.Queued, error) {
 	defer d.mu.Unlock()
 	var out []kernel.Queued
 	for _, f := range files {
-		if f.kind == FollowUp || f.kind == claimed && d.mine[f.id] {
+		if f.kind == FollowUp || f.kind == taken || f.kind == claimed && d.mine[f.id] {
 			continue
 		}
 		if f.kind == Steer {
@@ -206,7 +204,8 @@ func (d *Dir) Take(_ context.Context, session string) ([]kernel.Queued, error) {
 	return out, nil
 }
 
-// Delivered removes the claims of messages now in the session.
+// Delivered removes the claims of messages now in the session: steering
+// messages and follow-ups.
 func (d *Dir) Delivered(_ context.Context, session string, ids []string) error {
 	sd, err := d.sessionDir(session)
 	if err != nil {
@@ -216,38 +215,73 @@ func (d *Dir) Delivered(_ context.Context, session string, ids []string) error {
 	defer d.mu.Unlock()
 	var errs []error
 	for _, id := range ids {
-		if err := os.Remove(filepath.Join(sd, id+"."+claimed)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
+		if strings.ContainsAny(id, "/\\") {
+			continue
+		}
+		for _, state := range []string{claimed, taken} {
+			if err := os.Remove(filepath.Join(sd, id+"."+state)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
 		}
 		delete(d.mine, id)
 	}
 	return errors.Join(errs...)
 }
 
-// TakeFollowUp removes and returns the session's oldest follow-up, or nil.
-// The caller runs it as a new prompt.
-func (d *Dir) TakeFollowUp(session string) (*Entry, error) {
+// TakeFollowUp takes the session's oldest follow-up, or nil: the caller
+// runs it as a new prompt (kernel.Kernel.RunQueued). It stays in the
+// directory, taken, until Delivered removes it, so a process that stops
+// before its prompt is stored leaves it to be taken again; a taken one
+// is offered before any queued after it.
+func (d *Dir) TakeFollowUp(_ context.Context, session string) (*Entry, error) {
 	files, err := d.files(session)
 	if err != nil {
 		return nil, err
 	}
 	sd, _ := d.sessionDir(session)
 	for _, f := range files {
-		if f.kind != FollowUp {
+		switch f.kind {
+		case FollowUp:
+			if err := os.Rename(filepath.Join(sd, f.name), filepath.Join(sd, f.id+"."+taken)); err != nil {
+				continue // cancelled meanwhile
+			}
+		case taken:
+		default:
 			continue
 		}
-		e, err := d.read(session, f)
+		data, err := os.ReadFile(filepath.Join(sd, f.id+"."+taken))
+		if err != nil {
+			continue // delivered meanwhile
+		}
+		return &Entry{Queued: kernel.Queued{ID: f.id, Text: string(data), Time: idTime(f.id)}, Kind: FollowUp}, nil
+	}
+	return nil, nil
+}
+
+// Waiting lists the sessions with a follow-up queued or taken and not
+// delivered, sorted.
+func (d *Dir) Waiting(_ context.Context) ([]string, error) {
+	ents, err := os.ReadDir(d.dir)
+	if err != nil {
+		return nil, fmt.Errorf("read queue: %w", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		files, err := d.files(e.Name())
 		if err != nil {
 			continue
 		}
-		gone := filepath.Join(sd, ".take-"+f.id)
-		if err := os.Rename(filepath.Join(sd, f.name), gone); err != nil {
-			continue // cancelled meanwhile
+		for _, f := range files {
+			if f.kind == FollowUp || f.kind == taken {
+				out = append(out, e.Name())
+				break
+			}
 		}
-		os.Remove(gone)
-		return &e, nil
 	}
-	return nil, nil
+	return out, nil
 }
 
 type file struct{ name, id, kind string }
@@ -268,7 +302,7 @@ func (d *Dir) files(session string) ([]file, error) {
 	var out []file
 	for _, e := range ents {
 		id, kind, ok := strings.Cut(e.Name(), ".")
-		if !ok || id == "" || (kind != Steer && kind != FollowUp && kind != claimed) {
+		if !ok || id == "" || (kind != Steer && kind != FollowUp && kind != claimed && kind != taken) {
 			continue
 		}
 		out = append(out, file{name: e.Name(), id: id, kind: kind})

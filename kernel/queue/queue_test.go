@@ -9,12 +9,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentkernel/agentkernel/kernel/kerneltest"
 	"github.com/agentkernel/agentkernel/kernel/queue"
+	"github.com/agentkernel/agentkernel/kernel/replica"
 )
 
 func open(t *testing.T, dir string) *queue.Dir {
 	t.Helper()
-	q, err := queue.Open(dir)
+	q, err := queue.Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,9 +26,9 @@ func open(t *testing.T, dir string) *queue.Dir {
 func TestOrderAndKinds(t *testing.T) {
 	q := open(t, t.TempDir())
 	ctx := context.Background()
-	a, _ := q.Add("s1", "first", queue.Steer)
-	f, _ := q.Add("s1", "later", queue.FollowUp)
-	b, _ := q.Add("s1", "second", queue.Steer)
+	a, _ := q.Add(ctx, "s1", "first", queue.Steer)
+	f, _ := q.Add(ctx, "s1", "later", queue.FollowUp)
+	b, _ := q.Add(ctx, "s1", "second", queue.Steer)
 	got, err := q.Take(ctx, "s1")
 	if err != nil || len(got) != 2 || got[0].ID != a.ID || got[1].ID != b.ID || got[0].Text != "first" {
 		t.Fatalf("Take = %+v, %v", got, err)
@@ -37,24 +39,41 @@ func TestOrderAndKinds(t *testing.T) {
 	if err := q.Delivered(ctx, "s1", []string{a.ID, b.ID}); err != nil {
 		t.Fatal(err)
 	}
-	e, err := q.TakeFollowUp("s1")
+	e, err := q.TakeFollowUp(ctx, "s1")
 	if err != nil || e == nil || e.ID != f.ID {
 		t.Fatalf("TakeFollowUp = %+v, %v", e, err)
 	}
-	if e, _ := q.TakeFollowUp("s1"); e != nil {
-		t.Fatalf("follow-up taken twice")
+	if left, _ := q.List(ctx, "s1"); len(left) != 0 {
+		t.Fatalf("left: %+v (a taken follow-up is not listed)", left)
 	}
-	if left, _ := q.List("s1"); len(left) != 0 {
-		t.Fatalf("left: %+v", left)
+	if err := q.Cancel(ctx, "s1", f.ID); !errors.Is(err, queue.ErrNotQueued) {
+		t.Fatalf("cancelling a taken follow-up = %v, want ErrNotQueued", err)
+	}
+	// Until its prompt is stored and it is marked delivered, a taken
+	// follow-up is offered again: its taker may have stopped.
+	if again, err := q.TakeFollowUp(ctx, "s1"); err != nil || again == nil || again.ID != f.ID || again.Text != "later" {
+		t.Fatalf("TakeFollowUp before Delivered = %+v, %v; want the same follow-up", again, err)
+	}
+	if w, err := q.Waiting(ctx); err != nil || len(w) != 1 || w[0] != "s1" {
+		t.Fatalf("Waiting = %v, %v; want [s1]", w, err)
+	}
+	if err := q.Delivered(ctx, "s1", []string{f.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := q.TakeFollowUp(ctx, "s1"); e != nil {
+		t.Fatalf("a delivered follow-up was taken again: %+v", e)
+	}
+	if w, err := q.Waiting(ctx); err != nil || len(w) != 0 {
+		t.Fatalf("Waiting after delivery = %v, %v", w, err)
 	}
 }
 
 func TestCancel(t *testing.T) {
 	q := open(t, t.TempDir())
 	ctx := context.Background()
-	a, _ := q.Add("s1", "never mind", queue.Steer)
-	b, _ := q.Add("s1", "keep this", queue.Steer)
-	if err := q.Cancel("s1", a.ID); err != nil {
+	a, _ := q.Add(ctx, "s1", "never mind", queue.Steer)
+	b, _ := q.Add(ctx, "s1", "keep this", queue.Steer)
+	if err := q.Cancel(ctx, "s1", a.ID); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := q.Take(ctx, "s1")
@@ -62,10 +81,10 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("Take after cancel = %+v", got)
 	}
 	// Too late: b is claimed.
-	if err := q.Cancel("s1", b.ID); !errors.Is(err, queue.ErrNotQueued) {
+	if err := q.Cancel(ctx, "s1", b.ID); !errors.Is(err, queue.ErrNotQueued) {
 		t.Fatalf("cancel of a claimed message = %v", err)
 	}
-	if err := q.Cancel("s1", a.ID); !errors.Is(err, queue.ErrNotQueued) {
+	if err := q.Cancel(ctx, "s1", a.ID); !errors.Is(err, queue.ErrNotQueued) {
 		t.Fatalf("second cancel = %v", err)
 	}
 }
@@ -78,7 +97,7 @@ func TestCancelRacesTake(t *testing.T) {
 	const n = 50
 	ids := make([]string, n)
 	for i := range n {
-		e, err := q.Add("s", fmt.Sprint(i), queue.Steer)
+		e, err := q.Add(ctx, "s", fmt.Sprint(i), queue.Steer)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +109,7 @@ func TestCancelRacesTake(t *testing.T) {
 	var mu sync.Mutex
 	wg.Go(func() {
 		for i, id := range ids {
-			cancelled[i] = q.Cancel("s", id) == nil
+			cancelled[i] = q.Cancel(ctx, "s", id) == nil
 		}
 	})
 	wg.Go(func() {
@@ -124,7 +143,7 @@ func TestStaleClaimOfferedAgain(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	q1 := open(t, dir)
-	a, _ := q1.Add("s", "hello", queue.Steer)
+	a, _ := q1.Add(ctx, "s", "hello", queue.Steer)
 	if got, _ := q1.Take(ctx, "s"); len(got) != 1 {
 		t.Fatal("not taken")
 	}
@@ -138,14 +157,21 @@ func TestStaleClaimOfferedAgain(t *testing.T) {
 func TestBadSession(t *testing.T) {
 	q := open(t, t.TempDir())
 	for _, s := range []string{"", "..", "a/b", `a\b`} {
-		if _, err := q.Add(s, "x", queue.Steer); err == nil {
+		if _, err := q.Add(context.Background(), s, "x", queue.Steer); err == nil {
 			t.Errorf("Add(%q) accepted", s)
 		}
 	}
-	if _, err := q.Add("s", "  ", queue.Steer); err == nil {
+	if _, err := q.Add(context.Background(), "s", "  ", queue.Steer); err == nil {
 		t.Error("empty message accepted")
 	}
 	if st, err := os.Stat(filepath.Join(q.Path())); err != nil || st.Mode().Perm() != 0o700 {
 		t.Fatalf("queue dir mode %v %v", st.Mode(), err)
 	}
+}
+
+func TestFollowUpContract(t *testing.T) {
+	kerneltest.TestQueue(t, func(t *testing.T) (func(string) replica.Queue, func(string)) {
+		dir := t.TempDir()
+		return func(string) replica.Queue { return open(t, dir) }, func(string) {}
+	})
 }

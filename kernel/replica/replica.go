@@ -64,8 +64,8 @@ type Run struct {
 // them (kernel.Kernel.Continue). FollowUpsWaiting lists the sessions
 // with a queued follow-up that no live lease holds (nobody will take it
 // when a run ends). EndOrphanRuns marks the runs still RunRunning whose
-// replica no longer holds their session's lease as ended with status and
-// the record record returns (their replica will never say so).
+// replica no longer holds their session's lease as ended, with the status
+// and record end returns for each (their replica will never say so).
 type Board interface {
 	PutRun(ctx context.Context, r Run) error
 	GetRun(ctx context.Context, id string) (Run, error)
@@ -75,7 +75,7 @@ type Board interface {
 	CancelRequests(ctx context.Context, replica string) ([]string, error)
 	Orphans(ctx context.Context) ([]string, error)
 	FollowUpsWaiting(ctx context.Context) ([]string, error)
-	EndOrphanRuns(ctx context.Context, status string, record func(Run) json.RawMessage) error
+	EndOrphanRuns(ctx context.Context, end func(Run) (status string, record json.RawMessage)) error
 }
 
 // The kinds of Notice.
@@ -121,13 +121,25 @@ type Notifier interface {
 // Queue is the steering and follow-up queue of kernel.Inbox with what
 // front ends add, list and cancel; *queue.Dir is the one-host queue (a
 // directory beside a Badger store), and a Shared store's Queue keeps the
-// messages in the database.
+// messages in the database. Every method is bounded by its ctx.
+//
+// Add queues text for session as kind (queue.Steer or queue.FollowUp).
+// List returns the session's queued messages (not those being delivered),
+// oldest first; Cancel removes one before it is delivered
+// (queue.ErrNotQueued otherwise). TakeFollowUp takes the session's oldest
+// follow-up, or nil, for the caller to run with kernel.Kernel.RunQueued:
+// the message stays in the queue, taken, until Delivered removes it once
+// its prompt is stored, so a process that stops in between leaves it for
+// the next taker, and RunQueued skips one the session already holds: a
+// follow-up runs exactly once. Waiting lists the sessions with a
+// follow-up queued or taken.
 type Queue interface {
 	kernel.Inbox
-	Add(session, text, kind string) (queue.Entry, error)
-	List(session string) ([]queue.Entry, error)
-	Cancel(session, id string) error
-	TakeFollowUp(session string) (*queue.Entry, error)
+	Add(ctx context.Context, session, text, kind string) (queue.Entry, error)
+	List(ctx context.Context, session string) ([]queue.Entry, error)
+	Cancel(ctx context.Context, session, id string) error
+	TakeFollowUp(ctx context.Context, session string) (*queue.Entry, error)
+	Waiting(ctx context.Context) ([]string, error)
 }
 
 // Shared is a store that several replicas open at once: sessions

@@ -5,10 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"os"
+	"errors"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentkernel/agentkernel/internal/cachemac"
+	"github.com/agentkernel/agentkernel/internal/privfile"
 )
 
 // The tool-list cache makes stdio servers start lazily: with the tools a
@@ -17,6 +21,17 @@ import (
 // the server starts at its first call. Once connected, the kernel lists
 // its tools again; when they differ from the cache, the registry follows,
 // as for tools/list_changed.
+//
+// What the cache says is offered to the model (names, descriptions,
+// schemas) until the server connects, so it is a kernel file: the
+// directory is private (privfile), its entries live in a directory of
+// their format (cacheFormat) with the cache's MAC key, and each is sealed
+// with a MAC over its bytes and its name (cachemac). An entry that does
+// not verify (written without the key, edited, another server's) is a
+// miss: the server is started and asked.
+
+// cacheFormat is the directory of this format in HostConfig.CacheDir.
+const cacheFormat = "v2"
 
 // cacheKey names a server's cache entry: everything that decides what the
 // server is.
@@ -33,7 +48,20 @@ func (h *Host) cachePath(cfg ServerConfig) string {
 	if h.cfg.CacheDir == "" {
 		return ""
 	}
-	return filepath.Join(h.cfg.CacheDir, cfg.Name+"-"+cacheKey(cfg)[:24]+".json")
+	return filepath.Join(h.cfg.CacheDir, cacheFormat, cfg.Name+"-"+cacheKey(cfg)[:24]+".json")
+}
+
+// cacheMAC makes the cache's directories private and returns its key.
+func (h *Host) cacheMAC() (*cachemac.Key, error) {
+	warn := func(msg string) { h.log.Warn(msg) }
+	if err := privfile.Dir(h.cfg.CacheDir, "the MCP tool-list cache", warn); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(h.cfg.CacheDir, cacheFormat)
+	if err := privfile.Dir(dir, "the MCP tool-list cache", warn); err != nil {
+		return nil, err
+	}
+	return cachemac.Open(dir, "mcp", warn)
 }
 
 // readCache returns the cached tool list of cfg's server, if any.
@@ -42,8 +70,20 @@ func (h *Host) readCache(cfg ServerConfig) ([]*mcp.Tool, bool) {
 	if p == "" {
 		return nil, false
 	}
-	b, err := os.ReadFile(p)
+	mac, err := h.cacheMAC()
 	if err != nil {
+		h.log.Warn("mcp tool cache not used", "error", err)
+		return nil, false
+	}
+	b, err := privfile.ReadFile(p, 16<<20, func(msg string) { h.log.Warn(msg) })
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false
+	}
+	if err == nil {
+		b, err = mac.Unseal(b, filepath.Base(p))
+	}
+	if err != nil {
+		h.log.Warn("mcp tool cache entry ignored; the server will be asked", "path", p, "error", err)
 		return nil, false
 	}
 	var tools []*mcp.Tool
@@ -60,37 +100,19 @@ func (h *Host) writeCache(cfg ServerConfig, tools []*mcp.Tool) (changed bool) {
 	if err != nil || p == "" {
 		return true
 	}
-	if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, b) {
-		return false
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		h.log.Warn("mcp tool cache", "error", err)
+	mac, err := h.cacheMAC()
+	if err != nil {
+		h.log.Warn("mcp tool cache not written", "error", err)
 		return true
+	}
+	sealed := mac.Seal(b, filepath.Base(p))
+	if old, err := privfile.ReadFile(p, 16<<20, nil); err == nil && bytes.Equal(old, sealed) {
+		return false
 	}
 	// A fresh temporary file (O_EXCL: never through a link put there),
 	// renamed over the entry.
-	if err := writeFileAtomic(p, b); err != nil {
+	if err := privfile.WriteFile(p, sealed, false); err != nil {
 		h.log.Warn("mcp tool cache: could not write", "path", p, "error", err)
 	}
 	return true
-}
-
-// writeFileAtomic writes b to a new temporary file beside p (0600, created
-// exclusively, so never through a link) and renames it over p.
-func writeFileAtomic(p string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(p), filepath.Base(p)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), p)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
 }

@@ -73,7 +73,7 @@ func TestStdioGrantReadsTheServersOwnFiles(t *testing.T) {
 	if slices.Contains(ro, db) {
 		t.Errorf("the file the grant lets the server write got a read-only rule: %v", ro)
 	}
-	if files := ProgramFiles(sc, ws); !slices.Contains(files, link) || !slices.Contains(files, db) {
+	if files, err := ProgramFiles(sc, ws); err != nil || !slices.Contains(files, link) || !slices.Contains(files, db) {
 		t.Errorf("ProgramFiles = %v", files)
 	}
 }

@@ -113,7 +113,10 @@ func StdioGrant(cfg ServerConfig, allowMissing []sandbox.Layer) (sandbox.Grant, 
 		}
 	}
 	rw := g.WritablePaths()
-	for _, p := range hostpath.ReadPaths(hostpath.ArgvFiles(cfg.Command, cfg.Dir)) {
+	// What the command runs, through a shell wrapper too; a script the
+	// kernel cannot resolve was refused at start where a tool can write.
+	paths, _ := hostpath.CommandPaths(cfg.Command, cfg.Dir)
+	for _, p := range hostpath.ReadPaths(hostpath.Existing(paths)) {
 		if p != prog && !hostpath.Within(p, rw) { // a file the grant lets it write stays writable
 			fs = append(fs, sandbox.FSRule{Path: p, Mode: "ro"})
 		}
@@ -127,24 +130,27 @@ func StdioGrant(cfg ServerConfig, allowMissing []sandbox.Layer) (sandbox.Grant, 
 	return g, nil
 }
 
-// ProgramFiles returns the files a stdio server's command runs, for the
-// workspace that {workspace} stands for: its program and every argument
-// that names an existing file, relative to the server's working directory
-// (hostpath.ArgvFiles: a symbolic link and its target). They are kernel
-// files: the kernel refuses to start while a tool could write one, and
-// the server may read them. An HTTP server (or an invalid configuration)
-// has none.
-func ProgramFiles(sc ServerConfig, workspace string) []string {
+// ProgramFiles returns the paths a stdio server's command runs, for the
+// workspace that {workspace} stands for (hostpath.CommandPaths): its
+// program, every argument that names an existing file relative to the
+// server's working directory (a symbolic link and its target), the script
+// an interpreter runs whether or not it exists yet, and the same for every
+// command of a shell wrapper's -c script. They are kernel files: the
+// kernel refuses to start while a tool could write one, and the server may
+// read them. A -c script that cannot be resolved statically is a
+// *hostpath.ScriptError. An HTTP server (or an invalid configuration) has
+// none.
+func ProgramFiles(sc ServerConfig, workspace string) ([]string, error) {
 	cfg, err := sc.normalize(workspace)
 	if err != nil || len(cfg.Command) == 0 {
-		return nil
+		return nil, nil
 	}
 	// The arguments as the server gets them: a ${env:NAME} that names a
 	// file names it here too (one not set starts nothing).
 	if x, err := cfg.expandCommand(); err == nil {
 		cfg = x
 	}
-	return hostpath.ArgvFiles(cfg.Command, cfg.Dir)
+	return hostpath.CommandPaths(cfg.Command, cfg.Dir)
 }
 
 // maxLogLine caps one logged line of a server's stderr; tailBytes is how

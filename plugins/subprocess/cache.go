@@ -5,12 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
-	"syscall"
 
+	"github.com/agentkernel/agentkernel/internal/cachemac"
+	"github.com/agentkernel/agentkernel/internal/privfile"
 	"github.com/agentkernel/agentkernel/sandbox/proc"
 )
 
@@ -18,12 +17,21 @@ import (
 // tools without starting it. An entry is keyed by everything that may
 // change what a plugin describes: the binary's sha256 (an interpreted
 // plugin's lock's), its interpreter, arguments, working directory and
-// allowed environment. A stale or tampered entry
-// cannot widen what a plugin does: when the plugin starts, the host
-// compares its live answer with the registered tools and refuses calls to
-// any tool that differs (and rewrites the entry).
+// allowed environment. A stale entry cannot widen what a plugin does:
+// when the plugin starts, the host compares its live answer with the
+// registered tools and refuses calls to any tool that differs (and
+// rewrites the entry). Until then the entry decides what the model is
+// offered (names, descriptions, schemas), so it is a kernel file: the
+// directory is private (privfile), the entries live in a directory of
+// their format with the cache's MAC key, and each is sealed with a MAC
+// over its bytes and its name (cachemac); one that does not verify is a
+// miss, and the plugin is started and asked.
 
-const cacheVersion = 1
+const (
+	cacheVersion = 2
+	// cacheFormat is the directory of this format in the describe cache.
+	cacheFormat = "v2"
+)
 
 type cacheEntry struct {
 	Version    int        `json:"version"`
@@ -44,50 +52,52 @@ func cacheKey(cfg PluginConfig, sum string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// cacheDir returns the cache directory, creating it 0700, or "" if the
-// host has no state directory. A directory others can write to is refused:
-// whoever can write the cache decides which tools the kernel offers.
-func (h *Host) cacheDir() (string, error) {
+// cacheDir returns the cache directory of this format and its MAC key,
+// creating both (0700, 0600), or "" if the host has no state directory.
+// A directory another user owns or others can write is refused: whoever
+// can write the cache decides which tools the kernel offers.
+func (h *Host) cacheDir() (string, *cachemac.Key, error) {
 	if h.cfg.StateDir == "" {
-		return "", nil
+		return "", nil, nil
 	}
-	dir := filepath.Join(h.cfg.StateDir, "plugins", "describe")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("create plugin cache directory: %w", err)
+	warn := func(msg string) { h.log.Warn(msg) }
+	parent := filepath.Join(h.cfg.StateDir, "plugins", "describe")
+	if err := privfile.Dir(parent, "the plugin cache", warn); err != nil {
+		return "", nil, err
 	}
-	fi, err := os.Lstat(dir)
+	dir := filepath.Join(parent, cacheFormat)
+	if err := privfile.Dir(dir, "the plugin cache", warn); err != nil {
+		return "", nil, err
+	}
+	mac, err := cachemac.Open(dir, "plugins", warn)
 	if err != nil {
-		return "", fmt.Errorf("plugin cache directory: %w", err)
+		return "", nil, err
 	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("plugin cache directory %s is not a directory", dir)
-	}
-	if fi.Mode().Perm()&0o022 != 0 {
-		return "", fmt.Errorf("plugin cache directory %s is writable by others (mode %s); run `chmod 700 %s`", dir, fi.Mode().Perm(), dir)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return "", fmt.Errorf("plugin cache directory %s belongs to uid %d, not to this process (uid %d)", dir, st.Uid, os.Geteuid())
-	}
-	return dir, nil
+	return dir, mac, nil
 }
 
 // readCache returns the cached tools of cfg's binary, if any. A missing,
-// unreadable or invalid entry is a miss (and is logged when it is not
-// simply missing).
+// unreadable, unauthenticated or invalid entry is a miss (and is logged
+// when it is not simply missing).
 func (h *Host) readCache(cfg PluginConfig, sum string) ([]toolSpec, bool) {
-	dir, err := h.cacheDir()
+	dir, mac, err := h.cacheDir()
 	if dir == "" || err != nil {
 		if err != nil {
 			h.log.Warn("describe cache disabled", "error", err)
 		}
 		return nil, false
 	}
-	path := filepath.Join(dir, cacheKey(cfg, sum)+".json")
-	b, err := os.ReadFile(path)
+	name := cacheKey(cfg, sum) + ".json"
+	path := filepath.Join(dir, name)
+	b, err := privfile.ReadFile(path, 16<<20, func(msg string) { h.log.Warn(msg) })
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false
+	}
+	if err == nil {
+		b, err = mac.Unseal(b, name)
+	}
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			h.log.Warn("describe cache unreadable", "path", path, "error", err)
-		}
+		h.log.Warn("describe cache entry ignored; describing again", "path", path, "error", err)
 		return nil, false
 	}
 	var e cacheEntry
@@ -107,7 +117,7 @@ func (h *Host) readCache(cfg PluginConfig, sum string) ([]toolSpec, bool) {
 // writeCache records cfg's tools. Failures are logged: the cache is only an
 // optimisation.
 func (h *Host) writeCache(cfg PluginConfig, sum string, tools []toolSpec, sdkVersion string) {
-	dir, err := h.cacheDir()
+	dir, mac, err := h.cacheDir()
 	if dir == "" || err != nil {
 		if err != nil {
 			h.log.Warn("describe cache disabled", "error", err)
@@ -119,19 +129,8 @@ func (h *Host) writeCache(cfg PluginConfig, sum string, tools []toolSpec, sdkVer
 		h.log.Warn("describe cache write failed", "error", err)
 		return
 	}
-	path := filepath.Join(dir, cacheKey(cfg, sum)+".json")
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		h.log.Warn("describe cache write failed", "error", err)
-		return
-	}
-	_, werr := tmp.Write(b)
-	err = errors.Join(werr, tmp.Close())
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		h.log.Warn("describe cache write failed", "path", path, "error", err)
+	name := cacheKey(cfg, sum) + ".json"
+	if err := privfile.WriteFile(filepath.Join(dir, name), mac.Seal(b, name), false); err != nil {
+		h.log.Warn("describe cache write failed", "path", filepath.Join(dir, name), "error", err)
 	}
 }

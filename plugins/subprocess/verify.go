@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+
+	"github.com/agentkernel/agentkernel/internal/privfile"
 )
 
 // verifyCopy verifies what cfg pins and makes the private copy the host
@@ -90,26 +91,14 @@ func copyVerified(cfg PluginConfig, dir string) (path, sum string, err error) {
 // privateDir creates a fresh 0700 directory under parent (os.TempDir() if
 // empty) for the host's verified copies and sockets.
 func privateDir(parent string) (string, error) {
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	d, err := os.MkdirTemp(parent, "agentkernel-plugins-")
+	abs, err := privfile.TempDir(parent, "agentkernel-plugins-")
 	if err != nil {
-		return "", fmt.Errorf("create private plugin directory: %w", err)
-	}
-	if err := os.Chmod(d, 0o700); err != nil {
-		_ = os.RemoveAll(d)
-		return "", fmt.Errorf("create private plugin directory: %w", err)
-	}
-	abs, err := filepath.Abs(d)
-	if err != nil {
-		_ = os.RemoveAll(d)
 		return "", fmt.Errorf("create private plugin directory: %w", err)
 	}
 	// go-plugin puts each socket at <dir>/plugin-dir<digits>/plugin<digits>;
 	// a unix socket path has at most 107 bytes.
 	if len(abs)+38 > 107 {
-		_ = os.RemoveAll(d)
+		_ = os.RemoveAll(abs)
 		return "", fmt.Errorf("run directory %s is too long for unix socket paths (at most %d bytes); choose a shorter one", parent, 107-38-len("/agentkernel-plugins-1234567890"))
 	}
 	return abs, nil

@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/tetratelabs/wazero"
 
+	"github.com/agentkernel/agentkernel/internal/cachemac"
+	"github.com/agentkernel/agentkernel/internal/privfile"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -19,9 +21,13 @@ import (
 type Host struct {
 	log      hclog.Logger
 	cacheDir string
-	schema   *manifestSchema
-	budget   *memoryBudget
-	running  runSlots
+	// cacheRoot is this format's directory in cacheDir; cacheKey
+	// authenticates its entries.
+	cacheRoot string
+	cacheKey  *cachemac.Key
+	schema    *manifestSchema
+	budget    *memoryBudget
+	running   runSlots
 	// compiling is HostConfig.Compiling.
 	compiling func(module string) (done func())
 
@@ -36,8 +42,8 @@ type Host struct {
 	calls   sync.WaitGroup          // calls in flight
 }
 
-// NewHost prepares a Host: it creates the cache directory (0700) and
-// compiles the manifest schema. ctx's values (not its cancellation) are kept
+// NewHost prepares a Host: it creates the cache directory (0700) and its
+// MAC key (0600), and compiles the manifest schema. ctx's values (not its cancellation) are kept
 // for background work such as pool refills.
 func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 	log := cfg.Logger
@@ -52,7 +58,12 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 		}
 		dir = d
 	}
-	if err := ensurePrivateDir(dir); err != nil {
+	root, err := cacheRoot(dir, warnTo(log))
+	if err != nil {
+		return nil, err
+	}
+	key, err := cachemac.Open(root, "wasm", warnTo(log))
+	if err != nil {
 		return nil, err
 	}
 	if cfg.MemoryBudgetMB < 0 {
@@ -74,7 +85,7 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	life, stop := context.WithCancel(context.WithoutCancel(ctx))
-	return &Host{log: log, cacheDir: dir, schema: schema, budget: newMemoryBudget(budget), running: newRunSlots(running), life: life, lifeStop: stop, caches: map[string]*sharedCache{},
+	return &Host{log: log, cacheDir: dir, cacheRoot: root, cacheKey: key, schema: schema, budget: newMemoryBudget(budget), running: newRunSlots(running), life: life, lifeStop: stop, caches: map[string]*sharedCache{},
 		compiling: cfg.Compiling}, nil
 }
 
@@ -185,8 +196,8 @@ func (h *Host) compilationCache(sha string) (*sharedCache, error) {
 	if c, ok := h.caches[sha]; ok {
 		return c, nil
 	}
-	dir := moduleCacheDir(h.cacheDir, sha)
-	if err := ensurePrivateDir(dir); err != nil {
+	dir := moduleCacheDir(h.cacheRoot, sha)
+	if err := privfile.Dir(dir, "the WASM compilation cache", warnTo(h.log)); err != nil {
 		return nil, err
 	}
 	wc, err := wazero.NewCompilationCacheWithDir(dir)

@@ -212,7 +212,7 @@ func (m *module) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mc, err := openModuleCache(h.cacheDir, sha, h.log)
+	mc, err := openModuleCache(h.cacheRoot, sha, h.cacheKey, h.log)
 	if err != nil {
 		return err
 	}
@@ -237,9 +237,10 @@ func (m *module) load(ctx context.Context) error {
 	}
 	m.compiled, err = m.runtime.CompileModule(cctx, bin)
 	if err != nil {
-		// wazero fails on a cached entry whose machine code does not
-		// match its CRC (verify leaves that check to it): drop the
-		// module's entries and compile once more.
+		// wazero fails on a cached entry it cannot read (verify's MAC
+		// makes that a cache that changed under the lock, or a wazero
+		// that cannot read its own entry): drop the module's entries and
+		// compile once more.
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: compile: %v", ErrModule, err)
 		}
@@ -255,7 +256,7 @@ func (m *module) load(ctx context.Context) error {
 	}
 	if first {
 		if err := mc.record(known, removed); err != nil {
-			h.log.Warn("could not record the compilation cache's checksums", "module", s.name, "error", err)
+			h.log.Warn("could not record the compilation cache's MACs", "module", s.name, "error", err)
 		}
 	}
 	return nil

@@ -179,10 +179,15 @@ func recursionBomb() []byte {
 //	    (i32.store (i32.const 4) (i32.const 5))   ;; 5 bytes
 //	    (i32.store8 (i32.const 16) (i32.const 104)) ... ;; h e l l o
 //	    (drop (call $w (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))))
-func helloModule() []byte {
+func helloModule() []byte { return textModule("hello") }
+
+// textModule is helloModule writing text instead: each byte is an
+// immediate in the code, so two texts of one length (of letters) compile
+// to machine code of one layout that differs in those immediates only.
+func textModule(text string) []byte {
 	body := cat(i32const(0), i32const(16), []byte{0x36, 0x02, 0x00}, // i32.store (0) <- 16
-		i32const(4), i32const(5), []byte{0x36, 0x02, 0x00}) // i32.store (4) <- 5
-	for i, c := range []byte("hello") {
+		i32const(4), i32const(int32(len(text))), []byte{0x36, 0x02, 0x00}) // i32.store (4) <- len
+	for i, c := range []byte(text) {
 		body = cat(body, i32const(int32(16+i)), i32const(int32(c)), []byte{0x3a, 0x00, 0x00}) // i32.store8
 	}
 	body = cat(body, i32const(1), i32const(0), i32const(1), i32const(8), []byte{0x10, 0x00, 0x1a}) // fd_write(1, iov 0, 1, nwritten 8); drop

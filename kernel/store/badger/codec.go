@@ -56,32 +56,6 @@ const maxBlockIndex = 1 << 20
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// ErrCorrupt is wrapped by every error about a stored value that cannot be
-// decoded: a checksum mismatch, a truncated value, an unknown encoding
-// version, or a message missing from the middle of a session.
-var ErrCorrupt = errors.New("corrupt session data")
-
-// CorruptError is a stored value of one session that cannot be read. It
-// names the session and what is damaged; errors.Is(err, ErrCorrupt) holds.
-type CorruptError struct {
-	Session string
-	// Part is "meta", "pending" or "message".
-	Part string
-	// Seq is the message's sequence number when Part is "message".
-	Seq uint64
-	Err error
-}
-
-func (e *CorruptError) Error() string {
-	if e.Part == "message" {
-		return fmt.Sprintf("session %s: message %d: %v: %v", e.Session, e.Seq, ErrCorrupt, e.Err)
-	}
-	return fmt.Sprintf("session %s: %s: %v: %v", e.Session, e.Part, ErrCorrupt, e.Err)
-}
-
-// Unwrap returns ErrCorrupt and the cause.
-func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
-
 // The causes a damaged value is reported with, in the words `sessions
 // fsck` and a session's placeholder show: what happened to the bytes, not
 // how the codec noticed.

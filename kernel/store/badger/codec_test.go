@@ -94,12 +94,12 @@ func TestDecodeBadMessages(t *testing.T) {
 }
 
 func TestCorruptErrorText(t *testing.T) {
-	err := error(&CorruptError{Session: "s1", Part: "message", Seq: 17, Err: errChecksum})
+	err := error(&kernel.CorruptError{Session: "s1", Part: "message", Seq: 17, Err: errChecksum})
 	if got, want := err.Error(), "session s1: message 17: corrupt session data: "+errChecksum.Error(); got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
-	if !errors.Is(err, ErrCorrupt) || !errors.Is(err, errChecksum) {
-		t.Errorf("errors.Is(%v, ErrCorrupt / cause) is false", err)
+	if !errors.Is(err, kernel.ErrCorrupt) || !errors.Is(err, errChecksum) {
+		t.Errorf("errors.Is(%v, kernel.ErrCorrupt / cause) is false", err)
 	}
 }
 

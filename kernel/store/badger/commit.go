@@ -8,6 +8,7 @@ import (
 	bdg "github.com/dgraph-io/badger/v4"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
 
 // Commit stores step as one synced Badger transaction (see kernel.Store).
@@ -15,7 +16,7 @@ import (
 // messages first and the metadata last: messages past the stored LastSeq
 // are invisible, so the step still appears all at once.
 func (s *Store) Commit(ctx context.Context, id string, step kernel.Step) error {
-	if err := checkID(id); err != nil {
+	if err := rules.CheckID(id); err != nil {
 		return fmt.Errorf("commit session: %w", err)
 	}
 	if s.opts.ReadOnly {

@@ -14,6 +14,7 @@ import (
 
 	bdg "github.com/dgraph-io/badger/v4"
 
+	"github.com/agentkernel/agentkernel/internal/privfile"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -237,7 +238,8 @@ func TestSnapshotLeaks(t *testing.T) {
 }
 
 // TestPermissions: a new store directory is 0700 and its files 0600 even
-// under umask 000; an existing 0777 directory is narrowed to 0700.
+// under umask 000; an existing 0755 directory is narrowed to 0700; a
+// 0777 one is refused.
 func TestPermissions(t *testing.T) {
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
@@ -250,12 +252,11 @@ func TestPermissions(t *testing.T) {
 	}
 	checkModes(t, dir)
 
+	// Readable by others: narrowed (what leaked, leaked; nothing could
+	// have been planted).
 	open := filepath.Join(base, "open")
-	if err := os.Mkdir(open, 0o777); err != nil {
+	if err := os.Mkdir(open, 0o755); err != nil {
 		t.Fatal(err)
-	}
-	if fi, _ := os.Stat(open); fi.Mode().Perm() != 0o777 {
-		t.Fatalf("setup: mode %v", fi.Mode())
 	}
 	s = openAt(t, open, Options{})
 	commitN(t, s, "a", 2, kernel.SessionMeta{Updated: t0})
@@ -263,6 +264,19 @@ func TestPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkModes(t, open)
+
+	// Writable by others: refused and left as it is, since a session (an
+	// approval) someone else put there cannot be told from ours.
+	shared := filepath.Join(base, "shared")
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(shared, Options{}); !errors.Is(err, privfile.ErrNotPrivate) || !strings.Contains(err.Error(), "chmod 700") {
+		t.Errorf("a store directory others may write was opened: %v", err)
+	}
+	if fi, _ := os.Stat(shared); fi.Mode().Perm() != 0o777 {
+		t.Errorf("its mode was changed to %v", fi.Mode().Perm())
+	}
 }
 
 func checkModes(t *testing.T, dir string) {

@@ -213,7 +213,7 @@ func verifyAfterCrash(dir string, acked map[string][]ack) (int, error) {
 	var dangling []string
 	for _, m := range list {
 		listed[m.ID] = true
-		if c := m.Labels[LabelCorrupt]; c != "" {
+		if c := m.Labels[kernel.LabelCorrupt]; c != "" {
 			return 0, fmt.Errorf("session %s listed as corrupt: %s", m.ID, c)
 		}
 		se, err := s.Load(ctx, m.ID)

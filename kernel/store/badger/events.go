@@ -12,6 +12,7 @@ import (
 	bdg "github.com/dgraph-io/badger/v4"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
 
 // The event log (kernel.EventLog). A session's events are kept beside its
@@ -74,9 +75,10 @@ type storedEvent struct {
 }
 
 // AppendEvents stores events at the end of session id's log in one synced
-// transaction (kernel.EventLog).
-func (s *Store) AppendEvents(ctx context.Context, id string, events []kernel.StoredEvent) (uint64, error) {
-	if err := checkID(id); err != nil {
+// transaction (kernel.EventLog). The fence is ignored: one process owns
+// the store (Options: an exclusive lock on its directory).
+func (s *Store) AppendEvents(ctx context.Context, id string, _ uint64, events []kernel.StoredEvent) (uint64, error) {
+	if err := rules.CheckID(id); err != nil {
 		return 0, fmt.Errorf("append events: %w: %w", err, kernel.ErrSessionNotFound)
 	}
 	if s.opts.ReadOnly {
@@ -155,7 +157,7 @@ func (s *Store) AppendEvents(ctx context.Context, id string, events []kernel.Sto
 // ReadEvents returns up to limit events of session id after the given Seq
 // (kernel.EventLog), at most 4096.
 func (s *Store) ReadEvents(ctx context.Context, id string, after uint64, limit int) ([]kernel.StoredEvent, error) {
-	if checkID(id) != nil {
+	if rules.CheckID(id) != nil {
 		return nil, nil
 	}
 	if s.remote != nil {
@@ -181,7 +183,7 @@ func (s *Store) ReadEvents(ctx context.Context, id string, after uint64, limit i
 			var se storedEvent
 			err := it.Item().Value(func(v []byte) error { return decodeJSON(v, eventVersion, &se) })
 			if err != nil {
-				return &CorruptError{Session: id, Part: fmt.Sprintf("event %d", seq), Err: err}
+				return &kernel.CorruptError{Session: id, Part: fmt.Sprintf("event %d", seq), Err: err}
 			}
 			out = append(out, kernel.StoredEvent{Seq: seq, Type: se.Type, Time: se.Time, Data: se.Data})
 		}

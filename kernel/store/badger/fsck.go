@@ -9,6 +9,7 @@ import (
 	bdg "github.com/dgraph-io/badger/v4"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
 
 // Fsck reads every value of every session (or of ids, when given): each
@@ -63,7 +64,7 @@ func (s *Store) Fsck(ctx context.Context, ids []string, repair bool) (*kernel.Fs
 }
 
 func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*kernel.FsckSession, error) {
-	if err := checkID(id); err != nil {
+	if err := rules.CheckID(id); err != nil {
 		return nil, fmt.Errorf("%w: %w", err, kernel.ErrSessionNotFound)
 	}
 	mu := s.locks.of(id)
@@ -121,7 +122,7 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*kerne
 	if !repair || len(f.Damaged) == 0 || f.Meta != nil {
 		return f, nil
 	}
-	seqs := Placeholders(msgs, f.Damaged)
+	seqs := rules.Placeholders(msgs, f.Damaged)
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
 	for _, q := range seqs {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
@@ -178,31 +176,11 @@ func (s *Store) dropTail(ctx context.Context, id string) error {
 		tail = it.Valid()
 		return nil
 	})
-	if errors.Is(err, kernel.ErrSessionNotFound) || errors.Is(err, ErrCorrupt) {
+	if errors.Is(err, kernel.ErrSessionNotFound) || errors.Is(err, kernel.ErrCorrupt) {
 		return nil
 	}
 	if err != nil || !tail {
 		return err
 	}
 	return s.deleteMessages(ctx, id, last+1)
-}
-
-// ParseAge parses an age such as "30d", "2w", "12h" or "90m": a Go
-// duration, or a whole number of days (d) or weeks (w). It is the syntax
-// of `kernel sessions gc --older-than`.
-func ParseAge(s string) (time.Duration, error) {
-	for suffix, unit := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
-		if n, ok := strings.CutSuffix(s, suffix); ok {
-			v, err := strconv.ParseUint(n, 10, 32)
-			if err != nil || v == 0 {
-				return 0, fmt.Errorf("age %q: want a positive whole number of %s, like 30d or 2w", s, map[string]string{"d": "days", "w": "weeks"}[suffix])
-			}
-			return time.Duration(v) * unit, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("age %q: want a positive age like 30d, 2w, 12h or 90m", s)
-	}
-	return d, nil
 }

@@ -2,7 +2,6 @@ package badger
 
 import (
 	"encoding/binary"
-	"fmt"
 	"sync"
 )
 
@@ -14,11 +13,10 @@ import (
 //	s/<id>/meta                         SessionMeta (the commit point)
 //	s/<id>/pending                      the pending approval, if any
 const (
-	keyPrefix   = "s/"
-	metaSuffix  = "/meta"
-	pendSuffix  = "/pending"
-	msgInfix    = "/m/"
-	maxIDLength = 128
+	keyPrefix  = "s/"
+	metaSuffix = "/meta"
+	pendSuffix = "/pending"
+	msgInfix   = "/m/"
 )
 
 // sessionEnd is the first key after every key of session id: "s/<id>0"
@@ -60,25 +58,6 @@ func idOf(key []byte) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// checkID rejects ids that would break the key layout: empty, longer than
-// 128 bytes, or with a byte outside [A-Za-z0-9._-].
-func checkID(id string) error {
-	if id == "" {
-		return fmt.Errorf("empty session id")
-	}
-	if len(id) > maxIDLength {
-		return fmt.Errorf("session id %.20q… is longer than %d bytes", id, maxIDLength)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
-		if !ok {
-			return fmt.Errorf("session id %q: byte %q at %d is not one of [A-Za-z0-9._-]", id, c, i)
-		}
-	}
-	return nil
 }
 
 // locks serialises the writers of one session: Commit's read of LastSeq,

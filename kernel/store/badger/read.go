@@ -13,13 +13,14 @@ import (
 	bdg "github.com/dgraph-io/badger/v4"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
 
 // Load returns the session id: its metadata, its messages 1..LastSeq and
-// its pending approval. A damaged value fails with a *CorruptError naming
+// its pending approval. A damaged value fails with a *kernel.CorruptError naming
 // the session and the message's sequence number.
 func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
-	if err := checkID(id); err != nil {
+	if err := rules.CheckID(id); err != nil {
 		return nil, fmt.Errorf("load session: %w: %w", err, kernel.ErrSessionNotFound)
 	}
 	if err := ctx.Err(); err != nil {
@@ -61,7 +62,7 @@ func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
 		return readValue(item, func(v []byte) error {
 			a, err := decodePending(v)
 			if err != nil {
-				return &CorruptError{Session: id, Part: "pending", Err: err}
+				return &kernel.CorruptError{Session: id, Part: "pending", Err: err}
 			}
 			out.Pending = a
 			return nil
@@ -124,7 +125,7 @@ func (s *Store) readMeta(txn *bdg.Txn, id string) (kernel.SessionMeta, error) {
 		return err
 	})
 	if err != nil {
-		return kernel.SessionMeta{}, &CorruptError{Session: id, Part: "meta", Err: err}
+		return kernel.SessionMeta{}, &kernel.CorruptError{Session: id, Part: "meta", Err: err}
 	}
 	meta.ID = id
 	return meta, nil
@@ -147,7 +148,7 @@ func readMessages(ctx context.Context, txn *bdg.Txn, id string, last uint64) (ms
 		item := it.Item()
 		seq, ok := parseMsgSeq(item.Key(), p)
 		if !ok || seq != want {
-			return nil, nil, &CorruptError{Session: id, Part: "message", Seq: want, Err: errors.New("missing from the store")}
+			return nil, nil, &kernel.CorruptError{Session: id, Part: "message", Seq: want, Err: errors.New("missing from the store")}
 		}
 		msgs = append(msgs, kernel.Message{Seq: seq})
 		err := readValue(item, func(v []byte) error { return decodeMessage(v, &msgs[len(msgs)-1]) })
@@ -159,18 +160,18 @@ func readMessages(ctx context.Context, txn *bdg.Txn, id string, last uint64) (ms
 				lost = map[uint64]string{}
 			}
 			lost[seq] = err.Error()
-			msgs[len(msgs)-1] = placeholder(msgs[:len(msgs)-1], seq, err)
+			msgs[len(msgs)-1] = rules.Placeholder(msgs[:len(msgs)-1], seq, err)
 		}
 	}
 	if n := uint64(len(msgs)); n < last {
-		return nil, nil, &CorruptError{Session: id, Part: "message", Seq: n + 1, Err: fmt.Errorf("missing from the store (the metadata says %d messages)", last)}
+		return nil, nil, &kernel.CorruptError{Session: id, Part: "message", Seq: n + 1, Err: fmt.Errorf("missing from the store (the metadata says %d messages)", last)}
 	}
 	if lost != nil {
 		lostSet := make(map[uint64]bool, len(lost))
 		for s := range lost {
 			lostSet[s] = true
 		}
-		fixPlaceholders(msgs, lostSet)
+		rules.FixPlaceholders(msgs, lostSet)
 	}
 	return msgs, lost, nil
 }
@@ -178,7 +179,7 @@ func readMessages(ctx context.Context, txn *bdg.Txn, id string, last uint64) (ms
 // List returns the metadata of every session, most recently updated
 // first. Sessions past the TTL are left out. A session whose metadata
 // cannot be decoded is listed with its id, StatusFailed, a title saying it
-// is corrupt and the error under LabelCorrupt, so one damaged session
+// is corrupt and the error under kernel.LabelCorrupt, so one damaged session
 // neither hides the others nor disappears.
 func (s *Store) List(ctx context.Context) ([]kernel.SessionMeta, error) {
 	if s.remote != nil {
@@ -191,7 +192,7 @@ func (s *Store) List(ctx context.Context) ([]kernel.SessionMeta, error) {
 		case e.err != nil:
 			out = append(out, kernel.SessionMeta{
 				ID: e.id, Status: kernel.StatusFailed, Title: "(corrupt: " + e.err.Error() + ")",
-				Labels: map[string]string{LabelCorrupt: e.err.Error()},
+				Labels: map[string]string{kernel.LabelCorrupt: e.err.Error()},
 			})
 		case !s.expired(&e.meta):
 			out = append(out, e.meta)
@@ -247,7 +248,7 @@ func (s *Store) scan(ctx context.Context, fn func(scanEntry) error) error {
 					return err
 				})
 				if e.err != nil {
-					e.err = &CorruptError{Session: id, Part: "meta", Err: e.err}
+					e.err = &kernel.CorruptError{Session: id, Part: "meta", Err: e.err}
 				}
 				e.meta.ID = id
 			} else {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	bdg "github.com/dgraph-io/badger/v4"
+
+	"github.com/agentkernel/agentkernel/kernel"
 )
 
 // Disk comes back. Deleting a session writes tombstones; Badger frees the
@@ -31,19 +33,11 @@ const reclaimRatio = 0.2
 // sessions' "s/" keys.
 var reclaimMarker = []byte("x/reclaim")
 
-// ReclaimResult is what Reclaim did.
-type ReclaimResult struct {
-	Before, After int64 // bytes allocated on disk
-	FilesBefore   int
-	FilesAfter    int
-	Rewritten     int // value-log files rewritten
-}
-
 // Reclaim compacts the store and collects its value log so that the space
 // of deleted sessions comes back (see above). Writes wait (or fail with
 // Badger's ErrBlockedWrites) while it flushes.
-func (s *Store) Reclaim(ctx context.Context) (ReclaimResult, error) {
-	var r ReclaimResult
+func (s *Store) Reclaim(ctx context.Context) (kernel.ReclaimResult, error) {
+	r := kernel.ReclaimResult{Where: s.dir}
 	if s.opts.ReadOnly {
 		return r, fmt.Errorf("reclaim space: %w", ErrReadOnly)
 	}

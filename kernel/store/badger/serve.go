@@ -177,7 +177,7 @@ func writeErr(w *bufio.Writer, err error) {
 	switch {
 	case errors.Is(err, kernel.ErrSessionNotFound):
 		kind = "notfound"
-	case errors.Is(err, ErrCorrupt):
+	case errors.Is(err, kernel.ErrCorrupt):
 		kind = "corrupt"
 	}
 	writeFrame(w, []byte("E"))
@@ -241,7 +241,7 @@ func (r *remote) call(ctx context.Context, req rpcRequest, want string) (*frameR
 		case "notfound":
 			return nil, nil, fmt.Errorf("%s (from the running kernel): %w", msg, kernel.ErrSessionNotFound)
 		case "corrupt":
-			return nil, nil, fmt.Errorf("%s (from the running kernel): %w", msg, ErrCorrupt)
+			return nil, nil, fmt.Errorf("%s (from the running kernel): %w", msg, kernel.ErrCorrupt)
 		}
 		return nil, nil, fmt.Errorf("%s (from the running kernel)", msg)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
 
 // Errors callers branch on with errors.Is.
@@ -45,14 +46,7 @@ var (
 	// ErrDiskFull is returned by a write that would leave the file system
 	// with less free space than Options.MinFreeBytes. Nothing was written.
 	ErrDiskFull = errors.New("not enough free disk space")
-	// ErrSessionExists is returned by Import of a session whose id is
-	// taken.
-	ErrSessionExists = errors.New("session already exists")
 )
-
-// LabelCorrupt is the label List puts on the entry of a session whose
-// metadata cannot be decoded; its value is the error.
-const LabelCorrupt = "store.corrupt"
 
 // Options configures Open. The zero value is a read-write store sized for
 // a short-lived CLI process, with no TTL and GC every 10 minutes.
@@ -261,7 +255,7 @@ func (s *Store) Close() error {
 // synced transaction (the session is gone from then on), then its
 // messages. A crash in between leaves invisible messages that GC removes.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
+	if err := rules.CheckID(id); err != nil {
 		return fmt.Errorf("delete session: %w: %w", err, kernel.ErrSessionNotFound)
 	}
 	if s.opts.ReadOnly {
@@ -334,4 +328,6 @@ var (
 	_ kernel.SessionImporter  = (*Store)(nil)
 	_ kernel.SessionCollector = (*Store)(nil)
 	_ kernel.StoreChecker     = (*Store)(nil)
+	_ kernel.SpaceChecker     = (*Store)(nil)
+	_ kernel.SpaceReclaimer   = (*Store)(nil)
 )

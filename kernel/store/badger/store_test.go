@@ -156,10 +156,10 @@ func TestCorruptValues(t *testing.T) {
 					t.Fatalf("Load's damage label %q, want it to contain %q", got, tc.want)
 				}
 			}
-			var ce *CorruptError
+			var ce *kernel.CorruptError
 			if tc.lost != 0 {
-			} else if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) || ce.Session != "victim" || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Load(victim) = %v, want a *CorruptError containing %q", err, tc.want)
+			} else if !errors.As(err, &ce) || !errors.Is(err, kernel.ErrCorrupt) || ce.Session != "victim" || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load(victim) = %v, want a *kernel.CorruptError containing %q", err, tc.want)
 			}
 			for _, id := range []string{"before", "after"} {
 				if se, err := s.Load(ctx, id); err != nil || len(se.Messages) != 2 {
@@ -173,7 +173,7 @@ func TestCorruptValues(t *testing.T) {
 			var ids []string
 			for _, m := range list {
 				ids = append(ids, m.ID)
-				if m.ID == "victim" && (m.Labels[LabelCorrupt] != "") != tc.listed {
+				if m.ID == "victim" && (m.Labels[kernel.LabelCorrupt] != "") != tc.listed {
 					t.Errorf("victim's labels %v; marked corrupt should be %t", m.Labels, tc.listed)
 				}
 				if m.ID == "victim" && (m.Labels[LabelDamaged] != "") != (tc.lost != 0) {
@@ -187,8 +187,8 @@ func TestCorruptValues(t *testing.T) {
 			if !reflect.DeepEqual(ids, want) {
 				t.Fatalf("List = %v, want %v", ids, want)
 			}
-			if err := s.Commit(ctx, "victim", kernel.Step{Messages: []kernel.Message{{Seq: 4, Role: kernel.RoleUser}}}); tc.listed && !errors.Is(err, ErrCorrupt) {
-				t.Errorf("Commit on a corrupt meta = %v, want ErrCorrupt", err)
+			if err := s.Commit(ctx, "victim", kernel.Step{Messages: []kernel.Message{{Seq: 4, Role: kernel.RoleUser}}}); tc.listed && !errors.Is(err, kernel.ErrCorrupt) {
+				t.Errorf("Commit on a corrupt meta = %v, want kernel.ErrCorrupt", err)
 			}
 			if err := s.Delete(ctx, "victim"); err != nil {
 				t.Fatalf("Delete(victim): %v", err)
@@ -618,38 +618,4 @@ func TestDefaultDir(t *testing.T) {
 			t.Fatalf("DefaultDir() without HOME = %v", err)
 		}
 	})
-}
-
-func TestParseAge(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want time.Duration
-		bad  bool
-	}{
-		{in: "30d", want: 30 * 24 * time.Hour},
-		{in: "2w", want: 14 * 24 * time.Hour},
-		{in: "12h", want: 12 * time.Hour},
-		{in: "90m", want: 90 * time.Minute},
-		{in: "1h30m", want: 90 * time.Minute},
-		{in: "0d", bad: true},
-		{in: "-3d", bad: true},
-		{in: "1.5d", bad: true},
-		{in: "d", bad: true},
-		{in: "30", bad: true},
-		{in: "-1h", bad: true},
-		{in: "", bad: true},
-	} {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseAge(tc.in)
-			if tc.bad {
-				if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.in)) {
-					t.Fatalf("ParseAge(%q) = %v, %v; want an error naming the input", tc.in, got, err)
-				}
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Fatalf("ParseAge(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
-			}
-		})
-	}
 }

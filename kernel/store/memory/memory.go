@@ -123,8 +123,9 @@ func (s *Store) Delete(_ context.Context, id string) error {
 	return nil
 }
 
-// AppendEvents adds events to the session's log (kernel.EventLog).
-func (s *Store) AppendEvents(_ context.Context, id string, events []kernel.StoredEvent) (uint64, error) {
+// AppendEvents adds events to the session's log (kernel.EventLog). The
+// fence is ignored: one process owns the store.
+func (s *Store) AppendEvents(_ context.Context, id string, _ uint64, events []kernel.StoredEvent) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	se, ok := s.sessions[id]

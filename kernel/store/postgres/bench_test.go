@@ -2,17 +2,20 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/kerneltest"
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres/pgtest"
@@ -176,4 +179,86 @@ func pgStat(b *testing.B, sql string) int64 {
 		b.Fatal(err)
 	}
 	return int64(n)
+}
+
+// BenchmarkToolRound runs one session through the kernel, round after
+// round of one tool call (the model and the tool answer at once), on each
+// store, durable, with the session's lease held on PostgreSQL as kernel
+// serve holds it. A round is the assistant message, the call and its
+// results; a side-effecting call adds its intent, one more write before
+// it runs (intent.go). It reports the round's p50 and p99 (from one
+// stored assistant message to the next) and the writes per round: the
+// difference between the two tiers is what fencing side effects costs.
+func BenchmarkToolRound(b *testing.B) {
+	for _, kind := range []string{"badger", "postgres"} {
+		for _, tier := range []kernel.Tier{kernel.TierReadOnly, kernel.TierSideEffecting} {
+			b.Run(fmt.Sprintf("%s/%s", kind, tier), func(b *testing.B) {
+				st := &counting{Store: benchStores(b)[kind]}
+				ctx := context.Background()
+				tool := kernel.NewTool(kernel.ToolSpec{Name: "t", Description: "does nothing", Tier: tier, Source: "bench",
+					Schema: []byte(`{"type":"object"}`)}, func(context.Context, json.RawMessage) (kernel.Result, error) {
+					return kernel.Result{Content: "done"}, nil
+				})
+				reg := kernel.NewRegistry()
+				if err := reg.Register(tool); err != nil {
+					b.Fatal(err)
+				}
+				replies := make([]kerneltest.Reply, 0, b.N+1)
+				for range b.N {
+					replies = append(replies, kerneltest.Calls("t", `{}`))
+				}
+				replies = append(replies, kerneltest.Text("done"))
+				var stamps []time.Time
+				k, err := kernel.New(kernel.Config{Store: st, Tools: reg, Provider: kerneltest.NewProvider(replies...), MaxTurns: b.N + 1,
+					OnEvent: func(e kernel.Event) {
+						if _, ok := e.(kernel.MessageCompleted); ok {
+							stamps = append(stamps, time.Now())
+						}
+					}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := st.Commit(ctx, "s", kernel.Step{Meta: kernel.SessionMeta{Status: kernel.StatusIdle, Created: time.Now()}}); err != nil {
+					b.Fatal(err)
+				}
+				var opts kernel.RunOptions
+				if l, ok := st.Store.(kernel.Leaser); ok {
+					h, err := kernel.HoldLease(ctx, l, "s", "bench", time.Minute)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer h.Release(ctx)
+					opts.Lease = h
+				}
+				st.n.Store(0)
+				b.ResetTimer()
+				if _, err := k.With(opts).Run(ctx, "s", "go"); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				var lat []time.Duration
+				for i := 1; i < len(stamps); i++ {
+					lat = append(lat, stamps[i].Sub(stamps[i-1]))
+				}
+				if len(lat) == 0 {
+					return
+				}
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+				b.ReportMetric(float64(st.n.Load())/float64(b.N), "writes/round")
+			})
+		}
+	}
+}
+
+// counting is a store that counts its commits.
+type counting struct {
+	kernel.Store
+	n atomic.Int64
+}
+
+func (c *counting) Commit(ctx context.Context, id string, step kernel.Step) error {
+	c.n.Add(1)
+	return c.Store.Commit(ctx, id, step)
 }

@@ -168,7 +168,7 @@ func (s *Store) strings(ctx context.Context, op, sql string, args ...any) ([]str
 
 // EndOrphanRuns ends the runs still marked running whose replica does not
 // hold their session's live lease (replica.Board).
-func (s *Store) EndOrphanRuns(ctx context.Context, status string, record func(replica.Run) json.RawMessage) error {
+func (s *Store) EndOrphanRuns(ctx context.Context, end func(replica.Run) (string, json.RawMessage)) error {
 	runs, err := s.runs(ctx, "list the runs of stopped replicas", `SELECT `+runColumns+` FROM ak_runs r
 WHERE r.status = 'running' AND NOT EXISTS
   (SELECT 1 FROM ak_sessions s WHERE s.id = r.session_id AND s.lease_owner = r.replica AND s.lease_expires > now())`)
@@ -176,7 +176,7 @@ WHERE r.status = 'running' AND NOT EXISTS
 		return err
 	}
 	for _, r := range runs {
-		rec := record(r)
+		status, rec := end(r)
 		n, _ := json.Marshal(replica.Notice{Kind: replica.NoticeRun, Session: r.SessionID, Run: r.ID})
 		err := s.retry(ctx, func(ctx context.Context) error {
 			b := &pgx.Batch{}

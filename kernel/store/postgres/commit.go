@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
 
 // commitSQL stores one step (migrations/0001_sessions.sql, ak_commit).
@@ -27,7 +28,7 @@ const commitSQL = `SELECT code, last, holder, token, expires FROM ak_commit($1, 
 // passes it returns an error wrapping ErrUnavailable, and the step may or
 // may not be stored (the next Load says which).
 func (s *Store) Commit(ctx context.Context, id string, step kernel.Step) error {
-	if err := checkID(id); err != nil {
+	if err := rules.CheckID(id); err != nil {
 		return fmt.Errorf("commit session: %w", err)
 	}
 	if err := ctx.Err(); err != nil {

@@ -80,8 +80,12 @@ func connect(ctx context.Context, dsn string, opts Options) (*pgxpool.Pool, stri
 		return nil, where, fmt.Errorf("open session database %s: %s", where, scrubDSN(err.Error(), cfg.ConnConfig.Password))
 	}
 	if err := pool.Ping(ctx); err != nil {
+		cerr := connectError(where, cfg.ConnConfig.User, cfg.ConnConfig.Database, cfg.ConnConfig.Password, err)
+		if opts.WaitForDatabase && errors.Is(cerr, ErrUnavailable) {
+			return pool, where, nil // the schema check says it again, and Open waits
+		}
 		pool.Close()
-		return nil, where, connectError(where, cfg.ConnConfig.User, cfg.ConnConfig.Database, cfg.ConnConfig.Password, err)
+		return nil, where, cerr
 	}
 	return pool, where, nil
 }
@@ -183,6 +187,9 @@ func (s *Store) classify(op string, err error) error {
 // retry runs fn until it succeeds, fails for a reason that is not safe to
 // retry, ctx ends, or Options.RetryFor has passed.
 func (s *Store) retry(ctx context.Context, fn func(ctx context.Context) error) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	deadline := time.Now().Add(s.opts.RetryFor)
 	wait := 20 * time.Millisecond
 	for {

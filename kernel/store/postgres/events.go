@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
 
 // maxReadEvents caps one ReadEvents.
@@ -13,11 +14,14 @@ const maxReadEvents = 4096
 
 // AppendEvents stores events at the end of session id's log in one
 // statement (kernel.EventLog) and announces the new last seq to every
-// replica listening (Notices). Appends to one session are serialised by
-// the row of its counter, never by the session's row, so they do not wait
-// for a step being written.
-func (s *Store) AppendEvents(ctx context.Context, id string, events []kernel.StoredEvent) (uint64, error) {
-	if err := checkID(id); err != nil {
+// replica listening (Notices). The fence is checked as a step's is: a
+// token that is not the session's live lease's is refused
+// (kernel.ErrLeaseLost), no token while another owner holds a live lease
+// too (kernel.ErrLeaseHeld), and nothing is appended. Appends to one
+// session are serialised by the row of its counter, never by the
+// session's row, so they do not wait for a step being written.
+func (s *Store) AppendEvents(ctx context.Context, id string, fence uint64, events []kernel.StoredEvent) (uint64, error) {
+	if err := rules.CheckID(id); err != nil {
 		return 0, fmt.Errorf("append events: %w: %w", err, kernel.ErrSessionNotFound)
 	}
 	if len(events) == 0 {
@@ -32,23 +36,31 @@ func (s *Store) AppendEvents(ctx context.Context, id string, events []kernel.Sto
 			times[i] = time.Now()
 		}
 	}
+	var code string
 	var first int64
 	err := s.retry(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, `SELECT ak_append_events($1, $2, $3, $4)`, id, types, times, data).Scan(&first)
+		return s.pool.QueryRow(ctx, `SELECT code, first FROM ak_append_events($1, $2, $3, $4, $5)`, id, int64(fence), types, times, data).Scan(&code, &first)
 	})
 	if err != nil {
 		return 0, s.classify("append events to session "+id, err)
 	}
-	if first == 0 {
+	switch code {
+	case "ok":
+		return uint64(first), nil
+	case "missing":
 		return 0, fmt.Errorf("append events: session %q: %w", id, kernel.ErrSessionNotFound)
+	case "fenced":
+		return 0, fmt.Errorf("append events to session %s: %w: token %d is not the session's live lease", id, kernel.ErrLeaseLost, fence)
+	case "held":
+		return 0, fmt.Errorf("append events to session %s: %w", id, kernel.ErrLeaseHeld)
 	}
-	return uint64(first), nil
+	return 0, fmt.Errorf("append events to session %s: unexpected answer %q from ak_append_events", id, code)
 }
 
 // ReadEvents returns up to limit events of session id after the given Seq
 // (kernel.EventLog), at most 4096.
 func (s *Store) ReadEvents(ctx context.Context, id string, after uint64, limit int) ([]kernel.StoredEvent, error) {
-	if checkID(id) != nil {
+	if rules.CheckID(id) != nil {
 		return nil, nil
 	}
 	if limit <= 0 || limit > maxReadEvents {

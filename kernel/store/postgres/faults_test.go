@@ -53,8 +53,8 @@ func TestOpenErrors(t *testing.T) {
 		{"wrong password", srv.UserDSN(pgtest.Superuser, "hunter2", dbName), []string{"password authentication failed for user \"ak\"", "check the password"}, nil},
 		{"no database", srv.UserDSN(pgtest.Superuser, srv.Password(), "nosuchdb"), []string{`database "nosuchdb" does not exist`, "createdb nosuchdb", "kernel store migrate"}, nil},
 		{"no schema", empty, []string{"no agentkernel tables yet", "run kernel store migrate"}, postgres.ErrSchema},
-		{"older schema", older, []string{"version 0, older than this kernel needs (1)", "run kernel store migrate"}, postgres.ErrSchema},
-		{"newer schema", newer, []string{"version 99, newer than this kernel knows (1)", "upgrade the kernel"}, postgres.ErrSchema},
+		{"older schema", older, []string{fmt.Sprintf("version 0, older than this kernel needs (%d)", postgres.SchemaVersion()), "run kernel store migrate"}, postgres.ErrSchema},
+		{"newer schema", newer, []string{fmt.Sprintf("version 99, newer than this kernel knows (%d)", postgres.SchemaVersion()), "upgrade the kernel"}, postgres.ErrSchema},
 		{"no privileges", srv.UserDSN("weakling", "weak-secret-pw", dbName), []string{"may not read and write ak_schema, ak_sessions", "GRANT SELECT, INSERT, UPDATE, DELETE"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {

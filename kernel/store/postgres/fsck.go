@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/store/badger"
+	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
 
 // fsckSQL reads what Fsck checks of one session in one statement, so in
@@ -120,7 +120,7 @@ func (s *Store) readFsck(ctx context.Context, id string) (*fsckRead, error) {
 }
 
 func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*kernel.FsckSession, error) {
-	if err := checkID(id); err != nil {
+	if err := rules.CheckID(id); err != nil {
 		return nil, fmt.Errorf("%w: %w", err, kernel.ErrSessionNotFound)
 	}
 	r, err := s.readFsck(ctx, id)
@@ -131,10 +131,10 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*kerne
 	var meta kernel.SessionMeta
 	if r.last < 0 {
 		// Nothing to number messages by, and no repair: only rm helps.
-		f.Meta = &CorruptError{Session: id, Part: "meta", Err: fmt.Errorf("last_seq is %d", r.last)}
+		f.Meta = &kernel.CorruptError{Session: id, Part: "meta", Err: fmt.Errorf("last_seq is %d", r.last)}
 		r.last = 0
 	} else if err := json.Unmarshal(r.meta, &meta); err != nil {
-		f.Meta = &CorruptError{Session: id, Part: "meta", Err: err}
+		f.Meta = &kernel.CorruptError{Session: id, Part: "meta", Err: err}
 	} else if string(meta.Status) != r.status {
 		r.statusMismatch = true
 		f.Problems = append(f.Problems, kernel.FsckProblem{Text: fmt.Sprintf("the row's status column says %q, its metadata %q (the list of running sessions reads the column)", r.status, meta.Status)})
@@ -143,7 +143,7 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*kerne
 	if len(r.pending) > 0 {
 		pending = new(kernel.Approval)
 		if err := json.Unmarshal(r.pending, pending); err != nil {
-			f.Pending = &CorruptError{Session: id, Part: "pending", Err: err}
+			f.Pending = &kernel.CorruptError{Session: id, Part: "pending", Err: err}
 		}
 	}
 	if r.evTop > r.evLast {
@@ -213,7 +213,7 @@ func (s *Store) repairSession(ctx context.Context, id string, r *fsckRead, msgs 
 	var bodies [][]byte
 	var seqs []int64
 	if len(f.Damaged) > 0 {
-		for _, q := range badger.Placeholders(msgs, f.Damaged) {
+		for _, q := range rules.Placeholders(msgs, f.Damaged) {
 			b, err := json.Marshal(&msgs[q-1])
 			if err != nil {
 				return fmt.Errorf("repair session %s: encode message %d: %w", id, q, err)

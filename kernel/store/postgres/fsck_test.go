@@ -72,7 +72,7 @@ func TestFsckFindsAndRepairs(t *testing.T) {
 	if err := s.Commit(ctx, "s", kernel.Step{Messages: fsckHistory(t0), Meta: kernel.SessionMeta{Status: kernel.StatusIdle, Updated: t0}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AppendEvents(ctx, "s", []kernel.StoredEvent{{Type: "x", Time: t0, Data: json.RawMessage(`{}`)}}); err != nil {
+	if _, err := s.AppendEvents(ctx, "s", 0, []kernel.StoredEvent{{Type: "x", Time: t0, Data: json.RawMessage(`{}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	if f := fsckOne(t, s, "s", false); !f.OK() || f.Messages != 5 {
@@ -83,8 +83,8 @@ func TestFsckFindsAndRepairs(t *testing.T) {
 	exec(`INSERT INTO ak_messages (session_id, seq, body) VALUES ('s', 6, '\x7b7d'::bytea)`)
 	exec(`UPDATE ak_sessions SET status = 'running' WHERE id = 's'`)
 	exec(`INSERT INTO ak_events (session_id, seq, type, time, data) VALUES ('s', 5, 'x', now(), '\x7b7d'::bytea)`)
-	if _, err := s.Load(ctx, "s"); !errors.Is(err, postgres.ErrCorrupt) {
-		t.Fatalf("Load of the damaged session = %v, want ErrCorrupt", err)
+	if _, err := s.Load(ctx, "s"); !errors.Is(err, kernel.ErrCorrupt) {
+		t.Fatalf("Load of the damaged session = %v, want kernel.ErrCorrupt", err)
 	}
 
 	f := fsckOne(t, s, "s", false)
@@ -124,7 +124,7 @@ func TestFsckFindsAndRepairs(t *testing.T) {
 	if se.Messages[2].Content != "a b" || se.Messages[4].Content != "Two files." {
 		t.Fatalf("the repair changed readable messages: %+v", se.Messages)
 	}
-	if first, err := s.AppendEvents(ctx, "s", []kernel.StoredEvent{{Type: "y", Time: t0, Data: json.RawMessage(`{}`)}}); err != nil || first != 6 {
+	if first, err := s.AppendEvents(ctx, "s", 0, []kernel.StoredEvent{{Type: "y", Time: t0, Data: json.RawMessage(`{}`)}}); err != nil || first != 6 {
 		t.Fatalf("append after the repair: first %d, %v; want 6", first, err)
 	}
 	list, err := s.List(ctx)
@@ -187,8 +187,8 @@ func TestFsckRepairSparesARunningSession(t *testing.T) {
 	if f.Repaired || !f.Unrepaired() || !strings.Contains(problemTexts(f), "not repaired: session r is leased by replica-a") {
 		t.Fatalf("repair of a leased session: %+v", f)
 	}
-	if _, err := s.Load(ctx, "r"); !errors.Is(err, postgres.ErrCorrupt) {
-		t.Fatalf("Load after the refused repair = %v, want ErrCorrupt still", err)
+	if _, err := s.Load(ctx, "r"); !errors.Is(err, kernel.ErrCorrupt) {
+		t.Fatalf("Load after the refused repair = %v, want kernel.ErrCorrupt still", err)
 	}
 	if err := s.ReleaseLease(ctx, l); err != nil {
 		t.Fatal(err)

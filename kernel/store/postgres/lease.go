@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
 
 // The session leases (kernel.Leaser) are three columns of the session's
@@ -24,7 +25,7 @@ import (
 // AcquireLease grants session id's lease to owner for ttl with a new token
 // (kernel.Leaser).
 func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (kernel.Lease, error) {
-	if err := checkID(id); err != nil {
+	if err := rules.CheckID(id); err != nil {
 		return kernel.Lease{}, fmt.Errorf("acquire lease: %w: %w", err, kernel.ErrSessionNotFound)
 	}
 	if owner == "" {

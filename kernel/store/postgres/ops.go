@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/store/badger"
+	"github.com/agentkernel/agentkernel/kernel/store/export"
 )
 
 // Export writes session id in the export format every store shares
@@ -23,16 +23,16 @@ func (s *Store) Export(ctx context.Context, id string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("export session: %w", err)
 	}
-	return badger.WriteExport(ctx, w, se)
+	return export.Write(ctx, w, se)
 }
 
 // Import reads a session an Export (of any store) wrote, checks all of it
-// (badger.ReadExport: a problem names the line), and stores it under the
+// (export.Read: a problem names the line), and stores it under the
 // id of its header (a new id when it has none) in one transaction. A
-// session with that id already stored fails with ErrSessionExists, and
+// session with that id already stored fails with kernel.ErrSessionExists, and
 // nothing is written.
 func (s *Store) Import(ctx context.Context, r io.Reader) (string, error) {
-	se, err := badger.ReadExport(ctx, r)
+	se, err := export.Read(ctx, r)
 	if err != nil {
 		return "", err
 	}
@@ -73,7 +73,7 @@ ON CONFLICT (id) DO NOTHING`, id, metaJSON, nullJSON(pending), int64(len(rows)),
 				return err
 			}
 			if tag.RowsAffected() == 0 {
-				return fmt.Errorf("session %q: %w (remove it first)", id, ErrSessionExists)
+				return fmt.Errorf("session %q: %w (remove it first)", id, kernel.ErrSessionExists)
 			}
 			_, err = tx.CopyFrom(ctx, pgx.Identifier{"ak_messages"}, []string{"session_id", "seq", "body"}, pgx.CopyFromRows(rows))
 			return err

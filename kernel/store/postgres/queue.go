@@ -16,6 +16,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/queue"
 	"github.com/agentkernel/agentkernel/kernel/replica"
+	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
 
 // Queue is the steering and follow-up queue (kernel.Inbox,
@@ -28,9 +29,9 @@ import (
 // holds it, so a message is delivered once. Only the holder of a
 // session's lease runs it, so one replica at a time takes its messages.
 //
-// Its methods take no context (the directory queue's do not); each call
-// is bounded by the store's RetryFor and statement timeout. It is safe
-// for concurrent use.
+// A follow-up stays in the table, claimed, from TakeFollowUp until
+// Delivered (replica.Queue). Each call is bounded by its ctx, and its
+// retries by the store's RetryFor. It is safe for concurrent use.
 type Queue struct {
 	s       *Store
 	replica string
@@ -39,26 +40,19 @@ type Queue struct {
 // Queue returns the queue as replica sees it (replica.Shared).
 func (s *Store) Queue(replicaName string) replica.Queue { return &Queue{s: s, replica: replicaName} }
 
-// ctx bounds one queue call.
-func (q *Queue) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), q.s.opts.RetryFor+time.Minute)
-}
-
 // Add queues text for session as kind (queue.Steer or queue.FollowUp).
 // A follow-up is announced to every replica (replica.NoticeFollowUp), so
 // the one that runs the session, or any when none does, starts it.
-func (q *Queue) Add(session, text, kind string) (queue.Entry, error) {
+func (q *Queue) Add(ctx context.Context, session, text, kind string) (queue.Entry, error) {
 	if kind != queue.Steer && kind != queue.FollowUp {
 		return queue.Entry{}, fmt.Errorf("unknown queue kind %q (want steer or followup)", kind)
 	}
 	if strings.TrimSpace(text) == "" {
 		return queue.Entry{}, errors.New("empty message")
 	}
-	if err := checkID(session); err != nil {
+	if err := rules.CheckID(session); err != nil {
 		return queue.Entry{}, fmt.Errorf("queue: %w", err)
 	}
-	ctx, cancel := q.ctx()
-	defer cancel()
 	now := time.Now()
 	var rnd [4]byte
 	rand.Read(rnd[:])
@@ -83,9 +77,7 @@ func (q *Queue) Add(session, text, kind string) (queue.Entry, error) {
 
 // List returns the session's queued messages (not those being
 // delivered), oldest first.
-func (q *Queue) List(session string) ([]queue.Entry, error) {
-	ctx, cancel := q.ctx()
-	defer cancel()
+func (q *Queue) List(ctx context.Context, session string) ([]queue.Entry, error) {
 	return q.entries(ctx, "list the queue of session "+session,
 		`SELECT id, text, created, kind FROM ak_queue WHERE session_id = $1 AND claimed_by IS NULL ORDER BY id`, session)
 }
@@ -113,9 +105,7 @@ func (q *Queue) entries(ctx context.Context, op, sql string, args ...any) ([]que
 
 // Cancel removes a queued message before it is delivered
 // (queue.ErrNotQueued when it is no longer queued).
-func (q *Queue) Cancel(session, id string) error {
-	ctx, cancel := q.ctx()
-	defer cancel()
+func (q *Queue) Cancel(ctx context.Context, session, id string) error {
 	var n int64
 	err := q.s.retry(ctx, func(ctx context.Context) error {
 		tag, err := q.s.pool.Exec(ctx, `DELETE FROM ak_queue WHERE session_id = $1 AND id = $2 AND claimed_by IS NULL`, session, id)
@@ -158,18 +148,25 @@ func (q *Queue) Delivered(ctx context.Context, session string, ids []string) err
 	return nil
 }
 
-// TakeFollowUp removes and returns the session's oldest follow-up, or
-// nil. The caller runs it as a new prompt.
-func (q *Queue) TakeFollowUp(session string) (*queue.Entry, error) {
-	ctx, cancel := q.ctx()
-	defer cancel()
-	es, err := q.entries(ctx, "take a follow-up of session "+session, `DELETE FROM ak_queue WHERE id =
-  (SELECT id FROM ak_queue WHERE session_id = $1 AND kind = 'followup' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
-RETURNING id, text, created, kind`, session)
+// TakeFollowUp claims the session's oldest follow-up for this replica and
+// returns it, or nil (replica.Queue): it stays in the table until
+// Delivered removes it once its prompt is stored. One another replica
+// claimed and never delivered (it stopped) is taken again: only the
+// holder of the session's lease takes its follow-ups.
+func (q *Queue) TakeFollowUp(ctx context.Context, session string) (*queue.Entry, error) {
+	es, err := q.entries(ctx, "take a follow-up of session "+session, `UPDATE ak_queue SET claimed_by = $2 WHERE id =
+  (SELECT id FROM ak_queue WHERE session_id = $1 AND kind = 'followup' ORDER BY id LIMIT 1 FOR UPDATE)
+RETURNING id, text, created, kind`, session, q.replica)
 	if err != nil || len(es) == 0 {
 		return nil, err
 	}
 	return &es[0], nil
+}
+
+// Waiting lists the sessions with a follow-up queued or claimed
+// (replica.Queue).
+func (q *Queue) Waiting(ctx context.Context) ([]string, error) {
+	return q.s.strings(ctx, "list sessions with follow-ups", `SELECT DISTINCT session_id FROM ak_queue WHERE kind = 'followup' ORDER BY 1`)
 }
 
 // isFK reports a foreign-key violation: the session does not exist.

@@ -8,13 +8,8 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/store/badger"
+	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
-
-// LabelCorrupt is the label List puts on the entry of a session whose
-// metadata cannot be decoded; its value is the error (the badger store's
-// label of the same name).
-const LabelCorrupt = "store.corrupt"
 
 // loadSQL reads a session in one statement, so in one snapshot: a first
 // row (seq -1) with the metadata, the pending approval and the last seq,
@@ -28,7 +23,7 @@ ORDER BY 1`
 
 // Load reads session id (kernel.Store) in one statement.
 func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
-	if checkID(id) != nil {
+	if rules.CheckID(id) != nil {
 		return nil, fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
 	}
 	var se *kernel.Session
@@ -38,7 +33,7 @@ func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, kernel.ErrSessionNotFound) || errors.Is(err, ErrCorrupt) {
+		if errors.Is(err, kernel.ErrSessionNotFound) || errors.Is(err, kernel.ErrCorrupt) {
 			return nil, err
 		}
 		return nil, s.classify("load session "+id, err)
@@ -64,12 +59,12 @@ func (s *Store) load(ctx context.Context, id string) (*kernel.Session, error) {
 		if seq < 0 {
 			se = &kernel.Session{}
 			if err := json.Unmarshal(body, &se.Meta); err != nil {
-				return nil, &CorruptError{Session: id, Part: "meta", Err: err}
+				return nil, &kernel.CorruptError{Session: id, Part: "meta", Err: err}
 			}
 			if len(pending) > 0 {
 				se.Pending = new(kernel.Approval)
 				if err := json.Unmarshal(pending, se.Pending); err != nil {
-					return nil, &CorruptError{Session: id, Part: "pending", Err: err}
+					return nil, &kernel.CorruptError{Session: id, Part: "pending", Err: err}
 				}
 			}
 			last = *lastSeq
@@ -79,10 +74,10 @@ func (s *Store) load(ctx context.Context, id string) (*kernel.Session, error) {
 		}
 		var m kernel.Message
 		if err := json.Unmarshal(body, &m); err != nil {
-			return nil, &CorruptError{Session: id, Part: "message", Seq: uint64(seq), Err: err}
+			return nil, &kernel.CorruptError{Session: id, Part: "message", Seq: uint64(seq), Err: err}
 		}
 		if want := uint64(len(se.Messages) + 1); uint64(seq) != want {
-			return nil, &CorruptError{Session: id, Part: "message", Seq: want, Err: errors.New("missing")}
+			return nil, &kernel.CorruptError{Session: id, Part: "message", Seq: want, Err: errors.New("missing")}
 		}
 		m.Seq = uint64(seq)
 		se.Messages = append(se.Messages, m)
@@ -94,14 +89,14 @@ func (s *Store) load(ctx context.Context, id string) (*kernel.Session, error) {
 		return nil, fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
 	}
 	if int64(len(se.Messages)) != last {
-		return nil, &CorruptError{Session: id, Part: "message", Seq: uint64(len(se.Messages) + 1), Err: errors.New("missing")}
+		return nil, &kernel.CorruptError{Session: id, Part: "message", Seq: uint64(len(se.Messages) + 1), Err: errors.New("missing")}
 	}
 	return se, nil
 }
 
 // List returns every session's metadata, most recently updated first
 // (kernel.Store). A session whose metadata cannot be decoded is listed
-// with its id and the LabelCorrupt label.
+// with its id and the kernel.LabelCorrupt label.
 func (s *Store) List(ctx context.Context) ([]kernel.SessionMeta, error) {
 	var out []kernel.SessionMeta
 	err := s.retry(ctx, func(ctx context.Context) error {
@@ -120,7 +115,7 @@ func (s *Store) List(ctx context.Context) ([]kernel.SessionMeta, error) {
 			}
 			var m kernel.SessionMeta
 			if err := json.Unmarshal(meta, &m); err != nil {
-				m = kernel.SessionMeta{Labels: map[string]string{LabelCorrupt: err.Error()}}
+				m = kernel.SessionMeta{Labels: map[string]string{kernel.LabelCorrupt: err.Error()}}
 			}
 			m.ID, m.LastSeq = id, uint64(last)
 			out = append(out, m)
@@ -137,7 +132,7 @@ func (s *Store) List(ctx context.Context) ([]kernel.SessionMeta, error) {
 // and runs, in one statement. A session another owner holds a live lease
 // of is not deleted (ErrLeaseHeld): it is running.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
+	if err := rules.CheckID(id); err != nil {
 		return fmt.Errorf("delete session: %w: %w", err, kernel.ErrSessionNotFound)
 	}
 	var deleted int
@@ -164,12 +159,3 @@ FROM (SELECT 1) one LEFT JOIN ak_sessions s ON s.id = $1`, id).Scan(&deleted, &o
 	}
 	return fmt.Errorf("delete session %s: %w", id, he)
 }
-
-// ErrCorrupt is wrapped by every error about a stored value that cannot
-// be decoded: the badger store's, so callers check one error whatever the
-// store.
-var ErrCorrupt = badger.ErrCorrupt
-
-// CorruptError is a stored value of one session that cannot be read (the
-// badger store's type).
-type CorruptError = badger.CorruptError

@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -51,9 +52,6 @@ var (
 	// kernel cannot use: missing, older than it needs, or newer than it
 	// knows.
 	ErrSchema = errors.New("session database schema mismatch")
-	// ErrSessionExists is returned by Import of a session whose id is
-	// taken.
-	ErrSessionExists = errors.New("session already exists")
 )
 
 // Options configures Open. The zero value means the defaults.
@@ -78,6 +76,15 @@ type Options struct {
 	// Logger receives the store's warnings (default: hclog on stderr at
 	// warn level, named "store").
 	Logger hclog.Logger `yaml:"-" json:"-"`
+	// WaitForDatabase makes Open succeed when the database cannot be
+	// reached (refused, timed out, shutting down): a server (kernel
+	// serve) starts, says it is not ready, and becomes ready once the
+	// database is back. Until the store has reached the database and
+	// checked its schema, in the background, every operation fails with
+	// ErrUnavailable. Any other failure (a wrong password, no such
+	// database, a schema this kernel does not know) still fails Open, or,
+	// found once the database is back, every operation.
+	WaitForDatabase bool `yaml:"-" json:"-"`
 }
 
 // Store is a kernel.Store in PostgreSQL. It is safe for concurrent use,
@@ -88,6 +95,14 @@ type Store struct {
 	// where names the database in errors: user, host, port, database,
 	// never the password.
 	where string
+
+	// checked is set once the schema check passed: until then (a store
+	// opened with WaitForDatabase before the database answered) every
+	// operation fails with ErrUnavailable, or with broken, the check's
+	// failure when the database answered with a schema this kernel
+	// cannot use.
+	checked atomic.Bool
+	broken  atomic.Pointer[error]
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -119,8 +134,15 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, opts: opts, where: where, stop: make(chan struct{})}
 	if err := s.checkSchema(ctx); err != nil {
-		pool.Close()
-		return nil, err
+		if !opts.WaitForDatabase || !errors.Is(err, ErrUnavailable) {
+			pool.Close()
+			return nil, err
+		}
+		opts.Logger.Warn("the session database cannot be reached; waiting for it", "database", where, "error", err)
+		s.wg.Add(1)
+		go s.waitForDatabase()
+	} else {
+		s.checked.Store(true)
 	}
 	if opts.TTL > 0 {
 		s.wg.Add(1)
@@ -146,10 +168,60 @@ func (s *Store) Where() string { return s.where }
 
 // Ping checks that the database answers (kernel serve's /readyz).
 func (s *Store) Ping(ctx context.Context) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if err := s.pool.Ping(ctx); err != nil {
 		return s.classify("ping", err)
 	}
 	return nil
+}
+
+// waitForDatabase checks the schema, with a backoff, until the database
+// answers (then the store works) or Close.
+func (s *Store) waitForDatabase() {
+	defer s.wg.Done()
+	wait := 100 * time.Millisecond
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(wait):
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-s.stop:
+			case <-ctx.Done():
+			}
+			cancel()
+		}()
+		err := s.checkSchema(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			s.checked.Store(true)
+			s.opts.Logger.Info("the session database answers", "database", s.where)
+			return
+		case !errors.Is(err, ErrUnavailable):
+			s.broken.Store(&err)
+			s.opts.Logger.Error("the session database answers, but cannot be used", "database", s.where, "error", err)
+			return
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
+}
+
+// usable fails with ErrUnavailable until the store has reached its
+// database (WaitForDatabase), or with the reason it cannot use it.
+func (s *Store) usable() error {
+	if s.checked.Load() {
+		return nil
+	}
+	if p := s.broken.Load(); p != nil {
+		return *p
+	}
+	return fmt.Errorf("%w (%s): not reached since the server started", ErrUnavailable, s.where)
 }
 
 // sweepLoop deletes the sessions past the TTL every GCInterval until
@@ -178,24 +250,6 @@ func (s *Store) sweepLoop() {
 		case <-time.After(every):
 		}
 	}
-}
-
-// checkID applies the badger store's rule, so sessions move between the
-// stores: 1-128 bytes of [A-Za-z0-9._-].
-func checkID(id string) error {
-	if id == "" {
-		return errors.New("empty session id")
-	}
-	if len(id) > 128 {
-		return fmt.Errorf("session id %.20q… is longer than 128 bytes", id)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("session id %q: byte %q at %d is not one of [A-Za-z0-9._-]", id, c, i)
-		}
-	}
-	return nil
 }
 
 // scrubDSN removes password from s.

@@ -135,7 +135,7 @@ func TestEventsNotify(t *testing.T) {
 	})
 	<-ready
 	data := json.RawMessage(`{"type":"x"}`)
-	if _, err := s.AppendEvents(ctx, "e1", []kernel.StoredEvent{{Type: "x", Data: data}, {Type: "y", Data: data}}); err != nil {
+	if _, err := s.AppendEvents(ctx, "e1", 0, []kernel.StoredEvent{{Type: "x", Data: data}, {Type: "y", Data: data}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -146,4 +146,15 @@ func TestEventsNotify(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no notice")
 	}
+}
+
+func TestQueueConformance(t *testing.T) {
+	kerneltest.TestQueue(t, func(t *testing.T) (func(string) replica.Queue, func(string)) {
+		s, _ := openStore(t, postgres.Options{})
+		return s.Queue, func(id string) {
+			if err := s.Commit(context.Background(), id, kernel.Step{Meta: kernel.SessionMeta{Status: kernel.StatusIdle}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }
