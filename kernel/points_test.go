@@ -502,7 +502,10 @@ func TestCrashResumeSendsWhatTheModelSaw(t *testing.T) {
 	}}
 	tool := kerneltest.NewRecorder("send", kernel.TierSideEffecting, "sent")
 	prov := kerneltest.NewProvider(kerneltest.Calls("send", map[string]string{"to": "x"}))
-	store := &crashingStore{Store: mem, n: 2} // the prompt, the answer; the round's results die
+	// The prompt and the answer are stored; the send's intent dies, so the
+	// send never runs and the repair says so, which it can only say when
+	// the round it opened is the answer's (stored after the hook's context).
+	store := &crashingStore{Store: mem, n: 2}
 	k, err := kernel.New(kernel.Config{Provider: prov, Store: store, Model: "m", Tools: registry(t, tool), Points: points})
 	if err != nil {
 		t.Fatal(err)
@@ -529,7 +532,10 @@ func TestCrashResumeSendsWhatTheModelSaw(t *testing.T) {
 	if !strings.Contains(wire(before), "mail [email 1]") || !strings.Contains(wire(before), "recalled at call 1") {
 		t.Fatalf("the first request was not shaped by the hook:\n%s", wire(before))
 	}
-	if rest := after[len(before):]; len(rest) != 2 || rest[0].Role != kernel.RoleAssistant || rest[1].Content != kernel.Interrupted {
+	if calls := tool.Calls(); len(calls) != 0 {
+		t.Fatalf("the send ran %d times although its intent was never stored", len(calls))
+	}
+	if rest := after[len(before):]; len(rest) != 2 || rest[0].Role != kernel.RoleAssistant || !strings.HasPrefix(rest[1].Content, kernel.InterruptedNotRun) {
 		t.Fatalf("after the prefix: %s", wire(rest))
 	}
 }
