@@ -625,3 +625,67 @@ func TestAgentCallsRunTogether(t *testing.T) {
 		}
 	}
 }
+
+// stealAfterIntent is a leaseStore that gives the lease away right after
+// the first intent of session s is stored.
+type stealAfterIntent struct {
+	*leaseStore
+	once sync.Once
+}
+
+func (s *stealAfterIntent) Commit(ctx context.Context, id string, step kernel.Step) error {
+	if err := s.leaseStore.Commit(ctx, id, step); err != nil {
+		return err
+	}
+	if id == "s" && step.Meta.Round != nil && len(step.Meta.Round.Started) == 1 {
+		s.once.Do(s.steal)
+	}
+	return nil
+}
+
+// TestAgentCallsFencedTogether: agent calls that run together have their
+// intents stored before any of them starts. The lease is lost after the
+// first intent: the second is refused, so neither call runs (no child
+// writes), the run ends with ErrLeaseLost, and the session keeps the one
+// intent that was stored.
+func TestAgentCallsFencedTogether(t *testing.T) {
+	st := &stealAfterIntent{leaseStore: &leaseStore{Store: memory.New()}}
+	ctx := context.Background()
+	if err := st.Store.Commit(ctx, "s", kernel.Step{Meta: kernel.SessionMeta{Status: kernel.StatusIdle}}); err != nil {
+		t.Fatal(err)
+	}
+	write := kerneltest.NewRecorder("write", kernel.TierSideEffecting, "written")
+	mk := func(name string) kernel.Tool {
+		k, err := kernel.New(kernel.Config{Store: st.Store, Tools: registry(t, write), Model: "m", Agent: name,
+			Provider: kerneltest.NewProvider(kerneltest.Calls("write", map[string]any{}), kerneltest.Text(name+" done"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, _ := kernel.AgentTool(kernel.Agent{Name: name, Kernel: k, Tier: kernel.TierSideEffecting, Timeout: 20 * time.Second})
+		return at
+	}
+	parent, err := kernel.New(kernel.Config{Store: st, Tools: registry(t, mk("a"), mk("b")), Model: "m",
+		Provider: kerneltest.NewProvider(kerneltest.Calls("agent.a", map[string]any{"task": "x"}, "agent.b", map[string]any{"task": "y"}), kerneltest.Text("both done"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := kernel.HoldLease(ctx, st, "s", "me", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	if _, err := parent.With(kernel.RunOptions{Lease: h}).Run(ctx, "s", "fan out"); !errors.Is(err, kernel.ErrLeaseLost) {
+		t.Fatalf("the run ended with %v, want ErrLeaseLost", err)
+	}
+	if n := len(write.Calls()); n != 0 {
+		t.Fatalf("the children wrote %d times after the lease was lost, want 0", n)
+	}
+	list, _ := st.Store.List(ctx)
+	if len(list) != 1 {
+		t.Fatalf("the store holds %d sessions, want only the parent (no child started)", len(list))
+	}
+	se, _ := st.Store.Load(ctx, "s")
+	if rd := se.Meta.Round; rd == nil || len(rd.Started) != 1 || rd.Started[0].Tool != "agent.a" {
+		t.Fatalf("the parent's round is %+v, want agent.a's intent alone", se.Meta.Round)
+	}
+}

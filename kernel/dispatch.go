@@ -60,21 +60,32 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 				}
 			}
 		} else {
-			var wg sync.WaitGroup
+			ps := make([]prepared, j-i)
 			for n := i; n < j; n++ {
 				if f, ok := r.refused[calls[n].ID]; ok {
 					outs[n] = r.refusal(calls[n], f)
 					continue
 				}
-				p := r.prepare(calls[n], json.RawMessage(calls[n].Arguments), false)
+				ps[n-i] = r.prepare(calls[n], json.RawMessage(calls[n].Arguments), false)
+			}
+			if err := r.groupIntents(ctx, ps); err != nil {
+				// No call of the group ran, and nothing may run after it.
+				return err
+			}
+			var wg sync.WaitGroup
+			for n := i; n < j; n++ {
+				if _, ok := r.refused[calls[n].ID]; ok {
+					continue // answered above
+				}
+				p := &ps[n-i]
 				if p.call == nil { // failed before the chain: nothing to wait for
-					outs[n] = r.finish(ctx, &p)
+					outs[n] = r.finish(ctx, p)
 					continue
 				}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					outs[n] = r.finish(ctx, &p)
+					outs[n] = r.finish(ctx, p)
 				}()
 			}
 			wg.Wait()
@@ -118,6 +129,30 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 	if r.pending != nil {
 		a := *r.pending
 		k.emitIf(func() Event { return ApprovalRequired{Approval: a} })
+	}
+	return nil
+}
+
+// groupIntents stores, on the loop's goroutine, the intents of the calls
+// of a group that runs together (agent calls that may write) before any
+// of them starts, and clears each call's intent function: recording an
+// intent commits a step and moves the run's metadata, which the calls'
+// goroutines must not do beside each other or beside the children that
+// read the parent run. So in a group the intent comes before policy,
+// hooks and the concurrency limit, not after: a crash can leave an intent
+// for a call that was then denied or waited for approval, which repair
+// does not read for an agent call (it answers through the child). On
+// failure no call of the group runs (intent.go).
+func (r *run) groupIntents(ctx context.Context, ps []prepared) error {
+	for n := range ps {
+		c := ps[n].call
+		if c == nil || c.intent == nil {
+			continue
+		}
+		if err := c.intent(ctx); err != nil {
+			return err
+		}
+		c.intent = nil
 	}
 	return nil
 }
