@@ -42,6 +42,11 @@ type Env struct {
 	// Corrections counts the text tool protocol's corrections sent in the
 	// run so far.
 	Corrections int `expr:"corrections"`
+	// Agent is the agent the call's session runs ("default" for the
+	// top-level one) and AgentDepth its depth (0 for a top-level run; see
+	// docs/agents.md).
+	Agent      string `expr:"agent"`
+	AgentDepth int    `expr:"agent_depth"`
 	// Approved is true when a human approved the call.
 	Approved bool `expr:"approved"`
 	// Result and IsError are the result so far (after hooks; empty before).
@@ -149,6 +154,7 @@ func envFor(c *kernel.Call, phase Phase, res *kernel.Result, err error) *Env {
 	if c.State() != nil {
 		st := c.State()
 		e.Session, e.Run, e.Turn, e.Corrections = st.SessionID, st.Run, st.Turn, st.Corrections
+		e.Agent, e.AgentDepth = st.Agent.Name, st.Agent.Depth
 		e.Prompt, e.Continuations, e.Hooks = st.Prompt, st.Continuations, st.Hooks
 	}
 	if res != nil {

@@ -18,4 +18,20 @@ type Approval struct {
 	DecisionID string          `json:"decision_id,omitempty"`
 	Created    time.Time       `json:"created"`
 	Expires    time.Time       `json:"expires,omitzero"`
+	// Agent is the agent whose session asks (SessionMeta.Agent); empty for
+	// the top-level agent.
+	Agent string `json:"agent,omitempty"`
+	// Child, on an approval of an agent call, is the approval the child
+	// run waits for: the call a person actually decides (it may in turn
+	// have a Child). Approving or rejecting this approval decides it.
+	Child *Approval `json:"child,omitempty"`
+}
+
+// Asking returns the approval a person decides: a, or the innermost
+// Child of an agent call's approval.
+func (a *Approval) Asking() *Approval {
+	for a != nil && a.Child != nil {
+		a = a.Child
+	}
+	return a
 }

@@ -44,6 +44,8 @@ type Call struct {
 	// again gets a fresh one for each further execution.
 	ctx     callCtx
 	ctxUsed atomic.Bool
+	// deleg is the delegation of a call of an agent tool; nil otherwise.
+	deleg *delegation
 }
 
 // newCtx returns zeroed memory for a context of the call's execution.

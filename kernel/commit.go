@@ -47,6 +47,9 @@ func (r *run) commitTail(ctx context.Context, n int, step Step) error {
 			step.Messages[i].Time = now
 		}
 	}
+	if r.led != nil {
+		r.led.fold(&r.st)
+	}
 	meta := r.meta
 	r.st.syncMeta(&meta)
 	meta.LastSeq = seq

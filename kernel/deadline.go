@@ -126,6 +126,9 @@ type callCtx struct {
 	// progress receives the tool's ReportProgress calls (Value of
 	// tool.ProgressKey); nil for model calls and when nobody listens.
 	progress tool.Reporter
+	// deleg is the delegation of an agent call (Value of delegationKey);
+	// nil for every other call.
+	deleg *delegation
 
 	mu   sync.Mutex
 	done chan struct{} // made by the first Done, or closedChan
@@ -222,6 +225,11 @@ func (c *callCtx) Err() error {
 
 // Value is the parent's, except for a tool call's progress receiver.
 func (c *callCtx) Value(key any) any {
+	if c.deleg != nil {
+		if _, ok := key.(delegationKey); ok {
+			return c.deleg
+		}
+	}
 	if c.progress != nil {
 		if _, ok := key.(tool.ProgressKey); ok {
 			return c.progress

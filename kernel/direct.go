@@ -114,15 +114,22 @@ func (d *DirectSession) Call(ctx context.Context, tool string, args json.RawMess
 		}
 		switch {
 		case asked && aerr == nil && ok:
+			r.resolving = &resolution{approve: true}
 			out = r.execute(ctx, tc, out.args, true)
+			r.resolving = nil
 			out.rec.Decision = &d
 		case asked && aerr == nil:
+			r.abandonChild(ctx, out.deleg, "the approver rejected it")
 			out = r.synthetic(tc, OutcomeRejected, "not run: the approver rejected it")
 			out.rec.Decision = &d
 		case r.pending != nil:
+			r.abandonChild(ctx, out.deleg, "its caller could not wait for it: another call of the session already waits for an approval")
 			out = r.deferred(tc, out, "it needs approval, and another call of this session is already waiting for one")
 		default:
 			a := r.newApproval(tc, out.args, d)
+			if out.deleg != nil {
+				a.Child = out.deleg.pending
+			}
 			r.meta.Status = StatusAwaitingApproval
 			if err := r.commit(ctx, Step{Pending: a}); err != nil {
 				return DirectResult{}, err
@@ -148,7 +155,7 @@ func (r *run) newApproval(tc ToolCall, args json.RawMessage, d Decision) *Approv
 	now := r.k.cfg.Now()
 	a := &Approval{
 		ID: NewID(), SessionID: r.meta.ID, Call: tc, Args: args,
-		Message: d.Message, DecisionID: d.ID, Created: now, Expires: now.Add(r.k.cfg.ApprovalTTL),
+		Message: d.Message, DecisionID: d.ID, Created: now, Expires: now.Add(r.k.cfg.ApprovalTTL), Agent: r.meta.Agent,
 	}
 	if len(d.Rules) > 0 {
 		a.RuleID = d.Rules[0]

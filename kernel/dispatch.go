@@ -18,6 +18,8 @@ type callOut struct {
 	rec      CallRecord
 	approval *Decision // set when policy asked for approval
 	args     json.RawMessage
+	// deleg is the delegation of an agent call: the child that ran it.
+	deleg *delegation
 	// noIntent is why the call did not run: its intent could not be
 	// stored (the lease is lost, the store failed). The run ends with it.
 	noIntent error
@@ -34,8 +36,8 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 	asked := -1
 	for i := 0; i < len(calls); {
 		j := i + 1
-		if k.readOnly(calls[i].Name) {
-			for j < len(calls) && k.readOnly(calls[j].Name) {
+		if k.concurrent(calls[i].Name) {
+			for j < len(calls) && k.concurrent(calls[j].Name) {
 				j++
 			}
 		}
@@ -58,21 +60,32 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 				}
 			}
 		} else {
-			var wg sync.WaitGroup
+			ps := make([]prepared, j-i)
 			for n := i; n < j; n++ {
 				if f, ok := r.refused[calls[n].ID]; ok {
 					outs[n] = r.refusal(calls[n], f)
 					continue
 				}
-				p := r.prepare(calls[n], json.RawMessage(calls[n].Arguments), false)
+				ps[n-i] = r.prepare(calls[n], json.RawMessage(calls[n].Arguments), false)
+			}
+			if err := r.groupIntents(ctx, ps); err != nil {
+				// No call of the group ran, and nothing may run after it.
+				return err
+			}
+			var wg sync.WaitGroup
+			for n := i; n < j; n++ {
+				if _, ok := r.refused[calls[n].ID]; ok {
+					continue // answered above
+				}
+				p := &ps[n-i]
 				if p.call == nil { // failed before the chain: nothing to wait for
-					outs[n] = r.finish(ctx, &p)
+					outs[n] = r.finish(ctx, p)
 					continue
 				}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					outs[n] = r.finish(ctx, &p)
+					outs[n] = r.finish(ctx, p)
 				}()
 			}
 			wg.Wait()
@@ -85,6 +98,7 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 				asked = n
 				continue
 			}
+			r.abandonChild(ctx, outs[n].deleg, "its caller could not wait for it: another approval of the caller's round came first")
 			outs[n] = r.deferred(calls[n], outs[n], "it needs approval, and only one approval can be pending at a time")
 		}
 		i = j
@@ -102,6 +116,9 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 	r.meta.Round = nil // every call is answered (or pending, whose intent Resolve stores)
 	if asked >= 0 {
 		a := r.newApproval(calls[asked], outs[asked].args, *outs[asked].approval)
+		if d := outs[asked].deleg; d != nil {
+			a.Child = d.pending
+		}
 		step.Pending = a
 		r.meta.Status = StatusAwaitingApproval
 		r.pending = a
@@ -116,6 +133,30 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 	return nil
 }
 
+// groupIntents stores, on the loop's goroutine, the intents of the calls
+// of a group that runs together (agent calls that may write) before any
+// of them starts, and clears each call's intent function: recording an
+// intent commits a step and moves the run's metadata, which the calls'
+// goroutines must not do beside each other or beside the children that
+// read the parent run. So in a group the intent comes before policy,
+// hooks and the concurrency limit, not after: a crash can leave an intent
+// for a call that was then denied or waited for approval, which repair
+// does not read for an agent call (it answers through the child). On
+// failure no call of the group runs (intent.go).
+func (r *run) groupIntents(ctx context.Context, ps []prepared) error {
+	for n := range ps {
+		c := ps[n].call
+		if c == nil || c.intent == nil {
+			continue
+		}
+		if err := c.intent(ctx); err != nil {
+			return err
+		}
+		c.intent = nil
+	}
+	return nil
+}
+
 // callOuts returns n zeroed callOuts in memory the run reuses from round
 // to round: nothing keeps a callOut after its round is committed (records
 // and messages are copied out).
@@ -126,6 +167,18 @@ func (r *run) callOuts(n int) []callOut {
 	outs := r.outs[:n]
 	clear(outs)
 	return outs
+}
+
+// concurrent reports whether a call of the named tool may run beside
+// others: a read-only tool's, or an agent's (each child is a session with
+// its own order; RATIONALE.md, "Agent calls of a round run together").
+func (k *Kernel) concurrent(name string) bool {
+	e, ok := k.cfg.Tools.entry(name)
+	if !ok || e.spec.Tier == TierReadOnly {
+		return true
+	}
+	_, agent := e.tool.(*agentTool)
+	return agent
 }
 
 func (k *Kernel) readOnly(name string) bool {
@@ -186,6 +239,9 @@ func (r *run) prepare(tc ToolCall, args json.RawMessage, approved bool) prepared
 		}
 		p.call = &Call{id: tc.ID, spec: e.spec, tool: e.tool, args: args, st: &r.st, approved: approved, value: v, entry: e, k: k, dl: &r.dl,
 			intent: r.intentFor(tc)}
+		if _, ok := e.tool.(*agentTool); ok {
+			p.call.deleg = r.delegation(tc, approved)
+		}
 		p.call.resolvePaths()
 	}
 	return p
@@ -213,6 +269,7 @@ func (r *run) finish(ctx context.Context, p *prepared) (out callOut) {
 	}
 	if p.call != nil {
 		out.rec.Decision = p.call.decision
+		out.deleg = p.call.deleg
 	}
 	if d := approvalOf(err); d != nil {
 		out.approval = d
@@ -234,6 +291,9 @@ func (r *run) finish(ctx context.Context, p *prepared) (out callOut) {
 		out.rec.Outcome = OutcomeOK
 	}
 	out.msg = Message{Role: RoleTool, ToolCallID: tc.ID, ToolName: tc.Name, Content: res.Content, IsError: res.IsError}
+	if out.deleg != nil {
+		out.msg.Child = out.deleg.child
+	}
 	k.emitIf(func() Event {
 		return ToolCompleted{CallID: tc.ID, Tool: tc.Name, Outcome: out.rec.Outcome, IsError: res.IsError,
 			Error: out.rec.Error, Bytes: len(res.Content), Duration: out.rec.Duration}
@@ -357,6 +417,7 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 		timeout = k.cfg.ToolTimeout
 	}
 	tctx := c.newCtx()
+	tctx.deleg = c.deleg
 	if ek.cfg.OnEvent != nil {
 		tctx.progress = (*callProgress)(c)
 	}

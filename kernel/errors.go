@@ -80,6 +80,9 @@ func (e *ToolError) Unwrap() error { return e.Err }
 // stops the run as awaiting_approval.
 type ApprovalRequiredError struct {
 	Decision Decision
+	// Child is the approval a child run waits for, when the call is an
+	// agent call whose child asked (Approval.Child).
+	Child *Approval
 }
 
 func (e *ApprovalRequiredError) Error() string {

@@ -292,6 +292,32 @@ type Notice struct {
 	Text   string `json:"text"`
 }
 
+// AgentEvent is an event of a child run (an agent call's), nested under
+// the call in the caller's stream: CallID is the caller's call, SessionID
+// the child session, Depth the child's depth, and Event the child's event
+// (itself an AgentEvent for a grandchild's).
+type AgentEvent struct {
+	CallID    string `json:"call_id"`
+	Agent     string `json:"agent"`
+	SessionID string `json:"session_id"`
+	Depth     int    `json:"depth"`
+	Event     Event  `json:"event"`
+}
+
+// Innermost returns the event a chain of AgentEvents carries, and the
+// depth it comes from.
+func (e AgentEvent) Innermost() (Event, int) {
+	var in Event = e
+	depth := 0
+	for {
+		ae, ok := in.(AgentEvent)
+		if !ok {
+			return in, depth
+		}
+		in, depth = ae.Event, ae.Depth
+	}
+}
+
 // eventKinds has one value of every event type, in the order the docs name
 // them. It is the one list of event types: schemas/events.schema.json's
 // type enum and dispatch are generated from it, and tests hold the Go types
@@ -301,7 +327,7 @@ var eventKinds = []Event{
 	RunStarted{}, TurnStarted{}, ModelRequest{}, MessageDelta{}, ReasoningDelta{}, MessageCompleted{},
 	ToolStarted{}, ToolProgress{}, ToolCompleted{}, PolicyDecided{}, ApprovalRequired{}, ApprovalResolved{},
 	BudgetWarning{}, BudgetExceeded{}, ContextCompacted{}, ContextWarning{}, SteerDelivered{}, ProviderRetry{},
-	RunCompleted{}, RunFailed{}, HookBlocked{}, HookRewrote{}, HookFailed{}, HookCompleted{}, ConfigReloaded{}, Notice{},
+	RunCompleted{}, RunFailed{}, HookBlocked{}, HookRewrote{}, HookFailed{}, HookCompleted{}, ConfigReloaded{}, Notice{}, AgentEvent{},
 }
 
 // EventTypes returns the type of every event (the "type" field of its
@@ -340,6 +366,7 @@ func (HookFailed) Type() string       { return "hook.failed" }
 func (HookCompleted) Type() string    { return "hook.completed" }
 func (ConfigReloaded) Type() string   { return "config.reloaded" }
 func (Notice) Type() string           { return "notice" }
+func (AgentEvent) Type() string       { return "agent.event" }
 
 func (RunStarted) isEvent()       {}
 func (TurnStarted) isEvent()      {}
@@ -367,3 +394,4 @@ func (HookFailed) isEvent()       {}
 func (HookCompleted) isEvent()    {}
 func (ConfigReloaded) isEvent()   {}
 func (Notice) isEvent()           {}
+func (AgentEvent) isEvent()       {}

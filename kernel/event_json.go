@@ -115,6 +115,24 @@ func (e RunCompleted) MarshalJSON() ([]byte, error) {
 	}{plain(e), jsonDuration(e.Duration)})
 }
 
+// MarshalJSON renders the nested event with its type, as MarshalEvent
+// renders any event.
+func (e AgentEvent) MarshalJSON() ([]byte, error) {
+	var inner json.RawMessage = []byte("null")
+	if e.Event != nil {
+		b, err := MarshalEvent(e.Event)
+		if err != nil {
+			return nil, err
+		}
+		inner = b
+	}
+	type plain AgentEvent
+	return json.Marshal(struct {
+		plain
+		Event json.RawMessage `json:"event"`
+	}{plain(e), inner})
+}
+
 // MarshalJSON renders Duration as a duration string.
 func (e HookCompleted) MarshalJSON() ([]byte, error) {
 	type plain HookCompleted

@@ -84,6 +84,14 @@ func eventSamples() []kernel.Event {
 		kernel.HookCompleted{Hook: h, Phase: string(kernel.PointBeforeModel), Turn: 1, Outcome: "blocked", Duration: time.Millisecond, Concurrent: true},
 		kernel.ConfigReloaded{What: "policy", Source: "p.yaml", Revision: "1", SHA256: "ab", Error: "e"},
 		kernel.Notice{Source: "plugin x", Level: "warn", Text: "t"},
+		kernel.AgentEvent{CallID: "c1", Agent: "reviewer", SessionID: "s2", Depth: 1, Event: kernel.AgentEvent{CallID: "c2", Agent: "tester", SessionID: "s3", Depth: 2,
+			Event: kernel.ToolCompleted{CallID: "c1", Tool: "t", Outcome: kernel.OutcomeOK, Bytes: 3, Duration: time.Second}}},
+		kernel.ApprovalRequired{Approval: kernel.Approval{ID: "a", SessionID: "s", Call: kernel.ToolCall{ID: "c1", Name: "agent.reviewer", Arguments: `{"task":"t"}`},
+			Args: json.RawMessage(`{"task":"t"}`), Created: now, Agent: "coder",
+			Child: &kernel.Approval{ID: "a2", SessionID: "s2", Call: call, Args: json.RawMessage(`{"path":"a"}`), Created: now, Agent: "reviewer"}}},
+		kernel.ToolCompleted{CallID: "c1", Tool: "agent.reviewer", Outcome: kernel.OutcomeOK, Bytes: 3},
+		kernel.MessageCompleted{Turn: 1, Message: kernel.Message{Seq: 3, Role: kernel.RoleTool, ToolCallID: "c1", ToolName: "agent.reviewer", Content: "ok",
+			Child: &kernel.ChildRun{SessionID: "s2", Agent: "reviewer", StopReason: kernel.StopMaxDepth, Usage: usage, CostUSD: 0.1, Resumed: true}}},
 	}
 }
 

@@ -28,6 +28,10 @@ import (
 //  4. the tool runs;
 //  5. the round's results are stored with Round cleared.
 //
+// Agent calls of a round run together (dispatch.go): their intents are
+// stored by the loop, one after another, before any of them starts, so
+// steps 2 and 3 swap for them (groupIntents says why, and what it costs).
+//
 // What remains unfenceable: a process that pauses between 3 and 4 runs
 // the effect late, after another holder answered the call. That holder's
 // answer says the call may have run, which is then true. Why, and how

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +30,10 @@ const (
 	// protocol again after a correction, or more often than
 	// Config.MaxCorrections (ErrToolProtocol).
 	StopToolProtocol StopReason = "tool_protocol"
+	// StopMaxDepth ends a child run that would go deeper than
+	// Config.MaxDepth (an agent calling agents calling agents): it stops
+	// before its first model call, and its caller reads why.
+	StopMaxDepth StopReason = "max_depth"
 	// StopGuardrail ends a run a hook at a lifecycle point refused or
 	// blocked (RunResult.Blocked), or one such hook that failed closed
 	// (the run's error is then a *GuardrailError naming it).
@@ -39,7 +44,7 @@ const (
 // docs name them. It is the one list: schemas/events.schema.json and the
 // stop reasons of docs/architecture.md are held to it by tests
 // (docs/architecture.md, "Closed sets").
-var stopReasons = []StopReason{StopCompleted, StopMaxTurns, StopAwaitingApproval, StopCancelled, StopInterrupted, StopError, StopEmptyResponse, StopToolProtocol, StopGuardrail}
+var stopReasons = []StopReason{StopCompleted, StopMaxTurns, StopAwaitingApproval, StopCancelled, StopInterrupted, StopError, StopEmptyResponse, StopToolProtocol, StopGuardrail, StopMaxDepth}
 
 // StopReasons returns every stop reason but a budget stop (BudgetStop),
 // in the order the docs name them.
@@ -143,6 +148,19 @@ type Config struct {
 	// (default DefaultMaxCorrections); the next violation stops the run
 	// with StopToolProtocol.
 	MaxCorrections int
+	// Agent names the agent this Kernel runs (agents: in kernel.yaml): it
+	// is recorded in every session the Kernel starts (SessionMeta.Agent)
+	// and policy sees it (State.Agent). Empty is the configuration's
+	// top-level agent, DefaultAgentName to policy.
+	Agent string
+	// Budget caps what one run of this Kernel may spend, with what every
+	// run it delegates to spends charged to it as it happens; a run it
+	// delegates to gets what is left as its own cap. Zero fields set no
+	// cap.
+	Budget Budget
+	// MaxDepth bounds delegation: a child run of this Kernel deeper than
+	// it stops with StopMaxDepth (default DefaultMaxDepth).
+	MaxDepth int
 }
 
 // Kernel runs the agent loop. It is safe for concurrent use by runs of
@@ -170,7 +188,10 @@ type Kernel struct {
 	// protos are the models that do not take tools natively only.
 	protos         map[string]protoSetup
 	maxCorrections int
-	maxCont        int
+	// scope is what a Kernel running a child session got from its caller
+	// (delegate.go); nil for a top-level run.
+	scope   *childScope
+	maxCont int
 }
 
 // New checks cfg and builds a Kernel.
@@ -218,6 +239,12 @@ func New(cfg Config) (*Kernel, error) {
 	}
 	if cfg.MaxCorrections == 0 {
 		cfg.MaxCorrections = DefaultMaxCorrections
+	}
+	if err := cfg.Budget.check(); err != nil {
+		return nil, fmt.Errorf("kernel: Config.Budget: %w", err)
+	}
+	if cfg.MaxDepth < 0 {
+		return nil, errors.New("kernel: Config.MaxDepth must not be negative")
 	}
 	if cfg.MaxContinuations < 0 {
 		return nil, errors.New("kernel: Config.MaxContinuations must not be negative")

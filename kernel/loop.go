@@ -57,6 +57,12 @@ type run struct {
 	namesOf *ToolSpec
 	// outs is dispatch's memory for a round's results (callOuts).
 	outs []callOut
+	// led is the run's budget ledger (ledger.go): set when the run has a
+	// cap, runs as a child, or delegates; nil otherwise.
+	led *ledger
+	// resolving is the decision Resolve runs the pending call with, for
+	// an agent call whose child waits for it.
+	resolving *resolution
 	// What the lifecycle hooks did in this turn (points_run.go): notes
 	// and edits for the message that closes it, context messages stored
 	// before the answer, calls refused; ended: run_end's hooks ran.
@@ -86,6 +92,9 @@ func (k *Kernel) runPrompt(ctx context.Context, sessionID, prompt string, q *Que
 		return nil, err
 	}
 	defer r.dl.stop()
+	if err := r.checkChild(); err != nil {
+		return nil, err
+	}
 	if q != nil && slices.Contains(r.meta.Delivered, q.ID) {
 		return nil, r.alreadyDelivered(ctx, q)
 	}
@@ -156,6 +165,9 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 		return nil, err
 	}
 	defer r.dl.stop()
+	if err := r.checkChild(); err != nil {
+		return nil, err
+	}
 	if r.pending == nil {
 		return nil, fmt.Errorf("session %s: %w", r.meta.ID, ErrNoApproval)
 	}
@@ -193,7 +205,9 @@ func (k *Kernel) Resolve(ctx context.Context, sessionID string, approve bool, no
 	if err := r.recordIntent(ctx, p.Call, &rec, true); err != nil {
 		return r.fail(ctx, err)
 	}
+	r.resolving = &resolution{approve: true, note: note}
 	out := r.execute(ctx, p.Call, p.Args, true)
+	r.resolving = nil
 	out.msg.Approval = &rec
 	r.st.finishCall(p.Call.Name, out.rec.Outcome, true)
 	k.emitIf(func() Event {
@@ -395,6 +409,9 @@ func (r *run) accountGen(resp Response) {
 	}
 	cost := k.price(model).Cost(resp.Usage)
 	r.st.account(resp.Usage, cost)
+	if r.led != nil {
+		r.led.charge(resp.Usage, cost)
+	}
 	if r.cx != nil && !r.cx.exact {
 		k.calib.observe(k.cfg.Model, r.cx.lastRaw, resp.Usage.InputTokens)
 	}
@@ -439,6 +456,11 @@ func (k *Kernel) price(model string) Price {
 // checkBudget asks the policy about budgets; stop is true when the run
 // ended (after an optional wrap-up generation).
 func (r *run) checkBudget(ctx context.Context, phase BudgetPhase) (res *RunResult, err error, stop bool) {
+	if r.led != nil || r.st.Agent.Depth > 0 {
+		if res, err, stop := r.checkLedger(ctx, phase); stop {
+			return res, err, true
+		}
+	}
 	p := r.k.cfg.Policy
 	if p == nil {
 		return nil, nil, false
@@ -601,6 +623,9 @@ func (k *Kernel) emitIf(build func() Event) {
 // result, and the new prompt follows.
 func (r *run) reject(ctx context.Context, reason string, beforePrompt bool) error {
 	p := r.pending
+	if p.Child != nil {
+		r.rejectChild(ctx, p, reason)
+	}
 	expired := strings.HasPrefix(reason, "approval expired")
 	by := ""
 	if !beforePrompt {

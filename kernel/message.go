@@ -57,6 +57,9 @@ type Message struct {
 	// Approval is set on the tool message that answers a call a human
 	// decided: the decision and who made it.
 	Approval *ApprovalRecord `json:"approval,omitempty"`
+	// Child is set on the tool message that answers an agent call: the
+	// child session that ran it and how it ended.
+	Child *ChildRun `json:"child,omitempty"`
 	// ReasoningBlocks are the content blocks of an assistant message that
 	// its provider needs back exactly as it sent them (Anthropic's signed
 	// thinking and redacted_thinking blocks), in the order they came. The

@@ -33,6 +33,12 @@ type SessionMeta struct {
 	// session (see Inbox), committed with them: a message the inbox offers
 	// again after a crash is not delivered twice.
 	Delivered []string `json:"delivered,omitempty"`
+	// Agent is the agent the session runs (Config.Agent); empty for the
+	// configuration's top-level agent.
+	Agent string `json:"agent,omitempty"`
+	// Parent links a child session to the call of the session that
+	// started it (an agent call); nil for a top-level session.
+	Parent *ParentLink `json:"parent,omitempty"`
 	// Round is the open round of tool calls with the intents of the calls
 	// that were started (intent.go), stored with the assistant message
 	// that makes the calls and cleared with their results; nil when no

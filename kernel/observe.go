@@ -21,6 +21,11 @@ type RunInfo struct {
 	// summariser's model call, then ContextCompacted): no run and no run
 	// events around it.
 	Direct bool
+	// Agent is the agent the session runs (SessionMeta.Agent; empty for
+	// the top-level agent) and Parent, for a child run, the call of the
+	// parent session that started it.
+	Agent  string
+	Parent *ParentLink
 	// Pending is the approval this run resolves (Resolve), nil otherwise.
 	// It must not be modified.
 	Pending *Approval
@@ -56,6 +61,7 @@ func (r *run) observe(ctx context.Context, info RunInfo) context.Context {
 		return ctx
 	}
 	info.SessionID, info.Model, info.Principal = r.meta.ID, k.cfg.Model, k.principal
+	info.Agent, info.Parent = r.meta.Agent, r.meta.Parent
 	octx, obs := k.cfg.Observe(ctx, info)
 	if obs == nil {
 		return ctx

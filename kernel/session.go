@@ -33,7 +33,7 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 			r.sysN = 1
 		}
 		r.isNew = true
-		r.meta = SessionMeta{ID: NewID(), Model: k.cfg.Model, Status: StatusIdle, Created: now, Updated: now, Context: k.cfg.SessionContext}
+		r.meta = SessionMeta{ID: NewID(), Model: k.cfg.Model, Status: StatusIdle, Created: now, Updated: now, Context: k.cfg.SessionContext, Agent: k.cfg.Agent}
 	} else {
 		s, err := k.cfg.Store.Load(ctx, sessionID)
 		if err != nil {
@@ -58,6 +58,13 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 	// The run's clock and spend start now, also for a run an approval
 	// resumes (the store keeps no usage per message).
 	r.st.RunStarted, r.st.Now = now, now
+	switch {
+	case k.scope != nil:
+		r.led = k.scope.led
+		r.setLedgerPolicy()
+	case !k.cfg.Budget.IsZero():
+		r.ledger()
+	}
 	if r.ctxOn() {
 		r.initContext()
 	}
@@ -101,6 +108,12 @@ func (r *run) repair(ctx context.Context) error {
 	now := r.k.cfg.Now()
 	for _, c := range r.msgs[last].ToolCalls {
 		if answered[c.ID] || (r.pending != nil && r.pending.Call.ID == c.ID) {
+			continue
+		}
+		if t, ok := r.k.agentCall(c.Name); ok {
+			m := r.answerChild(ctx, t, c, r.msgs[last].Seq)
+			m.Time = now
+			fix = append(fix, m)
 			continue
 		}
 		m := r.interruptedAnswer(ctx, c, r.msgs[last].Time, rd)

@@ -44,6 +44,9 @@ type State struct {
 	// Corrections counts the text-protocol corrections sent in this run
 	// (see ToolProtocol); the run stops at Config.MaxCorrections.
 	Corrections int
+	// Agent is the agent the session runs, its depth and its chain of
+	// callers (agent.go); the same for every run of the session.
+	Agent AgentState
 	// Continuations counts the run_end continuations of this run (see
 	// RunEndReply); at most Config.MaxContinuations.
 	Continuations int
@@ -169,7 +172,7 @@ func WalkState(sess *Session, maxTurns int, visit func(i int, st *State) error) 
 	}
 	st := State{
 		SessionID: meta.ID, Model: meta.Model, Labels: meta.Labels, MaxTurns: maxTurns,
-		SessionCreated: meta.Created, ToolCounts: map[string]int{},
+		SessionCreated: meta.Created, ToolCounts: map[string]int{}, Agent: metaAgent(meta),
 	}
 	// visit sees a copy, so that st stays on the stack of the common
 	// caller, Kernel.open, which passes no visit.

@@ -63,6 +63,7 @@ func (k *Kernel) view(o RunOptions) *Kernel {
 		principal: o.Principal,
 		interrupt: o.Interrupt,
 		lease:     o.Lease,
+		scope:     k.scope,
 		// A view must keep everything New derived from the Config: the
 		// models on the text tool protocol and its correction cap (without
 		// them a view offered those models native tools and read the calls
@@ -100,6 +101,9 @@ func (k *Kernel) Continue(ctx context.Context, sessionID string) (res *RunResult
 		return nil, err
 	}
 	defer r.dl.stop()
+	if err := r.checkChild(); err != nil {
+		return nil, err
+	}
 	if r.pending != nil {
 		return nil, fmt.Errorf("session %s: %w for %s (approve or reject it first)", r.meta.ID, ErrApprovalPending, r.pending.Call.Name)
 	}

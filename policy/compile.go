@@ -383,6 +383,7 @@ var envNames = map[string]reflect.Type{
 	"turn":              reflect.TypeFor[TurnEnv](),
 	"tool":              reflect.TypeFor[ToolEnv](),
 	"call":              reflect.TypeFor[CallEnv](),
+	"agent":             reflect.TypeFor[AgentEnv](),
 	"a run.calls entry": reflect.TypeFor[CallOutcome](),
 }
 

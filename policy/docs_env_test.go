@@ -161,6 +161,9 @@ func TestDocsTestInputTable(t *testing.T) {
 	for k := range run {
 		want = append(want, "run."+k)
 	}
+	for k := range policy.InputAgentSection() {
+		want = append(want, "agent."+k)
+	}
 	for _, sec := range []struct {
 		name string
 		rt   reflect.Type

@@ -31,6 +31,9 @@ type Env struct {
 	Call CallEnv `expr:"call"`
 	// Context is the next request's share of the model's context window.
 	Context ContextEnv `expr:"context"`
+	// Agent is the agent the session runs, its depth and who called it
+	// (docs/agents.md).
+	Agent AgentEnv `expr:"agent"`
 	// Hooks are the verdicts of the lifecycle hook points so far: in this
 	// turn (before_compact, before_model, after_model) and this run
 	// (run_start, run_end): hooks.before_model.blocked,
@@ -122,6 +125,17 @@ type ContextEnv struct {
 	Fraction float64 `expr:"fraction"`
 }
 
+// AgentEnv is the agent a session runs: its name (default for the
+// configuration's top-level agent), its depth (0 for a top-level run, 1
+// for a run an agent's call started), the calling agent's name (empty at
+// depth 0) and the chain of agents from the top-level run down to it.
+type AgentEnv struct {
+	Name   string   `expr:"name"`
+	Depth  int      `expr:"depth"`
+	Parent string   `expr:"parent"`
+	Chain  []string `expr:"chain"`
+}
+
 // ToolEnv is the tool being decided on (a rule, a drop rule), or the zero
 // value (select rules, budgets).
 type ToolEnv struct {
@@ -150,7 +164,7 @@ type CallEnv struct {
 
 // inputFieldSet binds the keys of a test input's session and run sections
 // to what they set.
-type inputFieldSet struct{ session, run map[string]reflect.Value }
+type inputFieldSet struct{ session, run, agent map[string]reflect.Value }
 
 // inputFields binds each key of a test input's session: and run: sections
 // (the env's own names) to the kernel.State field it sets: an input
@@ -172,6 +186,9 @@ func inputFields(st *kernel.State, sessionElapsed, runElapsed *time.Duration) in
 			"tokens_in": v(&st.RunTotals.Usage.InputTokens), "tokens_out": v(&st.RunTotals.Usage.OutputTokens),
 			"cost_usd": v(&st.RunTotals.CostUSD), "elapsed": v(runElapsed), "calls": v(&st.RunCalls),
 			"corrections": v(&st.Corrections),
+		},
+		agent: map[string]reflect.Value{
+			"name": v(&st.Agent.Name), "depth": v(&st.Agent.Depth), "parent": v(&st.Agent.Parent), "chain": v(&st.Agent.Chain),
 		},
 	}
 }
@@ -203,6 +220,7 @@ func (e *Env) fillState(st *kernel.State) {
 		ToolCalls: st.ToolCounts, Labels: st.Labels,
 	}
 	e.Context = ContextEnv{Used: st.Context.Used, Window: st.Context.Window, Fraction: st.Context.Fraction}
+	e.Agent = AgentEnv{Name: st.Agent.Name, Depth: st.Agent.Depth, Parent: st.Agent.Parent, Chain: st.Agent.Chain}
 	e.Hooks = st.Hooks
 	calls, tools := e.Run.Calls[:0], e.Run.Tools[:0]
 	for _, c := range st.RunCalls {

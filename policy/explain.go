@@ -291,7 +291,7 @@ func (p *Policy) probe(m *vm.VM, env *Env, ref string) Value {
 // maxRefs bounds the values shown per expression.
 const maxRefs = 8
 
-var envRoots = map[string]bool{"session": true, "run": true, "turn": true, "tool": true, "call": true, "now": true, "v": true, "budget": true}
+var envRoots = map[string]bool{"session": true, "run": true, "turn": true, "tool": true, "call": true, "now": true, "v": true, "budget": true, "agent": true}
 
 // refs lists the environment references an expression makes (the longest
 // chains, e.g. call.args.path rather than call), in order of appearance.

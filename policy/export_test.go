@@ -26,6 +26,18 @@ func InputSections() (session, run map[string]reflect.Type, renamed map[string]s
 	return types(f.session), types(f.run), deprecatedInputFields
 }
 
+// InputAgentSection returns the keys of a test input's agent section
+// with the Go type each one sets.
+func InputAgentSection() map[string]reflect.Type {
+	var st kernel.State
+	var se, re time.Duration
+	out := map[string]reflect.Type{}
+	for k, v := range inputFields(&st, &se, &re).agent {
+		out[k] = v.Type()
+	}
+	return out
+}
+
 // FromSnapshot reports whether p was built from the test cache's snapshot
 // (for the tests of package policy_test).
 func FromSnapshot(p *Policy) bool { return p.snapshotSrc != nil }

@@ -41,6 +41,9 @@ type Input struct {
 	// keys decode straight into Spec.
 	Tool Section   `yaml:"tool"`
 	Call CallInput `yaml:"call"`
+	// Agent is the agent section: name, depth, parent and chain decode
+	// into State.Agent (default: the top-level agent, depth 0).
+	Agent Section `yaml:"agent"`
 	// Context is the context window's use (context.used, .window,
 	// .fraction; a fraction alone is enough).
 	Context kernel.ContextUse `yaml:"context"`
@@ -87,7 +90,7 @@ func (in *Input) decodeNode(d *ydec, n *yaml.Node, where string) {
 		name string
 		s    *Section
 		keys map[string]reflect.Value
-	}{{"session", &in.Session, fields.session}, {"run", &in.Run, fields.run}, {"turn", &in.Turn, renamed(fields.run)}, {"tool", &in.Tool, specFields(&in.Spec)},
+	}{{"session", &in.Session, fields.session}, {"run", &in.Run, fields.run}, {"turn", &in.Turn, renamed(fields.run)}, {"agent", &in.Agent, fields.agent}, {"tool", &in.Tool, specFields(&in.Spec)},
 		{"hooks", &in.Hooks, hookFields(&in.State.Hooks)}} {
 		if sec.s.node == nil || isNull(sec.s.node) {
 			continue
@@ -226,6 +229,15 @@ func (in *Input) state() *kernel.State {
 	for i := range st.RunCalls {
 		if st.RunCalls[i].Outcome == "" {
 			st.RunCalls[i].Outcome = kernel.OutcomeOK
+		}
+	}
+	if st.Agent.Name == "" {
+		st.Agent.Name = kernel.DefaultAgentName
+	}
+	if len(st.Agent.Chain) == 0 {
+		st.Agent.Chain = []string{st.Agent.Name}
+		if st.Agent.Parent != "" {
+			st.Agent.Chain = []string{st.Agent.Parent, st.Agent.Name}
 		}
 	}
 	st.Context = in.Context

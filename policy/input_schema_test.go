@@ -115,6 +115,7 @@ func TestGeneratedInputSchema(t *testing.T) {
 		{Pointer: "/$defs/input/properties/session/properties", Value: sectionSchema(t, session, reflect.TypeFor[policy.SessionEnv](), nil)},
 		{Pointer: "/$defs/input/properties/run/properties", Value: sectionSchema(t, run, reflect.TypeFor[policy.RunEnv](), nil)},
 		{Pointer: "/$defs/input/properties/turn/properties", Value: sectionSchema(t, run, reflect.TypeFor[policy.RunEnv](), renamed)},
+		{Pointer: "/$defs/input/properties/agent/properties", Value: sectionSchema(t, policy.InputAgentSection(), reflect.TypeFor[policy.AgentEnv](), nil)},
 		{Pointer: "/$defs/input/properties/hooks", Value: testutil.Object{
 			{Key: "type", Value: "object"}, {Key: "additionalProperties", Value: false},
 			{Key: "description", Value: "The lifecycle hook points' verdicts (kernel.HookVerdicts): hooks.<point> in the env."},

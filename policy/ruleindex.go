@@ -553,7 +553,7 @@ func subjectPath(n ast.Node) (string, bool) {
 			continue
 		case *ast.IdentifierNode:
 			switch m.Value {
-			case "session", "run", "turn", "tool", "call", "context":
+			case "session", "run", "turn", "tool", "call", "context", "agent":
 			default:
 				return "", false
 			}

@@ -32,6 +32,9 @@ type approvalView struct {
 	Preview      *tool.Preview `json:"preview,omitempty"`
 	PreviewError string        `json:"preview_error,omitempty"`
 	Context      *callContext  `json:"context,omitempty"`
+	// Agent is the named agent that asks (the innermost agent of an agent
+	// call's approval, else the session's); empty for the top-level agent.
+	Agent string `json:"agent,omitempty"`
 }
 
 // callContext is where in the session the call was made: the prompt of
@@ -56,7 +59,13 @@ func (s *Server) approval(ctx context.Context, sess *kernel.Session) *approvalVi
 	}
 	v := &approvalView{ID: p.ID, SessionID: sess.Meta.ID, Session: sess.Meta.Title, CallID: p.Call.ID, Tool: p.Call.Name,
 		Args: args, RuleID: p.RuleID, Message: p.Message, Created: p.Created, Expires: p.Expires,
-		Context: contextOf(sess.Messages, p.Call.ID)}
+		Context: contextOf(sess.Messages, p.Call.ID), Agent: sess.Meta.Agent}
+	if a := p.Asking(); a != nil && a.Agent != "" {
+		v.Agent = a.Agent
+	}
+	if v.Agent == kernel.DefaultAgentName {
+		v.Agent = ""
+	}
 	if t, ok := s.cfg.Kernel.Tools().Lookup(p.Call.Name); ok {
 		ctx, cancel := context.WithTimeout(ctx, previewTimeout)
 		defer cancel()

@@ -60,6 +60,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	if err := s.runnable(r.Context(), sess); err != nil {
 		return err
 	}
+	if err := checkAgent(k, sess.Meta.Agent); err != nil {
+		return err
+	}
 	sid := sess.Meta.ID
 	prompt := req.Prompt
 	rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kindPrompt, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
@@ -105,6 +108,9 @@ func (s *Server) runnable(ctx context.Context, sess *kernel.Session) error {
 func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, k *Key) error {
 	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
 	if err != nil {
+		return err
+	}
+	if err := checkAgent(k, sess.Meta.Agent); err != nil {
 		return err
 	}
 	sid := sess.Meta.ID

@@ -31,6 +31,9 @@ type sessionView struct {
 	Updated  time.Time         `json:"updated"`
 	Metadata map[string]string `json:"metadata"`
 	Totals   totalsView        `json:"totals"`
+	// Agent is the named agent (or "pipeline:NAME") the session runs; empty
+	// for the configuration's top-level agent.
+	Agent string `json:"agent,omitempty"`
 	// Pending and ActiveRun are set by GET of one session.
 	Pending   *approvalView `json:"pending_approval,omitempty"`
 	ActiveRun *runRec       `json:"active_run,omitempty"`
@@ -48,6 +51,9 @@ func (s *Server) view(ctx context.Context, m *kernel.SessionMeta) sessionView {
 	v := sessionView{ID: m.ID, Title: m.Title, Status: s.status(ctx, m), Model: m.Model, Created: m.Created, Updated: m.Updated,
 		Metadata: map[string]string{},
 		Totals:   totalsView{Messages: m.LastSeq, Runs: m.Runs, Turns: m.Turns, Usage: m.Usage, CostUSD: m.CostUSD}}
+	if m.Agent != kernel.DefaultAgentName {
+		v.Agent = m.Agent
+	}
 	for k, val := range m.Labels {
 		if name, ok := strings.CutPrefix(k, metaPrefix); ok {
 			v.Metadata[name] = val
@@ -84,6 +90,8 @@ var metaKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 type createSessionReq struct {
 	Title    string            `json:"title"`
 	Metadata map[string]string `json:"metadata"`
+	// Agent names the agent (or "pipeline:NAME") that runs the session.
+	Agent string `json:"agent"`
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, k *Key) error {
@@ -96,6 +104,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, k *Key) e
 	}
 	if len(req.Metadata) > 32 {
 		return badField("metadata", "metadata has %d keys; at most 32", len(req.Metadata))
+	}
+	if req.Agent != "" && s.agent(req.Agent) == nil {
+		return badField("agent", "no agent %q; the agents are: %s (GET /v1/agents)", req.Agent, s.agentNames())
+	}
+	if err := checkAgent(k, req.Agent); err != nil {
+		return err
 	}
 	labels := map[string]string{labelOwner: k.Owner(), labelPrincipal: k.Name}
 	for name, v := range req.Metadata {
@@ -111,7 +125,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, k *Key) e
 	}
 	now := time.Now().UTC()
 	meta := kernel.SessionMeta{ID: kernel.NewID(), Title: s.cfg.Scrub(req.Title), Status: kernel.StatusIdle, Created: now, Updated: now,
-		Labels: labels, Context: s.cfg.SessionContext}
+		Labels: labels, Context: s.cfg.SessionContext, Agent: req.Agent}
 	if err := s.cfg.Store.Commit(r.Context(), meta.ID, kernel.Step{Meta: meta}); err != nil {
 		return err
 	}

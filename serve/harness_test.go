@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +75,11 @@ type rigOpts struct {
 	ws, keys   string
 	autoResume bool
 	leaseTTL   time.Duration
+	// reviewer, when set, is the script of a named agent "reviewer" whose
+	// surface is read_file alone (Config.Agents).
+	reviewer string
+	// reviewerTools widen its surface (default read_file alone).
+	reviewerTools []string
 	// points are the kernel's lifecycle hooks.
 	points kernel.Points
 	// allowedHosts is serve.Config.AllowedHosts.
@@ -191,7 +197,27 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 		r.reader = r.key("reader", "", "read")
 		reuseKeys[keysPath] = [3]string{r.alice, r.bob, r.reader}
 	}
-	r.srv, err = serve.New(serve.Config{Kernel: k, Store: store, Queue: q, Keys: r.keys, Policy: pw,
+	var named []serve.Agent
+	if o.reviewer != "" {
+		rreg := kernel.NewRegistry()
+		for _, t := range tools {
+			if n := t.Spec().Name; n == "read_file" || slices.Contains(o.reviewerTools, n) {
+				if err := rreg.Register(t); err != nil {
+					r.t.Fatal(err)
+				}
+			}
+		}
+		rsc, err := scripted.Parse("reviewer.yaml", []byte(o.reviewer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rk, err := kernel.New(kernel.Config{Provider: scripted.New(rsc), Store: store, Tools: rreg, Policy: pw, Model: "scripted", Inbox: q, Agent: "reviewer"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		named = append(named, serve.Agent{Name: "reviewer", Kind: "agent", Description: "Reads, never writes.", Model: "scripted", Kernel: rk})
+	}
+	r.srv, err = serve.New(serve.Config{Kernel: k, Store: store, Queue: q, Keys: r.keys, Policy: pw, Agents: named,
 		Scrub: scrub, AccessLog: r.access, ErrorLog: testWriter{t}, Limits: o.limits, DrainTimeout: o.drain, Version: "test",
 		Replica: o.replica, LeaseTTL: o.leaseTTL, Poll: 100 * time.Millisecond, AutoResume: o.autoResume, AllowedHosts: o.allowedHosts})
 	if err != nil {

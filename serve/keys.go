@@ -127,15 +127,38 @@ func checkScopes(names []string) ([]Scope, error) {
 	out := make([]Scope, 0, len(names))
 	for _, n := range names {
 		s := Scope(strings.TrimSpace(n))
-		if !slices.Contains(all, s) {
-			return nil, fmt.Errorf("unknown scope %q (want %s)", n, want())
+		if a, ok := strings.CutPrefix(string(s), ScopeAgentPrefix); ok {
+			if !agentScopeRE.MatchString(a) {
+				return nil, fmt.Errorf("scope %q: want agent:NAME or agent:pipeline:NAME, NAME an agent of kernel.yaml", s)
+			}
+		} else if !slices.Contains(all, s) {
+			return nil, fmt.Errorf("unknown scope %q (want %s, or agent:NAME)", n, want())
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(a, b Scope) int { return slices.Index(all, a) - slices.Index(all, b) })
+	slices.SortFunc(out, func(a, b Scope) int {
+		if d := scopeRank(a) - scopeRank(b); d != 0 {
+			return d
+		}
+		return strings.Compare(string(a), string(b))
+	})
+	if slices.IndexFunc(out, func(s Scope) bool { return !strings.HasPrefix(string(s), ScopeAgentPrefix) }) < 0 {
+		return nil, fmt.Errorf("agent:NAME scopes only restrict a key: give it %s too", want())
+	}
 	return out, nil
+}
+
+var agentScopeRE = regexp.MustCompile(`^(pipeline:)?[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// scopeRank orders scopes as shown: the list's order, then agent scopes
+// by name.
+func scopeRank(s Scope) int {
+	if i := slices.Index(Scopes(), s); i >= 0 {
+		return i - 1000
+	}
+	return 0
 }
 
 // Create adds a key and returns it with its secret, which is shown once

@@ -78,7 +78,7 @@ var errorCodes = []struct {
 }{
 	{codeInvalidRequest, http.StatusBadRequest, "the request is malformed, or a field or query parameter is wrong; `field` names it"},
 	{codeUnauthorized, http.StatusUnauthorized, "no API key, or one that is unknown or revoked"},
-	{codeForbidden, http.StatusForbidden, "the key lacks the scope the endpoint needs"},
+	{codeForbidden, http.StatusForbidden, "the key lacks the scope the endpoint needs, or is restricted to other agents"},
 	{codeCrossOrigin, http.StatusForbidden, "a browser request from another origin"},
 	{codeHostNotAllowed, http.StatusForbidden, "the request's `Host` is not a name the server answers to (IP addresses, `localhost`, names under `.localhost`, `--allow-host`, the `--listen` name, the TLS certificate's names): DNS rebinding"},
 	{codeNotFound, http.StatusNotFound, "no such endpoint, session, run or pending approval, or one the key may not see"},

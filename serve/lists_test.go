@@ -217,7 +217,7 @@ func openAPIEnums() []testutil.JSONEdit {
 		statuses = append(statuses, string(s.status))
 	}
 	return []testutil.JSONEdit{
-		{Pointer: "/components/schemas/Scope/enum", Value: scopeNames()},
+		{Pointer: "/components/schemas/Scope/anyOf/0/enum", Value: scopeNames()},
 		{Pointer: "/components/schemas/Error/properties/error/properties/code/enum", Value: errorCodeNames()},
 		{Pointer: "/components/schemas/SessionStatus/enum", Value: statuses},
 		{Pointer: "/paths/~1v1~1sessions/get/parameters/0/schema/enum", Value: statuses},

@@ -185,7 +185,7 @@ func (m *runManager) run(ctx context.Context, rec *runRec, k *Key, fn runFunc) {
 	defer m.s.hub.release(t)
 	lease := rec.lease
 	for rec != nil {
-		kr := m.s.cfg.Kernel.With(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.sink(ctx, t, rec.owner, lease), Interrupt: m.interrupt, Lease: lease})
+		kr := m.s.sessionKernel(ctx, rec.SessionID).With(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.sink(ctx, t, rec.owner, lease), Interrupt: m.interrupt, Lease: lease})
 		res, err := fn(ctx, kr)
 		t.wait() // the run's events are stored before it is reported ended
 		rec, ctx, fn = m.finish(ctx, rec, res, err)

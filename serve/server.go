@@ -33,6 +33,9 @@ type Config struct {
 	// *queue.Dir beside a Badger store, the store's own queue on a shared
 	// store (replica.Shared.Queue(Replica)).
 	Queue replica.Queue
+	// Agents are the named agents and pipelines (GET /v1/agents); a
+	// session created for one runs through its kernel.
+	Agents []Agent
 	// Keys are the API keys.
 	Keys *KeyStore
 	// Policy is the policy in effect, for GET /v1/policy and explain; nil

@@ -18,6 +18,8 @@ func cmdRun(ctx context.Context, args []string, env *cliEnv) error {
 	events := fs.String("events", "", "also write every event as a JSON line to `FILE` (- for stderr)")
 	quiet := fs.Bool("quiet", false, "print only the answer")
 	accept := fs.Bool("accept-changed", false, "with --session: resume even if a file the session recorded changed since it started")
+	fs.StringVar(&cf.agent, "agent", "", "run the agent `NAME` (agents: in kernel.yaml; kernel agents lists them)")
+	fs.StringVar(&cf.pipeline, "pipeline", "", "run the pipeline `NAME` with the prompt as its input (pipelines: in kernel.yaml)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -33,6 +35,12 @@ func cmdRun(ctx context.Context, args []string, env *cliEnv) error {
 	if prompt == "" {
 		fs.Usage()
 		return exitError{code: 2, msg: "run needs a prompt (or - to read it from stdin)"}
+	}
+	if cf.agent != "" && cf.pipeline != "" {
+		return usageError("--agent and --pipeline: a run is one or the other")
+	}
+	if *session != "" && (cf.agent != "" || cf.pipeline != "") {
+		return usageError("--session continues a session with the agent or pipeline it records: drop --agent and --pipeline")
 	}
 	if *session != "" {
 		if err := cf.resume(ctx, *session, *accept, env.stderr); err != nil {

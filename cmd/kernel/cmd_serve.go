@@ -133,7 +133,7 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
 	}
 	srv, err := serve.New(serve.Config{
-		Kernel: k, Store: a.store, Queue: a.queue, Keys: ks, Policy: a.policyWatcher,
+		Kernel: k, Store: a.store, Queue: a.queue, Keys: ks, Policy: a.policyWatcher, Agents: a.serveAgents(),
 		SessionContext: a.sessionContext(),
 		Scrub:          a.redact, AccessLog: access, ErrorLog: scrubWriter{env.stderr},
 		Limits:       guard.limits(*maxRuns, *maxRunsKey, *maxBody),

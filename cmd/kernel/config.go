@@ -39,6 +39,12 @@ type Config struct {
 	Sandbox      SandboxConfig     `yaml:"sandbox"`
 	MCPServe     MCPServeConfig    `yaml:"mcp_serve"`
 	Telemetry    telemetry.Config  `yaml:"telemetry"`
+	// Agents and Pipelines are agents: and pipelines: (package agents;
+	// cmd/kernel/agents.go), and agentsFile and pipelinesFile the files
+	// that set them, which their errors name.
+	Agents                    yaml.Node `yaml:"agents"`
+	Pipelines                 yaml.Node `yaml:"pipelines"`
+	agentsFile, pipelinesFile string
 
 	// dir is the directory relative paths are resolved against: the config
 	// file's, or the working directory without one.
@@ -155,6 +161,9 @@ type LimitsConfig struct {
 	// MaxCorrections caps the text tool protocol's corrections per run
 	// (0: kernel.DefaultMaxCorrections).
 	MaxCorrections int `yaml:"max_corrections"`
+	// MaxAgentDepth bounds how deep agents call agents (0:
+	// kernel.DefaultMaxDepth); see docs/agents.md.
+	MaxAgentDepth int `yaml:"max_agent_depth"`
 	// MaxContinuations caps how often run_end hooks continue one run
 	// (0: kernel.DefaultMaxContinuations).
 	MaxContinuations int `yaml:"max_continuations"`
@@ -267,6 +276,12 @@ func (cfg *Config) layer(name, dir string, data []byte) error {
 		if abs, err := filepath.Abs(name); err == nil {
 			cfg.allowSetBy = append(cfg.allowSetBy, abs)
 		}
+	}
+	if setsField(root.Content[0], "agents") {
+		cfg.agentsFile = name
+	}
+	if setsField(root.Content[0], "pipelines") {
+		cfg.pipelinesFile = name
 	}
 	absolutize(root.Content[0], dir)
 	if err := root.Content[0].Decode(cfg); err != nil {

@@ -30,6 +30,10 @@ var docCommandsCoveredBy = map[string]string{
 	"kernel tools --config kernel.yaml":                               "sdk TestReadme",
 	"go install github.com/agentkernel/agentkernel/cmd/kernel@latest": "TestGoInstallFromClone (the same package from the checkout)",
 	"go install ./cmd/kernel":                                         "TestGoInstallFromClone",
+	// docs/agents.md's runs write into the example's workspace: the tests
+	// run them on a copy.
+	"kernel run --config examples/agents/kernel.yaml --agent coder Add a greeting to main.go": "TestAgentsDelegationCLI",
+	"kernel run --config examples/agents/kernel.yaml --pipeline review main.go":               "TestAgentsPipelineCLI",
 	// docs/providers.md: the user's config directory has the README's by then.
 	"kernel init --provider anthropic": "TestInitAnthropic",
 	// docs/plugins.md's tutorials run in a directory of their own.

@@ -36,6 +36,9 @@ type commonFlags struct {
 	// workspaceID is the identity a resumed session recorded for its
 	// workspace (resume): the built-in tools refuse another directory.
 	workspaceID *kernel.FileID
+	// agent and pipeline are run's --agent and --pipeline: the kernel
+	// of that agent or pipeline runs (agents.go).
+	agent, pipeline string
 }
 
 // register registers on fs the common flags the command fs is for reads
@@ -130,6 +133,8 @@ var commonFlagsOf = map[string]flagGroup{
 	"keys create": flagsConfig | flagsStore, "keys list": flagsConfig | flagsStore, "keys revoke": flagsConfig | flagsStore,
 	// The tools as run would register them, and the policy it would load.
 	"tools":          flagsConfig | flagsWorkspace | flagsPolicy | flagsPolicyTests,
+	"agents ls":      flagsConfig | flagsWorkspace | flagsPolicy | flagsPolicyTests,
+	"agents show":    flagsConfig | flagsWorkspace | flagsPolicy | flagsPolicyTests,
 	"mcp ls":         flagsConfig | flagsWorkspace | flagsPolicy | flagsPolicyTests,
 	"mcp serve":      flagsConfig | flagsWorkspace | flagsPolicy | flagsPolicyTests | flagsStore,
 	"mcp import":     flagsConfig | flagsWorkspace,

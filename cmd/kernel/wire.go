@@ -65,6 +65,9 @@ type app struct {
 	stderr io.Writer
 	// serverStore sizes the store for a long-running server (kernel serve).
 	serverStore bool
+	// agents are agents: and pipelines:, checked (agents.go); nil when
+	// the configuration has none.
+	agents *agentSetup
 	// warnings are load-time notices (capabilities a module asked for and
 	// was not granted), shown once the renderer exists.
 	warnings []kernel.Notice
@@ -105,6 +108,10 @@ func newApp(ctx context.Context, cfg *Config, stderr io.Writer) (*app, error) {
 		return nil, err
 	}
 	if err := a.loadPolicy(ctx); err != nil { // after the hooks: its log uses the scrubber
+		a.Close()
+		return nil, err
+	}
+	if err := a.loadAgents(ctx); err != nil { // after the tools, which agents name
 		a.Close()
 		return nil, err
 	}
@@ -184,6 +191,9 @@ func withKernel(ctx context.Context, cf *commonFlags, env *cliEnv, events string
 		return err
 	}
 	defer a.Close()
+	if k, err = a.runKernel(ctx, k, cf, sid); err != nil {
+		return err
+	}
 	lk, release, err := a.lease(ctx, k, sid)
 	if err != nil {
 		return err
@@ -392,7 +402,11 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		},
 
 		MaxConcurrentTools: a.cfg.Limits.MaxConcurrentTools,
+		MaxDepth:           a.cfg.Limits.MaxAgentDepth,
 	}
 	a.instrument(&kc)
+	if err := a.buildAgents(kc); err != nil {
+		return nil, err
+	}
 	return kernel.New(kc)
 }

@@ -45,6 +45,9 @@ const (
 	flagHasMore     = 1 << 3
 	flagHasBlocks   = 1 << 4
 	flagHasHooks    = 1 << 5
+	// flagHasChild: the message answers an agent call, and the JSON of
+	// its kernel.ChildRun follows (small, and free to grow fields).
+	flagHasChild = 1 << 6
 )
 
 // maxBlockIndex bounds a reasoning block's index: no answer has more
@@ -117,6 +120,11 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 		flags |= flagHasHooks
 		hooks, _ = json.Marshal(m.Hooks) // strings, ints: cannot fail
 	}
+	var child []byte
+	if m.Child != nil {
+		child, _ = json.Marshal(m.Child) // plain fields: Marshal cannot fail
+		flags |= flagHasChild
+	}
 	b = binary.AppendUvarint(b, flags)
 	if !m.Time.IsZero() {
 		b = binary.AppendVarint(b, m.Time.Unix())
@@ -164,6 +172,9 @@ func encodeMessage(b []byte, m *kernel.Message) []byte {
 	if m.Hooks != nil {
 		b = appendString(b, string(hooks))
 	}
+	if child != nil {
+		b = appendString(b, string(child))
+	}
 	return seal(b, start)
 }
 
@@ -172,6 +183,10 @@ func encodedSize(m *kernel.Message) int {
 	n := 1 + 4 + 2*binary.MaxVarintLen64 + 1 + 11*binary.MaxVarintLen64 +
 		len(m.Role) + len(m.Content) + len(m.Reasoning) + len(m.ToolCallID) + len(m.ToolName) +
 		len(m.Model) + len(m.ReasoningField) + len(m.Failed) + len(m.RawText()) + len(m.CorrectionKind())
+	if m.Child != nil {
+		c, _ := json.Marshal(m.Child)
+		n += binary.MaxVarintLen64 + len(c)
+	}
 	for _, c := range m.ToolCalls {
 		n += 3*binary.MaxVarintLen64 + len(c.ID) + len(c.Name) + len(c.Arguments)
 	}
@@ -262,7 +277,7 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 	r := reader{s: string(p)}
 	m.Role = kernel.Role(r.str())
 	flags := r.uvarint()
-	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore|flagHasBlocks|flagHasHooks) != 0 && r.err == nil {
+	if flags&^(flagIsError|flagHasTime|flagHasApproval|flagHasMore|flagHasBlocks|flagHasHooks|flagHasChild) != 0 && r.err == nil {
 		return fmt.Errorf("unknown message flags %#x", flags)
 	}
 	m.IsError = flags&flagIsError != 0
@@ -329,6 +344,14 @@ func decodeMessage(b []byte, m *kernel.Message) error {
 			m.Hooks = new(kernel.HookRecord)
 			if err := json.Unmarshal([]byte(s), m.Hooks); err != nil {
 				return fmt.Errorf("the message's hook record: %w", err)
+			}
+		}
+	}
+	if flags&flagHasChild != 0 {
+		if c := r.str(); r.err == nil {
+			m.Child = &kernel.ChildRun{}
+			if err := json.Unmarshal([]byte(c), m.Child); err != nil {
+				return fmt.Errorf("the message's child run: %w", err)
 			}
 		}
 	}

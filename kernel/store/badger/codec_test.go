@@ -25,6 +25,8 @@ func TestMessageRoundTrip(t *testing.T) {
 		{"before 1970", kernel.Message{Role: kernel.RoleUser, Content: "old", Time: time.Date(1960, 1, 2, 3, 4, 5, 6, time.UTC)}},
 		{"unicode and NUL", kernel.Message{Role: kernel.RoleUser, Content: "✓ naïve \x00 bytes \xff"}},
 		{"unknown role kept", kernel.Message{Role: "developer", Content: "x"}},
+		{"agent call answered", kernel.Message{Role: kernel.RoleTool, ToolCallID: "c1", ToolName: "agent.reviewer", Content: "LGTM", Model: "m",
+			Child: &kernel.ChildRun{SessionID: "cabc", Agent: "reviewer", StopReason: kernel.StopCompleted, Usage: kernel.Usage{InputTokens: 10, OutputTokens: 2}, CostUSD: 0.25, Resumed: true}}},
 		{"reasoning blocks", kernel.Message{Role: kernel.RoleAssistant, Reasoning: "a < b & c",
 			ReasoningBlocks: []kernel.ReasoningBlock{
 				{Provider: "anthropic", Index: 0, Data: []byte(`{"type":"thinking","thinking":"a < b & c\u2028","signature":"EqQBCgIYAhIM+/="}`)},
