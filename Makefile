@@ -55,9 +55,9 @@ $(KERNEL): $(LAUNCHER) FORCE
 
 # The sandbox's dedicated launcher (PID 1 of every sandbox), next to the
 # kernel, which links in its sha256 and uses it only when the hash matches
+# (else it re-executes itself, ~4x slower to start; docs/sandbox.md).
 # -buildvcs=false: a commit must not change the launcher (the CLI pins its
 # sha256, and a fresh machine's go stamps VCS details by default).
-# (else it re-executes itself, ~4x slower to start; docs/sandbox.md).
 $(LAUNCHER): FORCE
 	$(Q)$(GOBUILD) $@ "the sandbox launcher" -trimpath -buildvcs=false ./cmd/sandbox-init
 
