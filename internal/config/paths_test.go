@@ -26,6 +26,8 @@ func TestPathFieldsOfConfigSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
+		"agents.*.model.catalog", "agents.*.model.script",
+		"agents.*.policy", "agents.*.system_prompt_file",
 		"hooks.rules.*.command.sandbox.fs.*.path",
 		"model.catalog", "model.script",
 		"policy.decision_log", "policy.file",
