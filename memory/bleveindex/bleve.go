@@ -193,7 +193,7 @@ func (ix *Index) load() error {
 	}
 }
 
-func str(v any) string { s, _ := v.(string); return s }
+func str(v any) string  { s, _ := v.(string); return s }
 func num(v any) float64 { f, _ := v.(float64); return f }
 
 func encodeVec(v []float32) string {
