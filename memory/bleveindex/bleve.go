@@ -383,6 +383,10 @@ func (ix *Index) SearchVector(ctx context.Context, s memory.Scope, v []float32, 
 		return nil, fmt.Errorf("query vector of %d dimensions, the index holds %d: %w", len(v), ix.dim, memory.ErrDimension)
 	}
 	qn := norm(v)
+	if qn == 0 { // no direction: nothing is near it
+		ix.mu.RUnlock()
+		return nil, nil
+	}
 	type scored struct {
 		id    string
 		score float64
