@@ -92,7 +92,7 @@ func TestHybridBeatsEitherHalf(t *testing.T) {
 	ctx := context.Background()
 	s := memory.Scope{Kind: memory.ScopeSession, SessionID: "s1"}
 	cases := []struct {
-		name, query, want string
+		name, query, want   string
 		textFinds, vecFinds bool
 	}{
 		{"paraphrase", "Which red automobile did we purchase?", "s1/1/0", false, true},
