@@ -26,6 +26,7 @@ import (
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 	bindex "github.com/blevesearch/bleve_index_api"
+	bolterr "go.etcd.io/bbolt/errors"
 
 	"github.com/agentkernel/agentkernel/memory"
 )
@@ -89,7 +90,10 @@ func Open(dir string) (*Index, error) {
 	case dir == "":
 		ix.bl, err = bleve.NewMemOnly(indexMapping())
 	default:
-		ix.bl, err = bleve.Open(dir)
+		ix.bl, err = bleve.OpenUsing(dir, map[string]any{"bolt_timeout": "2s"})
+		if errors.Is(err, bolterr.ErrTimeout) {
+			return nil, fmt.Errorf("memory index %s is in use by another kernel process (kernel serve?): %w", dir, err)
+		}
 		if errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
 			if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 				return nil, fmt.Errorf("memory index %s: %w", dir, err)
