@@ -143,7 +143,13 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, k *Key) error 
 
 // ownedRun finds run rid of session sid for k.
 func (s *Server) ownedRun(r *http.Request, k *Key) (runRec, error) {
-	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	return s.ownedRunOf(r, k, s.owned)
+}
+
+// ownedRunOf is ownedRun finding the session with find (owned, or
+// ownedToAct for a request that acts on the run).
+func (s *Server) ownedRunOf(r *http.Request, k *Key, find func(context.Context, *Key, string) (*kernel.Session, error)) (runRec, error) {
+	sess, err := find(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return runRec{}, err
 	}
@@ -165,7 +171,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, k *Key) error {
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, k *Key) error {
-	run, err := s.ownedRun(r, k)
+	run, err := s.ownedRunOf(r, k, s.ownedToAct)
 	if err != nil {
 		return err
 	}
@@ -199,7 +205,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, k *Key) err
 	default:
 		return badField("kind", "kind %q: want steer or followup", req.Kind)
 	}
-	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedToAct(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

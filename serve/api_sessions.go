@@ -85,6 +85,21 @@ func (s *Server) owned(ctx context.Context, k *Key, id string) (*kernel.Session,
 	return sess, nil
 }
 
+// ownedToAct is owned for a request that acts on the session (decides
+// its approval, posts to it, cancels or deletes it): a key restricted to
+// other agents (agent:NAME scopes) is refused with 403, as it is when it
+// starts a run of the session.
+func (s *Server) ownedToAct(ctx context.Context, k *Key, id string) (*kernel.Session, error) {
+	sess, err := s.owned(ctx, k, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAgent(k, sess.Meta.Agent); err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
 var metaKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 type createSessionReq struct {
@@ -148,6 +163,18 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, k *Key) er
 	if status != "" && !isSessionStatus(status) {
 		return badField("status", "status %q: want one of %s", status, strings.Join(sessionStatusNames(), ", "))
 	}
+	agent, byAgent := r.URL.Query().Get("agent"), r.URL.Query().Has("agent")
+	if agent == kernel.DefaultAgentName {
+		agent = ""
+	}
+	if byAgent {
+		if agent != "" && s.agent(agent) == nil {
+			return badField("agent", "no agent %q; the agents are: %s (GET /v1/agents), or default for the top-level agent", agent, s.agentNames())
+		}
+		if err := checkAgent(k, agent); err != nil {
+			return err
+		}
+	}
 	var after *listCursor
 	if c := r.URL.Query().Get("cursor"); c != "" {
 		after = new(listCursor)
@@ -171,7 +198,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, k *Key) er
 	}{Sessions: []sessionView{}}
 	for i := range metas {
 		m := &metas[i]
-		if m.Labels[labelOwner] != k.Owner() {
+		if m.Labels[labelOwner] != k.Owner() || !agentAllowed(k, m.Agent) || byAgent && sessionAgent(m) != agent {
 			continue
 		}
 		if after != nil && (m.Updated.After(after.Updated) || m.Updated.Equal(after.Updated) && m.ID <= after.ID) {
@@ -208,7 +235,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, k *Key) erro
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, k *Key) error {
-	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedToAct(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
