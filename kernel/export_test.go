@@ -13,4 +13,6 @@ func (k *Kernel) Calibration(model string) float64 { return k.calib.get(model) }
 
 // FirstCall predicts the cost and tokens of the first model call of a
 // child run of k given task (what a parent's ledger admits it at).
-func (k *Kernel) FirstCall(task string) (float64, int64) { return k.firstCall(agentArgs{Task: task}.prompt()) }
+func (k *Kernel) FirstCall(task string) (float64, int64) {
+	return k.firstCall(agentArgs{Task: task}.prompt())
+}
