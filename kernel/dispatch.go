@@ -72,6 +72,15 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 				// No call of the group ran, and nothing may run after it.
 				return err
 			}
+			// A run without a cap makes its ledger node when it first
+			// delegates: make it before agent calls run together, so they
+			// share one (each making its own lost the others' spend).
+			for n := i; n < j; n++ {
+				if _, ok := r.k.agentCall(calls[n].Name); ok {
+					r.ledger()
+					break
+				}
+			}
 			var wg sync.WaitGroup
 			for n := i; n < j; n++ {
 				if _, ok := r.refused[calls[n].ID]; ok {
