@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -572,5 +573,63 @@ agents:
 	}
 	if answer == nil || answer.Child == nil || !answer.Child.Resumed || !strings.HasPrefix(answer.Content, "The tests were interrupted") {
 		t.Fatalf("the coder's call was answered %+v", answer)
+	}
+}
+
+// TestCompletionOfAgentNames: kernel agents ls --names lists the names, and
+// bash completion of --agent and --pipeline offers them (asking kernel
+// itself, in the directory of the configuration).
+func TestCompletionOfAgentNames(t *testing.T) {
+	cfg := agentsExample(t)
+	out, errOut, err := cli(t, "agents", "ls", "--config", cfg, "--names", "agents")
+	if err != nil || out != "coder\nreviewer\nplanner\nwriter\n" {
+		t.Fatalf("agents ls --names agents: %q %v %s", out, err, errOut)
+	}
+	if _, _, err := cli(t, "agents", "ls", "--config", cfg, "--names", "tools"); err == nil {
+		t.Fatal("--names tools was accepted")
+	}
+	script, _, err := cli(t, "completion", "bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(self, filepath.Join(bin, "kernel")); err != nil {
+		t.Fatal(err)
+	}
+	compFile := filepath.Join(t.TempDir(), "kernel.bash")
+	if err := os.WriteFile(compFile, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	complete := func(words ...string) string {
+		t.Helper()
+		quoted := make([]string, len(words))
+		for i, w := range words {
+			quoted[i] = "'" + w + "'"
+		}
+		sh := fmt.Sprintf(`source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _kernel; echo "${COMPREPLY[*]}"`, compFile, strings.Join(quoted, " "), len(words)-1)
+		cmd := exec.Command("bash", "-c", sh)
+		cmd.Dir = filepath.Dir(cfg)
+		cmd.Env = append(os.Environ(), "KERNEL_TEST_MAIN=1", "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("bash: %v\n%s", err, b)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if got := complete("kernel", "run", "--agent", ""); got != "coder reviewer planner writer" {
+		t.Fatalf("kernel run --agent <TAB>: %q", got)
+	}
+	if got := complete("kernel", "run", "--agent", "re"); got != "reviewer" {
+		t.Fatalf("kernel run --agent re<TAB>: %q", got)
+	}
+	if got := complete("kernel", "run", "--pipeline", ""); got != "review" {
+		t.Fatalf("kernel run --pipeline <TAB>: %q", got)
 	}
 }
