@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -286,6 +287,19 @@ func testPipelineServe(t *testing.T, o rigOpts) {
 		if p := child.Meta.Parent; p == nil || p.SessionID != sid || p.Depth != 1 || child.Meta.Agent != step {
 			t.Fatalf("child %s of step %s: meta %+v", csid, step, child.Meta)
 		}
+		// Readable by the parent's owner, with its link and transcript.
+		cv := r.must(200, "GET", "/v1/sessions/"+csid, key, nil)
+		if p, _ := cv["parent"].(map[string]any); p["session_id"] != sid || p["call_id"] != "step_"+step || cv["status"] != "idle" {
+			t.Fatalf("GET child %s: %v", csid, cv)
+		}
+		cm := r.must(200, "GET", "/v1/sessions/"+csid+"/messages", key, nil)["messages"].([]any)
+		if last := cm[len(cm)-1].(map[string]any); last["role"] != "assistant" || last["content"] != "" && !strings.Contains(last["content"].(string), ":") {
+			t.Fatalf("child %s messages: %v", csid, cm)
+		}
+		// Not by another owner; never run on its own.
+		r.must(404, "GET", "/v1/sessions/"+csid, r.alice, nil)
+		r.must(409, "POST", "/v1/sessions/"+csid+"/runs", key, map[string]any{"prompt": "again"})
+		r.must(409, "DELETE", "/v1/sessions/"+csid, key, nil)
 	}
 }
 

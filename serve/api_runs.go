@@ -53,14 +53,11 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	default:
 		return badField("if_busy", "if_busy %q: want reject, queue or steer", req.IfBusy)
 	}
-	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedToAct(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	if err := s.runnable(r.Context(), sess); err != nil {
-		return err
-	}
-	if err := checkAgent(k, sess.Meta.Agent); err != nil {
 		return err
 	}
 	sid := sess.Meta.ID
@@ -106,11 +103,8 @@ func (s *Server) runnable(ctx context.Context, sess *kernel.Session) error {
 }
 
 func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, k *Key) error {
-	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedToAct(r.Context(), k, r.PathValue("id"))
 	if err != nil {
-		return err
-	}
-	if err := checkAgent(k, sess.Meta.Agent); err != nil {
 		return err
 	}
 	sid := sess.Meta.ID
