@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -631,5 +632,78 @@ func TestCompletionOfAgentNames(t *testing.T) {
 	}
 	if got := complete("kernel", "run", "--pipeline", ""); got != "review" {
 		t.Fatalf("kernel run --pipeline <TAB>: %q", got)
+	}
+}
+
+// TestAgentsHotReloadDeclared: a hot reload of declared tools reaches a
+// named agent's registry: the tool it names answers as changed, a tool it
+// does not name is not added to it, and a tool the source dropped is
+// dropped from it.
+func TestAgentsHotReloadDeclared(t *testing.T) {
+	cfg := declaredSetup(t, "steps: [{text: hi}]\n", `  inline:
+    - {name: freeze, description: Deploy freeze., text: "frozen"}
+    - {name: oncall, description: Who is on call., text: "ana"}
+agents:
+  checker:
+    description: Checks the freeze.
+    tools: [freeze]
+`, nil)
+	c, err := loadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(t.Context(), c, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	prov, err := a.provider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.openStore(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.kernel(prov, nil); err != nil {
+		t.Fatal(err)
+	}
+	reg := a.agents.kernels["checker"].Tools()
+	wait := watchReloads(t, a)
+	rewrite := func(body string) {
+		t.Helper()
+		b, _ := os.ReadFile(cfg)
+		s := string(b)
+		s = s[:strings.Index(s, "  inline:")] + body + s[strings.Index(s, "agents:"):]
+		tmp := cfg + ".tmp"
+		os.WriteFile(tmp, []byte(s), 0o600)
+		if err := os.Rename(tmp, cfg); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if r := wait(); r.What == "tools" {
+				if r.Error != "" {
+					t.Fatalf("reload: %+v", r)
+				}
+				return
+			}
+		}
+	}
+	rewrite("  inline:\n    - {name: freeze, description: Deploy freeze., text: \"thawed\"}\n    - {name: oncall, description: Who is on call., text: \"ben\"}\n    - {name: extra, description: More., text: \"x\"}\n")
+	fz, ok := reg.Lookup("freeze")
+	if !ok {
+		t.Fatal("the checker lost freeze")
+	}
+	if res, _ := fz.Call(t.Context(), nil); res.Content != "thawed" {
+		t.Fatalf("the checker's freeze answers %q after the reload", res.Content)
+	}
+	if _, ok := reg.Lookup("oncall"); ok {
+		t.Fatal("the reload gave the checker a tool it does not name")
+	}
+	if _, ok := reg.Lookup("extra"); ok {
+		t.Fatal("the reload gave the checker a new tool it does not name")
+	}
+	rewrite("  inline:\n    - {name: oncall, description: Who is on call., text: \"ben\"}\n")
+	if _, ok := reg.Lookup("freeze"); ok {
+		t.Fatal("a tool the source dropped is still on the checker's surface")
 	}
 }
