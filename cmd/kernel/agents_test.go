@@ -128,6 +128,13 @@ func TestAgentsDelegationCLI(t *testing.T) {
 	if !strings.Contains(out, "the reviewer found nothing to fix") {
 		t.Fatalf("answer:\n%s\n%s", out, errOut)
 	}
+	// The human lines show the reviewer's run under the coder's call, its
+	// refused write among them; its words never reach stdout.
+	for _, want := range []string{"↳ agent reviewer · session", "→ write_file", "↲ agent reviewer completed"} {
+		if !strings.Contains(errOut, "    "+want) {
+			t.Errorf("stderr lacks the nested %q:\n%s", want, errOut)
+		}
+	}
 	main, err := os.ReadFile(filepath.Join(ws, "main.go"))
 	if err != nil {
 		t.Fatal(err)
