@@ -105,6 +105,7 @@ type Store struct {
 	baseTable int64
 	locks     locks
 	events    eventLast
+	group     group // the steps waiting for a shared transaction (commit.go)
 
 	gcMu      sync.Mutex // one GC at a time
 	stop      chan struct{}
