@@ -64,11 +64,13 @@ func (s *Store) Commit(ctx context.Context, id string, step kernel.Step) error {
 	return nil
 }
 
-// job is one Commit's step on its way into a transaction.
+// job is one Commit's step, or one AppendEvents' events, on its way into
+// a transaction.
 type job struct {
 	id    string
-	step  *kernel.Step
-	vals  [][]byte // the messages' values
+	step  *kernel.Step // nil: events
+	keys  [][]byte     // the events' keys
+	vals  [][]byte     // the messages' or the events' values
 	size  int
 	err   error       // the outcome, set by whoever committed the job
 	done  chan result // a waiting job's outcome, or its turn to lead
@@ -131,6 +133,16 @@ func (j *job) setMessages(txn *bdg.Txn) error {
 	return nil
 }
 
+// setEvents adds j's events to txn.
+func (j *job) setEvents(txn *bdg.Txn) error {
+	for i, k := range j.keys {
+		if err := txn.Set(k, j.vals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // finish adds j's commit point to txn.
 func (j *job) finish(txn *bdg.Txn) error {
 	for _, p := range j.point {
@@ -152,6 +164,12 @@ func (j *job) finish(txn *bdg.Txn) error {
 func (s *Store) commitAlone(j *job) error {
 	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
+	if j.step == nil {
+		if err := j.setEvents(txn); err != nil {
+			return err
+		}
+		return txn.Commit()
+	}
 	if err := s.stage(txn, j); err != nil {
 		return err
 	}
@@ -171,14 +189,15 @@ func (s *Store) commitAlone(j *job) error {
 }
 
 // Group commit. Every synced Badger transaction costs a sync of its log,
-// however small it is, so steps of different sessions committed at the
-// same time share one: the first Commit to arrive leads, committing the
+// however small it is, so steps of different sessions, and the event
+// batches kernel serve appends, committed at the same time share one: the first Commit to arrive leads, committing the
 // steps queued so far in one transaction; those that arrive meanwhile
 // queue, and the first of them leads the next transaction when this one
 // is done. A Commit returns when the transaction holding its step is
 // synced, so "acknowledged means durable" holds as before. Each queued
 // step holds its session's lock (Commit's), so a transaction holds at most
-// one step of a session, and a session's steps commit in order.
+// one step of a session, and a session's steps commit in order; a queued
+// event batch holds its session's event lock (AppendEvents') the same way.
 //
 // A step larger than groupStepMax (or of more than groupStepMsgs
 // messages) commits alone, so a group stays far below the transaction size
@@ -252,12 +271,16 @@ func (s *Store) commitBatch(batch []*job) {
 	defer txn.Discard()
 	staged := make([]*job, 0, len(batch))
 	for _, b := range batch {
-		if b.err = s.stage(txn, b); b.err != nil {
-			continue
-		}
-		err := b.setMessages(txn)
-		if err == nil {
-			err = b.finish(txn)
+		var err error
+		if b.step == nil {
+			err = b.setEvents(txn)
+		} else {
+			if b.err = s.stage(txn, b); b.err != nil {
+				continue
+			}
+			if err = b.setMessages(txn); err == nil {
+				err = b.finish(txn)
+			}
 		}
 		if err != nil {
 			// Refused before anything was written (too big for one

@@ -12,9 +12,9 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
-// TestGroupCommit: steps of different sessions committed while a
-// transaction is being committed share the next one (one sync for all of
-// them), a step that does not fit its session fails alone, and every
+// TestGroupCommit: steps of different sessions, and a batch of events,
+// committed while a transaction is being committed share the next one
+// (one sync for all of them), a step that does not fit its session fails alone, and every
 // acknowledged step is stored, as a reopened store shows. The first
 // leader is held before its commit until the other steps are queued, so
 // the grouping does not depend on timing.
@@ -31,6 +31,7 @@ func TestGroupCommit(t *testing.T) {
 			ids = append(ids, id)
 		}
 	}
+	commitN(t, s, "ev", 1, kernel.SessionMeta{Status: kernel.StatusIdle})
 	held, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var batches []int
@@ -74,7 +75,15 @@ func TestGroupCommit(t *testing.T) {
 		}
 		commit(i, seq)
 	}
-	for queued := 0; queued < len(ids)-1; time.Sleep(time.Millisecond) {
+	var evFirst uint64
+	var evErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		evFirst, evErr = s.AppendEvents(context.Background(), "ev", 0, []kernel.StoredEvent{
+			{Type: "a", Time: t0, Data: []byte(`{}`)}, {Type: "b", Time: t0, Data: []byte(`{}`)}})
+	}()
+	for queued := 0; queued < len(ids); time.Sleep(time.Millisecond) {
 		s.group.mu.Lock()
 		queued = len(s.group.queue)
 		s.group.mu.Unlock()
@@ -82,7 +91,7 @@ func TestGroupCommit(t *testing.T) {
 	close(release)
 	wg.Wait()
 
-	if want := []int{1, len(ids) - 1}; !slices.Equal(batches, want) {
+	if want := []int{1, len(ids)}; !slices.Equal(batches, want) {
 		t.Fatalf("transactions of %v steps, want %v: the queued steps did not share one", batches, want)
 	}
 	for i, err := range errs {
@@ -93,6 +102,9 @@ func TestGroupCommit(t *testing.T) {
 		} else if err != nil {
 			t.Errorf("commit %s: %v", ids[i], err)
 		}
+	}
+	if evErr != nil || evFirst != 1 {
+		t.Errorf("the events' append: first %d, %v", evFirst, evErr)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -109,5 +121,8 @@ func TestGroupCommit(t *testing.T) {
 		if err != nil || len(se.Messages) != 1 || se.Messages[0].Content != "hello "+id || se.Meta.LastSeq != 1 {
 			t.Errorf("session %s after reopening: %+v, %v", id, se, err)
 		}
+	}
+	if evs, err := s.ReadEvents(context.Background(), "ev", 0, 10); err != nil || len(evs) != 2 || evs[1].Type != "b" {
+		t.Errorf("the events after reopening: %+v, %v", evs, err)
 	}
 }
