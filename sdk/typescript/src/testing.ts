@@ -18,7 +18,7 @@ import {
   ToolsClient,
   ToolsService,
 } from "./protocol";
-import { toolsByName, toolsService } from "./service";
+import { deadlineMetadata, toolsByName, toolsService } from "./service";
 import type { SideEffect, SideEffectAnswer, Tier, Tool } from "./tool";
 
 /** A tool as the kernel sees it in the plugin's Describe answer. */
@@ -100,9 +100,15 @@ export async function startHarness(tools: readonly Tool[]): Promise<Harness> {
         max_output_bytes: String(options.maxOutputBytes ?? 0),
       };
       const callOpts: grpc.CallOptions = {};
-      if (options.timeoutMs !== undefined) callOpts.deadline = new Date(Date.now() + options.timeoutMs);
+      const md = new grpc.Metadata();
+      if (options.timeoutMs !== undefined) {
+        // As the kernel does: grpc's deadline, and the same deadline as an
+        // absolute time, so that the plugin tells it from a cancel.
+        callOpts.deadline = new Date(Date.now() + options.timeoutMs);
+        md.set(deadlineMetadata, String(callOpts.deadline.getTime()));
+      }
       return new Promise<CallOutcome>((resolve, reject) => {
-        const stream: grpc.ClientReadableStream<CallEventMsg> = client.Call(req, callOpts);
+        const stream: grpc.ClientReadableStream<CallEventMsg> = client.Call(req, md, callOpts);
         const progress: string[] = [];
         let settled = false;
         const settle = (o: CallOutcome) => {
