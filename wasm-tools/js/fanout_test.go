@@ -18,7 +18,8 @@ import (
 // the host runs one guest at a time (wasm_max_running on 2 CPUs) from a
 // pool of 2: most calls wait in line — for the module's load, the run
 // slot, a fresh instance — far longer in all than their 2 s timeout. All
-// 50 succeed, each with its own answer: the wait is bounded by the
+// 50 succeed, each with its own answer from an instance no other call
+// used (a global each call counts up is 1 every time): the wait is bounded by the
 // kernel's queue limit, not charged to the tool's timeout (issue 45). It
 // fails when the wait is charged (a timeout "while waiting for one of the
 // host's 1 run slots").
@@ -40,7 +41,7 @@ func TestFiftyCallsInOneRound(t *testing.T) {
 	}
 	var calls []any
 	for i := range n {
-		calls = append(calls, "js", map[string]string{"code": fmt.Sprintf("console.log('call', %d); %d * 3", i, i)})
+		calls = append(calls, "js", map[string]string{"code": fmt.Sprintf("globalThis.used = (globalThis.used || 0) + 1; console.log('call', %d, 'use', globalThis.used); %d * 3", i, i)})
 	}
 	prov := kerneltest.NewProvider(kerneltest.Calls(calls...), kerneltest.Text("done"))
 	k, err := kernel.New(kernel.Config{
@@ -82,8 +83,8 @@ func TestFiftyCallsInOneRound(t *testing.T) {
 	for i := range n {
 		id := fmt.Sprintf("c%d", i+1)
 		o := decode(t, answers[id])
-		if want := fmt.Sprint(i * 3); string(o.Value) != want || o.Console != fmt.Sprintf("call %d\n", i) {
-			t.Errorf("call %s answered %+v, want value %s and its own console line", id, o, want)
+		if want := fmt.Sprint(i * 3); string(o.Value) != want || o.Console != fmt.Sprintf("call %d use 1\n", i) {
+			t.Errorf("call %s answered %+v, want value %s and its own console line in an instance no other call used", id, o, want)
 		}
 	}
 }
