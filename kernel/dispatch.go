@@ -424,15 +424,19 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 	// The call's timeout starts with its tool's work: time in line, for
 	// the kernel's tool slots and in the tool's own queues (tool.Queue),
 	// is bounded by the queue limit instead.
-	c.dl.beginQueued(tctx, ctx, time.Now(), timeout, k.cfg.ToolQueueTimeout, k.limit != nil)
+	release := k.limit.tryAcquire()
+	inLine := release == nil && k.limit != nil
+	c.dl.beginQueued(tctx, ctx, time.Now(), timeout, k.cfg.ToolQueueTimeout, inLine)
 	defer tctx.end()
-	if k.limit != nil {
-		release, qerr := k.limit.acquire(tctx)
-		if qerr != nil {
+	if inLine {
+		var qerr error
+		if release, qerr = k.limit.acquire(tctx); qerr != nil {
 			return k.limit.queueError(c.spec.Name, k.cfg.ToolQueueTimeout, qerr)
 		}
-		defer release()
 		tctx.Started()
+	}
+	if release != nil {
+		defer release()
 	}
 	if c.intent != nil {
 		// The last step before the effect: a lost lease stops it here.

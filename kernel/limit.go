@@ -28,6 +28,20 @@ func newToolLimiter(n int) *toolLimiter {
 	return &toolLimiter{slots: make(chan struct{}, n)}
 }
 
+// tryAcquire takes a slot if one is free at once, and returns nil
+// otherwise (and always without a limiter).
+func (l *toolLimiter) tryAcquire() (release func()) {
+	if l == nil {
+		return nil
+	}
+	select {
+	case l.slots <- struct{}{}:
+		return func() { <-l.slots }
+	default:
+		return nil
+	}
+}
+
 // acquire takes a slot, waiting at most until ctx (the call's queue
 // deadline) is done. release gives it back and must be called exactly once.
 func (l *toolLimiter) acquire(ctx context.Context) (release func(), err error) {
