@@ -430,13 +430,23 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 	if ek.cfg.OnEvent != nil {
 		tctx.progress = (*callProgress)(c)
 	}
-	c.dl.begin(tctx, ctx, time.Now(), timeout)
+	// The call's timeout starts with its tool's work: time in line, for
+	// the kernel's tool slots and in the tool's own queues (tool.Queue),
+	// is bounded by the queue limit instead.
+	release := k.limit.tryAcquire()
+	inLine := release == nil && k.limit != nil
+	c.dl.beginQueued(tctx, ctx, time.Now(), timeout, k.cfg.ToolQueueTimeout, inLine)
 	defer tctx.end()
-	release, qerr := k.limit.acquire(tctx) // the wait counts against the deadline
-	if qerr != nil {
-		return k.limit.queueError(c.spec.Name, timeout, qerr)
+	if inLine {
+		var qerr error
+		if release, qerr = k.limit.acquire(tctx); qerr != nil {
+			return k.limit.queueError(c.spec.Name, k.cfg.ToolQueueTimeout, qerr)
+		}
+		tctx.Started()
 	}
-	defer release()
+	if release != nil {
+		defer release()
+	}
 	if c.intent != nil {
 		// The last step before the effect: a lost lease stops it here.
 		if err := c.intent(ctx); err != nil {
@@ -457,6 +467,9 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 			return res, own
 		}
 		te := timeoutError(c.spec.Name, timeout)
+		if tctx.stoppedInLine() {
+			te = queueTimeoutError(c.spec.Name, k.cfg.ToolQueueTimeout)
+		}
 		return Result{Content: "error: " + te.Err.Error(), IsError: true}, te
 	}
 	var te *ToolError
