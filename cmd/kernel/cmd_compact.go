@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/memory"
 )
 
 // compactSession is `kernel sessions compact ID`.
@@ -64,8 +65,11 @@ func writeCompaction(w io.Writer, msg *kernel.Message, full bool) {
 	fmt.Fprintln(w)
 }
 
-// writeContext prints the messages of the session's next request.
-func writeContext(w io.Writer, s *kernel.Session, systemPrompt string, full bool) error {
+// writeContext prints the messages of the session's next request, then
+// the context breakdown: the tokens (counted by tok) of the system
+// prompt, the summary, the conversation, the context lifecycle hooks add
+// and, on a line of its own, what memory injected.
+func writeContext(w io.Writer, s *kernel.Session, systemPrompt string, full bool, tok kernel.Tokenizer) error {
 	msgs, err := kernel.RequestMessages(systemPrompt, s.Messages)
 	if err != nil {
 		return err
@@ -75,10 +79,18 @@ func writeContext(w io.Writer, s *kernel.Session, systemPrompt string, full bool
 	if full {
 		width = 1 << 30
 	}
+	var b contextBreakdown
 	for i, m := range msgs {
 		label := string(m.Role)
+		hook := contextHook(&m)
+		switch {
+		case hook == memory.HookName:
+			label = "memory"
+		case hook != "":
+			label = "hook " + hook
+		}
 		if m.Seq != 0 {
-			label = fmt.Sprintf("#%d %s", m.Seq, m.Role)
+			label = fmt.Sprintf("#%d %s", m.Seq, label)
 		}
 		content, summary, _ := strings.Cut(m.Content, kernel.SummaryPrefix)
 		fmt.Fprintf(w, "%3d  %-16s %s\n", i+1, label, clip(content, width))
@@ -88,6 +100,50 @@ func writeContext(w io.Writer, s *kernel.Session, systemPrompt string, full bool
 		for _, c := range m.ToolCalls {
 			fmt.Fprintf(w, "     → %s %s\n", c.Name, clip(c.Arguments, width))
 		}
+		n := tok.Count(content)
+		for _, c := range m.ToolCalls {
+			n += tok.Count(c.Name) + tok.Count(c.Arguments)
+		}
+		switch {
+		case i == 0 && m.Role == kernel.RoleSystem && m.Seq == 0 && hook == "":
+			b.system += n
+		case hook == memory.HookName:
+			b.memory += n
+		case hook != "":
+			b.hooks += n
+		default:
+			b.messages += n
+		}
+		if summary != "" {
+			b.summary += tok.Count(summary)
+		}
 	}
+	fmt.Fprintf(w, "\ncontext breakdown (tokens of the text, without the chat format's framing):\n")
+	for _, l := range []struct {
+		name string
+		n    int
+	}{{"system prompt", b.system}, {"summary", b.summary}, {"messages", b.messages}, {"hook context", b.hooks}, {"memory", b.memory}} {
+		fmt.Fprintf(w, "  %-14s %7d\n", l.name, l.n)
+	}
+	fmt.Fprintf(w, "  %-14s %7d\n", "total", b.system+b.summary+b.messages+b.hooks+b.memory)
 	return nil
+}
+
+// contextBreakdown is the tokens of a request by where they come from.
+type contextBreakdown struct {
+	system, summary, messages, hooks, memory int
+}
+
+// contextHook is the hook whose context m carries (a system message a
+// lifecycle hook added), or "".
+func contextHook(m *kernel.Message) string {
+	if m.Role != kernel.RoleSystem || m.Hooks == nil {
+		return ""
+	}
+	for _, n := range m.Hooks.Notes {
+		if n.What == kernel.NoteContext {
+			return n.Hook
+		}
+	}
+	return ""
 }

@@ -111,7 +111,11 @@ func sessionsShow(fs *flag.FlagSet) subRun {
 		}
 		_ = a.Close() // let go of the store before printing (a pager may wait)
 		if *showContext {
-			return writeContext(env.stdout, s, a.cfg.SystemPrompt, *full)
+			tok, err := a.contextTokenizer()
+			if err != nil {
+				return err
+			}
+			return writeContext(env.stdout, s, a.cfg.SystemPrompt, *full, tok)
 		}
 		if *asJSON {
 			return writeJSON(env, sessionJSON(s))

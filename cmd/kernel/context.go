@@ -72,6 +72,19 @@ func (a *app) model() (modelSetup, error) {
 	return ms, nil
 }
 
+// contextTokenizer is the model's tokenizer (the catalog's), or the
+// o200k_base encoding for a model the catalog does not know.
+func (a *app) contextTokenizer() (kernel.Tokenizer, error) {
+	ms, err := a.model()
+	if err != nil {
+		return nil, err
+	}
+	if ms.tokenizer != nil {
+		return ms.tokenizer, nil
+	}
+	return tokenizer.Get("o200k_base")
+}
+
 // contextConfig is the kernel's ContextConfig from the config.
 func (cfg *Config) contextConfig() kernel.ContextConfig {
 	c := cfg.Context

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/memory"
 	"github.com/agentkernel/agentkernel/plugins/wasm/wasmtest"
 )
 
@@ -33,7 +36,8 @@ var madeSomething = regexp.MustCompile(`(?m)^  (build|precompile|pin|wasm|npm|pl
 //     rebuild the demo's modules in place (wasmtest.BuildTool builds into
 //     bin/test-wasm), so the precompile stamps stay valid;
 //   - the demo tells its story: tools from three sources, a redacted
-//     secret, a denial, an approval request and its approval, and no
+//     secret, a denial, an approval request and its approval, a new
+//     session whose request memory gave what the first one read, and no
 //     secret reaches the session store.
 //
 // The time a warm `make demo` takes is measured outside the tests
@@ -79,6 +83,7 @@ func TestMakeDemo(t *testing.T) {
 		"reached me as `[REDACTED]`", "policy: deny run_command: destructive command refused: rm -rf build",
 		"approval required: edit_file", "awaiting_approval", "approval approved edit_file", "Fixed: `docs/guide.md`",
 		"docs/guide.md | 2 +-",
+		"4. Memory", "tool read_file", "hook memory", "uploads the report to `s3://link-reports`",
 	} {
 		if !strings.Contains(second, want) {
 			t.Errorf("the demo output lacks %q", want)
@@ -88,12 +93,36 @@ func TestMakeDemo(t *testing.T) {
 		t.Logf("demo output:\n%s", second)
 	}
 	kernelBin, store := filepath.Join(root, "bin/kernel"), filepath.Join(root, "bin/demo/store")
-	id := strings.Fields(string(mustRun(t, kernelBin, "sessions", "ls", "--store", store)))[6]
-	data, _ := exec.Command(kernelBin, "sessions", "export", "--store", store, id).Output()
-	for _, secret := range []string{"Tr0ub4dor", "AKIA6PYCDYBK155OXTZ7", "reports-db01"} {
-		if len(data) == 0 || strings.Contains(string(data), secret) {
-			t.Fatalf("secret %q in the stored session (or no export): %d bytes", secret, len(data))
+	rows := strings.Split(strings.TrimSpace(string(mustRun(t, kernelBin, "sessions", "ls", "--store", store))), "\n")
+	if len(rows) != 3 {
+		t.Fatalf("the demo stored %d sessions, want 2:\n%s", len(rows)-1, strings.Join(rows, "\n"))
+	}
+	// Newest first: step 4's session, then the one of steps 1-3.
+	recall, first := strings.Fields(rows[1])[0], strings.Fields(rows[2])[0]
+	for _, id := range []string{first, recall} {
+		data, _ := exec.Command(kernelBin, "sessions", "export", "--store", store, id).Output()
+		for _, secret := range []string{"Tr0ub4dor", "AKIA6PYCDYBK155OXTZ7", "reports-db01"} {
+			if len(data) == 0 || strings.Contains(string(data), secret) {
+				t.Fatalf("secret %q in the stored session %s (or no export): %d bytes", secret, id, len(data))
+			}
 		}
+	}
+	// Step 4 retrieved: the new session's request held memory's message,
+	// with what the first session read (the upload target) and where it
+	// came from.
+	out, err := exec.Command(kernelBin, "sessions", "export", "--store", store, recall).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var injected string
+	for _, line := range strings.Split(string(out), "\n") {
+		var m kernel.Message
+		if json.Unmarshal([]byte(line), &m) == nil && m.Role == kernel.RoleSystem && strings.HasPrefix(m.Content, memory.Header) {
+			injected = m.Content
+		}
+	}
+	if !strings.Contains(injected, "s3://link-reports") || !strings.Contains(injected, "[session "+first+" message ") {
+		t.Fatalf("step 4's request holds no memory of session %s's upload target: %q\n%s", first, injected, out)
 	}
 }
 

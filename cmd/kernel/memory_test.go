@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
+	"github.com/agentkernel/agentkernel/kernel/tokenizer"
 	"github.com/agentkernel/agentkernel/memory"
 )
 
@@ -61,7 +64,23 @@ func TestMemoryCLI(t *testing.T) {
 	if !strings.Contains(injected, "cobalt-harbor-1937") || !strings.Contains(injected, "session "+metas[1].ID+" message 1, user") {
 		t.Fatalf("the second session holds no memory of the first: %q", injected)
 	}
-	out, errOut, err := cli(t, "memory", "search", "--config", first, "Orion passphrase")
+	// The context breakdown gives memory's message its row and its line,
+	// counted apart from the conversation.
+	out, errOut, err := cli(t, "sessions", "show", "--config", second, "--context", metas[0].ID)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	enc, err := tokenizer.Get("o200k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("  memory         %7d\n", enc.Count(injected)); !strings.Contains(out, want) || !regexp.MustCompile(`(?m)^ +\d+ +#\d+ memory +Relevant context from memory`).MatchString(out) {
+		t.Fatalf("sessions show --context has no memory row or no line %q:\n%s", want, out)
+	}
+	if !strings.Contains(out, "  hook context         0\n") {
+		t.Fatalf("memory's tokens counted as another hook's:\n%s", out)
+	}
+	out, errOut, err = cli(t, "memory", "search", "--config", first, "Orion passphrase")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}

@@ -69,4 +69,9 @@ k approve --yes "$id" --note "README.md has the setup steps"
 
 printf '\n== The edit, in the demo copy of the workspace:\n' >&2
 git -C "$demo/workspace" --no-pager diff --stat >&2
+
+step "4. Memory: a new session recalls what the first one read" \
+  'kernel memory search "nightly report upload"; kernel run "Where does the nightly report go?"'
+k memory search -k 1 "nightly report upload"
+k run --script "$root/examples/demo/memory-script.yaml" "Where does the nightly report go?"
 printf '\nExplore: bin/kernel sessions show %s --store bin/demo/store\n' "$id" >&2
