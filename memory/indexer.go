@@ -25,6 +25,12 @@ type IndexerConfig struct {
 	// Exclude, when set, keeps a chunk out of the index (a policy rule:
 	// "tool results of read_file under secrets/").
 	Exclude func(c *Chunk) bool
+	// ExcludeCall, when set, also decides on each chunk of a tool result,
+	// given the call it answers (memory.exclude's path globs read its
+	// arguments). A step whose results answer calls of an earlier step
+	// goes to catch-up, which sees the whole session; call is nil only for
+	// a result whose call is not in the session at all.
+	ExcludeCall func(c *Chunk, call *kernel.ToolCall) bool
 	// Embedder, when set, computes the vectors of indexed chunks, in
 	// batches of EmbedBatch (default 32), off the loop: chunks are
 	// searchable by full text at once and by vector once embedded.
@@ -224,7 +230,12 @@ func (ix *Indexer) write(ctx context.Context, jobs []job) {
 			}
 			continue
 		}
-		b.Chunks = append(b.Chunks, ix.chunks(j.sid, &j.meta, j.msgs)...)
+		calls := callsOf(j.msgs)
+		if ix.cfg.ExcludeCall != nil && !answered(j.msgs, calls) {
+			ix.dirty.Store(j.sid, true) // catch-up sees the calls
+			continue
+		}
+		b.Chunks = append(b.Chunks, ix.chunks(j.sid, &j.meta, j.msgs, calls)...)
 		b.Marks[j.sid] = j.msgs[len(j.msgs)-1].Seq
 	}
 	if err := ix.add(ctx, b); err != nil {
@@ -356,7 +367,7 @@ func (ix *Indexer) recovered() {
 // assistant answers and tool results, as stored; system messages (hook
 // context, memory's own injections, summaries), failed turns and empty
 // texts are left out, and so is whatever Exclude refuses.
-func (ix *Indexer) chunks(sid string, meta *kernel.SessionMeta, msgs []kernel.Message) []Chunk {
+func (ix *Indexer) chunks(sid string, meta *kernel.SessionMeta, msgs []kernel.Message, calls map[string]*kernel.ToolCall) []Chunk {
 	var out []Chunk
 	owner := meta.Labels[OwnerLabel]
 	ws := ""
@@ -377,6 +388,9 @@ func (ix *Indexer) chunks(sid string, meta *kernel.SessionMeta, msgs []kernel.Me
 			c := Chunk{ID: ChunkID(sid, m.Seq, p), SessionID: sid, Owner: owner, Workspace: ws, Seq: m.Seq, Part: p,
 				Role: string(m.Role), Tool: m.ToolName, Time: m.Time, Text: text}
 			if ix.cfg.Exclude != nil && ix.cfg.Exclude(&c) {
+				continue
+			}
+			if ix.cfg.ExcludeCall != nil && m.Role == kernel.RoleTool && ix.cfg.ExcludeCall(&c, calls[m.ToolCallID]) {
 				continue
 			}
 			out = append(out, c)
@@ -474,10 +488,11 @@ func (ix *Indexer) catchUpSession(ctx context.Context, sid string) error {
 	if len(todo) == 0 {
 		return nil
 	}
+	calls := callsOf(sess.Messages)
 	// In slices of 256 messages, so a long session is not one huge batch.
 	for len(todo) > 0 {
 		n := min(len(todo), 256)
-		b := Batch{Chunks: ix.chunks(sid, &sess.Meta, todo[:n]), Marks: map[string]uint64{sid: todo[n-1].Seq}}
+		b := Batch{Chunks: ix.chunks(sid, &sess.Meta, todo[:n], calls), Marks: map[string]uint64{sid: todo[n-1].Seq}}
 		if err := ix.add(ctx, b); err != nil {
 			return err
 		}
@@ -493,3 +508,26 @@ func (ix *Indexer) Backlog() int64 { return int64(len(ix.q)) + ix.behind.Load() 
 
 // Indexed counts the messages the indexer has written.
 func (ix *Indexer) Indexed() int64 { return ix.indexed.Load() }
+
+// callsOf maps the ID of each tool call msgs hold to the call.
+func callsOf(msgs []kernel.Message) map[string]*kernel.ToolCall {
+	calls := map[string]*kernel.ToolCall{}
+	for i := range msgs {
+		for j := range msgs[i].ToolCalls {
+			c := &msgs[i].ToolCalls[j]
+			calls[c.ID] = c
+		}
+	}
+	return calls
+}
+
+// answered reports whether every tool result of msgs answers a call in
+// calls.
+func answered(msgs []kernel.Message, calls map[string]*kernel.ToolCall) bool {
+	for i := range msgs {
+		if msgs[i].Role == kernel.RoleTool && calls[msgs[i].ToolCallID] == nil {
+			return false
+		}
+	}
+	return true
+}

@@ -2,7 +2,9 @@ package memory_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentkernel/agentkernel/hooks"
@@ -111,5 +113,74 @@ func TestExcludeKeepsSourcesOut(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "s1/1/0 s1/3/0" {
 		t.Fatalf("indexed %v, want the prompt and list_dir's result only", got)
+	}
+}
+
+// TestExcludeCallSeesTheCall: ExcludeCall gets each tool result's call
+// (its arguments), on the step path and on catch-up, so a rule on a path
+// argument keeps that result out while a result of the same tool with
+// another path is indexed.
+func TestExcludeCallSeesTheCall(t *testing.T) {
+	reg := kernel.NewRegistry()
+	spec := kernel.ToolSpec{Name: "read", Description: "Read a file.", Tier: kernel.TierReadOnly, Source: "test",
+		Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"text":{"type":"string"}},"required":["path","text"],"additionalProperties":false}`)}
+	if err := reg.Register(kernel.NewTool(spec, func(_ context.Context, args json.RawMessage) (kernel.Result, error) {
+		var a struct{ Text string }
+		err := json.Unmarshal(args, &a)
+		return kernel.Result{Content: a.Text}, err
+	})); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	unknown := 0
+	icfg := memory.IndexerConfig{ExcludeCall: func(c *memory.Chunk, call *kernel.ToolCall) bool {
+		if call == nil {
+			mu.Lock()
+			unknown++
+			mu.Unlock()
+			return true
+		}
+		return strings.Contains(call.Arguments, `"secrets/`)
+	}}
+	r := newRigWith(t, icfg, kernel.Config{Tools: reg},
+		kerneltest.Calls("read", map[string]string{"path": "secrets/vault.txt", "text": "the osprey vault opens with amber-lantern"},
+			"read", map[string]string{"path": "notes/birds.txt", "text": "the osprey nests by the reservoir"}),
+		kerneltest.Text("done"))
+	ctx := context.Background()
+	res, err := r.k.Run(ctx, "", "read about the osprey")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.flush(t)
+	check := func(when string) {
+		t.Helper()
+		hs, err := r.index.SearchText(ctx, memory.Scope{Kind: memory.ScopeSession, SessionID: res.SessionID}, "osprey", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tools []string
+		for _, h := range hs {
+			if strings.Contains(h.Chunk.Text, "amber-lantern") {
+				t.Fatalf("%s: the result of the call on secrets/ is indexed: %q", when, h.Chunk.Text)
+			}
+			if h.Chunk.Role == "tool" {
+				tools = append(tools, h.Chunk.Text)
+			}
+		}
+		if len(tools) != 1 || !strings.Contains(tools[0], "reservoir") {
+			t.Fatalf("%s: tool results indexed %q, want the one on notes/ only", when, tools)
+		}
+	}
+	check("step path")
+	// Catch-up, from the store, decides the same.
+	if err := r.index.DeleteSession(ctx, res.SessionID); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.indexer.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("catch-up")
+	if unknown != 0 {
+		t.Fatalf("ExcludeCall got no call for %d chunks", unknown)
 	}
 }

@@ -30,12 +30,20 @@ type rig struct {
 
 func newRig(t *testing.T, cfg kernel.Config, replies ...kerneltest.Reply) *rig {
 	t.Helper()
+	return newRigWith(t, memory.IndexerConfig{}, cfg, replies...)
+}
+
+// newRigWith is newRig with the indexer's configuration (its Index and
+// Store are the rig's).
+func newRigWith(t *testing.T, icfg memory.IndexerConfig, cfg kernel.Config, replies ...kerneltest.Reply) *rig {
+	t.Helper()
 	ix, err := bleveindex.Open("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{store: storemem.New(), index: ix, prov: kerneltest.NewProvider(replies...)}
-	r.indexer = memory.NewIndexer(memory.IndexerConfig{Index: ix, Store: r.store})
+	icfg.Index, icfg.Store = ix, r.store
+	r.indexer = memory.NewIndexer(icfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +27,10 @@ type MemoryConfig struct {
 		K             int  `yaml:"k"`
 		WithAssistant bool `yaml:"with_assistant"`
 	} `yaml:"inject"`
+	Exclude struct {
+		Tools []string `yaml:"tools"`
+		Paths []string `yaml:"paths"`
+	} `yaml:"exclude"`
 	Embeddings *struct {
 		Model      string `yaml:"model"`
 		BaseURL    string `yaml:"base_url"`
@@ -92,7 +100,13 @@ func (a *app) openMemory() (*memorySetup, error) {
 		}
 		m.retriever.Embedder = c
 	}
-	m.indexer = memory.NewIndexer(memory.IndexerConfig{Index: m.index, Store: a.store, Embedder: m.retriever.Embedder, Report: report})
+	for _, g := range a.cfg.Memory.Exclude.Paths {
+		if _, err := path.Match(g, ""); err != nil {
+			return nil, &ConfigError{File: a.cfg.source(), Field: "memory.exclude.paths", Err: fmt.Errorf("%q: %w", g, err)}
+		}
+	}
+	m.indexer = memory.NewIndexer(memory.IndexerConfig{Index: m.index, Store: a.store, Embedder: m.retriever.Embedder, Report: report,
+		ExcludeCall: memoryExclude(a.cfg.path(a.cfg.Workspace), a.cfg.Memory.Exclude.Tools, a.cfg.Memory.Exclude.Paths)})
 	a.mem = m
 	return m, nil
 }
@@ -133,4 +147,59 @@ func (a *app) wireMemory(kc *kernel.Config) error {
 		kc.Points = a.chain.Points(h)
 	}
 	return nil
+}
+
+// memoryExclude is memory.exclude as the indexer's ExcludeCall (nil when
+// nothing is excluded): a tool result is left out when its tool is listed,
+// or when a path argument of its call (path, paths, file, dir) or a
+// directory above it matches a glob (an absolute path counts from the
+// workspace, ws; one outside it is matched as it is). With globs set, a result whose call
+// is unknown or whose arguments do not parse is left out too.
+func memoryExclude(ws string, tools, globs []string) func(*memory.Chunk, *kernel.ToolCall) bool {
+	if len(tools) == 0 && len(globs) == 0 {
+		return nil
+	}
+	return func(c *memory.Chunk, call *kernel.ToolCall) bool {
+		if slices.Contains(tools, c.Tool) {
+			return true
+		}
+		if len(globs) == 0 {
+			return false
+		}
+		if call == nil {
+			return true
+		}
+		var args map[string]any
+		if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
+			return true
+		}
+		var paths []string
+		for _, k := range []string{"path", "paths", "file", "dir"} {
+			switch v := args[k].(type) {
+			case string:
+				paths = append(paths, v)
+			case []any:
+				for _, e := range v {
+					if s, ok := e.(string); ok {
+						paths = append(paths, s)
+					}
+				}
+			}
+		}
+		for _, p := range paths {
+			if filepath.IsAbs(p) && ws != "" {
+				if rel, err := filepath.Rel(ws, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+					p = rel
+				}
+			}
+			for p = path.Clean(strings.TrimPrefix(filepath.ToSlash(p), "./")); p != "." && p != "/"; p = path.Dir(p) {
+				for _, g := range globs {
+					if ok, _ := path.Match(g, p); ok {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
 }

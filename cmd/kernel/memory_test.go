@@ -101,3 +101,53 @@ func TestMemoryCLI(t *testing.T) {
 		t.Fatalf("memory wrote into the workspace: %v", entries)
 	}
 }
+
+// TestMemoryExcludeConfig: memory.exclude keeps a tool's results and the
+// results of calls on matching paths out of the index (a read of
+// secrets/ is not findable; a read of notes/ is), and a bad glob is a
+// configuration error naming the field.
+func TestMemoryExcludeConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("ws/secrets/vault.txt", "the kestrel vault opens with violet-anchor-42\n")
+	write("ws/notes/birds.txt", "the kestrel hunts at dawn over the meadow\n")
+	write("script.yaml", `turns:
+  - tool_calls:
+      - name: read_file
+        args: {path: secrets/vault.txt}
+      - name: read_file
+        args: {path: notes/birds.txt}
+      - name: list_dir
+        args: {path: .}
+  - text: "Read."
+`)
+	base := "model: {provider: scripted, name: m, script: script.yaml}\nworkspace: ws\nstore: {dir: store}\n" +
+		"tools: {builtin: {enable: [read_file, list_dir]}}\n"
+	cfg := write("kernel.yaml", base+"memory: {enabled: true, exclude: {tools: [list_dir], paths: ['secrets']}}\n")
+	if _, errOut, err := cli(t, "run", "--config", cfg, "What do the kestrel files say?"); err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	out, errOut, err := cli(t, "memory", "search", "--config", cfg, "-k", "20", "kestrel vault hunts birds secrets notes")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if strings.Contains(out, "violet-anchor") || strings.Contains(out, "tool list_dir") {
+		t.Fatalf("an excluded source is indexed:\n%s", out)
+	}
+	if !strings.Contains(out, "tool read_file") || !strings.Contains(out, "hunts at dawn") {
+		t.Fatalf("the read of notes/ is not indexed:\n%s", out)
+	}
+	bad := write("bad.yaml", base+"memory: {enabled: true, exclude: {paths: ['secrets/[']}}\n")
+	if _, errOut, err := cli(t, "memory", "status", "--config", bad); err == nil || !strings.Contains(errOut+err.Error(), "memory.exclude.paths") {
+		t.Fatalf("a bad glob: err %v, stderr %q", err, errOut)
+	}
+}
