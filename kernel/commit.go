@@ -89,5 +89,8 @@ func (r *run) storeCommit(step Step) error {
 	start := time.Now()
 	err := r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step)
 	obs.Committed(time.Since(start), err)
+	if so, ok := obs.(StepObserver); ok && err == nil {
+		so.StepCommitted(r.meta.ID, &step)
+	}
 	return err
 }

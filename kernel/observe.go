@@ -45,6 +45,17 @@ type RunObserver interface {
 	End(res *RunResult, err error)
 }
 
+// StepObserver is an optional capability of a RunObserver: StepCommitted
+// gets each step the store wrote, after Commit returned nil, its messages
+// as stored (scrubbed, with their Seq and Time) and its metadata. Memory's
+// indexer is one. It is called on the run's goroutine, on the commit path:
+// it must only hand the step off (it must not block, write to the store or
+// modify the step; it may keep it, as a store may: the history is
+// append-only).
+type StepObserver interface {
+	StepCommitted(sessionID string, step *Step)
+}
+
 // ObserveFunc starts observing a run. The context it returns is the run's
 // context from then on: every model call, tool call and store write of the
 // run derives from it, so an observer can carry its state there (a trace

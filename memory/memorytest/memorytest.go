@@ -365,7 +365,10 @@ func testLargeText(t *testing.T, o Opener) {
 	var b strings.Builder
 	words := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"}
 	for i := 0; b.Len() < 5<<20; i++ {
-		fmt.Fprintf(&b, "line %d %s %s.\n", i, words[i%len(words)], words[(i*7)%len(words)])
+		b.WriteString(words[i%len(words)])
+		b.WriteByte(' ')
+		b.WriteString(words[(i*7/3)%len(words)])
+		b.WriteString(".\n")
 		if i == 120000 {
 			b.WriteString("The needle word is quixotically.\n")
 		}
