@@ -26,6 +26,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 	"github.com/agentkernel/agentkernel/kernel/store/memory"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
+	"github.com/agentkernel/agentkernel/memory/bleveindex"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 	"github.com/agentkernel/agentkernel/policy"
 	"github.com/agentkernel/agentkernel/serve"
@@ -146,6 +147,14 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 		}
 		r.closers = append(r.closers, func() { bs.Close() })
 		store = bs
+		if o.memory {
+			ix, err := bleveindex.Open(o.badger + "-memory")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.closers = append(r.closers, func() { ix.Close() })
+			r.memory = ix
+		}
 	} else {
 		store = memory.New()
 	}

@@ -3,6 +3,7 @@ package serve_test
 import (
 	"context"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +19,19 @@ type memoryIndex = mem.Index
 // chunks of its owner's sessions only. Bob's key (an admin, another owner)
 // never gets a chunk of Alice's, by query in owner scope nor by naming her
 // session (404, as for any session of another owner); Alice finds hers in
-// both scopes. On PostgreSQL's memory index.
+// both scopes. On both stores: PostgreSQL's memory index, and bleve's
+// beside the Badger store.
 func TestMemorySearchOwnerIsolation(t *testing.T) {
-	r := newRig(t, rigOpts{pg: pgtest.Shared(t).Migrated(t), replica: "solo", memory: true})
+	t.Run("postgres", func(t *testing.T) {
+		testMemorySearchOwnerIsolation(t, rigOpts{pg: pgtest.Shared(t).Migrated(t), replica: "solo", memory: true})
+	})
+	t.Run("badger", func(t *testing.T) {
+		testMemorySearchOwnerIsolation(t, rigOpts{badger: filepath.Join(t.TempDir(), "store"), memory: true})
+	})
+}
+
+func testMemorySearchOwnerIsolation(t *testing.T, o rigOpts) {
+	r := newRig(t, o)
 	ctx := context.Background()
 	aliceSID, bobSID := r.newSession(r.alice), r.newSession(r.bob)
 	owner := func(sid string) string {
