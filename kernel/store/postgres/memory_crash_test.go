@@ -126,15 +126,17 @@ func TestMemoryIndexKill9(t *testing.T) {
 		}
 	}
 
-	// 1. The indexing process dies.
-	cmd, acks := startIndexer(t, dsn, "a")
-	drain(acks, 40)
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	drain(acks, -1)
+	// 1. The indexing process dies, three times, at different points.
+	for i, prefix := range []string{"a", "c", "d"} {
+		cmd, acks := startIndexer(t, dsn, prefix)
+		drain(acks, 20+15*i)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		drain(acks, -1)
+	}
 
 	// 2. The database dies under an indexing process.
-	cmd, acks = startIndexer(t, dsn, "b")
+	cmd, acks := startIndexer(t, dsn, "b")
 	drain(acks, 40)
 	srv.Kill()
 	cmd.Process.Signal(syscall.SIGKILL)
@@ -152,7 +154,7 @@ func TestMemoryIndexKill9(t *testing.T) {
 	defer s.Close()
 	ix := s.MemoryIndex()
 	var total int64
-	for _, prefix := range []string{"a", "b"} {
+	for _, prefix := range []string{"a", "b", "c", "d"} {
 		for i := 0; i < 4; i++ {
 			sid := fmt.Sprintf("%s%d", prefix, i)
 			mark, err := ix.Mark(ctx, sid)
