@@ -153,7 +153,7 @@ proto:
 	gobin=$$($(GO) env GOBIN); [ -n "$$gobin" ] || gobin=$$($(GO) env GOPATH)/bin; \
 	cd sdk/pluginpb && PATH="$$gobin:$$PATH" protoc -I . \
 		--go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto memory.proto
 	tmp=$$(mktemp -d) && mkdir -p $$tmp/agentkernel_plugin/_proto && \
 	cp sdk/pluginpb/plugin.proto sdk/proto/goplugin.proto sdk/proto/health.proto $$tmp/agentkernel_plugin/_proto/ && \
 	protoc -I $$tmp --python_out=sdk/python $$tmp/agentkernel_plugin/_proto/*.proto && rm -rf $$tmp && \
