@@ -143,8 +143,18 @@ func open(dir string) (*provider, error) {
 			good += int64(len(sc.Bytes())) + 1
 		}
 		f.Close()
-		if fi, err := os.Stat(path); err == nil && fi.Size() > good {
+		fi, err := os.Stat(path)
+		switch {
+		case err != nil:
+			return nil, err
+		case fi.Size() > good:
 			if err := os.Truncate(path, good); err != nil {
+				return nil, err
+			}
+		case fi.Size() < good:
+			// The last record is whole but its newline was not written:
+			// end the line, so the next record starts its own.
+			if err := appendNewline(path); err != nil {
 				return nil, err
 			}
 		}
@@ -153,6 +163,22 @@ func open(dir string) (*provider, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+func appendNewline(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write([]byte("\n")); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // apply makes record r true in memory.
