@@ -25,6 +25,11 @@ type IndexerConfig struct {
 	// Exclude, when set, keeps a chunk out of the index (a policy rule:
 	// "tool results of read_file under secrets/").
 	Exclude func(c *Chunk) bool
+	// Embedder, when set, computes the vectors of indexed chunks, in
+	// batches of EmbedBatch (default 32), off the loop: chunks are
+	// searchable by full text at once and by vector once embedded.
+	Embedder   Embedder
+	EmbedBatch int
 	// Queue is how many committed steps wait for the indexer before a
 	// step is left to catch-up (default 1024).
 	Queue int
@@ -46,6 +51,9 @@ type Indexer struct {
 	dirty  sync.Map // session id → true: a step was dropped, catch up
 	behind atomic.Int64
 	faulty atomic.Bool
+	// embedFaulty is the embeddings fault state (reported once).
+	embedFaulty atomic.Bool
+	wake        chan struct{} // new chunks to embed
 	// Indexed counts the messages written to the index (tests, status).
 	indexed atomic.Int64
 }
@@ -62,7 +70,10 @@ func NewIndexer(cfg IndexerConfig) *Indexer {
 	if cfg.Queue <= 0 {
 		cfg.Queue = 1024
 	}
-	return &Indexer{cfg: cfg, q: make(chan job, cfg.Queue)}
+	if cfg.EmbedBatch <= 0 {
+		cfg.EmbedBatch = 32
+	}
+	return &Indexer{cfg: cfg, q: make(chan job, cfg.Queue), wake: make(chan struct{}, 1)}
 }
 
 // Observe wraps next (telemetry's, or nil) with the indexer's observer:
@@ -145,6 +156,11 @@ func (ix *Indexer) Flush(ctx context.Context) error {
 // store (CatchUp) and does so again after a failure and whenever a step
 // was dropped.
 func (ix *Indexer) Run(ctx context.Context) error {
+	if ix.cfg.Embedder != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() { defer close(done); ix.embedLoop(ctx) }()
+	}
 	if err := ix.CatchUp(ctx); err != nil && ctx.Err() == nil {
 		ix.fault(fmt.Sprintf("memory: catching up with the store: %v", err))
 	}
@@ -220,6 +236,80 @@ func (ix *Indexer) write(ctx context.Context, jobs []job) {
 	for _, j := range jobs {
 		ix.indexed.Add(int64(len(j.msgs)))
 	}
+	ix.poke()
+}
+
+func (ix *Indexer) poke() {
+	select {
+	case ix.wake <- struct{}{}:
+	default:
+	}
+}
+
+// embedLoop embeds the chunks that have no vector yet, a batch at a time,
+// until ctx ends. A failing server is reported once and retried with a
+// growing pause (up to a minute); the chunks stay searchable by text.
+func (ix *Indexer) embedLoop(ctx context.Context) {
+	pause := time.Duration(0)
+	for {
+		if pause > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+		}
+		n, err := ix.EmbedPending(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil:
+			if ix.embedFaulty.CompareAndSwap(false, true) && ix.cfg.Report != nil {
+				ix.cfg.Report(fmt.Sprintf("memory: embeddings failed (%v); chunks are searchable by full text and embedded when the server answers", err))
+			}
+			pause = min(max(2*pause, 500*time.Millisecond), time.Minute)
+		case n > 0:
+			pause = 0
+		default:
+			select {
+			case <-ctx.Done():
+				return
+			case <-ix.wake:
+			case <-time.After(30 * time.Second):
+			}
+		}
+	}
+}
+
+// EmbedPending embeds one batch of chunks without a vector and returns
+// how many it embedded.
+func (ix *Indexer) EmbedPending(ctx context.Context) (int, error) {
+	cs, err := ix.cfg.Index.Pending(ctx, ix.cfg.EmbedBatch)
+	if err != nil || len(cs) == 0 {
+		return 0, err
+	}
+	texts := make([]string, len(cs))
+	for i := range cs {
+		texts[i] = cs[i].Text
+	}
+	vs, err := ix.cfg.Embedder.Embed(ctx, texts)
+	if err == nil && len(vs) != len(cs) {
+		err = fmt.Errorf("%d vectors for %d texts", len(vs), len(cs))
+	}
+	if err != nil {
+		return 0, err
+	}
+	for i := range cs {
+		cs[i].Vector = vs[i]
+	}
+	if err := ix.cfg.Index.Add(ctx, Batch{Chunks: cs}); err != nil {
+		return 0, err
+	}
+	if ix.embedFaulty.CompareAndSwap(true, false) && ix.cfg.Report != nil {
+		ix.cfg.Report("memory: embeddings work again")
+	}
+	return len(cs), nil
 }
 
 // add writes b, retrying with backoff while ctx lasts (at most 5 tries:

@@ -181,7 +181,8 @@ type Status struct {
 //     k <= 0 returns no hits and no error.
 //   - SearchVector ranks the chunks in scope that have a vector by cosine
 //     similarity to v, best first, at most k; v of another dimension is
-//     ErrDimension; an index without vectors returns no hits.
+//     ErrDimension; an index without vectors, or a zero v (no direction),
+//     returns no hits.
 //   - Mark returns the Seq up to which session id is indexed (the last
 //     Batch.Marks value written for it), 0 if none.
 //   - Pending returns up to limit chunks without a vector, oldest first,

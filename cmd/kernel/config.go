@@ -39,6 +39,7 @@ type Config struct {
 	Sandbox      SandboxConfig     `yaml:"sandbox"`
 	MCPServe     MCPServeConfig    `yaml:"mcp_serve"`
 	Telemetry    telemetry.Config  `yaml:"telemetry"`
+	Memory       MemoryConfig      `yaml:"memory"`
 	// Agents and Pipelines are agents: and pipelines: (package agents;
 	// cmd/kernel/agents.go), and agentsFile and pipelinesFile the files
 	// that set them, which their errors name.

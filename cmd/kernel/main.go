@@ -70,6 +70,7 @@ func commands() []command {
 		{name: "run", summary: "run one prompt to a final answer", run: cmdRun},
 		{name: "chat", summary: "talk to the agent interactively", run: cmdChat},
 		grouped(&sessionsGroup, "list, show, export, import and remove sessions"),
+		grouped(&memoryGroup, "search what earlier sessions said; the memory index's status; reindex"),
 		grouped(&agentsGroup, "list and show the configured agents and pipelines"),
 		grouped(&policyGroup, "check, test, explain and replay policies"),
 		{name: "steer", summary: "queue a message for a running session, list or cancel queued ones", run: cmdSteer},

@@ -71,6 +71,8 @@ type app struct {
 	// warnings are load-time notices (capabilities a module asked for and
 	// was not granted), shown once the renderer exists.
 	warnings []kernel.Notice
+	// mem is memory (memory.go), once opened.
+	mem *memorySetup
 }
 
 // newApp builds everything but the provider and the kernel: the registry of
@@ -405,6 +407,9 @@ func (a *app) kernel(prov kernel.Provider, onEvent func(kernel.Event)) (*kernel.
 		MaxDepth:           a.cfg.Limits.MaxAgentDepth,
 	}
 	a.instrument(&kc)
+	if err := a.wireMemory(&kc); err != nil {
+		return nil, err
+	}
 	if err := a.buildAgents(kc); err != nil {
 		return nil, err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 	bindex "github.com/blevesearch/bleve_index_api"
+	bolterr "go.etcd.io/bbolt/errors"
 
 	"github.com/agentkernel/agentkernel/memory"
 )
@@ -89,7 +90,10 @@ func Open(dir string) (*Index, error) {
 	case dir == "":
 		ix.bl, err = bleve.NewMemOnly(indexMapping())
 	default:
-		ix.bl, err = bleve.Open(dir)
+		ix.bl, err = bleve.OpenUsing(dir, map[string]any{"bolt_timeout": "2s"})
+		if errors.Is(err, bolterr.ErrTimeout) {
+			return nil, fmt.Errorf("memory index %s is in use by another kernel process (kernel serve?): %w", dir, err)
+		}
 		if errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
 			if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 				return nil, fmt.Errorf("memory index %s: %w", dir, err)
@@ -383,6 +387,10 @@ func (ix *Index) SearchVector(ctx context.Context, s memory.Scope, v []float32, 
 		return nil, fmt.Errorf("query vector of %d dimensions, the index holds %d: %w", len(v), ix.dim, memory.ErrDimension)
 	}
 	qn := norm(v)
+	if qn == 0 { // no direction: nothing is near it
+		ix.mu.RUnlock()
+		return nil, nil
+	}
 	type scored struct {
 		id    string
 		score float64

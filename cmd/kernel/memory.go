@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/memory"
+	"github.com/agentkernel/agentkernel/memory/bleveindex"
+	"github.com/agentkernel/agentkernel/memory/embeddings"
+)
+
+// MemoryConfig is memory: (docs/memory.md).
+type MemoryConfig struct {
+	Enabled bool   `yaml:"enabled"`
+	Scope   string `yaml:"scope"`
+	Inject  struct {
+		MaxTokens     int  `yaml:"max_tokens"`
+		K             int  `yaml:"k"`
+		WithAssistant bool `yaml:"with_assistant"`
+	} `yaml:"inject"`
+	Embeddings *struct {
+		Model      string `yaml:"model"`
+		BaseURL    string `yaml:"base_url"`
+		APIKeyEnv  string `yaml:"api_key_env"`
+		Dimensions int    `yaml:"dimensions"`
+	} `yaml:"embeddings"`
+}
+
+// memorySetup is memory once opened: the index beside the store, the
+// indexer that feeds it and the retriever that reads it.
+type memorySetup struct {
+	index     memory.Index
+	indexer   *memory.Indexer
+	retriever *memory.Retriever
+	where     string
+}
+
+// memoryIndexPath is where the bleve index of a Badger store lives: beside
+// the store's directory, never inside the workspace.
+func memoryIndexPath(storeDir string) string {
+	return filepath.Join(filepath.Dir(storeDir), filepath.Base(storeDir)+".memory")
+}
+
+// openMemory opens the index the store kind picks (Badger: bleve beside
+// it; memory: bleve in memory; PostgreSQL: its own index, branch
+// memory-pg) and, with index, the embeddings client.
+func (a *app) openMemory() (*memorySetup, error) {
+	if a.mem != nil {
+		return a.mem, nil
+	}
+	sc, err := a.cfg.storeConfig()
+	if err != nil {
+		return nil, err
+	}
+	m := &memorySetup{}
+	switch sc.Kind {
+	case "memory":
+		m.index, err = bleveindex.Open("")
+		m.where = "in memory"
+	case "postgres":
+		return nil, &ConfigError{File: a.cfg.source(), Field: "memory.enabled", Err: errors.New("memory on the postgres store needs the postgres index, which this build does not have yet")}
+	default:
+		m.where = memoryIndexPath(sc.Dir)
+		m.index, err = bleveindex.Open(m.where)
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, m.index.Close)
+	report := func(msg string) { a.log.Warn(msg) }
+	m.retriever = &memory.Retriever{Index: m.index, Report: report}
+	if e := a.cfg.Memory.Embeddings; e != nil {
+		base, keyEnv := e.BaseURL, e.APIKeyEnv
+		if base == "" {
+			base = a.cfg.Model.BaseURL
+		}
+		if keyEnv == "" {
+			keyEnv = a.cfg.Model.APIKeyEnv
+		}
+		hc, err := embeddings.EgressClient(base, nil)
+		if err != nil {
+			return nil, &ConfigError{File: a.cfg.source(), Field: "memory.embeddings.base_url", Err: err}
+		}
+		c, err := embeddings.New(embeddings.Config{Model: e.Model, BaseURL: base, APIKeyEnv: keyEnv, Dimensions: e.Dimensions, HTTPClient: hc})
+		if err != nil {
+			return nil, &ConfigError{File: a.cfg.source(), Field: "memory.embeddings", Err: err}
+		}
+		m.retriever.Embedder = c
+	}
+	m.indexer = memory.NewIndexer(memory.IndexerConfig{Index: m.index, Store: a.store, Embedder: m.retriever.Embedder, Report: report})
+	a.mem = m
+	return m, nil
+}
+
+// wireMemory, when memory.enabled, starts the indexer (stopped by the
+// app's Close after a bounded flush), hands it every committed step and
+// adds memory's injection hook after the configured before_model hooks.
+func (a *app) wireMemory(kc *kernel.Config) error {
+	if !a.cfg.Memory.Enabled {
+		return nil
+	}
+	fresh := a.mem == nil
+	m, err := a.openMemory()
+	if err != nil {
+		return err
+	}
+	if fresh {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); m.indexer.Run(ctx) }()
+		a.closers = append(a.closers, func() error {
+			fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+			m.indexer.Flush(fctx) // what is not indexed now is caught up next time
+			fcancel()
+			cancel()
+			wg.Wait()
+			return nil
+		})
+	}
+	h, err := memory.Hook(memory.InjectConfig{Retriever: m.retriever, Scope: memory.ScopeKind(a.cfg.Memory.Scope),
+		Workspace: a.cfg.Workspace, K: a.cfg.Memory.Inject.K, MaxTokens: a.cfg.Memory.Inject.MaxTokens, WithAssistant: a.cfg.Memory.Inject.WithAssistant})
+	if err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	kc.Observe = m.indexer.Observe(kc.Observe)
+	if a.chain != nil {
+		kc.Points = a.chain.Points(h)
+	}
+	return nil
+}
