@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/postgres"
 	"github.com/agentkernel/agentkernel/memory"
 	"github.com/agentkernel/agentkernel/memory/bleveindex"
 	"github.com/agentkernel/agentkernel/memory/embeddings"
+	"github.com/agentkernel/agentkernel/serve"
 )
 
 // MemoryConfig is memory: (docs/memory.md).
@@ -63,7 +65,11 @@ func (a *app) openMemory() (*memorySetup, error) {
 		m.index, err = bleveindex.Open("")
 		m.where = "in memory"
 	case "postgres":
-		return nil, &ConfigError{File: a.cfg.source(), Field: "memory.enabled", Err: errors.New("memory on the postgres store needs the postgres index, which this build does not have yet")}
+		ps, ok := a.store.(*postgres.Store)
+		if !ok {
+			return nil, &ConfigError{File: a.cfg.source(), Field: "memory.enabled", Err: errors.New("the postgres store is not open")}
+		}
+		m.index, m.where = ps.MemoryIndex(), "in the session database"
 	default:
 		m.where = memoryIndexPath(sc.Dir)
 		m.index, err = bleveindex.Open(m.where)
@@ -133,4 +139,13 @@ func (a *app) wireMemory(kc *kernel.Config) error {
 		kc.Points = a.chain.Points(h)
 	}
 	return nil
+}
+
+// memorySearcher is what GET /v1/memory/search runs: memory's retriever
+// (hybrid with embeddings), or nil when memory is off.
+func (a *app) memorySearcher() serve.MemorySearcher {
+	if !a.cfg.Memory.Enabled || a.mem == nil {
+		return nil
+	}
+	return a.mem.retriever
 }
