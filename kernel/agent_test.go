@@ -689,3 +689,86 @@ func TestAgentCallsFencedTogether(t *testing.T) {
 		t.Fatalf("the parent's round is %+v, want agent.a's intent alone", se.Meta.Round)
 	}
 }
+
+// gateProvider answers every generation with text and usage, once the
+// test opens its gate; entered counts the generations that began.
+type gateProvider struct {
+	entered atomic.Int32
+	gate    chan struct{}
+	usage   kernel.Usage
+	onEnter func()
+}
+
+func (p *gateProvider) Stream(ctx context.Context, req kernel.Request, emit func(kernel.Delta)) (kernel.Response, error) {
+	p.entered.Add(1)
+	p.onEnter()
+	select {
+	case <-p.gate:
+	case <-ctx.Done():
+		return kernel.Response{}, ctx.Err()
+	}
+	return kernel.Response{Message: kernel.Message{Role: kernel.RoleAssistant, Content: "checked"}, FinishReason: "stop", Usage: p.usage, Model: req.Model}, nil
+}
+
+// TestAgentSiblingsShareBudget: a parent whose budget holds two and a half
+// children's first calls fans out to four at once. The children's model
+// calls are held until each of the four has either begun one or been
+// refused, so every admission happens before any charge: the two
+// admitted hold their predictions reserved, the other two are refused,
+// and the parent spends no more than its cap. (Without the reservation
+// all four are admitted against the same "left" and the parent spends
+// four children's worth.)
+func TestAgentSiblingsShareBudget(t *testing.T) {
+	store := memory.New()
+	gp := &gateProvider{gate: make(chan struct{})}
+	worker, err := kernel.New(kernel.Config{Provider: gp, Store: store, Tools: registry(t), Model: "pricey", Prices: rigPrices, Agent: "worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, tokens := worker.FirstCall("check it")
+	gp.usage = kernel.Usage{InputTokens: tokens} // each child spends exactly its prediction
+	at, err := kernel.AgentTool(kernel.Agent{Name: "worker", Kernel: worker, Tier: kernel.TierReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused atomic.Int32
+	open := sync.OnceFunc(func() { close(gp.gate) })
+	settle := func() {
+		if gp.entered.Load()+refused.Load() == 4 {
+			open()
+		}
+	}
+	task := map[string]any{"task": "check it"}
+	limit := 2.5 * p
+	parent, err := kernel.New(kernel.Config{Store: store, Tools: registry(t, at), Model: "free", Prices: rigPrices, Agent: "lead", Budget: kernel.Budget{CostUSD: limit},
+		Provider: kerneltest.NewProvider(kerneltest.Calls("agent.worker", task, "agent.worker", task, "agent.worker", task, "agent.worker", task), kerneltest.Text("all checked")),
+		OnEvent: func(e kernel.Event) {
+			if tc, ok := e.(kernel.ToolCompleted); ok && tc.IsError {
+				refused.Add(1)
+				settle()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gp.onEnter = settle
+	res, err := parent.Run(context.Background(), "", "fan out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CostUSD > limit+1e-12 {
+		t.Fatalf("the parent spent $%.4f with a cap of $%.4f (each child $%.4f; %d children ran their model)", res.CostUSD, limit, p, gp.entered.Load())
+	}
+	if n := gp.entered.Load(); n != 2 {
+		t.Fatalf("%d children ran their model call, want 2", n)
+	}
+	var notStarted int
+	for _, c := range res.Calls {
+		if c.Outcome != kernel.OutcomeOK && strings.Contains(c.Error, "not enough budget left") {
+			notStarted++
+		}
+	}
+	if notStarted != 2 {
+		t.Fatalf("%d children refused for budget, want 2: %+v", notStarted, res.Calls)
+	}
+}

@@ -38,6 +38,29 @@ func (w *deadlines) start(parent context.Context, now time.Time, timeout time.Du
 // lives in its Call); c must be zero, its progress receiver aside.
 func (w *deadlines) begin(c *callCtx, parent context.Context, now time.Time, timeout time.Duration) {
 	c.parent, c.deadline, c.w = parent, now.Add(timeout), w
+	w.list(c, now)
+}
+
+// beginQueued is begin for a tool call that may wait in line (for the
+// kernel's tool slots when inLine, or in the tool's own queues, which it
+// reports through tool.Queue) before its work starts: while in line its
+// deadline is queueLimit from now, and Started gives it timeout from then.
+// Time in line is the kernel's, bounded by its own limit, and never
+// charged to the tool's timeout (RATIONALE.md, "Time in line is not the
+// tool's").
+func (w *deadlines) beginQueued(c *callCtx, parent context.Context, now time.Time, timeout, queueLimit time.Duration, inLine bool) {
+	c.parent, c.w = parent, w
+	c.timeout, c.queueLimit, c.since = timeout, queueLimit, now
+	c.queued, c.deadline = inLine, now.Add(timeout)
+	if inLine {
+		c.deadline = now.Add(queueLimit)
+	}
+	w.list(c, now)
+}
+
+// list adds c, whose deadline is set, and arms the timer for it if it is
+// the earliest.
+func (w *deadlines) list(c *callCtx, now time.Time) {
 	w.mu.Lock()
 	if w.calls == nil {
 		w.calls = w.buf[:0]
@@ -84,6 +107,20 @@ func (w *deadlines) fire() {
 	}
 }
 
+// move sets the deadline of c, if it is still listed, to at, arming the
+// timer for it when it is now the earliest. A later deadline needs no
+// timer change: a firing that finds nothing due re-arms for what is left.
+func (w *deadlines) move(c *callCtx, now, at time.Time, queued bool) {
+	w.mu.Lock()
+	if c.idx >= 0 {
+		c.deadline, c.queued = at, queued
+		if w.at.IsZero() || at.Before(w.at) {
+			w.armLocked(now, at)
+		}
+	}
+	w.mu.Unlock()
+}
+
 // remove takes c off the list. Lock order: c.mu, then w.mu (w's methods
 // never take a call's lock).
 func (w *deadlines) remove(c *callCtx) {
@@ -120,9 +157,17 @@ func (w *deadlines) stop() {
 // as a context.WithTimeout would be by its deferred cancel.
 type callCtx struct {
 	parent   context.Context
-	deadline time.Time
+	deadline time.Time // guarded by w.mu once listed
 	w        *deadlines
 	idx      int // position in w.calls, -1 once removed; guarded by w.mu
+	// queued: the call waits in line and deadline is since+queueLimit;
+	// guarded by w.mu once listed. timeout, queueLimit and since are set
+	// by beginQueued and not changed; queueLimit is zero for a call that
+	// cannot wait in line (a model call, or a kernel without a queue
+	// limit), whose context answers no tool.QueueKey.
+	queued              bool
+	timeout, queueLimit time.Duration
+	since               time.Time
 	// progress receives the tool's ReportProgress calls (Value of
 	// tool.ProgressKey); nil for model calls and when nobody listens.
 	progress tool.Reporter
@@ -189,12 +234,43 @@ func (c *callCtx) watchParentLocked() {
 	c.unwatch = context.AfterFunc(c.parent, func() { c.cancel(c.parent.Err()) })
 }
 
-// Deadline is the earlier of the call's deadline and the parent's.
+// Deadline is the earlier of the call's deadline and the parent's. A call
+// waiting in line has its queue limit's deadline until it starts.
 func (c *callCtx) Deadline() (time.Time, bool) {
-	if d, ok := c.parent.Deadline(); ok && d.Before(c.deadline) {
+	c.w.mu.Lock()
+	own := c.deadline
+	c.w.mu.Unlock()
+	if d, ok := c.parent.Deadline(); ok && d.Before(own) {
 		return d, true
 	}
-	return c.deadline, true
+	return own, true
+}
+
+// Queued implements tool.Queuer: the call waits in the tool's queues, and
+// its deadline is the kernel's queue limit counted from when the call
+// began (its wait for the kernel's tool slots included).
+func (c *callCtx) Queued() {
+	if c.queueLimit > 0 {
+		c.w.move(c, time.Now(), c.since.Add(c.queueLimit), true)
+	}
+}
+
+// Started implements tool.Queuer: the tool's work begins, and its timeout
+// with it.
+func (c *callCtx) Started() {
+	if c.queueLimit > 0 {
+		now := time.Now()
+		c.w.move(c, now, now.Add(c.timeout), false)
+	}
+}
+
+// stoppedInLine reports whether the call's deadline was its queue limit's
+// when it was last set: a call that ended by DeadlineExceeded ended in
+// line.
+func (c *callCtx) stoppedInLine() bool {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	return c.queued
 }
 
 // Done returns a channel closed when the context ends.
@@ -234,6 +310,14 @@ func (c *callCtx) Value(key any) any {
 		if _, ok := key.(tool.ProgressKey); ok {
 			return c.progress
 		}
+	}
+	if _, ok := key.(tool.QueueKey); ok {
+		// Never the parent's: a tool of a child run must not move the
+		// deadline of the agent call that runs it.
+		if c.queueLimit > 0 {
+			return tool.Queuer(c)
+		}
+		return nil
 	}
 	return c.parent.Value(key)
 }

@@ -95,6 +95,7 @@ func (d *delegation) run(ctx context.Context, t *agentTool, prompt string) (Resu
 		return fail("tool_error", fmt.Errorf("agent %s: session %s exists and is not this call's child", a.Name, id))
 	}
 	led := p.ledger().child(a.Name, ck.cfg.Budget, time.Now())
+	defer led.release() // a call of the child's that failed uncharged
 	fresh := sess == nil || len(sess.Messages) == 0
 	if fresh && d.repair {
 		return Result{Content: InterruptedNotRun + "the agent " + a.Name + " had not started", IsError: true}, nil

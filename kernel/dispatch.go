@@ -72,6 +72,15 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 				// No call of the group ran, and nothing may run after it.
 				return err
 			}
+			// A run without a cap makes its ledger node when it first
+			// delegates: make it before agent calls run together, so they
+			// share one (each making its own lost the others' spend).
+			for n := i; n < j; n++ {
+				if _, ok := r.k.agentCall(calls[n].Name); ok {
+					r.ledger()
+					break
+				}
+			}
 			var wg sync.WaitGroup
 			for n := i; n < j; n++ {
 				if _, ok := r.refused[calls[n].ID]; ok {
@@ -421,13 +430,23 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 	if ek.cfg.OnEvent != nil {
 		tctx.progress = (*callProgress)(c)
 	}
-	c.dl.begin(tctx, ctx, time.Now(), timeout)
+	// The call's timeout starts with its tool's work: time in line, for
+	// the kernel's tool slots and in the tool's own queues (tool.Queue),
+	// is bounded by the queue limit instead.
+	release := k.limit.tryAcquire()
+	inLine := release == nil && k.limit != nil
+	c.dl.beginQueued(tctx, ctx, time.Now(), timeout, k.cfg.ToolQueueTimeout, inLine)
 	defer tctx.end()
-	release, qerr := k.limit.acquire(tctx) // the wait counts against the deadline
-	if qerr != nil {
-		return k.limit.queueError(c.spec.Name, timeout, qerr)
+	if inLine {
+		var qerr error
+		if release, qerr = k.limit.acquire(tctx); qerr != nil {
+			return k.limit.queueError(c.spec.Name, k.cfg.ToolQueueTimeout, qerr)
+		}
+		tctx.Started()
 	}
-	defer release()
+	if release != nil {
+		defer release()
+	}
 	if c.intent != nil {
 		// The last step before the effect: a lost lease stops it here.
 		if err := c.intent(ctx); err != nil {
@@ -448,6 +467,9 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 			return res, own
 		}
 		te := timeoutError(c.spec.Name, timeout)
+		if tctx.stoppedInLine() {
+			te = queueTimeoutError(c.spec.Name, k.cfg.ToolQueueTimeout)
+		}
 		return Result{Content: "error: " + te.Err.Error(), IsError: true}, te
 	}
 	var te *ToolError

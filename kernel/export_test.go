@@ -10,3 +10,9 @@ var CountRequest = countRequest
 // prompt tokens over the estimate (1 when the model has a tokenizer or no
 // usage has been reported yet).
 func (k *Kernel) Calibration(model string) float64 { return k.calib.get(model) }
+
+// FirstCall predicts the cost and tokens of the first model call of a
+// child run of k given task (what a parent's ledger admits it at).
+func (k *Kernel) FirstCall(task string) (float64, int64) {
+	return k.firstCall(agentArgs{Task: task}.prompt())
+}

@@ -92,9 +92,16 @@ type Config struct {
 	// minutes).
 	ToolTimeout time.Duration
 	// MaxConcurrentTools caps the tool executions running at once across
-	// every source and run of this Kernel; more wait in line, and the wait
-	// counts against each call's deadline. Zero means no cap.
+	// every source and run of this Kernel; more wait in line. Zero means
+	// no cap.
 	MaxConcurrentTools int
+	// ToolQueueTimeout bounds the time one tool call waits in line, for
+	// the MaxConcurrentTools slots and in the tool's own queues (a WASM
+	// module's call and run slots, its compilation, its memory budget, a
+	// fresh instance; see tool.Queue), all together (default
+	// DefaultToolQueueTimeout). The wait is not charged to the tool's
+	// timeout, which starts when the tool's own work does.
+	ToolQueueTimeout time.Duration
 	// Prices price usage per model name; a model without a price costs 0.
 	Prices map[string]Price
 	// ContextWindow, in tokens, turns on context accounting: thresholds,
@@ -210,6 +217,9 @@ func New(cfg Config) (*Kernel, error) {
 	}
 	if cfg.ModelTimeout == 0 {
 		cfg.ModelTimeout = 5 * time.Minute
+	}
+	if cfg.ToolQueueTimeout <= 0 {
+		cfg.ToolQueueTimeout = DefaultToolQueueTimeout
 	}
 	if cfg.ToolTimeout == 0 {
 		cfg.ToolTimeout = 2 * time.Minute

@@ -63,6 +63,13 @@ type ledger struct {
 	// descendants' not folded into the run's State yet.
 	spent    Totals
 	unfolded Totals
+	// reserved is what the model calls in flight of the run and its
+	// descendants were admitted at (their predictions), until charged;
+	// held is the run's own share of it (a run has one call in flight at
+	// most). admit counts reserved, so siblings admitted together cannot
+	// each spend what only one of them may.
+	reserved Totals
+	held     Totals
 	// maxOut is the largest output of one of the run's generations: the
 	// prediction of the next one's.
 	maxOut int64
@@ -83,10 +90,12 @@ func (l *ledger) child(name string, limit Budget, start time.Time) *ledger {
 }
 
 // charge records a model call (or a summary) of l's run: its usage and
-// cost count for l and every ancestor at once.
+// cost count for l and every ancestor at once, and what its admission
+// reserved is released.
 func (l *ledger) charge(u Usage, cost float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.unhold()
 	l.spent.add(u, cost)
 	if u.OutputTokens > l.maxOut {
 		l.maxOut = u.OutputTokens
@@ -95,6 +104,27 @@ func (l *ledger) charge(u Usage, cost float64) {
 		n.spent.add(u, cost)
 		n.unfolded.add(u, cost)
 	}
+}
+
+// unhold releases what l's run holds reserved, from l and every
+// ancestor. l.mu is held.
+func (l *ledger) unhold() {
+	if l.held == (Totals{}) {
+		return
+	}
+	neg := Totals{Usage: Usage{InputTokens: -l.held.Usage.InputTokens}, CostUSD: -l.held.CostUSD}
+	for n := l; n != nil; n = n.parent {
+		n.reserved.add(neg.Usage, neg.CostUSD)
+	}
+	l.held = Totals{}
+}
+
+// release gives back what l's run holds reserved: its call ended without
+// a charge (it failed, or the run ended).
+func (l *ledger) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unhold()
 }
 
 // fold moves what l's descendants spent since the last fold into st.
@@ -129,9 +159,12 @@ func (l *ledger) left(now time.Time) (cost float64, tokens int64, t time.Duratio
 }
 
 // admit checks a model call predicted to cost cost and take tokens
-// against every cap from l up, and the policy budgets of l's ancestors
-// with what their descendants spent since their state was taken. It
-// returns the notice of the first that does not fit, or nil.
+// against every cap from l up (counting what calls in flight elsewhere in
+// the tree reserved), and the policy budgets of l's ancestors with what
+// their descendants spent since their state was taken. It returns the
+// notice of the first that does not fit, or nil; when the call fits, its
+// prediction stays reserved on l and every ancestor until charge or
+// release (replacing what l's run held before).
 func (l *ledger) admit(cost float64, tokens int64, now time.Time) *BudgetNotice {
 	type check struct {
 		name   string
@@ -140,18 +173,19 @@ func (l *ledger) admit(cost float64, tokens int64, now time.Time) *BudgetNotice 
 	}
 	var checks []check
 	l.mu.Lock()
+	l.unhold()
 	for n := l; n != nil; n = n.parent {
 		whose := "its own budget"
 		if n != l {
 			whose = n.name + "'s budget (an agent it was delegated by)"
 		}
-		if c := n.limit.CostUSD; c > 0 && n.spent.CostUSD+cost > c {
+		if c := n.limit.CostUSD; c > 0 && n.spent.CostUSD+n.reserved.CostUSD+cost > c {
 			l.mu.Unlock()
-			return &BudgetNotice{ID: BudgetCostID, Message: fmt.Sprintf("%s has $%.4f of $%.4f left, and the next model call would cost about $%.4f", whose, max(c-n.spent.CostUSD, 0), c, cost)}
+			return &BudgetNotice{ID: BudgetCostID, Message: fmt.Sprintf("%s has $%.4f of $%.4f left (%s), and the next model call would cost about $%.4f", whose, max(c-n.spent.CostUSD-n.reserved.CostUSD, 0), c, inFlight(n.reserved.CostUSD), cost)}
 		}
-		if c := n.limit.Tokens; c > 0 && n.spent.Usage.total()+tokens > c {
+		if c := n.limit.Tokens; c > 0 && n.spent.Usage.total()+n.reserved.Usage.InputTokens+tokens > c {
 			l.mu.Unlock()
-			return &BudgetNotice{ID: BudgetTokensID, Message: fmt.Sprintf("%s has %d of %d tokens left, and the next model call would take about %d", whose, max(c-n.spent.Usage.total(), 0), c, tokens)}
+			return &BudgetNotice{ID: BudgetTokensID, Message: fmt.Sprintf("%s has %d of %d tokens left (%d held by calls in flight), and the next model call would take about %d", whose, max(c-n.spent.Usage.total()-n.reserved.Usage.InputTokens, 0), c, n.reserved.Usage.InputTokens, tokens)}
 		}
 		if c := n.limit.Time; c > 0 && now.Sub(n.start) >= c {
 			l.mu.Unlock()
@@ -161,9 +195,17 @@ func (l *ledger) admit(cost float64, tokens int64, now time.Time) *BudgetNotice 
 			checks = append(checks, check{n.name, n.policy, n.unfolded})
 		}
 	}
+	if cost > 0 || tokens > 0 {
+		// Tokens are held as InputTokens: only their total counts.
+		l.held = Totals{Usage: Usage{InputTokens: tokens}, CostUSD: cost}
+		for n := l; n != nil; n = n.parent {
+			n.reserved.add(l.held.Usage, l.held.CostUSD)
+		}
+	}
 	l.mu.Unlock()
 	for _, c := range checks {
 		if stop := c.policy(c.extra); stop != nil {
+			l.release()
 			b := *stop
 			b.WrapUp = false // the wrap-up is the caller's, not the child's
 			if b.Message == "" {
@@ -173,6 +215,14 @@ func (l *ledger) admit(cost float64, tokens int64, now time.Time) *BudgetNotice 
 		}
 	}
 	return nil
+}
+
+// inFlight says what calls in flight hold of a cost cap.
+func inFlight(c float64) string {
+	if c <= 0 {
+		return "none held by calls in flight"
+	}
+	return fmt.Sprintf("$%.4f held by calls in flight", c)
 }
 
 // total is input plus output tokens.

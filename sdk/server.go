@@ -97,7 +97,9 @@ func (s *service) Call(req *pluginpb.CallRequest, stream pluginpb.Tools_CallServ
 	// grpc streams are not safe for concurrent Send, hence the lock.
 	var mu sync.Mutex
 	done := false
-	ctx := tool.WithProgress(stream.Context(), func(text string) {
+	ctx, cancel := withKernelDeadline(stream.Context())
+	defer cancel()
+	ctx = tool.WithProgress(ctx, func(text string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if done {

@@ -235,7 +235,7 @@ func (t *Tool) Call(ctx context.Context, args json.RawMessage) (res Result, err 
 	var e *Error
 	switch {
 	case errors.As(err, &e):
-	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case endedByDeadline(ctx):
 		err = &Error{Code: CodeTimeout, Message: err.Error(), Err: err}
 	case ctx.Err() != nil:
 		err = &Error{Code: CodeCancelled, Message: err.Error(), Err: err}

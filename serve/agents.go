@@ -136,6 +136,14 @@ func (s *Server) sessionKernel(ctx context.Context, sid string) *kernel.Kernel {
 	return s.cfg.Kernel
 }
 
+// sessionAgent is the agent a session records, "" for the top-level one.
+func sessionAgent(m *kernel.SessionMeta) string {
+	if m.Agent == kernel.DefaultAgentName {
+		return ""
+	}
+	return m.Agent
+}
+
 // agentNames lists the named agents, for errors.
 func (s *Server) agentNames() string {
 	var n []string

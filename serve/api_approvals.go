@@ -103,7 +103,9 @@ type approvalList struct {
 	Approvals []*approvalView `json:"approvals"`
 }
 
-// approvals lists the pending approvals of k's sessions, oldest first.
+// approvals lists the pending approvals of k's sessions, oldest first;
+// for a key restricted to agents, only those of its agents' sessions
+// (the ones it may decide).
 func (s *Server) approvals(ctx context.Context, k *Key) (approvalList, error) {
 	out := approvalList{Approvals: []*approvalView{}}
 	metas, err := s.cfg.Store.List(ctx)
@@ -111,7 +113,7 @@ func (s *Server) approvals(ctx context.Context, k *Key) (approvalList, error) {
 		return out, err
 	}
 	for _, m := range metas {
-		if m.Labels[labelOwner] != k.Owner() || m.Status != kernel.StatusAwaitingApproval {
+		if m.Labels[labelOwner] != k.Owner() || m.Status != kernel.StatusAwaitingApproval || !agentAllowed(k, m.Agent) {
 			continue
 		}
 		sess, err := s.cfg.Store.Load(ctx, m.ID)
@@ -164,7 +166,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 	if len(req.Note) > 4096 {
 		return badField("note", "note is %d bytes; at most 4096", len(req.Note))
 	}
-	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedToAct(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

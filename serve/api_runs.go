@@ -53,14 +53,11 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	default:
 		return badField("if_busy", "if_busy %q: want reject, queue or steer", req.IfBusy)
 	}
-	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedToAct(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	if err := s.runnable(r.Context(), sess); err != nil {
-		return err
-	}
-	if err := checkAgent(k, sess.Meta.Agent); err != nil {
 		return err
 	}
 	sid := sess.Meta.ID
@@ -106,11 +103,8 @@ func (s *Server) runnable(ctx context.Context, sess *kernel.Session) error {
 }
 
 func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, k *Key) error {
-	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedToAct(r.Context(), k, r.PathValue("id"))
 	if err != nil {
-		return err
-	}
-	if err := checkAgent(k, sess.Meta.Agent); err != nil {
 		return err
 	}
 	sid := sess.Meta.ID
@@ -143,7 +137,13 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, k *Key) error 
 
 // ownedRun finds run rid of session sid for k.
 func (s *Server) ownedRun(r *http.Request, k *Key) (runRec, error) {
-	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	return s.ownedRunOf(r, k, s.owned)
+}
+
+// ownedRunOf is ownedRun finding the session with find (owned, or
+// ownedToAct for a request that acts on the run).
+func (s *Server) ownedRunOf(r *http.Request, k *Key, find func(context.Context, *Key, string) (*kernel.Session, error)) (runRec, error) {
+	sess, err := find(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return runRec{}, err
 	}
@@ -165,7 +165,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, k *Key) error {
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, k *Key) error {
-	run, err := s.ownedRun(r, k)
+	run, err := s.ownedRunOf(r, k, s.ownedToAct)
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, k *Key) err
 	default:
 		return badField("kind", "kind %q: want steer or followup", req.Kind)
 	}
-	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedToAct(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

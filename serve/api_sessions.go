@@ -34,6 +34,9 @@ type sessionView struct {
 	// Agent is the named agent (or "pipeline:NAME") the session runs; empty
 	// for the configuration's top-level agent.
 	Agent string `json:"agent,omitempty"`
+	// Parent links a child session (an agent call's or a pipeline step's)
+	// to the call of the session that made it.
+	Parent *kernel.ParentLink `json:"parent,omitempty"`
 	// Pending and ActiveRun are set by GET of one session.
 	Pending   *approvalView `json:"pending_approval,omitempty"`
 	ActiveRun *runRec       `json:"active_run,omitempty"`
@@ -53,6 +56,11 @@ func (s *Server) view(ctx context.Context, m *kernel.SessionMeta) sessionView {
 		Totals:   totalsView{Messages: m.LastSeq, Runs: m.Runs, Turns: m.Turns, Usage: m.Usage, CostUSD: m.CostUSD}}
 	if m.Agent != kernel.DefaultAgentName {
 		v.Agent = m.Agent
+	}
+	if m.Parent != nil {
+		// A child runs inside its parent's run, never on its own: its
+		// status is the store's.
+		v.Parent, v.Status = m.Parent, m.Status
 	}
 	for k, val := range m.Labels {
 		if name, ok := strings.CutPrefix(k, metaPrefix); ok {
@@ -76,10 +84,46 @@ func (s *Server) status(ctx context.Context, m *kernel.SessionMeta) kernel.Statu
 // found, exactly as one that does not exist.
 func (s *Server) owned(ctx context.Context, k *Key, id string) (*kernel.Session, error) {
 	sess, err := s.cfg.Store.Load(ctx, id)
-	if errors.Is(err, kernel.ErrSessionNotFound) || err == nil && sess.Meta.Labels[labelOwner] != k.Owner() {
+	if errors.Is(err, kernel.ErrSessionNotFound) || err == nil && s.ownerOf(ctx, &sess.Meta) != k.Owner() {
 		return nil, notFound("session", id)
 	}
 	if err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+// ownerOf is the owner of a session: its label, or for a child session
+// (an agent call's, which the kernel made and labelled nothing) its top
+// ancestor's. "" when there is none.
+func (s *Server) ownerOf(ctx context.Context, m *kernel.SessionMeta) string {
+	for range kernel.DefaultMaxDepth * 4 { // deeper than any allowed chain
+		if m.Parent == nil {
+			return m.Labels[labelOwner]
+		}
+		p, err := s.cfg.Store.Load(ctx, m.Parent.SessionID)
+		if err != nil {
+			return ""
+		}
+		m = &p.Meta
+	}
+	return ""
+}
+
+// ownedToAct is owned for a request that acts on the session (runs or
+// resumes it, decides its approval, posts to it, cancels or deletes it):
+// a key restricted to other agents (agent:NAME scopes) is refused with
+// 403; a child session (readable by its parent's owner) with 409, as it
+// runs only through its parent.
+func (s *Server) ownedToAct(ctx context.Context, k *Key, id string) (*kernel.Session, error) {
+	sess, err := s.owned(ctx, k, id)
+	if err != nil {
+		return nil, err
+	}
+	if p := sess.Meta.Parent; p != nil {
+		return nil, conflict(sess.Meta.Status, "session %s is a child session (agent %s, for call %s of session %s): it runs only through its parent", sess.Meta.ID, sess.Meta.Agent, p.CallID, p.SessionID)
+	}
+	if err := checkAgent(k, sess.Meta.Agent); err != nil {
 		return nil, err
 	}
 	return sess, nil
@@ -148,6 +192,18 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, k *Key) er
 	if status != "" && !isSessionStatus(status) {
 		return badField("status", "status %q: want one of %s", status, strings.Join(sessionStatusNames(), ", "))
 	}
+	agent, byAgent := r.URL.Query().Get("agent"), r.URL.Query().Has("agent")
+	if agent == kernel.DefaultAgentName {
+		agent = ""
+	}
+	if byAgent {
+		if agent != "" && s.agent(agent) == nil {
+			return badField("agent", "no agent %q; the agents are: %s (GET /v1/agents), or default for the top-level agent", agent, s.agentNames())
+		}
+		if err := checkAgent(k, agent); err != nil {
+			return err
+		}
+	}
 	var after *listCursor
 	if c := r.URL.Query().Get("cursor"); c != "" {
 		after = new(listCursor)
@@ -171,7 +227,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, k *Key) er
 	}{Sessions: []sessionView{}}
 	for i := range metas {
 		m := &metas[i]
-		if m.Labels[labelOwner] != k.Owner() {
+		if m.Labels[labelOwner] != k.Owner() || !agentAllowed(k, m.Agent) || byAgent && sessionAgent(m) != agent {
 			continue
 		}
 		if after != nil && (m.Updated.After(after.Updated) || m.Updated.Equal(after.Updated) && m.ID <= after.ID) {
@@ -208,7 +264,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, k *Key) erro
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, k *Key) error {
-	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedToAct(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

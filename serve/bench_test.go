@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/postgres/pgtest"
 	"github.com/agentkernel/agentkernel/serve"
 )
 
@@ -30,18 +31,29 @@ steps:
 // server's own kernel and store) with the same run through HTTP and SSE
 // (POST the run, read the session's stream until run.completed). The
 // added-p50-µs metric is the difference of the two medians.
-// The badger variant includes the event log's synced writes, which the
-// in-process run does not make; the memory variant is HTTP and SSE alone.
+// The badger and postgres variants include the event log's durable
+// writes, which the in-process run does not make; the memory variant is
+// HTTP and SSE alone. The postgres variant's server keeps fsync on
+// (pgtest.Options.Durable), as the store benchmarks' does.
 func BenchmarkRunLatency(b *testing.B) {
-	for _, store := range []string{"badger", "memory"} {
+	for _, store := range []string{"badger", "postgres", "memory"} {
 		b.Run(store, func(b *testing.B) { benchRunLatency(b, store) })
 	}
 }
 
 func benchRunLatency(b *testing.B, store string) {
 	o := rigOpts{script: benchScript}
-	if store == "badger" {
+	switch store {
+	case "badger":
 		o.badger = filepath.Join(b.TempDir(), "store")
+	case "postgres":
+		srv, err := pgtest.Start(pgtest.Options{Durable: true})
+		if err != nil {
+			pgtest.Shared(b) // names the missing server the way every test does
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { srv.Stop() })
+		o.pg, o.replica = srv.Migrated(b), "bench"
 	}
 	r := newRigTB(b, o)
 	ctx := context.Background()

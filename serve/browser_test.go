@@ -272,3 +272,63 @@ func saveArtifact(t *testing.T, name string, b []byte) {
 		}
 	}
 }
+
+// TestBrowserNestsChildTurns: the transcript page of a pipeline's session
+// shows each step's child session under the step's result, with the
+// child's own turns (its model's answer).
+func TestBrowserNestsChildTurns(t *testing.T) {
+	bin := chromiumPath(t)
+	r := newRig(t, rigOpts{pipeline: true})
+	run := r.must(202, "POST", "/v1/pipelines/review/runs", r.alice, map[string]any{"prompt": "review notes.txt"})["run"].(map[string]any)
+	sid := run["session_id"].(string)
+	r.waitStatus(r.alice, sid, "idle")
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+	}
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(r.url+"/"),
+		chromedp.WaitVisible(chromedp.ID("key-input")),
+		chromedp.SendKeys(chromedp.ID("key-input"), r.alice),
+		chromedp.Click(chromedp.ID("signin-button")),
+		chromedp.WaitVisible(chromedp.ID("nav")),
+		chromedp.Navigate(r.url+"/#/sessions/"+sid),
+		chromedp.WaitVisible(css("#transcript li.tool details.child li.assistant")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until all four steps' children have their turns.
+	var n int
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var err error
+		if n, err = chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#transcript li.tool details.child li.assistant').length`)); err != nil {
+			t.Fatal(err)
+		}
+		if n >= 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n != 4 {
+		t.Fatalf("%d children's answers nested in the transcript, want 4", n)
+	}
+	nested, err := chromedp.Run(ctx, chromedp.Text(css("#transcript")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"agent report", "REPORT: notes.txt is fine", "agent style", "STYLE: tidy", "agent plan", "PLAN: check notes.txt"} {
+		if !strings.Contains(nested, want) {
+			t.Errorf("the transcript lacks %q:\n%s", want, nested)
+		}
+	}
+}

@@ -82,6 +82,14 @@ type rigOpts struct {
 	reviewer string
 	// reviewerTools widen its surface (default read_file alone).
 	reviewerTools []string
+	// pipeline, when set, adds the pipeline "review" (named agent
+	// "pipeline:review"): plan, then correctness and style together, then
+	// report, each step an agent of its own with a scripted model
+	// (rigPipeline).
+	pipeline bool
+	// fanout, when set, adds the agents "lead" and "capped", whose model
+	// calls agent.worker four times at once, and "worker" (rigFanout).
+	fanout bool
 	// points are the kernel's lifecycle hooks.
 	points kernel.Points
 	// allowedHosts is serve.Config.AllowedHosts.
@@ -232,6 +240,12 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 			t.Fatal(err)
 		}
 		named = append(named, serve.Agent{Name: "reviewer", Kind: "agent", Description: "Reads, never writes.", Model: "scripted", Kernel: rk})
+	}
+	if o.fanout {
+		named = append(named, rigFanout(t, kernel.Config{Store: store, Policy: pw, Inbox: q}, tools)...)
+	}
+	if o.pipeline {
+		named = append(named, rigPipeline(t, kernel.Config{Store: store, Policy: pw, Model: "scripted", Inbox: q}, tools))
 	}
 	var searcher serve.MemorySearcher
 	if r.memory != nil {

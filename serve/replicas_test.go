@@ -191,6 +191,8 @@ func TestReplicasSteerAndCancel(t *testing.T) {
 	if strings.Index(all, "also check the tests") > strings.Index(all, "and then this") {
 		t.Fatalf("the follow-up came before the steer: %q", texts)
 	}
+	// Its answer is stored before its run ends: wait for the end.
+	b.waitStatus(b.alice, sid, "idle")
 
 	// Cancel across replicas: a run on a (at the gate again), cancelled
 	// through b.

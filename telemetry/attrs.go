@@ -12,9 +12,13 @@ import (
 // The kernel's own attributes, beside the gen_ai.* ones of the
 // conventions. docs/observability.md lists them.
 const (
-	attrPrincipal     = attribute.Key("agentkernel.principal")
-	attrResumed       = attribute.Key("agentkernel.run.resumed")
-	attrNewSession    = attribute.Key("agentkernel.run.new_session")
+	attrPrincipal  = attribute.Key("agentkernel.principal")
+	attrResumed    = attribute.Key("agentkernel.run.resumed")
+	attrNewSession = attribute.Key("agentkernel.run.new_session")
+	// A child agent's run (an agent call's): the caller's session and
+	// the child's depth.
+	attrParentSession = attribute.Key("agentkernel.agent.parent_session")
+	attrAgentDepth    = attribute.Key("agentkernel.agent.depth")
 	attrStopReason    = attribute.Key("agentkernel.run.stop_reason")
 	attrTurns         = attribute.Key("agentkernel.run.turns")
 	attrCost          = attribute.Key("agentkernel.cost_usd")

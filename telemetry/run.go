@@ -75,9 +75,15 @@ func (t *Telemetry) Observe(ctx context.Context, info kernel.RunInfo) (context.C
 	if info.Direct {
 		ro.span = trace.SpanFromContext(ctx)
 	} else {
+		// A named agent's run is named after it; a child's run nests
+		// under its caller's execute_tool span through ctx.
+		agent := t.cfg.AgentName
+		if info.Agent != "" && info.Agent != kernel.DefaultAgentName {
+			agent = info.Agent
+		}
 		attrs := append([]attribute.KeyValue{
 			semconv.GenAIOperationNameKey.String(operationInvoke),
-			semconv.GenAIAgentName(t.cfg.AgentName),
+			semconv.GenAIAgentName(agent),
 			semconv.GenAIConversationID(info.SessionID),
 			semconv.GenAIRequestModel(info.Model),
 			attrResumed.Bool(info.Resumed),
@@ -86,7 +92,10 @@ func (t *Telemetry) Observe(ctx context.Context, info kernel.RunInfo) (context.C
 		if info.Principal != "" {
 			attrs = append(attrs, attrPrincipal.String(info.Principal))
 		}
-		ctx, ro.span = t.tracer.Start(ctx, operationInvoke+" "+t.cfg.AgentName,
+		if p := info.Parent; p != nil {
+			attrs = append(attrs, attrParentSession.String(p.SessionID), attrAgentDepth.Int(p.Depth))
+		}
+		ctx, ro.span = t.tracer.Start(ctx, operationInvoke+" "+agent,
 			trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	}
 	return context.WithValue(ctx, runKey{}, ro), ro

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/agentkernel/agentkernel/agents"
@@ -234,6 +235,34 @@ func (a *app) buildAgents(base kernel.Config) error {
 		s.pipelines[p.Name] = k
 	}
 	return nil
+}
+
+// syncAgents follows a change of a tool source (a hot reload of declared
+// tools, an MCP server's list_changed) into each named agent's registry:
+// of source's tools, those the agent names, as the source has them now (a
+// tool the source dropped is dropped from the agent too). The tier an
+// agent's own tool shows its callers was fixed at start.
+func (a *app) syncAgents(source string, tools []kernel.Tool) []error {
+	if a.agents == nil || a.agents.kernels == nil {
+		return nil
+	}
+	var errs []error
+	for _, ag := range a.agents.cfg.Agents {
+		k := a.agents.kernels[ag.Name]
+		if k == nil {
+			continue
+		}
+		var mine []kernel.Tool
+		for _, t := range tools {
+			if slices.ContainsFunc(ag.Tools, func(r agents.Ref) bool { return r.Name == t.Spec().Name }) {
+				mine = append(mine, t)
+			}
+		}
+		for _, err := range k.Tools().Sync(source, mine) {
+			errs = append(errs, fmt.Errorf("agent %s: %w", ag.Name, err))
+		}
+	}
+	return errs
 }
 
 // agentTool is agent ag, run by k, as the tool agent.<name>.

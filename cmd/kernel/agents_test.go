@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -125,6 +127,13 @@ func TestAgentsDelegationCLI(t *testing.T) {
 	}
 	if !strings.Contains(out, "the reviewer found nothing to fix") {
 		t.Fatalf("answer:\n%s\n%s", out, errOut)
+	}
+	// The human lines show the reviewer's run under the coder's call, its
+	// refused write among them; its words never reach stdout.
+	for _, want := range []string{"↳ agent reviewer · session", "→ write_file", "↲ agent reviewer completed"} {
+		if !strings.Contains(errOut, "    "+want) {
+			t.Errorf("stderr lacks the nested %q:\n%s", want, errOut)
+		}
 	}
 	main, err := os.ReadFile(filepath.Join(ws, "main.go"))
 	if err != nil {
@@ -572,5 +581,136 @@ agents:
 	}
 	if answer == nil || answer.Child == nil || !answer.Child.Resumed || !strings.HasPrefix(answer.Content, "The tests were interrupted") {
 		t.Fatalf("the coder's call was answered %+v", answer)
+	}
+}
+
+// TestCompletionOfAgentNames: kernel agents ls --names lists the names, and
+// bash completion of --agent and --pipeline offers them (asking kernel
+// itself, in the directory of the configuration).
+func TestCompletionOfAgentNames(t *testing.T) {
+	cfg := agentsExample(t)
+	out, errOut, err := cli(t, "agents", "ls", "--config", cfg, "--names", "agents")
+	if err != nil || out != "coder\nreviewer\nplanner\nwriter\n" {
+		t.Fatalf("agents ls --names agents: %q %v %s", out, err, errOut)
+	}
+	if _, _, err := cli(t, "agents", "ls", "--config", cfg, "--names", "tools"); err == nil {
+		t.Fatal("--names tools was accepted")
+	}
+	script, _, err := cli(t, "completion", "bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(self, filepath.Join(bin, "kernel")); err != nil {
+		t.Fatal(err)
+	}
+	compFile := filepath.Join(t.TempDir(), "kernel.bash")
+	if err := os.WriteFile(compFile, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	complete := func(words ...string) string {
+		t.Helper()
+		quoted := make([]string, len(words))
+		for i, w := range words {
+			quoted[i] = "'" + w + "'"
+		}
+		sh := fmt.Sprintf(`source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _kernel; echo "${COMPREPLY[*]}"`, compFile, strings.Join(quoted, " "), len(words)-1)
+		cmd := exec.Command("bash", "-c", sh)
+		cmd.Dir = filepath.Dir(cfg)
+		cmd.Env = append(os.Environ(), "KERNEL_TEST_MAIN=1", "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("bash: %v\n%s", err, b)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if got := complete("kernel", "run", "--agent", ""); got != "coder reviewer planner writer" {
+		t.Fatalf("kernel run --agent <TAB>: %q", got)
+	}
+	if got := complete("kernel", "run", "--agent", "re"); got != "reviewer" {
+		t.Fatalf("kernel run --agent re<TAB>: %q", got)
+	}
+	if got := complete("kernel", "run", "--pipeline", ""); got != "review" {
+		t.Fatalf("kernel run --pipeline <TAB>: %q", got)
+	}
+}
+
+// TestAgentsHotReloadDeclared: a hot reload of declared tools reaches a
+// named agent's registry: the tool it names answers as changed, a tool it
+// does not name is not added to it, and a tool the source dropped is
+// dropped from it.
+func TestAgentsHotReloadDeclared(t *testing.T) {
+	cfg := declaredSetup(t, "steps: [{text: hi}]\n", `  inline:
+    - {name: freeze, description: Deploy freeze., text: "frozen"}
+    - {name: oncall, description: Who is on call., text: "ana"}
+agents:
+  checker:
+    description: Checks the freeze.
+    tools: [freeze]
+`, nil)
+	c, err := loadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(t.Context(), c, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	prov, err := a.provider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.openStore(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.kernel(prov, nil); err != nil {
+		t.Fatal(err)
+	}
+	reg := a.agents.kernels["checker"].Tools()
+	wait := watchReloads(t, a)
+	rewrite := func(body string) {
+		t.Helper()
+		b, _ := os.ReadFile(cfg)
+		s := string(b)
+		s = s[:strings.Index(s, "  inline:")] + body + s[strings.Index(s, "agents:"):]
+		tmp := cfg + ".tmp"
+		os.WriteFile(tmp, []byte(s), 0o600)
+		if err := os.Rename(tmp, cfg); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if r := wait(); r.What == "tools" {
+				if r.Error != "" {
+					t.Fatalf("reload: %+v", r)
+				}
+				return
+			}
+		}
+	}
+	rewrite("  inline:\n    - {name: freeze, description: Deploy freeze., text: \"thawed\"}\n    - {name: oncall, description: Who is on call., text: \"ben\"}\n    - {name: extra, description: More., text: \"x\"}\n")
+	fz, ok := reg.Lookup("freeze")
+	if !ok {
+		t.Fatal("the checker lost freeze")
+	}
+	if res, _ := fz.Call(t.Context(), nil); res.Content != "thawed" {
+		t.Fatalf("the checker's freeze answers %q after the reload", res.Content)
+	}
+	if _, ok := reg.Lookup("oncall"); ok {
+		t.Fatal("the reload gave the checker a tool it does not name")
+	}
+	if _, ok := reg.Lookup("extra"); ok {
+		t.Fatal("the reload gave the checker a new tool it does not name")
+	}
+	rewrite("  inline:\n    - {name: oncall, description: Who is on call., text: \"ben\"}\n")
+	if _, ok := reg.Lookup("freeze"); ok {
+		t.Fatal("a tool the source dropped is still on the checker's surface")
 	}
 }

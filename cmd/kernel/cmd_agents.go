@@ -113,13 +113,29 @@ func loadAgentsDoc(ctx context.Context, cf *commonFlags, env *cliEnv) (agentsDoc
 
 func agentsLs(fs *flag.FlagSet) subRun {
 	asJSON := fs.Bool("json", false, "print JSON")
+	names := fs.String("names", "", "print only the names of the `agents` or the pipelines, one a line\n(what shell completion of --agent and --pipeline offers)")
 	return func(ctx context.Context, cf *commonFlags, env *cliEnv, _ []string) error {
+		if *names != "" && *names != "agents" && *names != "pipelines" {
+			return usageError("--names %s: want agents or pipelines", *names)
+		}
 		doc, err := loadAgentsDoc(ctx, cf, env)
 		if err != nil {
 			return err
 		}
 		if *asJSON {
 			return writeJSON(env, doc)
+		}
+		switch *names {
+		case "agents":
+			for _, d := range doc.Agents {
+				fmt.Fprintln(env.stdout, d.Name)
+			}
+			return nil
+		case "pipelines":
+			for _, d := range doc.Pipelines {
+				fmt.Fprintln(env.stdout, d.Name)
+			}
+			return nil
 		}
 		if len(doc.Agents) == 0 && len(doc.Pipelines) == 0 {
 			fmt.Fprintln(env.stderr, "no agents or pipelines (agents: and pipelines: in kernel.yaml; see docs/agents.md)")

@@ -215,6 +215,9 @@ func (a *app) loadMCP(ctx context.Context) error {
 			for _, err := range tools.Sync("mcp:"+server, ts) {
 				a.log.Warn("mcp tool left out after list_changed", "server", server, "error", err)
 			}
+			for _, err := range a.syncAgents("mcp:"+server, ts) {
+				a.log.Warn("mcp tool left out after list_changed", "server", server, "error", err)
+			}
 			a.emit(kernel.Notice{Source: "mcp:" + server, Level: "info", Text: fmt.Sprintf("mcp server %s changed its tools; %d registered", server, len(ts))})
 		},
 	})

@@ -58,6 +58,13 @@ func flagWords(flags []*flag.Flag) string {
 	return strings.Join(w, " ")
 }
 
+// nameFlags are the flags whose values are names from the configuration,
+// completed by asking kernel itself (in the directory the shell is in).
+var nameFlags = map[string]string{
+	"agent":    "kernel agents ls --names agents 2>/dev/null",
+	"pipeline": "kernel agents ls --names pipelines 2>/dev/null",
+}
+
 // takesValue reports whether a flag needs a value (not a boolean).
 func takesValue(f *flag.Flag) bool {
 	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
@@ -96,14 +103,22 @@ _kernel() {
 `, commandNames(cmds)+" --help --version")
 	// Flags whose value is a path complete files; other valued flags complete nothing.
 	files, values := map[string]bool{}, map[string]bool{}
+	named := map[string]bool{}
 	for _, c := range cmds {
 		for _, f := range allFlags(c) {
+			if _, ok := nameFlags[f.Name]; ok {
+				named[f.Name] = true
+				continue
+			}
 			if isFileFlag(f) {
 				files["--"+f.Name] = true
 			} else if takesValue(f) {
 				values["--"+f.Name] = true
 			}
 		}
+	}
+	for _, n := range sortedKeys(named) {
+		fmt.Fprintf(w, "    --%s) COMPREPLY=($(compgen -W \"$(%s)\" -- \"$cur\")); return;;\n", n, nameFlags[n])
 	}
 	if len(files) > 0 {
 		fmt.Fprintf(w, "    %s) COMPREPLY=($(compgen -f -- \"$cur\")); return;;\n", strings.Join(sortedKeys(files), "|"))
@@ -169,6 +184,9 @@ func zshFlagSpecs(flags []*flag.Flag) string {
 			if isFileFlag(f) {
 				action = "_files"
 			}
+			if cmd, ok := nameFlags[f.Name]; ok {
+				action = `{compadd -- ${(f)"$(` + cmd + `)"}}`
+			}
 			spec += ":" + zshQuote(name) + ":" + action
 		}
 		b.WriteString(" \\\n      " + spec + "'")
@@ -230,7 +248,9 @@ func writeFishFlags(w io.Writer, cond string, flags []*flag.Flag) {
 	for _, f := range flags {
 		_, usage := flag.UnquoteUsage(f)
 		opt := ""
-		switch {
+		switch cmd, named := nameFlags[f.Name]; {
+		case named:
+			opt = " -r -a '(" + cmd + ")'"
 		case isFileFlag(f):
 			opt = " -r -F"
 		case takesValue(f):

@@ -159,6 +159,9 @@ type LimitsConfig struct {
 	ApprovalTTL time.Duration `yaml:"approval_ttl"`
 	// MaxConcurrentTools caps tool executions running at once (0: no cap).
 	MaxConcurrentTools int `yaml:"max_concurrent_tools"`
+	// ToolQueueTimeout bounds one tool call's time in line (0:
+	// kernel.DefaultToolQueueTimeout); see docs/wasm.md.
+	ToolQueueTimeout time.Duration `yaml:"tool_queue_timeout"`
 	// MaxCorrections caps the text tool protocol's corrections per run
 	// (0: kernel.DefaultMaxCorrections).
 	MaxCorrections int `yaml:"max_corrections"`

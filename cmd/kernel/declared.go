@@ -117,6 +117,9 @@ func (a *app) reloadDeclared(cfg *Config) {
 		for _, err := range a.tools.Sync(src, s.Tools[src]) {
 			problems = append(problems, err.Error())
 		}
+		for _, err := range a.syncAgents(src, s.Tools[src]) {
+			problems = append(problems, err.Error())
+		}
 	}
 	if len(problems) > 0 {
 		ev.Error = fmt.Sprintf("left out: %v", problems)

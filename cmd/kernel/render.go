@@ -222,6 +222,8 @@ func (r *renderer) event(e kernel.Event) {
 		}
 	case kernel.Notice:
 		r.note("  %s %s", r.paint("33", e.Source+":"), e.Text)
+	case kernel.AgentEvent:
+		r.childEvent(e)
 	case kernel.RunCompleted:
 		r.endLine()
 		if r.quiet {
@@ -246,6 +248,40 @@ func (r *renderer) event(e kernel.Event) {
 		case e.StopReason == kernel.StopGuardrail:
 			fmt.Fprintf(r.stderr, "%s · %s\n", r.paint("31;1", string(e.StopReason)), e.Error)
 		}
+	}
+}
+
+// childEvent shows a child agent's run under the call that started it, on
+// stderr only (a child's answer is its caller's tool result, never the
+// run's answer): its start, tool calls, answer and end, indented by depth.
+func (r *renderer) childEvent(e kernel.AgentEvent) {
+	agent, in := e.Agent, kernel.Event(e)
+	for {
+		ae, ok := in.(kernel.AgentEvent)
+		if !ok {
+			break
+		}
+		agent, in = ae.Agent, ae.Event
+	}
+	_, depth := e.Innermost()
+	pad := strings.Repeat("  ", depth+1)
+	switch c := in.(type) {
+	case kernel.RunStarted:
+		r.note("%s%s agent %s · session %s", pad, r.paint("36", "↳"), agent, c.SessionID)
+	case kernel.ToolStarted:
+		r.note("%s  %s %s %s", pad, r.paint("36", "→"), c.Tool, clip(c.Args, 80))
+	case kernel.ToolCompleted:
+		if c.IsError {
+			r.note("%s  %s %s: %s", pad, r.paint("31", "✗"), c.Tool, clip(firstLine(orDefault(c.Error, "the tool reported an error")), 120))
+		} else {
+			r.note("%s  %s %s · %s", pad, r.paint("32", "✓"), c.Tool, fmtDuration(c.Duration))
+		}
+	case kernel.MessageCompleted:
+		if len(c.Message.ToolCalls) == 0 && c.Message.Content != "" {
+			r.note("%s  %s %s", pad, r.paint("2", "says:"), clip(firstLine(c.Message.Content), 100))
+		}
+	case kernel.RunCompleted:
+		r.note("%s%s agent %s %s · %s · $%.4f", pad, r.paint("36", "↲"), agent, c.StopReason, counted(c.Turns, "turn"), c.CostUSD)
 	}
 }
 

@@ -68,7 +68,7 @@ func (t *pluginTool) Call(ctx context.Context, args json.RawMessage) (kernel.Res
 			"%w: plugin %s no longer offers %s as it was registered (its binary's tool list changed); restart the kernel",
 			ErrUnavailable, s.cfg.Name, name))
 	}
-	sctx, cancel := context.WithCancel(withTraceContext(ctx))
+	sctx, cancel := context.WithCancel(withDeadline(withTraceContext(ctx)))
 	defer cancel()
 	stream, err := inst.rpc.Call(sctx, &pluginpb.CallRequest{
 		Tool: t.remote.Name, Args: args, MaxOutputBytes: int64(s.cfg.MaxOutputBytes),

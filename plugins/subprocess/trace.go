@@ -2,6 +2,7 @@ package subprocess
 
 import (
 	"context"
+	"strconv"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -9,6 +10,22 @@ import (
 
 	"github.com/agentkernel/agentkernel/sdk"
 )
+
+// withDeadline adds the call's deadline, as an absolute time, to its
+// outgoing gRPC metadata (sdk.DeadlineMetadata). grpc sends the deadline
+// as a duration the plugin counts from when it reads it, later than the
+// host counted from on a loaded machine; the host's cancellation at its
+// deadline could then reach the plugin before its own deadline, and the
+// plugin would take it for a cancellation. With the absolute deadline the
+// plugin tells one from the other (RATIONALE.md, "A deadline is not a
+// cancel").
+func withDeadline(ctx context.Context) context.Context {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, sdk.DeadlineMetadata, strconv.FormatInt(dl.UnixMilli(), 10))
+}
 
 // withTraceContext adds the W3C trace context of ctx's span (traceparent,
 // tracestate) to the call's outgoing gRPC metadata, so that the plugin's

@@ -2,7 +2,6 @@ package wasm
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -14,15 +13,16 @@ import (
 // arguments into argv and stdin, and stdout is the result. A non-zero exit
 // is a failed call whose message carries stderr, which is where such
 // programs explain themselves.
-func (t *tool) callArgv(ctx context.Context, cancel context.CancelCauseFunc, args json.RawMessage) (kernel.Result, error) {
+func (t *tool) callArgv(q *queued, args json.RawMessage) (kernel.Result, error) {
 	argv, stdin, err := t.renderArgv(args)
 	if err != nil {
 		return kernel.Result{}, t.fail("invalid_args", err)
 	}
-	ch, err := t.m.reserve(ctx)
+	ch, err := t.m.reserve(q.ctx)
 	if err != nil {
 		return kernel.Result{Content: err.Error(), IsError: true}, t.wrap(err)
 	}
+	ctx, cancel := q.begin()
 	x := newInstanceIO(t.m.eff.maxOutput)
 	x.attach(ctx, cancel)
 	in, err := t.m.instantiate(ctx, ch, x, bytes.NewReader(stdin), argv)

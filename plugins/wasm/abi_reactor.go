@@ -16,7 +16,12 @@ import (
 // memory, writes the request ({"tool","args"}, as for the json ABI) there,
 // and calls agentkernel_call(ptr, len). The result is (ptr<<32 | len) of a
 // {"content","is_error"} object (or plain text) in guest memory.
-func (t *tool) callReactor(ctx context.Context, cancel context.CancelCauseFunc, args json.RawMessage) (kernel.Result, error) {
+//
+// Waiting for an instance (the budget, and instantiating one when the pool
+// has none ready, bounded by the module's timeout of its own) is the
+// host's time; the call's timeout starts once it has one.
+func (t *tool) callReactor(q *queued, args json.RawMessage) (kernel.Result, error) {
+	ctx := q.ctx
 	req, err := t.request(args)
 	if err != nil {
 		return kernel.Result{}, err
@@ -49,6 +54,7 @@ func (t *tool) callReactor(ctx context.Context, cancel context.CancelCauseFunc, 
 		}
 	}
 	defer t.m.pool.discard(in)
+	ctx, cancel := q.begin()
 	in.io.attach(ctx, cancel)
 
 	out, err := reactorRoundTrip(ctx, in, req)

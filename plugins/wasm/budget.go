@@ -45,7 +45,7 @@ var ErrMemoryBudget = errors.New("wasm memory budget exhausted")
 // instance is closed), from before it is instantiated until it is closed,
 // whether it waits in a pool or serves a call. Calls that do not fit close
 // the idle instances of every pool and then wait in line, first come first
-// served, and the wait counts against their deadline; pool refills take
+// served, within ctx (see tool.Queue); pool refills take
 // only what is free while no call waits. Safe for concurrent use.
 type memoryBudget struct {
 	mb  int64

@@ -42,11 +42,11 @@ type HostConfig struct {
 	// MemoryBudgetMB caps the host memory all instances hold at once:
 	// each counts its memory_mb while it exists and, while it serves a
 	// call, the call stacks wazero may allocate outside it (160 MiB). Calls
-	// over the budget wait within their deadline. Zero means
+	// over the budget wait in line (see tool.Queue). Zero means
 	// DefaultMemoryBudgetMB().
 	MemoryBudgetMB int
 	// MaxRunning caps the calls, of all modules, whose guests run at
-	// once; more wait in line within their deadline. Zero means
+	// once; more wait in line (see tool.Queue). Zero means
 	// DefaultMaxRunning().
 	MaxRunning int
 	// Compiling, when set, is called as a module starts compiling (into
@@ -75,7 +75,7 @@ type ModuleConfig struct {
 	// Only reactor modules can be pooled.
 	Pool int `yaml:"pool,omitempty" json:"pool,omitempty"`
 	// MaxConcurrency caps the calls of the module's tools that run at
-	// once; more wait, and the wait counts against their deadline. Zero
+	// once; more wait in line (see tool.Queue). Zero
 	// means DefaultMaxConcurrency().
 	MaxConcurrency int `yaml:"max_concurrency,omitempty" json:"max_concurrency,omitempty"`
 	// Warm loads the module in the background right after start instead

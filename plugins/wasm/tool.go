@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	toolpkg "github.com/agentkernel/agentkernel/tool"
 )
 
 // tool is one tool of a loaded module. Every call runs in a fresh instance,
@@ -44,6 +46,13 @@ func (t *tool) Spec() kernel.ToolSpec { return t.spec }
 // timeout and ctx, and returns the guest's result. A guest that fails
 // (non-zero exit, trap, deadline, output over the limit) yields a
 // *kernel.ToolError whose message carries the start and end of its stderr.
+//
+// The time a call waits in the host's queues (the module's call slots, its
+// load, the host's run slots and memory budget, a fresh instance when the
+// pool has none) is the host's, not the tool's: the module's timeout starts
+// when the guest does, and the wait is reported through tool.Queue, so that
+// the kernel bounds it by its own queue limit instead of the tool's
+// timeout. Without a kernel, only ctx bounds the wait.
 func (t *tool) Call(ctx context.Context, args json.RawMessage) (kernel.Result, error) {
 	h := t.m.h
 	if !h.enter() {
@@ -51,8 +60,6 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (kernel.Result, e
 	}
 	defer h.leave()
 
-	ctx, cancelTimeout := context.WithTimeout(ctx, t.m.timeoutOf())
-	defer cancelTimeout()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(h.life, func() { cancel(ErrClosed) })
@@ -61,8 +68,9 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (kernel.Result, e
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
-	// Queue for the module's max_concurrency and for its compiled code;
-	// every wait counts against the call's deadline.
+	q := &queued{ctx: ctx, start: toolpkg.Queue(ctx), timeout: t.m.timeoutOf()}
+	defer q.end()
+	// Queue for the module's max_concurrency and for its compiled code.
 	if t.m.slots != nil {
 		select {
 		case t.m.slots <- struct{}{}:
@@ -87,11 +95,37 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (kernel.Result, e
 	}
 	switch t.m.abi {
 	case ABIReactor:
-		return t.callReactor(ctx, cancel, args)
+		return t.callReactor(q, args)
 	case ABIArgv:
-		return t.callArgv(ctx, cancel, args)
+		return t.callArgv(q, args)
 	default:
-		return t.callJSON(ctx, cancel, args)
+		return t.callJSON(q, args)
+	}
+}
+
+// queued is a call while it waits in the host's queues, and begin starts
+// its guest: from then on the module's timeout runs.
+type queued struct {
+	ctx     context.Context // the wait's: the caller's, and the host's closing
+	start   func()          // tool.Queue's
+	timeout time.Duration
+	stops   []func()
+}
+
+// begin ends the wait: the tool's timeout starts now. It returns the
+// context of the guest's run and the function that stops the guest with a
+// cause (an output or memory limit).
+func (q *queued) begin() (context.Context, context.CancelCauseFunc) {
+	q.start()
+	ctx, cancelTimeout := context.WithTimeout(q.ctx, q.timeout)
+	ctx, cancel := context.WithCancelCause(ctx)
+	q.stops = append(q.stops, cancelTimeout, func() { cancel(nil) })
+	return ctx, cancel
+}
+
+func (q *queued) end() {
+	for _, f := range q.stops {
+		f()
 	}
 }
 
@@ -121,15 +155,16 @@ func (t *tool) request(args json.RawMessage) ([]byte, error) {
 }
 
 // callJSON runs a command module with the request on stdin.
-func (t *tool) callJSON(ctx context.Context, cancel context.CancelCauseFunc, args json.RawMessage) (kernel.Result, error) {
+func (t *tool) callJSON(q *queued, args json.RawMessage) (kernel.Result, error) {
 	req, err := t.request(args)
 	if err != nil {
 		return kernel.Result{}, err
 	}
-	ch, err := t.m.reserve(ctx)
+	ch, err := t.m.reserve(q.ctx)
 	if err != nil {
 		return kernel.Result{Content: err.Error(), IsError: true}, t.wrap(err)
 	}
+	ctx, cancel := q.begin()
 	x := newInstanceIO(t.m.eff.maxOutput)
 	x.attach(ctx, cancel)
 	in, err := t.m.instantiate(ctx, ch, x, bytes.NewReader(req), []string{t.m.name})

@@ -479,11 +479,29 @@ function messageItem(m, info) {
       if (d) li.append(el('div', { class: 'policy' }, 'policy: ' + d.effect + ((d.rules || []).length ? ' (' + d.rules.join(', ') + ')' : '') + (d.message ? ' — ' + d.message : '')));
       if (m.approval) li.append(el('div', { class: 'policy' }, (m.approval.approved ? 'approved' : 'rejected') + (m.approval.by ? ' by ' + m.approval.by : '') + (m.approval.note ? ': ' + m.approval.note : '')));
       li.append(el('pre', { class: 'result' }, m.content || ''));
+      if (m.child) li.append(childTurns(m.child));
       return li;
     }
     default:
       return el('li', { 'data-seq': String(m.seq) }, el('span', { class: 'badge' }, m.role), el('pre', {}, m.content || ''));
   }
+}
+
+// childTurns nests the turns of the child session that answered an agent
+// call (or a pipeline step) under the call's result: its messages, read
+// from the API (a child session is readable by its parent's owner).
+function childTurns(c) {
+  const list = el('ol', { class: 'child-transcript' });
+  const box = el('details', { class: 'child', open: '' },
+    el('summary', {}, 'agent ' + c.agent + ' · session ' + c.session_id + (c.stop_reason ? ' · ' + c.stop_reason : '') + (c.usage ? ' · ' + fmtUsage(c.usage) : '')),
+    list);
+  api('GET', '/v1/sessions/' + encodeURIComponent(c.session_id) + '/messages?limit=1000')
+    .then((page) => {
+      const info = { decision: new Map(), outcome: new Map(), usage: new Map() };
+      list.replaceChildren(...page.messages.map((m) => messageItem(m, info)));
+    })
+    .catch((e) => list.replaceChildren(el('li', { class: 'error' }, 'the agent\'s turns: ' + e.message)));
+  return box;
 }
 
 // ---- routing -------------------------------------------------------------

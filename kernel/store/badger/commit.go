@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	bdg "github.com/dgraph-io/badger/v4"
 
@@ -46,69 +48,255 @@ func (s *Store) Commit(ctx context.Context, id string, step kernel.Step) error {
 		return fmt.Errorf("commit session %s: %w", id, err)
 	}
 
+	j := &job{id: id, step: &step, vals: vals, size: len(buf)}
+	var err error
 	mu := s.locks.of(id)
 	mu.Lock()
 	defer mu.Unlock()
-	txn := s.db.NewTransaction(true)
-	defer func() { txn.Discard() }()
-	var last uint64
-	switch old, err := s.readMeta(txn, id); {
-	case err == nil:
-		last = old.LastSeq
-	case !errors.Is(err, kernel.ErrSessionNotFound):
-		return fmt.Errorf("commit session %s: %w", id, err)
-	}
-	if len(msgs) > 0 && msgs[0].Seq != last+1 {
-		return fmt.Errorf("session %q: first message has seq %d, want %d: %w", id, msgs[0].Seq, last+1, kernel.ErrSeqConflict)
-	}
-	meta := step.Meta
-	meta.ID = id
-	meta.LastSeq = last + uint64(len(msgs))
-	metaVal, err := encodeMeta(&meta)
-	if err != nil {
-		return fmt.Errorf("commit session %s: encode meta: %w", id, err)
-	}
-	var pendVal []byte
-	if step.Pending != nil {
-		if pendVal, err = encodePending(step.Pending); err != nil {
-			return fmt.Errorf("commit session %s: encode pending approval: %w", id, err)
-		}
-	}
-	// finish adds the commit point (meta and pending) to txn.
-	finish := func(txn *bdg.Txn) error {
-		if step.ClearPending && pendVal == nil {
-			if err := txn.Delete(pendingKey(id)); err != nil {
-				return err
-			}
-		}
-		if pendVal != nil {
-			if err := txn.Set(pendingKey(id), pendVal); err != nil {
-				return err
-			}
-		}
-		return txn.Set(metaKey(id), metaVal)
-	}
-	err = nil
-	for i := range msgs {
-		if err = txn.Set(msgKey(id, msgs[i].Seq), vals[i]); err != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = finish(txn)
-	}
-	if errors.Is(err, bdg.ErrTxnTooBig) {
-		txn.Discard()
-		txn = s.db.NewTransaction(true)
-		err = s.commitLarge(&txn, id, msgs, vals, finish)
-	}
-	if err == nil {
-		err = txn.Commit()
+	if len(buf) > groupStepMax || len(msgs) > groupStepMsgs {
+		err = s.commitAlone(j)
+	} else {
+		err = s.commitGrouped(j)
 	}
 	if err != nil {
 		return fmt.Errorf("commit session %s: %w", id, err)
 	}
 	return nil
+}
+
+// job is one Commit's step, or one AppendEvents' events, on its way into
+// a transaction.
+type job struct {
+	id    string
+	step  *kernel.Step // nil: events
+	keys  [][]byte     // the events' keys
+	vals  [][]byte     // the messages' or the events' values
+	size  int
+	err   error       // the outcome, set by whoever committed the job
+	done  chan result // a waiting job's outcome, or its turn to lead
+	point []setOrDelete
+}
+
+type result struct {
+	err  error
+	lead bool
+}
+
+type setOrDelete struct {
+	key, val []byte // val nil: delete
+}
+
+// stage reads the session's last seq in txn, checks the step against it
+// and adds its messages to txn; j.point is then the commit point (the
+// metadata and the pending approval) for finish to add.
+func (s *Store) stage(txn *bdg.Txn, j *job) error {
+	msgs := j.step.Messages
+	var last uint64
+	switch old, err := s.readMeta(txn, j.id); {
+	case err == nil:
+		last = old.LastSeq
+	case !errors.Is(err, kernel.ErrSessionNotFound):
+		return err
+	}
+	if len(msgs) > 0 && msgs[0].Seq != last+1 {
+		return fmt.Errorf("session %q: first message has seq %d, want %d: %w", j.id, msgs[0].Seq, last+1, kernel.ErrSeqConflict)
+	}
+	meta := j.step.Meta
+	meta.ID = j.id
+	meta.LastSeq = last + uint64(len(msgs))
+	metaVal, err := encodeMeta(&meta)
+	if err != nil {
+		return fmt.Errorf("encode meta: %w", err)
+	}
+	j.point = j.point[:0]
+	switch {
+	case j.step.Pending != nil:
+		pendVal, err := encodePending(j.step.Pending)
+		if err != nil {
+			return fmt.Errorf("encode pending approval: %w", err)
+		}
+		j.point = append(j.point, setOrDelete{pendingKey(j.id), pendVal})
+	case j.step.ClearPending:
+		j.point = append(j.point, setOrDelete{key: pendingKey(j.id)})
+	}
+	j.point = append(j.point, setOrDelete{metaKey(j.id), metaVal})
+	return nil
+}
+
+// setMessages adds j's messages to txn.
+func (j *job) setMessages(txn *bdg.Txn) error {
+	for i, m := range j.step.Messages {
+		if err := txn.Set(msgKey(j.id, m.Seq), j.vals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setEvents adds j's events to txn.
+func (j *job) setEvents(txn *bdg.Txn) error {
+	for i, k := range j.keys {
+		if err := txn.Set(k, j.vals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finish adds j's commit point to txn.
+func (j *job) finish(txn *bdg.Txn) error {
+	for _, p := range j.point {
+		var err error
+		if p.val == nil {
+			err = txn.Delete(p.key)
+		} else {
+			err = txn.Set(p.key, p.val)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitAlone commits j in a transaction of its own (several when it is
+// larger than one allows).
+func (s *Store) commitAlone(j *job) error {
+	txn := s.db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	if j.step == nil {
+		if err := j.setEvents(txn); err != nil {
+			return err
+		}
+		return txn.Commit()
+	}
+	if err := s.stage(txn, j); err != nil {
+		return err
+	}
+	err := j.setMessages(txn)
+	if err == nil {
+		err = j.finish(txn)
+	}
+	if errors.Is(err, bdg.ErrTxnTooBig) {
+		txn.Discard()
+		txn = s.db.NewTransaction(true)
+		err = s.commitLarge(&txn, j.id, j.step.Messages, j.vals, j.finish)
+	}
+	if err == nil {
+		err = txn.Commit()
+	}
+	return err
+}
+
+// Group commit. Every synced Badger transaction costs a sync of its log,
+// however small it is, so steps of different sessions, and the event
+// batches kernel serve appends, committed at the same time share one: the first Commit to arrive leads, committing the
+// steps queued so far in one transaction; those that arrive meanwhile
+// queue, and the first of them leads the next transaction when this one
+// is done. A Commit returns when the transaction holding its step is
+// synced, so "acknowledged means durable" holds as before. Each queued
+// step holds its session's lock (Commit's), so a transaction holds at most
+// one step of a session, and a session's steps commit in order; a queued
+// event batch holds its session's event lock (AppendEvents') the same way.
+//
+// A step larger than groupStepMax (or of more than groupStepMsgs
+// messages) commits alone, so a group stays far below the transaction size
+// Badger allows; a group Badger refuses anyway is committed step by step.
+const (
+	groupStepMax  = 64 << 10
+	groupStepMsgs = 64
+	groupMax      = 512 << 10
+)
+
+// group is the queue of steps waiting for a transaction.
+type group struct {
+	mu    sync.Mutex
+	busy  bool // a leader is committing
+	queue []*job
+}
+
+// commitGrouped commits j in a transaction it shares with the steps
+// committed at the same time.
+func (s *Store) commitGrouped(j *job) error {
+	g := &s.group
+	g.mu.Lock()
+	g.queue = append(g.queue, j)
+	if g.busy {
+		j.done = make(chan result, 1)
+		g.mu.Unlock()
+		r := <-j.done
+		if !r.lead {
+			return r.err
+		}
+		g.mu.Lock()
+	}
+	g.busy = true
+	// Lead: take what is queued, up to groupMax bytes (j is first).
+	n, size := 0, 0
+	for n < len(g.queue) && (n == 0 || size+g.queue[n].size <= groupMax) {
+		size += g.queue[n].size
+		n++
+	}
+	batch := slices.Clone(g.queue[:n])
+	g.queue = slices.Delete(g.queue, 0, n)
+	g.mu.Unlock()
+
+	if beforeBatch != nil {
+		beforeBatch(len(batch))
+	}
+	s.commitBatch(batch)
+
+	g.mu.Lock()
+	if len(g.queue) > 0 {
+		g.queue[0].done <- result{lead: true}
+	} else {
+		g.busy = false
+	}
+	g.mu.Unlock()
+	for _, b := range batch[1:] {
+		b.done <- result{err: b.err}
+	}
+	return j.err
+}
+
+// commitBatch commits the steps of batch in one transaction and sets each
+// one's err: its own error when its step does not fit its session (a seq
+// conflict), the transaction's otherwise.
+func (s *Store) commitBatch(batch []*job) {
+	if len(batch) == 1 {
+		batch[0].err = s.commitAlone(batch[0])
+		return
+	}
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	staged := make([]*job, 0, len(batch))
+	for _, b := range batch {
+		var err error
+		if b.step == nil {
+			err = b.setEvents(txn)
+		} else {
+			if b.err = s.stage(txn, b); b.err != nil {
+				continue
+			}
+			if err = b.setMessages(txn); err == nil {
+				err = b.finish(txn)
+			}
+		}
+		if err != nil {
+			// Refused before anything was written (too big for one
+			// transaction): commit each step alone.
+			txn.Discard()
+			for _, b := range batch {
+				b.err = s.commitAlone(b)
+			}
+			return
+		}
+		staged = append(staged, b)
+	}
+	err := txn.Commit()
+	for _, b := range staged {
+		b.err = err
+	}
 }
 
 // commitLarge writes the messages of a step too large for one transaction

@@ -129,6 +129,18 @@ func (s *Store) AppendEvents(ctx context.Context, id string, _ uint64, events []
 		return 0, fmt.Errorf("append events: %w", err)
 	}
 	first := last + 1
+	if size <= groupStepMax && len(vals) <= groupStepMsgs {
+		j := &job{id: id, vals: vals, keys: make([][]byte, len(vals)), size: size}
+		for i := range vals {
+			j.keys[i] = eventKey(id, first+uint64(i))
+		}
+		if err := s.commitGrouped(j); err != nil {
+			s.events.forget(id)
+			return 0, fmt.Errorf("append events to session %s: %w", id, err)
+		}
+		s.events.set(id, last+uint64(len(vals)))
+		return first, nil
+	}
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	for i, v := range vals {

@@ -5,7 +5,9 @@
 // Every Commit is one Badger transaction holding all the step's messages,
 // the session's metadata and its pending approval, written with
 // SyncWrites: when Commit returns, the step survives kill -9 and power
-// loss, and a step is never half written. A store directory has one writer
+// loss, and a step is never half written. Steps of other sessions
+// committed at the same moment share the transaction, and its sync (group
+// commit, commit.go). A store directory has one writer
 // at a time: a second read-write Open fails with ErrLocked, and a
 // read-only Open reads a snapshot.
 //
@@ -105,6 +107,7 @@ type Store struct {
 	baseTable int64
 	locks     locks
 	events    eventLast
+	group     group // the steps waiting for a shared transaction (commit.go)
 
 	gcMu      sync.Mutex // one GC at a time
 	stop      chan struct{}

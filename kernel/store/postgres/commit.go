@@ -42,11 +42,7 @@ func (s *Store) Commit(ctx context.Context, id string, step kernel.Step) error {
 	}
 	bodies := make([][]byte, len(msgs))
 	for i := range msgs {
-		b, err := json.Marshal(&msgs[i])
-		if err != nil {
-			return fmt.Errorf("commit session %s: encode message %d: %w", id, msgs[i].Seq, err)
-		}
-		bodies[i] = b
+		bodies[i] = encodeBody(&msgs[i])
 	}
 	meta := step.Meta
 	meta.ID = id

@@ -165,7 +165,7 @@ func (s *Store) fsckSession(ctx context.Context, id string, repair bool) (*kerne
 		f.Messages++
 		seen[seq-1] = true
 		m := &msgs[seq-1]
-		if err := json.Unmarshal(r.bodies[i], m); err != nil {
+		if err := decodeBody(r.bodies[i], m); err != nil {
 			damage(f, uint64(seq), fmt.Sprintf("does not decode: %v", err))
 		}
 		m.Seq = uint64(seq)
@@ -214,11 +214,7 @@ func (s *Store) repairSession(ctx context.Context, id string, r *fsckRead, msgs 
 	var seqs []int64
 	if len(f.Damaged) > 0 {
 		for _, q := range rules.Placeholders(msgs, f.Damaged) {
-			b, err := json.Marshal(&msgs[q-1])
-			if err != nil {
-				return fmt.Errorf("repair session %s: encode message %d: %w", id, q, err)
-			}
-			seqs, bodies = append(seqs, int64(q)), append(bodies, b)
+			seqs, bodies = append(seqs, int64(q)), append(bodies, encodeBody(&msgs[q-1]))
 		}
 	}
 	err := s.retry(ctx, func(ctx context.Context) error {

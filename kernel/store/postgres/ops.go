@@ -55,11 +55,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader) (string, error) {
 	}
 	rows := make([][]any, len(se.Messages))
 	for i := range se.Messages {
-		b, err := json.Marshal(&se.Messages[i])
-		if err != nil {
-			return "", fmt.Errorf("import session %s: message %d: %w", id, i+1, err)
-		}
-		rows[i] = []any{id, int64(i + 1), b}
+		rows[i] = []any{id, int64(i + 1), encodeBody(&se.Messages[i])}
 	}
 	updated := meta.Updated
 	if updated.IsZero() {

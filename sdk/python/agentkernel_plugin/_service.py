@@ -208,12 +208,30 @@ async def _send(context: grpc.aio.ServicerContext, event: pb.CallEvent) -> None:
         pass
 
 
+# The metadata key of the kernel's deadline as an absolute time (Unix
+# milliseconds). grpc sends a duration, counted here from when the call is
+# read: later than the kernel counted from on a loaded machine, so that
+# the kernel's cancel at its deadline could arrive before ours and look
+# like a cancellation.
+DEADLINE_METADATA = "agentkernel-deadline-ms"
+
+
 def _deadline(context: Any, timeout: float) -> tuple[float | None, bool]:
-    """The earlier of the kernel's deadline (grpc's) and the tool's own
-    timeout, as time.time() seconds, and whether it is the tool's own."""
+    """The earlier of the kernel's deadline (its absolute one, else grpc's)
+    and the tool's own timeout, as time.time() seconds, and whether it is
+    the tool's own."""
     now = time.time()
     remaining = context.time_remaining() if context is not None else None
     deadline = None if remaining is None else now + remaining
+    for key, value in (context.invocation_metadata() or ()) if context is not None else ():
+        if key == DEADLINE_METADATA:
+            try:
+                at = int(value) / 1000
+            except ValueError:
+                break
+            if deadline is None or at < deadline:
+                deadline = at
+            break
     if timeout > 0 and (deadline is None or now + timeout < deadline):
         return now + timeout, True
     return deadline, False

@@ -20,6 +20,7 @@ import dataclasses
 import json
 import shutil
 import tempfile
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 import grpc
 
 from ._proto import plugin_pb2 as pb
-from ._service import ToolsServicer, tools_by_name
+from ._service import DEADLINE_METADATA, ToolsServicer, tools_by_name
 from ._tool import SideEffect, Tier, Tool
 
 __all__ = ["CallOutcome", "DescribedTool", "Harness"]
@@ -118,7 +119,10 @@ class Harness:
         when a run is cancelled: the outcome's code is then "cancelled"
         (or "timeout" past the deadline)."""
         req = pb.CallRequest(tool=name, args=json.dumps(args).encode(), max_output_bytes=max_output_bytes)
-        stream = self._call(req, timeout=timeout)
+        # As the kernel does: grpc's deadline, and the same deadline as an
+        # absolute time, so that the plugin tells it from a cancel.
+        metadata = None if timeout is None else ((DEADLINE_METADATA, str(int((time.time() + timeout) * 1000))),)
+        stream = self._call(req, timeout=timeout, metadata=metadata)
         out = CallOutcome(content="", is_error=False)
         watcher = asyncio.create_task(_cancel_when(cancel, stream)) if cancel is not None else None
         try:

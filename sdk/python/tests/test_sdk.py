@@ -20,11 +20,14 @@ import unittest
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+import grpc
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from agentkernel_plugin import CallContext, Code, SideEffect, Tier, ToolError, ToolResult, block, hook, tool, truncate_output
 from agentkernel_plugin._cert import new_server_cert
+from agentkernel_plugin._proto import plugin_pb2 as pb
+from agentkernel_plugin._service import DEADLINE_METADATA
 from agentkernel_plugin.testing import Harness
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -220,6 +223,48 @@ class TestService(unittest.IsolatedAsyncioTestCase):
                     self.assertEqual(out.code, code)
                     await asyncio.wait_for(stopped.wait(), 10)
                     self.assertEqual(seen, [code])
+
+    async def test_a_late_read_still_tells_the_deadline(self):
+        # The plugin reads the call late, as on a loaded machine: grpc's
+        # deadline (a duration counted from the read) is a minute away, the
+        # kernel's (sent as an absolute time) 0.2 s, and the kernel cancels
+        # the stream at its own. The handler must see a timeout; without
+        # the absolute deadline it sees a cancellation.
+        started, stopped = asyncio.Event(), asyncio.Event()
+        seen: list[str | None] = []
+
+        async def wait(args, ctx: CallContext) -> str:
+            started.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                seen.append(ctx.reason)
+                stopped.set()
+                raise
+            return ""
+
+        async with Harness([tool(name="wait", tier="read_only")(wait)]) as h:
+            at = time.time() + 0.2
+            stream = h._call(
+                pb.CallRequest(tool="wait", args=b"{}"),
+                timeout=60,
+                metadata=((DEADLINE_METADATA, str(int(at * 1000))),),
+            )
+
+            async def drain() -> None:
+                try:
+                    async for _ in stream:
+                        pass
+                except (grpc.aio.AioRpcError, asyncio.CancelledError):
+                    pass
+
+            reading = asyncio.create_task(drain())
+            await started.wait()
+            await asyncio.sleep(max(0.0, at - time.time()) + 0.01)
+            stream.cancel()
+            await reading
+            await asyncio.wait_for(stopped.wait(), 10)
+            self.assertEqual(seen, [Code.TIMEOUT])
 
     async def test_a_blocking_handler_sees_cancelled(self):
         running, saw = threading.Event(), threading.Event()

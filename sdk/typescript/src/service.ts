@@ -84,7 +84,7 @@ async function runCall(byName: Map<string, Tool>, call: grpc.ServerWritableStrea
     return;
   }
   const max = Number(req.max_output_bytes) || 0;
-  const deadline = callDeadline(call.getDeadline(), t.timeoutMs);
+  const deadline = callDeadline(call.getDeadline(), kernelDeadline(call.metadata), t.timeoutMs);
   const ac = new AbortController();
   const onCancel = () => {
     // grpc-js cancels the call when its deadline passes too.
@@ -118,10 +118,27 @@ async function runCall(byName: Map<string, Tool>, call: grpc.ServerWritableStrea
   call.end();
 }
 
-// callDeadline is the earlier of the kernel's deadline (grpc's) and the
-// tool's own timeout.
-function callDeadline(grpcDeadline: grpc.Deadline, timeoutMs: number): Date | undefined {
+/**
+ * deadlineMetadata is the metadata key of the kernel's deadline as an
+ * absolute time (Unix milliseconds). grpc sends a duration, counted here
+ * from when the call is read: later than the kernel counted from on a
+ * loaded machine, so the kernel's cancel at its deadline could arrive
+ * before ours and look like a cancellation.
+ */
+export const deadlineMetadata = "agentkernel-deadline-ms";
+
+// kernelDeadline is the absolute deadline the kernel sent, or Infinity.
+function kernelDeadline(md: grpc.Metadata): number {
+  const v = md.get(deadlineMetadata)[0];
+  const ms = typeof v === "string" ? Number(v) : NaN;
+  return Number.isFinite(ms) ? ms : Infinity;
+}
+
+// callDeadline is the earlier of the kernel's deadline (its absolute one,
+// else grpc's) and the tool's own timeout.
+function callDeadline(grpcDeadline: grpc.Deadline, kernelMs: number, timeoutMs: number): Date | undefined {
   let ms = grpcDeadline instanceof Date ? grpcDeadline.getTime() : grpcDeadline;
+  ms = Math.min(ms, kernelMs);
   if (timeoutMs > 0) ms = Math.min(ms, Date.now() + timeoutMs);
   return Number.isFinite(ms) ? new Date(ms) : undefined;
 }

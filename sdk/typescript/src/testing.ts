@@ -18,7 +18,7 @@ import {
   ToolsClient,
   ToolsService,
 } from "./protocol";
-import { toolsByName, toolsService } from "./service";
+import { deadlineMetadata, toolsByName, toolsService } from "./service";
 import type { SideEffect, SideEffectAnswer, Tier, Tool } from "./tool";
 
 /** A tool as the kernel sees it in the plugin's Describe answer. */
@@ -52,6 +52,13 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** The call's deadline, as the kernel sends it. */
   timeoutMs?: number;
+  /**
+   * With timeoutMs: the plugin "reads the call late", as on a loaded
+   * machine: grpc's deadline is this much later, the kernel's absolute
+   * one is not, and the call is cancelled at the latter, as the kernel
+   * cancels at its deadline. The outcome is then "timeout".
+   */
+  readLateMs?: number;
   /** The output cap the kernel sends (a plugin's max_output_bytes; 0: none). */
   maxOutputBytes?: number;
 }
@@ -100,12 +107,28 @@ export async function startHarness(tools: readonly Tool[]): Promise<Harness> {
         max_output_bytes: String(options.maxOutputBytes ?? 0),
       };
       const callOpts: grpc.CallOptions = {};
-      if (options.timeoutMs !== undefined) callOpts.deadline = new Date(Date.now() + options.timeoutMs);
+      const md = new grpc.Metadata();
+      if (options.timeoutMs !== undefined) {
+        // As the kernel does: grpc's deadline, and the same deadline as an
+        // absolute time, so that the plugin tells it from a cancel.
+        const at = Date.now() + options.timeoutMs;
+        callOpts.deadline = new Date(at + (options.readLateMs ?? 0));
+        md.set(deadlineMetadata, String(at));
+      }
       return new Promise<CallOutcome>((resolve, reject) => {
-        const stream: grpc.ClientReadableStream<CallEventMsg> = client.Call(req, callOpts);
+        const stream: grpc.ClientReadableStream<CallEventMsg> = client.Call(req, md, callOpts);
+        let deadlinePassed = false;
+        const late =
+          options.readLateMs && options.timeoutMs !== undefined
+            ? setTimeout(() => {
+                deadlinePassed = true;
+                stream.cancel();
+              }, options.timeoutMs)
+            : undefined;
         const progress: string[] = [];
         let settled = false;
         const settle = (o: CallOutcome) => {
+          if (late) clearTimeout(late);
           if (!settled) {
             settled = true;
             resolve(o);
@@ -129,7 +152,13 @@ export async function startHarness(tools: readonly Tool[]): Promise<Harness> {
         stream.on("error", (err: grpc.ServiceError) => {
           options.signal?.removeEventListener("abort", onAbort);
           const code =
-            err.code === grpc.status.CANCELLED ? "cancelled" : err.code === grpc.status.DEADLINE_EXCEEDED ? "timeout" : undefined;
+            err.code === grpc.status.CANCELLED
+              ? deadlinePassed
+                ? "timeout"
+                : "cancelled"
+              : err.code === grpc.status.DEADLINE_EXCEEDED
+                ? "timeout"
+                : undefined;
           if (code) settle({ content: "", isError: true, error: { code, message: err.details }, progress, truncatedFrom: 0 });
           else if (!settled) {
             settled = true;

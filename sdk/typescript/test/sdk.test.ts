@@ -120,6 +120,9 @@ describe("the tool service", () => {
   for (const [what, opts, spec, code] of [
     ["the tool's own timeout", {}, { timeoutMs: 50 }, "timeout"],
     ["the kernel's deadline", { timeoutMs: 200 }, {}, "timeout"],
+    // Read late, as on a loaded machine: grpc's deadline a minute away, the
+    // kernel's absolute one 200 ms, the kernel cancelling at its own.
+    ["the kernel's deadline, read late", { timeoutMs: 200, readLateMs: 60_000 }, {}, "timeout"],
     ["the kernel's cancel", { cancel: true }, {}, "cancelled"],
   ] as const) {
     it(`aborts the handler's signal on ${what}, with reason ${code}`, async () => {
@@ -143,7 +146,11 @@ describe("the tool service", () => {
       ]);
       try {
         const ac = new AbortController();
-        const call = h.call("wait", {}, { ...("timeoutMs" in opts ? { timeoutMs: opts.timeoutMs } : {}), signal: ac.signal });
+        const call = h.call("wait", {}, {
+          ...("timeoutMs" in opts ? { timeoutMs: opts.timeoutMs } : {}),
+          ...("readLateMs" in opts ? { readLateMs: opts.readLateMs } : {}),
+          signal: ac.signal,
+        });
         await running;
         if ("cancel" in opts) ac.abort();
         const out = await call;
