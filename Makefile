@@ -120,7 +120,7 @@ $(STAMPS)/%.test: % $(PRECOMPILE_DEV)
 	$(Q)mkdir -p $(@D) && touch $@
 
 ## plugins: plugin binaries used by the demo and the tests
-plugins: $(BIN)/plugins/git.sha256
+plugins: $(BIN)/plugins/git.sha256 $(BIN)/plugins/memory-plugin.sha256
 
 $(BIN)/plugins/git: FORCE
 	$(Q)$(GOBUILD) $@ "subprocess plugin" -trimpath -ldflags="-s -w" ./examples/plugins/git
@@ -128,6 +128,15 @@ $(BIN)/plugins/git: FORCE
 $(BIN)/plugins/git.sha256: $(BIN)/plugins/git
 	$(call say,pin,"$@ (the sha256 kernel.yaml pins)")
 	$(Q)cd $(BIN)/plugins && { sha256sum git 2>/dev/null || shasum -a 256 git; } > git.sha256
+
+# The example memory provider (docs/memory.md, "Plugin interface"); its
+# tests build their own copy (plugins/subprocess).
+$(BIN)/plugins/memory-plugin: FORCE
+	$(Q)$(GOBUILD) $@ "subprocess plugin" -trimpath -ldflags="-s -w" ./examples/memory-plugin
+
+$(BIN)/plugins/memory-plugin.sha256: $(BIN)/plugins/memory-plugin
+	$(call say,pin,"$@ (the sha256 a config pins)")
+	$(Q)cd $(BIN)/plugins && { sha256sum memory-plugin 2>/dev/null || shasum -a 256 memory-plugin; } > memory-plugin.sha256
 
 ## mcp-npm: the npm MCP servers the tests start as their READMEs say
 ## (internal/mcptest/npm, versions pinned by its package-lock.json)
@@ -153,7 +162,7 @@ proto:
 	gobin=$$($(GO) env GOBIN); [ -n "$$gobin" ] || gobin=$$($(GO) env GOPATH)/bin; \
 	cd sdk/pluginpb && PATH="$$gobin:$$PATH" protoc -I . \
 		--go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin.proto memory.proto
 	tmp=$$(mktemp -d) && mkdir -p $$tmp/agentkernel_plugin/_proto && \
 	cp sdk/pluginpb/plugin.proto sdk/proto/goplugin.proto sdk/proto/health.proto $$tmp/agentkernel_plugin/_proto/ && \
 	protoc -I $$tmp --python_out=sdk/python $$tmp/agentkernel_plugin/_proto/*.proto && rm -rf $$tmp && \

@@ -215,6 +215,9 @@ func (s *hookService) RunHook(ctx context.Context, req *pluginpb.RunHookRequest)
 type Plugin struct {
 	Tools []*Tool
 	Hooks []*Hook
+	// Memory, when set, makes the plugin a memory provider
+	// (MemoryProvider; docs/memory.md).
+	Memory MemoryProvider
 }
 
 // Serve serves the plugin's tools and hooks as Serve does: it never

@@ -36,7 +36,7 @@ func Serve(tools ...*Tool) {
 }
 
 func servePlugin(p Plugin) int {
-	svc, err := newService(p.Tools, len(p.Hooks) > 0)
+	svc, err := newService(p.Tools, len(p.Hooks) > 0 || p.Memory != nil)
 	hooks, herr := newHookService(p.Hooks)
 	if err = errors.Join(err, herr); err != nil {
 		fmt.Fprintf(os.Stderr, "agentkernel plugin: %v\n", err)
@@ -58,7 +58,7 @@ func servePlugin(p Plugin) int {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake(),
 		VersionedPlugins: map[int]plugin.PluginSet{
-			ProtocolVersion: {PluginName: &grpcPlugin{svc: svc, hooks: hooks}},
+			ProtocolVersion: {PluginName: &grpcPlugin{svc: svc, hooks: hooks, memory: p.Memory}},
 		},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(opts,

@@ -158,14 +158,18 @@ func resultEvent(r *pluginpb.Result) *pluginpb.CallEvent {
 // grpcPlugin is the plugin side of go-plugin's plugin interface.
 type grpcPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
-	svc   *service
-	hooks *hookService
+	svc    *service
+	hooks  *hookService
+	memory MemoryProvider
 }
 
 func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	pluginpb.RegisterToolsServer(s, p.svc)
 	if len(p.hooks.order) > 0 {
 		pluginpb.RegisterHooksServer(s, p.hooks)
+	}
+	if p.memory != nil {
+		pluginpb.RegisterMemoryServer(s, &memoryService{p: p.memory})
 	}
 	return nil
 }

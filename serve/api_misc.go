@@ -45,6 +45,7 @@ func (s *Server) routes() {
 	m.Handle("POST /v1/pipelines/{name}/runs", s.auth(s.startAgentRun(true), ScopeRun))
 	m.Handle("GET /v1/policy", s.auth(s.getPolicy, ScopeRead))
 	m.Handle("POST /v1/policy/explain", s.auth(s.explainPolicy, ScopeRead))
+	m.Handle("GET /v1/memory/search", s.auth(s.searchMemory, ScopeRead))
 	m.Handle("GET /v1/whoami", s.auth(s.whoami, ScopeRead, ScopeRun, ScopeApprove))
 	// Anything else under /v1 is a JSON 404, not the page.
 	m.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {

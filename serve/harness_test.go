@@ -26,6 +26,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
 	"github.com/agentkernel/agentkernel/kernel/store/memory"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
+	"github.com/agentkernel/agentkernel/memory/bleveindex"
 	"github.com/agentkernel/agentkernel/plugins/builtin"
 	"github.com/agentkernel/agentkernel/policy"
 	"github.com/agentkernel/agentkernel/serve"
@@ -42,6 +43,7 @@ type rig struct {
 	ws      string
 	keys    *serve.KeyStore
 	store   kernel.Store
+	memory  memoryIndex
 	alice   string // run, read, approve
 	bob     string // another owner, all scopes
 	reader  string // alice's tenant? no: its own key, read only
@@ -92,6 +94,9 @@ type rigOpts struct {
 	points kernel.Points
 	// allowedHosts is serve.Config.AllowedHosts.
 	allowedHosts []string
+	// memory serves GET /v1/memory/search from the store's memory index
+	// (PostgreSQL's, with pg); the index is r.memory.
+	memory bool
 }
 
 // defaultScript: turn 1 reads a file, turn 2 writes one (the policy asks),
@@ -140,6 +145,9 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 		}
 		r.closers = append(r.closers, func() { ps.Close() })
 		store, q = ps, ps.Queue(o.replica)
+		if o.memory {
+			r.memory = ps.MemoryIndex()
+		}
 	} else if o.badger != "" {
 		bs, err := badger.Open(o.badger, badger.Options{})
 		if err != nil {
@@ -147,6 +155,14 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 		}
 		r.closers = append(r.closers, func() { bs.Close() })
 		store = bs
+		if o.memory {
+			ix, err := bleveindex.Open(o.badger + "-memory")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.closers = append(r.closers, func() { ix.Close() })
+			r.memory = ix
+		}
 	} else {
 		store = memory.New()
 	}
@@ -231,7 +247,11 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 	if o.pipeline {
 		named = append(named, rigPipeline(t, kernel.Config{Store: store, Policy: pw, Model: "scripted", Inbox: q}, tools))
 	}
-	r.srv, err = serve.New(serve.Config{Kernel: k, Store: store, Queue: q, Keys: r.keys, Policy: pw, Agents: named,
+	var searcher serve.MemorySearcher
+	if r.memory != nil {
+		searcher = serve.TextSearch(r.memory)
+	}
+	r.srv, err = serve.New(serve.Config{Memory: searcher, Kernel: k, Store: store, Queue: q, Keys: r.keys, Policy: pw, Agents: named,
 		Scrub: scrub, AccessLog: r.access, ErrorLog: testWriter{t}, Limits: o.limits, DrainTimeout: o.drain, Version: "test",
 		Replica: o.replica, LeaseTTL: o.leaseTTL, Poll: 100 * time.Millisecond, AutoResume: o.autoResume, AllowedHosts: o.allowedHosts})
 	if err != nil {

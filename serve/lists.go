@@ -33,7 +33,7 @@ var scopes = []struct {
 }{
 	{ScopeRun, "create and delete sessions, start, cancel and resume runs, steer and queue messages"},
 	{ScopeApprove, "see pending approvals and approve or reject them"},
-	{ScopeRead, "list and read sessions, messages, exports, event streams, runs, the tools, the policy, explain"},
+	{ScopeRead, "list and read sessions, messages, exports, event streams, runs, the tools, the policy, explain; search memory (the key's own sessions)"},
 	{ScopeMetrics, "reading `/metrics`, when `telemetry.metrics` is on ([observability.md](observability.md)); nothing else"},
 	{ScopeAdmin, "all of the above"},
 }
@@ -89,7 +89,7 @@ var errorCodes = []struct {
 	{codeTooManyRuns, http.StatusTooManyRequests, "the server's or the key's runs in flight are at their limit; retry after `Retry-After`"},
 	{codeTooManyStreams, http.StatusTooManyRequests, "the server's or the key's open event streams are at their limit (`--max-streams`, `--max-streams-per-key`; the last `--stream-reserve` of them are for keys with the `approve` scope); retry after `Retry-After`"},
 	{codeInternal, http.StatusInternalServerError, "a server error; the server's log has the details"},
-	{codeNotImplemented, http.StatusNotImplemented, "the session store cannot do it (deleting, on a store without deletion)"},
+	{codeNotImplemented, http.StatusNotImplemented, "the server cannot do it (deleting, on a store without deletion; memory search, on a server without memory)"},
 	{codeDraining, http.StatusServiceUnavailable, "the server is shutting down; retry on its successor"},
 	{codeStoreUnavailable, http.StatusServiceUnavailable, "the session store cannot be reached; retry after `Retry-After`"},
 }

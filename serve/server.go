@@ -58,6 +58,9 @@ type Config struct {
 	// AutoResume continues, at start, the sessions a previous process left
 	// interrupted; otherwise they wait for POST .../resume.
 	AutoResume bool
+	// Memory answers GET /v1/memory/search (docs/memory.md); nil answers
+	// it with not_implemented.
+	Memory MemorySearcher
 	// Version is reported by /healthz.
 	Version string
 	// AllowedHosts are the host names (besides IP addresses, localhost

@@ -134,8 +134,8 @@ func cmdServe(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	srv, err := serve.New(serve.Config{
 		Kernel: k, Store: a.store, Queue: a.queue, Keys: ks, Policy: a.policyWatcher, Agents: a.serveAgents(),
-		SessionContext: a.sessionContext(),
-		Scrub:          a.redact, AccessLog: access, ErrorLog: scrubWriter{env.stderr},
+		SessionContext: a.sessionContext(), Memory: a.memorySearcher(),
+		Scrub: a.redact, AccessLog: access, ErrorLog: scrubWriter{env.stderr},
 		Limits:       guard.limits(*maxRuns, *maxRunsKey, *maxBody),
 		DrainTimeout: *drain, AutoResume: *autoResume, Version: buildVersion().Version,
 		Replica: a.replica, LeaseTTL: *leaseTTL, Poll: *poll, AllowedHosts: guard.allowedHosts(*listen, cert),

@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/postgres"
 	"github.com/agentkernel/agentkernel/memory"
 	"github.com/agentkernel/agentkernel/memory/bleveindex"
 	"github.com/agentkernel/agentkernel/memory/embeddings"
+	"github.com/agentkernel/agentkernel/serve"
 )
 
 // MemoryConfig is memory: (docs/memory.md).
@@ -71,7 +73,11 @@ func (a *app) openMemory() (*memorySetup, error) {
 		m.index, err = bleveindex.Open("")
 		m.where = "in memory"
 	case "postgres":
-		return nil, &ConfigError{File: a.cfg.source(), Field: "memory.enabled", Err: errors.New("memory on the postgres store needs the postgres index, which this build does not have yet")}
+		ps, ok := a.store.(*postgres.Store)
+		if !ok {
+			return nil, &ConfigError{File: a.cfg.source(), Field: "memory.enabled", Err: errors.New("the postgres store is not open")}
+		}
+		m.index, m.where = ps.MemoryIndex(), "in the session database"
 	default:
 		m.where = memoryIndexPath(sc.Dir)
 		m.index, err = bleveindex.Open(m.where)
@@ -153,8 +159,9 @@ func (a *app) wireMemory(kc *kernel.Config) error {
 // nothing is excluded): a tool result is left out when its tool is listed,
 // or when a path argument of its call (path, paths, file, dir) or a
 // directory above it matches a glob (an absolute path counts from the
-// workspace, ws; one outside it is matched as it is). With globs set, a result whose call
-// is unknown or whose arguments do not parse is left out too.
+// workspace, ws; one outside it is matched as it is). With globs set, a
+// result whose call is unknown or whose arguments do not parse is left
+// out too.
 func memoryExclude(ws string, tools, globs []string) func(*memory.Chunk, *kernel.ToolCall) bool {
 	if len(tools) == 0 && len(globs) == 0 {
 		return nil
@@ -202,4 +209,13 @@ func memoryExclude(ws string, tools, globs []string) func(*memory.Chunk, *kernel
 		}
 		return false
 	}
+}
+
+// memorySearcher is what GET /v1/memory/search runs: memory's retriever
+// (hybrid with embeddings), or nil when memory is off.
+func (a *app) memorySearcher() serve.MemorySearcher {
+	if !a.cfg.Memory.Enabled || a.mem == nil {
+		return nil
+	}
+	return a.mem.retriever
 }

@@ -33,6 +33,7 @@ type instance struct {
 	runner     *groupRunner
 	rpc        pluginpb.ToolsClient
 	hooks      pluginpb.HooksClient
+	memory     pluginpb.MemoryClient
 	specs      []toolSpec // as described by this process
 	byName     map[string]toolSpec
 	sdkVersion string
@@ -106,7 +107,7 @@ func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (
 		return fail("dispense the tool service: "+err.Error(), err)
 	}
 	cl := raw.(clients)
-	inst.rpc, inst.hooks = cl.tools, cl.hooks
+	inst.rpc, inst.hooks, inst.memory = cl.tools, cl.hooks, cl.memory
 	dctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
 	if err := checkHealth(dctx, cfg, proto); err != nil {
@@ -116,9 +117,12 @@ func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (
 	if err != nil {
 		return fail("describe its tools: "+err.Error(), err)
 	}
-	specs, err := convertSpecs(cfg.Name, desc.GetTools())
-	if err != nil {
-		return fail(err.Error(), err)
+	var specs []toolSpec
+	// A memory provider may serve no tools (docs/memory.md).
+	if len(desc.GetTools()) > 0 || !servesMemory(dctx, inst.memory) {
+		if specs, err = convertSpecs(cfg.Name, desc.GetTools()); err != nil {
+			return fail(err.Error(), err)
+		}
 	}
 	inst.specs = specs
 	inst.byName = make(map[string]toolSpec, len(specs))
@@ -245,14 +249,15 @@ func (hostPlugin) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error {
 }
 
 func (hostPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return clients{tools: pluginpb.NewToolsClient(c), hooks: pluginpb.NewHooksClient(c)}, nil
+	return clients{tools: pluginpb.NewToolsClient(c), hooks: pluginpb.NewHooksClient(c), memory: pluginpb.NewMemoryClient(c)}, nil
 }
 
 // clients are the services of a plugin's connection: its tools, and its
 // hooks when it serves any.
 type clients struct {
-	tools pluginpb.ToolsClient
-	hooks pluginpb.HooksClient
+	tools  pluginpb.ToolsClient
+	hooks  pluginpb.HooksClient
+	memory pluginpb.MemoryClient
 }
 
 // lastLines returns at most n trailing lines of s.

@@ -1,0 +1,167 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel/store/postgres"
+	"github.com/agentkernel/agentkernel/kernel/store/postgres/pgtest"
+	"github.com/agentkernel/agentkernel/memory"
+	"github.com/agentkernel/agentkernel/memory/memorytest"
+)
+
+// benchVocabulary is a synthetic vocabulary: word i is drawn with a Zipf
+// distribution, as words of a conversation are.
+func benchVocabulary(n int) []string {
+	r := rand.New(rand.NewPCG(1, 2))
+	const letters = "abcdefghijklmnopqrstuvwxyz"
+	words := make([]string, n)
+	for i := range words {
+		b := make([]byte, 4+r.IntN(6))
+		for j := range b {
+			b[j] = letters[r.IntN(len(letters))]
+		}
+		words[i] = string(b)
+	}
+	return words
+}
+
+// benchMemoryIndex fills a fresh index with n chunks in one owner's scope
+// (40 words each, 64 sessions), with 384-dimension vectors when vectors
+// is set.
+func benchMemoryIndex(b *testing.B, n int, vectors bool) (*postgres.MemoryIndex, []string) {
+	b.Helper()
+	dsn := pgtest.Shared(b).Migrated(b)
+	s, err := postgres.Open(context.Background(), dsn, postgres.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	ix := s.MemoryIndex()
+	words := benchVocabulary(20000)
+	r := rand.New(rand.NewPCG(3, 4))
+	zipf := rand.NewZipf(rand.New(rand.NewPCG(5, 6)), 1.1, 1, uint64(len(words)-1))
+	t0 := time.Now()
+	batch := make([]memory.Chunk, 0, 1000)
+	for i := 0; i < n; i++ {
+		var sb strings.Builder
+		for w := 0; w < 40; w++ {
+			sb.WriteString(words[zipf.Uint64()])
+			sb.WriteByte(' ')
+		}
+		sid := fmt.Sprintf("s%d", i%64)
+		c := memory.Chunk{ID: memory.ChunkID(sid, uint64(i), 0), SessionID: sid, Owner: "ann", Seq: uint64(i), Role: "user", Time: t0, Text: sb.String()}
+		if vectors {
+			c.Vector = make([]float32, 384)
+			for j := range c.Vector {
+				c.Vector[j] = r.Float32() - 0.5
+			}
+		}
+		batch = append(batch, c)
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := ix.Add(context.Background(), memory.Batch{Chunks: batch}); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	return ix, words
+}
+
+// reportPercentiles reports the p50 and p99 of ds as metrics.
+func reportPercentiles(b *testing.B, ds []time.Duration) {
+	slices.Sort(ds)
+	if len(ds) == 0 {
+		return
+	}
+	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkMemorySearchText: retrieval latency of a prompt of 8 words
+// (drawn like the text) against 10k and 100k chunks in one owner scope,
+// and in one session of that owner.
+func BenchmarkMemorySearchText(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
+			ix, words := benchMemoryIndex(b, n, false)
+			zipf := rand.NewZipf(rand.New(rand.NewPCG(7, 8)), 1.1, 1, uint64(len(words)-1))
+			for _, scope := range []memory.Scope{{Kind: memory.ScopeOwner, Owner: "ann"}, {Kind: memory.ScopeSession, SessionID: "s7", Owner: "ann"}} {
+				b.Run(string(scope.Kind), func(b *testing.B) {
+					ds := make([]time.Duration, 0, b.N)
+					for i := 0; i < b.N; i++ {
+						q := make([]string, 8)
+						for j := range q {
+							q[j] = words[zipf.Uint64()]
+						}
+						start := time.Now()
+						if _, err := ix.SearchText(context.Background(), scope, strings.Join(q, " "), 10); err != nil {
+							b.Fatal(err)
+						}
+						ds = append(ds, time.Since(start))
+					}
+					reportPercentiles(b, ds)
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkMemorySearchVector: the exact cosine scan (no pgvector) over
+// 10k and 100k 384-dimension vectors in one owner scope.
+func BenchmarkMemorySearchVector(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
+			ix, _ := benchMemoryIndex(b, n, true)
+			r := rand.New(rand.NewPCG(9, 10))
+			ds := make([]time.Duration, 0, b.N)
+			for i := 0; i < b.N; i++ {
+				v := make([]float32, 384)
+				for j := range v {
+					v[j] = r.Float32() - 0.5
+				}
+				start := time.Now()
+				if _, err := ix.SearchVector(context.Background(), memory.Scope{Kind: memory.ScopeOwner, Owner: "ann"}, v, 10); err != nil {
+					b.Fatal(err)
+				}
+				ds = append(ds, time.Since(start))
+			}
+			reportPercentiles(b, ds)
+		})
+	}
+}
+
+// BenchmarkMemoryRecallLoCoMo: recall@5 and @10 of LoCoMo's evidence
+// turns, full text only, on PostgreSQL. The data is not shipped (CC BY-NC
+// 4.0): point AGENTKERNEL_LOCOMO at a copy.
+func BenchmarkMemoryRecallLoCoMo(b *testing.B) {
+	path := os.Getenv(memorytest.LoCoMoEnv)
+	if path == "" {
+		b.Skipf("%s is not set: point it at a copy of LoCoMo's locomo10.json (CC BY-NC 4.0, not shipped)", memorytest.LoCoMoEnv)
+	}
+	convs, err := memorytest.LoadLoCoMo(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		dsn := pgtest.Shared(b).Migrated(b)
+		s, err := postgres.Open(context.Background(), dsn, postgres.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := memorytest.Recall(context.Background(), s.MemoryIndex(), convs)
+		s.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(r.At5, "recall@5")
+		b.ReportMetric(r.At10, "recall@10")
+		b.ReportMetric(float64(r.Questions), "questions")
+	}
+}
