@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
@@ -123,62 +124,49 @@ func open(dir string) (*provider, error) {
 		return nil, err
 	}
 	p := &provider{chunks: map[string]*chunk{}, marks: map[string]uint64{}, text: text}
+	// One descriptor, opened without following a link: a link planted at
+	// the journal's path is refused, never written through.
 	path := filepath.Join(dir, "memory.journal")
-	if f, err := os.Open(path); err == nil {
-		// Apply every whole line; a line a crash cut short (its batch was
-		// never acknowledged) and anything after it is cut off the file,
-		// so later appends follow the last good line.
-		var good int64
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 1<<30)
-		for sc.Scan() {
-			var r record
-			if json.Unmarshal(sc.Bytes(), &r) != nil {
-				break
-			}
-			if err := p.apply(r); err != nil {
-				f.Close()
-				return nil, err
-			}
-			good += int64(len(sc.Bytes())) + 1
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	// Apply every whole line; a line a crash cut short (its batch was
+	// never acknowledged) and anything after it is cut off the file,
+	// so later appends follow the last good line.
+	var good int64
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<30)
+	for sc.Scan() {
+		var r record
+		if json.Unmarshal(sc.Bytes(), &r) != nil {
+			break
 		}
-		f.Close()
-		fi, err := os.Stat(path)
-		switch {
-		case err != nil:
+		if err := p.apply(r); err != nil {
+			f.Close()
 			return nil, err
+		}
+		good += int64(len(sc.Bytes())) + 1
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		switch {
 		case fi.Size() > good:
-			if err := os.Truncate(path, good); err != nil {
-				return nil, err
-			}
+			err = f.Truncate(good)
 		case fi.Size() < good:
 			// The last record is whole but its newline was not written:
 			// end the line, so the next record starts its own.
-			if err := appendNewline(path); err != nil {
-				return nil, err
+			if _, err = f.Write([]byte("\n")); err == nil {
+				err = f.Sync()
 			}
 		}
 	}
-	if p.journal, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+	if err != nil {
+		f.Close()
 		return nil, err
 	}
+	p.journal = f
 	return p, nil
-}
-
-func appendNewline(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write([]byte("\n")); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // apply makes record r true in memory.
