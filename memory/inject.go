@@ -116,11 +116,13 @@ func (cfg *InjectConfig) inject(ctx context.Context, in *kernel.BeforeModelInput
 	if s.Kind == ScopeWorkspace && s.Workspace == "" {
 		s.Kind = ScopeOwner // no workspace known: the owner's sessions
 	}
-	hits, err := cfg.Retriever.Search(ctx, s, q, cfg.K)
+	// Twice K, so that the hits the request already holds, dropped
+	// next, do not leave fewer than K when there are more.
+	hits, err := cfg.Retriever.Search(ctx, s, q, 2*cfg.K)
 	if err != nil {
 		return "", err
 	}
-	hits = Unseen(in.SessionID, in.Messages, hits)
+	hits = cut(Unseen(in.SessionID, in.Messages, hits), cfg.K)
 	if cfg.Allow != nil && len(hits) > 0 {
 		if hits, err = cfg.Allow(ctx, in, hits); err != nil {
 			return "", err
