@@ -33,12 +33,18 @@ type Schema struct {
 	// doc is the schema document as JSON decodes it, for the property
 	// names a Problem lists (Problem.Allowed); nil when not kept.
 	doc any
+	// flat, when the schema has its shape, says yes to valid values
+	// without the general validator (flat.go).
+	flat *flat
 }
 
 // Validate checks v, a value as encoding/json decodes it (map[string]any,
 // []any, string, float64 or json.Number, bool, nil). A violation is a
 // *ValidationError listing every failing location.
 func (s *Schema) Validate(v any) error {
+	if s.flat != nil && s.flat.valid(v) {
+		return nil
+	}
 	err := s.s.Validate(v)
 	if err == nil {
 		return nil
@@ -190,7 +196,8 @@ func compile(c *jsonschema.Compiler, url string, data []byte) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{s: s, doc: decodeDoc(data)}, nil
+	doc := decodeDoc(data)
+	return &Schema{s: s, doc: doc, flat: newFlat(doc)}, nil
 }
 
 // decodeDoc is the schema document for declaredProperties (nil if it does
