@@ -284,8 +284,11 @@ func cancelled(c *kernel.Call) (kernel.Result, error) {
 }
 
 func awaitsApproval(err error) bool {
+	if err == nil {
+		return false // without a heap-allocated target for errors.As
+	}
 	var ask *kernel.ApprovalRequiredError
-	return err != nil && errors.As(err, &ask)
+	return errors.As(err, &ask)
 }
 
 // withContext appends a hook's note to a result.

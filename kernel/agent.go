@@ -231,8 +231,15 @@ func metaAgent(meta *SessionMeta) AgentState {
 	if p := meta.Parent; p != nil {
 		return AgentState{Name: name, Depth: p.Depth, Parent: p.Agent, Chain: slices.Clone(p.Chain)}
 	}
+	if name == DefaultAgentName {
+		return AgentState{Name: name, Chain: defaultChain}
+	}
 	return AgentState{Name: name, Chain: []string{name}}
 }
+
+// defaultChain is the Chain of a root run of the default agent, shared by
+// every such run: its capacity is its length, so an append copies it.
+var defaultChain = []string{DefaultAgentName}[:1:1]
 
 // maxDepth is the deepest child run k lets start.
 func (k *Kernel) maxDepth() int {

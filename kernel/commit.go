@@ -90,7 +90,11 @@ func (r *run) storeCommit(step Step) error {
 	err := r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step)
 	obs.Committed(time.Since(start), err)
 	if so, ok := obs.(StepObserver); ok && err == nil {
-		so.StepCommitted(r.meta.ID, &step)
+		// A copy, so that only a run with a step observer moves the step
+		// to the heap (its address escapes): storeCommit's parameter
+		// itself stays on the stack.
+		s := step
+		so.StepCommitted(r.meta.ID, &s)
 	}
 	return err
 }

@@ -113,14 +113,17 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 		i = j
 	}
 
-	step := Step{Messages: make([]Message, 0, len(calls))}
+	// The round's messages go straight onto the history, and the step is
+	// its tail (commitTail): no slice of their own.
+	base := len(r.msgs)
+	var step Step
 	for n := range outs {
 		r.res.Calls = append(r.res.Calls, outs[n].rec)
 		r.st.finishCall(calls[n].Name, outs[n].rec.Outcome, n != asked)
 		if n == asked {
 			continue
 		}
-		step.Messages = append(step.Messages, outs[n].msg)
+		r.msgs = append(r.msgs, outs[n].msg)
 	}
 	r.meta.Round = nil // every call is answered (or pending, whose intent Resolve stores)
 	if asked >= 0 {
@@ -132,7 +135,7 @@ func (r *run) dispatch(ctx context.Context, calls []ToolCall, offered []ToolSpec
 		r.meta.Status = StatusAwaitingApproval
 		r.pending = a
 	}
-	if err := r.commit(ctx, step); err != nil {
+	if err := r.commitTail(ctx, base, step); err != nil {
 		return err
 	}
 	if r.pending != nil {
