@@ -107,7 +107,8 @@ func (ch *Chain) ScrubResult(s string) string {
 // each point. Each point runs entirely under the configuration in force
 // when the loop reaches it; a reload changes the next point's hooks. The
 // points are set whether or not hooks are configured there, so a reload
-// can add some: an empty point costs the loop the building of its input.
+// can add some; Points.Active tells the loop which have hooks now, so an
+// empty point costs it one check.
 func (ch *Chain) Points(extra ...*PointHook) kernel.Points {
 	by := byPoint(extra)
 	return pointsOf(func(p kernel.HookPoint) []*PointHook {

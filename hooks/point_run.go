@@ -346,6 +346,8 @@ func pointsOf(at func(kernel.HookPoint) []*PointHook, log func(Record)) kernel.P
 			return run(kernel.PointAfterModel).afterModel(ctx, in)
 		},
 		HoldText: func() bool { return len(at(kernel.PointAfterModel)) > 0 },
+		// A point without hooks costs the loop nothing, not even its input.
+		Active: func(p kernel.HookPoint) bool { return len(at(p)) > 0 },
 		RunEnd: func(ctx context.Context, in *kernel.RunEndInput) (kernel.RunEndReply, error) {
 			return run(kernel.PointRunEnd).runEnd(ctx, in)
 		},

@@ -28,7 +28,7 @@ func (r *run) compact(ctx context.Context, cc ContextConfig, force bool) error {
 	}
 	rec := Compaction{Through: prev.Through, Summary: prev.Summary, KeepUser: prev.KeepUser,
 		TrimThrough: r.meta.LastSeq, TrimBytes: cc.TrimTokens * 3 / 2, TokensBefore: before, Forced: force}
-	if k.cfg.Points.BeforeCompact != nil {
+	if k.cfg.Points.at(PointBeforeCompact, k.cfg.Points.BeforeCompact != nil) {
 		in := &BeforeCompactInput{PointInfo: r.info(PointBeforeCompact), Forced: force, Messages: len(r.msgs) - cx.start, Tokens: before, Window: window}
 		instr, err := r.beforeCompact(ctx, in)
 		if err != nil {

@@ -117,7 +117,7 @@ func (k *Kernel) runPrompt(ctx context.Context, sessionID, prompt string, q *Que
 	m := Message{Role: RoleUser, Content: prompt, Time: now}
 	var extra []Message
 	var refused error
-	if k.cfg.Points.RunStart != nil {
+	if k.cfg.Points.at(PointRunStart, k.cfg.Points.RunStart != nil) {
 		extra, refused = r.runStart(ctx, &m)
 		prompt = m.Content
 	}
@@ -276,7 +276,7 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 			if err != nil {
 				return r.fail(ctx, err)
 			}
-			if !more && k.cfg.Points.RunEnd != nil {
+			if !more && k.cfg.Points.at(PointRunEnd, k.cfg.Points.RunEnd != nil) {
 				if more, err = r.runEnd(ctx, StopCompleted, r.msgs[len(r.msgs)-1].Content, true); err != nil {
 					return r.fail(ctx, err)
 				}
@@ -330,12 +330,13 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 		msgs = append(msgs[:len(msgs):len(msgs)], *extra)
 	}
 	var guard func(context.Context) (GuardReply, error)
-	if k.cfg.Points.BeforeModel != nil {
+	if k.cfg.Points.at(PointBeforeModel, k.cfg.Points.BeforeModel != nil) {
 		if msgs, guard, err = r.beforeModel(ctx, msgs, tools); err != nil {
 			return Response{}, err
 		}
 	}
-	hold := k.cfg.Points.AfterModel != nil && (k.cfg.Points.HoldText == nil || k.cfg.Points.HoldText())
+	after := k.cfg.Points.at(PointAfterModel, k.cfg.Points.AfterModel != nil)
+	hold := after && (k.cfg.Points.HoldText == nil || k.cfg.Points.HoldText())
 	if k.cfg.OnEvent != nil {
 		k.emit(ModelRequest{
 			Turn: r.st.Turn, MaxTurns: k.cfg.MaxTurns, Messages: len(msgs), Tools: r.toolNames(tools),
@@ -369,7 +370,7 @@ func (r *run) generate(ctx context.Context, tools []ToolSpec, extra *Message) (R
 	} else {
 		r.lastGen.dur = time.Since(start)
 	}
-	if k.cfg.Points.AfterModel != nil {
+	if after {
 		if err := r.afterModel(ctx, &resp); err != nil {
 			return Response{}, err
 		}
@@ -520,7 +521,7 @@ func (r *run) done(ctx context.Context, reason StopReason, output string) (*RunR
 	case StopInterrupted:
 		want = StatusRunning // Continue resumes it, as after a crash
 	}
-	if r.k.cfg.Points.RunEnd != nil && !r.ended && reason != StopAwaitingApproval && reason != StopInterrupted && reason != StopCancelled {
+	if !r.ended && r.k.cfg.Points.at(PointRunEnd, r.k.cfg.Points.RunEnd != nil) && reason != StopAwaitingApproval && reason != StopInterrupted && reason != StopCancelled {
 		if _, err := r.runEnd(ctx, reason, output, false); err != nil {
 			return r.fail(ctx, err)
 		}

@@ -78,6 +78,18 @@ type Points struct {
 	// whenever AfterModel is set.
 	HoldText func() bool
 	RunEnd   func(ctx context.Context, in *RunEndInput) (RunEndReply, error)
+	// Active, when set, is asked as the loop reaches a point whose field
+	// is set whether any hook is there now; false skips the point, its
+	// input unbuilt (package hooks sets its points whether or not hooks
+	// are configured there, so that a reload can add some). Nil: every
+	// set field is called.
+	Active func(HookPoint) bool
+}
+
+// at reports whether the loop calls the point p whose field is set: set
+// tells whether it is.
+func (ps *Points) at(p HookPoint, set bool) bool {
+	return set && (ps.Active == nil || ps.Active(p))
 }
 
 // PointInfo places a lifecycle point's input; every input has it. The
