@@ -174,6 +174,9 @@ func decodeObject(args json.RawMessage) (map[string]any, error) {
 	if len(bytes.TrimSpace(args)) == 0 {
 		return map[string]any{}, nil
 	}
+	if m, ok := decodeFlat(args); ok {
+		return m, nil
+	}
 	var v any
 	if err := json.Unmarshal(args, &v); err != nil {
 		return nil, fmt.Errorf("%w: arguments are not valid JSON: %v", ErrInvalidArgs, err)
