@@ -117,6 +117,8 @@ func (ch *Chain) Points(extra ...*PointHook) kernel.Points {
 			return append(list[:len(list):len(list)], x...)
 		}
 		return list
+	}, func(p kernel.HookPoint) int { // as len(at(p)), without building the list
+		return len(ch.cur.Load().points[p]) + len(by[p])
 	}, ch.opts.Log)
 }
 

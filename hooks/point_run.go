@@ -328,9 +328,10 @@ func (pr pointRun) record(in PointInput, h *PointHook, outcome, reason string) {
 }
 
 // pointsOf builds kernel.Points over a source of each point's hooks, read
-// at every call (a Chain's current configuration); log, when set, gets
-// every decision.
-func pointsOf(at func(kernel.HookPoint) []*PointHook, log func(Record)) kernel.Points {
+// at every call (a Chain's current configuration); count(p) is
+// len(at(p)) without building the list (Points.Active); log, when set,
+// gets every decision.
+func pointsOf(at func(kernel.HookPoint) []*PointHook, count func(kernel.HookPoint) int, log func(Record)) kernel.Points {
 	run := func(p kernel.HookPoint) pointRun { return pointRun{hs: at(p), log: log} }
 	return kernel.Points{
 		RunStart: func(ctx context.Context, in *kernel.RunStartInput) (kernel.RunStartReply, error) {
@@ -347,7 +348,7 @@ func pointsOf(at func(kernel.HookPoint) []*PointHook, log func(Record)) kernel.P
 		},
 		HoldText: func() bool { return len(at(kernel.PointAfterModel)) > 0 },
 		// A point without hooks costs the loop nothing, not even its input.
-		Active: func(p kernel.HookPoint) bool { return len(at(p)) > 0 },
+		Active: func(p kernel.HookPoint) bool { return count(p) > 0 },
 		RunEnd: func(ctx context.Context, in *kernel.RunEndInput) (kernel.RunEndReply, error) {
 			return run(kernel.PointRunEnd).runEnd(ctx, in)
 		},
@@ -358,7 +359,7 @@ func pointsOf(at func(kernel.HookPoint) []*PointHook, log func(Record)) kernel.P
 // For configured hooks that reload, use Chain.Points.
 func Points(hs ...*PointHook) kernel.Points {
 	by := byPoint(hs)
-	return pointsOf(func(p kernel.HookPoint) []*PointHook { return by[p] }, nil)
+	return pointsOf(func(p kernel.HookPoint) []*PointHook { return by[p] }, func(p kernel.HookPoint) int { return len(by[p]) }, nil)
 }
 
 // byPoint groups hooks by point, keeping their order.
