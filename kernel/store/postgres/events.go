@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -27,6 +28,24 @@ func (s *Store) AppendEvents(ctx context.Context, id string, fence uint64, event
 	if len(events) == 0 {
 		return 0, nil
 	}
+	types, times, data := eventArgs(events)
+	var code string
+	var first int64
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, appendSQL, id, int64(fence), types, times, data).Scan(&code, &first)
+	})
+	if err != nil {
+		return 0, s.classify("append events to session "+id, err)
+	}
+	return appendAnswer(id, fence, code, first)
+}
+
+// appendSQL appends events (migrations/0002_fenced_events.sql,
+// ak_append_events).
+const appendSQL = `SELECT code, first FROM ak_append_events($1, $2, $3, $4, $5)`
+
+// eventArgs are the array arguments of ak_append_events.
+func eventArgs(events []kernel.StoredEvent) ([]string, []time.Time, [][]byte) {
 	types := make([]string, len(events))
 	times := make([]time.Time, len(events))
 	data := make([][]byte, len(events))
@@ -36,14 +55,11 @@ func (s *Store) AppendEvents(ctx context.Context, id string, fence uint64, event
 			times[i] = time.Now()
 		}
 	}
-	var code string
-	var first int64
-	err := s.retry(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, `SELECT code, first FROM ak_append_events($1, $2, $3, $4, $5)`, id, int64(fence), types, times, data).Scan(&code, &first)
-	})
-	if err != nil {
-		return 0, s.classify("append events to session "+id, err)
-	}
+	return types, times, data
+}
+
+// appendAnswer is the outcome of ak_append_events' answer.
+func appendAnswer(id string, fence uint64, code string, first int64) (uint64, error) {
 	switch code {
 	case "ok":
 		return uint64(first), nil
@@ -55,6 +71,74 @@ func (s *Store) AppendEvents(ctx context.Context, id string, fence uint64, event
 		return 0, fmt.Errorf("append events to session %s: %w", id, kernel.ErrLeaseHeld)
 	}
 	return 0, fmt.Errorf("append events to session %s: unexpected answer %q from ak_append_events", id, code)
+}
+
+// CommitWithEvents stores step and events in one transaction
+// (kernel.StepEventCommitter): ak_commit, then ak_append_events with the
+// step's fence, then one COMMIT, so one flush of the write-ahead log
+// instead of two. When either function refuses (a seq conflict, a lost
+// lease), the transaction is rolled back and its error returned. A
+// failure before the COMMIT was sent stored nothing and is retried as
+// Commit's are. When the connection breaks after the COMMIT was sent, the
+// events are read back: when they are stored at the Seq the transaction
+// gave them, it committed; else the error wraps ErrUnavailable and the
+// caller cannot tell (as for Commit: the next Load says which).
+func (s *Store) CommitWithEvents(ctx context.Context, id string, step kernel.Step, events []kernel.StoredEvent) (uint64, error) {
+	if len(events) == 0 {
+		return 0, s.Commit(ctx, id, step)
+	}
+	args, _, mfirst, err := commitArgs(ctx, id, step)
+	if err != nil {
+		return 0, err
+	}
+	types, times, data := eventArgs(events)
+	var res commitResult
+	var code string
+	var first int64
+	committing := false
+	err = s.retry(ctx, func(ctx context.Context) error {
+		committing, res.code, code = false, "", ""
+		tx, err := s.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		if err := tx.QueryRow(ctx, commitSQL, args...).Scan(&res.code, &res.last, &res.holder, &res.token, &res.expires); err != nil || res.code != "ok" {
+			return err
+		}
+		if err := tx.QueryRow(ctx, appendSQL, id, int64(step.Fence), types, times, data).Scan(&code, &first); err != nil || code != "ok" {
+			return err
+		}
+		committing = true
+		return tx.Commit(ctx)
+	})
+	if err != nil {
+		if committing && unreachable(err) {
+			if ok, verr := s.eventsStored(context.WithoutCancel(ctx), id, first, types, data); verr == nil && ok {
+				return uint64(first), nil
+			}
+		}
+		return 0, s.classify("commit session "+id, err)
+	}
+	if err := res.err(id, step, mfirst, len(step.Messages)); err != nil {
+		return 0, err
+	}
+	return appendAnswer(id, step.Fence, code, first)
+}
+
+// eventsStored reports whether session id's log holds these events from
+// seq first on.
+func (s *Store) eventsStored(ctx context.Context, id string, first int64, types []string, data [][]byte) (bool, error) {
+	got, err := s.ReadEvents(ctx, id, uint64(first-1), len(types))
+	if err != nil || len(got) != len(types) {
+		return false, err
+	}
+	for i, e := range got {
+		if e.Seq != uint64(first)+uint64(i) || e.Type != types[i] || !bytes.Equal(e.Data, data[i]) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // ReadEvents returns up to limit events of session id after the given Seq
@@ -92,3 +176,5 @@ func (s *Store) ReadEvents(ctx context.Context, id string, after uint64, limit i
 	}
 	return out, nil
 }
+
+var _ kernel.StepEventCommitter = (*Store)(nil)
