@@ -1,10 +1,14 @@
 package serve
 
-import "time"
+import (
+	"time"
+
+	"github.com/agentkernel/agentkernel/kernel"
+)
 
 // SetBeforePublish sets the hook called between a step's commit with
 // events and their publication (nil removes it).
-func SetBeforePublish(f func(id string, first uint64, n int)) {
+func SetBeforePublish(f func(id string, first uint64, events []kernel.StoredEvent)) {
 	if f == nil {
 		beforePublish.Store(nil)
 		return

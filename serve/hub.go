@@ -273,7 +273,7 @@ func (h *hub) commitStep(ctx context.Context, t *topic, store kernel.Store, step
 	}
 	first, err := h.steps.CommitWithEvents(ctx, t.id, step, batch)
 	if f := beforePublish.Load(); f != nil && err == nil {
-		(*f)(t.id, first, len(batch))
+		(*f)(t.id, first, batch)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -292,7 +292,7 @@ func (h *hub) commitStep(ctx context.Context, t *topic, store kernel.Store, step
 
 // beforePublish, when set (by tests), is called between a step's commit
 // with events and their publication.
-var beforePublish atomic.Pointer[func(id string, first uint64, n int)]
+var beforePublish atomic.Pointer[func(id string, first uint64, events []kernel.StoredEvent)]
 
 // lingerOverride, when set (by tests), replaces defaultLinger in new hubs.
 var lingerOverride atomic.Pointer[time.Duration]

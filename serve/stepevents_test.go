@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres/pgtest"
 	"github.com/agentkernel/agentkernel/serve"
 )
@@ -34,7 +35,8 @@ func TestStepEventsRideTheCommit(t *testing.T) {
 			var mu sync.Mutex
 			var attached []int // events stored with each step
 			next := uint64(1)
-			serve.SetBeforePublish(func(id string, first uint64, n int) {
+			serve.SetBeforePublish(func(id string, first uint64, evs []kernel.StoredEvent) {
+				n := len(evs)
 				if id != sid {
 					return
 				}
@@ -95,10 +97,10 @@ func TestStepEventsWithoutLinger(t *testing.T) {
 	sid := r.newSession(r.alice)
 	var mu sync.Mutex
 	attached := 0
-	serve.SetBeforePublish(func(id string, first uint64, n int) {
+	serve.SetBeforePublish(func(id string, first uint64, evs []kernel.StoredEvent) {
 		mu.Lock()
 		defer mu.Unlock()
-		attached += n
+		attached += len(evs)
 	})
 	defer serve.SetBeforePublish(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
