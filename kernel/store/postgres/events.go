@@ -3,8 +3,11 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
@@ -73,15 +76,29 @@ func appendAnswer(id string, fence uint64, code string, first int64) (uint64, er
 	return 0, fmt.Errorf("append events to session %s: unexpected answer %q from ak_append_events", id, code)
 }
 
-// CommitWithEvents stores step and events in one transaction
-// (kernel.StepEventCommitter): ak_commit, then ak_append_events with the
-// step's fence, then one COMMIT, so one flush of the write-ahead log
-// instead of two. When either function refuses (a seq conflict, a lost
-// lease), the transaction is rolled back and its error returned. A
-// failure before the COMMIT was sent stored nothing and is retried as
-// Commit's are. When the connection breaks after the COMMIT was sent, the
-// events are read back: when they are stored at the Seq the transaction
-// gave them, it committed; else the error wraps ErrUnavailable and the
+// commitEventsSQL stores a step and its events in one statement, so one
+// round trip and one transaction: ak_commit, then, only when it answers
+// ok (a select list is evaluated only for the rows its WHERE passes, and
+// OFFSET 0 keeps the planner from moving the call), ak_append_events with the step's fence (a plpgsql function sees
+// what the one before it wrote, so a session the step creates takes its
+// events). Once the step is written, an append that does not answer ok
+// would leave the step without its events: the cast of its answer to an
+// integer then fails the statement, which stores nothing. It cannot
+// happen while ak_commit holds the session's row with the same fence.
+const commitEventsSQL = `WITH c AS MATERIALIZED (SELECT * FROM ak_commit($1, $2, $3, $4, $5, $6, $7, $8, $9))
+SELECT c.code, c.last, c.holder, c.token, c.expires, (e.r).first,
+       CASE WHEN c.code = 'ok' AND (e.r).code IS DISTINCT FROM 'ok'
+            THEN ('ak_append_events refused the events of a stored step: ' || coalesce((e.r).code, 'no answer'))::int END
+FROM c LEFT JOIN LATERAL (SELECT ak_append_events($1, $9, $10, $11, $12) AS r WHERE c.code = 'ok' OFFSET 0) e ON true`
+
+// CommitWithEvents stores step and events in one statement, so one
+// transaction and one flush of the write-ahead log instead of two
+// (kernel.StepEventCommitter; commitEventsSQL). When ak_commit refuses
+// (a seq conflict, a lost or held lease), nothing is stored and its error
+// is returned. A failure that certainly stored nothing is retried as
+// Commit's are. When the connection breaks after the statement was
+// sent, the log's last events are read back: when they are these, the
+// statement committed; else the error wraps ErrUnavailable and the
 // caller cannot tell (as for Commit: the next Load says which).
 func (s *Store) CommitWithEvents(ctx context.Context, id string, step kernel.Step, events []kernel.StoredEvent) (uint64, error) {
 	if len(events) == 0 {
@@ -92,30 +109,17 @@ func (s *Store) CommitWithEvents(ctx context.Context, id string, step kernel.Ste
 		return 0, err
 	}
 	types, times, data := eventArgs(events)
+	args = append(args, types, times, data)
 	var res commitResult
-	var code string
-	var first int64
-	committing := false
+	var first *int64
+	var guard *int64
 	err = s.retry(ctx, func(ctx context.Context) error {
-		committing, res.code, code = false, "", ""
-		tx, err := s.pool.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback(context.WithoutCancel(ctx))
-		if err := tx.QueryRow(ctx, commitSQL, args...).Scan(&res.code, &res.last, &res.holder, &res.token, &res.expires); err != nil || res.code != "ok" {
-			return err
-		}
-		if err := tx.QueryRow(ctx, appendSQL, id, int64(step.Fence), types, times, data).Scan(&code, &first); err != nil || code != "ok" {
-			return err
-		}
-		committing = true
-		return tx.Commit(ctx)
+		return s.pool.QueryRow(ctx, commitEventsSQL, args...).Scan(&res.code, &res.last, &res.holder, &res.token, &res.expires, &first, &guard)
 	})
 	if err != nil {
-		if committing && unreachable(err) {
-			if ok, verr := s.eventsStored(context.WithoutCancel(ctx), id, first, types, data); verr == nil && ok {
-				return uint64(first), nil
+		if unreachable(err) {
+			if f, verr := s.eventsStored(context.WithoutCancel(ctx), id, types, data); verr == nil && f > 0 {
+				return f, nil
 			}
 		}
 		return 0, s.classify("commit session "+id, err)
@@ -123,22 +127,36 @@ func (s *Store) CommitWithEvents(ctx context.Context, id string, step kernel.Ste
 	if err := res.err(id, step, mfirst, len(step.Messages)); err != nil {
 		return 0, err
 	}
-	return appendAnswer(id, step.Fence, code, first)
+	if first == nil || *first <= 0 {
+		return 0, fmt.Errorf("commit session %s: ak_append_events gave no seq", id)
+	}
+	return uint64(*first), nil
 }
 
-// eventsStored reports whether session id's log holds these events from
-// seq first on.
-func (s *Store) eventsStored(ctx context.Context, id string, first int64, types []string, data [][]byte) (bool, error) {
+// eventsStored returns the Seq of the first of these events when they
+// are the last of session id's log, else 0.
+func (s *Store) eventsStored(ctx context.Context, id string, types []string, data [][]byte) (uint64, error) {
+	var last int64
+	if err := s.pool.QueryRow(ctx, `SELECT last_seq FROM ak_event_seq WHERE session_id = $1`, id).Scan(&last); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	first := last - int64(len(types)) + 1
+	if first < 1 {
+		return 0, nil
+	}
 	got, err := s.ReadEvents(ctx, id, uint64(first-1), len(types))
 	if err != nil || len(got) != len(types) {
-		return false, err
+		return 0, err
 	}
 	for i, e := range got {
-		if e.Seq != uint64(first)+uint64(i) || e.Type != types[i] || !bytes.Equal(e.Data, data[i]) {
-			return false, nil
+		if e.Type != types[i] || !bytes.Equal(e.Data, data[i]) {
+			return 0, nil
 		}
 	}
-	return true, nil
+	return uint64(first), nil
 }
 
 // ReadEvents returns up to limit events of session id after the given Seq
