@@ -48,7 +48,8 @@ type instance struct {
 }
 
 // startInstance execs the verified copy exe of the plugin cfg, completes
-// go-plugin's handshake (AutoMTLS, gRPC only, StartTimeout) and asks for
+// go-plugin's handshake (AutoMTLS's protocol with the host's key: clientTLS;
+// gRPC only; StartTimeout) and asks for
 // its tools. The process runs with an environment made of cfg.Env's
 // variables and go-plugin's handshake variables, nothing else.
 func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (*instance, error) {
