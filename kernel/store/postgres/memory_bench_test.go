@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres/pgtest"
 	"github.com/agentkernel/agentkernel/memory"
@@ -34,7 +36,8 @@ func benchVocabulary(n int) []string {
 
 // benchMemoryIndex fills a fresh index with n chunks in one owner's scope
 // (40 words each, 64 sessions), with 384-dimension vectors when vectors
-// is set.
+// is set, then has PostgreSQL analyze the table (as autovacuum does once
+// a table grew by a tenth), so the search knows its common lexemes.
 func benchMemoryIndex(b *testing.B, n int, vectors bool) (*postgres.MemoryIndex, []string) {
 	b.Helper()
 	dsn := pgtest.Shared(b).Migrated(b)
@@ -71,7 +74,37 @@ func benchMemoryIndex(b *testing.B, n int, vectors bool) (*postgres.MemoryIndex,
 			batch = batch[:0]
 		}
 	}
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `ANALYZE ak_memory_chunks`); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("filled %d chunks in %v", n, time.Since(t0).Round(time.Second))
 	return ix, words
+}
+
+// benchSizes are the chunk counts of the retrieval benchmarks: 10k, 100k
+// and 1M, or the comma-separated counts in AGENTKERNEL_MEMORY_BENCH_SIZES
+// (a 1M fill takes minutes).
+func benchSizes(b *testing.B, max int) []int {
+	env := os.Getenv("AGENTKERNEL_MEMORY_BENCH_SIZES")
+	if env == "" {
+		return slices.DeleteFunc([]int{10_000, 100_000, 1_000_000}, func(n int) bool { return n > max })
+	}
+	var out []int
+	for _, f := range strings.Split(env, ",") {
+		var n int
+		if _, err := fmt.Sscan(strings.TrimSpace(f), &n); err != nil || n <= 0 {
+			b.Fatalf("AGENTKERNEL_MEMORY_BENCH_SIZES: %q is not a chunk count", f)
+		}
+		if n <= max {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // reportPercentiles reports the p50 and p99 of ds as metrics.
@@ -85,10 +118,11 @@ func reportPercentiles(b *testing.B, ds []time.Duration) {
 }
 
 // BenchmarkMemorySearchText: retrieval latency of a prompt of 8 words
-// (drawn like the text) against 10k and 100k chunks in one owner scope,
-// and in one session of that owner.
+// (drawn like the text) against 10k, 100k and 1M chunks in one owner
+// scope, and in one session of that owner (1/64 of them). Each corpus is
+// filled once and serves both scopes.
 func BenchmarkMemorySearchText(b *testing.B) {
-	for _, n := range []int{10_000, 100_000} {
+	for _, n := range benchSizes(b, 1_000_000) {
 		b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
 			ix, words := benchMemoryIndex(b, n, false)
 			zipf := rand.NewZipf(rand.New(rand.NewPCG(7, 8)), 1.1, 1, uint64(len(words)-1))
@@ -114,9 +148,10 @@ func BenchmarkMemorySearchText(b *testing.B) {
 }
 
 // BenchmarkMemorySearchVector: the exact cosine scan (no pgvector) over
-// 10k and 100k 384-dimension vectors in one owner scope.
+// 10k and 100k 384-dimension vectors in one owner scope (1M is left out:
+// the scan reads 1.5 GB a query).
 func BenchmarkMemorySearchVector(b *testing.B) {
-	for _, n := range []int{10_000, 100_000} {
+	for _, n := range benchSizes(b, 100_000) {
 		b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
 			ix, _ := benchMemoryIndex(b, n, true)
 			r := rand.New(rand.NewPCG(9, 10))
