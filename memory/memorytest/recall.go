@@ -232,7 +232,11 @@ func RecallWith(ctx context.Context, ix memory.Index, convs []Conversation, emb 
 			}
 		}
 	}
-	ret := &memory.Retriever{Index: ix, Embedder: emb}
+	var ret *memory.Retriever
+	if emb != nil {
+		emb = &lastEmbedded{Embedder: emb}
+		ret = &memory.Retriever{Index: ix, Embedder: emb}
+	}
 	for _, c := range convs {
 		scope := memory.Scope{Kind: memory.ScopeOwner, Owner: c.ID}
 		for _, q := range c.Questions {
@@ -262,6 +266,25 @@ func RecallWith(ctx context.Context, ix memory.Index, convs []Conversation, emb 
 	r.Vector.mean()
 	r.Hybrid.mean()
 	return r, nil
+}
+
+// lastEmbedded remembers the last single text it embedded: RecallWith
+// embeds a question for the vector search, and the Retriever asks again.
+type lastEmbedded struct {
+	memory.Embedder
+	text string
+	vec  []float32
+}
+
+func (l *lastEmbedded) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if len(texts) == 1 && l.vec != nil && texts[0] == l.text {
+		return [][]float32{l.vec}, nil
+	}
+	vs, err := l.Embedder.Embed(ctx, texts)
+	if err == nil && len(texts) == 1 && len(vs) == 1 {
+		l.text, l.vec = texts[0], vs[0]
+	}
+	return vs, err
 }
 
 // add counts one question: the shares of its evidence in hits' first 5
