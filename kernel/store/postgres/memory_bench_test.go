@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,27 +18,11 @@ import (
 	"github.com/agentkernel/agentkernel/memory/memorytest"
 )
 
-// benchVocabulary is a synthetic vocabulary: word i is drawn with a Zipf
-// distribution, as words of a conversation are.
-func benchVocabulary(n int) []string {
-	r := rand.New(rand.NewPCG(1, 2))
-	const letters = "abcdefghijklmnopqrstuvwxyz"
-	words := make([]string, n)
-	for i := range words {
-		b := make([]byte, 4+r.IntN(6))
-		for j := range b {
-			b[j] = letters[r.IntN(len(letters))]
-		}
-		words[i] = string(b)
-	}
-	return words
-}
-
 // benchMemoryIndex fills a fresh index with n chunks in one owner's scope
 // (40 words each, 64 sessions), with 384-dimension vectors when vectors
 // is set, then has PostgreSQL analyze the table (as autovacuum does once
 // a table grew by a tenth), so the search knows its common lexemes.
-func benchMemoryIndex(b *testing.B, n int, vectors bool) (*postgres.MemoryIndex, []string) {
+func benchMemoryIndex(b *testing.B, n int, vectors bool) *postgres.MemoryIndex {
 	b.Helper()
 	dsn := pgtest.Shared(b).Migrated(b)
 	s, err := postgres.Open(context.Background(), dsn, postgres.Options{})
@@ -48,19 +31,13 @@ func benchMemoryIndex(b *testing.B, n int, vectors bool) (*postgres.MemoryIndex,
 	}
 	b.Cleanup(func() { s.Close() })
 	ix := s.MemoryIndex()
-	words := benchVocabulary(20000)
+	text := memorytest.NewBenchText(5)
 	r := rand.New(rand.NewPCG(3, 4))
-	zipf := rand.NewZipf(rand.New(rand.NewPCG(5, 6)), 1.1, 1, uint64(len(words)-1))
 	t0 := time.Now()
 	batch := make([]memory.Chunk, 0, 1000)
 	for i := 0; i < n; i++ {
-		var sb strings.Builder
-		for w := 0; w < 40; w++ {
-			sb.WriteString(words[zipf.Uint64()])
-			sb.WriteByte(' ')
-		}
 		sid := fmt.Sprintf("s%d", i%64)
-		c := memory.Chunk{ID: memory.ChunkID(sid, uint64(i), 0), SessionID: sid, Owner: "ann", Seq: uint64(i), Role: "user", Time: t0, Text: sb.String()}
+		c := memory.Chunk{ID: memory.ChunkID(sid, uint64(i), 0), SessionID: sid, Owner: "ann", Seq: uint64(i), Role: "user", Time: t0, Text: text.Words(40)}
 		if vectors {
 			c.Vector = make([]float32, 384)
 			for j := range c.Vector {
@@ -84,28 +61,7 @@ func benchMemoryIndex(b *testing.B, n int, vectors bool) (*postgres.MemoryIndex,
 		b.Fatal(err)
 	}
 	b.Logf("filled %d chunks in %v", n, time.Since(t0).Round(time.Second))
-	return ix, words
-}
-
-// benchSizes are the chunk counts of the retrieval benchmarks: 10k, 100k
-// and 1M, or the comma-separated counts in AGENTKERNEL_MEMORY_BENCH_SIZES
-// (a 1M fill takes minutes).
-func benchSizes(b *testing.B, max int) []int {
-	env := os.Getenv("AGENTKERNEL_MEMORY_BENCH_SIZES")
-	if env == "" {
-		return slices.DeleteFunc([]int{10_000, 100_000, 1_000_000}, func(n int) bool { return n > max })
-	}
-	var out []int
-	for _, f := range strings.Split(env, ",") {
-		var n int
-		if _, err := fmt.Sscan(strings.TrimSpace(f), &n); err != nil || n <= 0 {
-			b.Fatalf("AGENTKERNEL_MEMORY_BENCH_SIZES: %q is not a chunk count", f)
-		}
-		if n <= max {
-			out = append(out, n)
-		}
-	}
-	return out
+	return ix
 }
 
 // reportPercentiles reports the p50 and p99 of ds as metrics.
@@ -123,20 +79,17 @@ func reportPercentiles(b *testing.B, ds []time.Duration) {
 // scope, and in one session of that owner (1/64 of them). Each corpus is
 // filled once and serves both scopes.
 func BenchmarkMemorySearchText(b *testing.B) {
-	for _, n := range benchSizes(b, 1_000_000) {
+	for _, n := range memorytest.BenchSizes(b, 1_000_000) {
 		b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
-			ix, words := benchMemoryIndex(b, n, false)
-			zipf := rand.NewZipf(rand.New(rand.NewPCG(7, 8)), 1.1, 1, uint64(len(words)-1))
+			ix := benchMemoryIndex(b, n, false)
+			prompts := memorytest.NewBenchText(7)
 			for _, scope := range []memory.Scope{{Kind: memory.ScopeOwner, Owner: "ann"}, {Kind: memory.ScopeSession, SessionID: "s7", Owner: "ann"}} {
 				b.Run(string(scope.Kind), func(b *testing.B) {
 					ds := make([]time.Duration, 0, b.N)
 					for i := 0; i < b.N; i++ {
-						q := make([]string, 8)
-						for j := range q {
-							q[j] = words[zipf.Uint64()]
-						}
+						q := prompts.Words(8)
 						start := time.Now()
-						if _, err := ix.SearchText(context.Background(), scope, strings.Join(q, " "), 10); err != nil {
+						if _, err := ix.SearchText(context.Background(), scope, q, 10); err != nil {
 							b.Fatal(err)
 						}
 						ds = append(ds, time.Since(start))
@@ -152,9 +105,9 @@ func BenchmarkMemorySearchText(b *testing.B) {
 // 10k and 100k 384-dimension vectors in one owner scope (1M is left out:
 // the scan reads 1.5 GB a query).
 func BenchmarkMemorySearchVector(b *testing.B) {
-	for _, n := range benchSizes(b, 100_000) {
+	for _, n := range memorytest.BenchSizes(b, 100_000) {
 		b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
-			ix, _ := benchMemoryIndex(b, n, true)
+			ix := benchMemoryIndex(b, n, true)
 			r := rand.New(rand.NewPCG(9, 10))
 			ds := make([]time.Duration, 0, b.N)
 			for i := 0; i < b.N; i++ {
