@@ -62,10 +62,10 @@ func TestSearchToolFindsEarlierSession(t *testing.T) {
 	}
 	search := func(args string) kerneltest.Reply { return kerneltest.Calls(memory.SearchToolName, args) }
 	r := newRig(t, kernel.Config{Tools: reg},
-		kerneltest.Text("noted"), // alice's first session
+		kerneltest.Text("noted"),                                                                  // alice's first session
 		search(`{"query":"Orion vault passphrase","scope":"owner"}`), kerneltest.Text("found it"), // alice's second
-		search(`{"query":"Orion vault passphrase","scope":"owner"}`), // bob, owner scope
-		search(`{"query":"Orion vault passphrase","scope":"workspace"}`), // bob, workspace scope
+		search(`{"query":"Orion vault passphrase","scope":"owner"}`),             // bob, owner scope
+		search(`{"query":"Orion vault passphrase","scope":"workspace"}`),         // bob, workspace scope
 		search(`{"query":"Orion vault passphrase"}`), kerneltest.Text("nothing"), // bob, default scope
 	)
 	retriever = &memory.Retriever{Index: r.index}
