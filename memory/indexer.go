@@ -172,6 +172,8 @@ func (ix *Indexer) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
+	sweep := time.NewTicker(SweepEvery)
+	defer sweep.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -204,6 +206,10 @@ func (ix *Indexer) Run(ctx context.Context) error {
 			}
 		case <-tick.C:
 			ix.catchUpDirty(ctx)
+		case <-sweep.C:
+			if _, err := ix.Sweep(ctx); err != nil && ctx.Err() == nil {
+				ix.fault(fmt.Sprintf("memory: sweeping the chunks of deleted sessions: %v", err))
+			}
 		}
 	}
 }
@@ -433,29 +439,61 @@ func (ix *Indexer) CatchUp(ctx context.Context) error {
 			first = err
 		}
 	}
-	if lm, ok := ix.cfg.Index.(Marker); ok {
-		marks, err := lm.Marks(ctx)
-		if err != nil {
-			return err
-		}
-		for sid := range marks {
-			if !have[sid] {
-				if err := ix.cfg.Index.DeleteSession(ctx, sid); err != nil && first == nil {
-					first = err
-				}
-			}
-		}
+	if _, err := ix.Sweep(ctx); err != nil && first == nil {
+		first = err
 	}
 	ix.behind.Store(0)
 	return first
 }
 
-// Marker is an optional capability of an Index: every session's mark.
-// With it CatchUp also removes the chunks of sessions deleted while the
-// indexer was not running; without it they stay until `kernel memory
-// reindex`.
+// Marker is an optional capability of an Index: every session's mark,
+// and 0 for a session that has chunks but no mark. With it the indexer
+// removes the chunks of sessions the store no longer has (Sweep); without
+// it they stay until `kernel memory reindex`.
 type Marker interface {
 	Marks(ctx context.Context) (map[string]uint64, error)
+}
+
+// SweepEvery is how often Run sweeps the index for sessions the store no
+// longer has (Sweep).
+const SweepEvery = time.Minute
+
+// Sweep removes from the index every session the store no longer has,
+// and returns how many it removed. It is how a deleted session's chunks
+// never survive, whatever raced with the delete: a step indexed after the
+// session was deleted, or a vector computed for a chunk of it and written
+// back (a store deleting a session's chunks with it, as PostgreSQL's
+// does, cannot see writes that come later). The index's sessions are read
+// before the store's, so a session created meanwhile is never taken for
+// a deleted one. An index that is not a Marker is not swept.
+func (ix *Indexer) Sweep(ctx context.Context) (int, error) {
+	lm, ok := ix.cfg.Index.(Marker)
+	if !ok {
+		return 0, nil
+	}
+	marks, err := lm.Marks(ctx)
+	if err != nil || len(marks) == 0 {
+		return 0, err
+	}
+	metas, err := ix.cfg.Store.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	have := make(map[string]bool, len(metas))
+	for _, m := range metas {
+		have[m.ID] = true
+	}
+	n := 0
+	for sid := range marks {
+		if have[sid] {
+			continue
+		}
+		if err := ix.cfg.Index.DeleteSession(ctx, sid); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // catchUpSession indexes the stored messages of sid beyond its mark. A
