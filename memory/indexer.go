@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,34 @@ type Indexer struct {
 	wake        chan struct{} // new chunks to embed
 	// Indexed counts the messages written to the index (tests, status).
 	indexed atomic.Int64
+	// embedFails counts, per chunk ID, the rounds in which the chunk
+	// could not be embedded while others could; skipped holds the chunks
+	// that reached MaxEmbedFailures: they stay searchable by full text
+	// and are left out of the vector backlog until the process restarts.
+	// Both are used by the embedder's goroutine alone, guarded by embedMu
+	// for EmbedSkipped.
+	embedMu    sync.Mutex
+	embedFails map[string]int
+	skipped    map[string]bool
+}
+
+// MaxEmbedFailures is how many rounds a chunk the embeddings server
+// refuses (while it embeds the others) is tried before the embedder skips
+// it, so that one text it cannot embed never holds up the vector backlog
+// behind it.
+const MaxEmbedFailures = 3
+
+// EmbedSkipped returns the IDs of the chunks the embedder gave up on
+// (MaxEmbedFailures), sorted.
+func (ix *Indexer) EmbedSkipped() []string {
+	ix.embedMu.Lock()
+	defer ix.embedMu.Unlock()
+	out := make([]string, 0, len(ix.skipped))
+	for id := range ix.skipped {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
 }
 
 type job struct {
@@ -300,12 +329,64 @@ func (ix *Indexer) embedLoop(ctx context.Context) {
 }
 
 // EmbedPending embeds one batch of chunks without a vector and returns
-// how many it embedded.
+// how many it embedded. When the server refuses the batch, each chunk is
+// tried alone: the ones it embeds are written, and a chunk it refuses
+// while it embeds others counts a failure; after MaxEmbedFailures the
+// chunk is skipped (reported once) and the backlog moves past it. When it
+// refuses every chunk, the server is at fault, not the texts: nothing is
+// counted and the error is returned.
 func (ix *Indexer) EmbedPending(ctx context.Context) (int, error) {
-	cs, err := ix.cfg.Index.Pending(ctx, ix.cfg.EmbedBatch)
-	if err != nil || len(cs) == 0 {
+	ix.embedMu.Lock()
+	nskip := len(ix.skipped)
+	ix.embedMu.Unlock()
+	all, err := ix.cfg.Index.Pending(ctx, ix.cfg.EmbedBatch+nskip)
+	if err != nil || len(all) == 0 {
 		return 0, err
 	}
+	cs := all[:0:0]
+	ix.embedMu.Lock()
+	for _, c := range all {
+		if !ix.skipped[c.ID] && len(cs) < ix.cfg.EmbedBatch {
+			cs = append(cs, c)
+		}
+	}
+	ix.embedMu.Unlock()
+	if len(cs) == 0 {
+		return 0, nil
+	}
+	err = ix.embed(ctx, cs)
+	if err != nil && len(cs) > 1 && ctx.Err() == nil {
+		var good, bad []Chunk
+		for _, c := range cs {
+			if e := ix.embed(ctx, []Chunk{c}); e == nil {
+				good = append(good, c)
+			} else {
+				if ctx.Err() != nil {
+					return 0, ctx.Err()
+				}
+				bad = append(bad, c)
+			}
+		}
+		if len(good) == 0 {
+			return 0, err
+		}
+		ix.embedFailed(bad, err)
+		cs, err = good, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := ix.cfg.Index.Add(ctx, Batch{Chunks: cs}); err != nil {
+		return 0, err
+	}
+	if ix.embedFaulty.CompareAndSwap(true, false) && ix.cfg.Report != nil {
+		ix.cfg.Report("memory: embeddings work again")
+	}
+	return len(cs), nil
+}
+
+// embed sets the vectors of cs from one request.
+func (ix *Indexer) embed(ctx context.Context, cs []Chunk) error {
 	texts := make([]string, len(cs))
 	for i := range cs {
 		texts[i] = cs[i].Text
@@ -315,18 +396,34 @@ func (ix *Indexer) EmbedPending(ctx context.Context) (int, error) {
 		err = fmt.Errorf("%d vectors for %d texts", len(vs), len(cs))
 	}
 	if err != nil {
-		return 0, err
+		return err
 	}
 	for i := range cs {
 		cs[i].Vector = vs[i]
 	}
-	if err := ix.cfg.Index.Add(ctx, Batch{Chunks: cs}); err != nil {
-		return 0, err
+	return nil
+}
+
+// embedFailed counts a failed round for each of bad, chunks the server
+// refused while it embedded others, and skips those that reached
+// MaxEmbedFailures.
+func (ix *Indexer) embedFailed(bad []Chunk, err error) {
+	ix.embedMu.Lock()
+	defer ix.embedMu.Unlock()
+	if ix.embedFails == nil {
+		ix.embedFails, ix.skipped = map[string]int{}, map[string]bool{}
 	}
-	if ix.embedFaulty.CompareAndSwap(true, false) && ix.cfg.Report != nil {
-		ix.cfg.Report("memory: embeddings work again")
+	for _, c := range bad {
+		ix.embedFails[c.ID]++
+		if ix.embedFails[c.ID] < MaxEmbedFailures {
+			continue
+		}
+		delete(ix.embedFails, c.ID)
+		ix.skipped[c.ID] = true
+		if ix.cfg.Report != nil {
+			ix.cfg.Report(fmt.Sprintf("memory: chunk %s could not be embedded %d times (%v); it stays searchable by full text, and the vector backlog goes on without it", c.ID, MaxEmbedFailures, err))
+		}
 	}
-	return len(cs), nil
 }
 
 // add writes b, retrying with backoff while ctx lasts (at most 5 tries:
