@@ -144,13 +144,69 @@ func (a *app) wireMemory(kc *kernel.Config) error {
 		})
 	}
 	h, err := memory.Hook(memory.InjectConfig{Retriever: m.retriever, Scope: memory.ScopeKind(a.cfg.Memory.Scope),
-		Workspace: a.cfg.Workspace, K: a.cfg.Memory.Inject.K, MaxTokens: a.cfg.Memory.Inject.MaxTokens, WithAssistant: a.cfg.Memory.Inject.WithAssistant})
+		Agents: a.cfg.memoryAgentScopes(), Workspace: a.cfg.path(a.cfg.Workspace), K: a.cfg.Memory.Inject.K, MaxTokens: a.cfg.Memory.Inject.MaxTokens, WithAssistant: a.cfg.Memory.Inject.WithAssistant})
 	if err != nil {
 		return fmt.Errorf("memory: %w", err)
 	}
 	kc.Observe = m.indexer.Observe(kc.Observe)
 	if a.chain != nil {
 		kc.Points = a.chain.Points(h)
+	}
+	return nil
+}
+
+// memoryScope is memory.scope when memory is enabled (session when
+// unset), "" when it is not.
+func (cfg *Config) memoryScope() string {
+	switch {
+	case !cfg.Memory.Enabled:
+		return ""
+	case cfg.Memory.Scope == "":
+		return string(memory.ScopeSession)
+	}
+	return cfg.Memory.Scope
+}
+
+// memoryAgentScopes is every agents.NAME.memory that is set. A broken
+// agents: section gives none here: loadAgents reports it, naming the line.
+func (cfg *Config) memoryAgentScopes() memory.AgentScopes {
+	ac, err := cfg.agentsConfig()
+	if err != nil {
+		return nil
+	}
+	out := memory.AgentScopes{}
+	for _, ag := range ac.Agents {
+		if ag.Memory != "" {
+			out[ag.Name] = memory.ScopeKind(ag.Memory)
+		}
+	}
+	return out
+}
+
+// loadMemoryTool registers memory_search when memory is enabled. The
+// retriever it searches is opened with the store (openMemory), after the
+// tools: until then, and in commands that never open it, a call fails
+// saying memory is not open.
+func (a *app) loadMemoryTool() error {
+	if !a.cfg.Memory.Enabled {
+		return nil
+	}
+	t, err := memory.NewSearchTool(memory.SearchToolConfig{
+		Searcher: func() memory.Searcher {
+			if a.mem == nil || a.mem.retriever == nil {
+				return nil
+			}
+			return a.mem.retriever
+		},
+		Scope:     memory.ScopeKind(a.cfg.memoryScope()),
+		Agents:    a.cfg.memoryAgentScopes(),
+		Workspace: a.cfg.path(a.cfg.Workspace),
+	})
+	if err != nil {
+		return &ConfigError{File: a.cfg.source(), Field: "memory.scope", Err: err}
+	}
+	if err := a.tools.Register(t); err != nil {
+		return fmt.Errorf("%s: memory: %w", a.cfg.source(), err)
 	}
 	return nil
 }

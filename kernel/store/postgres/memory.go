@@ -415,6 +415,35 @@ func (m *MemoryIndex) Mark(ctx context.Context, sessionID string) (uint64, error
 	return uint64(seq), nil
 }
 
+// Marks returns every session's mark, and 0 for a session that has
+// chunks but no mark (memory.Marker: the indexer's sweep removes the
+// sessions the store no longer has).
+func (m *MemoryIndex) Marks(ctx context.Context) (map[string]uint64, error) {
+	if err := m.usable(); err != nil {
+		return nil, err
+	}
+	rows, err := m.s.pool.Query(ctx, `SELECT session_id, seq FROM ak_memory_marks
+UNION ALL SELECT DISTINCT session_id, 0 FROM ak_memory_chunks c
+WHERE NOT EXISTS (SELECT 1 FROM ak_memory_marks k WHERE k.session_id = c.session_id)`)
+	if err != nil {
+		return nil, fmt.Errorf("memory marks: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]uint64{}
+	for rows.Next() {
+		var sid string
+		var seq int64
+		if err := rows.Scan(&sid, &seq); err != nil {
+			return nil, fmt.Errorf("memory marks: %w", err)
+		}
+		out[sid] = uint64(seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory marks: %w", err)
+	}
+	return out, nil
+}
+
 // Pending returns up to limit chunks without a vector, oldest first.
 func (m *MemoryIndex) Pending(ctx context.Context, limit int) ([]memory.Chunk, error) {
 	if err := m.usable(); err != nil {
@@ -487,3 +516,5 @@ func (m *MemoryIndex) Close() error {
 	m.closed.Store(true)
 	return nil
 }
+
+var _ memory.Marker = (*MemoryIndex)(nil)
