@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -379,4 +380,35 @@ func usesRoot(n ast.Node, root string) bool {
 		}
 	}))
 	return found
+}
+
+// MarshalJSON writes eval_time as a Go duration string, as the decision
+// log writes a call's.
+func (d MemoryDecision) MarshalJSON() ([]byte, error) {
+	type plain MemoryDecision
+	return json.Marshal(struct {
+		plain
+		EvalTime string `json:"eval_time"`
+	}{plain(d), d.EvalTime.String()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *MemoryDecision) UnmarshalJSON(b []byte) error {
+	type plain MemoryDecision
+	var v struct {
+		plain
+		EvalTime string `json:"eval_time"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*d = MemoryDecision(v.plain)
+	if v.EvalTime != "" {
+		t, err := time.ParseDuration(v.EvalTime)
+		if err != nil {
+			return fmt.Errorf("eval_time: %w", err)
+		}
+		d.EvalTime = t
+	}
+	return nil
 }
