@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentkernel/agentkernel/kernel"
+	"github.com/agentkernel/agentkernel/kernel/store/badger"
+	"github.com/agentkernel/agentkernel/memory"
+	"github.com/agentkernel/agentkernel/policy"
+)
+
+// memoryPolicyFile drops read_file results from memory's injection and
+// refuses injection for an "off the record" prompt.
+const memoryPolicyFile = `name: memory-e2e
+revision: "1"
+defaults: {tool_call: allow}
+memory:
+  - id: no-file-reads
+    effect: drop
+    when: hit.tool == "read_file"
+  - id: off-the-record
+    effect: refuse
+    when: run.prompt contains "off the record"
+    message: '"the prompt is off the record (" + string(memory.count) + " hits)"'
+tests:
+  - name: read_file results are dropped
+    input:
+      memory: {hits: [{session: s, seq: 2, role: tool, tool: read_file}, {session: s, seq: 1}]}
+    expect: {memory: inject, dropped: [1]}
+  - name: off the record refuses
+    input:
+      run: {prompt: "off the record: hi"}
+      memory: {hits: [{session: s, seq: 1}]}
+    expect: {memory: refuse, memory_rules: [off-the-record]}
+`
+
+// TestMemoryPolicy: with memory on and a policy with a memory: section,
+// a later session's request holds what the first session's user said but
+// not what its read_file returned (a drop rule), and a prompt the refuse
+// rule matches gets no memory message at all; each ruling is a notice on
+// the run's output and a line of the decision log, and `sessions show
+// --context` shows nothing injected for the refused run. Without the
+// policy wired into memory's injection both would be injected.
+func TestMemoryPolicy(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("ws/notes.txt", "Orion launch code: amber-falcon-42\n")
+	write("first.yaml", `turns:
+  - tool_calls:
+      - name: read_file
+        args: {path: notes.txt}
+  - match: {role: tool, contains: "amber-falcon-42"}
+    text: "Read it."
+`)
+	write("later.yaml", "turns:\n  - text: \"Answered.\"\n")
+	write("policy.yaml", memoryPolicyFile)
+	base := "workspace: ws\nstore: {dir: store}\nmemory: {enabled: true, scope: owner}\n" +
+		"policy: {file: policy.yaml, decision_log: decisions.jsonl}\n"
+	first := write("first-kernel.yaml", "model: {provider: scripted, name: m, script: first.yaml}\n"+base)
+	later := write("later-kernel.yaml", "model: {provider: scripted, name: m, script: later.yaml}\n"+base)
+	if _, errOut, err := cli(t, "run", "--config", first, "Orion deploy target is s3://orion-drops; read notes.txt for the Orion code."); err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	_, dropOut, err := cli(t, "run", "--config", later, "What do we know about Orion?")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, dropOut)
+	}
+	_, refuseOut, err := cli(t, "run", "--config", later, "off the record: what do we know about Orion?")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, refuseOut)
+	}
+
+	st, err := badger.Open(filepath.Join(dir, "store"), badger.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metas, err := st.List(context.Background())
+	if err != nil || len(metas) != 3 {
+		st.Close()
+		t.Fatalf("%d sessions, %v", len(metas), err)
+	}
+	injected := map[string]string{} // session → its memory message
+	for _, m := range metas {
+		sess, err := st.Load(context.Background(), m.ID)
+		if err != nil {
+			st.Close()
+			t.Fatal(err)
+		}
+		for _, msg := range sess.Messages {
+			if msg.Role == kernel.RoleSystem && strings.HasPrefix(msg.Content, memory.Header) {
+				injected[m.ID] = msg.Content
+			}
+		}
+	}
+	st.Close()
+	refused, dropped, firstID := metas[0].ID, metas[1].ID, metas[2].ID // most recent first
+	if got := injected[dropped]; !strings.Contains(got, "s3://orion-drops") || strings.Contains(got, "amber-falcon-42") {
+		t.Fatalf("the drop rule did not hold: the second session's memory message is %q", got)
+	}
+	if got, ok := injected[refused]; ok {
+		t.Fatalf("the refuse rule did not hold: the third session got %q", got)
+	}
+	if !strings.Contains(dropOut, "(session "+firstID+" message ") || !strings.Contains(dropOut, "dropped by rule no-file-reads") {
+		t.Fatalf("the drop is not visible on the run's output:\n%s", dropOut)
+	}
+	if !strings.Contains(refuseOut, "memory injection refused by rule off-the-record: the prompt is off the record") {
+		t.Fatalf("the refusal is not visible on the run's output:\n%s", refuseOut)
+	}
+	out, errOut, err := cli(t, "sessions", "show", "--config", later, "--context", refused)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if strings.Contains(out, "Relevant context from memory") || !strings.Contains(out, "  memory               0\n") {
+		t.Fatalf("sessions show --context of the refused run shows an injection:\n%s", out)
+	}
+	f, err := os.Open(filepath.Join(dir, "decisions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := policy.ReadDecisionLog("decisions.jsonl", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ruled []string
+	for _, r := range recs {
+		if m := r.Memory; m != nil && r.Session != firstID {
+			ruled = append(ruled, r.Session+" "+strings.Join(m.Rules(), ","))
+		}
+	}
+	if !containsLine(ruled, dropped+" no-file-reads") || !containsLine(ruled, refused+" off-the-record,no-file-reads") {
+		t.Fatalf("the decision log's memory lines: %q", ruled)
+	}
+}
+
+func containsLine(lines []string, want string) bool {
+	for _, l := range lines {
+		if l == want {
+			return true
+		}
+	}
+	return false
+}
