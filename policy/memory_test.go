@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel"
 )
 
@@ -231,5 +232,15 @@ memory:
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("explain lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestDocsMemoryExample: docs/memory.md's worked example is the file
+// TestMemoryExampleTests loads and tests.
+func TestDocsMemoryExample(t *testing.T) {
+	doc := testutil.Section(testutil.ReadFile(t, "../docs/memory.md"), "## Policy")
+	file := testutil.ReadFile(t, "testdata/memory.yaml")
+	if !strings.Contains(doc, "```yaml\n"+file+"```\n") {
+		t.Fatal(`docs/memory.md, "Policy": the yaml example is not policy/testdata/memory.yaml`)
 	}
 }

@@ -154,3 +154,30 @@ func containsLine(lines []string, want string) bool {
 	}
 	return false
 }
+
+// TestMemoryPolicyCLI: `kernel policy test` runs a file's memory tests and
+// `kernel policy explain --input` explains a case with a memory section.
+func TestMemoryPolicyCLI(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(file, []byte(memoryPolicyFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := cli(t, "policy", "test", file)
+	if err != nil || !strings.Contains(out, "2 tests") {
+		t.Fatalf("policy test: %v\n%s%s", err, out, errOut)
+	}
+	input := filepath.Join(dir, "case.yaml")
+	if err := os.WriteFile(input, []byte("run: {prompt: \"off the record\"}\nmemory:\n  hits:\n    - {session: s1, seq: 3, role: tool, tool: read_file}\n    - {session: s1, seq: 4}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err = cli(t, "policy", "explain", file, "--input", input)
+	if err != nil {
+		t.Fatalf("policy explain: %v\n%s", err, errOut)
+	}
+	for _, want := range []string{"memory: 2 hits, refused by off-the-record", "dropped: hit 1 (session s1 message 3) by no-file-reads", `run.prompt = "off the record"`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("policy explain lacks %q:\n%s", want, out)
+		}
+	}
+}
