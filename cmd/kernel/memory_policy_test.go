@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/badger"
@@ -179,5 +180,88 @@ func TestMemoryPolicyCLI(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("policy explain lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestMemoryPolicyReload: memory's Allow rules with the policy in force at
+// each injection (a reload applies to the next one), and hands the rules
+// what the hit is: its tool, age, session and owner as the run sees them.
+func TestMemoryPolicyReload(t *testing.T) {
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	v1 := `name: r
+revision: "1"
+defaults: {tool_call: allow}
+memory:
+  - {id: files, effect: drop, when: 'hit.tool == "read_file"'}
+  - {id: old, effect: drop, when: 'hit.age > duration("48h")'}
+  - {id: foreign, effect: drop, when: 'not hit.same_owner'}
+  - {id: elsewhere, effect: drop, when: 'not hit.same_session and hit.source == "vector"'}
+tests:
+  - {name: files, input: {memory: {hits: [{tool: read_file, same_owner: true, same_session: true}]}}, expect: {dropped: [1]}}
+  - {name: old, input: {memory: {hits: [{age: 72h, same_owner: true, same_session: true}]}}, expect: {dropped: [1]}}
+  - {name: foreign, input: {memory: {hits: [{same_session: true}]}}, expect: {dropped: [1]}}
+  - {name: elsewhere, input: {memory: {hits: [{source: vector, same_owner: true}]}}, expect: {dropped: [1]}}
+`
+	v2 := `name: r
+revision: "2"
+defaults: {tool_call: allow}
+memory:
+  - {id: never, effect: refuse}
+tests:
+  - {name: never, input: {memory: {hits: [{seq: 1}]}}, expect: {memory: refuse}}
+`
+	if err := os.WriteFile(file, []byte(v1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := policy.NewWatcher(ctx, policy.WatcherConfig{Path: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	allow := memoryPolicy(w, "owner")
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	st := &kernel.State{SessionID: "s1", Run: 1, Turn: 1, Now: now, Labels: map[string]string{memory.OwnerLabel: "alice"}, ToolCounts: map[string]int{}}
+	var notices []string
+	in := &kernel.BeforeModelInput{PointInfo: kernel.NewPointInfo(kernel.PointBeforeModel, st, func(e kernel.Event) {
+		if n, ok := e.(kernel.Notice); ok {
+			notices = append(notices, n.Text)
+		}
+	})}
+	hit := func(sid, owner, tool string, src memory.Source, age time.Duration) memory.Hit {
+		return memory.Hit{Source: src, Score: 1, Chunk: memory.Chunk{SessionID: sid, Owner: owner, Seq: 1, Role: "tool", Tool: tool, Time: now.Add(-age), Text: "x"}}
+	}
+	hits := []memory.Hit{
+		hit("s1", "alice", "", memory.SourceText, time.Hour),          // kept
+		hit("s1", "alice", "read_file", memory.SourceText, time.Hour), // files
+		hit("s0", "alice", "", memory.SourceHybrid, 72*time.Hour),     // old
+		hit("s0", "bob", "", memory.SourceText, time.Hour),            // foreign
+		hit("s0", "alice", "", memory.SourceVector, time.Hour),        // elsewhere
+		hit("s0", "alice", "", memory.SourceHybrid, time.Hour),        // kept
+	}
+	kept, err := allow(ctx, in, hits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 2 || kept[0].Chunk.Tool != "" || kept[0].Chunk.SessionID != "s1" || kept[1].Source != memory.SourceHybrid || kept[1].Chunk.SessionID != "s0" {
+		t.Fatalf("kept %+v", kept)
+	}
+	if len(notices) != 1 || strings.Count(notices[0], "dropped by rule") != 4 {
+		t.Fatalf("notices %q", notices)
+	}
+	if err := os.WriteFile(file, []byte(v2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := allow(ctx, in, hits); err != nil || kept != nil {
+		t.Fatalf("after the reload: kept %d hits, %v; want the injection refused", len(kept), err)
+	}
+	if len(notices) != 2 || !strings.Contains(notices[1], "refused by rule never") {
+		t.Fatalf("notices %q", notices)
+	}
+	if memoryPolicy(nil, "owner") != nil {
+		t.Fatal("without a policy file memory's Allow is set")
 	}
 }
