@@ -438,6 +438,21 @@ func (x *Explanation) Format(w io.Writer) error {
 			}
 		}
 	}
+	rule := func(r RuleExplanation) {
+		mode := ""
+		if r.Mode == "dryrun" {
+			mode = " (dryrun)"
+		}
+		fmt.Fprintf(&b, "  %s: %s%s: %s", r.ID, r.Effect, mode, r.Status)
+		if r.Note != "" {
+			fmt.Fprintf(&b, " (%s)", r.Note)
+		}
+		if r.Err != "" {
+			fmt.Fprintf(&b, ": %s", r.Err)
+		}
+		b.WriteString("\n")
+		values(r.Saw, "      ")
+	}
 	if len(x.Vars) > 0 {
 		b.WriteString("\nvars:\n")
 		values(x.Vars, "  ")
@@ -464,19 +479,7 @@ func (x *Explanation) Format(w io.Writer) error {
 			b.WriteString("\nrules:\n")
 		}
 		for _, r := range c.Rules {
-			mode := ""
-			if r.Mode == "dryrun" {
-				mode = " (dryrun)"
-			}
-			fmt.Fprintf(&b, "  %s: %s%s: %s", r.ID, r.Effect, mode, r.Status)
-			if r.Note != "" {
-				fmt.Fprintf(&b, " (%s)", r.Note)
-			}
-			if r.Err != "" {
-				fmt.Fprintf(&b, ": %s", r.Err)
-			}
-			b.WriteString("\n")
-			values(r.Saw, "      ")
+			rule(r)
 		}
 	}
 	if s := x.Surface; s != nil {
@@ -538,19 +541,7 @@ func (x *Explanation) Format(w io.Writer) error {
 			fmt.Fprintf(&b, "  would drop (dryrun): hit %d by %s\n", dr.Rank, dr.Rule)
 		}
 		for _, r := range mx.Rules {
-			mode := ""
-			if r.Mode == "dryrun" {
-				mode = " (dryrun)"
-			}
-			fmt.Fprintf(&b, "  %s: %s%s: %s", r.ID, r.Effect, mode, r.Status)
-			if r.Note != "" {
-				fmt.Fprintf(&b, " (%s)", r.Note)
-			}
-			if r.Err != "" {
-				fmt.Fprintf(&b, ": %s", r.Err)
-			}
-			b.WriteString("\n")
-			values(r.Saw, "      ")
+			rule(r)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
