@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentkernel/agentkernel/internal/testutil"
 	"github.com/agentkernel/agentkernel/kernel"
@@ -242,5 +243,26 @@ func TestDocsMemoryExample(t *testing.T) {
 	file := testutil.ReadFile(t, "testdata/memory.yaml")
 	if !strings.Contains(doc, "```yaml\n"+file+"```\n") {
 		t.Fatal(`docs/memory.md, "Policy": the yaml example is not policy/testdata/memory.yaml`)
+	}
+}
+
+// BenchmarkMemoryRuling is the cost of one ruling of the example file (two
+// drop rules, one refuse rule, one dry run) on k = 8 hits: what the
+// policy adds to each model request with memory on.
+func BenchmarkMemoryRuling(b *testing.B) {
+	p, err := LoadFile(context.Background(), "testdata/memory.yaml", Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := MemoryRetrieval{Scope: "owner"}
+	for i := range 8 {
+		r.Hits = append(r.Hits, MemoryHit{Session: "s1", Seq: i + 1, Role: "tool", Tool: []string{"read_file", "search"}[i%2],
+			Source: "hybrid", Score: 1 / float64(i+1), SameSession: i < 4, SameOwner: true, Age: time.Duration(i) * 240 * time.Hour})
+	}
+	st := memState()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Memory(ctx, st, r)
 	}
 }
