@@ -82,12 +82,16 @@ func (r *run) commitTail(ctx context.Context, n int, step Step) error {
 
 // storeCommit writes step, timed for the observer when there is one.
 func (r *run) storeCommit(step Step) error {
+	commit := r.k.cfg.Store.Commit
+	if r.k.commitStep != nil {
+		commit = r.k.commitStep
+	}
 	obs := r.k.obs
 	if obs == nil {
-		return r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step)
+		return commit(r.persistCtx, r.meta.ID, step)
 	}
 	start := time.Now()
-	err := r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step)
+	err := commit(r.persistCtx, r.meta.ID, step)
 	obs.Committed(time.Since(start), err)
 	if so, ok := obs.(StepObserver); ok && err == nil {
 		so.StepCommitted(r.meta.ID, &step)

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -185,6 +186,8 @@ type Kernel struct {
 	principal string
 	interrupt <-chan struct{}
 	lease     *HeldLease
+	// commitStep is RunOptions.CommitStep (nil: Config.Store.Commit).
+	commitStep func(ctx context.Context, id string, step Step) error
 	// obs watches the run of a view made by observe (Config.Observe); nil
 	// otherwise. Kept here rather than in the run: a run's memory is what
 	// every run allocates.

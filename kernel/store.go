@@ -68,12 +68,13 @@ type Store interface {
 //	Leaser            AcquireLease, RenewLease, ReleaseLease: several processes writing one store (kernel serve replicas); else one process owns the store and Step.Fence means nothing
 //	SpaceChecker      CheckSpace: a run refuses to start on a volume that cannot hold a step; else no check
 //	SpaceReclaimer    Reclaim: `kernel sessions rm` and `gc` give the disk space back; else nothing to give back
+//	StepEventCommitter CommitWithEvents: `kernel serve` stores a run's pending events in its step's transaction (one sync); else the events are appended (EventLog) after the step
 //
 // The stores implement:
 //
 //	memory    SessionDeleter, EventLog
-//	badger    SessionDeleter, SessionExporter, SessionImporter, SessionCollector, StoreChecker, EventLog, SpaceChecker, SpaceReclaimer
-//	postgres  SessionDeleter, SessionExporter, SessionImporter, SessionCollector, StoreChecker, EventLog, Leaser
+//	badger    SessionDeleter, SessionExporter, SessionImporter, SessionCollector, StoreChecker, EventLog, SpaceChecker, SpaceReclaimer, StepEventCommitter
+//	postgres  SessionDeleter, SessionExporter, SessionImporter, SessionCollector, StoreChecker, EventLog, Leaser, StepEventCommitter
 //
 // A store several kernel serve replicas share also implements
 // replica.Shared (kernel/replica): the runs, notices and queue of the
@@ -146,6 +147,22 @@ type StoreChecker interface {
 type EventLog interface {
 	AppendEvents(ctx context.Context, id string, fence uint64, events []StoredEvent) (first uint64, err error)
 	ReadEvents(ctx context.Context, id string, after uint64, limit int) ([]StoredEvent, error)
+}
+
+// StepEventCommitter is an EventLog that can store a step and events of
+// its session in one transaction: CommitWithEvents is Commit (same
+// contract, same errors) and AppendEvents of events with step.Fence as
+// the fence, all or nothing, with one durable write instead of two. It
+// returns the Seq of the first event (0 when events is empty). When it
+// fails, neither the step nor the events are stored, and the caller may
+// append the events on their own. Concurrent appends to the session are
+// serialised with it, as with AppendEvents.
+//
+// kernel serve uses it to make a run's events durable with the step they
+// precede (RunOptions.CommitStep). Why: RATIONALE.md, "A run's events
+// ride its step's commit".
+type StepEventCommitter interface {
+	CommitWithEvents(ctx context.Context, id string, step Step, events []StoredEvent) (first uint64, err error)
 }
 
 // Leaser is an optional interface of a Store that several processes write

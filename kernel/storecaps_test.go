@@ -18,15 +18,16 @@ import (
 
 // capabilities are the optional Store interfaces, by name.
 var capabilities = map[string]reflect.Type{
-	"SessionDeleter":   reflect.TypeFor[kernel.SessionDeleter](),
-	"SessionExporter":  reflect.TypeFor[kernel.SessionExporter](),
-	"SessionImporter":  reflect.TypeFor[kernel.SessionImporter](),
-	"SessionCollector": reflect.TypeFor[kernel.SessionCollector](),
-	"StoreChecker":     reflect.TypeFor[kernel.StoreChecker](),
-	"EventLog":         reflect.TypeFor[kernel.EventLog](),
-	"Leaser":           reflect.TypeFor[kernel.Leaser](),
-	"SpaceChecker":     reflect.TypeFor[kernel.SpaceChecker](),
-	"SpaceReclaimer":   reflect.TypeFor[kernel.SpaceReclaimer](),
+	"SessionDeleter":     reflect.TypeFor[kernel.SessionDeleter](),
+	"SessionExporter":    reflect.TypeFor[kernel.SessionExporter](),
+	"SessionImporter":    reflect.TypeFor[kernel.SessionImporter](),
+	"SessionCollector":   reflect.TypeFor[kernel.SessionCollector](),
+	"StoreChecker":       reflect.TypeFor[kernel.StoreChecker](),
+	"EventLog":           reflect.TypeFor[kernel.EventLog](),
+	"Leaser":             reflect.TypeFor[kernel.Leaser](),
+	"SpaceChecker":       reflect.TypeFor[kernel.SpaceChecker](),
+	"SpaceReclaimer":     reflect.TypeFor[kernel.SpaceReclaimer](),
+	"StepEventCommitter": reflect.TypeFor[kernel.StepEventCommitter](),
 }
 
 // TestStoreCapabilities holds the list of optional Store interfaces in

@@ -34,6 +34,14 @@ type RunOptions struct {
 	// boundary with an error wrapping ErrLeaseLost, writing nothing more.
 	// The run neither acquires nor releases it.
 	Lease *HeldLease
+	// CommitStep, when set, commits the run's steps instead of
+	// Config.Store.Commit, with Store.Commit's contract (it must store
+	// the step, all or nothing, durably, before it returns). A front end
+	// uses it to store something of its own in the step's transaction:
+	// kernel serve stores the run's pending events with the step
+	// (StepEventCommitter). The steps of a delegated agent's session do
+	// not go through it (its events are the run's, nested).
+	CommitStep func(ctx context.Context, id string, step Step) error
 }
 
 // With returns a Kernel that runs with o: it shares k's configuration,
@@ -54,16 +62,17 @@ func (k *Kernel) With(o RunOptions) *Kernel {
 // lease (o.OnEvent is the caller's to apply).
 func (k *Kernel) view(o RunOptions) *Kernel {
 	return &Kernel{
-		cfg:       k.cfg,
-		chain:     k.chain,
-		limit:     k.limit,
-		retry:     k.retry,
-		calib:     k.calib,
-		realClock: k.realClock,
-		principal: o.Principal,
-		interrupt: o.Interrupt,
-		lease:     o.Lease,
-		scope:     k.scope,
+		cfg:        k.cfg,
+		chain:      k.chain,
+		limit:      k.limit,
+		retry:      k.retry,
+		calib:      k.calib,
+		realClock:  k.realClock,
+		principal:  o.Principal,
+		interrupt:  o.Interrupt,
+		lease:      o.Lease,
+		commitStep: o.CommitStep,
+		scope:      k.scope,
 		// A view must keep everything New derived from the Config: the
 		// models on the text tool protocol and its correction cap (without
 		// them a view offered those models native tools and read the calls

@@ -502,8 +502,15 @@ func (c *programCgroups) leave() error {
 	return first
 }
 
+// moveThread moves the calling thread into the cgroup of the tasks file.
+// It writes 0 (the writing thread itself), not the thread's id: the same
+// move, but the kernel then skips its global cgroup_threadgroup_rwsem,
+// which a move by id takes for writing. The first writer of that lock
+// after a quiet spell waits for an RCU grace period (5-15 ms on the 2-core
+// VM, more under load): that wait was the largest part of a cold start.
+// RATIONALE.md, "Cold start: a cgroup move without the global lock".
 func moveThread(tasks *os.File, what string) error {
-	if _, err := tasks.WriteString(strconv.Itoa(unix.Gettid())); err != nil {
+	if _, err := tasks.WriteString("0"); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -48,7 +49,21 @@ func servePlugin(p Plugin) int {
 		return 1
 	}
 	stderr := os.Stderr
-	hs, err := takeOverStdout(stderr)
+	// The plugin's side of the host's mutual TLS (serverTLS): made here on
+	// P-256 where the handshake line can carry its certificate, else left
+	// to go-plugin (P-521).
+	var tlsProvider func() (*tls.Config, error)
+	cert := ""
+	if clientPEM := os.Getenv("PLUGIN_CLIENT_CERT"); clientPEM != "" && fillsHandshakeCert {
+		cfg, c, err := serverTLS(clientPEM)
+		if err != nil {
+			fmt.Fprintf(stderr, "agentkernel plugin: mutual TLS with the host: %v\n", err)
+			return 1
+		}
+		tlsProvider = func() (*tls.Config, error) { return cfg, nil }
+		cert = c
+	}
+	hs, err := takeOverStdout(stderr, cert)
 	if err != nil {
 		fmt.Fprintf(stderr, "agentkernel plugin: take over stdout: %v\n", err)
 		return 1
@@ -57,6 +72,7 @@ func servePlugin(p Plugin) int {
 	watchParent()
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake(),
+		TLSProvider:     tlsProvider,
 		VersionedPlugins: map[int]plugin.PluginSet{
 			ProtocolVersion: {PluginName: &grpcPlugin{svc: svc, hooks: hooks, memory: p.Memory}},
 		},

@@ -19,7 +19,10 @@ import (
 // stderr, and returns the write end of a pipe that Serve installs as
 // os.Stdout. go-plugin writes its handshake line to os.Stdout; a goroutine
 // passes that one line to the host and everything else to stderr.
-func takeOverStdout(stderr *os.File) (*os.File, error) {
+//
+// cert, when not empty, is the SDK's TLS certificate (serverTLS), which the
+// goroutine puts into the handshake line's empty sixth field.
+func takeOverStdout(stderr *os.File, cert string) (*os.File, error) {
 	fd, err := syscall.Dup(1)
 	if err != nil {
 		return nil, fmt.Errorf("dup stdout: %w", err)
@@ -37,7 +40,7 @@ func takeOverStdout(stderr *os.File) (*os.File, error) {
 	}
 	// This goroutine lives as long as the process: writers that captured
 	// os.Stdout before Serve keep writing to pw, and it sends them to stderr.
-	go forwardStdout(pr, host, stderr)
+	go forwardStdout(pr, host, stderr, cert)
 	return pw, nil
 }
 
@@ -50,9 +53,29 @@ func isHandshake(b []byte) bool {
 	return ok && (bytes.HasPrefix(rest, []byte("unix|")) || bytes.HasPrefix(rest, []byte("tcp|")))
 }
 
+// fillsHandshakeCert: forwardStdout puts the SDK's certificate into the
+// handshake line.
+const fillsHandshakeCert = true
+
+// withCert returns the handshake line with cert in its sixth field, where
+// go-plugin left that field empty (it writes its own certificate there
+// only when it made the TLS configuration itself).
+func withCert(line []byte, cert string) []byte {
+	if cert == "" {
+		return line
+	}
+	parts := bytes.Split(bytes.TrimSuffix(line, []byte("\n")), []byte("|"))
+	if len(parts) < 6 || len(parts[5]) != 0 {
+		return line
+	}
+	parts[5] = []byte(cert)
+	return append(bytes.Join(parts, []byte("|")), '\n')
+}
+
 // forwardStdout copies r line by line: the first handshake line goes to
-// host, which is then closed; everything else goes to stderr.
-func forwardStdout(r io.Reader, host, stderr io.WriteCloser) {
+// host (with cert filled in: withCert), which is then closed; everything
+// else goes to stderr.
+func forwardStdout(r io.Reader, host, stderr io.WriteCloser, cert string) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	sent := false
 	for {
@@ -60,7 +83,7 @@ func forwardStdout(r io.Reader, host, stderr io.WriteCloser) {
 		if !sent && err == nil {
 			if i := bytes.Index(line, handshakePrefix); i >= 0 && isHandshake(line[i:]) {
 				_, _ = stderr.Write(line[:i])
-				_, _ = host.Write(line[i:])
+				_, _ = host.Write(withCert(line[i:], cert))
 				_ = host.Close()
 				sent = true
 				continue

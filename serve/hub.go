@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
@@ -16,15 +17,28 @@ import (
 // client that reconnects with Last-Event-ID resumes without a gap or a
 // repeat, also after a restart.
 //
+// While a run whose store can commit a step with events
+// (kernel.StepEventCommitter) is attached to the topic, its events are not
+// written on their own at once: they wait (at most linger) for the run's
+// next step, and are stored in the step's own transaction, so a step and
+// the events before it cost one sync, not two. Events that no step takes
+// within linger, and those left when the run ends, are stored as above.
+// Why: RATIONALE.md, "A run's events ride its step's commit".
+//
 // Publishing never blocks: each stream has a notification channel of one
 // slot, and reads what it has not sent from the topic's recent events (or
 // from the store when it fell behind) at its own pace. A client that stops
 // reading holds up nobody but itself, and its writes time out.
 // Why: RATIONALE.md, "Streams pull, runs never wait".
 type hub struct {
-	log   kernel.EventLog
-	scrub func(string) string
-	warn  func(string, ...any)
+	log kernel.EventLog
+	// steps is log as a StepEventCommitter, or nil.
+	steps kernel.StepEventCommitter
+	// linger is how long an attached run's events wait for its next
+	// step before they are stored on their own.
+	linger time.Duration
+	scrub  func(string) string
+	warn   func(string, ...any)
 	// announce tells the other replicas (on a shared store) that owner's
 	// approvals may have changed; nil without replicas.
 	announce func(ctx context.Context, owner string)
@@ -47,14 +61,28 @@ const recentCap = 512
 // store (bounded memory when the store is slower than the model).
 const highWater = 8192
 
+// defaultLinger is hub.linger: far below what a user notices of a live
+// stream, and far above the time a run takes from an event to its next
+// step when neither a model nor a tool is waited for.
+const defaultLinger = 5 * time.Millisecond
+
+// maxAttach caps the events stored with one step (the rest are stored
+// on their own, after).
+const maxAttach = 256
+
 type topic struct {
 	id   string
 	refs int
+	h    *hub
 
 	mu       sync.Mutex
 	idle     *sync.Cond // signalled when a batch is stored
 	pending  []fencedEvent
-	flushing bool
+	flushing bool // a writer (flush, or a step's commit) is storing
+	// attached counts the runs whose steps take the pending events
+	// (commitStep); timer stores them once linger has passed.
+	attached int
+	timer    *time.Timer
 	recent   []kernel.StoredEvent // the last stored events, in order
 	subs     map[chan struct{}]struct{}
 	failed   int // events the store refused
@@ -64,7 +92,12 @@ type topic struct {
 }
 
 func newHub(log kernel.EventLog, scrub func(string) string, warn func(string, ...any)) *hub {
-	return &hub{log: log, scrub: scrub, warn: warn, topics: map[string]*topic{}, inbox: map[string]map[chan struct{}]struct{}{}, closing: make(chan struct{})}
+	steps, _ := log.(kernel.StepEventCommitter)
+	linger := defaultLinger
+	if d := lingerOverride.Load(); d != nil {
+		linger = *d
+	}
+	return &hub{log: log, steps: steps, linger: linger, scrub: scrub, warn: warn, topics: map[string]*topic{}, inbox: map[string]map[chan struct{}]struct{}{}, closing: make(chan struct{})}
 }
 
 // acquire returns the session's topic, holding a reference until release.
@@ -73,7 +106,7 @@ func (h *hub) acquire(id string) *topic {
 	defer h.mu.Unlock()
 	t := h.topics[id]
 	if t == nil {
-		t = &topic{id: id, subs: map[chan struct{}]struct{}{}}
+		t = &topic{id: id, h: h, subs: map[chan struct{}]struct{}{}}
 		t.idle = sync.NewCond(&t.mu)
 		h.topics[id] = t
 	}
@@ -133,20 +166,136 @@ func (h *hub) sink(ctx context.Context, t *topic, owner string, lease *kernel.He
 	}
 }
 
-// add queues ev for storing, starting the topic's writer if it is idle.
+// add queues ev for storing: at once, or, while a run is attached, with
+// its next step (or after linger).
 func (h *hub) add(t *topic, ev fencedEvent) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	for len(t.pending) >= highWater {
+		t.startLocked()
 		t.idle.Wait()
 	}
 	t.pending = append(t.pending, ev)
-	start := !t.flushing
-	t.flushing = true
-	t.mu.Unlock()
-	if start {
-		go h.flush(t)
+	switch {
+	case t.flushing:
+		// The writer stores it next (or, a step's commit, leaves it
+		// to the timer it starts).
+	case t.attached > 0 && h.linger > 0:
+		if t.timer == nil {
+			var tm *time.Timer
+			tm = time.AfterFunc(h.linger, func() {
+				t.mu.Lock()
+				defer t.mu.Unlock()
+				if t.timer == tm {
+					t.timer = nil
+				}
+				t.startLocked()
+			})
+			t.timer = tm
+		}
+	default:
+		t.startLocked()
 	}
 }
+
+// startLocked starts the writer when events are pending and none runs
+// (the caller holds t.mu).
+func (t *topic) startLocked() {
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	if t.flushing || len(t.pending) == 0 {
+		return
+	}
+	t.flushing = true
+	go t.h.flush(t)
+}
+
+// attach makes the steps of a run on t's session take its pending events
+// (when the store can) until detach; it returns the kernel.RunOptions
+// CommitStep that does, or nil.
+func (h *hub) attach(t *topic, store kernel.Store) func(ctx context.Context, id string, step kernel.Step) error {
+	if h.steps == nil {
+		return nil
+	}
+	t.mu.Lock()
+	t.attached++
+	t.mu.Unlock()
+	return func(ctx context.Context, id string, step kernel.Step) error {
+		if id != t.id {
+			return store.Commit(ctx, id, step)
+		}
+		return h.commitStep(ctx, t, store, step)
+	}
+}
+
+// detach ends what attach began; the events left pending are stored at
+// once.
+func (h *hub) detach(t *topic) {
+	t.mu.Lock()
+	t.attached--
+	t.startLocked()
+	t.mu.Unlock()
+}
+
+// commitStep commits step with t's pending events of the step's fence
+// (kernel.StepEventCommitter), once the batch being stored, if any, is:
+// the events keep their order. It publishes them once the commit returns.
+// When the commit fails, nothing of it is stored: the events go back to
+// the front of the queue and are stored on their own, and the step's
+// error is the run's.
+func (h *hub) commitStep(ctx context.Context, t *topic, store kernel.Store, step kernel.Step) error {
+	t.mu.Lock()
+	for t.flushing {
+		t.idle.Wait()
+	}
+	n := 0
+	for n < len(t.pending) && n < maxAttach && t.pending[n].fence == step.Fence {
+		n++
+	}
+	if n == 0 {
+		t.mu.Unlock()
+		return store.Commit(ctx, t.id, step)
+	}
+	fenced := t.pending[:n:n]
+	t.pending = t.pending[n:]
+	t.flushing = true
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	t.mu.Unlock()
+
+	batch := make([]kernel.StoredEvent, len(fenced))
+	for i := range fenced {
+		batch[i] = fenced[i].ev
+	}
+	first, err := h.steps.CommitWithEvents(ctx, t.id, step, batch)
+	if f := beforePublish.Load(); f != nil && err == nil {
+		(*f)(t.id, first, batch)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.flushing = false
+	if err != nil {
+		t.pending = append(fenced, t.pending...)
+		t.startLocked()
+		return err
+	}
+	t.publishLocked(batch, first)
+	if len(t.pending) > 0 {
+		t.startLocked()
+	}
+	return nil
+}
+
+// beforePublish, when set (by tests), is called between a step's commit
+// with events and their publication.
+var beforePublish atomic.Pointer[func(id string, first uint64, events []kernel.StoredEvent)]
+
+// lingerOverride, when set (by tests), replaces defaultLinger in new hubs.
+var lingerOverride atomic.Pointer[time.Duration]
 
 // flush stores the topic's pending events batch by batch until none is
 // left, publishing each batch once it is stored. Its owner is the topic:
@@ -194,6 +343,12 @@ func (h *hub) store(t *topic, fenced []fencedEvent) {
 		}
 		return
 	}
+	t.publishLocked(batch, first)
+}
+
+// publishLocked records batch, stored from seq first on, as the topic's
+// recent events and wakes its streams (the caller holds t.mu).
+func (t *topic) publishLocked(batch []kernel.StoredEvent, first uint64) {
 	for i := range batch {
 		batch[i].Seq = first + uint64(i)
 	}
@@ -215,7 +370,8 @@ func (h *hub) store(t *topic, fenced []fencedEvent) {
 // wait returns once every event added so far is stored (or refused).
 func (t *topic) wait() {
 	t.mu.Lock()
-	for t.flushing {
+	for t.flushing || len(t.pending) > 0 {
+		t.startLocked()
 		t.idle.Wait()
 	}
 	t.mu.Unlock()

@@ -196,7 +196,21 @@ func TestReplicasSteerAndCancel(t *testing.T) {
 
 	// Cancel across replicas: a run on a (at the gate again), cancelled
 	// through b.
-	run2 := a.must(202, "POST", "/v1/sessions/"+sid+"/runs", a.alice, map[string]any{"prompt": "wait again"})["run"].(map[string]any)
+	// The replica that ran the follow-up frees the session's slot just
+	// after the run's end is stored: a start may meet it held (409) for
+	// that moment, on main before this branch too (1 in 6 runs).
+	var run2 map[string]any
+	waitFor(t, func() bool {
+		p := a.doNoCheck("POST", "/v1/sessions/"+sid+"/runs", a.alice, map[string]any{"prompt": "wait again"})
+		if p.status == 409 {
+			return false
+		}
+		if p.status != 202 {
+			t.Fatalf("run: %d %s", p.status, p.body)
+		}
+		run2 = p.json(t)["run"].(map[string]any)
+		return true
+	})
 	<-started2
 	waitFor(t, func() bool {
 		s := b.must(200, "GET", "/v1/sessions/"+sid, b.alice, nil)

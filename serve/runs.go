@@ -185,8 +185,12 @@ func (m *runManager) run(ctx context.Context, rec *runRec, k *Key, fn runFunc) {
 	defer m.s.hub.release(t)
 	lease := rec.lease
 	for rec != nil {
-		kr := m.s.sessionKernel(ctx, rec.SessionID).With(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.sink(ctx, t, rec.owner, lease), Interrupt: m.interrupt, Lease: lease})
+		commit := m.s.hub.attach(t, m.s.cfg.Store) // the run's steps store its events
+		kr := m.s.sessionKernel(ctx, rec.SessionID).With(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.sink(ctx, t, rec.owner, lease), Interrupt: m.interrupt, Lease: lease, CommitStep: commit})
 		res, err := fn(ctx, kr)
+		if commit != nil {
+			m.s.hub.detach(t)
+		}
 		t.wait() // the run's events are stored before it is reported ended
 		rec, ctx, fn = m.finish(ctx, rec, res, err)
 	}

@@ -1,6 +1,7 @@
 // Package subprocess is the host side of tool plugins: binaries built with
 // the Go SDK (package sdk) that serve tools over hashicorp/go-plugin (gRPC only,
-// AutoMTLS, a unix socket in a private directory).
+// go-plugin's AutoMTLS protocol on P-256 keys (mtls.go), a unix socket in a
+// private directory).
 //
 // A Host owns every plugin of a kernel. For each configured plugin:
 //

@@ -2,6 +2,7 @@ package subprocess
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"sort"
@@ -63,6 +64,12 @@ type Host struct {
 	plugins map[string]*supervisor
 	ops     sync.WaitGroup // Load, Verify and process starts in progress
 	wg      sync.WaitGroup // instance watchers
+
+	// The host's TLS key and certificate (clientTLS), made once.
+	tlsOnce sync.Once
+	tlsCert tls.Certificate
+	tlsPEM  string
+	tlsErr  error
 }
 
 // NewHost returns a Host. It starts nothing until Load or Verify.

@@ -48,13 +48,18 @@ type instance struct {
 }
 
 // startInstance execs the verified copy exe of the plugin cfg, completes
-// go-plugin's handshake (AutoMTLS, gRPC only, StartTimeout) and asks for
+// go-plugin's handshake (AutoMTLS's protocol with the host's key: clientTLS;
+// gRPC only; StartTimeout) and asks for
 // its tools. The process runs with an environment made of cfg.Env's
 // variables and go-plugin's handshake variables, nothing else.
 func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (*instance, error) {
 	var gr *groupRunner
 	recvMax := cfg.MaxOutputBytes + 1<<20 // room for the marker, the error text and framing
 	plog := h.log.Named(cfg.Name)
+	tlsConfig, hostCert, err := h.clientTLS()
+	if err != nil {
+		return nil, &StartError{Plugin: cfg.Name, Reason: err.Error(), Err: err}
+	}
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig: sdk.Handshake(),
 		VersionedPlugins: map[int]plugin.PluginSet{
@@ -65,12 +70,16 @@ func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (
 			// private socket directory it created under h.dir.
 			grant := PluginGrant(cfg, exe, envValue(c.Env, plugin.EnvUnixSocketDir))
 			grant.AllowMissing = append(grant.AllowMissing, h.cfg.AllowMissing...)
+			extra := append(c.Env[:len(c.Env):len(c.Env)], "PLUGIN_CLIENT_CERT="+hostCert)
 			gr = newGroupRunner(cfg.Name, proc.Spec{Argv: commandLine(cfg, exe), Dir: cfg.Dir,
-				Grant: grant, Env: cfg.Env, Extra: c.Env, Spawner: h.spawner})
+				Grant: grant, Env: cfg.Env, Extra: extra, Spawner: h.spawner})
 			return gr, nil
 		},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		AutoMTLS:         true,
+		// go-plugin's AutoMTLS, with the host's key made once (clientTLS):
+		// go-plugin loads the certificate the process answers with into
+		// tlsConfig, a config of this process's own.
+		TLSConfig:        tlsConfig,
 		SkipHostEnv:      true,
 		StartTimeout:     StartTimeout,
 		Logger:           h.log,

@@ -310,3 +310,19 @@ func TestStdoutTakeover(t *testing.T) {
 		return strings.Contains(l, "noise via fd 1") && strings.Contains(l, "stray line via os.Stdout") && strings.Contains(l, "stray line via fd 1")
 	}, "the plugin's stdout to reach the host's log")
 }
+
+// TestImpostorCertificateRefused: a process that announces one TLS
+// certificate in its handshake line and serves with another (which
+// accepts the host's certificate) is refused: the host talks only to the
+// certificate the process it started announced (plugins/subprocess
+// mtls.go). Trusting any certificate, or none in particular, fails this.
+func TestImpostorCertificateRefused(t *testing.T) {
+	h := newHost(t, subprocess.HostConfig{})
+	_, err := h.Load(testCtx(t), misbehaveConfig("-impostor"))
+	if !errors.Is(err, subprocess.ErrStart) {
+		t.Fatalf("err = %v, want ErrStart", err)
+	}
+	if !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("error %q does not say the certificate was refused", err)
+	}
+}

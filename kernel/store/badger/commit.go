@@ -18,19 +18,42 @@ import (
 // messages first and the metadata last: messages past the stored LastSeq
 // are invisible, so the step still appears all at once.
 func (s *Store) Commit(ctx context.Context, id string, step kernel.Step) error {
+	_, err := s.commit(ctx, id, step, nil, 0)
+	return err
+}
+
+// CommitWithEvents stores step and events in one synced Badger
+// transaction (kernel.StepEventCommitter): the events take the next Seq
+// values of the session's log, and are stored if and only if the step is.
+// The fence is ignored, as by Commit and AppendEvents.
+func (s *Store) CommitWithEvents(ctx context.Context, id string, step kernel.Step, events []kernel.StoredEvent) (uint64, error) {
+	if len(events) == 0 {
+		return 0, s.Commit(ctx, id, step)
+	}
+	evals, size, err := encodeEvents(events)
+	if err != nil {
+		return 0, fmt.Errorf("commit session %s: %w", id, err)
+	}
+	return s.commit(ctx, id, step, evals, size)
+}
+
+// commit is Commit, with the encoded events evals (of esize bytes in all)
+// stored in the step's transaction when there are any; it returns the
+// Seq of the first.
+func (s *Store) commit(ctx context.Context, id string, step kernel.Step, evals [][]byte, esize int) (uint64, error) {
 	if err := rules.CheckID(id); err != nil {
-		return fmt.Errorf("commit session: %w", err)
+		return 0, fmt.Errorf("commit session: %w", err)
 	}
 	if s.opts.ReadOnly {
-		return fmt.Errorf("commit session %s: %w", id, ErrReadOnly)
+		return 0, fmt.Errorf("commit session %s: %w", id, ErrReadOnly)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("commit session %s: %w", id, err)
+		return 0, fmt.Errorf("commit session %s: %w", id, err)
 	}
 	msgs := step.Messages
 	for i := 1; i < len(msgs); i++ {
 		if msgs[i].Seq != msgs[0].Seq+uint64(i) {
-			return fmt.Errorf("session %q: message %d has seq %d, want %d: %w", id, i, msgs[i].Seq, msgs[0].Seq+uint64(i), kernel.ErrSeqConflict)
+			return 0, fmt.Errorf("session %q: message %d has seq %d, want %d: %w", id, i, msgs[i].Seq, msgs[0].Seq+uint64(i), kernel.ErrSeqConflict)
 		}
 	}
 	size := 0
@@ -44,37 +67,64 @@ func (s *Store) Commit(ctx context.Context, id string, step kernel.Step) error {
 		buf = encodeMessage(buf, &msgs[i])
 		vals[i] = buf[start:len(buf):len(buf)]
 	}
-	if err := s.checkSpace(int64(len(buf)), len(msgs) == 0); err != nil {
-		return fmt.Errorf("commit session %s: %w", id, err)
+	if err := s.checkSpace(int64(len(buf)+esize), len(msgs) == 0 && len(evals) == 0); err != nil {
+		return 0, fmt.Errorf("commit session %s: %w", id, err)
 	}
 
-	j := &job{id: id, step: &step, vals: vals, size: len(buf)}
-	var err error
+	j := &job{id: id, step: &step, vals: vals, size: len(buf) + esize}
 	mu := s.locks.of(id)
 	mu.Lock()
 	defer mu.Unlock()
-	if len(buf) > groupStepMax || len(msgs) > groupStepMsgs {
+	var first, last uint64
+	if len(evals) > 0 {
+		// The event lock, taken after the session's (as Delete does),
+		// orders the events with the session's other appends.
+		emu := s.events.locks.of(id)
+		emu.Lock()
+		defer emu.Unlock()
+		var err error
+		if last, err = s.lastEvent(id, false); err != nil {
+			return 0, fmt.Errorf("commit session %s: %w", id, err)
+		}
+		first = last + 1
+		j.ekeys = make([][]byte, len(evals))
+		for i := range evals {
+			j.ekeys[i] = eventKey(id, first+uint64(i))
+		}
+		j.evals = evals
+	}
+	var err error
+	if j.size > groupStepMax || len(msgs)+len(evals) > groupStepMsgs {
 		err = s.commitAlone(j)
 	} else {
 		err = s.commitGrouped(j)
 	}
 	if err != nil {
-		return fmt.Errorf("commit session %s: %w", id, err)
+		if len(evals) > 0 {
+			s.events.forget(id)
+		}
+		return 0, fmt.Errorf("commit session %s: %w", id, err)
 	}
-	return nil
+	if len(evals) > 0 {
+		s.events.set(id, last+uint64(len(evals)))
+	}
+	return first, nil
 }
 
 // job is one Commit's step, or one AppendEvents' events, on its way into
 // a transaction.
 type job struct {
-	id    string
-	step  *kernel.Step // nil: events
-	keys  [][]byte     // the events' keys
-	vals  [][]byte     // the messages' or the events' values
-	size  int
-	err   error       // the outcome, set by whoever committed the job
-	done  chan result // a waiting job's outcome, or its turn to lead
-	point []setOrDelete
+	id   string
+	step *kernel.Step // nil: events
+	keys [][]byte     // the events' keys
+	vals [][]byte     // the messages' or the events' values
+	// ekeys and evals are the events stored with a step
+	// (CommitWithEvents).
+	ekeys, evals [][]byte
+	size         int
+	err          error       // the outcome, set by whoever committed the job
+	done         chan result // a waiting job's outcome, or its turn to lead
+	point        []setOrDelete
 }
 
 type result struct {
@@ -143,6 +193,16 @@ func (j *job) setEvents(txn *bdg.Txn) error {
 	return nil
 }
 
+// setStepEvents adds the events stored with j's step to txn.
+func (j *job) setStepEvents(txn *bdg.Txn) error {
+	for i, k := range j.ekeys {
+		if err := txn.Set(k, j.evals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // finish adds j's commit point to txn.
 func (j *job) finish(txn *bdg.Txn) error {
 	for _, p := range j.point {
@@ -175,12 +235,22 @@ func (s *Store) commitAlone(j *job) error {
 	}
 	err := j.setMessages(txn)
 	if err == nil {
+		err = j.setStepEvents(txn)
+	}
+	if err == nil {
 		err = j.finish(txn)
 	}
 	if errors.Is(err, bdg.ErrTxnTooBig) {
+		// The events go with the commit point: stored if and only if
+		// the step is.
 		txn.Discard()
 		txn = s.db.NewTransaction(true)
-		err = s.commitLarge(&txn, j.id, j.step.Messages, j.vals, j.finish)
+		err = s.commitLarge(&txn, j.id, j.step.Messages, j.vals, func(txn *bdg.Txn) error {
+			if err := j.setStepEvents(txn); err != nil {
+				return err
+			}
+			return j.finish(txn)
+		})
 	}
 	if err == nil {
 		err = txn.Commit()
@@ -279,7 +349,9 @@ func (s *Store) commitBatch(batch []*job) {
 				continue
 			}
 			if err = b.setMessages(txn); err == nil {
-				err = b.finish(txn)
+				if err = b.setStepEvents(txn); err == nil {
+					err = b.finish(txn)
+				}
 			}
 		}
 		if err != nil {

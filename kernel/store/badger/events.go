@@ -87,15 +87,9 @@ func (s *Store) AppendEvents(ctx context.Context, id string, _ uint64, events []
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("append events to session %s: %w", id, err)
 	}
-	size := 0
-	vals := make([][]byte, len(events))
-	for i, e := range events {
-		v, err := encodeJSON(eventVersion, storedEvent{Type: e.Type, Time: e.Time, Data: e.Data})
-		if err != nil {
-			return 0, fmt.Errorf("append events to session %s: %w", id, err)
-		}
-		vals[i] = v
-		size += len(v)
+	vals, size, err := encodeEvents(events)
+	if err != nil {
+		return 0, fmt.Errorf("append events to session %s: %w", id, err)
 	}
 	if err := s.checkSpace(int64(size), false); err != nil {
 		return 0, fmt.Errorf("append events to session %s: %w", id, err)
@@ -105,27 +99,8 @@ func (s *Store) AppendEvents(ctx context.Context, id string, _ uint64, events []
 	defer mu.Unlock()
 	// The session must exist; a Delete racing with this append leaves
 	// events without metadata, which GC removes as an orphan's.
-	last, known := s.events.get(id)
-	err := s.db.View(func(txn *bdg.Txn) error {
-		if _, err := txn.Get(metaKey(id)); errors.Is(err, bdg.ErrKeyNotFound) {
-			return fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
-		} else if err != nil {
-			return err
-		}
-		if known {
-			return nil
-		}
-		it := txn.NewIterator(bdg.IteratorOptions{Prefix: eventPrefix(id), Reverse: true})
-		defer it.Close()
-		it.Seek(eventKey(id, ^uint64(0)))
-		if it.Valid() {
-			k := it.Item().Key()
-			last = binary.BigEndian.Uint64(k[len(k)-8:])
-		}
-		return nil
-	})
+	last, err := s.lastEvent(id, true)
 	if err != nil {
-		s.events.forget(id)
 		return 0, fmt.Errorf("append events: %w", err)
 	}
 	first := last + 1
@@ -164,6 +139,56 @@ func (s *Store) AppendEvents(ctx context.Context, id string, _ uint64, events []
 	}
 	s.events.set(id, last+uint64(len(vals)))
 	return first, nil
+}
+
+// encodeEvents encodes events as stored, and returns their total size.
+func encodeEvents(events []kernel.StoredEvent) ([][]byte, int, error) {
+	size := 0
+	vals := make([][]byte, len(events))
+	for i, e := range events {
+		v, err := encodeJSON(eventVersion, storedEvent{Type: e.Type, Time: e.Time, Data: e.Data})
+		if err != nil {
+			return nil, 0, err
+		}
+		vals[i] = v
+		size += len(v)
+	}
+	return vals, size, nil
+}
+
+// lastEvent returns the Seq of session id's last stored event (0 when
+// it has none). With exists, the session's metadata must be stored
+// (else ErrSessionNotFound). The caller holds the session's event lock.
+func (s *Store) lastEvent(id string, exists bool) (uint64, error) {
+	last, known := s.events.get(id)
+	if known && !exists {
+		return last, nil
+	}
+	err := s.db.View(func(txn *bdg.Txn) error {
+		if exists {
+			if _, err := txn.Get(metaKey(id)); errors.Is(err, bdg.ErrKeyNotFound) {
+				return fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
+			} else if err != nil {
+				return err
+			}
+		}
+		if known {
+			return nil
+		}
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: eventPrefix(id), Reverse: true})
+		defer it.Close()
+		it.Seek(eventKey(id, ^uint64(0)))
+		if it.Valid() {
+			k := it.Item().Key()
+			last = binary.BigEndian.Uint64(k[len(k)-8:])
+		}
+		return nil
+	})
+	if err != nil {
+		s.events.forget(id)
+		return 0, err
+	}
+	return last, nil
 }
 
 // ReadEvents returns up to limit events of session id after the given Seq
@@ -217,4 +242,7 @@ func (s *Store) deleteEvents(ctx context.Context, id string) error {
 	return s.deletePrefix(ctx, eventPrefix(id), eventKey(id, 0))
 }
 
-var _ kernel.EventLog = (*Store)(nil)
+var (
+	_ kernel.EventLog           = (*Store)(nil)
+	_ kernel.StepEventCommitter = (*Store)(nil)
+)

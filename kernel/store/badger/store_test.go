@@ -55,6 +55,10 @@ func TestEventLogConformance(t *testing.T) {
 	kerneltest.TestEventLog(t, func(t *testing.T) kernel.Store { return openTest(t, Options{}) })
 }
 
+func TestStepEventCommitterConformance(t *testing.T) {
+	kerneltest.TestStepEventCommitter(t, func(t *testing.T) kernel.Store { return openTest(t, Options{}) })
+}
+
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 // commitN stores a session of n user messages in one step.

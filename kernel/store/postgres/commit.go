@@ -28,45 +28,11 @@ const commitSQL = `SELECT code, last, holder, token, expires FROM ak_commit($1, 
 // passes it returns an error wrapping ErrUnavailable, and the step may or
 // may not be stored (the next Load says which).
 func (s *Store) Commit(ctx context.Context, id string, step kernel.Step) error {
-	if err := rules.CheckID(id); err != nil {
-		return fmt.Errorf("commit session: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("commit session %s: %w", id, err)
+	args, bodies, first, err := commitArgs(ctx, id, step)
+	if err != nil {
+		return err
 	}
 	msgs := step.Messages
-	for i := 1; i < len(msgs); i++ {
-		if msgs[i].Seq != msgs[0].Seq+uint64(i) {
-			return fmt.Errorf("session %q: message %d has seq %d, want %d: %w", id, i, msgs[i].Seq, msgs[0].Seq+uint64(i), kernel.ErrSeqConflict)
-		}
-	}
-	bodies := make([][]byte, len(msgs))
-	for i := range msgs {
-		bodies[i] = encodeBody(&msgs[i])
-	}
-	meta := step.Meta
-	meta.ID = id
-	meta.LastSeq = 0 // the row's last_seq is the truth
-	metaJSON, err := json.Marshal(&meta)
-	if err != nil {
-		return fmt.Errorf("commit session %s: encode meta: %w", id, err)
-	}
-	var pending []byte
-	if step.Pending != nil {
-		if pending, err = json.Marshal(step.Pending); err != nil {
-			return fmt.Errorf("commit session %s: encode pending approval: %w", id, err)
-		}
-	}
-	var first int64
-	if len(msgs) > 0 {
-		first = int64(msgs[0].Seq)
-	}
-	updated := meta.Updated
-	if updated.IsZero() {
-		updated = time.Now()
-	}
-	args := []any{id, first, bodies, metaJSON, string(meta.Status), updated, nullJSON(pending), step.ClearPending, int64(step.Fence)}
-
 	var res commitResult
 	deadline := time.Now().Add(s.opts.RetryFor)
 	for attempt := 0; ; attempt++ {
@@ -96,11 +62,17 @@ func (s *Store) Commit(ctx context.Context, id string, step kernel.Step) error {
 	if err != nil {
 		return s.classify("commit session "+id, err)
 	}
+	return res.err(id, step, first, len(msgs))
+}
+
+// err is the error of ak_commit's answer to a step of n messages from
+// seq first, nil for ok.
+func (res *commitResult) err(id string, step kernel.Step, first int64, n int) error {
 	switch res.code {
 	case "ok":
 		return nil
 	case "seq":
-		if len(msgs) == 0 {
+		if n == 0 {
 			return fmt.Errorf("session %q: %w", id, kernel.ErrSeqConflict)
 		}
 		return fmt.Errorf("session %q: first message has seq %d, want %d: %w", id, first, res.last+1, kernel.ErrSeqConflict)
@@ -153,4 +125,47 @@ func nullJSON(b []byte) any {
 		return nil
 	}
 	return string(b)
+}
+
+// commitArgs checks step and returns the arguments of ak_commit, the
+// messages' bodies and the first message's seq.
+func commitArgs(ctx context.Context, id string, step kernel.Step) ([]any, [][]byte, int64, error) {
+	if err := rules.CheckID(id); err != nil {
+		return nil, nil, 0, fmt.Errorf("commit session: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, 0, fmt.Errorf("commit session %s: %w", id, err)
+	}
+	msgs := step.Messages
+	for i := 1; i < len(msgs); i++ {
+		if msgs[i].Seq != msgs[0].Seq+uint64(i) {
+			return nil, nil, 0, fmt.Errorf("session %q: message %d has seq %d, want %d: %w", id, i, msgs[i].Seq, msgs[0].Seq+uint64(i), kernel.ErrSeqConflict)
+		}
+	}
+	bodies := make([][]byte, len(msgs))
+	for i := range msgs {
+		bodies[i] = encodeBody(&msgs[i])
+	}
+	meta := step.Meta
+	meta.ID = id
+	meta.LastSeq = 0 // the row's last_seq is the truth
+	metaJSON, err := json.Marshal(&meta)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("commit session %s: encode meta: %w", id, err)
+	}
+	var pending []byte
+	if step.Pending != nil {
+		if pending, err = json.Marshal(step.Pending); err != nil {
+			return nil, nil, 0, fmt.Errorf("commit session %s: encode pending approval: %w", id, err)
+		}
+	}
+	var first int64
+	if len(msgs) > 0 {
+		first = int64(msgs[0].Seq)
+	}
+	updated := meta.Updated
+	if updated.IsZero() {
+		updated = time.Now()
+	}
+	return []any{id, first, bodies, metaJSON, string(meta.Status), updated, nullJSON(pending), step.ClearPending, int64(step.Fence)}, bodies, first, nil
 }

@@ -45,6 +45,9 @@ func open(t *testing.T) kernel.Store {
 func TestConformance(t *testing.T)         { kerneltest.TestStore(t, open) }
 func TestEventLogConformance(t *testing.T) { kerneltest.TestEventLog(t, open) }
 func TestLeaserConformance(t *testing.T)   { kerneltest.TestLeaser(t, open) }
+func TestStepEventCommitterConformance(t *testing.T) {
+	kerneltest.TestStepEventCommitter(t, open)
+}
 
 // TestCrashRepair is the crash-repair scenario on PostgreSQL: a session a
 // crash left with calls and no results is answered as interrupted, made

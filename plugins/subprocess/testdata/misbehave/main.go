@@ -6,6 +6,7 @@
 //	-stdout-noise         print to stdout (os.Stdout and fd 1) from the moment sdk.Serve takes it over
 //	-exit-before-serve    write an error to stderr and exit 3 before serving
 //	-raw                  serve without the SDK, ignoring the output cap
+//	-impostor             announce one TLS certificate in the handshake, serve with another
 //	-sleep-child          not a plugin: sleep forever (used as a grandchild)
 //
 // Build: go build -o misbehave ./plugins/subprocess/testdata/misbehave
@@ -33,6 +34,7 @@ func main() {
 	noise := flag.Bool("stdout-noise", false, "print to stdout around Serve")
 	exitBefore := flag.Bool("exit-before-serve", false, "exit with an error before serving")
 	raw := flag.Bool("raw", false, "serve without the SDK")
+	impostor := flag.Bool("impostor", false, "announce one TLS certificate and serve with another")
 	sleepChild := flag.Bool("sleep-child", false, "sleep forever")
 	flag.Parse()
 
@@ -73,6 +75,9 @@ func main() {
 		}()
 	case *raw:
 		serveRaw()
+		return
+	case *impostor:
+		serveImpostor()
 		return
 	}
 	sdk.Serve(tools()...)
