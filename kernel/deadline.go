@@ -174,6 +174,9 @@ type callCtx struct {
 	// deleg is the delegation of an agent call (Value of delegationKey);
 	// nil for every other call.
 	deleg *delegation
+	// st is the run's state of a tool call the kernel dispatched (Value of
+	// callSessionKey, read by CallSession); nil for model calls.
+	st *State
 
 	mu   sync.Mutex
 	done chan struct{} // made by the first Done, or closedChan
@@ -299,8 +302,12 @@ func (c *callCtx) Err() error {
 	return nil
 }
 
-// Value is the parent's, except for a tool call's progress receiver.
+// Value is the parent's, except for a tool call's progress receiver,
+// delegation, queue and session.
 func (c *callCtx) Value(key any) any {
+	if _, ok := key.(callSessionKey); ok && c.st != nil {
+		return c.st
+	}
 	if c.deleg != nil {
 		if _, ok := key.(delegationKey); ok {
 			return c.deleg

@@ -430,6 +430,7 @@ func (k *Kernel) core(ctx context.Context, c *Call) (Result, error) {
 	}
 	tctx := c.newCtx()
 	tctx.deleg = c.deleg
+	tctx.st = c.st
 	if ek.cfg.OnEvent != nil {
 		tctx.progress = (*callProgress)(c)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,34 @@ type Indexer struct {
 	wake        chan struct{} // new chunks to embed
 	// Indexed counts the messages written to the index (tests, status).
 	indexed atomic.Int64
+	// embedFails counts, per chunk ID, the rounds in which the chunk
+	// could not be embedded while others could; skipped holds the chunks
+	// that reached MaxEmbedFailures: they stay searchable by full text
+	// and are left out of the vector backlog until the process restarts.
+	// Both are used by the embedder's goroutine alone, guarded by embedMu
+	// for EmbedSkipped.
+	embedMu    sync.Mutex
+	embedFails map[string]int
+	skipped    map[string]bool
+}
+
+// MaxEmbedFailures is how many rounds a chunk the embeddings server
+// refuses (while it embeds the others) is tried before the embedder skips
+// it, so that one text it cannot embed never holds up the vector backlog
+// behind it.
+const MaxEmbedFailures = 3
+
+// EmbedSkipped returns the IDs of the chunks the embedder gave up on
+// (MaxEmbedFailures), sorted.
+func (ix *Indexer) EmbedSkipped() []string {
+	ix.embedMu.Lock()
+	defer ix.embedMu.Unlock()
+	out := make([]string, 0, len(ix.skipped))
+	for id := range ix.skipped {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
 }
 
 type job struct {
@@ -172,6 +201,8 @@ func (ix *Indexer) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
+	sweep := time.NewTicker(SweepEvery)
+	defer sweep.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -204,6 +235,10 @@ func (ix *Indexer) Run(ctx context.Context) error {
 			}
 		case <-tick.C:
 			ix.catchUpDirty(ctx)
+		case <-sweep.C:
+			if _, err := ix.Sweep(ctx); err != nil && ctx.Err() == nil {
+				ix.fault(fmt.Sprintf("memory: sweeping the chunks of deleted sessions: %v", err))
+			}
 		}
 	}
 }
@@ -294,12 +329,64 @@ func (ix *Indexer) embedLoop(ctx context.Context) {
 }
 
 // EmbedPending embeds one batch of chunks without a vector and returns
-// how many it embedded.
+// how many it embedded. When the server refuses the batch, each chunk is
+// tried alone: the ones it embeds are written, and a chunk it refuses
+// while it embeds others counts a failure; after MaxEmbedFailures the
+// chunk is skipped (reported once) and the backlog moves past it. When it
+// refuses every chunk, the server is at fault, not the texts: nothing is
+// counted and the error is returned.
 func (ix *Indexer) EmbedPending(ctx context.Context) (int, error) {
-	cs, err := ix.cfg.Index.Pending(ctx, ix.cfg.EmbedBatch)
-	if err != nil || len(cs) == 0 {
+	ix.embedMu.Lock()
+	nskip := len(ix.skipped)
+	ix.embedMu.Unlock()
+	all, err := ix.cfg.Index.Pending(ctx, ix.cfg.EmbedBatch+nskip)
+	if err != nil || len(all) == 0 {
 		return 0, err
 	}
+	cs := all[:0:0]
+	ix.embedMu.Lock()
+	for _, c := range all {
+		if !ix.skipped[c.ID] && len(cs) < ix.cfg.EmbedBatch {
+			cs = append(cs, c)
+		}
+	}
+	ix.embedMu.Unlock()
+	if len(cs) == 0 {
+		return 0, nil
+	}
+	err = ix.embed(ctx, cs)
+	if err != nil && len(cs) > 1 && ctx.Err() == nil {
+		var good, bad []Chunk
+		for _, c := range cs {
+			if e := ix.embed(ctx, []Chunk{c}); e == nil {
+				good = append(good, c)
+			} else {
+				if ctx.Err() != nil {
+					return 0, ctx.Err()
+				}
+				bad = append(bad, c)
+			}
+		}
+		if len(good) == 0 {
+			return 0, err
+		}
+		ix.embedFailed(bad, err)
+		cs, err = good, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := ix.cfg.Index.Add(ctx, Batch{Chunks: cs}); err != nil {
+		return 0, err
+	}
+	if ix.embedFaulty.CompareAndSwap(true, false) && ix.cfg.Report != nil {
+		ix.cfg.Report("memory: embeddings work again")
+	}
+	return len(cs), nil
+}
+
+// embed sets the vectors of cs from one request.
+func (ix *Indexer) embed(ctx context.Context, cs []Chunk) error {
 	texts := make([]string, len(cs))
 	for i := range cs {
 		texts[i] = cs[i].Text
@@ -309,18 +396,34 @@ func (ix *Indexer) EmbedPending(ctx context.Context) (int, error) {
 		err = fmt.Errorf("%d vectors for %d texts", len(vs), len(cs))
 	}
 	if err != nil {
-		return 0, err
+		return err
 	}
 	for i := range cs {
 		cs[i].Vector = vs[i]
 	}
-	if err := ix.cfg.Index.Add(ctx, Batch{Chunks: cs}); err != nil {
-		return 0, err
+	return nil
+}
+
+// embedFailed counts a failed round for each of bad, chunks the server
+// refused while it embedded others, and skips those that reached
+// MaxEmbedFailures.
+func (ix *Indexer) embedFailed(bad []Chunk, err error) {
+	ix.embedMu.Lock()
+	defer ix.embedMu.Unlock()
+	if ix.embedFails == nil {
+		ix.embedFails, ix.skipped = map[string]int{}, map[string]bool{}
 	}
-	if ix.embedFaulty.CompareAndSwap(true, false) && ix.cfg.Report != nil {
-		ix.cfg.Report("memory: embeddings work again")
+	for _, c := range bad {
+		ix.embedFails[c.ID]++
+		if ix.embedFails[c.ID] < MaxEmbedFailures {
+			continue
+		}
+		delete(ix.embedFails, c.ID)
+		ix.skipped[c.ID] = true
+		if ix.cfg.Report != nil {
+			ix.cfg.Report(fmt.Sprintf("memory: chunk %s could not be embedded %d times (%v); it stays searchable by full text, and the vector backlog goes on without it", c.ID, MaxEmbedFailures, err))
+		}
 	}
-	return len(cs), nil
 }
 
 // add writes b, retrying with backoff while ctx lasts (at most 5 tries:
@@ -433,29 +536,61 @@ func (ix *Indexer) CatchUp(ctx context.Context) error {
 			first = err
 		}
 	}
-	if lm, ok := ix.cfg.Index.(Marker); ok {
-		marks, err := lm.Marks(ctx)
-		if err != nil {
-			return err
-		}
-		for sid := range marks {
-			if !have[sid] {
-				if err := ix.cfg.Index.DeleteSession(ctx, sid); err != nil && first == nil {
-					first = err
-				}
-			}
-		}
+	if _, err := ix.Sweep(ctx); err != nil && first == nil {
+		first = err
 	}
 	ix.behind.Store(0)
 	return first
 }
 
-// Marker is an optional capability of an Index: every session's mark.
-// With it CatchUp also removes the chunks of sessions deleted while the
-// indexer was not running; without it they stay until `kernel memory
-// reindex`.
+// Marker is an optional capability of an Index: every session's mark,
+// and 0 for a session that has chunks but no mark. With it the indexer
+// removes the chunks of sessions the store no longer has (Sweep); without
+// it they stay until `kernel memory reindex`.
 type Marker interface {
 	Marks(ctx context.Context) (map[string]uint64, error)
+}
+
+// SweepEvery is how often Run sweeps the index for sessions the store no
+// longer has (Sweep).
+const SweepEvery = time.Minute
+
+// Sweep removes from the index every session the store no longer has,
+// and returns how many it removed. It is how a deleted session's chunks
+// never survive, whatever raced with the delete: a step indexed after the
+// session was deleted, or a vector computed for a chunk of it and written
+// back (a store deleting a session's chunks with it, as PostgreSQL's
+// does, cannot see writes that come later). The index's sessions are read
+// before the store's, so a session created meanwhile is never taken for
+// a deleted one. An index that is not a Marker is not swept.
+func (ix *Indexer) Sweep(ctx context.Context) (int, error) {
+	lm, ok := ix.cfg.Index.(Marker)
+	if !ok {
+		return 0, nil
+	}
+	marks, err := lm.Marks(ctx)
+	if err != nil || len(marks) == 0 {
+		return 0, err
+	}
+	metas, err := ix.cfg.Store.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	have := make(map[string]bool, len(metas))
+	for _, m := range metas {
+		have[m.ID] = true
+	}
+	n := 0
+	for sid := range marks {
+		if have[sid] {
+			continue
+		}
+		if err := ix.cfg.Index.DeleteSession(ctx, sid); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // catchUpSession indexes the stored messages of sid beyond its mark. A

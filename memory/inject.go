@@ -39,6 +39,9 @@ type InjectConfig struct {
 	Count func(string) int
 	// WithAssistant adds the last assistant answer to the query.
 	WithAssistant bool
+	// Agents gives an agent a scope of its own, or turns memory off for
+	// it (ScopeOff): by the name of the agent the run's session runs.
+	Agents AgentScopes
 	// Allow, when set, decides whether the hits are injected (policy:
 	// a rule may refuse); it may also drop hits by returning fewer.
 	Allow func(ctx context.Context, in *kernel.BeforeModelInput, hits []Hit) ([]Hit, error)
@@ -112,6 +115,10 @@ func (cfg *InjectConfig) inject(ctx context.Context, in *kernel.BeforeModelInput
 	s := Scope{Kind: cfg.Scope, SessionID: in.SessionID, Workspace: cfg.Workspace}
 	if st := in.State(); st != nil {
 		s.Owner = st.Labels[OwnerLabel]
+		s.Kind = cfg.Agents.For(st.Agent.Name, cfg.Scope)
+	}
+	if s.Kind == ScopeOff {
+		return "", nil
 	}
 	if s.Kind == ScopeWorkspace && s.Workspace == "" {
 		s.Kind = ScopeOwner // no workspace known: the owner's sessions
@@ -180,15 +187,7 @@ func Format(hits []Hit, maxTokens int, count func(string) int) string {
 	n := 0
 	for _, h := range hits {
 		c := &h.Chunk
-		where := fmt.Sprintf("session %s message %d", c.SessionID, c.Seq)
-		if c.Part > 0 {
-			where += "." + strconv.Itoa(c.Part)
-		}
-		who := c.Role
-		if c.Tool != "" {
-			who += " " + c.Tool
-		}
-		head := fmt.Sprintf("\n- [%s, %s, %s] ", where, who, c.Time.UTC().Format("2006-01-02 15:04 UTC"))
+		head := "\n- [" + provenanceOf(c) + "] "
 		body := strings.Join(strings.Fields(c.Text), " ")
 		line := head + body
 		cost := count(line)

@@ -133,6 +133,7 @@ func build(ps *problems, doc *fileDoc, src []byte, opts Options) *Policy {
 		}
 		p.budgets = append(p.budgets, b)
 	}
+	p.buildMemory(ps, c, doc.Memory, ids)
 	if ps.ctx != nil && ps.ctx.Err() != nil {
 		return p // cancelled: the caller reports that, not what is left
 	}
@@ -286,9 +287,10 @@ func (p *Policy) checkTests(ps *problems) {
 		}
 		names[t.Name.V] = t.Name.At.Line
 		x := &t.Expect
-		if !x.wantsDecision() && !x.wantsSurface() && !x.wantsBudget() {
-			ps.at(StageSyntax, t.Name.At, where, "expect: sets nothing to check (decision, rules, would_deny, would_ask, default, message, message_contains, surface, offered, not_offered, stop, warnings, wrap_up)")
+		if !x.wantsDecision() && !x.wantsSurface() && !x.wantsBudget() && !x.wantsMemory() {
+			ps.at(StageSyntax, t.Name.At, where, "expect: sets nothing to check (decision, rules, would_deny, would_ask, default, message, message_contains, surface, offered, not_offered, stop, warnings, wrap_up, memory, dropped, memory_rules, would_refuse)")
 		}
+		p.checkMemoryTest(ps, t, where)
 		if x.wantsDecision() && t.Input.Call.Tool == "" {
 			ps.at(StageSyntax, t.Name.At, where, "a test that expects a decision needs input.call.tool")
 		}

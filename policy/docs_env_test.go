@@ -167,7 +167,7 @@ func TestDocsTestInputTable(t *testing.T) {
 	for _, sec := range []struct {
 		name string
 		rt   reflect.Type
-	}{{"call", reflect.TypeFor[policy.CallInput]()}, {"context", reflect.TypeFor[kernel.ContextUse]()}, {"hooks", reflect.TypeFor[kernel.HookVerdicts]()}} {
+	}{{"call", reflect.TypeFor[policy.CallInput]()}, {"context", reflect.TypeFor[kernel.ContextUse]()}, {"hooks", reflect.TypeFor[kernel.HookVerdicts]()}, {"memory", reflect.TypeFor[policy.MemoryRetrieval]()}} {
 		for i := range sec.rt.NumField() {
 			want = append(want, sec.name+"."+sec.rt.Field(i).Tag.Get("yaml"))
 		}

@@ -39,6 +39,11 @@ type Env struct {
 	// (run_start, run_end): hooks.before_model.blocked,
 	// hooks.after_model.refused, ... (docs/hooks.md).
 	Hooks kernel.HookVerdicts `expr:"hooks"`
+	// Memory is the retrieval memory is about to inject, in memory: rules
+	// (the zero value elsewhere); Hit the hit a drop rule decides on
+	// (docs/memory.md, "Policy").
+	Memory MemoryEnv `expr:"memory"`
+	Hit    MemoryHit `expr:"hit"`
 	// Now is the time of the decision (the kernel's clock; the test case's
 	// now in tests), so time-based rules are deterministic under test.
 	Now time.Time `expr:"now"`

@@ -79,7 +79,7 @@ func yamlToJSON(t *testing.T, file string) (any, error) {
 // loader rejects.
 func TestSchemaAgreesWithLoader(t *testing.T) {
 	s := policySchema(t)
-	valid := append(fixtures(t, "../examples/policies/*.yaml"), "testdata/policies/errors.yaml")
+	valid := append(fixtures(t, "../examples/policies/*.yaml"), "testdata/policies/errors.yaml", "testdata/memory.yaml")
 	for _, file := range valid {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			v, err := yamlToJSON(t, file)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +40,16 @@ type Explanation struct {
 	// Surface is set when the file has a surfaces: section.
 	Surface *SurfaceExplanation
 	Budgets []BudgetExplanation
+	// Memory is set when the input has a memory: retrieval.
+	Memory *MemoryExplanation
+}
+
+// MemoryExplanation explains the ruling on the input's retrieval: each
+// memory rule (a drop rule's Note lists the ranks it dropped).
+type MemoryExplanation struct {
+	Hits     int
+	Decision MemoryDecision
+	Rules    []RuleExplanation
 }
 
 // Value is an expression and what it evaluated to.
@@ -141,7 +152,38 @@ func (p *Policy) Explain(in Input) (*Explanation, error) {
 		be.Saw = p.saw(m, benv, b.warn, b.stop)
 		x.Budgets = append(x.Budgets, be)
 	}
+	if in.Memory != nil {
+		x.Memory = p.explainMemory(m, st, &in)
+	}
 	return x, nil
+}
+
+// explainMemory rules on the input's retrieval and explains every memory
+// rule, with the values a refuse rule saw (a drop rule's differ per hit).
+func (p *Policy) explainMemory(m *vm.VM, st *kernel.State, in *Input) *MemoryExplanation {
+	env := new(Env)
+	env.fillState(st)
+	r := in.retrieval()
+	tr := p.newMemTrace()
+	d := p.memory(m, env, r, tr)
+	x := &MemoryExplanation{Hits: len(r.Hits), Decision: d}
+	for i, mr := range p.memRules {
+		re := RuleExplanation{ID: mr.id, Effect: mr.effect(), Mode: "enforce",
+			Status: status(evalResult{ran: tr.ran[i], matched: tr.matched[i], err: tr.errs[i]}, true)}
+		if mr.dryrun {
+			re.Mode = "dryrun"
+		}
+		if tr.errs[i] != nil {
+			re.Err = tr.errs[i].Error()
+		}
+		if mr.refuse {
+			re.Saw = p.saw(m, env, mr.when)
+		} else if ranks := memoryRanks(append(slices.Clone(d.Dropped), d.WouldDrop...), mr.id); ranks != "" {
+			re.Note = "hits " + ranks
+		}
+		x.Rules = append(x.Rules, re)
+	}
+	return x
 }
 
 func status(r evalResult, present bool) Status {
@@ -291,7 +333,7 @@ func (p *Policy) probe(m *vm.VM, env *Env, ref string) Value {
 // maxRefs bounds the values shown per expression.
 const maxRefs = 8
 
-var envRoots = map[string]bool{"session": true, "run": true, "turn": true, "tool": true, "call": true, "now": true, "v": true, "budget": true, "agent": true}
+var envRoots = map[string]bool{"session": true, "run": true, "turn": true, "tool": true, "call": true, "now": true, "v": true, "budget": true, "agent": true, "memory": true, "hit": true}
 
 // refs lists the environment references an expression makes (the longest
 // chains, e.g. call.args.path rather than call), in order of appearance.
@@ -396,6 +438,21 @@ func (x *Explanation) Format(w io.Writer) error {
 			}
 		}
 	}
+	rule := func(r RuleExplanation) {
+		mode := ""
+		if r.Mode == "dryrun" {
+			mode = " (dryrun)"
+		}
+		fmt.Fprintf(&b, "  %s: %s%s: %s", r.ID, r.Effect, mode, r.Status)
+		if r.Note != "" {
+			fmt.Fprintf(&b, " (%s)", r.Note)
+		}
+		if r.Err != "" {
+			fmt.Fprintf(&b, ": %s", r.Err)
+		}
+		b.WriteString("\n")
+		values(r.Saw, "      ")
+	}
 	if len(x.Vars) > 0 {
 		b.WriteString("\nvars:\n")
 		values(x.Vars, "  ")
@@ -422,19 +479,7 @@ func (x *Explanation) Format(w io.Writer) error {
 			b.WriteString("\nrules:\n")
 		}
 		for _, r := range c.Rules {
-			mode := ""
-			if r.Mode == "dryrun" {
-				mode = " (dryrun)"
-			}
-			fmt.Fprintf(&b, "  %s: %s%s: %s", r.ID, r.Effect, mode, r.Status)
-			if r.Note != "" {
-				fmt.Fprintf(&b, " (%s)", r.Note)
-			}
-			if r.Err != "" {
-				fmt.Fprintf(&b, ": %s", r.Err)
-			}
-			b.WriteString("\n")
-			values(r.Saw, "      ")
+			rule(r)
 		}
 	}
 	if s := x.Surface; s != nil {
@@ -477,6 +522,27 @@ func (x *Explanation) Format(w io.Writer) error {
 			fmt.Fprintf(&b, "      message: %s\n", bu.Message)
 		}
 		values(bu.Saw, "      ")
+	}
+	if mx := x.Memory; mx != nil {
+		d := mx.Decision
+		fmt.Fprintf(&b, "\nmemory: %d hits, ", mx.Hits)
+		if d.Refused {
+			fmt.Fprintf(&b, "refused by %s\n  message: %s\n", d.Rule, d.Message)
+		} else {
+			fmt.Fprintf(&b, "inject %d\n", len(d.Kept))
+		}
+		for _, dr := range d.Dropped {
+			fmt.Fprintf(&b, "  dropped: hit %d (session %s message %d) by %s\n", dr.Rank, dr.Session, dr.Seq, dr.Rule)
+		}
+		if len(d.WouldRefuse) > 0 {
+			fmt.Fprintf(&b, "  would refuse (dryrun): %s\n", strings.Join(d.WouldRefuse, ", "))
+		}
+		for _, dr := range d.WouldDrop {
+			fmt.Fprintf(&b, "  would drop (dryrun): hit %d by %s\n", dr.Rank, dr.Rule)
+		}
+		for _, r := range mx.Rules {
+			rule(r)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -17,15 +17,16 @@ const MaxFileSize = 4 << 20
 // fileDoc is a policy file as written. The YAML field names are the file
 // format (schemas/policy.schema.json, docs/policy.md).
 type fileDoc struct {
-	Name     str          `yaml:"name"`
-	Revision str          `yaml:"revision"`
-	Defaults defaultsDoc  `yaml:"defaults"`
-	Budget   constsDoc    `yaml:"budget"`
-	Vars     varsDoc      `yaml:"vars"`
-	Surfaces *surfacesDoc `yaml:"surfaces"`
-	Rules    []ruleDoc    `yaml:"rules"`
-	Budgets  []budgetDoc  `yaml:"budgets"`
-	Tests    testsDoc     `yaml:"tests"`
+	Name     str             `yaml:"name"`
+	Revision str             `yaml:"revision"`
+	Defaults defaultsDoc     `yaml:"defaults"`
+	Budget   constsDoc       `yaml:"budget"`
+	Vars     varsDoc         `yaml:"vars"`
+	Surfaces *surfacesDoc    `yaml:"surfaces"`
+	Rules    []ruleDoc       `yaml:"rules"`
+	Budgets  []budgetDoc     `yaml:"budgets"`
+	Memory   []memoryRuleDoc `yaml:"memory"`
+	Tests    testsDoc        `yaml:"tests"`
 }
 
 // testsDoc is the tests: section, kept as YAML until the tests are needed:
@@ -166,6 +167,14 @@ type expectDoc struct {
 	Stop            *string   `yaml:"stop"`
 	Warnings        *[]string `yaml:"warnings"`
 	WrapUp          *bool     `yaml:"wrap_up"`
+	// Memory is what the memory: section does with input.memory: inject
+	// or refuse; Dropped the ranks of the hits its drop rules remove;
+	// MemoryRules the rules that acted (the refusing rule, the drop
+	// rules); WouldRefuse the dry-run refuse rules that matched.
+	Memory      str       `yaml:"memory"`
+	Dropped     *[]int    `yaml:"dropped"`
+	MemoryRules *[]string `yaml:"memory_rules"`
+	WouldRefuse *[]string `yaml:"would_refuse"`
 }
 
 func (e *expectDoc) wantsDecision() bool {
@@ -175,6 +184,10 @@ func (e *expectDoc) wantsDecision() bool {
 
 func (e *expectDoc) wantsSurface() bool {
 	return e.Surface != nil || len(e.Offered) > 0 || len(e.NotOffered) > 0
+}
+
+func (e *expectDoc) wantsMemory() bool {
+	return e.Memory.Set || e.Dropped != nil || e.MemoryRules != nil || e.WouldRefuse != nil
 }
 
 func (e *expectDoc) wantsBudget() bool {

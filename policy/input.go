@@ -56,6 +56,9 @@ type Input struct {
 	// Phase is before_model (default) or after_tools, for budgets.
 	Phase string    `yaml:"phase"`
 	Now   time.Time `yaml:"now"`
+	// Memory is a retrieval for the memory: section to rule on: its
+	// scope and hits (docs/policy.md, "Memory").
+	Memory *MemoryRetrieval `yaml:"memory"`
 
 	// State holds what the session and run sections set, before the
 	// defaults (see state).

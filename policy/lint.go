@@ -21,6 +21,7 @@ func (p *Policy) lint(ps *problems) {
 		p.lintToolNames(ps)
 	}
 	p.lintUnreachable(ps)
+	p.lintMemory(ps)
 	p.lintDeprecated()
 }
 
@@ -191,6 +192,10 @@ func (p *Policy) eachProgram(fn func(*program)) {
 		fn(b.warn)
 		fn(b.stop)
 		fn(b.msg)
+	}
+	for _, r := range p.memRules {
+		fn(r.when)
+		fn(r.message)
 	}
 }
 

@@ -52,6 +52,9 @@ type LogRecord struct {
 	// Hook is set on the line of a hook's decision at a lifecycle point
 	// (WriteHook), which has no call and no policy decision.
 	Hook *HookLine `json:"hook,omitempty"`
+	// Memory is set on the line of a ruling on memory's injection
+	// (Policy.Memory), which has no call: CallID and Tool are empty.
+	Memory *MemoryDecision `json:"memory,omitempty"`
 }
 
 // UnmarshalJSON reads a line of the decision log, also as older kernels
@@ -204,4 +207,24 @@ func (l *DecisionLog) WriteHook(t time.Time, session string, run, turn int, h Ho
 		Turn    int       `json:"turn,omitempty"`
 		Hook    HookLine  `json:"hook"`
 	}{t.UTC(), session, run, turn, h})
+}
+
+// writeMemory appends the line of a ruling on memory's injection (its
+// message redacted): the session, run and turn, and the decision.
+func (l *DecisionLog) writeMemory(p *Policy, st *kernel.State, d MemoryDecision) {
+	if l.redact != nil {
+		d.Message = l.redact(d.Message)
+	}
+	rec := struct {
+		Time    time.Time       `json:"time"`
+		Policy  string          `json:"policy"`
+		Session string          `json:"session_id,omitempty"`
+		Run     int             `json:"run,omitempty"`
+		Turn    int             `json:"turn,omitempty"`
+		Memory  *MemoryDecision `json:"memory"`
+	}{Time: l.now().UTC(), Policy: p.name, Memory: &d}
+	if st != nil {
+		rec.Session, rec.Run, rec.Turn = st.SessionID, st.Run, st.Turn
+	}
+	l.append(rec)
 }

@@ -65,6 +65,7 @@ type Policy struct {
 	selects     []*selectRule
 	drops       []*dropRule
 	budgets     []*budgetDef
+	memRules    []*memoryRule // the memory: section (memory.go)
 	// testsDoc is the tests: section as written; tests the decoded tests,
 	// and testProblems what decoding and checking them found (loadTests).
 	testsDoc     testsDoc

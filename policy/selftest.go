@@ -108,7 +108,7 @@ func (r *TestReport) Format(w io.Writer, verbose bool) error {
 
 // coverage counts what the tests exercised.
 type coverage struct {
-	rules, selects, drops, budgets []int
+	rules, selects, drops, budgets, memory []int
 }
 
 // RunTests runs the file's own tests (the tests: section) and reports what
@@ -247,11 +247,16 @@ func (p *Policy) untested(cov *coverage) []Problem {
 			out = append(out, p.problem(StageLint, b.at, where("budget", b.id), "no test makes this budget warn or stop; add a test with expect.stop or expect.warnings"))
 		}
 	}
+	for i, r := range p.memRules {
+		if cov.memory[i] == 0 {
+			out = append(out, p.problem(StageLint, r.at, where("memory rule", r.id), "no test makes this memory rule match; add a test with input.memory and expect.memory or expect.dropped"))
+		}
+	}
 	return out
 }
 
 func (c *coverage) add(o *coverage) {
-	for _, pair := range [][2][]int{{c.rules, o.rules}, {c.selects, o.selects}, {c.drops, o.drops}, {c.budgets, o.budgets}} {
+	for _, pair := range [][2][]int{{c.rules, o.rules}, {c.selects, o.selects}, {c.drops, o.drops}, {c.budgets, o.budgets}, {c.memory, o.memory}} {
 		for i, n := range pair[1] {
 			pair[0][i] += n
 		}
@@ -283,7 +288,7 @@ func (p *Policy) newTestRun(indexed bool) *testRun {
 		entries: map[string]*toolEntry{}, ex: map[string]*toolEntry{},
 		cov: &coverage{
 			rules: make([]int, len(p.rules)), selects: make([]int, len(p.selects)),
-			drops: make([]int, len(p.drops)), budgets: make([]int, len(p.budgets)),
+			drops: make([]int, len(p.drops)), budgets: make([]int, len(p.budgets)), memory: make([]int, len(p.memRules)),
 		},
 	}
 }
@@ -335,6 +340,9 @@ func (p *Policy) runTest(run *testRun, t *testDoc) TestResult {
 	}
 	if c.x.wantsBudget() {
 		p.checkBudget(c)
+	}
+	if c.x.wantsMemory() {
+		p.checkMemory(c)
 	}
 	return res
 }

@@ -32,7 +32,7 @@ import (
 // snapshotVersion changes with the snapshot's format or meaning. The key
 // holds the build, so one kernel never reads another's snapshots; the
 // version guards a format change within one build's tests.
-const snapshotVersion = 1
+const snapshotVersion = 2 // 2: the memory: section
 
 // maxSnapshotSize bounds the snapshot read: it is smaller than the file
 // it comes from (at most MaxFileSize), its tests left out.
@@ -54,6 +54,7 @@ type snapshot struct {
 	Drops          []snapDrop
 	Rules          []snapRule
 	Budgets        []snapBudget
+	Memory         []snapMemory
 	Deprecated     []snapProblem
 }
 
@@ -135,6 +136,14 @@ type snapBudget struct {
 	WrapUp          bool
 }
 
+type snapMemory struct {
+	ID            string
+	At            snapPos
+	Refuse        bool
+	Dryrun        bool
+	When, Message *snapExpr
+}
+
 type snapProblem struct {
 	At         snapPos
 	Where, Msg string
@@ -184,6 +193,10 @@ func (p *Policy) encodeSnapshot(key string, tests int) ([]byte, error) {
 	for _, b := range p.budgets {
 		s.Budgets = append(s.Budgets, snapBudget{ID: b.id, At: snapPos(b.at), Warn: snapExprOf(b.warn),
 			Stop: snapExprOf(b.stop), Msg: snapExprOf(b.msg), WrapUp: b.wrapUp})
+	}
+	for _, r := range p.memRules {
+		s.Memory = append(s.Memory, snapMemory{ID: r.id, At: snapPos(r.at), Refuse: r.refuse, Dryrun: r.dryrun,
+			When: snapExprOf(r.when), Message: snapExprOf(r.message)})
 	}
 	for _, d := range p.deprecated {
 		s.Deprecated = append(s.Deprecated, snapProblem{At: snapPos{d.Line, d.Col}, Where: d.Where, Msg: d.Msg})
@@ -353,6 +366,10 @@ func policyFromSnapshot(name string, src []byte, sha string, opts Options, key s
 	for _, b := range s.Budgets {
 		p.budgets = append(p.budgets, &budgetDef{id: b.ID, at: pos(b.At), warn: lazy(b.Warn, wantBool, all),
 			stop: lazy(b.Stop, wantBool, all), msg: lazy(b.Msg, wantString, all), wrapUp: b.WrapUp})
+	}
+	for i, r := range s.Memory {
+		p.memRules = append(p.memRules, &memoryRule{id: r.ID, at: pos(r.At), index: i, refuse: r.Refuse, dryrun: r.Dryrun,
+			when: lazy(r.When, wantBool, all), message: lazy(r.Message, wantString, all)})
 	}
 	for _, d := range s.Deprecated {
 		p.deprecated = append(p.deprecated, p.problem(StageDeprecated, pos(d.At), d.Where, d.Msg))

@@ -106,7 +106,7 @@ func TestStalledClient(t *testing.T) {
 	sid := r.newSession(r.alice)
 	stalled := r.rawStream(t, r.alice, sid) // never read
 	defer stalled.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	done := make(chan []sseEvent, 1)
 	go func() {

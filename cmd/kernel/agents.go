@@ -56,7 +56,7 @@ func (a *app) loadAgents(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	env := agents.Env{Tools: toolNames, Provider: a.cfg.Model.Provider, KnownModel: known, MaxDepth: a.cfg.Limits.MaxAgentDepth}
+	env := agents.Env{Tools: toolNames, Provider: a.cfg.Model.Provider, KnownModel: known, MaxDepth: a.cfg.Limits.MaxAgentDepth, MemoryScope: a.cfg.memoryScope()}
 	if err := ac.Check(env); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentkernel/agentkernel/memory"
 	"github.com/agentkernel/agentkernel/memory/bleveindex"
 	"github.com/agentkernel/agentkernel/memory/embeddings"
+	"github.com/agentkernel/agentkernel/policy"
 	"github.com/agentkernel/agentkernel/serve"
 )
 
@@ -144,13 +145,70 @@ func (a *app) wireMemory(kc *kernel.Config) error {
 		})
 	}
 	h, err := memory.Hook(memory.InjectConfig{Retriever: m.retriever, Scope: memory.ScopeKind(a.cfg.Memory.Scope),
-		Workspace: a.cfg.Workspace, K: a.cfg.Memory.Inject.K, MaxTokens: a.cfg.Memory.Inject.MaxTokens, WithAssistant: a.cfg.Memory.Inject.WithAssistant})
+		Agents: a.cfg.memoryAgentScopes(), Workspace: a.cfg.path(a.cfg.Workspace), K: a.cfg.Memory.Inject.K, MaxTokens: a.cfg.Memory.Inject.MaxTokens, WithAssistant: a.cfg.Memory.Inject.WithAssistant,
+		Allow: memoryPolicy(a.policyWatcher, a.cfg.Memory.Scope)})
 	if err != nil {
 		return fmt.Errorf("memory: %w", err)
 	}
 	kc.Observe = m.indexer.Observe(kc.Observe)
 	if a.chain != nil {
 		kc.Points = a.chain.Points(h)
+	}
+	return nil
+}
+
+// memoryScope is memory.scope when memory is enabled (session when
+// unset), "" when it is not.
+func (cfg *Config) memoryScope() string {
+	switch {
+	case !cfg.Memory.Enabled:
+		return ""
+	case cfg.Memory.Scope == "":
+		return string(memory.ScopeSession)
+	}
+	return cfg.Memory.Scope
+}
+
+// memoryAgentScopes is every agents.NAME.memory that is set. A broken
+// agents: section gives none here: loadAgents reports it, naming the line.
+func (cfg *Config) memoryAgentScopes() memory.AgentScopes {
+	ac, err := cfg.agentsConfig()
+	if err != nil {
+		return nil
+	}
+	out := memory.AgentScopes{}
+	for _, ag := range ac.Agents {
+		if ag.Memory != "" {
+			out[ag.Name] = memory.ScopeKind(ag.Memory)
+		}
+	}
+	return out
+}
+
+// loadMemoryTool registers memory_search when memory is enabled. The
+// retriever it searches is opened with the store (openMemory), after the
+// tools: until then, and in commands that never open it, a call fails
+// saying memory is not open.
+func (a *app) loadMemoryTool() error {
+	if !a.cfg.Memory.Enabled {
+		return nil
+	}
+	t, err := memory.NewSearchTool(memory.SearchToolConfig{
+		Searcher: func() memory.Searcher {
+			if a.mem == nil || a.mem.retriever == nil {
+				return nil
+			}
+			return a.mem.retriever
+		},
+		Scope:     memory.ScopeKind(a.cfg.memoryScope()),
+		Agents:    a.cfg.memoryAgentScopes(),
+		Workspace: a.cfg.path(a.cfg.Workspace),
+	})
+	if err != nil {
+		return &ConfigError{File: a.cfg.source(), Field: "memory.scope", Err: err}
+	}
+	if err := a.tools.Register(t); err != nil {
+		return fmt.Errorf("%s: memory: %w", a.cfg.source(), err)
 	}
 	return nil
 }
@@ -218,4 +276,74 @@ func (a *app) memorySearcher() serve.MemorySearcher {
 		return nil
 	}
 	return a.mem.retriever
+}
+
+// ---- Policy governs memory (issue 41; docs/memory.md, "Policy") ----
+
+// memoryPolicy is the policy's memory: section as memory's
+// InjectConfig.Allow, or nil without a policy file. Each injection is
+// ruled on by the policy in force when it happens, so a reload applies to
+// the next one. A refusal injects nothing; a drop leaves the hit out. Each
+// ruling that changed something is a notice event (source "policy") and,
+// with policy.decision_log, a line of the decision log.
+func memoryPolicy(w *policy.Watcher, scope string) func(context.Context, *kernel.BeforeModelInput, []memory.Hit) ([]memory.Hit, error) {
+	if w == nil {
+		return nil
+	}
+	if scope == "" {
+		scope = string(memory.ScopeSession)
+	}
+	return func(ctx context.Context, in *kernel.BeforeModelInput, hits []memory.Hit) ([]memory.Hit, error) {
+		p := w.Policy()
+		if p == nil || !p.HasMemoryRules() {
+			return hits, nil
+		}
+		st := in.State()
+		var owner string
+		now := time.Now()
+		if st != nil {
+			owner = st.Labels[memory.OwnerLabel]
+			if !st.Now.IsZero() {
+				now = st.Now
+			}
+		}
+		r := policy.MemoryRetrieval{Scope: scope, Hits: make([]policy.MemoryHit, len(hits))}
+		for i, h := range hits {
+			c := &h.Chunk
+			r.Hits[i] = policy.MemoryHit{Session: c.SessionID, Seq: int(c.Seq), Part: c.Part, Role: c.Role, Tool: c.Tool,
+				Source: string(h.Source), Score: h.Score, Rank: i + 1, Age: max(now.Sub(c.Time), 0),
+				SameSession: c.SessionID == in.SessionID, SameOwner: c.Owner == owner, Text: c.Text}
+		}
+		d := p.Memory(ctx, st, r)
+		if text := memoryRulingText(&d); text != "" {
+			in.Info().Emit(kernel.Notice{Source: "policy", Level: "info", Text: text})
+		}
+		if d.Refused {
+			return nil, nil
+		}
+		kept := make([]memory.Hit, 0, len(d.Kept))
+		for _, rank := range d.Kept {
+			kept = append(kept, hits[rank-1])
+		}
+		return kept, nil
+	}
+}
+
+// memoryRulingText is the notice of a ruling on memory's injection, ""
+// when no rule acted or would have.
+func memoryRulingText(d *policy.MemoryDecision) string {
+	var parts []string
+	if d.Refused {
+		parts = append(parts, fmt.Sprintf("memory injection refused by rule %s: %s", d.Rule, d.Message))
+	}
+	for _, x := range d.Dropped {
+		parts = append(parts, fmt.Sprintf("memory hit %d (session %s message %d) dropped by rule %s", x.Rank, x.Session, x.Seq, x.Rule))
+	}
+	for _, id := range d.WouldRefuse {
+		parts = append(parts, "memory injection would be refused by rule "+id+" (dryrun)")
+	}
+	for _, x := range d.WouldDrop {
+		parts = append(parts, fmt.Sprintf("memory hit %d would be dropped by rule %s (dryrun)", x.Rank, x.Rule))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -277,6 +277,9 @@ func (a *app) loadTools(ctx context.Context) error {
 	if err := a.loadBuiltins(); err != nil {
 		return err
 	}
+	if err := a.loadMemoryTool(); err != nil {
+		return err
+	}
 	if err := a.loadDeclared(); err != nil {
 		return err
 	}

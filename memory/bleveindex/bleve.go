@@ -473,7 +473,8 @@ func (ix *Index) Mark(ctx context.Context, sessionID string) (uint64, error) {
 	return ix.marks[sessionID], nil
 }
 
-// Marks returns every session's mark (for the indexer's reconciliation).
+// Marks returns every session's mark, and 0 for a session that has
+// chunks but no mark (for the indexer's reconciliation: memory.Marker).
 func (ix *Index) Marks(ctx context.Context) (map[string]uint64, error) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
@@ -483,6 +484,11 @@ func (ix *Index) Marks(ctx context.Context) (map[string]uint64, error) {
 	out := make(map[string]uint64, len(ix.marks))
 	for k, v := range ix.marks {
 		out[k] = v
+	}
+	for _, m := range ix.docs {
+		if _, ok := out[m.sid]; !ok {
+			out[m.sid] = 0
+		}
 	}
 	return out, nil
 }

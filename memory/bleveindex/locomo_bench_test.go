@@ -10,9 +10,11 @@ import (
 )
 
 // BenchmarkRecallLoCoMo: recall@5 and @10 of LoCoMo's evidence turns,
-// full text only, on the bleve index (the PostgreSQL index runs the same
+// full text, on the bleve index (the PostgreSQL index runs the same
 // measure: kernel/store/postgres). The data is not shipped (CC BY-NC
-// 4.0): point AGENTKERNEL_LOCOMO at a copy.
+// 4.0): point AGENTKERNEL_LOCOMO at a copy. With AGENTKERNEL_EMBEDDINGS_URL
+// (an OpenAI-compatible /v1 root, such as `make embeddings-server`'s) it
+// also reports the recall of the vectors alone and of hybrid retrieval.
 func BenchmarkRecallLoCoMo(b *testing.B) {
 	path := os.Getenv(memorytest.LoCoMoEnv)
 	if path == "" {
@@ -22,18 +24,17 @@ func BenchmarkRecallLoCoMo(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	emb := memorytest.RecallEmbedder(b)
 	for i := 0; i < b.N; i++ {
 		ix, err := bleveindex.Open(b.TempDir())
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := memorytest.Recall(context.Background(), ix, convs)
+		r, err := memorytest.RecallWith(context.Background(), ix, convs, emb)
 		ix.Close()
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(r.At5, "recall@5")
-		b.ReportMetric(r.At10, "recall@10")
-		b.ReportMetric(float64(r.Questions), "questions")
+		memorytest.ReportRecall(b, r)
 	}
 }

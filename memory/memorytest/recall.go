@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -186,44 +187,130 @@ type RecallResult struct {
 	At5, At10 float64
 }
 
+// RecallReport is RecallWith's measure: full text, and, with an
+// embedder, vectors alone and both fused (memory.Retriever, RRF).
+type RecallReport struct {
+	Text, Vector, Hybrid RecallResult
+}
+
 // Recall indexes every conversation in ix (each its own owner) and asks
 // every question in owner scope, full text only: the recall of the
 // evidence turns at 5 and 10.
 func Recall(ctx context.Context, ix memory.Index, convs []Conversation) (RecallResult, error) {
-	var r RecallResult
+	r, err := RecallWith(ctx, ix, convs, nil)
+	return r.Text, err
+}
+
+// recallBatch is how many turns go to the index (and the embedder) at
+// once.
+const recallBatch = 32
+
+// RecallWith is Recall, and, when emb is not nil, the turns and
+// questions are embedded by emb too and each question is also asked of
+// the vectors alone and of memory.Retriever (full text and vectors fused
+// by reciprocal rank).
+func RecallWith(ctx context.Context, ix memory.Index, convs []Conversation, emb memory.Embedder) (RecallReport, error) {
+	var r RecallReport
 	for _, c := range convs {
-		for i := 0; i < len(c.Chunks); i += 500 {
-			if err := ix.Add(ctx, memory.Batch{Chunks: c.Chunks[i:min(i+500, len(c.Chunks))]}); err != nil {
+		for i := 0; i < len(c.Chunks); i += recallBatch {
+			batch := slices.Clone(c.Chunks[i:min(i+recallBatch, len(c.Chunks))])
+			if emb != nil {
+				texts := make([]string, len(batch))
+				for j, ch := range batch {
+					texts[j] = ch.Text
+				}
+				vs, err := emb.Embed(ctx, texts)
+				if err != nil {
+					return r, fmt.Errorf("embed %s's turns: %w", c.ID, err)
+				}
+				for j := range batch {
+					batch[j].Vector = vs[j]
+				}
+			}
+			if err := ix.Add(ctx, memory.Batch{Chunks: batch}); err != nil {
 				return r, err
 			}
 		}
 	}
+	var ret *memory.Retriever
+	if emb != nil {
+		emb = &lastEmbedded{Embedder: emb}
+		ret = &memory.Retriever{Index: ix, Embedder: emb}
+	}
 	for _, c := range convs {
+		scope := memory.Scope{Kind: memory.ScopeOwner, Owner: c.ID}
 		for _, q := range c.Questions {
-			hits, err := ix.SearchText(ctx, memory.Scope{Kind: memory.ScopeOwner, Owner: c.ID}, q.Text, 10)
+			hits, err := ix.SearchText(ctx, scope, q.Text, 10)
 			if err != nil {
 				return r, err
 			}
-			in := func(k int) float64 {
-				found := 0
-				for _, e := range q.Evidence {
-					for _, h := range hits[:min(k, len(hits))] {
-						if h.Chunk.ID == e {
-							found++
-							break
-						}
-					}
-				}
-				return float64(found) / float64(len(q.Evidence))
+			r.Text.add(q, hits)
+			if emb == nil {
+				continue
 			}
-			r.At5 += in(5)
-			r.At10 += in(10)
-			r.Questions++
+			vs, err := emb.Embed(ctx, []string{q.Text})
+			if err != nil {
+				return r, fmt.Errorf("embed a question of %s: %w", c.ID, err)
+			}
+			if hits, err = ix.SearchVector(ctx, scope, vs[0], 10); err != nil {
+				return r, err
+			}
+			r.Vector.add(q, hits)
+			if hits, err = ret.Search(ctx, scope, q.Text, 10); err != nil {
+				return r, err
+			}
+			r.Hybrid.add(q, hits)
 		}
 	}
+	r.Text.mean()
+	r.Vector.mean()
+	r.Hybrid.mean()
+	return r, nil
+}
+
+// lastEmbedded remembers the last single text it embedded: RecallWith
+// embeds a question for the vector search, and the Retriever asks again.
+type lastEmbedded struct {
+	memory.Embedder
+	text string
+	vec  []float32
+}
+
+func (l *lastEmbedded) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if len(texts) == 1 && l.vec != nil && texts[0] == l.text {
+		return [][]float32{l.vec}, nil
+	}
+	vs, err := l.Embedder.Embed(ctx, texts)
+	if err == nil && len(texts) == 1 && len(vs) == 1 {
+		l.text, l.vec = texts[0], vs[0]
+	}
+	return vs, err
+}
+
+// add counts one question: the shares of its evidence in hits' first 5
+// and 10.
+func (r *RecallResult) add(q Question, hits []memory.Hit) {
+	in := func(k int) float64 {
+		found := 0
+		for _, e := range q.Evidence {
+			for _, h := range hits[:min(k, len(hits))] {
+				if h.Chunk.ID == e {
+					found++
+					break
+				}
+			}
+		}
+		return float64(found) / float64(len(q.Evidence))
+	}
+	r.At5 += in(5)
+	r.At10 += in(10)
+	r.Questions++
+}
+
+// mean turns add's sums into means.
+func (r *RecallResult) mean() {
 	if r.Questions > 0 {
 		r.At5 /= float64(r.Questions)
 		r.At10 /= float64(r.Questions)
 	}
-	return r, nil
 }

@@ -26,8 +26,9 @@ import (
 // sweep, and gc) removes the session's chunks in the same transaction.
 // docs/memory.md, "PostgreSQL"; RATIONALE.md, "Memory on PostgreSQL".
 type MemoryIndex struct {
-	s      *Store
-	closed atomic.Bool
+	s       *Store
+	closed  atomic.Bool
+	commons commonLexemes
 }
 
 // MemoryIndex returns the store's memory index. Closing the index does not
@@ -206,6 +207,10 @@ func scanChunk(row pgx.CollectableRow, extra ...any) (memory.Chunk, error) {
 
 // SearchText ranks the scope's chunks by ts_rank against any of q's
 // lexemes (ak_memory_query: english stems, and CJK characters one by one).
+// Only the chunks holding one of q's rare lexemes are ranked: a lexeme in
+// CommonShare of the chunks or more (the table's statistics say) ranks but
+// does not select, so a query is not scored against every chunk that holds
+// a common word; a query of common lexemes only is selected by its rarest.
 func (m *MemoryIndex) SearchText(ctx context.Context, s memory.Scope, q string, k int) ([]memory.Hit, error) {
 	if err := m.usable(); err != nil {
 		return nil, err
@@ -217,15 +222,25 @@ func (m *MemoryIndex) SearchText(ctx context.Context, s memory.Scope, q string, 
 	if strings.TrimSpace(q) == "" || k <= 0 {
 		return nil, nil
 	}
+	lex, shares, err := m.common(ctx)
+	if err != nil {
+		return nil, err
+	}
 	n := len(args)
-	args = append(args, pgText(q), k)
-	sql := fmt.Sprintf(`SELECT %s, ts_rank(tsv, q, 1) AS score
-FROM ak_memory_chunks, ak_memory_query($%d) AS q
-WHERE tsv @@ q AND owner = $1%s
-ORDER BY score DESC, id LIMIT $%d`, chunkColumns, n+1, where, n+2)
+	sql := fmt.Sprintf(searchTextSQL, n+1, n+2, n+3, chunkColumns, where)
 	var hits []memory.Hit
 	err = m.s.retry(ctx, func(ctx context.Context) error {
-		rows, err := m.s.pool.Query(ctx, sql, args...)
+		var sel string
+		if err := m.s.pool.QueryRow(ctx, selectSQL, pgText(q), lex, shares).Scan(&sel); err != nil {
+			return err
+		}
+		hits = nil
+		if sel == "" {
+			return nil // no lexeme: nothing matches
+		}
+		// Planned for this selection each time (an unnamed statement):
+		// a cached generic plan does not know how many chunks it selects.
+		rows, err := m.s.pool.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, append(args, pgText(q), sel, k)...)...)
 		if err != nil {
 			return err
 		}
@@ -400,6 +415,35 @@ func (m *MemoryIndex) Mark(ctx context.Context, sessionID string) (uint64, error
 	return uint64(seq), nil
 }
 
+// Marks returns every session's mark, and 0 for a session that has
+// chunks but no mark (memory.Marker: the indexer's sweep removes the
+// sessions the store no longer has).
+func (m *MemoryIndex) Marks(ctx context.Context) (map[string]uint64, error) {
+	if err := m.usable(); err != nil {
+		return nil, err
+	}
+	rows, err := m.s.pool.Query(ctx, `SELECT session_id, seq FROM ak_memory_marks
+UNION ALL SELECT DISTINCT session_id, 0 FROM ak_memory_chunks c
+WHERE NOT EXISTS (SELECT 1 FROM ak_memory_marks k WHERE k.session_id = c.session_id)`)
+	if err != nil {
+		return nil, fmt.Errorf("memory marks: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]uint64{}
+	for rows.Next() {
+		var sid string
+		var seq int64
+		if err := rows.Scan(&sid, &seq); err != nil {
+			return nil, fmt.Errorf("memory marks: %w", err)
+		}
+		out[sid] = uint64(seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory marks: %w", err)
+	}
+	return out, nil
+}
+
 // Pending returns up to limit chunks without a vector, oldest first.
 func (m *MemoryIndex) Pending(ctx context.Context, limit int) ([]memory.Chunk, error) {
 	if err := m.usable(); err != nil {
@@ -472,3 +516,5 @@ func (m *MemoryIndex) Close() error {
 	m.closed.Store(true)
 	return nil
 }
+
+var _ memory.Marker = (*MemoryIndex)(nil)

@@ -81,3 +81,11 @@ func TestMemorySessionDeleteRemovesChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryDeleteRacingIndexing: the trigger removes a session's chunks
+// when the session is deleted; what an indexer writes afterwards is
+// removed by its sweep (memorytest.DeleteRacingIndexing).
+func TestMemoryDeleteRacingIndexing(t *testing.T) {
+	s, _ := openStore(t, postgres.Options{})
+	memorytest.DeleteRacingIndexing(t, s, s.MemoryIndex())
+}

@@ -32,6 +32,7 @@ type Embeddings struct {
 
 	mu       sync.Mutex
 	fault    func(n int) EmbedFault
+	reject   func(text string) bool
 	requests int
 	texts    int
 }
@@ -69,6 +70,15 @@ func (e *Embeddings) Dim() int { return e.dim }
 func (e *Embeddings) SetFault(f func(n int) EmbedFault) {
 	e.mu.Lock()
 	e.fault = f
+	e.mu.Unlock()
+}
+
+// SetReject makes every request holding a text reject reports fail with
+// 400, as a server does for an input it cannot embed (too long for its
+// context, say); nil rejects nothing.
+func (e *Embeddings) SetReject(reject func(text string) bool) {
+	e.mu.Lock()
+	e.reject = reject
 	e.mu.Unlock()
 }
 
@@ -129,8 +139,16 @@ func (e *Embeddings) serve(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	e.requests++
 	e.texts += len(texts)
-	n, fault := e.requests, e.fault
+	n, fault, reject := e.requests, e.fault, e.reject
 	e.mu.Unlock()
+	for _, t := range texts {
+		if reject != nil && reject(t) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":{"message":"input cannot be embedded","type":"invalid_request_error"}}`)
+			return
+		}
+	}
 	var f EmbedFault
 	if fault != nil {
 		f = fault(n)
