@@ -287,8 +287,8 @@ func (p *Policy) checkTests(ps *problems) {
 		}
 		names[t.Name.V] = t.Name.At.Line
 		x := &t.Expect
-		if !x.wantsDecision() && !x.wantsSurface() && !x.wantsBudget() && !x.wantsMemory() {
-			ps.at(StageSyntax, t.Name.At, where, "expect: sets nothing to check (decision, rules, would_deny, would_ask, default, message, message_contains, surface, offered, not_offered, stop, warnings, wrap_up, memory, dropped, memory_rules, would_refuse)")
+		if !x.wantsDecision() && !x.wantsSurface() && !x.wantsBudget() && !x.wantsMemory() && !x.wantsExclusion() {
+			ps.at(StageSyntax, t.Name.At, where, "expect: sets nothing to check (decision, rules, would_deny, would_ask, default, message, message_contains, surface, offered, not_offered, stop, warnings, wrap_up, memory, dropped, memory_rules, would_refuse, excluded)")
 		}
 		p.checkMemoryTest(ps, t, where)
 		if x.wantsDecision() && t.Input.Call.Tool == "" {

@@ -44,6 +44,9 @@ type Env struct {
 	// (docs/memory.md, "Policy").
 	Memory MemoryEnv `expr:"memory"`
 	Hit    MemoryHit `expr:"hit"`
+	// Chunk is the chunk an exclude rule decides on indexing (the zero
+	// value elsewhere); call is then the call a tool result answers.
+	Chunk MemoryChunk `expr:"chunk"`
 	// Now is the time of the decision (the kernel's clock; the test case's
 	// now in tests), so time-based rules are deterministic under test.
 	Now time.Time `expr:"now"`

@@ -175,6 +175,9 @@ type expectDoc struct {
 	Dropped     *[]int    `yaml:"dropped"`
 	MemoryRules *[]string `yaml:"memory_rules"`
 	WouldRefuse *[]string `yaml:"would_refuse"`
+	// Excluded is whether the exclude rules keep input.memory.chunk out
+	// of memory's index.
+	Excluded *bool `yaml:"excluded"`
 }
 
 func (e *expectDoc) wantsDecision() bool {
@@ -189,6 +192,8 @@ func (e *expectDoc) wantsSurface() bool {
 func (e *expectDoc) wantsMemory() bool {
 	return e.Memory.Set || e.Dropped != nil || e.MemoryRules != nil || e.WouldRefuse != nil
 }
+
+func (e *expectDoc) wantsExclusion() bool { return e.Excluded != nil }
 
 func (e *expectDoc) wantsBudget() bool {
 	return e.Stop != nil || e.Warnings != nil || e.WrapUp != nil

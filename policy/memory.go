@@ -45,15 +45,19 @@ type memoryRule struct {
 	id      string
 	at      pos
 	index   int
-	refuse  bool // else drop
+	refuse  bool // else drop, unless exclude
+	exclude bool // memory_exclude.go
 	dryrun  bool
 	when    *program // nil: always
 	message *program
 }
 
 func (r *memoryRule) effect() string {
-	if r.refuse {
+	switch {
+	case r.refuse:
 		return MemoryRefuse
+	case r.exclude:
+		return MemoryExclude
 	}
 	return MemoryDrop
 }
@@ -110,6 +114,11 @@ type MemoryHit struct {
 type MemoryRetrieval struct {
 	Scope string      `yaml:"scope"`
 	Hits  []MemoryHit `yaml:"hits"`
+	// Chunk and Call are read from a test input only: a chunk for the
+	// exclude rules to rule on, and the call a tool result answers
+	// (memory_exclude.go).
+	Chunk *MemoryChunk `yaml:"chunk"`
+	Call  *CallInput   `yaml:"call"`
 }
 
 // MemoryDecision is the policy's ruling on an injection.
@@ -215,7 +224,7 @@ func (p *Policy) memory(m *vm.VM, env *Env, r MemoryRetrieval, tr *memTrace) Mem
 		env.Hit = h
 		dropped := false
 		for _, mr := range p.memRules {
-			if mr.refuse || (dropped && tr == nil && !mr.dryrun) {
+			if mr.refuse || mr.exclude || (dropped && tr == nil && !mr.dryrun) {
 				continue
 			}
 			ok, err := eval(m, mr.when, env)
@@ -305,11 +314,13 @@ func (p *Policy) buildMemory(ps *problems, c *compiler, docs []memoryRuleDoc, id
 		switch rd.Effect.V {
 		case MemoryRefuse:
 			r.refuse = true
+		case MemoryExclude:
+			r.exclude = true
 		case MemoryDrop:
 		case "":
-			ps.at(StageSyntax, rd.ID.At, where, "effect is required: refuse (inject nothing) or drop (leave out the hit)")
+			ps.at(StageSyntax, rd.ID.At, where, "effect is required: refuse (inject nothing), drop (leave out the hit) or exclude (do not index the chunk)")
 		default:
-			ps.at(StageSyntax, rd.Effect.At, where, "effect must be refuse or drop, got %q", rd.Effect.V)
+			ps.at(StageSyntax, rd.Effect.At, where, "effect must be refuse, drop or exclude, got %q", rd.Effect.V)
 		}
 		switch rd.Mode.V {
 		case "", "enforce":
@@ -329,19 +340,21 @@ func (p *Policy) buildMemory(ps *problems, c *compiler, docs []memoryRuleDoc, id
 	c.compileAll(jobs, len(c.vars))
 }
 
-// lintMemory reports memory and hit where they are always the zero value:
-// hit outside drop rules, memory outside memory: rules.
+// lintMemory reports memory, hit and chunk where they are always the zero
+// value: hit outside drop rules, memory outside drop and refuse rules,
+// chunk outside exclude rules.
 func (p *Policy) lintMemory(ps *problems) {
 	check := func(pr *program, at pos, where string, allowed map[string]bool) {
 		if pr == nil || pr.lazy != nil {
 			return
 		}
-		for _, root := range []string{"memory", "hit"} {
+		for _, root := range []string{"memory", "hit", "chunk"} {
 			if allowed[root] || !usesRoot(pr.node(), root) {
 				continue
 			}
 			ps.at(StageLint, at, where, "%s is only set in %s, so here it is always empty", root,
-				map[string]string{"memory": "memory: rules", "hit": "memory: rules with effect drop"}[root])
+				map[string]string{"memory": "memory: rules with effect drop or refuse", "hit": "memory: rules with effect drop",
+					"chunk": "memory: rules with effect exclude"}[root])
 		}
 	}
 	none := map[string]bool{}
@@ -361,7 +374,7 @@ func (p *Policy) lintMemory(ps *problems) {
 		}
 	}
 	for _, r := range p.memRules {
-		allowed := map[string]bool{"memory": true, "hit": !r.refuse}
+		allowed := map[string]bool{"memory": !r.exclude, "hit": !r.refuse && !r.exclude, "chunk": r.exclude}
 		check(r.when, r.at, "memory rule "+quote(r.id), allowed)
 		check(r.message, r.at, "memory rule "+quote(r.id), allowed)
 	}

@@ -15,6 +15,9 @@ func (p *Policy) checkMemoryTest(ps *problems, t *testDoc, where string) {
 	if x.wantsMemory() && t.Input.Memory == nil {
 		ps.at(StageSyntax, t.Name.At, where, "a test that expects a memory ruling needs input.memory (its hits)")
 	}
+	if x.wantsExclusion() && (t.Input.Memory == nil || t.Input.Memory.Chunk == nil) {
+		ps.at(StageSyntax, t.Name.At, where, "a test that expects excluded needs input.memory.chunk (the chunk to index)")
+	}
 	switch x.Memory.V {
 	case "", "inject", "refuse":
 	default:
@@ -41,6 +44,16 @@ func (p *Policy) checkMemoryTest(ps *problems, t *testDoc, where string) {
 	case "", "session", "owner", "workspace":
 	default:
 		ps.at(StageSyntax, t.Name.At, where, "input.memory.scope must be session, owner or workspace, got %q", t.Input.Memory.Scope)
+	}
+	if ch := t.Input.Memory.Chunk; ch != nil {
+		switch ch.Role {
+		case "", "user", "assistant", "tool":
+		default:
+			ps.at(StageSyntax, t.Name.At, where, "input.memory.chunk.role must be user, assistant or tool, got %q", ch.Role)
+		}
+	}
+	if ci := t.Input.Memory.Call; ci != nil && ci.Tool == "" {
+		ps.at(StageSyntax, t.Name.At, where, "input.memory.call needs tool")
 	}
 	for i, h := range t.Input.Memory.Hits {
 		switch h.Source {

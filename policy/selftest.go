@@ -344,6 +344,9 @@ func (p *Policy) runTest(run *testRun, t *testDoc) TestResult {
 	if c.x.wantsMemory() {
 		p.checkMemory(c)
 	}
+	if c.x.wantsExclusion() {
+		p.checkExclude(c)
+	}
 	return res
 }
 

@@ -32,7 +32,7 @@ import (
 // snapshotVersion changes with the snapshot's format or meaning. The key
 // holds the build, so one kernel never reads another's snapshots; the
 // version guards a format change within one build's tests.
-const snapshotVersion = 2 // 2: the memory: section
+const snapshotVersion = 3 // 2: the memory: section; 3: its exclude rules
 
 // maxSnapshotSize bounds the snapshot read: it is smaller than the file
 // it comes from (at most MaxFileSize), its tests left out.
@@ -140,6 +140,7 @@ type snapMemory struct {
 	ID            string
 	At            snapPos
 	Refuse        bool
+	Exclude       bool
 	Dryrun        bool
 	When, Message *snapExpr
 }
@@ -195,7 +196,7 @@ func (p *Policy) encodeSnapshot(key string, tests int) ([]byte, error) {
 			Stop: snapExprOf(b.stop), Msg: snapExprOf(b.msg), WrapUp: b.wrapUp})
 	}
 	for _, r := range p.memRules {
-		s.Memory = append(s.Memory, snapMemory{ID: r.id, At: snapPos(r.at), Refuse: r.refuse, Dryrun: r.dryrun,
+		s.Memory = append(s.Memory, snapMemory{ID: r.id, At: snapPos(r.at), Refuse: r.refuse, Exclude: r.exclude, Dryrun: r.dryrun,
 			When: snapExprOf(r.when), Message: snapExprOf(r.message)})
 	}
 	for _, d := range p.deprecated {
@@ -368,7 +369,7 @@ func policyFromSnapshot(name string, src []byte, sha string, opts Options, key s
 			stop: lazy(b.Stop, wantBool, all), msg: lazy(b.Msg, wantString, all), wrapUp: b.WrapUp})
 	}
 	for i, r := range s.Memory {
-		p.memRules = append(p.memRules, &memoryRule{id: r.ID, at: pos(r.At), index: i, refuse: r.Refuse, dryrun: r.Dryrun,
+		p.memRules = append(p.memRules, &memoryRule{id: r.ID, at: pos(r.At), index: i, refuse: r.Refuse, exclude: r.Exclude, dryrun: r.Dryrun,
 			when: lazy(r.When, wantBool, all), message: lazy(r.Message, wantString, all)})
 	}
 	for _, d := range s.Deprecated {
