@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
 	"github.com/agentkernel/agentkernel/memory"
@@ -112,8 +114,10 @@ func (a *app) openMemory() (*memorySetup, error) {
 			return nil, &ConfigError{File: a.cfg.source(), Field: "memory.exclude.paths", Err: fmt.Errorf("%q: %w", g, err)}
 		}
 	}
+	exclude, excludeCall := memoryIndexPolicy(a.policyWatcher, a.tools, a.log,
+		memoryExclude(a.cfg.path(a.cfg.Workspace), a.cfg.Memory.Exclude.Tools, a.cfg.Memory.Exclude.Paths))
 	m.indexer = memory.NewIndexer(memory.IndexerConfig{Index: m.index, Store: a.store, Embedder: m.retriever.Embedder, Report: report,
-		ExcludeCall: memoryExclude(a.cfg.path(a.cfg.Workspace), a.cfg.Memory.Exclude.Tools, a.cfg.Memory.Exclude.Paths)})
+		Exclude: exclude, ExcludeCall: excludeCall})
 	a.mem = m
 	return m, nil
 }
@@ -346,4 +350,71 @@ func memoryRulingText(d *policy.MemoryDecision) string {
 		parts = append(parts, fmt.Sprintf("memory hit %d would be dropped by rule %s (dryrun)", x.Rank, x.Rule))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// memoryIndexPolicy adds the policy's exclude rules (memory: rules with
+// effect exclude) to memory.exclude (cfgCall, nil when unset): a chunk is
+// left out of the index when either says so. Without a policy file it is
+// memory.exclude alone. Each chunk is ruled on by the policy in force when
+// it is indexed, so a reload applies to what is indexed next. A tool
+// result's call is rebuilt through the tool registry as the loop builds
+// it (its schema's path arguments, its path resolver), so call.paths is
+// what tool rules see; a call of a tool no longer registered falls back
+// to the argument naming convention, and arguments that do not parse
+// exclude the chunk (fail closed). Dry-run matches and rules that fail
+// are logged (warn).
+func memoryIndexPolicy(w *policy.Watcher, tools *kernel.Registry, log hclog.Logger, cfgCall func(*memory.Chunk, *kernel.ToolCall) bool) (func(*memory.Chunk) bool, func(*memory.Chunk, *kernel.ToolCall) bool) {
+	if w == nil {
+		return nil, cfgCall
+	}
+	rule := func(c *memory.Chunk, call *kernel.ToolCall) bool {
+		p := w.Policy()
+		if p == nil || !p.HasExcludeRules() {
+			return false
+		}
+		st := &kernel.State{SessionID: c.SessionID, Now: c.Time}
+		if c.Owner != "" {
+			st.Labels = map[string]string{memory.OwnerLabel: c.Owner}
+		}
+		var kc *kernel.Call
+		if call != nil {
+			var err error
+			if kc, err = indexedCall(tools, call, st); err != nil {
+				log.Warn(fmt.Sprintf("memory: session %s message %d not indexed: the arguments of its call %s do not parse (%v)", c.SessionID, c.Seq, call.ID, err))
+				return true
+			}
+		}
+		d := p.Exclude(context.Background(), st, policy.MemoryChunk{Session: c.SessionID, Seq: int(c.Seq), Part: c.Part,
+			Role: c.Role, Tool: c.Tool, Text: c.Text, Owner: c.Owner, Workspace: c.Workspace}, kc)
+		if d.Err != "" {
+			log.Warn(fmt.Sprintf("memory: session %s message %d not indexed: %s", c.SessionID, c.Seq, d.Err))
+		}
+		for _, id := range d.WouldExclude {
+			log.Warn(fmt.Sprintf("memory: session %s message %d part %d would not be indexed by rule %s (dryrun)", c.SessionID, c.Seq, c.Part, id))
+		}
+		return d.Excluded
+	}
+	exclude := func(c *memory.Chunk) bool {
+		return c.Role != string(kernel.RoleTool) && rule(c, nil)
+	}
+	excludeCall := func(c *memory.Chunk, call *kernel.ToolCall) bool {
+		return (cfgCall != nil && cfgCall(c, call)) || rule(c, call)
+	}
+	return exclude, excludeCall
+}
+
+// indexedCall is the call a tool result answers, as the policy sees a
+// call: through the registry when the tool is registered and the
+// arguments validate, else with the tool's name alone.
+func indexedCall(tools *kernel.Registry, call *kernel.ToolCall, st *kernel.State) (*kernel.Call, error) {
+	args := json.RawMessage(call.Arguments)
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if tools != nil {
+		if c, err := tools.NewCall(call.ID, call.Name, args, st); err == nil {
+			return c, nil
+		}
+	}
+	return kernel.NewCall(call.ID, kernel.ToolSpec{Name: call.Name}, args, st)
 }
