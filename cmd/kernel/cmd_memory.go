@@ -47,6 +47,26 @@ func memoryApp(cf *commonFlags, env *cliEnv) (*app, *memorySetup, error) {
 	return a, m, nil
 }
 
+// memoryIndexApp is memoryApp for a command that indexes (reindex): the
+// whole app first (tools, hooks, policy), so the policy's exclude rules
+// apply to what it indexes as they do in a run (docs/memory.md, "Policy").
+func memoryIndexApp(ctx context.Context, cf *commonFlags, env *cliEnv) (*app, *memorySetup, error) {
+	a, err := loadApp(ctx, cf, env, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := a.openStore(false); err != nil {
+		a.Close()
+		return nil, nil, err
+	}
+	m, err := a.openMemory()
+	if err != nil {
+		a.Close()
+		return nil, nil, err
+	}
+	return a, m, nil
+}
+
 func memorySearchCmd(fs *flag.FlagSet) subRun {
 	session := fs.String("session", "", "search the session `ID` only")
 	owner := fs.String("owner", "", "search every session of the owner `NAME` (a kernel serve key's owner)")
@@ -145,7 +165,7 @@ func memoryReindexCmd(ctx context.Context, cf *commonFlags, env *cliEnv, pos []s
 	if len(pos) > 0 {
 		return usageError("memory reindex takes no arguments (got %q)", pos[0])
 	}
-	a, m, err := memoryApp(cf, env)
+	a, m, err := memoryIndexApp(ctx, cf, env)
 	if err != nil {
 		return err
 	}

@@ -38,8 +38,9 @@ tests:
 // TestMemoryExcludePolicy: a policy rule with effect exclude keeps what
 // read_file read under secrets/ out of memory's index: `kernel memory
 // search` finds the read of notes/a.txt, not that of secrets/key.txt
-// (with memory.exclude unset: the policy alone does it). Without the
-// policy wired into the indexer the secret is found.
+// (with memory.exclude unset: the policy alone does it), also after
+// `kernel memory reindex`. Without the policy wired into the indexer the
+// secret is found.
 func TestMemoryExcludePolicy(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {
@@ -80,6 +81,17 @@ func TestMemoryExcludePolicy(t *testing.T) {
 	}
 	if !strings.Contains(out, "What do the heron files say?") {
 		t.Fatalf("the user's prompt is not indexed:\n%s", out)
+	}
+	// kernel memory reindex indexes the store again under the same rules.
+	if _, errOut, err := cli(t, "memory", "reindex", "--config", cfg); err != nil {
+		t.Fatalf("reindex: %v\n%s", err, errOut)
+	}
+	out, errOut, err = cli(t, "memory", "search", "--config", cfg, "-k", "20", "heron vault key nests river amber lantern")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if strings.Contains(out, "amber-lantern") || !strings.Contains(out, "nests by the river") {
+		t.Fatalf("after reindex:\n%s", out)
 	}
 }
 
