@@ -49,7 +49,10 @@ type Explanation struct {
 type MemoryExplanation struct {
 	Hits     int
 	Decision MemoryDecision
-	Rules    []RuleExplanation
+	// Exclusion is the ruling on input.memory.chunk, when the input has
+	// one (exclude rules).
+	Exclusion *MemoryExclusion
+	Rules     []RuleExplanation
 }
 
 // Value is an expression and what it evaluated to.
@@ -167,6 +170,23 @@ func (p *Policy) explainMemory(m *vm.VM, st *kernel.State, in *Input) *MemoryExp
 	tr := p.newMemTrace()
 	d := p.memory(m, env, r, tr)
 	x := &MemoryExplanation{Hits: len(r.Hits), Decision: d}
+	var xenv *Env // the exclude rules' env, with the chunk
+	if in.Memory.Chunk != nil {
+		ch, call, err := in.Memory.chunkInput(p.specs, st)
+		if err != nil {
+			ex := MemoryExclusion{Err: err.Error()}
+			x.Exclusion = &ex
+		} else {
+			xenv = new(Env)
+			xenv.fillState(st)
+			if call != nil {
+				xenv.fillCall(call, p.entry(call.Tool().Name).extractor(call.Tool().Schema))
+			}
+			ex := p.exclude(m, xenv, ch, tr)
+			x.Exclusion = &ex
+			xenv.Chunk = ch // exclude clears it; the values below read it
+		}
+	}
 	for i, mr := range p.memRules {
 		re := RuleExplanation{ID: mr.id, Effect: mr.effect(), Mode: "enforce",
 			Status: status(evalResult{ran: tr.ran[i], matched: tr.matched[i], err: tr.errs[i]}, true)}
@@ -178,6 +198,10 @@ func (p *Policy) explainMemory(m *vm.VM, st *kernel.State, in *Input) *MemoryExp
 		}
 		if mr.refuse {
 			re.Saw = p.saw(m, env, mr.when)
+		} else if mr.exclude {
+			if xenv != nil {
+				re.Saw = p.saw(m, xenv, mr.when)
+			}
 		} else if ranks := memoryRanks(append(slices.Clone(d.Dropped), d.WouldDrop...), mr.id); ranks != "" {
 			re.Note = "hits " + ranks
 		}
@@ -525,6 +549,19 @@ func (x *Explanation) Format(w io.Writer) error {
 	}
 	if mx := x.Memory; mx != nil {
 		d := mx.Decision
+		if ex := mx.Exclusion; ex != nil {
+			switch {
+			case ex.Excluded:
+				fmt.Fprintf(&b, "\nmemory chunk: excluded by %s\n", ex.Rule)
+			case ex.Err != "":
+				fmt.Fprintf(&b, "\nmemory chunk: %s\n", ex.Err)
+			default:
+				b.WriteString("\nmemory chunk: indexed\n")
+			}
+			if len(ex.WouldExclude) > 0 {
+				fmt.Fprintf(&b, "  would exclude (dryrun): %s\n", strings.Join(ex.WouldExclude, ", "))
+			}
+		}
 		fmt.Fprintf(&b, "\nmemory: %d hits, ", mx.Hits)
 		if d.Refused {
 			fmt.Fprintf(&b, "refused by %s\n  message: %s\n", d.Rule, d.Message)

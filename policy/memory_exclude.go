@@ -118,26 +118,13 @@ func (p *Policy) checkExclude(c *testCheck) {
 		return // reported when the file was checked
 	}
 	env := c.env()
-	if mi.Call != nil {
-		call, err := mi.Call.build(p.specs, c.st)
-		if err != nil {
-			c.fail("input.memory.call: %v", err)
-			return
-		}
+	ch, call, err := mi.chunkInput(p.specs, c.st)
+	if err != nil {
+		c.fail("%v", err)
+		return
+	}
+	if call != nil {
 		env.fillCall(call, c.run.extractor(call.Tool().Name, call.Tool().Schema))
-	}
-	ch := *mi.Chunk
-	if ch.Role == "" {
-		ch.Role = "user"
-		if ch.Tool != "" || mi.Call != nil {
-			ch.Role = "tool"
-		}
-	}
-	if ch.Tool == "" && mi.Call != nil {
-		ch.Tool = mi.Call.Tool
-	}
-	if ch.Session == "" {
-		ch.Session = c.st.SessionID
 	}
 	tr := p.newMemTrace()
 	d := p.exclude(c.run.m, env, ch, tr)
@@ -161,10 +148,32 @@ func (p *Policy) checkExclude(c *testCheck) {
 	}
 }
 
-// build is the call a test input's memory.call describes.
-func (ci *CallInput) build(specs *specSet, st *kernel.State) (*kernel.Call, error) {
-	in := Input{Call: *ci}
-	return in.call(specs, st)
+// chunkInput is a test input's chunk with its defaults (role tool with a
+// tool or a call, else user; tool the call's; session the state's) and
+// the call memory.call describes (nil without one).
+func (r *MemoryRetrieval) chunkInput(specs *specSet, st *kernel.State) (MemoryChunk, *kernel.Call, error) {
+	ch := *r.Chunk
+	if ch.Role == "" {
+		ch.Role = "user"
+		if ch.Tool != "" || r.Call != nil {
+			ch.Role = "tool"
+		}
+	}
+	if ch.Tool == "" && r.Call != nil {
+		ch.Tool = r.Call.Tool
+	}
+	if ch.Session == "" && st != nil {
+		ch.Session = st.SessionID
+	}
+	if r.Call == nil {
+		return ch, nil, nil
+	}
+	in := Input{Call: *r.Call}
+	call, err := in.call(specs, st)
+	if err != nil {
+		return ch, nil, fmt.Errorf("input.memory.call: %w", err)
+	}
+	return ch, call, nil
 }
 
 // MarshalJSON writes eval_time as a Go duration string.

@@ -154,3 +154,35 @@ func TestDocsMemoryExcludeExample(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryExcludeExplain: explain rules on a case's chunk and shows the
+// values each exclude rule saw.
+func TestMemoryExcludeExplain(t *testing.T) {
+	p := loadExcludeExample(t, Options{})
+	in, err := ParseInput("case.yaml", []byte(`
+memory:
+  chunk: {session: s1, seq: 3, text: "k"}
+  call: {tool: read_file, args: {path: notes/../secrets/key.txt}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := p.Explain(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := x.Format(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"memory chunk: excluded by no-secrets-in-memory",
+		"no-secrets-in-memory: exclude: matched",
+		`call.paths = ["secrets/key.txt"]`,
+		"env-dump-audit: exclude (dryrun): not matched",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("explain lacks %q:\n%s", want, b.String())
+		}
+	}
+}

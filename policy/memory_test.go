@@ -132,7 +132,7 @@ memory:
 // place, and the env's memory and hit where they are always empty.
 func TestMemoryFileProblems(t *testing.T) {
 	for _, tc := range []struct{ name, body, want string }{
-		{"bad effect", "memory:\n  - {id: m, effect: deny}\n", `memory rule "m": effect must be refuse or drop, got "deny"`},
+		{"bad effect", "memory:\n  - {id: m, effect: deny}\n", `memory rule "m": effect must be refuse, drop or exclude, got "deny"`},
 		{"no effect", "memory:\n  - {id: m}\n", "effect is required: refuse"},
 		{"bad mode", "memory:\n  - {id: m, effect: drop, mode: loud}\n", "mode must be enforce or dryrun"},
 		{"duplicate id", "rules:\n  - {id: m, effect: deny}\nmemory:\n  - {id: m, effect: drop}\n", `duplicate id "m"`},
