@@ -34,7 +34,12 @@ func memoryApp(cf *commonFlags, env *cliEnv) (*app, *memorySetup, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &app{cfg: cfg, log: newLogger(env.stderr)}
+	return (&app{cfg: cfg, log: newLogger(env.stderr)}).openStoreMemory()
+}
+
+// openStoreMemory opens the store and the memory index; on an error the
+// app is closed.
+func (a *app) openStoreMemory() (*app, *memorySetup, error) {
 	if err := a.openStore(false); err != nil {
 		a.Close()
 		return nil, nil, err
@@ -55,16 +60,7 @@ func memoryIndexApp(ctx context.Context, cf *commonFlags, env *cliEnv) (*app, *m
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := a.openStore(false); err != nil {
-		a.Close()
-		return nil, nil, err
-	}
-	m, err := a.openMemory()
-	if err != nil {
-		a.Close()
-		return nil, nil, err
-	}
-	return a, m, nil
+	return a.openStoreMemory()
 }
 
 func memorySearchCmd(fs *flag.FlagSet) subRun {
