@@ -50,8 +50,12 @@ build: $(KERNEL)
 # binary"); the build and VCS information `kernel version` reads is a
 # section of its own and stays, and a panic's stack trace still names
 # functions and lines (pclntab).
+# -trimpath: the compiled packages do not depend on this checkout's path,
+# so internal/treetest's scratch copy of the tree (which runs make build)
+# finds them in go build's cache instead of compiling every package again
+# (RATIONALE.md, "make test shares the scratch tree's build (issue 45)").
 $(KERNEL): $(LAUNCHER) FORCE
-	$(Q)$(GOBUILD) $@ "the kernel CLI, pinned to $(LAUNCHER)" -buildvcs=auto -ldflags "-s -w -X github.com/agentkernel/agentkernel/sandbox.launcherSHA256=$$(sha256sum $(LAUNCHER) | cut -d' ' -f1)" ./cmd/kernel
+	$(Q)$(GOBUILD) $@ "the kernel CLI, pinned to $(LAUNCHER)" -trimpath -buildvcs=auto -ldflags "-s -w -X github.com/agentkernel/agentkernel/sandbox.launcherSHA256=$$(sha256sum $(LAUNCHER) | cut -d' ' -f1)" ./cmd/kernel
 
 # The sandbox's dedicated launcher (PID 1 of every sandbox), next to the
 # kernel, which links in its sha256 and uses it only when the hash matches

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // root is the module's root directory.
@@ -107,11 +108,25 @@ func copyFile(from, to string) error {
 
 // run runs a command in dir and returns its combined output; a failure
 // ends the test unless fail is false.
+//
+// Every go test it runs (directly, or through make) runs with -vet=off:
+// these tests hold the tree's build, its generated files and its tests to
+// what the docs say; vet of the scratch copy's packages (cached under the
+// scratch directory, so redone from nothing on a fresh clone) checks
+// nothing the checkout's own go vet and go test do not.
 func run(t *testing.T, dir string, fail bool, name string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -vet=off"))
+	start := time.Now()
 	out, err := cmd.CombinedOutput()
+	// What each command cost, for the test log (docs/scaling.md, "make
+	// test"): wall time, and the CPU time of the command and every process
+	// it waited for (the compiler, the linker, the tests it ran).
+	if ps := cmd.ProcessState; ps != nil {
+		t.Logf("%s %s: %.1fs wall, %.1fs cpu", name, strings.Join(args, " "), time.Since(start).Seconds(), (ps.UserTime() + ps.SystemTime()).Seconds())
+	}
 	if err != nil && fail {
 		t.Fatalf("%s %s in %s: %v\n%s", name, strings.Join(args, " "), dir, err, out)
 	}
