@@ -612,4 +612,3 @@ func snapshotNanotime(base int64, real bool) sys.Nanotime {
 	t.Store(base)
 	return func() int64 { return t.Add(int64(time.Millisecond)) }
 }
-
