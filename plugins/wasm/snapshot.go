@@ -275,18 +275,16 @@ func appendName(b []byte, s string) []byte {
 
 func globalExport(i int) string { return fmt.Sprintf("agentkernel.snapshot.global.%d", i) }
 
-// exports reads the export section's entries as name, kind, index.
-func readExportEntries(c []byte) ([]struct {
+// exportEntry is one entry of the export section.
+type exportEntry struct {
 	name  string
 	kind  byte
 	index uint32
-}, error) {
-	type entry = struct {
-		name  string
-		kind  byte
-		index uint32
-	}
-	var out []entry
+}
+
+// readExportEntries reads the export section's entries.
+func readExportEntries(c []byte) ([]exportEntry, error) {
+	var out []exportEntry
 	if c == nil {
 		return nil, nil
 	}
@@ -308,16 +306,12 @@ func readExportEntries(c []byte) ([]struct {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, entry{name, kind, idx})
+		out = append(out, exportEntry{name, kind, idx})
 	}
 	return out, nil
 }
 
-func writeExports(es []struct {
-	name  string
-	kind  byte
-	index uint32
-}) []byte {
+func writeExports(es []exportEntry) []byte {
 	b := appendULEB(nil, uint64(len(es)))
 	for _, e := range es {
 		b = appendName(b, e.name)
@@ -332,11 +326,7 @@ func writeExports(es []struct {
 func exportGlobals(secs []wasmSection, n int) []byte {
 	es, _ := readExportEntries(sectionContent(secs, secExport)) // parseWasm read it
 	for i := 0; i < n; i++ {
-		es = append(es, struct {
-			name  string
-			kind  byte
-			index uint32
-		}{globalExport(i), externGlobal, uint32(i)})
+		es = append(es, exportEntry{globalExport(i), externGlobal, uint32(i)})
 	}
 	return writeExports(es)
 }
@@ -560,7 +550,7 @@ func readSnapshotMeta(b []byte) (*snapshotMeta, error) {
 		if m.Nanotime < 0 {
 			return nil, fmt.Errorf("%w: custom section %s: nanotime %d is negative", ErrModule, snapshotSection, m.Nanotime)
 		}
-		if _, ok := info0(secs, exportInit); ok {
+		if _, ok := exports(secs, exportInit); ok {
 			return nil, fmt.Errorf("%w: custom section %s marks a snapshot, but the module still exports %s", ErrModule, snapshotSection, exportInit)
 		}
 		found = &m
@@ -568,8 +558,8 @@ func readSnapshotMeta(b []byte) (*snapshotMeta, error) {
 	return found, nil
 }
 
-// info0 reports whether the export section of secs exports name.
-func info0(secs []wasmSection, name string) (uint32, bool) {
+// exports reports whether the export section of secs exports name.
+func exports(secs []wasmSection, name string) (uint32, bool) {
 	es, _ := readExportEntries(sectionContent(secs, secExport))
 	for _, e := range es {
 		if e.name == name {
