@@ -147,6 +147,8 @@ func TestDamagedSnapshot(t *testing.T) {
 			return bytes.Replace(b, []byte(`{"version":1,`), []byte(`{"version":7,`), 1)
 		}, nil, wasm.Grants{}, "has version 7"},
 		{"env granted", nil, map[string]any{"env": []string{"TZ"}}, wasm.Grants{Env: map[string]string{"TZ": "UTC"}}, "grants.env: the module is a snapshot"},
+		{"fs granted", nil, map[string]any{"fs": []map[string]string{{"guest": "/data", "mode": "ro", "description": "data"}}},
+			wasm.Grants{FS: []wasm.FSGrant{{Guest: "/data", Host: t.TempDir(), Mode: "ro"}}}, "grants.fs: the module is a snapshot"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := copyModule(t, tc.edit, tc.caps)
