@@ -39,6 +39,7 @@ DEMO_WASM   := $(shell sed -n 's|^ *- path: *\.\./\.\./\(wasm-tools/[^ ]*\.wasm\
 WASM_CACHE  := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/agentkernel/wasm
 STAMPS      := $(WASM_CACHE)/v2/make-stamps$(CURDIR)
 PRECOMPILE  := $(BIN)/tools/precompile
+SNAPSHOT    := $(BIN)/tools/snapshot
 # The wazero go.mod requires. wazero names its cache entries after the
 # version it reads from the binary's build information, which test binaries
 # lack (it then says "dev"); `make test` links them with go.mod's version
@@ -91,8 +92,18 @@ wasm-demo: $(DEMO_WASM) $(PRECOMPILE)
 wasm-tools/jq/jq.wasm: FORCE
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1" -trimpath ./wasm-tools/jq
 
-wasm-tools/js/js.wasm: FORCE
+# js ships pre-initialised: the reactor is built into bin/wasm, and the
+# snapshot tool runs its _initialize and warm-up once and writes the
+# module that starts where they left off (plugins/wasm/snapshot.go).
+wasm-tools/js/js.wasm: $(BIN)/wasm/js-raw.wasm $(SNAPSHOT)
+	$(call say,snapshot,"$@ (pre-initialised from $<)")
+	$(Q)$(SNAPSHOT) -o $@ $<
+
+$(BIN)/wasm/js-raw.wasm: FORCE
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1, a reactor module" -trimpath -buildmode=c-shared ./wasm-tools/js
+
+$(SNAPSHOT): FORCE
+	$(Q)$(GOBUILD) $@ "writes pre-initialised WASM modules" ./plugins/wasm/internal/snapshot
 
 wasm-tools/starlark/starlark.wasm: FORCE
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1, a reactor module" -trimpath -buildmode=c-shared ./wasm-tools/starlark
