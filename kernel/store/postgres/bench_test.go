@@ -124,9 +124,10 @@ func BenchmarkStepWrite(b *testing.B) {
 				b.ReportMetric(float64(len(all))/elapsed.Seconds(), "steps/s")
 				if kind == "postgres" {
 					// What a step costs the database: WAL written, and
-					// the messages table's size per stored message.
+					// the messages' tables' size per stored message (the
+					// rows and, from schema version 5, the segments).
 					b.ReportMetric(float64(pgStat(b, "SELECT pg_current_wal_lsn() - '0/0'")-wal0)/float64(len(all)), "wal-B/step")
-					b.ReportMetric(float64(pgStat(b, "SELECT pg_total_relation_size('ak_messages')"))/float64(len(all)), "disk-B/msg")
+					b.ReportMetric(float64(pgStat(b, "SELECT pg_total_relation_size('ak_messages') + coalesce(pg_total_relation_size(to_regclass('ak_segments')), 0)"))/float64(len(all)), "disk-B/msg")
 				}
 			})
 		}
