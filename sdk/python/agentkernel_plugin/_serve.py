@@ -24,7 +24,6 @@ import base64
 import os
 import signal
 import sys
-import tempfile
 import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -125,6 +124,15 @@ def _take_server_tls() -> tuple[bytes, bytes] | None:
     return key.encode(), cert.encode()
 
 
+def _tempdir() -> str:
+    # tempfile (with shutil, random and the compression modules) is
+    # imported only by a host that names no socket directory: the
+    # kernel always names one.
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
 def _pem_der(pem: bytes) -> bytes:
     """The DER of the first PEM block in pem."""
     body = pem.split(b"-----BEGIN CERTIFICATE-----", 1)[1].split(b"-----END CERTIFICATE-----", 1)[0]
@@ -144,7 +152,7 @@ async def _main(by_name: dict[str, Tool], hook_by_name: dict[str, Hook], host: i
 
     cert_field = ""
     client_cert = os.environ.get("PLUGIN_CLIENT_CERT", "")
-    socket = os.path.join(os.environ.get("PLUGIN_UNIX_SOCKET_DIR") or tempfile.gettempdir(), f"plugin{int.from_bytes(os.urandom(4), 'big')}")
+    socket = os.path.join(os.environ.get("PLUGIN_UNIX_SOCKET_DIR") or _tempdir(), f"plugin{int.from_bytes(os.urandom(4), 'big')}")
     if client_cert:
         # AutoMTLS: without a client certificate go-plugin's host speaks
         # plain gRPC (the agentkernel host always sends one).
