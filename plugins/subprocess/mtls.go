@@ -39,7 +39,7 @@ func (h *Host) clientTLS() (*tls.Config, string, error) {
 // An interpreted plugin then needs no key generation and no X.509 code
 // of its own at start: for Python that is the `cryptography` package, a
 // third of the SDK's start (RATIONALE.md, "Python and TypeScript plugin
-// start (issue 45)"). Nothing else changes: the process still announces
+// start: the kernel hands the plugin its key"). Nothing else changes: the process still announces
 // the certificate it serves with in the handshake line and go-plugin
 // pins that one, so a plugin that makes its own (the Go SDK, older
 // SDKs) is accepted as before. The pair is fresh for every process, so
