@@ -320,28 +320,8 @@ func (l *runLink) commitEnd(ctx context.Context, id string, step kernel.Step, ev
 	}
 	fenced := append(t.pending[:n:n], end...)
 	t.pending = nil
-	t.flushing = true
-	if t.timer != nil {
-		t.timer.Stop()
-		t.timer = nil
-	}
-	t.mu.Unlock()
-
-	batch := make([]kernel.StoredEvent, len(fenced))
-	for i := range fenced {
-		batch[i] = fenced[i].ev
-	}
-	first, err := h.steps.CommitWithEvents(ctx, t.id, step, batch)
-	if f := beforePublish.Load(); f != nil && err == nil {
-		(*f)(t.id, first, batch)
-	}
-	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.flushing = false
-	if err != nil {
-		t.pending = append(fenced[:n:n], t.pending...)
-		t.startLocked()
-		t.idle.Broadcast()
+	if err := h.ride(ctx, t, step, fenced, n); err != nil {
 		return err
 	}
 	types := make([]string, len(events))
@@ -351,10 +331,6 @@ func (l *runLink) commitEnd(ctx context.Context, id string, step kernel.Step, ev
 	l.mu.Lock()
 	l.ahead = types
 	l.mu.Unlock()
-	t.publishLocked(batch, first)
-	if len(t.pending) > 0 {
-		t.startLocked()
-	}
 	return nil
 }
 
@@ -388,13 +364,22 @@ func (h *hub) commitStep(ctx context.Context, t *topic, store kernel.Store, step
 	}
 	fenced := t.pending[:n:n]
 	t.pending = t.pending[n:]
+	defer t.mu.Unlock()
+	return h.ride(ctx, t, step, fenced, n)
+}
+
+// ride commits step with fenced, taken off t's queue, and publishes them
+// once the commit returns. When it fails, nothing of it is stored: the
+// first n of fenced (those that were pending) go back to the front of the
+// queue, to be stored on their own. The caller holds t.mu, no writer
+// runs, and it is held again when ride returns.
+func (h *hub) ride(ctx context.Context, t *topic, step kernel.Step, fenced []fencedEvent, n int) error {
 	t.flushing = true
 	if t.timer != nil {
 		t.timer.Stop()
 		t.timer = nil
 	}
 	t.mu.Unlock()
-
 	batch := make([]kernel.StoredEvent, len(fenced))
 	for i := range fenced {
 		batch[i] = fenced[i].ev
@@ -404,11 +389,11 @@ func (h *hub) commitStep(ctx context.Context, t *topic, store kernel.Store, step
 		(*f)(t.id, first, batch)
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.flushing = false
 	if err != nil {
-		t.pending = append(fenced, t.pending...)
+		t.pending = append(fenced[:n:n], t.pending...)
 		t.startLocked()
+		t.idle.Broadcast()
 		return err
 	}
 	t.publishLocked(batch, first)
