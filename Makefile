@@ -40,6 +40,7 @@ WASM_CACHE  := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/agentkernel/wasm
 STAMPS      := $(WASM_CACHE)/v2/make-stamps$(CURDIR)
 PRECOMPILE     := $(BIN)/tools/precompile
 PRECOMPILE_DEV := $(BIN)/tools/precompile-dev
+SNAPSHOT       := $(BIN)/tools/snapshot
 
 ## build: the kernel CLI in bin/kernel
 build: $(KERNEL)
@@ -82,8 +83,18 @@ wasm-demo: $(DEMO_WASM) $(DEMO_WASM:%=$(STAMPS)/%.kernel)
 wasm-tools/jq/jq.wasm: FORCE
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1" -trimpath ./wasm-tools/jq
 
-wasm-tools/js/js.wasm: FORCE
+# js ships pre-initialised: the reactor is built into bin/wasm, and the
+# snapshot tool runs its _initialize and warm-up once and writes the
+# module that starts where they left off (plugins/wasm/snapshot.go).
+wasm-tools/js/js.wasm: $(BIN)/wasm/js-raw.wasm $(SNAPSHOT)
+	$(call say,snapshot,"$@ (pre-initialised from $<)")
+	$(Q)$(SNAPSHOT) -o $@ $<
+
+$(BIN)/wasm/js-raw.wasm: FORCE
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1, a reactor module" -trimpath -buildmode=c-shared ./wasm-tools/js
+
+$(SNAPSHOT): FORCE
+	$(Q)$(GOBUILD) $@ "writes pre-initialised WASM modules" ./plugins/wasm/internal/snapshot
 
 wasm-tools/starlark/starlark.wasm: FORCE
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1, a reactor module" -trimpath -buildmode=c-shared ./wasm-tools/starlark

@@ -17,6 +17,8 @@ package wasmtest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -124,4 +126,25 @@ func goCmd(dir string, env []string, args ...string) error {
 		return fmt.Errorf("go %s (in %s): %v\n%s", strings.Join(args, " "), dir, err, out.String())
 	}
 	return nil
+}
+
+// Snapshot writes out, the pre-initialised image of the reactor module in
+// (plugins/wasm/internal/snapshot, built without the race detector, as
+// `make wasm` does for the shipped js tool), unless out is already the
+// snapshot of in. out's base name is the name the guest sees as its
+// argument.
+func Snapshot(repoRoot, in, out string) error {
+	src, err := os.ReadFile(in)
+	if err != nil {
+		return err
+	}
+	if old, err := os.ReadFile(out); err == nil {
+		sum := sha256.Sum256(src)
+		// The snapshot section's JSON names its source (plugins/wasm
+		// reads it properly when it loads the module).
+		if bytes.Contains(old, []byte(`"source":"`+hex.EncodeToString(sum[:])+`"`)) {
+			return nil
+		}
+	}
+	return goCmd(repoRoot, os.Environ(), "run", "./plugins/wasm/internal/snapshot", "-o", out, in)
 }
