@@ -38,8 +38,16 @@ DEMO_WASM   := $(shell sed -n 's|^ *- path: *\.\./\.\./\(wasm-tools/[^ ]*\.wasm\
 # a new format is filled again and two checkouts do not share stamps.
 WASM_CACHE  := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/agentkernel/wasm
 STAMPS      := $(WASM_CACHE)/v2/make-stamps$(CURDIR)
-PRECOMPILE     := $(BIN)/tools/precompile
-PRECOMPILE_DEV := $(BIN)/tools/precompile-dev
+PRECOMPILE  := $(BIN)/tools/precompile
+SNAPSHOT    := $(BIN)/tools/snapshot
+# The wazero go.mod requires. wazero names its cache entries after the
+# version it reads from the binary's build information, which test binaries
+# lack (it then says "dev"); `make test` links them with go.mod's version
+# (-X), so the tests read the entries `make wasm` compiled for the kernel
+# instead of compiling every module a second time. Why: RATIONALE.md, "One
+# precompile for the kernel and the tests (issue 45)".
+WAZERO_VERSION = $(shell $(GO) list -m -f '{{.Version}}' github.com/tetratelabs/wazero)
+TEST_LDFLAGS   = -ldflags=-X=github.com/tetratelabs/wazero/internal/version.version=$(WAZERO_VERSION)
 
 ## build: the kernel CLI in bin/kernel
 build: $(KERNEL)
@@ -78,16 +86,28 @@ install:
 
 ## wasm: WASM tools in wasm-tools/ and the WASM test fixtures (GOOS=wasip1),
 ## compiled ahead into the kernel's cache
-wasm: $(WASM_TOOLS) $(WASM_TEST) $(WASM_TOOLS:%=$(STAMPS)/%.kernel) $(WASM_TOOLS:%=$(STAMPS)/%.test) $(WASM_TEST:%=$(STAMPS)/%.test)
+wasm: $(WASM_TOOLS) $(WASM_TEST) $(PRECOMPILE)
+	$(call precompile,$(WASM_TOOLS) $(WASM_TEST))
 
 ## wasm-demo: only the WASM tools the demo runs, compiled ahead for the kernel
-wasm-demo: $(DEMO_WASM) $(DEMO_WASM:%=$(STAMPS)/%.kernel)
+wasm-demo: $(DEMO_WASM) $(PRECOMPILE)
+	$(call precompile,$(DEMO_WASM))
 
 wasm-tools/jq/jq.wasm: FORCE
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1" -trimpath ./wasm-tools/jq
 
-wasm-tools/js/js.wasm: FORCE
+# js ships pre-initialised: the reactor is built into bin/wasm, and the
+# snapshot tool runs its _initialize and warm-up once and writes the
+# module that starts where they left off (plugins/wasm/snapshot.go).
+wasm-tools/js/js.wasm: $(BIN)/wasm/js-raw.wasm $(SNAPSHOT)
+	$(call say,snapshot,"$@ (pre-initialised from $<)")
+	$(Q)$(SNAPSHOT) -o $@ $<
+
+$(BIN)/wasm/js-raw.wasm: FORCE
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1, a reactor module" -trimpath -buildmode=c-shared ./wasm-tools/js
+
+$(SNAPSHOT): FORCE
+	$(Q)$(GOBUILD) $@ "writes pre-initialised WASM modules" ./plugins/wasm/internal/snapshot
 
 wasm-tools/starlark/starlark.wasm: FORCE
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1, a reactor module" -trimpath -buildmode=c-shared ./wasm-tools/starlark
@@ -104,24 +124,21 @@ plugins/wasm/testdata/attack/attack.wasm: FORCE
 plugins/wasm/testdata/reactor/reactor.wasm: FORCE
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "test fixture, reactor" -trimpath -buildmode=c-shared ./plugins/wasm/testdata/attack
 
-# Compile the tools into the kernel's cache so the kernel starts fast, and
-# everything again for the tests: a test binary has no build information, so
-# its wazero says "dev". The first time this takes minutes on a small machine.
+# Compile the modules into the kernel's cache so the kernel starts fast
+# and the tests do not compile them under the race detector. Each module
+# has a stamp; the ones whose stamp is older than the module or the
+# precompiler are compiled in one run, side by side (a worker per core:
+# wazero compiles a module on one core). The first time this takes minutes
+# on a small machine.
 $(PRECOMPILE): FORCE
 	$(Q)$(GOBUILD) $@ "fills the WASM compilation cache" ./plugins/wasm/internal/precompile
 
-$(PRECOMPILE_DEV): FORCE
-	$(Q)$(GOBUILD) $@ "the same, for test binaries' wazero" -ldflags=-X=github.com/tetratelabs/wazero/internal/version.version=dev ./plugins/wasm/internal/precompile
-
-$(STAMPS)/%.kernel: % $(PRECOMPILE)
-	$(call say,precompile,"$< for the kernel (slow the first time: a minute or more per module)")
-	$(Q)$(PRECOMPILE) -q $<
-	$(Q)mkdir -p $(@D) && touch $@
-
-$(STAMPS)/%.test: % $(PRECOMPILE_DEV)
-	$(call say,precompile,"$< for the tests (slow the first time)")
-	$(Q)$(PRECOMPILE_DEV) -q $<
-	$(Q)mkdir -p $(@D) && touch $@
+define precompile
+$(Q)stale=; for m in $(1); do s=$(STAMPS)/$$m.kernel; \
+		if [ ! -e "$$s" ] || [ "$$m" -nt "$$s" ] || [ $(PRECOMPILE) -nt "$$s" ]; then stale="$$stale $$m"; fi; done; \
+	[ -z "$$stale" ] || { printf '  %-9s %s\n' precompile "$$stale (side by side; slow the first time: a minute or more per module)"; \
+		$(PRECOMPILE) -q $$stale && for m in $$stale; do mkdir -p $$(dirname $(STAMPS)/$$m) && touch $(STAMPS)/$$m.kernel; done; }
+endef
 
 ## plugins: plugin binaries used by the demo and the tests
 plugins: $(BIN)/plugins/git.sha256 $(BIN)/plugins/memory-plugin.sha256
@@ -275,7 +292,7 @@ postgres:
 ## test: every test, with the race detector
 test: build wasm plugins mcp-npm chromium test-deps postgres sdk-test
 	$(call say,test,"go test -race ./... (every package)")
-	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test -race -count=1 -timeout 45m ./...
+	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test "$(TEST_LDFLAGS)" -race -count=1 -timeout 45m ./...
 
 ## crash-pg: the crash campaign across three kernel serve replicas on PostgreSQL (kills, pauses past the lease, database restarts: 120 faults by default; KILLS=N, FOR=3m to stop injecting after a while)
 KILLS ?= 120
@@ -302,7 +319,7 @@ demo-mcp: build
 
 ## bench: benchmarks and soak runs (slow)
 bench: wasm plugins sdk
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+	$(GO) test "$(TEST_LDFLAGS)" -run '^$$' -bench . -benchmem -count=1 ./...
 	@# The crash soak: 500 SIGKILLs at random points of real runs.
 	$(GO) test -count=1 -run 'TestCrash$$' -long ./kernel/store/badger
 	@# The scrubber's recall and precision per secret family, tuning and held-out sets.

@@ -28,6 +28,12 @@ func (r *run) commitMsg(ctx context.Context, m Message, step Step) error {
 // of its messages (the history is append-only: a store may keep the
 // slice). When the store fails, the history is cut back to n.
 func (r *run) commitTail(ctx context.Context, n int, step Step) error {
+	if r.held != nil {
+		// The held step first: the history is stored in order.
+		if err := r.release(); err != nil {
+			return err
+		}
+	}
 	step.Messages = nil
 	if len(r.msgs) > n {
 		step.Messages = r.msgs[n:len(r.msgs):len(r.msgs)]
@@ -62,8 +68,12 @@ func (r *run) commitTail(ctx context.Context, n int, step Step) error {
 			r.persistCtx = context.WithoutCancel(ctx)
 		}
 	}
-	err := r.storeCommit(step)
-	if err != nil {
+	if r.hold {
+		// Stored by release, with the events that end the run; until
+		// then the run goes on as if it were (nothing of it is shown
+		// before it is stored: its events wait with it).
+		r.held = &heldStep{step: step, n: n, meta: r.meta, isNew: r.isNew}
+	} else if err := r.storeCommit(step, false, nil); err != nil {
 		clear(r.msgs[n:])
 		r.msgs = r.msgs[:n]
 		return fmt.Errorf("persist session %s: %w", r.meta.ID, err)
@@ -80,18 +90,59 @@ func (r *run) commitTail(ctx context.Context, n int, step Step) error {
 	return nil
 }
 
-// storeCommit writes step, timed for the observer when there is one.
-func (r *run) storeCommit(step Step) error {
-	commit := r.k.cfg.Store.Commit
-	if r.k.commitStep != nil {
-		commit = r.k.commitStep
+// heldStep is a run's last answer, committed (RunOptions.CommitEnd) with
+// the events that end the run, which wait with it: run.held.
+type heldStep struct {
+	step   Step
+	n      int         // len(r.msgs) before the step
+	meta   SessionMeta // r.meta before the step
+	isNew  bool
+	events []Event
+}
+
+// emitEnd emits an event that ends the run: with a held step, it waits
+// to be stored with it (release).
+func (r *run) emitEnd(build func() Event) {
+	if r.held == nil {
+		r.k.emitIf(build)
+		return
 	}
+	if r.k.cfg.OnEvent != nil {
+		r.held.events = append(r.held.events, build())
+	}
+}
+
+// release commits the held step, if any, with the events waiting with
+// it (RunOptions.CommitEnd), then emits them. When the commit fails,
+// nothing of it was stored and the events are dropped: the history is
+// cut back to before the step, and the run fails from there.
+// Why: RATIONALE.md, "A run's end rides its last step (issue 45)".
+func (r *run) release() error {
+	h := r.held
+	if h == nil {
+		return nil
+	}
+	r.held = nil
+	events := h.events
+	if err := r.storeCommit(h.step, true, events); err != nil {
+		clear(r.msgs[h.n:])
+		r.msgs = r.msgs[:h.n]
+		r.meta, r.isNew = h.meta, h.isNew
+		return fmt.Errorf("persist session %s: %w", r.meta.ID, err)
+	}
+	r.k.emitAll(events)
+	return nil
+}
+
+// storeCommit writes step (a held one, last, with the events that end
+// the run), timed for the observer when there is one.
+func (r *run) storeCommit(step Step, last bool, end []Event) error {
 	obs := r.k.obs
 	if obs == nil {
-		return commit(r.persistCtx, r.meta.ID, step)
+		return r.commitWith(step, last, end)
 	}
 	start := time.Now()
-	err := commit(r.persistCtx, r.meta.ID, step)
+	err := r.commitWith(step, last, end)
 	obs.Committed(time.Since(start), err)
 	if so, ok := obs.(StepObserver); ok && err == nil {
 		// A copy, so that only a run with a step observer moves the step
@@ -101,4 +152,16 @@ func (r *run) storeCommit(step Step) error {
 		so.StepCommitted(r.meta.ID, &s)
 	}
 	return err
+}
+
+// commitWith commits step through the front end's CommitEnd (last) or
+// CommitStep when set, else the store.
+func (r *run) commitWith(step Step, last bool, end []Event) error {
+	switch {
+	case last:
+		return r.k.commitEnd(r.persistCtx, r.meta.ID, step, end)
+	case r.k.commitStep != nil:
+		return r.k.commitStep(r.persistCtx, r.meta.ID, step)
+	}
+	return r.k.cfg.Store.Commit(r.persistCtx, r.meta.ID, step)
 }

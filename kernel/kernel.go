@@ -188,6 +188,9 @@ type Kernel struct {
 	lease     *HeldLease
 	// commitStep is RunOptions.CommitStep (nil: Config.Store.Commit).
 	commitStep func(ctx context.Context, id string, step Step) error
+	// commitEnd is RunOptions.CommitEnd (nil: the last step is committed
+	// as the others, its events emitted after it).
+	commitEnd func(ctx context.Context, id string, step Step, events []Event) error
 	// obs watches the run of a view made by observe (Config.Observe); nil
 	// otherwise. Kept here rather than in the run: a run's memory is what
 	// every run allocates.
@@ -317,4 +320,16 @@ func (k *Kernel) emit(e Event) {
 	k.emitMu.Lock()
 	defer k.emitMu.Unlock()
 	k.cfg.OnEvent(e)
+}
+
+// emitAll emits events in order, with no other event between them.
+func (k *Kernel) emitAll(events []Event) {
+	if k.cfg.OnEvent == nil || len(events) == 0 {
+		return
+	}
+	k.emitMu.Lock()
+	defer k.emitMu.Unlock()
+	for _, e := range events {
+		k.cfg.OnEvent(e)
+	}
 }

@@ -86,9 +86,17 @@ func HoldLease(ctx context.Context, l Leaser, id, holder string, ttl time.Durati
 	if err != nil {
 		return nil, err
 	}
+	return KeepLease(l, lease, ttl), nil
+}
+
+// KeepLease keeps lease, which the caller has just acquired from l
+// (by a call that wrote more than the lease, such as a replica board's
+// ClaimRun), as HoldLease keeps the one it acquires. ttl must be the
+// lease's (at least 100ms).
+func KeepLease(l Leaser, lease Lease, ttl time.Duration) *HeldLease {
 	h := &HeldLease{leaser: l, ttl: ttl, lease: lease, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go h.keep(time.Now())
-	return h, nil
+	return h
 }
 
 // Lease returns the lease as last renewed.

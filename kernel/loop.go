@@ -71,6 +71,11 @@ type run struct {
 	inject  []Message
 	refused map[string]Refusal
 	ended   bool
+	// hold: the step being committed is the run's last answer, to be
+	// stored with the events that end the run (RunOptions.CommitEnd);
+	// held is that step until then (commit.go).
+	hold bool
+	held *heldStep
 }
 
 // Run sends prompt to the model in the session sessionID (a new session when
@@ -265,8 +270,13 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 		final := len(resp.Message.ToolCalls) == 0
 		if final {
 			r.meta.Status = StatusIdle
+			// The last answer waits for the events that end the run,
+			// to be stored with them (RunOptions.CommitEnd).
+			r.hold = k.commitEnd != nil && !k.cfg.Points.at(PointRunEnd, k.cfg.Points.RunEnd != nil)
 		}
-		if err := r.commitAnswer(ctx, resp.Message); err != nil {
+		err = r.commitAnswer(ctx, resp.Message)
+		r.hold = false
+		if err != nil {
 			return r.fail(ctx, err)
 		}
 		r.completed(resp)
@@ -283,6 +293,9 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 			}
 			if !more {
 				return r.done(ctx, StopCompleted, r.msgs[len(r.msgs)-1].Content)
+			}
+			if err := r.release(); err != nil { // steer's step released it (defence)
+				return r.fail(ctx, err)
 			}
 			r.meta.Status = StatusRunning
 			continue
@@ -428,7 +441,7 @@ type generation struct {
 func (r *run) completed(resp Response) {
 	msg := r.msgs[len(r.msgs)-1]
 	g := r.lastGen
-	r.k.emitIf(func() Event {
+	r.emitEnd(func() Event {
 		return MessageCompleted{Turn: r.st.Turn, Message: msg, Usage: g.usage, CostUSD: g.cost, Duration: g.dur}
 	})
 }
@@ -540,10 +553,13 @@ func (r *run) done(ctx context.Context, reason StopReason, output string) (*RunR
 	r.res.Output = output
 	r.settle()
 	r.res.Pending = r.pending
-	r.k.emitIf(func() Event {
+	r.emitEnd(func() Event {
 		return RunCompleted{SessionID: r.meta.ID, StopReason: reason, Output: output, Usage: r.res.Usage,
 			CostUSD: r.res.CostUSD, Turns: r.res.Turns, Duration: r.res.Duration, Blocked: r.res.Blocked, Notes: r.res.Notes}
 	})
+	if err := r.release(); err != nil { // the last answer and the events that end the run, one write
+		return r.fail(ctx, err)
+	}
 	if reason == StopCancelled {
 		return &r.res, ctx.Err()
 	}
@@ -552,6 +568,11 @@ func (r *run) done(ctx context.Context, reason StopReason, output string) (*RunR
 
 // fail ends the run with an error (or as cancelled when ctx is done).
 func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
+	if r.held != nil {
+		// The held answer was stored before what failed after it (best
+		// effort: a store that fails now cuts it back).
+		_ = r.release()
+	}
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return r.done(ctx, StopCancelled, "")
 	}

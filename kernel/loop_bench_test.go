@@ -52,12 +52,15 @@ budgets:
 //   - kernel-hooks-policy: kernel-bare plus the default hooks (the
 //     credential scrubber and the output limiter, on results and on the
 //     prompt, with their lifecycle points) and a small policy
-//     (loopPolicy).
+//     (loopPolicy);
+//   - kernel-hooks and kernel-policy: each of the two alone, to tell
+//     their shares of the difference apart.
 //
 // Every case reports cpu-ns/op, the process's CPU time per run (the GC's
 // included): on a shared machine it varies less than ns/op. The kernel
 // cases report x-handwritten (their cpu-ns/op over handwritten's in the
-// same run) and kernel-hooks-policy also x-bare (over kernel-bare's).
+// same run) and those with hooks or a policy also x-bare (over
+// kernel-bare's).
 // Run with -count to see the spread; BenchmarkRun's 1tool is kernel-bare
 // with an event subscriber.
 func BenchmarkLoop(b *testing.B) {
@@ -74,11 +77,11 @@ func BenchmarkLoop(b *testing.B) {
 		hand = cpuPerOp(b, cpu0)
 	})
 	for _, c := range []struct {
-		name   string
-		extras bool
-	}{{"kernel-bare", false}, {"kernel-hooks-policy", true}} {
+		name          string
+		hooks, policy bool
+	}{{"kernel-bare", false, false}, {"kernel-hooks-policy", true, true}, {"kernel-hooks", true, false}, {"kernel-policy", false, true}} {
 		b.Run(c.name, func(b *testing.B) {
-			k, store := loopKernel(b, c.extras)
+			k, store := loopKernel(b, c.hooks, c.policy)
 			b.ReportAllocs()
 			cpu0 := testutil.CPUTime()
 			for b.Loop() {
@@ -94,7 +97,7 @@ func BenchmarkLoop(b *testing.B) {
 			if hand > 0 {
 				b.ReportMetric(ns/hand, "x-handwritten")
 			}
-			if !c.extras {
+			if !c.hooks && !c.policy {
 				bare = ns
 			} else if bare > 0 {
 				b.ReportMetric(ns/bare, "x-bare")
@@ -145,9 +148,9 @@ func handTool(context.Context, json.RawMessage) (kernel.Result, error) {
 }
 
 // loopKernel is BenchmarkLoop's kernel: one read-only tool with an
-// argument schema, the memory store, no OnEvent; with extras, the
-// default hook chain and loopPolicy.
-func loopKernel(b *testing.B, extras bool) (*kernel.Kernel, kernel.SessionDeleter) {
+// argument schema, the memory store, no OnEvent; withHooks adds the
+// default hook chain, withPolicy loopPolicy.
+func loopKernel(b *testing.B, withHooks, withPolicy bool) (*kernel.Kernel, kernel.SessionDeleter) {
 	reg := kernel.NewRegistry()
 	spec := kernel.ToolSpec{Name: "read_file", Description: "read", Tier: kernel.TierReadOnly, Source: "bench",
 		Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer"}},"required":["path"]}`)}
@@ -156,16 +159,19 @@ func loopKernel(b *testing.B, extras bool) (*kernel.Kernel, kernel.SessionDelete
 	}
 	store := memory.New()
 	cfg := kernel.Config{Provider: &benchProvider{turns: 2, calls: 1}, Store: store, Tools: reg, Model: "m", MaxTurns: 16}
-	if extras {
+	if withHooks {
 		ch, err := hooks.NewChain(hooks.Config{}, hooks.Options{Dir: b.TempDir()})
 		if err != nil {
 			b.Fatal(err)
 		}
+		cfg.Hooks, cfg.Points, cfg.ScrubInput = []kernel.Hook{ch.Hook()}, ch.Points(), ch.ScrubResult
+	}
+	if withPolicy {
 		pol, err := policy.Compile(context.Background(), "bench.yaml", []byte(loopPolicy), policy.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		cfg.Hooks, cfg.Points, cfg.ScrubInput, cfg.Policy = []kernel.Hook{ch.Hook()}, ch.Points(), ch.ScrubResult, pol
+		cfg.Policy = pol
 	}
 	k, err := kernel.New(cfg)
 	if err != nil {

@@ -79,7 +79,7 @@ func (r *run) observe(ctx context.Context, info RunInfo) context.Context {
 	}
 	// The run's events go through a view of the kernel whose sink also
 	// feeds the observer: calls and hooks of this run emit through r.k.
-	d := k.view(RunOptions{Principal: k.principal, Interrupt: k.interrupt, Lease: k.lease, CommitStep: k.commitStep})
+	d := k.view(RunOptions{Principal: k.principal, Interrupt: k.interrupt, Lease: k.lease, CommitStep: k.commitStep, CommitEnd: k.commitEnd})
 	next := k.cfg.OnEvent
 	d.cfg.OnEvent = func(e Event) {
 		if next != nil {

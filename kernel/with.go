@@ -42,6 +42,20 @@ type RunOptions struct {
 	// (StepEventCommitter). The steps of a delegated agent's session do
 	// not go through it (its events are the run's, nested).
 	CommitStep func(ctx context.Context, id string, step Step) error
+	// CommitEnd, when set, commits a run's last step (its final answer)
+	// together with the events that end the run (MessageCompleted of
+	// the answer, RunCompleted), in one write, instead of CommitStep,
+	// with Store.Commit's contract for the step: all or nothing,
+	// durably, before it returns. Once it returns nil, the kernel emits
+	// exactly those events, in that order, to OnEvent, with no other
+	// event between them: the caller, which stored them, must not store
+	// them again. When it fails, nothing of it may be stored: the events
+	// are not emitted, and the run fails (RunFailed). It is used only
+	// with CommitStep, and never for a run with run_end hooks (they may
+	// continue it). kernel serve uses it so that a client waiting for
+	// run.completed waits for one sync, not two.
+	// Why: RATIONALE.md, "A run's end rides its last step (issue 45)".
+	CommitEnd func(ctx context.Context, id string, step Step, events []Event) error
 }
 
 // With returns a Kernel that runs with o: it shares k's configuration,
@@ -72,6 +86,7 @@ func (k *Kernel) view(o RunOptions) *Kernel {
 		interrupt:  o.Interrupt,
 		lease:      o.Lease,
 		commitStep: o.CommitStep,
+		commitEnd:  o.CommitEnd,
 		scope:      k.scope,
 		// A view must keep everything New derived from the Config: the
 		// models on the text tool protocol and its correction cap (without

@@ -3,6 +3,8 @@ package kernel_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -152,5 +154,111 @@ func TestWithKeepsTheToolProtocol(t *testing.T) {
 	res, err := h.k.With(kernel.RunOptions{Principal: "ada"}).Run(context.Background(), "", "check")
 	if err != nil || len(res.Calls) != 1 || res.Calls[0].Tool != "echo" || res.Output != "Done." {
 		t.Fatalf("run through a view: %+v, %v", res, err)
+	}
+}
+
+// TestCommitEndTakesTheRunsEnd: with RunOptions.CommitEnd, the run's last
+// answer is committed through it, with the events that end the run
+// (message.completed of the answer, run.completed), once; every other step
+// goes through CommitStep; those events reach OnEvent only after
+// CommitEnd returned, in its order, and no event of the run follows them.
+func TestCommitEndTakesTheRunsEnd(t *testing.T) {
+	echo := kerneltest.EchoTool("echo")
+	pol := &fakePolicy{effects: map[string]kernel.Effect{"echo": kernel.EffectAllow}}
+	h := newHarness(t, kernel.Config{Tools: registry(t, echo), Policy: pol},
+		kerneltest.Calls("echo", `{"text":"a"}`), kerneltest.Text("done a"))
+	var mu sync.Mutex
+	var log []string // what happened, in order
+	var ends [][]string
+	var lastStep kernel.Step
+	res, err := h.k.With(kernel.RunOptions{
+		OnEvent: func(e kernel.Event) {
+			mu.Lock()
+			log = append(log, "event "+e.Type())
+			mu.Unlock()
+		},
+		CommitStep: func(ctx context.Context, id string, step kernel.Step) error {
+			mu.Lock()
+			log = append(log, "step")
+			mu.Unlock()
+			return h.store.Commit(ctx, id, step)
+		},
+		CommitEnd: func(ctx context.Context, id string, step kernel.Step, events []kernel.Event) error {
+			var types []string
+			for _, e := range events {
+				types = append(types, e.Type())
+			}
+			mu.Lock()
+			log = append(log, "end")
+			ends = append(ends, types)
+			lastStep = step
+			mu.Unlock()
+			return h.store.Commit(ctx, id, step)
+		},
+	}).Run(context.Background(), "", "go")
+	if err != nil || res.StopReason != kernel.StopCompleted || res.Output != "done a" {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ends) != 1 || !slices.Equal(ends[0], []string{"message.completed", "run.completed"}) {
+		t.Fatalf("CommitEnd took %v, want once [message.completed run.completed]", ends)
+	}
+	if n := len(lastStep.Messages); n == 0 || lastStep.Messages[n-1].Content != "done a" || lastStep.Meta.Status != kernel.StatusIdle {
+		t.Fatalf("CommitEnd's step = %+v, want the last answer with status idle", lastStep)
+	}
+	i := slices.Index(log, "end")
+	if want := []string{"end", "event message.completed", "event run.completed"}; !slices.Equal(log[i:], want) {
+		t.Fatalf("from the last commit on: %v, want %v (the end's events after it, nothing else)", log[i:], want)
+	}
+	// Before it: the first answer's message.completed (it had a call),
+	// no run.completed.
+	if before := strings.Join(log[:i], ","); strings.Count(before, "message.completed") != 1 || strings.Contains(before, "run.completed") {
+		t.Fatalf("before the last commit: %v", log[:i])
+	}
+	sess := checkHistory(t, h.store, res.SessionID)
+	if last := sess.Messages[len(sess.Messages)-1]; last.Content != "done a" || sess.Meta.Status != kernel.StatusIdle {
+		t.Fatalf("stored: last %+v, status %s", last, sess.Meta.Status)
+	}
+}
+
+// TestCommitEndFails: when CommitEnd fails, nothing of the run's end is
+// emitted (no message.completed of the answer, no run.completed): the run
+// fails, RunFailed says so, and the stored history has no answer.
+func TestCommitEndFails(t *testing.T) {
+	h := newHarness(t, kernel.Config{}, kerneltest.Text("the answer"))
+	var mu sync.Mutex
+	var types []string
+	boom := errors.New("disk on fire")
+	res, err := h.k.With(kernel.RunOptions{
+		OnEvent: func(e kernel.Event) {
+			mu.Lock()
+			types = append(types, e.Type())
+			mu.Unlock()
+		},
+		CommitStep: func(ctx context.Context, id string, step kernel.Step) error { return h.store.Commit(ctx, id, step) },
+		CommitEnd: func(context.Context, string, kernel.Step, []kernel.Event) error {
+			return boom
+		},
+	}).Run(context.Background(), "", "go")
+	if !errors.Is(err, boom) || res == nil || res.StopReason != kernel.StopError {
+		t.Fatalf("run = %+v, %v; want the commit's error", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if slices.Contains(types, "run.completed") || slices.Contains(types, "message.completed") {
+		t.Fatalf("events %v: the end of a run whose last step was not stored was emitted", types)
+	}
+	if types[len(types)-1] != "run.failed" {
+		t.Fatalf("last event %s, want run.failed (%v)", types[len(types)-1], types)
+	}
+	sess := checkHistory(t, h.store, res.SessionID)
+	for _, m := range sess.Messages {
+		if m.Content == "the answer" {
+			t.Fatalf("the answer was stored: %+v", sess.Messages)
+		}
+	}
+	if sess.Meta.Status != kernel.StatusFailed {
+		t.Fatalf("status %s, want failed", sess.Meta.Status)
 	}
 }

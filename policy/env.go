@@ -3,6 +3,7 @@ package policy
 import (
 	"path"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -205,31 +206,144 @@ func inputFields(st *kernel.State, sessionElapsed, runElapsed *time.Duration) in
 // allocate more than the derived slices.
 var envPool = sync.Pool{New: func() any { return new(Env) }}
 
+// sections are the parts of an Env one evaluation fills: those from the
+// State (fillSections) and those its caller sets (the tool, the call,
+// memory's). A pooled Env is zero outside what was filled, and putEnv
+// clears only what was filled, so an evaluation that names few sections
+// (a budget reading run.turn) neither fills nor clears the rest.
+type sections uint16
+
+const (
+	secSession sections = 1 << iota
+	secRun              // run and turn (turn reads run through a pointer)
+	secContext
+	secAgent
+	secHooks
+	secNow
+	secTool
+	secCall
+	secMemory // memory and hit
+	secChunk
+	secAll sections = 1<<iota - 1
+	// secState are the sections fillSections fills from the State.
+	secState = secSession | secRun | secContext | secAgent | secHooks | secNow
+)
+
+// stateWords finds the names of the State's sections in an expression's
+// source, and $env, through which any field can be read by name.
+var stateWords = regexp.MustCompile(`\$env\b|\b(session|run|turn|context|agent|hooks|now)\b`)
+
+// sectionsOf returns the State sections the sources can read: those whose
+// root name they hold anywhere (in a string too: more is filled, never
+// less), every one when they hold $env. A field is read only through its
+// root's name (Env has no methods, expr's builtins do not read the
+// environment, v.<name> is inlined from its source), so an unnamed
+// section is never read and may stay zero. TestSectionsOf and
+// TestBudgetReadsEverySection hold it.
+func sectionsOf(srcs ...string) sections {
+	var s sections
+	for _, src := range srcs {
+		for _, m := range stateWords.FindAllStringSubmatch(src, -1) {
+			switch m[1] {
+			case "":
+				return secState
+			case "session":
+				s |= secSession
+			case "run", "turn":
+				s |= secRun
+			case "context":
+				s |= secContext
+			case "agent":
+				s |= secAgent
+			case "hooks":
+				s |= secHooks
+			case "now":
+				s |= secNow
+			}
+		}
+	}
+	return s
+}
+
 func getEnv() *Env { return envPool.Get().(*Env) }
 
-func putEnv(e *Env) {
+// putEnv returns e to the pool with every section zero: all of it, or
+// only those filled (secs).
+func putEnv(e *Env) { putEnvSections(e, secAll) }
+
+func putEnvSections(e *Env, secs sections) {
 	calls, tools := e.Run.Calls[:0], e.Run.Tools[:0]
-	*e = Env{}
+	if secs == secAll {
+		*e = Env{}
+	} else {
+		if secs&secSession != 0 {
+			e.Session = SessionEnv{}
+		}
+		if secs&secRun != 0 {
+			e.Run = RunEnv{}
+		}
+		e.Run.Phase, e.Turn = "", TurnEnv{}
+		if secs&secContext != 0 {
+			e.Context = ContextEnv{}
+		}
+		if secs&secAgent != 0 {
+			e.Agent = AgentEnv{}
+		}
+		if secs&secHooks != 0 {
+			e.Hooks = kernel.HookVerdicts{}
+		}
+		if secs&secNow != 0 {
+			e.Now = time.Time{}
+		}
+		if secs&secTool != 0 {
+			e.Tool = ToolEnv{}
+		}
+		if secs&secCall != 0 {
+			e.Call = CallEnv{}
+		}
+		if secs&secMemory != 0 {
+			e.Memory, e.Hit = MemoryEnv{}, MemoryHit{}
+		}
+		if secs&secChunk != 0 {
+			e.Chunk = MemoryChunk{}
+		}
+	}
 	e.Run.Calls, e.Run.Tools = calls, tools
 	envPool.Put(e)
 }
 
 // fillState maps the kernel's State into e (session, turn, now).
-func (e *Env) fillState(st *kernel.State) {
+func (e *Env) fillState(st *kernel.State) { e.fillSections(st, secState) }
+
+// fillSections maps the sections secs of the kernel's State into e.
+func (e *Env) fillSections(st *kernel.State, secs sections) {
 	if st == nil {
 		e.fillTurn()
 		return
 	}
-	e.Now = st.Now
-	e.Session = SessionEnv{
-		ID: st.SessionID, Model: st.Model, Runs: st.Run, Turns: st.SessionTotals.Turns,
-		TokensIn: int(st.SessionTotals.Usage.InputTokens), TokensOut: int(st.SessionTotals.Usage.OutputTokens), Tokens: int(st.SessionTotals.Usage.Total()),
-		CostUSD: st.SessionTotals.CostUSD, Elapsed: since(st.Now, st.SessionCreated),
-		ToolCalls: st.ToolCounts, Labels: st.Labels,
+	if secs&secNow != 0 {
+		e.Now = st.Now
 	}
-	e.Context = ContextEnv{Used: st.Context.Used, Window: st.Context.Window, Fraction: st.Context.Fraction}
-	e.Agent = AgentEnv{Name: st.Agent.Name, Depth: st.Agent.Depth, Parent: st.Agent.Parent, Chain: st.Agent.Chain}
-	e.Hooks = st.Hooks
+	if secs&secSession != 0 {
+		e.Session = SessionEnv{
+			ID: st.SessionID, Model: st.Model, Runs: st.Run, Turns: st.SessionTotals.Turns,
+			TokensIn: int(st.SessionTotals.Usage.InputTokens), TokensOut: int(st.SessionTotals.Usage.OutputTokens), Tokens: int(st.SessionTotals.Usage.Total()),
+			CostUSD: st.SessionTotals.CostUSD, Elapsed: since(st.Now, st.SessionCreated),
+			ToolCalls: st.ToolCounts, Labels: st.Labels,
+		}
+	}
+	if secs&secContext != 0 {
+		e.Context = ContextEnv{Used: st.Context.Used, Window: st.Context.Window, Fraction: st.Context.Fraction}
+	}
+	if secs&secAgent != 0 {
+		e.Agent = AgentEnv{Name: st.Agent.Name, Depth: st.Agent.Depth, Parent: st.Agent.Parent, Chain: st.Agent.Chain}
+	}
+	if secs&secHooks != 0 {
+		e.Hooks = st.Hooks
+	}
+	if secs&secRun == 0 {
+		return
+	}
 	calls, tools := e.Run.Calls[:0], e.Run.Tools[:0]
 	for _, c := range st.RunCalls {
 		calls = append(calls, CallOutcome{Tool: c.Tool, Outcome: string(c.Outcome)})

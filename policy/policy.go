@@ -84,6 +84,11 @@ type Policy struct {
 	entries  sync.Map // tool name → *toolEntry
 	nEntries atomic.Int64
 	rindex   *ruleIndex // set by the load; see rulesFor
+
+	// readsOnce computes varSecs and budgetSecs, the State sections the
+	// vars and the budgets read (budgetReads).
+	readsOnce           sync.Once
+	varSecs, budgetSecs sections
 }
 
 type varDef struct {
@@ -178,6 +183,8 @@ type toolEntry struct {
 	idx   *entryIndex
 	inSet []bool
 	drops []*dropRule
+	// reads are the State sections the rules' expressions read.
+	reads sections
 }
 
 func (p *Policy) entry(name string) *toolEntry {
@@ -185,6 +192,7 @@ func (p *Policy) entry(name string) *toolEntry {
 		return e.(*toolEntry)
 	}
 	e := &toolEntry{rules: p.rulesFor(name)}
+	e.reads = p.rulesReads(e.rules)
 	groupRules(&e.ruleGroups, e.rules)
 	if p.rindex != nil {
 		e.idx = p.rindex.newEntryIndex(name)
@@ -334,10 +342,11 @@ func (p *Policy) RecordApproval(st *kernel.State, a *kernel.Approval, rec kernel
 func (p *Policy) Decide(_ context.Context, st *kernel.State, c *kernel.Call) kernel.Decision {
 	start := time.Now()
 	e := p.entry(c.Tool().Name)
-	env, m := borrow(st)
+	secs := e.reads | secTool | secCall
+	env, m := borrowSections(st, secs)
 	env.fillCall(c, e.extractor(c.Tool().Schema))
 	d := p.decideIndexed(m, env, e)
-	giveBack(env, m)
+	giveBackSections(env, m, secs)
 	d.ID = kernel.NewID()
 	d.EvalTime = time.Since(start)
 	if p.opts.Log != nil {
@@ -397,7 +406,7 @@ func (p *Policy) decide(m *vm.VM, env *Env, e *ruleGroups, tr *trace) kernel.Dec
 	if first == nil {
 		d.Default = true
 		d.Effect = p.defEffect
-		d.Message = "no rule matched; the default is " + string(p.defEffect)
+		d.Message = defaultMessage(p.defEffect)
 	} else {
 		d.Effect = first.effect
 		d.Message = p.message(m, first, firstErr, env)
@@ -510,9 +519,10 @@ func (p *Policy) Budget(_ context.Context, st *kernel.State, phase kernel.Budget
 	if len(p.budgets) == 0 {
 		return kernel.BudgetVerdict{}
 	}
-	env, m := borrow(st)
+	secs := p.budgetReads()
+	env, m := borrowSections(st, secs)
 	v := p.budget(m, env, phase, nil)
-	giveBack(env, m)
+	giveBackSections(env, m, secs)
 	return v
 }
 
@@ -565,13 +575,80 @@ var _ kernel.Policy = (*Policy)(nil)
 
 // borrow takes a pooled Env filled from st and a pooled VM, what Decide,
 // Surface and Budget evaluate with; giveBack returns them.
-func borrow(st *kernel.State) (*Env, *vm.VM) {
+func borrow(st *kernel.State) (*Env, *vm.VM) { return borrowSections(st, secAll) }
+
+func giveBack(env *Env, m *vm.VM) { giveBackSections(env, m, secAll) }
+
+// borrowSections is borrow filling only the sections secs of the State;
+// giveBackSections clears only secs (the State's and those the caller
+// set) before returning the Env. Decide and Budget use them with the
+// sections their expressions read (sectionsOf).
+func borrowSections(st *kernel.State, secs sections) (*Env, *vm.VM) {
 	env := getEnv()
-	env.fillState(st)
+	env.fillSections(st, secs)
 	return env, vmPool.Get().(*vm.VM)
 }
 
-func giveBack(env *Env, m *vm.VM) {
+func giveBackSections(env *Env, m *vm.VM, secs sections) {
 	vmPool.Put(m)
-	putEnv(env)
+	putEnvSections(env, secs)
+}
+
+// defaultMessage is a default decision's message (a constant for the
+// three effects: no allocation per decision).
+func defaultMessage(e kernel.Effect) string {
+	switch e {
+	case kernel.EffectAllow:
+		return "no rule matched; the default is allow"
+	case kernel.EffectAsk:
+		return "no rule matched; the default is ask"
+	case kernel.EffectDeny:
+		return "no rule matched; the default is deny"
+	}
+	return "no rule matched; the default is " + string(e)
+}
+
+// budgetReads returns the State sections the budgets' expressions (and
+// the vars they can inline) read, computed once.
+func (p *Policy) budgetReads() sections {
+	p.readsOnce.Do(func() {
+		p.varSecs = p.varReads()
+		srcs := make([]string, 0, 3*len(p.budgets))
+		for _, b := range p.budgets {
+			srcs = append(srcs, progSrc(b.warn), progSrc(b.stop), progSrc(b.msg))
+		}
+		p.budgetSecs = p.varSecs | sectionsOf(srcs...)
+	})
+	return p.budgetSecs
+}
+
+// varReads returns the State sections any var reads: an expression that
+// uses v.<name> reads what the var's (inlined) source names.
+func (p *Policy) varReads() sections {
+	srcs := make([]string, 0, len(p.vars))
+	for _, v := range p.vars {
+		if v.prog == nil {
+			return secState
+		}
+		srcs = append(srcs, v.prog.src.Src)
+	}
+	return sectionsOf(srcs...)
+}
+
+// rulesReads returns the State sections rules' expressions read, the
+// vars' included.
+func (p *Policy) rulesReads(rules []*rule) sections {
+	p.budgetReads()
+	srcs := make([]string, 0, 2*len(rules))
+	for _, r := range rules {
+		srcs = append(srcs, progSrc(r.when), progSrc(r.message))
+	}
+	return p.varSecs | sectionsOf(srcs...)
+}
+
+func progSrc(pr *program) string {
+	if pr == nil {
+		return ""
+	}
+	return pr.src.Src
 }

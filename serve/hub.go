@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,20 +132,30 @@ type fencedEvent struct {
 }
 
 // sink returns the kernel event sink of a run (with ctx) of t's session,
-// owned by owner, holding lease (on a shared store; else nil). The kernel
-// serialises its calls. Every event is stored with the lease's token, so
-// the store refuses the events of a run whose lease is lost, whenever
-// this process notices: the session is another replica's, and what the
-// late run says is not its history. Events emitted once this process
-// knows the lease is lost are dropped at once.
+// owned by owner, holding lease (on a shared store; else nil). The kernel serialises its calls. Every
+// event is stored with the lease's token, so the store refuses the
+// events of a run whose lease is lost, whenever this process notices: the
+// session is another replica's, and what the late run says is not its
+// history. Events emitted once this process knows the lease is lost are
+// dropped at once. Events the run's last step stored already (commitEnd)
+// are not stored again.
 func (h *hub) sink(ctx context.Context, t *topic, owner string, lease *kernel.HeldLease) func(kernel.Event) {
+	return h.runSink(ctx, t, owner, lease, nil)
+}
+
+// runSink is sink for a run with its link l (attach; nil without).
+func (h *hub) runSink(ctx context.Context, t *topic, owner string, lease *kernel.HeldLease, l *runLink) func(kernel.Event) {
 	ctx = context.WithoutCancel(ctx) // a cancelled run's last events are announced too
 	var fence uint64
 	if lease != nil {
 		fence = lease.Token()
 	}
+	if l != nil {
+		l.fence = fence
+	}
 	return func(e kernel.Event) {
-		if lease != nil && lease.Err() != nil {
+		stored := l != nil && l.storedAhead(e)
+		if !stored && lease != nil && lease.Err() != nil {
 			return
 		}
 		switch e.(type) {
@@ -154,16 +165,26 @@ func (h *hub) sink(ctx context.Context, t *topic, owner string, lease *kernel.He
 				defer h.announce(ctx, owner)
 			}
 		}
-		b, err := kernel.MarshalEvent(e)
-		if err != nil {
-			h.warn("session %s: marshal %s event: %v", t.id, e.Type(), err)
+		if stored {
 			return
 		}
-		if s := string(b); h.scrub(s) != s {
-			b = []byte(h.scrub(s))
+		if ev, ok := h.encode(t, fence, e); ok {
+			h.add(t, ev)
 		}
-		h.add(t, fencedEvent{kernel.StoredEvent{Type: e.Type(), Time: time.Now().UTC(), Data: b}, fence})
 	}
+}
+
+// encode marshals and scrubs e for storing with fence.
+func (h *hub) encode(t *topic, fence uint64, e kernel.Event) (fencedEvent, bool) {
+	b, err := kernel.MarshalEvent(e)
+	if err != nil {
+		h.warn("session %s: marshal %s event: %v", t.id, e.Type(), err)
+		return fencedEvent{}, false
+	}
+	if s := string(b); h.scrub(s) != s {
+		b = []byte(h.scrub(s))
+	}
+	return fencedEvent{kernel.StoredEvent{Type: e.Type(), Time: time.Now().UTC(), Data: b}, fence}, true
 }
 
 // add queues ev for storing: at once, or, while a run is attached, with
@@ -212,22 +233,105 @@ func (t *topic) startLocked() {
 	go t.h.flush(t)
 }
 
+// runLink is what ties a run to its topic while it is attached: the
+// kernel.RunOptions CommitStep and CommitEnd of the run, and the events
+// its last step stored (which the run's sink then skips).
+type runLink struct {
+	h     *hub
+	t     *topic
+	store kernel.Store
+	fence uint64 // the run's lease token (sink)
+
+	mu sync.Mutex
+	// ahead are the types of the events commitEnd stored, which the
+	// kernel emits next, in this order.
+	ahead []string
+}
+
 // attach makes the steps of a run on t's session take its pending events
-// (when the store can) until detach; it returns the kernel.RunOptions
-// CommitStep that does, or nil.
-func (h *hub) attach(t *topic, store kernel.Store) func(ctx context.Context, id string, step kernel.Step) error {
+// (when the store can) until detach; it returns the run's link, or nil.
+func (h *hub) attach(t *topic, store kernel.Store) *runLink {
 	if h.steps == nil {
 		return nil
 	}
 	t.mu.Lock()
 	t.attached++
 	t.mu.Unlock()
-	return func(ctx context.Context, id string, step kernel.Step) error {
-		if id != t.id {
-			return store.Commit(ctx, id, step)
-		}
-		return h.commitStep(ctx, t, store, step)
+	return &runLink{h: h, t: t, store: store}
+}
+
+// options sets o's CommitStep and CommitEnd to the link's (l may be nil).
+func (l *runLink) options(o kernel.RunOptions) kernel.RunOptions {
+	if l != nil {
+		o.CommitStep, o.CommitEnd = l.commitStep, l.commitEnd
 	}
+	return o
+}
+
+// commitStep is the run's kernel.RunOptions.CommitStep.
+func (l *runLink) commitStep(ctx context.Context, id string, step kernel.Step) error {
+	if id != l.t.id {
+		return l.store.Commit(ctx, id, step)
+	}
+	return l.h.commitStep(ctx, l.t, l.store, step)
+}
+
+// storedAhead reports whether e is the next of the events commitEnd
+// stored, which the kernel now emits (and takes it off the list).
+func (l *runLink) storedAhead(e kernel.Event) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.ahead) == 0 || l.ahead[0] != e.Type() {
+		return false
+	}
+	l.ahead = l.ahead[1:]
+	return true
+}
+
+// commitEnd is the run's kernel.RunOptions.CommitEnd: the run's last
+// step, with t's pending events and then the events that end the run,
+// in one write (kernel.StepEventCommitter), published once it returns. A
+// client waiting for run.completed waits for that one sync. When the
+// commit fails, nothing of it is stored: the pending events go back to
+// the front of the queue, and the end events are dropped (the kernel
+// emits a RunFailed instead). Without linger (the events are stored as
+// they come), or when the pending events cannot all go with the step, it
+// is commitStep, and the end events are stored after, on their own.
+// Why: RATIONALE.md, "A run's end rides its last step (issue 45)".
+func (l *runLink) commitEnd(ctx context.Context, id string, step kernel.Step, events []kernel.Event) error {
+	h, t := l.h, l.t
+	if id != t.id || h.linger <= 0 || step.Fence != l.fence {
+		return l.commitStep(ctx, id, step)
+	}
+	end := make([]fencedEvent, 0, len(events))
+	for _, e := range events {
+		if ev, ok := h.encode(t, l.fence, e); ok {
+			end = append(end, ev)
+		}
+	}
+	t.mu.Lock()
+	for t.flushing {
+		t.idle.Wait()
+	}
+	n := len(t.pending)
+	if n+len(end) > maxAttach || slices.ContainsFunc(t.pending, func(p fencedEvent) bool { return p.fence != step.Fence }) || n+len(end) == 0 {
+		t.mu.Unlock()
+		return h.commitStep(ctx, t, l.store, step)
+	}
+	fenced := append(t.pending[:n:n], end...)
+	t.pending = nil
+	defer t.mu.Unlock()
+	if err := h.ride(ctx, t, step, fenced, n); err != nil {
+		return err
+	}
+	types := make([]string, len(events))
+	for i, e := range events {
+		types[i] = e.Type()
+	}
+	l.mu.Lock()
+	l.ahead = types
+	l.mu.Unlock()
+	return nil
 }
 
 // detach ends what attach began; the events left pending are stored at
@@ -260,13 +364,22 @@ func (h *hub) commitStep(ctx context.Context, t *topic, store kernel.Store, step
 	}
 	fenced := t.pending[:n:n]
 	t.pending = t.pending[n:]
+	defer t.mu.Unlock()
+	return h.ride(ctx, t, step, fenced, n)
+}
+
+// ride commits step with fenced, taken off t's queue, and publishes them
+// once the commit returns. When it fails, nothing of it is stored: the
+// first n of fenced (those that were pending) go back to the front of the
+// queue, to be stored on their own. The caller holds t.mu, no writer
+// runs, and it is held again when ride returns.
+func (h *hub) ride(ctx context.Context, t *topic, step kernel.Step, fenced []fencedEvent, n int) error {
 	t.flushing = true
 	if t.timer != nil {
 		t.timer.Stop()
 		t.timer = nil
 	}
 	t.mu.Unlock()
-
 	batch := make([]kernel.StoredEvent, len(fenced))
 	for i := range fenced {
 		batch[i] = fenced[i].ev
@@ -276,11 +389,11 @@ func (h *hub) commitStep(ctx context.Context, t *topic, store kernel.Store, step
 		(*f)(t.id, first, batch)
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.flushing = false
 	if err != nil {
-		t.pending = append(fenced, t.pending...)
+		t.pending = append(fenced[:n:n], t.pending...)
 		t.startLocked()
+		t.idle.Broadcast()
 		return err
 	}
 	t.publishLocked(batch, first)

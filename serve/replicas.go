@@ -78,8 +78,24 @@ func (r *replicas) claim(ctx context.Context, rec *runRec) error {
 	// other): wait for one or the other, briefly.
 	var lease *kernel.HeldLease
 	var err error
+	// A board that takes the lease and records the run in one write
+	// (PostgreSQL): one sync before the run starts, not two.
+	claimer, _ := r.st.(replica.RunClaimer)
+	var record replica.Run
+	if claimer != nil {
+		if record, err = r.record(rec.snapshot()); err != nil {
+			return r.unavailable(err)
+		}
+	}
 	for settle := time.Now().Add(3 * time.Second); ; {
-		lease, err = kernel.HoldLease(ctx, r.st, rec.SessionID, r.name, r.ttl)
+		if claimer != nil {
+			var l kernel.Lease
+			if l, err = claimer.ClaimRun(ctx, record, r.ttl); err == nil {
+				lease = kernel.KeepLease(r.st, l, r.ttl)
+			}
+		} else {
+			lease, err = kernel.HoldLease(ctx, r.st, rec.SessionID, r.name, r.ttl)
+		}
 		if !errors.Is(err, kernel.ErrLeaseHeld) {
 			break
 		}
@@ -101,6 +117,9 @@ func (r *replicas) claim(ctx context.Context, rec *runRec) error {
 		return r.unavailable(err)
 	}
 	rec.lease = lease
+	if claimer != nil {
+		return nil // recorded with the lease
+	}
 	if err := r.put(ctx, rec.snapshot()); err != nil {
 		lease.Release(context.WithoutCancel(ctx))
 		rec.lease = nil
@@ -156,12 +175,21 @@ func (r *replicas) letGo(ctx context.Context, l *kernel.HeldLease) {
 }
 
 func (r *replicas) put(ctx context.Context, snap runRec) error {
-	b, err := json.Marshal(snap)
+	run, err := r.record(snap)
 	if err != nil {
 		return err
 	}
-	return r.st.PutRun(ctx, replica.Run{ID: snap.ID, SessionID: snap.SessionID, Replica: r.name, Status: snap.Status,
-		Created: snap.Created, Record: b})
+	return r.st.PutRun(ctx, run)
+}
+
+// record is snap as the board keeps it.
+func (r *replicas) record(snap runRec) (replica.Run, error) {
+	b, err := json.Marshal(snap)
+	if err != nil {
+		return replica.Run{}, err
+	}
+	return replica.Run{ID: snap.ID, SessionID: snap.SessionID, Replica: r.name, Status: snap.Status,
+		Created: snap.Created, Record: b}, nil
 }
 
 // fromRecord is a run of the board as the API shows it.

@@ -185,10 +185,10 @@ func (m *runManager) run(ctx context.Context, rec *runRec, k *Key, fn runFunc) {
 	defer m.s.hub.release(t)
 	lease := rec.lease
 	for rec != nil {
-		commit := m.s.hub.attach(t, m.s.cfg.Store) // the run's steps store its events
-		kr := m.s.sessionKernel(ctx, rec.SessionID).With(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.sink(ctx, t, rec.owner, lease), Interrupt: m.interrupt, Lease: lease, CommitStep: commit})
+		link := m.s.hub.attach(t, m.s.cfg.Store) // the run's steps store its events
+		kr := m.s.sessionKernel(ctx, rec.SessionID).With(link.options(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.runSink(ctx, t, rec.owner, lease, link), Interrupt: m.interrupt, Lease: lease}))
 		res, err := fn(ctx, kr)
-		if commit != nil {
+		if link != nil {
 			m.s.hub.detach(t)
 		}
 		t.wait() // the run's events are stored before it is reported ended

@@ -14,8 +14,9 @@ import (
 
 // TestStepEventsRideTheCommit: on a store that commits a step with
 // events (badger, postgres), a run's events are stored in the
-// transaction of the step that follows them; only those after the run's
-// last step are stored on their own. The events the client reads are
+// transaction of the step that follows them, and those that end the run
+// (message.completed, run.completed) in its last step's: none is stored
+// on its own. The events the client reads are
 // all there, in order, ids 1..n without a gap or a repeat. The linger is
 // an hour here, so which path each event takes is the cause under test,
 // not a race.
@@ -34,6 +35,7 @@ func TestStepEventsRideTheCommit(t *testing.T) {
 			sid := r.newSession(r.alice)
 			var mu sync.Mutex
 			var attached []int // events stored with each step
+			var last []string  // the types of the last step's events
 			next := uint64(1)
 			serve.SetBeforePublish(func(id string, first uint64, evs []kernel.StoredEvent) {
 				n := len(evs)
@@ -47,6 +49,10 @@ func TestStepEventsRideTheCommit(t *testing.T) {
 				}
 				next = first + uint64(n)
 				attached = append(attached, n)
+				last = last[:0]
+				for _, e := range evs {
+					last = append(last, e.Type)
+				}
 			})
 			defer serve.SetBeforePublish(nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -79,10 +85,14 @@ func TestStepEventsRideTheCommit(t *testing.T) {
 				}
 				total += n
 			}
-			// After the last step: message.completed and run.completed,
-			// stored on their own when the run ends.
-			if rest := len(evs) - total; rest != 2 || evs[len(evs)-1].typ != "run.completed" {
-				t.Fatalf("%d events stored with steps, %d of %d after them (want 2: message.completed, run.completed)", total, rest, len(evs))
+			// The events that end the run (the last answer's
+			// message.completed, run.completed) are stored with the last
+			// step: none is stored on its own, after it.
+			if total != len(evs) {
+				t.Fatalf("%d events stored with steps, %d of %d after them, on their own (want none: the run's end rides its last step)", total, len(evs)-total, len(evs))
+			}
+			if n := len(last); n < 2 || last[n-2] != "message.completed" || last[n-1] != "run.completed" {
+				t.Fatalf("the last step stored %v, want it to end with message.completed, run.completed", last)
 			}
 		})
 	}

@@ -25,7 +25,7 @@ var demoArtifacts = []string{
 
 // madeSomething matches a line the Makefile prints when it builds,
 // precompiles, pins or installs something (say, scripts/gobuild.sh).
-var madeSomething = regexp.MustCompile(`(?m)^  (build|precompile|pin|wasm|npm|plugin|lock|apt|generate) +\S`)
+var madeSomething = regexp.MustCompile(`(?m)^  (build|precompile|snapshot|pin|wasm|npm|plugin|lock|apt|generate) +\S`)
 
 // TestMakeDemo runs `make demo` twice, as a newcomer does, with the WASM
 // tools' tests building their modules in between, and checks:
@@ -58,7 +58,7 @@ func TestMakeDemo(t *testing.T) {
 	for _, m := range []struct {
 		dir, name string
 		cshared   bool
-	}{{"wasm-tools/jq", "jq.wasm", false}, {"wasm-tools/js", "js.wasm", true}} {
+	}{{"wasm-tools/jq", "jq.wasm", false}, {"wasm-tools/js", "js-raw.wasm", true}} {
 		p, err := wasmtest.BuildTool(root, m.dir, ".", m.name, m.cshared)
 		if err != nil {
 			t.Fatal(err)

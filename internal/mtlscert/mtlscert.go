@@ -59,3 +59,13 @@ func New() (tls.Certificate, []byte, error) {
 	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
 	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
 }
+
+// KeyPEM returns cert's private key in PKCS#8 PEM, what
+// PLUGIN_SERVER_KEY carries to a TypeScript or Python plugin.
+func KeyPEM(cert tls.Certificate) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}

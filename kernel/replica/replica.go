@@ -78,6 +78,15 @@ type Board interface {
 	EndOrphanRuns(ctx context.Context, end func(Run) (status string, record json.RawMessage)) error
 }
 
+// RunClaimer is a Board that can take a session's lease for a run and
+// record the run in one write: ClaimRun is kernel.Leaser's AcquireLease
+// for run.SessionID and run.Replica, then PutRun(run), all or nothing
+// (when the lease is held, nothing is recorded). A server uses it to
+// start a run with one sync instead of two (PostgreSQL).
+type RunClaimer interface {
+	ClaimRun(ctx context.Context, run Run, ttl time.Duration) (kernel.Lease, error)
+}
+
 // The kinds of Notice.
 const (
 	// NoticeEvents: session's event log grew to Seq (its store sends it

@@ -60,6 +60,14 @@ func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (
 	if err != nil {
 		return nil, &StartError{Plugin: cfg.Name, Reason: err.Error(), Err: err}
 	}
+	var serverCert, serverKey string
+	if cfg.Interpreter != nil {
+		// Only the interpreted SDKs use it (serverTLS); a Go plugin makes
+		// its own key faster than it would parse this one.
+		if serverCert, serverKey, err = serverTLS(); err != nil {
+			return nil, &StartError{Plugin: cfg.Name, Reason: err.Error(), Err: err}
+		}
+	}
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig: sdk.Handshake(),
 		VersionedPlugins: map[int]plugin.PluginSet{
@@ -71,6 +79,9 @@ func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (
 			grant := PluginGrant(cfg, exe, envValue(c.Env, plugin.EnvUnixSocketDir))
 			grant.AllowMissing = append(grant.AllowMissing, h.cfg.AllowMissing...)
 			extra := append(c.Env[:len(c.Env):len(c.Env)], "PLUGIN_CLIENT_CERT="+hostCert)
+			if serverKey != "" {
+				extra = append(extra, "PLUGIN_SERVER_CERT="+serverCert, "PLUGIN_SERVER_KEY="+serverKey)
+			}
 			gr = newGroupRunner(cfg.Name, proc.Spec{Argv: commandLine(cfg, exe), Dir: cfg.Dir,
 				Grant: grant, Env: cfg.Env, Extra: extra, Spawner: h.spawner})
 			return gr, nil

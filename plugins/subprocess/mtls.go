@@ -33,3 +33,27 @@ func (h *Host) clientTLS() (*tls.Config, string, error) {
 		ServerName:   "localhost",
 	}, h.tlsPEM, nil
 }
+
+// serverTLS makes the key and certificate one plugin process may serve
+// with, handed to it in PLUGIN_SERVER_KEY and PLUGIN_SERVER_CERT (PEM).
+// An interpreted plugin then needs no key generation and no X.509 code
+// of its own at start: for Python that is the `cryptography` package, a
+// third of the SDK's start (RATIONALE.md, "Python and TypeScript plugin
+// start: the kernel hands the plugin its key"). Nothing else changes: the process still announces
+// the certificate it serves with in the handshake line and go-plugin
+// pins that one, so a plugin that makes its own (the Go SDK, older
+// SDKs) is accepted as before. The pair is fresh for every process, so
+// one plugin's key is no use against another's connection; the SDKs
+// remove it from their environment before any tool code runs, so the
+// plugin's children do not inherit it.
+func serverTLS() (certPEM, keyPEM string, err error) {
+	cert, pemCert, err := mtlscert.New()
+	if err != nil {
+		return "", "", fmt.Errorf("make the plugin's TLS certificate: %w", err)
+	}
+	pemKey, err := mtlscert.KeyPEM(cert)
+	if err != nil {
+		return "", "", fmt.Errorf("make the plugin's TLS certificate: %w", err)
+	}
+	return string(pemCert), string(pemKey), nil
+}

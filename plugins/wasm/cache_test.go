@@ -357,6 +357,21 @@ func TestWazeroVersion(t *testing.T) {
 	}
 }
 
+// TestMakeTestSharesTheKernelsEntries: under `make test` the test binaries
+// are linked with go.mod's wazero version (the Makefile's TEST_LDFLAGS),
+// so their wazero reads the entries `make wasm` compiled for the kernel
+// instead of compiling every module again for "dev". Outside make (a
+// plain go test) there is nothing to check: the binary says "dev" and
+// its TestMain precompiles for that.
+func TestMakeTestSharesTheKernelsEntries(t *testing.T) {
+	if os.Getenv("AGENTKERNEL_REQUIRE_ARTIFACTS") != "1" {
+		t.Skip("not under make test (AGENTKERNEL_REQUIRE_ARTIFACTS=1)")
+	}
+	if v := wazeroSeenVersion(); v != wazeroVersion {
+		t.Errorf("this test binary's wazero says %q, the kernel's %q: make test must link the tests with -X github.com/tetratelabs/wazero/internal/version.version=%s", v, wazeroVersion, wazeroVersion)
+	}
+}
+
 // TestMakefileStampsFollowTheFormat: make's precompile stamps live in the
 // format's directory, so that a new format is precompiled again rather
 // than skipped on the old format's stamps.

@@ -75,6 +75,7 @@ type module struct {
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule
 	pool     *pool
+	snap     *snapshotMeta // a pre-initialised image (snapshot.go), or nil
 
 	tools   []*tool
 	capDesc string
@@ -201,6 +202,12 @@ func (m *module) load(ctx context.Context) error {
 		return err
 	}
 	if err := checkExports(info, m.abi); err != nil {
+		return err
+	}
+	if m.snap, err = readSnapshotMeta(bin); err != nil {
+		return err
+	}
+	if err := m.checkSnapshot(); err != nil {
 		return err
 	}
 	bin, _, err = instrument(bin, info)
@@ -405,10 +412,17 @@ func (m *module) moduleConfig(x *instanceIO, stdin io.Reader, args []string) waz
 	if m.eff.clock {
 		cfg = cfg.WithSysWalltime().WithSysNanotime().WithNanosleep(x.sleep)
 	}
+	if m.snap != nil {
+		cfg = cfg.WithNanotime(snapshotNanotime(m.snap.Nanotime, m.eff.clock), 1)
+	}
 	if m.eff.random {
 		cfg = cfg.WithRandSource(rand.Reader)
 	}
-	if m.abi == ABIReactor {
+	switch {
+	case m.snap != nil:
+		// A snapshot starts initialised: nothing runs before its call.
+		cfg = cfg.WithStartFunctions()
+	case m.abi == ABIReactor:
 		cfg = cfg.WithStartFunctions(exportInit)
 	}
 	return cfg

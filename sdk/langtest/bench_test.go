@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +19,10 @@ import (
 // plugins side by side, through the real host and sandbox:
 //
 //   - start: verify the pin, exec (in the sandbox), handshake, health
-//     check and Describe, as `kernel plugins verify` reports it (p50, p99);
+//     check and Describe, as `kernel plugins verify` reports it (p50, p99),
+//     and the CPU time (user+sys) of the processes each start ran, the
+//     plugin's and its launcher's (cpu-ms/op: on a shared machine the
+//     wall time measures the neighbours, this one the start);
 //   - noop: one call of a tool that does nothing (p50, p99);
 //   - idle: the resident memory of the plugin's process after a call and
 //     a second of rest (the sandbox's launcher, shared by every language,
@@ -32,6 +36,7 @@ func BenchmarkPlugins(b *testing.B) {
 			cfg := conformancePlugin(b, lang)
 			h := newHost(b)
 			var d []time.Duration
+			cpu0 := childrenCPU(b)
 			for b.Loop() {
 				rep, err := h.Verify(ctx, cfg)
 				if err != nil {
@@ -39,7 +44,11 @@ func BenchmarkPlugins(b *testing.B) {
 				}
 				d = append(d, rep.StartTime)
 			}
+			// Verify stops the process and waits for it (and the launcher
+			// for the plugin): their CPU is in RUSAGE_CHILDREN by now.
+			cpu := childrenCPU(b) - cpu0
 			reportPercentiles(b, d, time.Millisecond, "ms")
+			b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(len(d)), "cpu-ms/op")
 		})
 		b.Run(lang+"/noop", func(b *testing.B) {
 			noop := loadTool(b, conformancePlugin(b, lang), "noop")
@@ -115,6 +124,17 @@ func reportPercentiles(b *testing.B, d []time.Duration, unit time.Duration, name
 	b.ReportMetric(at(0.50), "p50-"+name)
 	b.ReportMetric(at(0.99), "p99-"+name)
 	b.ReportMetric(0, "ns/op") // the percentiles are the measure
+}
+
+// childrenCPU is the user+sys CPU time of this process's waited-for
+// children and their waited-for descendants.
+func childrenCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // descendants lists the processes under pid, recursively.

@@ -1,9 +1,12 @@
 package main
 
 import (
+	crand "crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 
@@ -137,6 +140,20 @@ func typeOf(v goja.Value) string {
 	return "object"
 }
 
+// randSource is Math.random for one evaluation, seeded from crypto/rand
+// (WASI random_get) when the evaluation starts. goja's default reads
+// math/rand, whose state the Go runtime seeded at init: the shipped module
+// is a snapshot of an initialised instance, so every instance would share
+// it. With random granted, two instances' streams differ; without, the
+// host's random stream is deterministic and so is this one.
+func randSource() goja.RandSource {
+	var seed [8]byte
+	if _, err := crand.Read(seed[:]); err != nil {
+		panic("js: crypto/rand: " + err.Error()) // crypto/rand never fails
+	}
+	return rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:]), 0)).Float64
+}
+
 // eval runs code in a fresh runtime (the instance itself is fresh for every
 // call, so nothing survives between calls).
 func eval(code string) wasmtool.Result {
@@ -145,6 +162,7 @@ func eval(code string) wasmtool.Result {
 	}
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStack)
+	vm.SetRandSource(randSource())
 	var con console
 	obj := vm.NewObject()
 	for name, level := range map[string]string{"log": "", "info": "", "debug": "", "warn": "warn", "error": "error"} {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +15,21 @@ import (
 	"github.com/agentkernel/agentkernel/plugins/wasm/wasmtest"
 )
 
-// module is the js.wasm the tests built (wasmtest.BuildTool).
-var module string
+// module is the js.wasm the tests built (wasmtest.BuildTool, then
+// wasmtest.Snapshot); raw is the reactor it was made from.
+var module, raw string
 
 func TestMain(m *testing.M) {
 	var err error
 	// Built into the tests' own directory: wasm-tools/js/js.wasm is
 	// make's, precompiled for the kernel and the demo.
-	module, err = wasmtest.BuildTool("../..", "wasm-tools/js", ".", "js.wasm", true)
+	// The tests run what make ships: the snapshot (pre-initialised
+	// image) of the reactor, made by the same tool.
+	raw, err = wasmtest.BuildTool("../..", "wasm-tools/js", ".", "js-raw.wasm", true)
+	if err == nil {
+		module = filepath.Join(filepath.Dir(raw), "js.wasm")
+		err = wasmtest.Snapshot("../..", raw, module)
+	}
 	if err == nil {
 		err = wasmtest.Precompile("../..", module)
 	}

@@ -4,7 +4,11 @@
 // code interpreter. Built by `make wasm` as a reactor, so that the host can
 // keep instances with goja already initialised in a pool:
 //
-//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o wasm-tools/js/js.wasm ./wasm-tools/js
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o bin/wasm/js-raw.wasm ./wasm-tools/js
+//	go run ./plugins/wasm/internal/snapshot -o wasm-tools/js/js.wasm bin/wasm/js-raw.wasm
+//
+// The second step writes its pre-initialised image (a snapshot: the host
+// skips _initialize and the warm-up; docs/wasm.md).
 //
 // Built without -buildmode=c-shared it is a json-ABI command (change "abi"
 // in tool.json to match).

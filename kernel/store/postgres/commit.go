@@ -13,7 +13,8 @@ import (
 	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 )
 
-// commitSQL stores one step (migrations/0001_sessions.sql, ak_commit).
+// commitSQL stores one step (ak_commit: migrations/0001_sessions.sql, and
+// 0005_segments.sql, which packs the chunks a step completes).
 const commitSQL = `SELECT code, last, holder, token, expires FROM ak_commit($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 
 // Commit stores step in one statement (see kernel.Store and kernel.Leaser):

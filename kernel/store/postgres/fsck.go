@@ -208,7 +208,8 @@ var errChanged = errors.New("session changed while checked")
 // repairSession stores what fsckSession found repairable, in one
 // transaction that holds the session's row: placeholders for the damaged
 // messages (msgs has them in place afterwards), no rows outside 1..last,
-// the status column from the metadata, the event counter from the events.
+// the status column from the metadata, the event counter from the events;
+// the session's segments go when a row changes.
 func (s *Store) repairSession(ctx context.Context, id string, r *fsckRead, msgs []kernel.Message, f *kernel.FsckSession, status kernel.Status) error {
 	var bodies [][]byte
 	var seqs []int64
@@ -245,6 +246,12 @@ ON CONFLICT (session_id, seq) DO UPDATE SET body = EXCLUDED.body`, id, seqs, bod
 			}
 			if r.leftovers {
 				b.Queue(`DELETE FROM ak_messages WHERE session_id = $1 AND (seq < 1 OR seq > $2)`, id, last)
+			}
+			if len(seqs) > 0 || r.leftovers {
+				// The segments copy the rows as they were: Load would
+				// read them and not the repair. The next commit that
+				// completes a chunk packs the rows again.
+				b.Queue(`DELETE FROM ak_segments WHERE session_id = $1`, id)
 			}
 			if r.statusMismatch {
 				b.Queue(`UPDATE ak_sessions SET status = $2 WHERE id = $1`, id, string(status))

@@ -59,7 +59,7 @@ func migrations() []migration {
 func SchemaVersion() int { return len(migrations()) }
 
 // The tables the store reads and writes (the privileges Open checks).
-var tables = []string{"ak_sessions", "ak_messages", "ak_event_seq", "ak_events", "ak_queue", "ak_runs", "ak_memory_chunks", "ak_memory_marks", "ak_memory_meta"}
+var tables = []string{"ak_sessions", "ak_messages", "ak_event_seq", "ak_events", "ak_queue", "ak_runs", "ak_memory_chunks", "ak_memory_marks", "ak_memory_meta", "ak_segments"}
 
 // migrateLock is the advisory lock key that serialises migrations (two
 // replicas started at once migrate one after the other).

@@ -71,7 +71,12 @@ ON CONFLICT (id) DO NOTHING`, id, metaJSON, nullJSON(pending), int64(len(rows)),
 			if tag.RowsAffected() == 0 {
 				return fmt.Errorf("session %q: %w (remove it first)", id, kernel.ErrSessionExists)
 			}
-			_, err = tx.CopyFrom(ctx, pgx.Identifier{"ak_messages"}, []string{"session_id", "seq", "body"}, pgx.CopyFromRows(rows))
+			if _, err = tx.CopyFrom(ctx, pgx.Identifier{"ak_messages"}, []string{"session_id", "seq", "body"}, pgx.CopyFromRows(rows)); err != nil {
+				return err
+			}
+			// Its segments (migrations/0005_segments.sql), as a commit of
+			// these messages would write them.
+			_, err = tx.Exec(ctx, `SELECT ak_pack($1, $2)`, id, int64(len(rows)))
 			return err
 		})
 	})

@@ -161,3 +161,42 @@ func TestQueueConformance(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimRun: ClaimRun takes the session's lease and records the run in
+// one statement; when the lease is held, it records nothing (and says
+// who holds it); on a session that does not exist, ErrSessionNotFound.
+func TestClaimRun(t *testing.T) {
+	s, _ := openStore(t, postgres.Options{})
+	ctx := context.Background()
+	if err := s.Commit(ctx, "s", kernel.Step{Meta: kernel.SessionMeta{Status: kernel.StatusIdle, Created: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	var claimer replica.RunClaimer = s
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	l, err := claimer.ClaimRun(ctx, replica.Run{ID: "run_1", SessionID: "s", Replica: "r1", Status: replica.RunRunning, Created: now, Record: json.RawMessage(`{"id":"run_1"}`)}, time.Minute)
+	if err != nil || l.Holder != "r1" || l.Token == 0 {
+		t.Fatalf("claim = %+v, %v", l, err)
+	}
+	run, ok, err := s.ActiveRun(ctx, "s")
+	if err != nil || !ok || run.ID != "run_1" || run.Replica != "r1" || string(run.Record) != `{"id":"run_1"}` {
+		t.Fatalf("active run = %+v, %v, %v; want run_1 recorded with the lease", run, ok, err)
+	}
+	_, err = claimer.ClaimRun(ctx, replica.Run{ID: "run_2", SessionID: "s", Replica: "r2", Status: replica.RunRunning, Created: now}, time.Minute)
+	var held *kernel.LeaseHeldError
+	if !errors.As(err, &held) || held.Holder != "r1" {
+		t.Fatalf("second claim = %v, want the lease held by r1", err)
+	}
+	if _, err := s.GetRun(ctx, "run_2"); err == nil {
+		t.Fatal("run_2 was recorded though its lease was refused")
+	}
+	if err := s.ReleaseLease(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := claimer.ClaimRun(ctx, replica.Run{ID: "run_2", SessionID: "s", Replica: "r2", Status: replica.RunRunning, Created: now}, time.Minute)
+	if err != nil || l2.Token <= l.Token {
+		t.Fatalf("claim after release = %+v, %v; want a larger token", l2, err)
+	}
+	if _, err := claimer.ClaimRun(ctx, replica.Run{ID: "run_3", SessionID: "nope", Replica: "r1", Status: replica.RunRunning, Created: now}, time.Minute); !errors.Is(err, kernel.ErrSessionNotFound) {
+		t.Fatalf("claim on a missing session = %v, want ErrSessionNotFound", err)
+	}
+}

@@ -17,13 +17,18 @@ package wasmtest
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strings"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
 )
 
 // CacheDir is the compilation cache tests share: the kernel's default,
@@ -89,25 +94,48 @@ func Build(dir, out, pkg string, cshared bool) error {
 // Precompile compiles modules (paths relative to repoRoot or absolute,
 // each with its tool.json) into CacheDir with plugins/wasm/internal/precompile, built
 // without the race detector. wazero names its cache after the version it
-// finds in the binary's build information, which test binaries lack, so
-// the helper is told the version the calling test binary reports.
+// finds in the binary's build information, which test binaries lack ("dev"),
+// unless the link set it (`make test` does: the test binaries then share
+// the entries `make wasm` compiled for the kernel), so the helper is told
+// the version the calling test binary's wazero reports.
 func Precompile(repoRoot string, modules ...string) error {
 	args := []string{"run", "-ldflags=-X=github.com/tetratelabs/wazero/internal/version.version=" + SeenWazeroVersion(),
 		"./plugins/wasm/internal/precompile", "-q", "-cache", CacheDir()}
 	return goCmd(repoRoot, os.Environ(), append(args, modules...)...)
 }
 
+var seen struct {
+	once    sync.Once
+	version string
+}
+
 // SeenWazeroVersion is the version wazero reports in the running binary:
-// the dependency's version, or "dev" without build information.
+// the dependency's version from the build information, the one the link
+// set (-X github.com/tetratelabs/wazero/internal/version.version=...), or
+// "dev". It asks wazero itself: a compilation cache in a temporary
+// directory is named after that version (wazero-<version>-<arch>-<os>).
 func SeenWazeroVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, dep := range bi.Deps {
-			if dep.Path == "github.com/tetratelabs/wazero" && dep.Version != "" && dep.Version != "(devel)" {
-				return dep.Version
-			}
-		}
+	seen.once.Do(func() { seen.version = askWazero() })
+	return seen.version
+}
+
+func askWazero() string {
+	dir, err := os.MkdirTemp("", "wasmtest-wazero-version-")
+	if err != nil {
+		panic(fmt.Sprintf("wasmtest: the wazero version: %v", err))
 	}
-	return "dev"
+	defer os.RemoveAll(dir)
+	c, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		panic(fmt.Sprintf("wasmtest: the wazero version: %v", err))
+	}
+	c.Close(context.Background())
+	entries, err := os.ReadDir(dir)
+	suffix := "-" + runtime.GOARCH + "-" + runtime.GOOS
+	if err != nil || len(entries) != 1 || !strings.HasPrefix(entries[0].Name(), "wazero-") || !strings.HasSuffix(entries[0].Name(), suffix) {
+		panic(fmt.Sprintf("wasmtest: the wazero version: want one wazero-<version>%s in %s, got %v (%v)", suffix, dir, entries, err))
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(entries[0].Name(), "wazero-"), suffix)
 }
 
 func goCmd(dir string, env []string, args ...string) error {
@@ -124,4 +152,25 @@ func goCmd(dir string, env []string, args ...string) error {
 		return fmt.Errorf("go %s (in %s): %v\n%s", strings.Join(args, " "), dir, err, out.String())
 	}
 	return nil
+}
+
+// Snapshot writes out, the pre-initialised image of the reactor module in
+// (plugins/wasm/internal/snapshot, built without the race detector, as
+// `make wasm` does for the shipped js tool), unless out is already the
+// snapshot of in. out's base name is the name the guest sees as its
+// argument.
+func Snapshot(repoRoot, in, out string) error {
+	src, err := os.ReadFile(in)
+	if err != nil {
+		return err
+	}
+	if old, err := os.ReadFile(out); err == nil {
+		sum := sha256.Sum256(src)
+		// The snapshot section's JSON names its source (plugins/wasm
+		// reads it properly when it loads the module).
+		if bytes.Contains(old, []byte(`"source":"`+hex.EncodeToString(sum[:])+`"`)) {
+			return nil
+		}
+	}
+	return goCmd(repoRoot, os.Environ(), "run", "./plugins/wasm/internal/snapshot", "-o", out, in)
 }

@@ -3,7 +3,9 @@ package wasmtest_test
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentkernel/agentkernel/plugins/wasm"
@@ -63,5 +65,42 @@ func TestBuildToolLeavesTheSourcesAlone(t *testing.T) {
 		if _, ok := files[e.Name()]; !ok {
 			t.Errorf("BuildTool wrote %s beside the sources", e.Name())
 		}
+	}
+}
+
+// TestSeenWazeroVersionFollowsTheLink: the version Precompile compiles for
+// is the one the binary's wazero reports, whether it comes from the build
+// information (a program built from this module: go.mod's wazero) or from
+// the link (-X, what `make test` gives the test binaries so that they read
+// the entries `make wasm` compiled for the kernel). A wrong answer would
+// make every test binary compile its modules again, under the race detector.
+func TestSeenWazeroVersionFollowsTheLink(t *testing.T) {
+	gomod, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "github.com/tetratelabs/wazero").Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", err)
+	}
+	for _, c := range []struct {
+		name, ldflags, want string
+	}{
+		{"build information", "", strings.TrimSpace(string(gomod))},
+		{"set by the link", "-X=github.com/tetratelabs/wazero/internal/version.version=v9.9.9-link", "v9.9.9-link"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "version")
+			args := []string{"build", "-o", bin}
+			if c.ldflags != "" {
+				args = append(args, "-ldflags="+c.ldflags)
+			}
+			if out, err := exec.Command("go", append(args, "./testdata/version")...).CombinedOutput(); err != nil {
+				t.Fatalf("go build: %v\n%s", err, out)
+			}
+			out, err := exec.Command(bin).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(string(out)); got != c.want {
+				t.Errorf("SeenWazeroVersion %q, want %q", got, c.want)
+			}
+		})
 	}
 }

@@ -5,7 +5,10 @@
 2. Take stdout over: the host's pipe is kept for the handshake line alone,
    and file descriptor 1 (print, child processes) points at stderr.
 3. AutoMTLS: trust only the client certificate the host put in
-   PLUGIN_CLIENT_CERT, and make a certificate of our own.
+   PLUGIN_CLIENT_CERT, and serve with the key and certificate the host
+   made for this process (PLUGIN_SERVER_KEY, PLUGIN_SERVER_CERT; taken
+   out of the environment at once), or, from a host that hands none, a
+   certificate of our own.
 4. Listen on a fresh unix socket in PLUGIN_UNIX_SOCKET_DIR and serve the
    tool service, gRPC health ("plugin": SERVING) and go-plugin's
    controller, stdio and broker services.
@@ -21,14 +24,12 @@ import base64
 import os
 import signal
 import sys
-import tempfile
 import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import grpc
 
-from ._cert import new_server_cert
 from ._proto import goplugin_pb2 as gp
 from ._proto import health_pb2 as hp
 from ._hook import Hook, HooksServicer, hooks_by_name
@@ -75,11 +76,12 @@ def serve(tools: Sequence[Tool], hooks: Sequence[Hook] = ()) -> NoReturn:
             "with its interpreter (see docs/plugins.md) and run `kernel plugins verify`."
         )
     host = _take_stdout()
+    server_tls = _take_server_tls()
     # go-plugin's server ignores SIGINT: a Ctrl-C in the kernel's terminal
     # reaches the plugin's process group too, and the kernel stops it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        asyncio.run(_main(by_name, hook_by_name, host, ppid))
+        asyncio.run(_main(by_name, hook_by_name, host, ppid, server_tls))
     except BaseException as e:  # noqa: BLE001 - the crash report
         if isinstance(e, SystemExit):
             raise
@@ -111,7 +113,33 @@ def _take_stdout() -> int:
     return host
 
 
-async def _main(by_name: dict[str, Tool], hook_by_name: dict[str, Hook], host: int, ppid: int) -> None:
+def _take_server_tls() -> tuple[bytes, bytes] | None:
+    """The key and certificate (PEM) the host made for this process, if
+    it made them, removed from the environment so that the plugin's
+    child processes do not inherit the key."""
+    key = os.environ.pop("PLUGIN_SERVER_KEY", "")
+    cert = os.environ.pop("PLUGIN_SERVER_CERT", "")
+    if not key or not cert:
+        return None
+    return key.encode(), cert.encode()
+
+
+def _tempdir() -> str:
+    # tempfile (with shutil, random and the compression modules) is
+    # imported only by a host that names no socket directory: the
+    # kernel always names one.
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
+def _pem_der(pem: bytes) -> bytes:
+    """The DER of the first PEM block in pem."""
+    body = pem.split(b"-----BEGIN CERTIFICATE-----", 1)[1].split(b"-----END CERTIFICATE-----", 1)[0]
+    return base64.b64decode(b"".join(body.split()), validate=True)
+
+
+async def _main(by_name: dict[str, Tool], hook_by_name: dict[str, Hook], host: int, ppid: int, server_tls: tuple[bytes, bytes] | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -124,15 +152,23 @@ async def _main(by_name: dict[str, Tool], hook_by_name: dict[str, Hook], host: i
 
     cert_field = ""
     client_cert = os.environ.get("PLUGIN_CLIENT_CERT", "")
-    socket = os.path.join(os.environ.get("PLUGIN_UNIX_SOCKET_DIR") or tempfile.gettempdir(), f"plugin{int.from_bytes(os.urandom(4), 'big')}")
+    socket = os.path.join(os.environ.get("PLUGIN_UNIX_SOCKET_DIR") or _tempdir(), f"plugin{int.from_bytes(os.urandom(4), 'big')}")
     if client_cert:
         # AutoMTLS: without a client certificate go-plugin's host speaks
         # plain gRPC (the agentkernel host always sends one).
-        cert = new_server_cert()
-        creds = grpc.ssl_server_credentials([(cert.key_pem, cert.cert_pem)], root_certificates=client_cert.encode(), require_client_auth=True)
+        if server_tls is not None:
+            key_pem, cert_pem = server_tls
+        else:
+            # An older host: make our own (the `cryptography` package,
+            # imported only here: it is a third of the SDK's start).
+            from ._cert import new_server_cert
+
+            made = new_server_cert()
+            key_pem, cert_pem = made.key_pem, made.cert_pem
+        creds = grpc.ssl_server_credentials([(key_pem, cert_pem)], root_certificates=client_cert.encode(), require_client_auth=True)
         server.add_secure_port("unix:" + socket, creds)
         # go-plugin's host reads the DER in unpadded standard base64.
-        cert_field = base64.b64encode(cert.der).decode().rstrip("=")
+        cert_field = base64.b64encode(_pem_der(cert_pem)).decode().rstrip("=")
     else:
         server.add_insecure_port("unix:" + socket)
     await server.start()

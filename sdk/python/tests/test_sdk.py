@@ -25,6 +25,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from agentkernel_plugin import CallContext, Code, SideEffect, Tier, ToolError, ToolResult, block, hook, tool, truncate_output
+from agentkernel_plugin import _serve
 from agentkernel_plugin._cert import new_server_cert
 from agentkernel_plugin._proto import plugin_pb2 as pb
 from agentkernel_plugin._service import DEADLINE_METADATA
@@ -357,6 +358,62 @@ class TestServe(unittest.TestCase):
             while _running(int(pid)) and time.monotonic() < deadline:
                 time.sleep(0.05)
             self.assertFalse(_running(int(pid)), "the orphaned plugin is still running")
+
+    def test_serves_with_the_key_the_host_made(self):
+        # A host that hands the process its key and certificate
+        # (PLUGIN_SERVER_KEY, PLUGIN_SERVER_CERT): the handshake line
+        # announces exactly that certificate, and the SDK makes none.
+        made = new_server_cert()
+        with tempfile.TemporaryDirectory() as d:
+            env = self.env(
+                AGENTKERNEL_PLUGIN="7c0b3f4e-agentkernel-tools",
+                PLUGIN_CLIENT_CERT=new_server_cert().cert_pem.decode(),
+                PLUGIN_SERVER_CERT=made.cert_pem.decode(),
+                PLUGIN_SERVER_KEY=made.key_pem.decode(),
+                PLUGIN_UNIX_SOCKET_DIR=d,
+                PLUGIN_PROTOCOL_VERSIONS="1",
+            )
+            p = subprocess.Popen([sys.executable, self.fixture], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            try:
+                parts = p.stdout.readline().decode().strip().split("|")
+            finally:
+                p.kill()
+                p.wait()
+                p.stdout.close()
+                p.stderr.close()
+            self.assertEqual(len(parts), 6, parts)
+            self.assertEqual(base64.b64decode(parts[5] + "=" * (-len(parts[5]) % 4)), made.der)
+
+
+class TestServerKeyHandOver(unittest.TestCase):
+    def test_taken_out_of_the_environment(self):
+        # The key is the process's alone: neither os.environ nor a child
+        # process still has it once serve() has taken it.
+        made = new_server_cert()
+        saved = {k: os.environ.get(k) for k in ("PLUGIN_SERVER_KEY", "PLUGIN_SERVER_CERT")}
+        os.environ["PLUGIN_SERVER_KEY"] = made.key_pem.decode()
+        os.environ["PLUGIN_SERVER_CERT"] = made.cert_pem.decode()
+        try:
+            self.assertEqual(_serve._take_server_tls(), (made.key_pem, made.cert_pem))
+            self.assertNotIn("PLUGIN_SERVER_KEY", os.environ)
+            child = subprocess.run(
+                [sys.executable, "-c", "import os; print(sorted(k for k in os.environ if k.startswith('PLUGIN_SERVER')))"],
+                capture_output=True, text=True, timeout=60, check=True,
+            )
+            self.assertEqual(child.stdout.strip(), "[]")
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        self.assertIsNone(_serve._take_server_tls())
+
+    def test_pem_der(self):
+        made = new_server_cert()
+        self.assertEqual(_serve._pem_der(made.cert_pem), made.der)
+        with self.assertRaises(IndexError):
+            _serve._pem_der(b"no certificate here")
 
 
 def _running(pid: int) -> bool:

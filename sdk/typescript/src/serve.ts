@@ -3,7 +3,10 @@
 //  1. Check the tools and the magic cookie the host sets (a plugin run by
 //     hand says what it is and exits 1).
 //  2. AutoMTLS: trust only the client certificate the host put in
-//     PLUGIN_CLIENT_CERT, and make a certificate of our own.
+//     PLUGIN_CLIENT_CERT, and serve with the key and certificate the host
+//     made for this process (PLUGIN_SERVER_KEY, PLUGIN_SERVER_CERT; taken
+//     out of the environment at once), or, from a host that hands none, a
+//     certificate of our own.
 //  3. Listen on a fresh unix socket in PLUGIN_UNIX_SOCKET_DIR and serve the
 //     tool service, gRPC health ("plugin": SERVING) and go-plugin's
 //     controller, stdio and broker services.
@@ -17,7 +20,7 @@ import { randomInt } from "node:crypto";
 import { writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { newServerCert } from "./cert";
+import { newServerCert, ServerCert } from "./cert";
 import {
   BrokerService,
   ControllerService,
@@ -85,10 +88,13 @@ function start(tools: readonly Tool[], hooks: readonly Hook[]): void {
   // AutoMTLS: without a client certificate go-plugin's host speaks plain
   // gRPC (the agentkernel host always sends one).
   const clientCert = process.env.PLUGIN_CLIENT_CERT;
+  const handed = takeServerTLS();
   let creds = grpc.ServerCredentials.createInsecure();
   let certField = "";
   if (clientCert) {
-    const cert = newServerCert();
+    // The host's key for this process saves a key and a signature (7-9 ms
+    // of CPU in a fresh node); an older host hands none.
+    const cert = handed ?? newServerCert();
     creds = grpc.ServerCredentials.createSsl(
       Buffer.from(clientCert),
       [{ private_key: Buffer.from(cert.keyPem), cert_chain: Buffer.from(cert.certPem) }],
@@ -179,4 +185,21 @@ function installCrashReport(): void {
   };
   process.on("uncaughtException", report("uncaught exception"));
   process.on("unhandledRejection", report("unhandled promise rejection"));
+}
+
+/**
+ * takeServerTLS returns the key and certificate the host made for this
+ * process (PLUGIN_SERVER_KEY, PLUGIN_SERVER_CERT, PEM), if it made them,
+ * and removes them from the environment so that the plugin's child
+ * processes do not inherit the key.
+ */
+export function takeServerTLS(): ServerCert | undefined {
+  const keyPem = process.env.PLUGIN_SERVER_KEY;
+  const certPem = process.env.PLUGIN_SERVER_CERT;
+  delete process.env.PLUGIN_SERVER_KEY;
+  delete process.env.PLUGIN_SERVER_CERT;
+  if (!keyPem || !certPem) return undefined;
+  const m = /-----BEGIN CERTIFICATE-----([A-Za-z0-9+/=\s]+)-----END CERTIFICATE-----/.exec(certPem);
+  if (!m) return undefined;
+  return { keyPem, certPem, der: Buffer.from(m[1].replace(/\s+/g, ""), "base64") };
 }

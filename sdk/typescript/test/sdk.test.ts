@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { integer, newServerCert } from "../src/cert";
 import { Code, ToolError, block, hook, tool, truncateOutput } from "../src/index";
+import { takeServerTLS } from "../src/serve";
 import { startHarness } from "../src/testing";
 
 const echo = tool<{ text: string }>({
@@ -313,6 +314,32 @@ describe("serve()", () => {
       alive = running(Number(pid));
     }
     assert.equal(alive, false, "the orphaned plugin is still running");
+  });
+
+  it("serves with the key the host made for it, and its children do not inherit the key", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sdk-serve-"));
+    const made = newServerCert();
+    const env = {
+      AGENTKERNEL_PLUGIN: "7c0b3f4e-agentkernel-tools", PLUGIN_CLIENT_CERT: newServerCert().certPem,
+      PLUGIN_SERVER_CERT: made.certPem, PLUGIN_SERVER_KEY: made.keyPem, PLUGIN_UNIX_SOCKET_DIR: dir, PLUGIN_PROTOCOL_VERSIONS: "1",
+    };
+    const line = await new Promise<string>((resolve, reject) => {
+      const p = spawn(process.execPath, [fixture], { env, stdio: ["ignore", "pipe", "inherit"] });
+      p.stdout.once("data", (d) => { p.kill("SIGKILL"); resolve(String(d)); });
+      p.on("error", reject);
+    });
+    const parts = line.trim().split("|");
+    assert.equal(parts.length, 6, line);
+    assert.deepEqual(Buffer.from(parts[5], "base64"), made.der);
+
+    process.env.PLUGIN_SERVER_KEY = made.keyPem;
+    process.env.PLUGIN_SERVER_CERT = made.certPem;
+    const got = takeServerTLS();
+    assert.deepEqual(got, made);
+    assert.equal(process.env.PLUGIN_SERVER_KEY, undefined);
+    const child = spawnSync(process.execPath, ["-e", "process.stdout.write(String('PLUGIN_SERVER_KEY' in process.env))"], { encoding: "utf8" });
+    assert.equal(child.stdout, "false");
+    assert.equal(takeServerTLS(), undefined);
   });
 });
 
