@@ -131,7 +131,7 @@ plugins/wasm/testdata/reactor/reactor.wasm: FORCE
 # wazero compiles a module on one core). The first time this takes minutes
 # on a small machine.
 $(PRECOMPILE): FORCE
-	$(Q)$(GOBUILD) $@ "fills the WASM compilation cache" ./plugins/wasm/internal/precompile
+	$(Q)$(GOBUILD) $@ "fills the WASM compilation cache" -trimpath ./plugins/wasm/internal/precompile
 
 define precompile
 $(Q)stale=; for m in $(1); do s=$(STAMPS)/$$m.kernel; \
