@@ -60,11 +60,12 @@ func (p *pluginHook) run(ctx context.Context, input []byte) ([]byte, error) {
 	deadline, _ := rctx.Deadline()
 	reply, err := p.host.RunHook(rctx, p.plugin, p.hook, input)
 	// The plugin may end the call at its deadline a moment before rctx's
-	// timer fires: the host then says context.DeadlineExceeded, or passes
-	// on the plugin's own deadline status, and on a loaded machine the
-	// timer's goroutine can run late. A call that failed at or past its
-	// deadline did not answer in time, whatever the error says.
-	if err != nil && ctx.Err() == nil && (rctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || !time.Now().Before(deadline)) {
+	// timer fires (on a loaded machine the timer's goroutine can run
+	// late): the host then says context.DeadlineExceeded, or the plugin's
+	// handler returns a reply when its own deadline (never before ours)
+	// ends it. An answer that comes at or past the deadline did not come
+	// in time, whatever it says: the hook fails closed.
+	if ctx.Err() == nil && (rctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || !time.Now().Before(deadline)) {
 		return nil, fmt.Errorf("plugin %s: hook %s did not answer within %s", p.plugin, p.hook, p.timeout)
 	}
 	return reply, err

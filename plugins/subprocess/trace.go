@@ -3,6 +3,7 @@ package subprocess
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -24,7 +25,14 @@ func withDeadline(ctx context.Context) context.Context {
 	if !ok {
 		return ctx
 	}
-	return metadata.AppendToOutgoingContext(ctx, sdk.DeadlineMetadata, strconv.FormatInt(dl.UnixMilli(), 10))
+	// Rounded up: the plugin's deadline is never before the kernel's, so a
+	// plugin that answers when its own deadline ends answers late, not a
+	// moment before the kernel's timer (UnixMilli truncates: up to 1 ms early).
+	ms := dl.UnixMilli()
+	if dl.UnixNano()%int64(time.Millisecond) != 0 {
+		ms++
+	}
+	return metadata.AppendToOutgoingContext(ctx, sdk.DeadlineMetadata, strconv.FormatInt(ms, 10))
 }
 
 // withTraceContext adds the W3C trace context of ctx's span (traceparent,
