@@ -44,9 +44,25 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}
-	tmp := *out + ".tmp"
-	if err := os.WriteFile(tmp, snap, 0o644); err != nil {
+	// A new file of a random name beside out (O_EXCL: never a link planted
+	// at a known path), then renamed over it: out is the whole snapshot
+	// or the old file. 0644 like every module the build writes: a module
+	// is read by the kernel, not a secret.
+	f, err := os.CreateTemp(filepath.Dir(*out), filepath.Base(*out)+".tmp-*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, *out)
+	defer os.Remove(f.Name()) // after the rename, nothing is there
+	if _, err := f.Write(snap); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), *out)
 }
