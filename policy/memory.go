@@ -223,15 +223,7 @@ func (p *Policy) memory(m *vm.VM, env *Env, r MemoryRetrieval, tr *memTrace) Mem
 	for _, h := range hits {
 		env.Hit = h
 		dropped := false
-		for _, mr := range p.memRules {
-			if mr.refuse || mr.exclude || (dropped && tr == nil && !mr.dryrun) {
-				continue
-			}
-			ok, err := eval(m, mr.when, env)
-			tr.note(mr, ok, err)
-			if !ok && err == nil {
-				continue
-			}
+		p.applyMemoryRules(m, env, tr, isDrop, &dropped, func(mr *memoryRule, err error) {
 			x := MemoryDropped{Rank: h.Rank, Session: h.Session, Seq: h.Seq, Rule: mr.id}
 			if err != nil {
 				x.Err = err.Error()
@@ -242,22 +234,14 @@ func (p *Policy) memory(m *vm.VM, env *Env, r MemoryRetrieval, tr *memTrace) Mem
 			case !dropped:
 				d.Dropped, dropped = append(d.Dropped, x), true
 			}
-		}
+		})
 		if !dropped {
 			kept = append(kept, h)
 		}
 	}
 	env.Hit = MemoryHit{}
 	env.Memory = describeMemory(r.Scope, kept, len(hits))
-	for _, mr := range p.memRules {
-		if !mr.refuse || (d.Refused && tr == nil && !mr.dryrun) {
-			continue
-		}
-		ok, err := eval(m, mr.when, env)
-		tr.note(mr, ok, err)
-		if !ok && err == nil {
-			continue
-		}
+	p.applyMemoryRules(m, env, tr, isRefuse, &d.Refused, func(mr *memoryRule, err error) {
 		switch {
 		case mr.dryrun:
 			d.WouldRefuse = append(d.WouldRefuse, mr.id)
@@ -265,7 +249,7 @@ func (p *Policy) memory(m *vm.VM, env *Env, r MemoryRetrieval, tr *memTrace) Mem
 			d.Refused, d.Rule = true, mr.id
 			d.Message = p.memoryMessage(m, mr, err, env)
 		}
-	}
+	})
 	d.Kept = []int{}
 	if !d.Refused {
 		for _, h := range kept {
@@ -425,3 +409,26 @@ func (d *MemoryDecision) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// applyMemoryRules calls applied, in order, for each memory rule of one
+// effect (of) that applies to env: its condition is true, or could not
+// be evaluated (fail closed: err is why). Once a rule in force has
+// applied (*done), the rest are still evaluated for a trace and for
+// dry-run rules, and skipped otherwise. Drop, refuse and exclude share
+// it.
+func (p *Policy) applyMemoryRules(m *vm.VM, env *Env, tr *memTrace, of func(*memoryRule) bool, done *bool, applied func(mr *memoryRule, err error)) {
+	for _, mr := range p.memRules {
+		if !of(mr) || (*done && tr == nil && !mr.dryrun) {
+			continue
+		}
+		ok, err := eval(m, mr.when, env)
+		tr.note(mr, ok, err)
+		if ok || err != nil {
+			applied(mr, err)
+		}
+	}
+}
+
+func isDrop(r *memoryRule) bool    { return !r.refuse && !r.exclude }
+func isRefuse(r *memoryRule) bool  { return r.refuse }
+func isExclude(r *memoryRule) bool { return r.exclude }

@@ -87,15 +87,7 @@ func (p *Policy) Exclude(_ context.Context, st *kernel.State, ch MemoryChunk, ca
 func (p *Policy) exclude(m *vm.VM, env *Env, ch MemoryChunk, tr *memTrace) MemoryExclusion {
 	var d MemoryExclusion
 	env.Chunk = ch
-	for _, mr := range p.memRules {
-		if !mr.exclude || (d.Excluded && tr == nil && !mr.dryrun) {
-			continue
-		}
-		ok, err := eval(m, mr.when, env)
-		tr.note(mr, ok, err)
-		if !ok && err == nil {
-			continue
-		}
+	p.applyMemoryRules(m, env, tr, isExclude, &d.Excluded, func(mr *memoryRule, err error) {
 		switch {
 		case mr.dryrun:
 			d.WouldExclude = append(d.WouldExclude, mr.id)
@@ -105,7 +97,7 @@ func (p *Policy) exclude(m *vm.VM, env *Env, ch MemoryChunk, tr *memTrace) Memor
 				d.Err = fmt.Sprintf("memory rule %s could not be evaluated, so it applies (fail closed): %v", mr.id, err)
 			}
 		}
-	}
+	})
 	env.Chunk = MemoryChunk{}
 	return d
 }
