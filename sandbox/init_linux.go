@@ -513,7 +513,14 @@ func (l *launcher) run() int {
 	ws, ru, timedOut := l.wait(pid)
 	close(stopWatch)
 	<-watchDone
-	w.sample() // the last look, before the rest of the namespace dies
+	cg := l.cg.counts()
+	// The last look, before the rest of the namespace dies, is for
+	// describeLimit, which uses what the watcher saw only for a program
+	// that failed or a fork the pids cgroup refused: a clean exit skips
+	// reading every process of the sandbox's /proc.
+	if timedOut || !ws.Exited() || ws.ExitStatus() != 0 || cg.forkFailures > 0 {
+		w.sample()
+	}
 	if sp.Prestarted {
 		// The host returns on the report, before this launcher's exit
 		// (tearing the namespaces down takes milliseconds): the report
@@ -539,7 +546,7 @@ func (l *launcher) run() int {
 		sig: sig, failed: o.Signal != "" || o.ExitCode != 0, timedOut: timedOut,
 		cpu:       time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
 		peakProcs: w.peakProcs, peakVM: w.peakVM, procCap: procCap, addressSpace: perProcess,
-		cgroups: l.cg.counts(), tmpFull: sp.MountNS && tmpFull(),
+		cgroups: cg, tmpFull: sp.MountNS && tmpFull(),
 	}
 	lim := Grant{MemoryMB: sp.MemoryMB, MaxProcs: sp.MaxProcs, MaxFileMB: sp.MaxFileMB, CPU: Duration(time.Duration(sp.CPUSeconds) * time.Second),
 		Timeout: Duration(sp.TimeoutNS)}
