@@ -215,3 +215,16 @@ func TestViewHoldsNoHostMount(t *testing.T) {
 		t.Errorf("the sandbox's mount table has %d mounts at /, want 1 (the view's root alone):\n%s", roots, out)
 	}
 }
+
+// TestLauncherSurvivesSignals: the program sends PID 1 (the launcher)
+// every signal the Go runtime would end it on, first thing after its
+// start; the launcher lives on, and reports the program's own exit.
+func TestLauncherSurvivesSignals(t *testing.T) {
+	ws := newWorkspace(t)
+	// HUP INT QUIT ILL TRAP ABRT BUS FPE SEGV TERM STKFLT SYS
+	script := `for s in 1 2 3 4 5 6 7 8 11 15 16 31; do kill -$s 1 || exit 9; done; sleep 0.2; echo done`
+	out, err := run(t, workspaceGrant(ws), ws, "/bin/sh", "-c", script)
+	if err != nil || !strings.Contains(out, "done") {
+		t.Fatalf("the launcher did not outlive the program's signals: %v\n%s", err, out)
+	}
+}
