@@ -318,7 +318,7 @@ demo-mcp: build
 	@bash examples/mcp/run.sh
 
 ## bench: benchmarks and soak runs (slow)
-bench: wasm plugins sdk
+bench: build wasm plugins sdk
 	$(GO) test "$(TEST_LDFLAGS)" -run '^$$' -bench . -benchmem -count=1 ./...
 	@# The crash soak: 500 SIGKILLs at random points of real runs.
 	$(GO) test -count=1 -run 'TestCrash$$' -long ./kernel/store/badger
