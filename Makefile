@@ -322,8 +322,9 @@ demo-mcp: build
 	@bash examples/mcp/run.sh
 
 ## bench: benchmarks and soak runs (slow)
-# build: the sandbox's launcher benchmarks (BenchmarkTrueConfinedLauncher,
-# the kernel's own path) run bin/agentkernel-sandbox-init and skip without it.
+# build: the launcher benchmarks (sandbox's BenchmarkTrueConfinedLauncher,
+# plugins/subprocess's BenchmarkStart/*-launcher: the kernel's own path)
+# run bin/agentkernel-sandbox-init and skip without it.
 bench: build wasm plugins sdk
 	$(GO) test "$(TEST_LDFLAGS)" -run '^$$' -bench . -benchmem -count=1 ./...
 	@# The crash soak: 500 SIGKILLs at random points of real runs.
