@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
+	"github.com/agentkernel/agentkernel/sandbox"
 )
 
 // BenchmarkPlugins compares the Go, TypeScript and Python conformance
@@ -28,9 +30,19 @@ import (
 //     a second of rest (the sandbox's launcher, shared by every language,
 //     apart).
 //
-// go test -run '^$' -bench Plugins ./sdk/langtest/
+// The sandbox starts make build's dedicated launcher
+// (bin/agentkernel-sandbox-init), as the kernel does, not this test binary
+// re-executed: a 30 MB race-built binary with cgo would charge every start
+// a launcher the kernel never runs.
+//
+// make build && go test -run '^$' -bench Plugins ./sdk/langtest/
 func BenchmarkPlugins(b *testing.B) {
 	ctx := context.Background()
+	launcher := filepath.Join(root, "bin", sandbox.LauncherName)
+	if err := sandbox.UseLauncher(launcher, ""); err != nil {
+		b.Fatalf("%v: run make build first", err)
+	}
+	defer func() { _ = sandbox.UseLauncher("", "") }()
 	for _, lang := range languages {
 		b.Run(lang+"/start", func(b *testing.B) {
 			cfg := conformancePlugin(b, lang)
