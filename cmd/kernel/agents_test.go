@@ -476,6 +476,7 @@ func TestAgentsListShow(t *testing.T) {
 // reviewer's: its interrupted call is answered as interrupted, not run
 // again, the reviewer answers, and the coder's call gets that answer.
 func TestAgentsKillDuringChild(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -590,6 +591,7 @@ agents:
 // bash completion of --agent and --pipeline offers them (asking kernel
 // itself, in the directory of the configuration).
 func TestCompletionOfAgentNames(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	cfg := agentsExample(t)
 	out, errOut, err := cli(t, "agents", "ls", "--config", cfg, "--names", "agents")
 	if err != nil || out != "coder\nreviewer\nplanner\nwriter\n" {

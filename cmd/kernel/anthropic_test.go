@@ -80,6 +80,7 @@ func answer(t *testing.T, sp *scripted.Provider, model string, msgs []kernel.Mes
 // and from the second request on the prompt cache serves the stable
 // prefix.
 func TestDemoAnthropic(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	cfg := demoCopy(t)
 	const prompt = "What does this project do, what changed recently, and how is the nightly report deployed?"
 	run := func(name string, extra ...string) storedRun {

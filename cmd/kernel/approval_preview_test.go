@@ -51,6 +51,7 @@ func TestApproveShowsToolPreview(t *testing.T) {
 // elicitation, reads what write_file itself would do: the diff of the
 // file, or the tool's refusal ("aa" matches twice in "aaa").
 func TestMCPServeElicitationShowsPreview(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	cfg, _ := mcpSetup(t, "steps: [{text: x}]\n")
 	appendFile(t, cfg, "mcp_serve: {approvals: elicitation}\n")
 	dir := filepath.Dir(cfg)

@@ -154,6 +154,7 @@ func (cp *campaign) observe(i int, p *replicaProc) (status string, active bool, 
 //     interrupted one is resumed;
 //  3. every follow-up acknowledged as queued runs exactly once.
 func TestReplicaCrashCampaign(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	faults, budget := crashKills(t), crashFor(t)
 	srv, err := pgtest.Start(pgtest.Options{})
 	if err != nil {

@@ -208,6 +208,7 @@ func TestGoInstallFromClone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the kernel")
 	}
+	t.Parallel() // main_test.go, "Parallel tests"
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

@@ -111,8 +111,10 @@ const pausedScript = `steps:
 // the intent (Resolve's), the session stays awaiting approval while the
 // call runs, and the "approved" case fails: nobody takes it over.
 func TestPausedReplicaSideEffect(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	for _, tc := range []struct{ name, policy string }{{"approved", replicaPolicy}, {"allowed", ""}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a cluster of its own
 			c := newCluster(t, pausedScript, tc.policy, 2*time.Second)
 			a := c.start("a", "AK_TEST_FAULT=tool.run:write_file=stop")
 			b := c.start("b")
@@ -190,6 +192,7 @@ const takeoverScript = "steps:\n  - text: \"At the gate.\"\n    tool_calls:\n" +
 // b leaves the session idle with a tool result last, which no replica
 // resumes and POST …/resume refuses.
 func TestTakeoverKilledInModelCall(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	c := newCluster(t, fmt.Sprintf(takeoverScript, gateCall("m")), "", 2*time.Second)
 	a := c.start("a")
 	sid := c.must(a, 201, "POST", "/v1/sessions", map[string]any{"title": "takeover"})["id"].(string)
@@ -242,8 +245,10 @@ const followUpScript = "steps:\n  - text: \"At the gate.\"\n    tool_calls:\n" +
 // record of it (SessionMeta.Delivered), a kill after the prompt is stored
 // runs it twice.
 func TestFollowUpKilledAtEveryStep(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	for _, point := range []string{"followup.taken", "followup.stored", "followup.delivered"} {
 		t.Run(point, func(t *testing.T) {
+			t.Parallel() // a cluster of its own
 			c := newCluster(t, fmt.Sprintf(followUpScript, gateCall("q")), "", 2*time.Second)
 			a := c.start("a", "AK_TEST_FAULT="+point+"=kill")
 			b := c.start("b")
@@ -308,6 +313,7 @@ func prompts(msgs []map[string]any, text string) int {
 // lease lapses, records that run as completed (the session says it
 // ended), not as stopped before its end.
 func TestRunEndRecordedAfterAKill(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	c := newCluster(t, "steps:\n  - text: \"Done.\"\n", "", 2*time.Second)
 	a := c.start("a", "AK_TEST_FAULT=run.end=kill")
 	b := c.start("b")
@@ -338,6 +344,7 @@ func TestRunEndRecordedAfterAKill(t *testing.T) {
 // naming neither the database's user nor its host), the API answers 503;
 // once the database is back it is ready and runs sessions.
 func TestServeWaitsForDatabase(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	srv, err := pgtest.Start(pgtest.Options{})
 	if err != nil {
 		t.Fatal(err)

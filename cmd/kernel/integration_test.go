@@ -32,6 +32,7 @@ func artifacts(t *testing.T, paths ...string) string {
 // in the results of a built-in tool, a subprocess plugin's tool and a WASM
 // tool alike, before the model or the store sees them.
 func TestOneHookEveryToolSource(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	root := artifacts(t, "bin/plugins/git", "bin/plugins/git.sha256", "wasm-tools/jq/jq.wasm")
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")

@@ -341,6 +341,7 @@ func TestMCPServeElicitation(t *testing.T) {
 // server. Under "elicitation", a client without elicitation gets the ask
 // rejected; under "both" it is left pending.
 func TestMCPServeClientCannotApproveItself(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	selfApprover := func(asked *atomic.Int32) *sdk.ClientOptions {
 		return &sdk.ClientOptions{ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 			asked.Add(1)

@@ -72,9 +72,15 @@ func newClusterOn(t testing.TB, srv *pgtest.Server, script, policy string, ttl t
 		cfg += "policy: {file: policy.yaml}\n"
 	}
 	write("kernel.yaml", cfg)
-	t.Setenv("AK_TEST_DSN", c.dsn)
-	if _, errOut, err := cli(t, "store", "migrate", "--config", c.cfg()); err != nil {
-		t.Fatalf("store migrate: %v\n%s", err, errOut)
+	// The migration runs as a process of its own with the DSN in its
+	// environment, as the replicas do: the test's environment stays as
+	// it was, so the replica tests can run in parallel (t.Setenv refuses
+	// a parallel test). A test that runs the CLI in-process on the
+	// cluster's configuration sets AK_TEST_DSN itself.
+	migrate := exec.Command(os.Args[0], "store", "migrate", "--config", c.cfg())
+	migrate.Env = append(os.Environ(), "KERNEL_TEST_MAIN=1", "AK_TEST_DSN="+c.dsn, "GORACE=atexit_sleep_ms=0")
+	if b, err := migrate.CombinedOutput(); err != nil {
+		t.Fatalf("store migrate: %v\n%s", err, b)
 	}
 	out, errOut, err := cli(t, "keys", "create", "ops", "--scopes", "admin", "--keys", c.keys())
 	if err != nil {
@@ -321,7 +327,9 @@ func TestReplicaProcesses(t *testing.T) {
 	run := c.must(a, 202, "POST", "/v1/sessions/"+sid+"/runs", map[string]any{"prompt": "wait, then write"})["run"].(map[string]any)
 	waitFile(t, c.ws("g1.started"))
 	// A kernel run beside the replicas is one more writer: refused while a
-	// runs the session, naming a.
+	// runs the session, naming a. It runs in-process, so the DSN goes in
+	// this process's environment (this test is not parallel).
+	t.Setenv("AK_TEST_DSN", c.dsn)
 	if _, _, err := cli(t, "run", "--config", c.cfg(), "--session", sid, "meanwhile"); err == nil || !strings.Contains(err.Error(), "is running on a") {
 		t.Fatalf("kernel run on a session replica a runs: %v", err)
 	}
@@ -446,6 +454,7 @@ func atTheGate(t *testing.T, gate string) (c *cluster, a, b *replicaProc, sid st
 // refused: the session holds b's history only, and a's run ends failed,
 // saying it lost the lease.
 func TestReplicaFencing(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	c, a, b, sid, run, before := atTheGate(t, "f")
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -493,6 +502,7 @@ func TestReplicaFencing(t *testing.T) {
 // and runs to the end; every message a client saw before the kill is
 // there, once, unchanged.
 func TestReplicaFailover(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	c, a, b, sid, run, before := atTheGate(t, "k")
 	a.kill()
 	killed := time.Now()

@@ -14,6 +14,7 @@ var sessionLine = regexp.MustCompile(`session (\w{16}) \(new\)`)
 // TestSessionAcrossProcesses runs the CLI twice as separate processes on one
 // store: the second run continues the first one's conversation.
 func TestSessionAcrossProcesses(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	store := t.TempDir()
 	kernelProc := func(args ...string) (string, string) {
 		t.Helper()

@@ -110,6 +110,7 @@ func readRun(t *testing.T, export string) (storedRun, int) {
 // writing its calls in the protocol: the same calls run and return the
 // same results, and the answer is the same.
 func TestDemoTextProtocol(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	cfg := demoCopy(t)
 	const prompt = "What does this project do, what changed recently, and how is the nightly report deployed?"
 	runs := map[string]storedRun{}
