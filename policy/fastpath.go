@@ -3,6 +3,7 @@ package policy
 import (
 	"reflect"
 	"strings"
+	"unsafe"
 
 	"github.com/expr-lang/expr/ast"
 )
@@ -299,10 +300,10 @@ func fastMember(n *ast.MemberNode) fastExpr {
 	}
 	names = append([]string{root.Value}, names...)
 	t := envType
-	var index []int
+	var off uintptr
 	for i, name := range names {
 		if t == typeArgs && i == len(names)-1 {
-			return fastArg(index, name)
+			return fastArg(off, name)
 		}
 		if t.Kind() != reflect.Struct {
 			return nil
@@ -311,38 +312,40 @@ func fastMember(n *ast.MemberNode) fastExpr {
 		if !ok {
 			return nil
 		}
-		index = append(index, f.Index[0])
+		off += f.Offset
 		t = f.Type
 	}
+	// Every step was a struct field held by value (a pointer or a map
+	// ends the walk above), so the value lies at off in the Env: read it
+	// as the type the walk found, no reflection at evaluation.
 	switch t {
 	case typeInt:
 		return func(env *Env) (fastVal, bool) {
-			return fastVal{k: fkInt, i: int(reflect.ValueOf(env).Elem().FieldByIndex(index).Int())}, true
+			return fastVal{k: fkInt, i: *(*int)(unsafe.Add(unsafe.Pointer(env), off))}, true
 		}
 	case typeFloat:
 		return func(env *Env) (fastVal, bool) {
-			return fastVal{k: fkFloat, f: reflect.ValueOf(env).Elem().FieldByIndex(index).Float()}, true
+			return fastVal{k: fkFloat, f: *(*float64)(unsafe.Add(unsafe.Pointer(env), off))}, true
 		}
 	case typeString:
 		return func(env *Env) (fastVal, bool) {
-			return fastVal{k: fkString, s: reflect.ValueOf(env).Elem().FieldByIndex(index).String()}, true
+			return fastVal{k: fkString, s: *(*string)(unsafe.Add(unsafe.Pointer(env), off))}, true
 		}
 	case typeBool:
 		return func(env *Env) (fastVal, bool) {
-			return fastVal{k: fkBool, b: reflect.ValueOf(env).Elem().FieldByIndex(index).Bool()}, true
+			return fastVal{k: fkBool, b: *(*bool)(unsafe.Add(unsafe.Pointer(env), off))}, true
 		}
 	}
 	return nil
 }
 
-// fastArg reads call.args.<key> (a map[string]any at index) when its value
+// fastArg reads call.args.<key> (the map[string]any at off) when its value
 // is a string, float64, int or bool; a missing key or any other value is
 // left to the VM.
-func fastArg(index []int, key string) fastExpr {
+func fastArg(off uintptr, key string) fastExpr {
 	return func(env *Env) (fastVal, bool) {
-		m := reflect.ValueOf(env).Elem().FieldByIndex(index).Interface().(map[string]any)
-		v, ok := fastConst(m[key])
-		return v, ok
+		m := *(*map[string]any)(unsafe.Add(unsafe.Pointer(env), off))
+		return fastConst(m[key])
 	}
 }
 
