@@ -123,10 +123,19 @@ RETURNING lease_expires`, l.SessionID, l.Holder, int64(l.Token), ttl.Microsecond
 
 // ReleaseLease gives l up if it is still held (kernel.Leaser). The token
 // stays: the next grant takes a larger one.
+//
+// The release commits without waiting for its WAL flush
+// (synchronous_commit off for its own transaction only). Nothing is
+// acknowledged by a release, and losing it is safe: if the database
+// crashes before the WAL writer (or any later commit) flushes it, the
+// lease is still held by l's holder after recovery, with the same token,
+// and lapses by itself at its expiry, as when a release fails. A grant
+// that follows the release is a synchronous commit later in the WAL, so
+// it is never durable without the release. Why: RATIONALE.md, "What a run
+// through kernel serve waits for (issue 45)".
 func (s *Store) ReleaseLease(ctx context.Context, l kernel.Lease) error {
 	err := s.retry(ctx, func(ctx context.Context) error {
-		_, err := s.pool.Exec(ctx, `UPDATE ak_sessions SET lease_owner = NULL, lease_expires = NULL
-WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`, l.SessionID, l.Holder, int64(l.Token))
+		_, err := s.pool.Exec(ctx, releaseLeaseSQL, l.SessionID, l.Holder, int64(l.Token))
 		return err
 	})
 	if err != nil {
@@ -134,3 +143,11 @@ WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`, l.SessionID, l.Holder,
 	}
 	return nil
 }
+
+// releaseLeaseSQL frees a lease still held with its token, in a
+// transaction that does not wait for its WAL flush (set_config with
+// is_local: for this statement's transaction only; the join makes it run
+// before the row is written).
+const releaseLeaseSQL = `WITH o AS (SELECT set_config('synchronous_commit', 'off', true))
+UPDATE ak_sessions SET lease_owner = NULL, lease_expires = NULL
+FROM o WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`

@@ -200,3 +200,36 @@ func TestClaimRun(t *testing.T) {
 		t.Fatalf("claim on a missing session = %v, want ErrSessionNotFound", err)
 	}
 }
+
+// TestReleaseLeaseLeavesCommitsSynchronous: ReleaseLease commits without
+// waiting for its WAL flush, for its own transaction only. On a pool of
+// one connection, the connection every later commit uses still waits for
+// its flush (synchronous_commit on), and the release still frees the
+// lease and only the holder's.
+func TestReleaseLeaseLeavesCommitsSynchronous(t *testing.T) {
+	s, _ := openStore(t, postgres.Options{MaxConns: 1})
+	ctx := context.Background()
+	if err := s.Commit(ctx, "s", kernel.Step{Meta: kernel.SessionMeta{Status: kernel.StatusIdle, Created: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.AcquireLease(ctx, "s", "r1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseLease(ctx, kernel.Lease{SessionID: "s", Holder: "r2", Token: l.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireLease(ctx, "s", "r2", time.Minute); !errors.As(err, new(*kernel.LeaseHeldError)) {
+		t.Fatalf("acquire after another holder's release = %v, want the lease still r1's", err)
+	}
+	if err := s.ReleaseLease(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := postgres.SyncCommitSetting(ctx, s); err != nil || v != "on" {
+		t.Fatalf("synchronous_commit after a release = %q, %v; want on (the release's setting must not outlive its transaction)", v, err)
+	}
+	l2, err := s.AcquireLease(ctx, "s", "r2", time.Minute)
+	if err != nil || l2.Token <= l.Token {
+		t.Fatalf("acquire after release = %+v, %v; want the lease with a larger token", l2, err)
+	}
+}
