@@ -70,8 +70,12 @@ $(KERNEL): $(LAUNCHER) FORCE
 # (else it re-executes itself, ~4x slower to start; docs/sandbox.md).
 # -buildvcs=false: a commit must not change the launcher (the CLI pins its
 # sha256, and a fresh machine's go stamps VCS details by default).
+# CGO_ENABLED=0: a static binary (no dynamic loader or libc to start in
+# every sandbox), and go-landlock's all-threads calls go through the Go
+# runtime instead of libpsx's scan of /proc and sched_yield spin
+# (RATIONALE.md, "The sandbox's cold start (issue 45)").
 $(LAUNCHER): FORCE
-	$(Q)$(GOBUILD) $@ "the sandbox launcher" -trimpath -buildvcs=false ./cmd/sandbox-init
+	$(Q)CGO_ENABLED=0 $(GOBUILD) $@ "the sandbox launcher" -trimpath -buildvcs=false ./cmd/sandbox-init
 
 ## generate: rewrite what is generated from the Go lists: the closed sets in
 ## schemas/*.json, the policy schema's input sections, docs tables
@@ -318,7 +322,10 @@ demo-mcp: build
 	@bash examples/mcp/run.sh
 
 ## bench: benchmarks and soak runs (slow)
-bench: wasm plugins sdk
+# build: the launcher benchmarks (sandbox's BenchmarkTrueConfinedLauncher,
+# plugins/subprocess's BenchmarkStart/*-launcher: the kernel's own path)
+# run bin/agentkernel-sandbox-init and skip without it.
+bench: build wasm plugins sdk
 	$(GO) test "$(TEST_LDFLAGS)" -run '^$$' -bench . -benchmem -count=1 ./...
 	@# The crash soak: 500 SIGKILLs at random points of real runs.
 	$(GO) test -count=1 -run 'TestCrash$$' -long ./kernel/store/badger

@@ -169,3 +169,78 @@ func TestViewModes(t *testing.T) {
 		}
 	}
 }
+
+// TestViewHoldsNoHostMount: once the view is built, the program's mount
+// table holds the view and nothing else: no mount of the build root, of
+// the host's root or of anything mounted under it (the host's tree is
+// detached, not only out of sight), and the host's root directory is not
+// reachable through any of them.
+func TestViewHoldsNoHostMount(t *testing.T) {
+	if !sandbox.Check().Has(sandbox.LayerFSView) {
+		t.Fatal("the fs view layer is missing on this machine")
+	}
+	ws := newWorkspace(t)
+	out, err := run(t, workspaceGrant(ws), ws, "/bin/cat", "/proc/self/mountinfo")
+	if err != nil {
+		t.Fatalf("cat mountinfo: %v\n%s", err, out)
+	}
+	host, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostPoints := map[string]bool{}
+	for _, l := range strings.Split(string(host), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] != "/" {
+			hostPoints[f[4]] = true
+		}
+	}
+	roots := 0
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 5 {
+			t.Fatalf("bad mountinfo line %q", l)
+		}
+		point := f[4]
+		switch {
+		case point == "/":
+			roots++
+		case strings.HasPrefix(point, "/oldroot") || strings.HasPrefix(point, "/newroot"):
+			t.Errorf("the sandbox still has a mount of the build at %s: %s", point, l)
+		case hostPoints[point] && !strings.HasPrefix(point, "/proc") && !strings.HasPrefix(point, "/tmp") && !strings.HasPrefix(point, "/dev") &&
+			!strings.HasPrefix(point, "/usr") && !strings.HasPrefix(point, "/etc") && !strings.HasPrefix(point, "/lib") && !strings.HasPrefix(point, ws):
+			t.Errorf("the sandbox has a mount at %s, which the view does not make: %s", point, l)
+		}
+	}
+	if roots != 1 {
+		t.Errorf("the sandbox's mount table has %d mounts at /, want 1 (the view's root alone):\n%s", roots, out)
+	}
+}
+
+// TestLauncherSurvivesSignals: the program sends every signal the Go
+// runtime would end a process on to each thread of PID 1 (the launcher),
+// first thing after its start. The launcher's threads are in separate
+// Landlock domains (ABI 6 scopes signals to one's own), but the thread
+// that forked the program is in the program's, so at least those arrive;
+// the launcher lives on and reports the program's own exit.
+func TestLauncherSurvivesSignals(t *testing.T) {
+	out, err := runAttack(t, `
+import ctypes, os, platform, time
+libc = ctypes.CDLL(None, use_errno=True)
+tgkill = {"x86_64": 234, "aarch64": 131}[platform.machine()]
+sent = 0
+for tid in os.listdir("/proc/1/task"):
+    # HUP INT QUIT ILL TRAP ABRT BUS FPE SEGV TERM STKFLT SYS
+    for s in (1, 2, 3, 4, 5, 6, 7, 8, 11, 15, 16, 31):
+        if libc.syscall(tgkill, 1, int(tid), s) == 0:
+            sent += 1
+time.sleep(0.2)
+print("sent", sent)
+print("done")
+`)
+	if err != nil {
+		t.Fatalf("the launcher did not outlive the program's signals: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "sent 0\n") {
+		t.Fatalf("no signal reached the launcher, so this test proves nothing:\n%s", out)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/agentkernel/agentkernel/sdk/pluginpb"
 )
 
 // healthPoll is how often checkHealth asks again while the plugin says it
@@ -55,6 +57,37 @@ func checkHealth(ctx context.Context, cfg PluginConfig, proto plugin.ClientProto
 		case <-t.C:
 		}
 	}
+}
+
+// healthThenDescribe runs the health check (checkHealth) and asks the
+// plugin for its tools, both at once on the new connection: Describe's
+// round trip overlaps the health check's instead of following it. The
+// health check's verdict still comes first: when it fails, its error is
+// returned and Describe's answer is dropped (and its call cancelled), so
+// a plugin that is not healthy is refused with the same error as when
+// the calls ran one after the other.
+func healthThenDescribe(ctx context.Context, cfg PluginConfig, proto plugin.ClientProtocol, rpc pluginpb.ToolsClient) (*pluginpb.DescribeResponse, error) {
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type described struct {
+		resp *pluginpb.DescribeResponse
+		err  error
+	}
+	ch := make(chan described, 1)
+	go func() {
+		resp, err := rpc.Describe(dctx, &pluginpb.DescribeRequest{})
+		ch <- described{resp, err}
+	}()
+	if err := checkHealth(ctx, cfg, proto); err != nil {
+		cancel()
+		<-ch
+		return nil, err
+	}
+	d := <-ch
+	if d.err != nil {
+		return nil, fmt.Errorf("describe its tools: %w", d.err)
+	}
+	return d.resp, nil
 }
 
 // sdkInfo is how errors name a plugin's SDK and what to do, by the kind of

@@ -130,12 +130,9 @@ func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (
 	inst.rpc, inst.hooks, inst.memory = cl.tools, cl.hooks, cl.memory
 	dctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
-	if err := checkHealth(dctx, cfg, proto); err != nil {
-		return fail(err.Error(), err)
-	}
-	desc, err := inst.rpc.Describe(dctx, &pluginpb.DescribeRequest{})
+	desc, err := healthThenDescribe(dctx, cfg, proto, inst.rpc)
 	if err != nil {
-		return fail("describe its tools: "+err.Error(), err)
+		return fail(err.Error(), err)
 	}
 	var specs []toolSpec
 	// A memory provider may serve no tools (docs/memory.md).

@@ -1,7 +1,6 @@
 package subprocess
 
 import (
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
@@ -34,8 +33,8 @@ func pinMatches(pin, sum string) bool {
 	return subtle.ConstantTimeCompare([]byte(sum), []byte(pin)) == 1
 }
 
-// copyVerified copies the plugin binary into dir while hashing the bytes it
-// copies, and keeps the copy only if their sha256 is the pinned one. The
+// copyVerified copies the plugin binary into dir, hashes the copy, and
+// keeps the copy only if its sha256 is the pinned one. The
 // host then executes the copy, never cfg.Path: the bytes that run are the
 // bytes that were hashed, whatever happens to cfg.Path afterwards (this is
 // the check-then-exec race go-plugin's SecureConfig leaves open). dir must
@@ -66,15 +65,24 @@ func copyVerified(cfg PluginConfig, dir string) (path, sum string, err error) {
 			_ = os.Remove(dst.Name())
 		}
 	}()
-	h := sha256.New()
-	if _, err := io.CopyBuffer(io.MultiWriter(dst, h), src, make([]byte, 1<<20)); err != nil {
+	// The copy first, then the hash of the copy itself: the bytes hashed
+	// are the bytes the host executes (nobody else can write the copy),
+	// and neither step passes the binary through a user-space buffer
+	// (io.Copy between files is copy_file_range on Linux; hashCopy reads
+	// the copy through a mapping where it can).
+	if _, err := io.Copy(dst, src); err != nil {
 		_ = dst.Close()
 		return "", "", fmt.Errorf("plugin %q: copy binary: %w", cfg.Name, err)
+	}
+	digest, err := hashCopy(dst)
+	if err != nil {
+		_ = dst.Close()
+		return "", "", fmt.Errorf("plugin %q: hash private copy: %w", cfg.Name, err)
 	}
 	if err := dst.Close(); err != nil {
 		return "", "", fmt.Errorf("plugin %q: write private copy: %w", cfg.Name, err)
 	}
-	sum = hex.EncodeToString(h.Sum(nil))
+	sum = hex.EncodeToString(digest)
 	if cfg.SHA256 == "" || !pinMatches(cfg.SHA256, sum) {
 		return "", sum, &HashError{Plugin: cfg.Name, Path: cfg.Path, Expected: cfg.SHA256, Actual: sum}
 	}

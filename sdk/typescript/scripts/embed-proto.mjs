@@ -10,13 +10,9 @@ import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const pkg = join(here, "..");
-// protobufjs is proto-loader's own dependency: resolve it through proto-loader.
-const require = createRequire(require_resolve("@grpc/proto-loader"));
+// protobufjs, the SDK's dependency.
+const require = createRequire(join(pkg, "package.json"));
 const protobuf = require("protobufjs");
-
-function require_resolve(name) {
-  return createRequire(join(pkg, "package.json")).resolve(name);
-}
 
 const sources = [
   join(pkg, "../pluginpb/plugin.proto"),

@@ -356,3 +356,22 @@ function running(pid: number): boolean {
 function ok() {
   return { name: "t", tier: "read_only" as const, handler: () => "" };
 }
+
+describe("the SDK's start", () => {
+  // What a plugin loads before its handshake is its start's cost (issue 45):
+  // proto-loader built a file descriptor of every protocol file and loaded
+  // protobufjs's descriptor extension and .proto parser to do it, a quarter
+  // of a plugin's CPU to its handshake. The SDK makes its service
+  // definitions from protobufjs's light build and needs none of them.
+  it("loads neither proto-loader nor protobufjs's descriptor extension or parser", () => {
+    const probe =
+      `require(${JSON.stringify(join(__dirname, "..", "src", "index.js"))});` +
+      "process.stdout.write(JSON.stringify(Object.keys(require.cache)));";
+    const r = spawnSync(process.execPath, ["-e", probe], { encoding: "utf8" });
+    assert.equal(r.status, 0, r.stderr);
+    const loaded: string[] = JSON.parse(r.stdout);
+    assert.ok(loaded.some((f) => f.includes("/protobufjs/")), "protobufjs is loaded (the probe sees the SDK's modules)");
+    const heavy = loaded.filter((f) => /@grpc\/proto-loader|protobufjs\/ext\/descriptor|protobufjs\/src\/(parse|tokenize)\.js/.test(f));
+    assert.deepEqual(heavy, []);
+  });
+});
