@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -12,9 +13,7 @@ import (
 func NewID() string {
 	var b [10]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
-	if _, err := rand.Read(b[6:]); err != nil {
-		panic(errors.New("crypto/rand failed: " + err.Error())) // never happens on Linux
-	}
+	randomBytes(b[6:])
 	const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
 	var out [16]byte
 	var acc uint64
@@ -29,4 +28,35 @@ func NewID() string {
 		}
 	}
 	return string(out[:])
+}
+
+// idRand holds crypto/rand bytes read idRandSize at a time for NewID:
+// one read a call cost more than the rest of NewID (RATIONALE.md, "Policy
+// expressions: a closure fast path beside the VM (issue 45)"). Each byte
+// is handed out once and zeroed, so IDs are exactly as unpredictable as
+// with a read per call; left counts the bytes not yet handed out, at the
+// end of buf.
+var idRand struct {
+	sync.Mutex
+	buf  [idRandSize]byte
+	left int
+}
+
+const idRandSize = 512
+
+// randomBytes fills dst (at most idRandSize bytes) from idRand, reading
+// crypto/rand again when fewer bytes are left.
+func randomBytes(dst []byte) {
+	idRand.Lock()
+	defer idRand.Unlock()
+	if idRand.left < len(dst) {
+		if _, err := rand.Read(idRand.buf[:]); err != nil {
+			panic(errors.New("crypto/rand failed: " + err.Error())) // never happens on Linux
+		}
+		idRand.left = len(idRand.buf)
+	}
+	from := len(idRand.buf) - idRand.left
+	n := copy(dst, idRand.buf[from:])
+	clear(idRand.buf[from : from+n])
+	idRand.left -= n
 }

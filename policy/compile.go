@@ -35,6 +35,9 @@ type program struct {
 	src   exprSrc
 	where string
 	lazy  *lazyCompile
+	// fast evaluates the program without the VM when its shape allows
+	// (buildFast; nil otherwise). A lazy program's is lazy.fast.
+	fast fastExpr
 }
 
 // lazyCompile is what compiling a program on first use needs, and its
@@ -45,6 +48,7 @@ type lazyCompile struct {
 	want resultKind
 	upto int
 	prog *vm.Program
+	fast fastExpr
 	err  error
 }
 
@@ -64,8 +68,22 @@ func (pr *program) compiled() (*vm.Program, error) {
 			return
 		}
 		l.prog = prog
+		if l.want == wantBool {
+			l.fast = buildFast(prog.Node())
+		}
 	})
 	return l.prog, l.err
+}
+
+// fastPath returns the program's fast closure, nil when it has none.
+func (pr *program) fastPath() fastExpr {
+	if pr.lazy == nil {
+		return pr.fast
+	}
+	if _, err := pr.compiled(); err != nil {
+		return nil
+	}
+	return pr.lazy.fast
 }
 
 // node returns the program's checked and optimised tree (nil when it
@@ -130,7 +148,11 @@ func (c *compiler) compile(e exprSrc, where string, want resultKind, upto int) *
 		}
 		return nil
 	}
-	return &program{prog: prog, src: e, where: where}
+	pr := &program{prog: prog, src: e, where: where}
+	if want == wantBool {
+		pr.fast = buildFast(prog.Node())
+	}
+	return pr
 }
 
 // compileJob is one expression to compile into *dst.

@@ -253,6 +253,11 @@ func eval(m *vm.VM, p *program, env *Env) (bool, error) {
 	if p == nil {
 		return true, nil
 	}
+	if f := p.fastPath(); f != nil {
+		if v, ok := f(env); ok {
+			return v.b, nil
+		}
+	}
 	prog, err := p.compiled()
 	if err != nil {
 		return false, err

@@ -1,0 +1,376 @@
+package policy
+
+import (
+	"reflect"
+	"strings"
+	"unsafe"
+
+	"github.com/expr-lang/expr/ast"
+)
+
+// The fast path in this file evaluates the commonest shapes of policy
+// expressions (a field or a tool argument compared with a constant,
+// contains/startsWith/endsWith on strings, and/or/not of those) with
+// closures over the Env instead of expr's VM, which reads every field and
+// map entry through reflection and boxes what it reads. It is built from
+// the tree expr checked and optimised (program.node), so constants and
+// inlined vars are those the VM runs.
+//
+// It only ever says "I know": a closure returns ok=false whenever a value
+// is not one of the plain types it handles (int, float64, string, bool:
+// a nil, a missing argument, a nested object, a time.Duration...), and
+// eval then runs the VM on the same Env, so every error, message and
+// corner case stays expr's. Reading the Env has no side effects, so
+// giving up half way and running the VM is the same as never starting.
+// TestFastPathAgreesWithVM holds the closures to the VM's results on a
+// corpus of expressions and random Envs. RATIONALE.md, "Policy
+// expressions: a closure fast path beside the VM (issue 45)".
+
+// fastKind is the type of a fastVal.
+type fastKind uint8
+
+const (
+	fkInt fastKind = iota + 1
+	fkFloat
+	fkString
+	fkBool
+)
+
+// fastVal is a value of one of the handled types, unboxed (no allocation).
+type fastVal struct {
+	k fastKind
+	i int
+	f float64
+	s string
+	b bool
+}
+
+// fastExpr evaluates a node on env; ok is false when the fast path cannot
+// say (the VM decides).
+type fastExpr func(env *Env) (v fastVal, ok bool)
+
+var envType = reflect.TypeFor[Env]()
+
+var (
+	typeInt    = reflect.TypeFor[int]()
+	typeFloat  = reflect.TypeFor[float64]()
+	typeString = reflect.TypeFor[string]()
+	typeBool   = reflect.TypeFor[bool]()
+	typeArgs   = reflect.TypeFor[map[string]any]()
+)
+
+// buildFast returns the fast closure of a boolean expression's tree, or nil
+// when some node is not of a handled shape.
+func buildFast(n ast.Node) fastExpr {
+	if n == nil {
+		return nil
+	}
+	f := fastNode(n)
+	if f == nil {
+		return nil
+	}
+	return func(env *Env) (fastVal, bool) {
+		v, ok := f(env)
+		return v, ok && v.k == fkBool
+	}
+}
+
+func fastNode(n ast.Node) fastExpr {
+	switch n := n.(type) {
+	case *ast.IntegerNode:
+		v := fastVal{k: fkInt, i: n.Value}
+		return func(*Env) (fastVal, bool) { return v, true }
+	case *ast.FloatNode:
+		v := fastVal{k: fkFloat, f: n.Value}
+		return func(*Env) (fastVal, bool) { return v, true }
+	case *ast.StringNode:
+		v := fastVal{k: fkString, s: n.Value}
+		return func(*Env) (fastVal, bool) { return v, true }
+	case *ast.BoolNode:
+		v := fastVal{k: fkBool, b: n.Value}
+		return func(*Env) (fastVal, bool) { return v, true }
+	case *ast.ConstantNode:
+		v, ok := fastConst(n.Value)
+		if !ok {
+			return nil
+		}
+		return func(*Env) (fastVal, bool) { return v, true }
+	case *ast.MemberNode:
+		return fastMember(n)
+	case *ast.UnaryNode:
+		if n.Operator != "!" && n.Operator != "not" {
+			return nil
+		}
+		x := fastNode(n.Node)
+		if x == nil {
+			return nil
+		}
+		return func(env *Env) (fastVal, bool) {
+			v, ok := x(env)
+			if !ok || v.k != fkBool {
+				return fastVal{}, false
+			}
+			return fastVal{k: fkBool, b: !v.b}, true
+		}
+	case *ast.BinaryNode:
+		return fastBinary(n)
+	}
+	return nil
+}
+
+func fastConst(v any) (fastVal, bool) {
+	switch v := v.(type) {
+	case int:
+		return fastVal{k: fkInt, i: v}, true
+	case float64:
+		return fastVal{k: fkFloat, f: v}, true
+	case string:
+		return fastVal{k: fkString, s: v}, true
+	case bool:
+		return fastVal{k: fkBool, b: v}, true
+	}
+	return fastVal{}, false
+}
+
+func fastBinary(n *ast.BinaryNode) fastExpr {
+	l, r := fastNode(n.Left), fastNode(n.Right)
+	if l == nil || r == nil {
+		return nil
+	}
+	switch n.Operator {
+	case "&&", "and", "||", "or":
+		// Short-circuit as the VM does: the right side runs only when
+		// the left does not decide.
+		or := n.Operator == "||" || n.Operator == "or"
+		return func(env *Env) (fastVal, bool) {
+			a, ok := l(env)
+			if !ok || a.k != fkBool {
+				return fastVal{}, false
+			}
+			if a.b == or {
+				return a, true
+			}
+			b, ok := r(env)
+			if !ok || b.k != fkBool {
+				return fastVal{}, false
+			}
+			return b, true
+		}
+	case "==", "!=":
+		neg := n.Operator == "!="
+		return func(env *Env) (fastVal, bool) {
+			a, ok1 := l(env)
+			b, ok2 := r(env)
+			if !ok1 || !ok2 {
+				return fastVal{}, false
+			}
+			eq, ok := fastEqual(a, b)
+			if !ok {
+				return fastVal{}, false
+			}
+			return fastVal{k: fkBool, b: eq != neg}, true
+		}
+	case "<", ">", "<=", ">=":
+		op := n.Operator
+		return func(env *Env) (fastVal, bool) {
+			a, ok1 := l(env)
+			b, ok2 := r(env)
+			if !ok1 || !ok2 {
+				return fastVal{}, false
+			}
+			c, ok := fastCompare(a, b)
+			if !ok {
+				return fastVal{}, false
+			}
+			var res bool
+			switch op {
+			case "<":
+				res = c < 0
+			case ">":
+				res = c > 0
+			case "<=":
+				res = c <= 0
+			default:
+				res = c >= 0
+			}
+			return fastVal{k: fkBool, b: res}, true
+		}
+	case "contains", "startsWith", "endsWith":
+		f := strings.Contains
+		switch n.Operator {
+		case "startsWith":
+			f = strings.HasPrefix
+		case "endsWith":
+			f = strings.HasSuffix
+		}
+		return func(env *Env) (fastVal, bool) {
+			a, ok1 := l(env)
+			b, ok2 := r(env)
+			if !ok1 || !ok2 || a.k != fkString || b.k != fkString {
+				return fastVal{}, false
+			}
+			return fastVal{k: fkBool, b: f(a.s, b.s)}, true
+		}
+	}
+	return nil
+}
+
+// fastEqual is runtime.Equal on the handled types: numbers compare as
+// numbers (int with int as ints, else as float64), strings and bools by
+// value. Other pairs (a string with a number...) are left to the VM.
+func fastEqual(a, b fastVal) (bool, bool) {
+	switch {
+	case a.k == fkInt && b.k == fkInt:
+		return a.i == b.i, true
+	case isNum(a) && isNum(b):
+		return num(a) == num(b), true
+	case a.k == fkString && b.k == fkString:
+		return a.s == b.s, true
+	case a.k == fkBool && b.k == fkBool:
+		return a.b == b.b, true
+	}
+	return false, false
+}
+
+// fastCompare orders two numbers as runtime.Less and More do (ints as
+// ints, a float64 on either side as float64s) and two strings by bytes;
+// it reports -1, 0 or 1, or ok=false for anything else. NaN compares as
+// neither less, equal nor greater in Go: it is left to the VM.
+func fastCompare(a, b fastVal) (int, bool) {
+	switch {
+	case a.k == fkInt && b.k == fkInt:
+		return cmpOrd(a.i, b.i), true
+	case isNum(a) && isNum(b):
+		x, y := num(a), num(b)
+		if x != x || y != y {
+			return 0, false
+		}
+		return cmpOrd(x, y), true
+	case a.k == fkString && b.k == fkString:
+		return strings.Compare(a.s, b.s), true
+	}
+	return 0, false
+}
+
+func cmpOrd[T int | float64](x, y T) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+func isNum(v fastVal) bool { return v.k == fkInt || v.k == fkFloat }
+
+func num(v fastVal) float64 {
+	if v.k == fkInt {
+		return float64(v.i)
+	}
+	return v.f
+}
+
+// fastMember reads a field path from the Env's root (session.turns,
+// run.turn, tool.name...), optionally ending in one constant key of
+// call.args. Only plain struct fields of the handled types are read; a
+// pointer, an embedded field, an optional (?.) or a method is left to the
+// VM.
+func fastMember(n *ast.MemberNode) fastExpr {
+	var names []string
+	var cur ast.Node = n
+	for {
+		m, ok := cur.(*ast.MemberNode)
+		if !ok {
+			break
+		}
+		if m.Optional || m.Method {
+			return nil
+		}
+		key, ok := m.Property.(*ast.StringNode)
+		if !ok {
+			return nil
+		}
+		names = append([]string{key.Value}, names...)
+		cur = m.Node
+	}
+	root, ok := cur.(*ast.IdentifierNode)
+	if !ok {
+		return nil
+	}
+	names = append([]string{root.Value}, names...)
+	t := envType
+	var off uintptr
+	for i, name := range names {
+		if t == typeArgs && i == len(names)-1 {
+			return fastArg(off, name)
+		}
+		if t.Kind() != reflect.Struct {
+			return nil
+		}
+		f, ok := exprField(t, name)
+		if !ok {
+			return nil
+		}
+		off += f.Offset
+		t = f.Type
+	}
+	// Every step was a struct field held by value (a pointer or a map
+	// ends the walk above), so the value lies at off in the Env: read it
+	// as the type the walk found, no reflection at evaluation.
+	switch t {
+	case typeInt:
+		return func(env *Env) (fastVal, bool) {
+			return fastVal{k: fkInt, i: *(*int)(unsafe.Add(unsafe.Pointer(env), off))}, true
+		}
+	case typeFloat:
+		return func(env *Env) (fastVal, bool) {
+			return fastVal{k: fkFloat, f: *(*float64)(unsafe.Add(unsafe.Pointer(env), off))}, true
+		}
+	case typeString:
+		return func(env *Env) (fastVal, bool) {
+			return fastVal{k: fkString, s: *(*string)(unsafe.Add(unsafe.Pointer(env), off))}, true
+		}
+	case typeBool:
+		return func(env *Env) (fastVal, bool) {
+			return fastVal{k: fkBool, b: *(*bool)(unsafe.Add(unsafe.Pointer(env), off))}, true
+		}
+	}
+	return nil
+}
+
+// fastArg reads call.args.<key> (the map[string]any at off) when its value
+// is a string, float64, int or bool; a missing key or any other value is
+// left to the VM.
+func fastArg(off uintptr, key string) fastExpr {
+	return func(env *Env) (fastVal, bool) {
+		m := *(*map[string]any)(unsafe.Add(unsafe.Pointer(env), off))
+		return fastConst(m[key])
+	}
+}
+
+// exprField finds the field expr resolves name to in struct t: the field
+// tagged expr:"name", else the field named name. A struct with an embedded
+// field is left to the VM (expr follows Go's promotion rules there).
+func exprField(t reflect.Type, name string) (reflect.StructField, bool) {
+	var found reflect.StructField
+	n := 0
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous {
+			return reflect.StructField{}, false
+		}
+		tag := f.Tag.Get("expr")
+		if tag == "-" {
+			continue
+		}
+		if tag == name || (tag == "" && f.Name == name) {
+			found = f
+			n++
+		}
+	}
+	if n != 1 || !found.IsExported() {
+		return reflect.StructField{}, false
+	}
+	return found, true
+}
