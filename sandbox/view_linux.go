@@ -285,21 +285,18 @@ func buildView(sp *spec) error {
 // the view's own tmpfs file systems, never inside a bind of the host's.
 type viewBuilder struct {
 	ours map[uint64]bool // devices of the root's tmpfs and the private /tmp
-	// made are the directories this builder made on its own tmpfs and
-	// nothing has been mounted on since: known to be there and ours
-	// without a stat each (a mount on one forgets it and what is below).
+	// made are the directories this builder made on its own tmpfs since
+	// the last mount: known to be there and ours without a stat each.
 	made map[string]bool
 	buf  []byte // copyFile's
 }
 
-// mounted forgets what made knew at and below p, where a mount now is.
-func (v *viewBuilder) mounted(p string) {
-	for d := range v.made {
-		if within(d, p) {
-			delete(v.made, d)
-		}
-	}
-}
+// mounted forgets every directory made knew of, after a mount at p. All
+// of them, not only those at or below p: the kernel resolves a mount's
+// target through symbolic links, and a bind of the host's tree on the way
+// to p may hold one (planted by a tool after its grant was resolved) that
+// lands the mount on a directory made believes is still ours.
+func (v *viewBuilder) mounted(string) { clear(v.made) }
 
 func (v *viewBuilder) own(p string) error {
 	var st unix.Stat_t
