@@ -141,11 +141,8 @@ type setOrDelete struct {
 // metadata and the pending approval) for finish to add.
 func (s *Store) stage(txn *bdg.Txn, j *job) error {
 	msgs := j.step.Messages
-	var last uint64
-	switch old, err := s.readMeta(txn, j.id); {
-	case err == nil:
-		last = old.LastSeq
-	case !errors.Is(err, kernel.ErrSessionNotFound):
+	last, err := s.readLastSeq(txn, j.id)
+	if err != nil && !errors.Is(err, kernel.ErrSessionNotFound) {
 		return err
 	}
 	if len(msgs) > 0 && msgs[0].Seq != last+1 {

@@ -131,6 +131,30 @@ func (s *Store) readMeta(txn *bdg.Txn, id string) (kernel.SessionMeta, error) {
 	return meta, nil
 }
 
+// readLastSeq is readMeta for a writer that needs only the session's
+// last seq (stage, on every commit): the value's checksum and version are
+// checked as readMeta does, and its JSON is checked whole, but only
+// last_seq is decoded; the times, labels and context a commit does not
+// read are skipped.
+// Why: RATIONALE.md, "A run through kernel serve, second round (issue 45)".
+func (s *Store) readLastSeq(txn *bdg.Txn, id string) (uint64, error) {
+	item, err := txn.Get(metaKey(id))
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return 0, fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
+	}
+	if err != nil {
+		return 0, err
+	}
+	var last struct {
+		LastSeq uint64 `json:"last_seq"`
+	}
+	err = readValue(item, func(v []byte) error { return decodeJSON(v, metaVersion, &last) })
+	if err != nil {
+		return 0, &kernel.CorruptError{Session: id, Part: "meta", Err: err}
+	}
+	return last.LastSeq, nil
+}
+
 // readMessages reads messages 1..last of id. Keys past last are ignored:
 // they are leftovers of a write that never reached its commit point. A
 // message whose value cannot be read gets a placeholder (damage.go), and
