@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentkernel/agentkernel/kernel"
+	bdg "github.com/dgraph-io/badger/v4"
 )
 
 // benchMessages is a realistic conversation of n messages: a user prompt,
@@ -229,6 +230,62 @@ func BenchmarkCommitParallel(b *testing.B) {
 			if err := s.Commit(ctx, id, kernel.Step{Messages: []kernel.Message{m}}); err != nil {
 				b.Error(err)
 				return
+			}
+		}
+	})
+}
+
+// BenchmarkMetaRead is what a commit reads of the stored metadata before
+// it writes (stage: the last seq) against the whole metadata a Load
+// decodes, for a session as `kernel serve` stores it (owner label,
+// recorded context).
+func BenchmarkMetaRead(b *testing.B) {
+	s := openTest(b, Options{})
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	meta := kernel.SessionMeta{Model: "scripted", Status: kernel.StatusIdle, Title: "read", Created: t0, Updated: t0.Add(time.Second),
+		Runs: 1, Turns: 2, Usage: kernel.Usage{InputTokens: 120, OutputTokens: 30},
+		Labels: map[string]string{"owner": "key_3f9a2c"},
+		Context: &kernel.SessionContext{Workspace: "/srv/agent/workspace", WorkspaceID: &kernel.FileID{Dev: 2049, Ino: 131073},
+			Config: []kernel.RecordedFile{{Path: "/etc/agentkernel/kernel.yaml", SHA256: strings.Repeat("ab", 32)}},
+			Policy: &kernel.RecordedFile{Path: "/etc/agentkernel/policy.yaml", SHA256: strings.Repeat("cd", 32)}, PolicyRevision: "r7",
+			Provider: "scripted", Model: "scripted", Store: "badger"}}
+	if err := s.Commit(ctx, "bench", kernel.Step{Messages: benchMessages(1), Meta: meta}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("last-seq", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := s.db.View(func(txn *bdg.Txn) error {
+				last, err := s.readLastSeq(txn, "bench")
+				if err == nil && last != 1 {
+					b.Fatalf("last seq %d, want 1", last)
+				}
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("whole", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := s.db.View(func(txn *bdg.Txn) error {
+				m, err := s.readMeta(txn, "bench")
+				if err == nil && m.LastSeq != 1 {
+					b.Fatalf("last seq %d, want 1", m.LastSeq)
+				}
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("load", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if sess, err := s.Load(ctx, "bench"); err != nil || len(sess.Messages) != 1 {
+				b.Fatal(err)
 			}
 		}
 	})
