@@ -69,11 +69,12 @@ type Store interface {
 //	SpaceChecker      CheckSpace: a run refuses to start on a volume that cannot hold a step; else no check
 //	SpaceReclaimer    Reclaim: `kernel sessions rm` and `gc` give the disk space back; else nothing to give back
 //	StepEventCommitter CommitWithEvents: `kernel serve` stores a run's pending events in its step's transaction (one sync); else the events are appended (EventLog) after the step
+//	SessionHeadLoader LoadHead: `kernel serve` checks a session's owner, status and pending approval without reading its messages; else Load
 //
 // The stores implement:
 //
 //	memory    SessionDeleter, EventLog
-//	badger    SessionDeleter, SessionExporter, SessionImporter, SessionCollector, StoreChecker, EventLog, SpaceChecker, SpaceReclaimer, StepEventCommitter
+//	badger    SessionDeleter, SessionExporter, SessionImporter, SessionCollector, StoreChecker, EventLog, SpaceChecker, SpaceReclaimer, StepEventCommitter, SessionHeadLoader
 //	postgres  SessionDeleter, SessionExporter, SessionImporter, SessionCollector, StoreChecker, EventLog, Leaser, StepEventCommitter
 //
 // A store several kernel serve replicas share also implements
@@ -163,6 +164,16 @@ type EventLog interface {
 // ride its step's commit".
 type StepEventCommitter interface {
 	CommitWithEvents(ctx context.Context, id string, step Step, events []StoredEvent) (first uint64, err error)
+}
+
+// SessionHeadLoader is a Store that can load a session without its
+// messages: LoadHead is Load (the same errors, a damaged metadata value
+// the same *CorruptError) with Messages left nil, at a cost that does not
+// grow with the session's length. `kernel serve` uses it where a request
+// reads only the metadata and the pending approval (a stream's start,
+// a run's 202).
+type SessionHeadLoader interface {
+	LoadHead(ctx context.Context, id string) (*Session, error)
 }
 
 // Leaser is an optional interface of a Store that several processes write

@@ -28,6 +28,7 @@ var capabilities = map[string]reflect.Type{
 	"SpaceChecker":       reflect.TypeFor[kernel.SpaceChecker](),
 	"SpaceReclaimer":     reflect.TypeFor[kernel.SpaceReclaimer](),
 	"StepEventCommitter": reflect.TypeFor[kernel.StepEventCommitter](),
+	"SessionHeadLoader":  reflect.TypeFor[kernel.SessionHeadLoader](),
 }
 
 // TestStoreCapabilities holds the list of optional Store interfaces in

@@ -19,7 +19,7 @@ const heartbeat = 15 * time.Second
 // the server drains or the stream reaches Limits.StreamMaxAge (a final
 // notice event without an id says so), or its key is revoked.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, k *Key) error {
-	sess, err := s.owned(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedHead(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	default:
 		return badField("if_busy", "if_busy %q: want reject, queue or steer", req.IfBusy)
 	}
-	sess, err := s.ownedToAct(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedToActHead(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func (s *Server) runnable(ctx context.Context, sess *kernel.Session) error {
 }
 
 func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, k *Key) error {
-	sess, err := s.ownedToAct(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedToActHead(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, k *Key) err
 	default:
 		return badField("kind", "kind %q: want steer or followup", req.Kind)
 	}
-	sess, err := s.ownedToAct(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedToActHead(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

@@ -83,7 +83,30 @@ func (s *Server) status(ctx context.Context, m *kernel.SessionMeta) kernel.Statu
 // owned loads session id for key k: a session of another owner is not
 // found, exactly as one that does not exist.
 func (s *Server) owned(ctx context.Context, k *Key, id string) (*kernel.Session, error) {
-	sess, err := s.cfg.Store.Load(ctx, id)
+	return s.ownedBy(ctx, k, id, s.cfg.Store.Load)
+}
+
+// ownedHead is owned for a request that reads only the session's metadata
+// and pending approval (a stream's start, a run's 202): its messages are
+// not read when the store can leave them (kernel.SessionHeadLoader), so
+// the check costs the same on a long session as on a new one.
+// Why: RATIONALE.md, "A run through kernel serve, second round (issue 45)".
+func (s *Server) ownedHead(ctx context.Context, k *Key, id string) (*kernel.Session, error) {
+	return s.ownedBy(ctx, k, id, s.loadHead)
+}
+
+// loadHead loads session id without its messages where the store can
+// (kernel.SessionHeadLoader), else whole.
+func (s *Server) loadHead(ctx context.Context, id string) (*kernel.Session, error) {
+	if h, ok := s.cfg.Store.(kernel.SessionHeadLoader); ok {
+		return h.LoadHead(ctx, id)
+	}
+	return s.cfg.Store.Load(ctx, id)
+}
+
+// ownedBy is owned, loading the session with load.
+func (s *Server) ownedBy(ctx context.Context, k *Key, id string, load func(context.Context, string) (*kernel.Session, error)) (*kernel.Session, error) {
+	sess, err := load(ctx, id)
 	if errors.Is(err, kernel.ErrSessionNotFound) || err == nil && s.ownerOf(ctx, &sess.Meta) != k.Owner() {
 		return nil, notFound("session", id)
 	}
@@ -101,7 +124,7 @@ func (s *Server) ownerOf(ctx context.Context, m *kernel.SessionMeta) string {
 		if m.Parent == nil {
 			return m.Labels[labelOwner]
 		}
-		p, err := s.cfg.Store.Load(ctx, m.Parent.SessionID)
+		p, err := s.loadHead(ctx, m.Parent.SessionID)
 		if err != nil {
 			return ""
 		}
@@ -116,7 +139,18 @@ func (s *Server) ownerOf(ctx context.Context, m *kernel.SessionMeta) string {
 // 403; a child session (readable by its parent's owner) with 409, as it
 // runs only through its parent.
 func (s *Server) ownedToAct(ctx context.Context, k *Key, id string) (*kernel.Session, error) {
-	sess, err := s.owned(ctx, k, id)
+	return s.ownedToActBy(ctx, k, id, s.owned)
+}
+
+// ownedToActHead is ownedToAct for a request that reads only the
+// session's metadata and pending approval (see ownedHead).
+func (s *Server) ownedToActHead(ctx context.Context, k *Key, id string) (*kernel.Session, error) {
+	return s.ownedToActBy(ctx, k, id, s.ownedHead)
+}
+
+// ownedToActBy is ownedToAct, finding the session with find.
+func (s *Server) ownedToActBy(ctx context.Context, k *Key, id string, find func(context.Context, *Key, string) (*kernel.Session, error)) (*kernel.Session, error) {
+	sess, err := find(ctx, k, id)
 	if err != nil {
 		return nil, err
 	}

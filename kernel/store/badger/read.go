@@ -52,21 +52,8 @@ func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
 			damaged = lost
 		}
 		out = &kernel.Session{Meta: meta, Messages: msgs}
-		item, err := txn.Get(pendingKey(id))
-		switch {
-		case errors.Is(err, bdg.ErrKeyNotFound):
-			return nil
-		case err != nil:
-			return err
-		}
-		return readValue(item, func(v []byte) error {
-			a, err := decodePending(v)
-			if err != nil {
-				return &kernel.CorruptError{Session: id, Part: "pending", Err: err}
-			}
-			out.Pending = a
-			return nil
-		})
+		out.Pending, err = readPending(txn, id)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load session: %w", err)
@@ -93,6 +80,61 @@ func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
 		}
 	}
 	return out, nil
+}
+
+// LoadHead is Load without the messages (kernel.SessionHeadLoader): the
+// metadata (its expiry checked as Load does) and the pending approval, in
+// one read transaction that reads no message. The metadata has no
+// LabelDamaged (the messages, where damage is found, are not read).
+// Why: RATIONALE.md, "A run through kernel serve, second round (issue 45)".
+func (s *Store) LoadHead(ctx context.Context, id string) (*kernel.Session, error) {
+	if s.remote != nil {
+		return s.Load(ctx, id)
+	}
+	if err := rules.CheckID(id); err != nil {
+		return nil, fmt.Errorf("load session: %w: %w", err, kernel.ErrSessionNotFound)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out *kernel.Session
+	err := s.db.View(func(txn *bdg.Txn) error {
+		meta, err := s.readMeta(txn, id)
+		if err != nil {
+			return err
+		}
+		if s.expired(&meta) {
+			return fmt.Errorf("session %q expired (ttl %s): %w", id, s.opts.TTL, kernel.ErrSessionNotFound)
+		}
+		out = &kernel.Session{Meta: meta}
+		out.Pending, err = readPending(txn, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load session: %w", err)
+	}
+	return out, nil
+}
+
+// readPending reads and decodes the pending approval of id (nil when it
+// has none).
+func readPending(txn *bdg.Txn, id string) (*kernel.Approval, error) {
+	item, err := txn.Get(pendingKey(id))
+	switch {
+	case errors.Is(err, bdg.ErrKeyNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	var a *kernel.Approval
+	err = readValue(item, func(v []byte) error {
+		var err error
+		if a, err = decodePending(v); err != nil {
+			return &kernel.CorruptError{Session: id, Part: "pending", Err: err}
+		}
+		return nil
+	})
+	return a, err
 }
 
 // readValue calls decode with item's value. A value kept in the value log
