@@ -281,12 +281,30 @@ func BenchmarkMetaRead(b *testing.B) {
 			}
 		}
 	})
-	b.Run("load", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if sess, err := s.Load(ctx, "bench"); err != nil || len(sess.Messages) != 1 {
-				b.Fatal(err)
+	// A session's whole Load against LoadHead (kernel serve's ownership
+	// check), on the 1-message session and on one of 500 messages.
+	if err := s.Commit(ctx, "long", kernel.Step{Messages: benchMessages(500), Meta: meta}); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		id string
+		n  int
+	}{{"bench", 1}, {"long", 500}} {
+		b.Run(fmt.Sprintf("load-%d", c.n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if sess, err := s.Load(ctx, c.id); err != nil || len(sess.Messages) != c.n {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
+		})
+		b.Run(fmt.Sprintf("head-%d", c.n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if sess, err := s.LoadHead(ctx, c.id); err != nil || sess.Meta.LastSeq != uint64(c.n) {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
