@@ -257,6 +257,32 @@ func TestStore(t *testing.T, open func(t *testing.T) kernel.Store) {
 func testOptional(t *testing.T, open func(t *testing.T) kernel.Store, t0 time.Time) {
 	ctx := context.Background()
 	probe := open(t)
+	if _, ok := probe.(kernel.SessionHeadLoader); ok {
+		t.Run("LoadHead", func(t *testing.T) {
+			s := open(t)
+			h := s.(kernel.SessionHeadLoader)
+			msgs := sampleMessages(t0)
+			a := &kernel.Approval{ID: "a1", SessionID: "s1", Call: kernel.ToolCall{ID: "c9", Name: "write_file", Arguments: `{"path":"x"}`},
+				Args: []byte(`{"path":"x"}`), Created: t0, Expires: t0.Add(time.Hour)}
+			mustCommit(t, s, "s1", kernel.Step{Messages: msgs[:2], Pending: a, Meta: kernel.SessionMeta{Status: kernel.StatusAwaitingApproval, Updated: t0,
+				Labels: map[string]string{"owner": "alice"}}})
+			whole, err := s.Load(ctx, "s1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			head, err := h.LoadHead(ctx, "s1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if head.Messages != nil || !reflect.DeepEqual(head.Meta, whole.Meta) || head.Pending == nil ||
+				!reflect.DeepEqual(normalizeApproval(*head.Pending), normalizeApproval(*whole.Pending)) {
+				t.Fatalf("LoadHead = %+v, want Load without its messages: %+v", head, whole)
+			}
+			if _, err := h.LoadHead(ctx, "nobody"); !errors.Is(err, kernel.ErrSessionNotFound) {
+				t.Fatalf("LoadHead(unknown) = %v, want ErrSessionNotFound", err)
+			}
+		})
+	}
 	if _, ok := probe.(kernel.SessionExporter); ok {
 		t.Run("ExportImport", func(t *testing.T) {
 			src := open(t)
