@@ -288,7 +288,7 @@ type viewBuilder struct {
 	// made are the directories this builder made on its own tmpfs since
 	// the last mount: known to be there and ours without a stat each.
 	made map[string]bool
-	buf  []byte // copyFile's
+	buf  []byte // readWrite's
 }
 
 // mounted forgets every directory made knew of, after a mount at p. All
@@ -437,9 +437,34 @@ func (v *viewBuilder) copyFile(src, dst string) error {
 	return nil
 }
 
-// copyData copies at most copyMax bytes from in to out through the
-// builder's one buffer.
+// copyData copies at most copyMax bytes from in to out: sendfile(2)
+// copies in the kernel, page cache to tmpfs (no buffer of the launcher's
+// to fault in, one copy of each byte instead of two); where the kernel
+// refuses it for these files, through the builder's one buffer.
 func (v *viewBuilder) copyData(in, out int) error {
+	total := 0
+	for total < copyMax {
+		n, err := unix.Sendfile(out, in, nil, copyMax-total)
+		switch {
+		case err == unix.EINTR || err == unix.EAGAIN:
+			continue
+		case err == unix.EINVAL || err == unix.ENOSYS:
+			if total == 0 {
+				return v.readWrite(in, out)
+			}
+			return err
+		case err != nil:
+			return err
+		case n == 0:
+			return nil
+		}
+		total += n
+	}
+	return nil
+}
+
+// readWrite is copyData through the builder's one buffer.
+func (v *viewBuilder) readWrite(in, out int) error {
 	if v.buf == nil {
 		v.buf = make([]byte, copyMax)
 	}
