@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestRandomBytesAreNeverHandedOutTwice draws four buffers' worth of the
@@ -55,5 +56,38 @@ func TestNewIDConcurrent(t *testing.T) {
 				t.Fatalf("malformed id %q", id)
 			}
 		}
+	}
+}
+
+// TestNewIDAtEncodesItsTime: NewIDAt's first 10 characters are the given
+// time in milliseconds (what NewID encodes from its own reading), so ids
+// made from a caller's reading sort by that reading.
+func TestNewIDAtEncodesItsTime(t *testing.T) {
+	const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+	decode := func(id string) int64 {
+		var v uint64
+		for _, c := range id[:10] {
+			v = v<<5 | uint64(strings.IndexRune(alphabet, c))
+		}
+		return int64(v >> 2) // 50 bits: the 48-bit time and 2 random bits
+	}
+	base := time.Date(2026, 11, 29, 3, 50, 0, 0, time.UTC)
+	var prev string
+	for i, d := range []time.Duration{0, time.Millisecond, time.Second, 24 * time.Hour} {
+		at := base.Add(d)
+		id := NewIDAt(at)
+		if len(id) != 16 {
+			t.Fatalf("NewIDAt(%v) = %q: %d characters, want 16", at, id, len(id))
+		}
+		if got := decode(id); got != at.UnixMilli() {
+			t.Fatalf("NewIDAt(%v) encodes %d ms, want %d", at, got, at.UnixMilli())
+		}
+		if i > 0 && id <= prev {
+			t.Fatalf("NewIDAt(%v) = %q sorts before the earlier %q", at, id, prev)
+		}
+		prev = id
+	}
+	if got, now := decode(NewID()), time.Now().UnixMilli(); got > now || now-got > 60_000 {
+		t.Fatalf("NewID encodes %d ms, now is %d", got, now)
 	}
 }

@@ -33,7 +33,7 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 			r.sysN = 1
 		}
 		r.isNew = true
-		r.meta = SessionMeta{ID: NewID(), Model: k.cfg.Model, Status: StatusIdle, Created: now, Updated: now, Context: k.cfg.SessionContext, Agent: k.cfg.Agent}
+		r.meta = SessionMeta{ID: NewIDAt(r.started), Model: k.cfg.Model, Status: StatusIdle, Created: now, Updated: now, Context: k.cfg.SessionContext, Agent: k.cfg.Agent}
 	} else {
 		s, err := k.cfg.Store.Load(ctx, sessionID)
 		if err != nil {

@@ -177,7 +177,7 @@ func (p *Policy) Memory(_ context.Context, st *kernel.State, r MemoryRetrieval) 
 	env, m := borrow(st)
 	d := p.memory(m, env, r, nil)
 	giveBack(env, m)
-	d.ID = kernel.NewID()
+	d.ID = kernel.NewIDAt(start) // the decision's own clock reading
 	d.EvalTime = time.Since(start)
 	if p.opts.Log != nil {
 		p.opts.Log.writeMemory(p, st, d)

@@ -352,7 +352,7 @@ func (p *Policy) Decide(_ context.Context, st *kernel.State, c *kernel.Call) ker
 	env.fillCall(c, e.extractor(c.Tool().Schema))
 	d := p.decideIndexed(m, env, e)
 	giveBackSections(env, m, secs)
-	d.ID = kernel.NewID()
+	d.ID = kernel.NewIDAt(start) // the decision's own clock reading
 	d.EvalTime = time.Since(start)
 	if p.opts.Log != nil {
 		p.opts.Log.write(p, st, c, d)

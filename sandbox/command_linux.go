@@ -169,10 +169,7 @@ func newCmd(ctx context.Context, sp spec, netns bool, rep Report) (*Cmd, error) 
 const pidMaxFloor = 299
 
 func newLauncherCmd(ctx context.Context, sp spec, netns bool, rep Report) (*Cmd, error) {
-	b, err := json.Marshal(sp)
-	if err != nil {
-		return nil, err
-	}
+	b := sp.encode()
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: spec pipe: %w", err)

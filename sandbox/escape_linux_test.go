@@ -244,3 +244,37 @@ print("done")
 		t.Fatalf("no signal reached the launcher, so this test proves nothing:\n%s", out)
 	}
 }
+
+// TestViewCopiesGrantedFiles: the small read-only files the view copies
+// onto its own tmpfs (the default grant's files of /etc) read inside the
+// sandbox byte for byte as on the host, the largest ones included.
+func TestViewCopiesGrantedFiles(t *testing.T) {
+	if !sandbox.Check().Has(sandbox.LayerFSView) {
+		t.Fatal("no file system view here")
+	}
+	ws := newWorkspace(t)
+	var files []string
+	var want []byte
+	for _, r := range sandbox.SystemDirs() {
+		st, err := os.Stat(r.Path)
+		if err != nil || !st.Mode().IsRegular() || !strings.HasPrefix(r.Path, "/etc/") {
+			continue
+		}
+		b, err := os.ReadFile(r.Path)
+		if err != nil {
+			continue // not readable here: not the point of this test
+		}
+		files = append(files, r.Path)
+		want = append(want, b...)
+	}
+	if len(files) < 3 || len(want) < 8<<10 {
+		t.Fatalf("too few granted files of /etc to check here: %q (%d bytes)", files, len(want))
+	}
+	out, err := run(t, workspaceGrant(ws), ws, append([]string{"cat"}, files...)...)
+	if err != nil {
+		t.Fatalf("cat %q: %v\n%s", files, err, out)
+	}
+	if out != string(want) {
+		t.Fatalf("the sandbox reads %d bytes of %q, the host %d", len(out), files, len(want))
+	}
+}

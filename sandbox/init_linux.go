@@ -101,7 +101,7 @@ func runInit() int {
 	}
 	b, err := io.ReadAll(io.LimitReader(os.NewFile(specFD, "spec"), 1<<20))
 	if err == nil {
-		err = json.Unmarshal(b, &l.sp)
+		l.sp, err = decodeSpec(b)
 	}
 	if err != nil {
 		l.report(Outcome{Err: "read the launch spec: " + err.Error()})

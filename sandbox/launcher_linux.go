@@ -22,7 +22,7 @@ const LauncherName = "agentkernel-sandbox-init"
 // launcherProto is argv[1] of every launcher start: a launcher built from
 // other sources (a different spec) refuses to run instead of misreading
 // the spec. Bump it when spec changes.
-const launcherProto = "spec-5"
+const launcherProto = "spec-6"
 
 // Why a dedicated launcher and what it costs: RATIONALE.md, "The dedicated
 // sandbox launcher (cmd/sandbox-init)".

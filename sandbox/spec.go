@@ -13,7 +13,8 @@ const (
 	ctlFD    = 5
 )
 
-// spec is what the host tells the launcher, as JSON on specFD.
+// spec is what the host tells the launcher on specFD, in the form of
+// spec_codec.go (the JSON tags are for the pool's key, host side).
 type spec struct {
 	// Probe asks the launcher to report which layers it could apply and
 	// exit, instead of running a program.

@@ -67,7 +67,7 @@ func planView(sp *spec) ([]viewEntry, error) {
 	var plan []viewEntry
 	seen := map[string]bool{}
 	add := func(path string, rw, optional bool) error {
-		real, links, err := resolveLinks(path)
+		real, lst, links, err := resolveLinks(path)
 		if err != nil {
 			if optional && errors.Is(err, os.ErrNotExist) {
 				return nil
@@ -83,9 +83,13 @@ func planView(sp *spec) ([]viewEntry, error) {
 		if within(real, "/proc") || seen["b"+real] {
 			return nil // the sandbox's own /proc
 		}
-		st, err := os.Stat(real)
-		if err != nil {
-			return fmt.Errorf("fs view: %s: %w", real, err)
+		// real's last component is no link, so its Lstat is its Stat; a
+		// link there (made since) is followed, as os.Stat would.
+		st := lst
+		if st.Mode()&os.ModeSymlink != 0 {
+			if st, err = os.Stat(real); err != nil {
+				return fmt.Errorf("fs view: %s: %w", real, err)
+			}
 		}
 		seen["b"+real] = true
 		e := viewEntry{dst: real, kind: viewBind, src: real, rw: rw, dir: st.IsDir(), dev: within(real, "/dev")}
@@ -168,22 +172,23 @@ func depth(p string) int {
 
 // resolveLinks resolves path like the kernel does (hostpath.Locations),
 // with every symlink met on the way: its real location and its target.
-// A path that does not exist is an error.
-func resolveLinks(path string) (string, []viewEntry, error) {
+// A path that does not exist is an error. It returns real's Lstat too.
+func resolveLinks(path string) (string, os.FileInfo, []viewEntry, error) {
 	locs := hostpath.Locations(path)
 	real := locs[len(locs)-1]
 	var links []viewEntry
 	for _, at := range locs[:len(locs)-1] {
 		target, err := os.Readlink(at)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		links = append(links, viewEntry{dst: at, kind: viewLink, link: target})
 	}
-	if _, err := os.Lstat(real); err != nil {
-		return "", nil, err
+	st, err := os.Lstat(real)
+	if err != nil {
+		return "", nil, nil, err
 	}
-	return real, links, nil
+	return real, st, links, nil
 }
 
 // viewBase is where the new root's tmpfs is mounted before the pivot
@@ -288,7 +293,7 @@ type viewBuilder struct {
 	// made are the directories this builder made on its own tmpfs since
 	// the last mount: known to be there and ours without a stat each.
 	made map[string]bool
-	buf  []byte // copyFile's
+	buf  []byte // readWrite's
 }
 
 // mounted forgets every directory made knew of, after a mount at p. All
@@ -437,9 +442,34 @@ func (v *viewBuilder) copyFile(src, dst string) error {
 	return nil
 }
 
-// copyData copies at most copyMax bytes from in to out through the
-// builder's one buffer.
+// copyData copies at most copyMax bytes from in to out: sendfile(2)
+// copies in the kernel, page cache to tmpfs (no buffer of the launcher's
+// to fault in, one copy of each byte instead of two); where the kernel
+// refuses it for these files, through the builder's one buffer.
 func (v *viewBuilder) copyData(in, out int) error {
+	total := 0
+	for total < copyMax {
+		n, err := unix.Sendfile(out, in, nil, copyMax-total)
+		switch {
+		case err == unix.EINTR || err == unix.EAGAIN:
+			continue
+		case err == unix.EINVAL || err == unix.ENOSYS:
+			if total == 0 {
+				return v.readWrite(in, out)
+			}
+			return err
+		case err != nil:
+			return err
+		case n == 0:
+			return nil
+		}
+		total += n
+	}
+	return nil
+}
+
+// readWrite is copyData through the builder's one buffer.
+func (v *viewBuilder) readWrite(in, out int) error {
 	if v.buf == nil {
 		v.buf = make([]byte, copyMax)
 	}

@@ -1,9 +1,11 @@
 package sandbox
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -70,5 +72,47 @@ func TestPlanView(t *testing.T) {
 	}
 	if slices.Index(got, "bind "+filepath.Join(base, "ws")+" rw") > slices.Index(got, "bind "+filepath.Join(base, "ws", ".git")+" ro") {
 		t.Errorf(".git is bound before the workspace it is in:\n%q", got)
+	}
+}
+
+// TestCopyDataBothWays: the view's copy, by sendfile and by its read/write
+// fallback, carries a file byte for byte and stops at copyMax (a file that
+// grew past it since the plan is cut there, not copied whole).
+func TestCopyDataBothWays(t *testing.T) {
+	dir := t.TempDir()
+	data := make([]byte, copyMax+5000)
+	for i := range data {
+		data[i] = byte(i*7 + i/251)
+	}
+	src := filepath.Join(dir, "src")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, copyFn := range map[string]func(v *viewBuilder, in, out int) error{
+		"sendfile":   (*viewBuilder).copyData,
+		"read/write": (*viewBuilder).readWrite,
+	} {
+		in, err := os.Open(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, strings.ReplaceAll(name, "/", "-"))
+		out, err := os.Create(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = copyFn(&viewBuilder{}, int(in.Fd()), int(out.Fd()))
+		in.Close()
+		out.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := os.ReadFile(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, data[:copyMax]) {
+			t.Errorf("%s: copied %d bytes, want the first %d of the source exactly", name, len(got), copyMax)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // ErrUnresolvedScript is matched by the error of a command line that runs
@@ -245,7 +246,7 @@ func (c *collector) script(sh, src, dir string, depth int) error {
 		for len(words) > 0 && shellKeywords[words[0]] {
 			words = words[1:]
 		}
-		for len(words) > 0 && assignment.MatchString(words[0]) {
+		for len(words) > 0 && assignment().MatchString(words[0]) {
 			words = words[1:]
 		}
 		if len(words) == 0 {
@@ -273,19 +274,25 @@ func (c *collector) script(sh, src, dir string, depth int) error {
 	return nil
 }
 
+// The regular expressions are compiled on first use, not at start-up:
+// every binary that imports this package (the sandbox launcher, PID 1 of
+// every sandbox) would otherwise compile them at each start (RATIONALE.md,
+// "The sandbox's cold start, second round (issue 45)").
 var (
-	assignment    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+	assignment    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`) })
 	shellKeywords = map[string]bool{"if": true, "then": true, "else": true, "elif": true, "fi": true, "do": true, "done": true, "while": true, "until": true, "!": true, "{": true, "}": true, "time": true}
 	// inlinePath finds what looks like a path in inline code: an absolute
 	// path, or one that starts with ./ or ../, up to a quote, a space or
 	// code punctuation.
-	inlinePath = regexp.MustCompile(`(?:^|[\s'"(\[,=:;])((?:\.{1,2})?/[^\s'"()\[\],;:{}<>|&` + "`" + `]+)`)
+	inlinePath = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?:^|[\s'"(\[,=:;])((?:\.{1,2})?/[^\s'"()\[\],;:{}<>|&` + "`" + `]+)`)
+	})
 )
 
 // inlinePaths are the path-looking strings of an interpreter's inline code.
 func inlinePaths(code, dir string) []string {
 	var out []string
-	for _, m := range inlinePath.FindAllStringSubmatch(code, -1) {
+	for _, m := range inlinePath().FindAllStringSubmatch(code, -1) {
 		if p := m[1]; p != "/" && p != "//" {
 			out = append(out, abs(p, dir))
 		}

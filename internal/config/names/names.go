@@ -89,8 +89,11 @@ func ruleAt(schema, pointer string) *Rule {
 }
 
 // simplePattern is the shape of every name pattern: an optional class for
-// the first character, then a class with a count.
-var simplePattern = regexp.MustCompile(`^\^(?:\[([^\]]+)\])?\[([^\]]+)\]\{(\d+),(\d+)\}\$$`)
+// the first character, then a class with a count. Compiled on first use,
+// like the rules: not in every binary's start-up.
+var simplePattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\^(?:\[([^\]]+)\])?\[([^\]]+)\]\{(\d+),(\d+)\}\$$`)
+})
 
 func loadNameRule(schema, pointer string) (*nameRule, error) {
 	data, err := schemas.FS.ReadFile(schema)
@@ -114,7 +117,7 @@ func loadNameRule(schema, pointer string) (*nameRule, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := simplePattern.FindStringSubmatch(pattern)
+	p := simplePattern().FindStringSubmatch(pattern)
 	if p == nil {
 		return nil, fmt.Errorf("pattern %q is not of the form ^[first]?[class]{min,max}$", pattern)
 	}
