@@ -32,12 +32,9 @@ func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
 	var out *kernel.Session
 	var damaged map[uint64]string
 	err := s.db.View(func(txn *bdg.Txn) error {
-		meta, err := s.readMeta(txn, id)
+		meta, err := s.liveMeta(txn, id)
 		if err != nil {
 			return err
-		}
-		if s.expired(&meta) {
-			return fmt.Errorf("session %q expired (ttl %s): %w", id, s.opts.TTL, kernel.ErrSessionNotFound)
 		}
 		msgs, lost, err := readMessages(ctx, txn, id, meta.LastSeq)
 		if err != nil {
@@ -99,12 +96,9 @@ func (s *Store) LoadHead(ctx context.Context, id string) (*kernel.Session, error
 	}
 	var out *kernel.Session
 	err := s.db.View(func(txn *bdg.Txn) error {
-		meta, err := s.readMeta(txn, id)
+		meta, err := s.liveMeta(txn, id)
 		if err != nil {
 			return err
-		}
-		if s.expired(&meta) {
-			return fmt.Errorf("session %q expired (ttl %s): %w", id, s.opts.TTL, kernel.ErrSessionNotFound)
 		}
 		out = &kernel.Session{Meta: meta}
 		out.Pending, err = readPending(txn, id)
@@ -340,4 +334,17 @@ func lastActive(m *kernel.SessionMeta) time.Time {
 		return m.Created
 	}
 	return m.Updated
+}
+
+// liveMeta reads session id's meta, refusing a session past its TTL as
+// not found.
+func (s *Store) liveMeta(txn *bdg.Txn, id string) (kernel.SessionMeta, error) {
+	meta, err := s.readMeta(txn, id)
+	if err != nil {
+		return meta, err
+	}
+	if s.expired(&meta) {
+		return meta, fmt.Errorf("session %q expired (ttl %s): %w", id, s.opts.TTL, kernel.ErrSessionNotFound)
+	}
+	return meta, nil
 }
