@@ -67,7 +67,7 @@ func (s *Server) searchMemory(w http.ResponseWriter, r *http.Request, k *Key) er
 			return badField("session", "scope=session needs session=ID (or scope=owner for every session of the key's owner)")
 		}
 		// A session of another owner is not found, as everywhere else.
-		if _, err := s.owned(r.Context(), k, sid); err != nil {
+		if _, err := s.ownedHead(r.Context(), k, sid); err != nil {
 			return err
 		}
 		scope.Kind, scope.SessionID = memory.ScopeSession, sid

@@ -298,7 +298,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, k *Key) erro
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, k *Key) error {
-	sess, err := s.ownedToAct(r.Context(), k, r.PathValue("id"))
+	sess, err := s.ownedToActHead(r.Context(), k, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
