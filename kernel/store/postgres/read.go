@@ -89,17 +89,9 @@ func (s *Store) load(ctx context.Context, id, sql string) (*kernel.Session, erro
 			if err := rows.Scan(nil, &meta, &pending, &last); err != nil {
 				return nil, err
 			}
-			se = &kernel.Session{}
-			if err := json.Unmarshal(meta, &se.Meta); err != nil {
-				return nil, &kernel.CorruptError{Session: id, Part: "meta", Err: err}
+			if se, err = decodeHead(id, meta, pending, last); err != nil {
+				return nil, err
 			}
-			if len(pending) > 0 {
-				se.Pending = new(kernel.Approval)
-				if err := json.Unmarshal(pending, se.Pending); err != nil {
-					return nil, &kernel.CorruptError{Session: id, Part: "pending", Err: err}
-				}
-			}
-			se.Meta.ID, se.Meta.LastSeq = id, uint64(last)
 			if msgs == nil {
 				msgs = make([]kernel.Message, 0, last)
 			}
