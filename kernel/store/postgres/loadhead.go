@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/agentkernel/agentkernel/kernel"
-	"github.com/agentkernel/agentkernel/kernel/store/internal/rules"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -23,30 +22,18 @@ const loadHeadSQL = `SELECT convert_to(meta::text, 'UTF8'), convert_to(pending::
 // start). Why: RATIONALE.md, "A run through kernel serve, third round
 // (issue 45)".
 func (s *Store) LoadHead(ctx context.Context, id string) (*kernel.Session, error) {
-	if rules.CheckID(id) != nil {
-		return nil, fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
-	}
-	var se *kernel.Session
-	err := s.retry(ctx, func(ctx context.Context) error {
+	return s.read(ctx, id, func(ctx context.Context) (*kernel.Session, error) {
 		var meta, pending []byte
 		var last int64
 		err := s.pool.QueryRow(ctx, loadHeadSQL, id).Scan(&meta, &pending, &last)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
+			return nil, fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
 		}
 		if err != nil {
-			return err
-		}
-		se, err = decodeHead(id, meta, pending, last)
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, kernel.ErrSessionNotFound) || errors.Is(err, kernel.ErrCorrupt) {
 			return nil, err
 		}
-		return nil, s.classify("load session "+id, err)
-	}
-	return se, nil
+		return decodeHead(id, meta, pending, last)
+	})
 }
 
 // decodeHead decodes a session row's metadata and pending approval, as
