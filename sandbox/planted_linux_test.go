@@ -1,0 +1,161 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentkernel/agentkernel/sandbox"
+)
+
+// Attacks on the view's build: a tool that can write a directory bound
+// into another sandbox's view changes it while that view is being built,
+// after the launcher planned it from the host's tree. The window is
+// opened deterministically: the launcher copies granted small files into
+// the view, and the test holds a write lease on one of them, so the
+// launcher's open of it blocks until the test, told of the open by the
+// lease break, has changed the host's tree as a tool would, and lets go.
+
+// pauseAtCopy takes a write lease on file and returns a function that
+// waits until some process opens it (the launcher, copying it into the
+// view), runs change, then releases the lease so the open goes on.
+func pauseAtCopy(t *testing.T, file string) (wait func(change func()) error) {
+	t.Helper()
+	fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_WRLCK); err != nil {
+		t.Fatalf("a write lease on %s: %v", file, err)
+	}
+	return func(change func()) error {
+		defer unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_UNLCK)
+		// A lease being broken reports the type it is going down to.
+		for deadline := time.Now().Add(time.Minute); ; {
+			l, err := unix.FcntlInt(uintptr(fd), unix.F_GETLEASE, 0)
+			if err != nil {
+				return err
+			}
+			if l != unix.F_WRLCK {
+				break
+			}
+			if time.Now().After(deadline) {
+				return errors.New("nobody opened " + file + " in a minute")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		change()
+		return nil
+	}
+}
+
+// startPaused starts argv under g and, while the launcher waits on the
+// leased file, runs change; it returns the program's error.
+func startPaused(t *testing.T, g sandbox.Grant, leased string, change func(), argv ...string) (string, error) {
+	t.Helper()
+	wait := pauseAtCopy(t, leased)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd, err := command(ctx, g, argv)
+	if err != nil {
+		t.Fatalf("Command: %v", err)
+	}
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := wait(change); err != nil {
+		t.Error(err)
+	}
+	err = cmd.Wait()
+	return out.String(), err
+}
+
+// viewBase is a directory for these tests outside /tmp: under the
+// sandbox's private /tmp every granted file is bound, not copied, and the
+// lease needs a copy.
+func viewBase(t *testing.T) string {
+	t.Helper()
+	b, err := os.MkdirTemp("/var/tmp", "sbx-planted-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(b) })
+	return b
+}
+
+func mkdirs(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func writeFiles(t *testing.T, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		if err := os.WriteFile(f, []byte("granted\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPlantedLinkMakesNoHostDir: the view builder remembers the
+// directories it made on its own tmpfs (no stat for each), and must
+// forget them at every mount, not only at those below the mount's path:
+// a mount's target resolves through symlinks, and one planted in a
+// tool-writable bind lands a mount on a directory the builder made.
+// Here ws/out is writable (by this tool or another); the grant also holds
+// ws/docs/a.txt, ws/docs/b.txt (copied: the builder makes ws/docs on its
+// tmpfs), ws/out/q/docs ro and ws/docs/x/y ro. While b.txt is copied the
+// "tool" replaces ws/out/q by a link to "..", so ws/out/q/docs's bind
+// lands on the builder's ws/docs, and removes ws/docs/x on the host
+// (ws is writable to it). ws/docs/x/y is then placed inside what is now
+// the host's ws/docs: a builder that still believes ws/docs is its own
+// makes ws/docs/x on the host. The launch must fail closed and leave the
+// host's ws/docs as the tool left it.
+func TestPlantedLinkMakesNoHostDir(t *testing.T) {
+	if !sandbox.Check().Has(sandbox.LayerFSView) {
+		t.Fatal("no file system view here")
+	}
+	b := viewBase(t)
+	ws := filepath.Join(b, "ws")
+	docs, out := filepath.Join(ws, "docs"), filepath.Join(ws, "out")
+	mkdirs(t, filepath.Join(docs, "x", "y"), filepath.Join(out, "q", "docs"))
+	writeFiles(t, filepath.Join(docs, "a.txt"), filepath.Join(docs, "b.txt"))
+	g := sandbox.Grant{FS: append(sandbox.SystemDirs(),
+		sandbox.FSRule{Path: out, Mode: "rw"},
+		sandbox.FSRule{Path: filepath.Join(docs, "a.txt"), Mode: "ro"},
+		sandbox.FSRule{Path: filepath.Join(docs, "b.txt"), Mode: "ro"},
+		sandbox.FSRule{Path: filepath.Join(out, "q", "docs"), Mode: "ro"},
+		sandbox.FSRule{Path: filepath.Join(docs, "x", "y"), Mode: "ro"})}
+	res, err := startPaused(t, g, filepath.Join(docs, "b.txt"), func() {
+		if err := os.RemoveAll(filepath.Join(out, "q")); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink("..", filepath.Join(out, "q")); err != nil {
+			t.Error(err)
+		}
+		if err := os.RemoveAll(filepath.Join(docs, "x")); err != nil {
+			t.Error(err)
+		}
+	}, "true")
+	if _, serr := os.Lstat(filepath.Join(docs, "x")); serr == nil {
+		t.Fatalf("the launcher made %s on the host (launch: %v %s)", filepath.Join(docs, "x"), err, res)
+	}
+	if err == nil {
+		t.Fatalf("the view was built on a changed tree: %s", res)
+	}
+	t.Logf("refused: %v %s", err, res)
+}
