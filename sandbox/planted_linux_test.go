@@ -6,12 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentkernel/agentkernel/sandbox"
+	"github.com/agentkernel/agentkernel/sandbox/sandboxtest"
 )
 
 // Attacks on the view's build: a tool that can write a directory bound
@@ -153,6 +155,49 @@ func TestPlantedLinkMakesNoHostDir(t *testing.T) {
 	}, "true")
 	if _, serr := os.Lstat(filepath.Join(docs, "x")); serr == nil {
 		t.Fatalf("the launcher made %s on the host (launch: %v %s)", filepath.Join(docs, "x"), err, res)
+	}
+	if err == nil {
+		t.Fatalf("the view was built on a changed tree: %s", res)
+	}
+	t.Logf("refused: %v %s", err, res)
+}
+
+// TestPlantedLinkRedirectsNoBind: a bind's source and target are the
+// real paths the plan resolved, with no link on the way; a link a tool
+// plants there after the plan must not redirect the bind. Here the grant
+// holds ws/out rw, ws/docs/a.txt and b.txt, and ws/out/q/docs ro; a
+// daemon listens in a directory of the host's ws/docs that is not
+// granted. While b.txt is copied the "tool" replaces ws/out/q by a link
+// to "..": followed, ws/out/q/docs's bind puts the host's whole ws/docs
+// (daemon included) over the view's ws/docs, and a pathname socket is
+// what the view exists to hide (connect(2) is no Landlock right). The
+// launch must fail closed, or the program must not reach the daemon.
+func TestPlantedLinkRedirectsNoBind(t *testing.T) {
+	if !sandbox.Check().Has(sandbox.LayerFSView) {
+		t.Fatal("no file system view here")
+	}
+	needPython(t)
+	b := viewBase(t)
+	ws := filepath.Join(b, "ws")
+	docs, out := filepath.Join(ws, "docs"), filepath.Join(ws, "out")
+	mkdirs(t, docs, filepath.Join(out, "q", "docs"))
+	writeFiles(t, filepath.Join(docs, "a.txt"), filepath.Join(docs, "b.txt"))
+	_, stream, dgram, got := sandboxtest.UnixDaemon(t, docs)
+	g := sandbox.Grant{FS: append(sandbox.SystemDirs(),
+		sandbox.FSRule{Path: out, Mode: "rw"},
+		sandbox.FSRule{Path: filepath.Join(docs, "a.txt"), Mode: "ro"},
+		sandbox.FSRule{Path: filepath.Join(docs, "b.txt"), Mode: "ro"},
+		sandbox.FSRule{Path: filepath.Join(out, "q", "docs"), Mode: "ro"})}
+	res, err := startPaused(t, g, filepath.Join(docs, "b.txt"), func() {
+		if err := os.RemoveAll(filepath.Join(out, "q")); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink("..", filepath.Join(out, "q")); err != nil {
+			t.Error(err)
+		}
+	}, python, "-c", sandboxtest.UnixClient, stream, dgram)
+	if strings.Contains(res, "stream reached") || strings.Contains(res, "dgram sent") || len(got) > 0 {
+		t.Fatalf("a planted link redirected a bind: the host's %s is in the view:\n%s", docs, res)
 	}
 	if err == nil {
 		t.Fatalf("the view was built on a changed tree: %s", res)

@@ -249,7 +249,8 @@ func buildView(sp *spec) error {
 	if err := step("chdir /", os.Chdir("/")); err != nil {
 		return err
 	}
-	v := &viewBuilder{ours: map[uint64]bool{}, made: map[string]bool{}}
+	v := &viewBuilder{ours: map[uint64]bool{}, made: map[string]bool{}, trees: map[string]int{}}
+	defer v.close()
 	if err := v.own("/newroot"); err != nil {
 		return err
 	}
@@ -292,8 +293,9 @@ type viewBuilder struct {
 	ours map[uint64]bool // devices of the root's tmpfs and the private /tmp
 	// made are the directories this builder made on its own tmpfs since
 	// the last mount: known to be there and ours without a stat each.
-	made map[string]bool
-	buf  []byte // readWrite's
+	made  map[string]bool
+	trees map[string]int // the binds' mounts by view path, for seal
+	buf   []byte         // readWrite's
 }
 
 // mounted forgets every directory made knew of, after a mount at p. All
@@ -346,11 +348,61 @@ func (v *viewBuilder) add(e viewEntry, tmpMB int) error {
 	} else if err := v.mkfile(dst); err != nil {
 		return err
 	}
-	if err := unix.Mount("/oldroot"+e.src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+	err := v.bind(e)
+	v.mounted(dst)
+	return err
+}
+
+// bind mounts the host's e.src (with what is mounted below it) at e.dst
+// in the view. Both are real paths, resolved by the plan: neither is
+// resolved through a symbolic link now, so a link planted since in a
+// writable bind on the way (by a tool, in this sandbox or another) fails
+// the launch instead of moving the bind, its source or its target, onto
+// a directory the grant does not name (TestPlantedLinkRedirectsNoBind).
+// The detached tree's descriptor is kept for seal: its flags are set on
+// this mount, not on whatever a path leads to by then.
+func (v *viewBuilder) bind(e viewEntry) error {
+	src, err := openNoLinks("/oldroot" + e.src)
+	if err != nil {
 		return fmt.Errorf("fs view: bind %s: %w", e.src, err)
 	}
-	v.mounted(dst)
+	tree, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+	unix.Close(src)
+	if err != nil {
+		return fmt.Errorf("fs view: bind %s: %w", e.src, err)
+	}
+	dst, err := openNoLinks("/newroot" + e.dst)
+	if err == nil {
+		err = unix.MoveMount(tree, "", dst, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+		unix.Close(dst)
+	}
+	if err != nil {
+		unix.Close(tree)
+		return fmt.Errorf("fs view: bind %s: %w", e.src, err)
+	}
+	v.trees[e.dst] = tree
 	return nil
+}
+
+// openNoLinks opens p as a place (O_PATH), refusing a symbolic link
+// anywhere on the way (ELOOP).
+func openNoLinks(p string) (int, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err == unix.ELOOP {
+		err = errors.New("a symbolic link on the way (one made since the view was planned?)")
+	}
+	return fd, err
+}
+
+// close closes the descriptors of the binds' trees.
+func (v *viewBuilder) close() {
+	for _, fd := range v.trees {
+		unix.Close(fd)
+	}
+	clear(v.trees)
 }
 
 // seal makes every mount of the view read-only, nosuid and nodev at once
@@ -400,11 +452,23 @@ func (v *viewBuilder) seal(plan []viewEntry) error {
 		}
 		// A flag the host's mount holds locked cannot be lifted (a
 		// read-only file system): the path stays as the host has it.
-		if err := setMountAttr("/newroot"+e.dst, set, clr, true); err != nil && !(set == 0 && errors.Is(err, unix.EPERM)) {
+		if err := v.setAttr(e, set, clr); err != nil && !(set == 0 && errors.Is(err, unix.EPERM)) {
 			return fmt.Errorf("fs view: set the mount flags of %s: %w", e.dst, err)
 		}
 	}
 	return nil
+}
+
+// setAttr sets and clears the attributes of e's mount and those below
+// it: a bind's through the descriptor of its tree (see bind), the
+// private /tmp by its path (on the root's own tmpfs: no link can be
+// planted on the way).
+func (v *viewBuilder) setAttr(e viewEntry, set, clr uint64) error {
+	fd, ok := v.trees[e.dst]
+	if !ok {
+		return setMountAttr("/newroot"+e.dst, set, clr, true)
+	}
+	return unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: set, Attr_clr: clr})
 }
 
 // copyFile copies the host's file src (a real path: no link on the way)
