@@ -204,3 +204,57 @@ func TestPlantedLinkRedirectsNoBind(t *testing.T) {
 	}
 	t.Logf("refused: %v %s", err, res)
 }
+
+// TestPlantedLinkUnsealsNothing: the rules made on paths after the view
+// is built (an rw bind losing read-only, an rw Landlock rule) are made on
+// the place the plan resolved, not on what the path leads to by then.
+// Here the grant holds a ro, a/b rw, c ro and e/f/g.txt (copied after
+// a/b is bound). While g.txt is copied a "tool" with a writable (another
+// tool's grant) moves the directory a/b is bound on out of the way and
+// puts a link to the view's root in its place. Followed, the rw change
+// would lift read-only from every mount of the view, and the rw Landlock
+// rule would cover the view's root. The launch must fail closed; if it
+// runs, c must still be a read-only mount (EROFS) and / not listable
+// (Landlock grants nothing there).
+//
+// Each defense alone: with Landlock's rule opened by path the program
+// lists / (fails here); the mount flags set through the bind's tree
+// descriptor hold only together with it (Landlock refuses the link
+// first), and matter alone where Landlock is allowed missing.
+func TestPlantedLinkUnsealsNothing(t *testing.T) {
+	if !sandbox.Check().Has(sandbox.LayerFSView) {
+		t.Fatal("no file system view here")
+	}
+	base := viewBase(t)
+	a, c := filepath.Join(base, "a"), filepath.Join(base, "c")
+	ab := filepath.Join(a, "b")
+	mkdirs(t, ab, c, filepath.Join(base, "e", "f"))
+	writeFiles(t, filepath.Join(base, "e", "f", "g.txt"))
+	g := sandbox.Grant{FS: append(sandbox.SystemDirs(),
+		sandbox.FSRule{Path: a, Mode: "ro"},
+		sandbox.FSRule{Path: ab, Mode: "rw"},
+		sandbox.FSRule{Path: c, Mode: "ro"},
+		sandbox.FSRule{Path: filepath.Join(base, "e", "f", "g.txt"), Mode: "ro"})}
+	// From a/b up to the view's root.
+	up := strings.Repeat("../", strings.Count(a, "/"))
+	res, err := startPaused(t, g, filepath.Join(base, "e", "f", "g.txt"), func() {
+		if err := os.Rename(ab, filepath.Join(a, "moved")); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink(up, ab); err != nil {
+			t.Error(err)
+		}
+	}, "sh", "-c", "touch "+c+"/f; ls / >/dev/null && echo listed the root; echo done")
+	if err == nil && !strings.Contains(res, "done") {
+		t.Fatalf("the program did not run:\n%s", res)
+	}
+	if err == nil && !strings.Contains(res, "Read-only file system") {
+		t.Errorf("a planted link lifted read-only from the view's other mounts (%s):\n%s", c, res)
+	}
+	if strings.Contains(res, "listed the root") {
+		t.Errorf("a planted link moved an rw Landlock rule to the view's root:\n%s", res)
+	}
+	if err == nil {
+		t.Errorf("the sandbox started on a changed tree:\n%s", res)
+	}
+}

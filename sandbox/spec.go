@@ -75,6 +75,10 @@ type specRule struct {
 	// dev and ino identify the path when the grant was resolved (host
 	// side only): a pre-started launcher's rules hold these inodes.
 	dev, ino uint64
+	// real is Path resolved by the launcher's view plan (launcher side
+	// only): the place its Landlock rule is opened at, with no link on
+	// the way.
+	real string
 }
 
 // probeResult is the launcher's answer to a probe.

@@ -66,13 +66,13 @@ const copyMax = 256 << 10
 func planView(sp *spec) ([]viewEntry, error) {
 	var plan []viewEntry
 	seen := map[string]bool{}
-	add := func(path string, rw, optional bool) error {
+	add := func(path string, rw, optional bool) (string, error) {
 		real, lst, links, err := resolveLinks(path)
 		if err != nil {
 			if optional && errors.Is(err, os.ErrNotExist) {
-				return nil
+				return "", nil
 			}
-			return fmt.Errorf("fs view: resolve %s: %w", path, err)
+			return "", fmt.Errorf("fs view: resolve %s: %w", path, err)
 		}
 		for _, l := range links {
 			if !seen["l"+l.dst] {
@@ -81,14 +81,14 @@ func planView(sp *spec) ([]viewEntry, error) {
 			}
 		}
 		if within(real, "/proc") || seen["b"+real] {
-			return nil // the sandbox's own /proc
+			return real, nil // the sandbox's own /proc
 		}
 		// real's last component is no link, so its Lstat is its Stat; a
 		// link there (made since) is followed, as os.Stat would.
 		st := lst
 		if st.Mode()&os.ModeSymlink != 0 {
 			if st, err = os.Stat(real); err != nil {
-				return fmt.Errorf("fs view: %s: %w", real, err)
+				return "", fmt.Errorf("fs view: %s: %w", real, err)
 			}
 		}
 		seen["b"+real] = true
@@ -97,22 +97,24 @@ func planView(sp *spec) ([]viewEntry, error) {
 			e.kind = viewCopy
 		}
 		plan = append(plan, e)
-		return nil
+		return real, nil
 	}
 	hostTmp := false
-	for _, r := range sp.Rules {
-		if err := add(r.Path, r.RW, false); err != nil {
+	for i, r := range sp.Rules {
+		real, err := add(r.Path, r.RW, false)
+		if err != nil {
 			return nil, err
 		}
+		sp.Rules[i].real = real
 		hostTmp = hostTmp || filepath.Clean(r.Path) == "/tmp"
 	}
 	for _, d := range devicesRW {
-		if err := add(d, true, true); err != nil {
+		if _, err := add(d, true, true); err != nil {
 			return nil, err
 		}
 	}
 	for _, d := range devicesRO {
-		if err := add(d, false, true); err != nil {
+		if _, err := add(d, false, true); err != nil {
 			return nil, err
 		}
 	}
@@ -385,10 +387,11 @@ func (v *viewBuilder) bind(e viewEntry) error {
 }
 
 // openNoLinks opens p as a place (O_PATH), refusing a symbolic link
-// anywhere on the way (ELOOP).
+// anywhere on the way, the last component included (ELOOP). Not
+// O_NOFOLLOW: with O_PATH it opens a link at the end instead of refusing.
 func openNoLinks(p string) (int, error) {
 	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS,
 	})
 	if err == unix.ELOOP {
