@@ -374,10 +374,13 @@ func (l *launcher) landlock() error {
 	}
 	cfg := []landlock.Config{landlock.V1, landlock.V1, landlock.V2, landlock.V3, landlock.V4, landlock.V5, landlock.V6, landlock.V7}[min(sp.LandlockABI, 7)]
 	var rules []landlock.Rule
-	for _, r := range sp.Rules {
+	for i, r := range sp.Rules {
 		path, err := l.rulePath(r)
 		if err != nil {
 			return err
+		}
+		if path != r.Path {
+			sp.Rules[i].fdPath = path
 		}
 		var fr landlock.FSRule
 		switch {
@@ -426,7 +429,14 @@ func (l *launcher) landlock() error {
 	}
 	l.ruleFDs = l.ruleFDs[:0]
 	if err != nil {
-		return fmt.Errorf("landlock: %w", err)
+		// Name the granted path, not the descriptor's link rulePath gave.
+		msg := err.Error()
+		for _, r := range sp.Rules {
+			if r.fdPath != "" {
+				msg = strings.ReplaceAll(msg, strconv.Quote(r.fdPath), strconv.Quote(r.Path))
+			}
+		}
+		return fmt.Errorf("landlock: %s", msg)
 	}
 	return nil
 }

@@ -78,7 +78,8 @@ type specRule struct {
 	// real is Path resolved by the launcher's view plan (launcher side
 	// only): the place its Landlock rule is opened at, with no link on
 	// the way.
-	real string
+	real   string
+	fdPath string // where Landlock's rule was opened, for its errors
 }
 
 // probeResult is the launcher's answer to a probe.
