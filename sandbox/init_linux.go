@@ -447,13 +447,19 @@ func (l *launcher) landlock() error {
 // /proc/self/fd link (which leads to that very file, not to a path
 // resolved again): a link a tool planted since in a writable bind cannot
 // turn an rw rule into one on the view's root
-// (TestPlantedLinkUnsealsNothing).
+// (TestPlantedLinkUnsealsNothing). A path the host's tree has no part in
+// (see inBind) is opened by path.
 func (l *launcher) rulePath(r specRule) (string, error) {
 	if !l.sp.FSView {
 		return r.Path, nil
 	}
 	if r.real == "" {
 		return "", fmt.Errorf("landlock: %s: not in the view's plan", r.Path)
+	}
+	if !r.shown {
+		// A bind's mount point or a copy reached through the view's own
+		// tmpfs alone: nothing but the launcher has written there.
+		return r.real, nil
 	}
 	fd, err := openNoLinks(r.real)
 	if err != nil {

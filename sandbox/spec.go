@@ -79,6 +79,7 @@ type specRule struct {
 	// only): the place its Landlock rule is opened at, with no link on
 	// the way.
 	real   string
+	shown  bool   // real is inside a bind of the host's (see inBind)
 	fdPath string // where Landlock's rule was opened, for its errors
 }
 

@@ -41,6 +41,8 @@ type viewEntry struct {
 	rw   bool   // bind: writable
 	dir  bool   // bind: a directory (else a file)
 	dev  bool   // bind: device nodes stay usable (under /dev)
+	// shown: dst is inside a bind of the host's (see inBind).
+	shown bool
 }
 
 type viewKind int
@@ -134,7 +136,27 @@ func planView(sp *spec) ([]viewEntry, error) {
 		}
 		return int(b.kind) - int(a.kind)
 	})
-	return dropCovered(plan), nil
+	plan = dropCovered(plan)
+	for i := range plan {
+		plan[i].shown = inBind(plan, plan[i].dst)
+	}
+	for i, r := range sp.Rules {
+		sp.Rules[i].shown = r.real == "" || within(r.real, "/proc") || inBind(plan, r.real)
+	}
+	return plan, nil
+}
+
+// inBind tells whether p is inside a directory the plan binds from the
+// host (the host's tree shows it, where a tool may plant a link), rather
+// than reached through the view's own tmpfs alone (where nothing but the
+// launcher writes before the program starts).
+func inBind(plan []viewEntry, p string) bool {
+	for _, a := range plan {
+		if a.kind == viewBind && a.dir && a.dst != p && within(p, a.dst) {
+			return true
+		}
+	}
+	return false
 }
 
 // dropCovered leaves out a bind that the nearest bind above it already
@@ -373,10 +395,15 @@ func (v *viewBuilder) bind(e viewEntry) error {
 	if err != nil {
 		return fmt.Errorf("fs view: bind %s: %w", e.src, err)
 	}
-	dst, err := openNoLinks("/newroot" + e.dst)
-	if err == nil {
-		err = unix.MoveMount(tree, "", dst, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
-		unix.Close(dst)
+	if e.shown {
+		var dst int
+		if dst, err = openNoLinks("/newroot" + e.dst); err == nil {
+			err = unix.MoveMount(tree, "", dst, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+			unix.Close(dst)
+		}
+	} else {
+		// Only the view's own tmpfs on the way: no link can be there.
+		err = unix.MoveMount(tree, "", unix.AT_FDCWD, "/newroot"+e.dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
 	}
 	if err != nil {
 		unix.Close(tree)
