@@ -26,8 +26,10 @@ import (
 
 // pauseAtCopy takes a write lease on file and returns a function that
 // waits until some process opens it (the launcher, copying it into the
-// view), runs change, then releases the lease so the open goes on.
-func pauseAtCopy(t *testing.T, file string) (wait func(change func()) error) {
+// view), runs change, then releases the lease so the open goes on. It
+// returns early, changing nothing, once done is closed (the launcher
+// ended before it came to file).
+func pauseAtCopy(t *testing.T, file string) (wait func(change func(), done <-chan struct{}) error) {
 	t.Helper()
 	fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -37,7 +39,7 @@ func pauseAtCopy(t *testing.T, file string) (wait func(change func()) error) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_WRLCK); err != nil {
 		t.Fatalf("a write lease on %s: %v", file, err)
 	}
-	return func(change func()) error {
+	return func(change func(), done <-chan struct{}) error {
 		defer unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_UNLCK)
 		// A lease being broken reports the type it is going down to.
 		for deadline := time.Now().Add(time.Minute); ; {
@@ -51,7 +53,11 @@ func pauseAtCopy(t *testing.T, file string) (wait func(change func()) error) {
 			if time.Now().After(deadline) {
 				return errors.New("nobody opened " + file + " in a minute")
 			}
-			time.Sleep(time.Millisecond)
+			select {
+			case <-done:
+				return nil
+			case <-time.After(time.Millisecond):
+			}
 		}
 		change()
 		return nil
@@ -59,10 +65,27 @@ func pauseAtCopy(t *testing.T, file string) (wait func(change func()) error) {
 }
 
 // startPaused starts argv under g and, while the launcher waits on the
-// leased file, runs change; it returns the program's error.
+// leased file, runs change; it returns the program's output and error.
 func startPaused(t *testing.T, g sandbox.Grant, leased string, change func(), argv ...string) (string, error) {
 	t.Helper()
-	wait := pauseAtCopy(t, leased)
+	return startPausedAt(t, g, []pause{{leased, change}}, argv...)
+}
+
+// pause is a file the launcher copies into the view, and what to change
+// while it waits to open it.
+type pause struct {
+	file   string
+	change func()
+}
+
+// startPausedAt is startPaused with several pauses, in the order the
+// launcher copies their files.
+func startPausedAt(t *testing.T, g sandbox.Grant, pauses []pause, argv ...string) (string, error) {
+	t.Helper()
+	waits := make([]func(func(), <-chan struct{}) error, len(pauses))
+	for i, p := range pauses {
+		waits[i] = pauseAtCopy(t, p.file)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd, err := command(ctx, g, argv)
@@ -75,10 +98,18 @@ func startPaused(t *testing.T, g sandbox.Grant, leased string, change func(), ar
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if err := wait(change); err != nil {
-		t.Error(err)
+	done, waited := make(chan struct{}), make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		close(done)
+		waited <- err
+	}()
+	for i, p := range pauses {
+		if err := waits[i](p.change, done); err != nil {
+			t.Error(err)
+		}
 	}
-	err = cmd.Wait()
+	err = <-waited
 	return out.String(), err
 }
 
@@ -113,6 +144,33 @@ func writeFiles(t *testing.T, files ...string) {
 	}
 }
 
+// docsLayout makes the layout TestPlantedLinkMakesNoHostDir and
+// TestPlantedLinkRedirectsNoBind share: ws/out (rw, the tool's),
+// ws/docs/a.txt and b.txt (ro, copied: the builder makes ws/docs, and
+// b.txt is the leased one) and ws/out/q/docs (ro). plant replaces
+// ws/out/q by a link to "..", as the tool does.
+func docsLayout(t *testing.T) (docs, leased string, g sandbox.Grant, plant func()) {
+	t.Helper()
+	ws := filepath.Join(viewBase(t), "ws")
+	docs, out := filepath.Join(ws, "docs"), filepath.Join(ws, "out")
+	mkdirs(t, docs, filepath.Join(out, "q", "docs"))
+	writeFiles(t, filepath.Join(docs, "a.txt"), filepath.Join(docs, "b.txt"))
+	g = sandbox.Grant{FS: append(sandbox.SystemDirs(),
+		sandbox.FSRule{Path: out, Mode: "rw"},
+		sandbox.FSRule{Path: filepath.Join(docs, "a.txt"), Mode: "ro"},
+		sandbox.FSRule{Path: filepath.Join(docs, "b.txt"), Mode: "ro"},
+		sandbox.FSRule{Path: filepath.Join(out, "q", "docs"), Mode: "ro"})}
+	plant = func() {
+		if err := os.RemoveAll(filepath.Join(out, "q")); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink("..", filepath.Join(out, "q")); err != nil {
+			t.Error(err)
+		}
+	}
+	return docs, filepath.Join(docs, "b.txt"), g, plant
+}
+
 // TestPlantedLinkMakesNoHostDir: the view builder remembers the
 // directories it made on its own tmpfs (no stat for each), and must
 // forget them at every mount, not only at those below the mount's path:
@@ -131,24 +189,11 @@ func TestPlantedLinkMakesNoHostDir(t *testing.T) {
 	if !sandbox.Check().Has(sandbox.LayerFSView) {
 		t.Fatal("no file system view here")
 	}
-	b := viewBase(t)
-	ws := filepath.Join(b, "ws")
-	docs, out := filepath.Join(ws, "docs"), filepath.Join(ws, "out")
-	mkdirs(t, filepath.Join(docs, "x", "y"), filepath.Join(out, "q", "docs"))
-	writeFiles(t, filepath.Join(docs, "a.txt"), filepath.Join(docs, "b.txt"))
-	g := sandbox.Grant{FS: append(sandbox.SystemDirs(),
-		sandbox.FSRule{Path: out, Mode: "rw"},
-		sandbox.FSRule{Path: filepath.Join(docs, "a.txt"), Mode: "ro"},
-		sandbox.FSRule{Path: filepath.Join(docs, "b.txt"), Mode: "ro"},
-		sandbox.FSRule{Path: filepath.Join(out, "q", "docs"), Mode: "ro"},
-		sandbox.FSRule{Path: filepath.Join(docs, "x", "y"), Mode: "ro"})}
-	res, err := startPaused(t, g, filepath.Join(docs, "b.txt"), func() {
-		if err := os.RemoveAll(filepath.Join(out, "q")); err != nil {
-			t.Error(err)
-		}
-		if err := os.Symlink("..", filepath.Join(out, "q")); err != nil {
-			t.Error(err)
-		}
+	docs, leased, g, plant := docsLayout(t)
+	mkdirs(t, filepath.Join(docs, "x", "y"))
+	g.FS = append(g.FS, sandbox.FSRule{Path: filepath.Join(docs, "x", "y"), Mode: "ro"})
+	res, err := startPaused(t, g, leased, func() {
+		plant()
 		if err := os.RemoveAll(filepath.Join(docs, "x")); err != nil {
 			t.Error(err)
 		}
@@ -170,32 +215,34 @@ func TestPlantedLinkMakesNoHostDir(t *testing.T) {
 // granted. While b.txt is copied the "tool" replaces ws/out/q by a link
 // to "..": followed, ws/out/q/docs's bind puts the host's whole ws/docs
 // (daemon included) over the view's ws/docs, and a pathname socket is
-// what the view exists to hide (connect(2) is no Landlock right). The
-// launch must fail closed, or the program must not reach the daemon.
+// what the view exists to hide (connect(2) is no Landlock right). After
+// the bind the tool puts a directory back, so that nothing after the bind
+// (mount flags, Landlock) meets a link. The launch must fail closed, or
+// the program must not reach the daemon. Checked: with the bind's paths
+// resolved through links (openNoLinks without RESOLVE_NO_SYMLINKS) the
+// program reaches the daemon by stream and datagram.
 func TestPlantedLinkRedirectsNoBind(t *testing.T) {
 	if !sandbox.Check().Has(sandbox.LayerFSView) {
 		t.Fatal("no file system view here")
 	}
 	needPython(t)
-	b := viewBase(t)
-	ws := filepath.Join(b, "ws")
-	docs, out := filepath.Join(ws, "docs"), filepath.Join(ws, "out")
-	mkdirs(t, docs, filepath.Join(out, "q", "docs"))
-	writeFiles(t, filepath.Join(docs, "a.txt"), filepath.Join(docs, "b.txt"))
+	docs, leased, g, plant := docsLayout(t)
 	_, stream, dgram, got := sandboxtest.UnixDaemon(t, docs)
-	g := sandbox.Grant{FS: append(sandbox.SystemDirs(),
-		sandbox.FSRule{Path: out, Mode: "rw"},
-		sandbox.FSRule{Path: filepath.Join(docs, "a.txt"), Mode: "ro"},
-		sandbox.FSRule{Path: filepath.Join(docs, "b.txt"), Mode: "ro"},
-		sandbox.FSRule{Path: filepath.Join(out, "q", "docs"), Mode: "ro"})}
-	res, err := startPaused(t, g, filepath.Join(docs, "b.txt"), func() {
-		if err := os.RemoveAll(filepath.Join(out, "q")); err != nil {
+	// A second pause after ws/out/q/docs is bound (a copy one level
+	// deeper) puts a directory back at ws/out/q, so that Landlock's rule,
+	// opened later, finds no link: only the bind can refuse it.
+	base := filepath.Dir(filepath.Dir(docs))
+	later := filepath.Join(base, "l1", "l2", "l3", "l4", "later.txt")
+	mkdirs(t, filepath.Dir(later))
+	writeFiles(t, later)
+	g.FS = append(g.FS, sandbox.FSRule{Path: later, Mode: "ro"})
+	q := filepath.Join(filepath.Dir(docs), "out", "q")
+	res, err := startPausedAt(t, g, []pause{{leased, plant}, {later, func() {
+		if err := os.Remove(q); err != nil {
 			t.Error(err)
 		}
-		if err := os.Symlink("..", filepath.Join(out, "q")); err != nil {
-			t.Error(err)
-		}
-	}, python, "-c", sandboxtest.UnixClient, stream, dgram)
+		mkdirs(t, filepath.Join(q, "docs"))
+	}}}, python, "-c", sandboxtest.UnixClient, stream, dgram)
 	if strings.Contains(res, "stream reached") || strings.Contains(res, "dgram sent") || len(got) > 0 {
 		t.Fatalf("a planted link redirected a bind: the host's %s is in the view:\n%s", docs, res)
 	}
