@@ -28,8 +28,12 @@ type run struct {
 	// msgs is the history as sent to the provider: the system message (when
 	// configured, never stored) followed by the stored messages. The loop
 	// only appends to it.
-	msgs    []Message
-	sysN    int
+	msgs []Message
+	sysN int
+	// reuses: the run writes its history's array again after a commit (a
+	// direct session keeps only its system message between calls), so its
+	// steps offer the store no History.
+	reuses  bool
 	cx      *ctxState // token accounting, with Config.ContextWindow
 	st      State
 	res     RunResult
