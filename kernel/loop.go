@@ -27,7 +27,9 @@ type run struct {
 	wasRunning bool
 	// msgs is the history as sent to the provider: the system message (when
 	// configured, never stored) followed by the stored messages. The loop
-	// only appends to it.
+	// only appends to it, and never writes a committed message's slot
+	// again (a store may keep the array: Step.History): a failed commit
+	// clips it (rewind), a run that reuses its array says so (reuses).
 	msgs []Message
 	sysN int
 	// reuses: the run writes its history's array again after a commit (a
