@@ -34,9 +34,12 @@ func (r *run) commitTail(ctx context.Context, n int, step Step) error {
 			return err
 		}
 	}
-	step.Messages = nil
+	step.Messages, step.History = nil, nil
 	if len(r.msgs) > n {
 		step.Messages = r.msgs[n:len(r.msgs):len(r.msgs)]
+	}
+	if !r.reuses {
+		step.History = r.msgs[r.sysN:len(r.msgs):len(r.msgs)]
 	}
 	var now time.Time
 	if k := len(step.Messages); k > 0 {
@@ -74,8 +77,7 @@ func (r *run) commitTail(ctx context.Context, n int, step Step) error {
 		// before it is stored: its events wait with it).
 		r.held = &heldStep{step: step, n: n, meta: r.meta, isNew: r.isNew}
 	} else if err := r.storeCommit(step, false, nil); err != nil {
-		clear(r.msgs[n:])
-		r.msgs = r.msgs[:n]
+		r.rewind(n)
 		return fmt.Errorf("persist session %s: %w", r.meta.ID, err)
 	}
 	r.meta = meta
@@ -88,6 +90,15 @@ func (r *run) commitTail(ctx context.Context, n int, step Step) error {
 		}
 	}
 	return nil
+}
+
+// rewind cuts the history back to its first n messages after a failed
+// commit. It writes nothing into the array: a store may hold the step's
+// History even when the commit as a whole failed (a front end whose store
+// took the step and then failed), so the cut history is clipped, and the
+// next append copies it to a new array instead of overwriting the step.
+func (r *run) rewind(n int) {
+	r.msgs = r.msgs[:n:n]
 }
 
 // heldStep is a run's last answer, committed (RunOptions.CommitEnd) with
@@ -125,8 +136,7 @@ func (r *run) release() error {
 	r.held = nil
 	events := h.events
 	if err := r.storeCommit(h.step, true, events); err != nil {
-		clear(r.msgs[h.n:])
-		r.msgs = r.msgs[:h.n]
+		r.rewind(h.n)
 		r.meta, r.isNew = h.meta, h.isNew
 		return fmt.Errorf("persist session %s: %w", r.meta.ID, err)
 	}

@@ -55,6 +55,7 @@ func (k *Kernel) OpenDirect(ctx context.Context, client, title string, labels ma
 		return nil, err
 	}
 	defer r.dl.stop()
+	r.reuses = true // Call cuts the history back to r.sysN
 	r.meta.Title = truncateTitle(title)
 	r.meta.Labels = maps.Clone(labels)
 	if r.meta.Labels == nil {

@@ -27,9 +27,15 @@ type run struct {
 	wasRunning bool
 	// msgs is the history as sent to the provider: the system message (when
 	// configured, never stored) followed by the stored messages. The loop
-	// only appends to it.
-	msgs    []Message
-	sysN    int
+	// only appends to it, and never writes a committed message's slot
+	// again (a store may keep the array: Step.History): a failed commit
+	// clips it (rewind), a run that reuses its array says so (reuses).
+	msgs []Message
+	sysN int
+	// reuses: the run writes its history's array again after a commit (a
+	// direct session keeps only its system message between calls), so its
+	// steps offer the store no History.
+	reuses  bool
 	cx      *ctxState // token accounting, with Config.ContextWindow
 	st      State
 	res     RunResult

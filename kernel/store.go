@@ -27,6 +27,16 @@ type Step struct {
 	Pending *Approval
 	// ClearPending removes the pending approval.
 	ClearPending bool
+	// History, when set, is the session's whole history after this step:
+	// the messages the store holds, then Messages (its last len(Messages)
+	// elements are Messages itself, the same array). Its writer never
+	// writes any of its elements again, so a store that keeps messages in
+	// memory may keep History instead of copying them; it must not write
+	// to History's spare capacity either. Stores that serialise the step
+	// ignore it. The kernel sets it on every step but a direct session's
+	// (which reuses its array).
+	// Why: RATIONALE.md, "The memory store keeps the kernel's history (issue 45)".
+	History []Message
 	// Fence is the token of the session's lease the writer holds (Lease,
 	// RunOptions.Lease), or zero. A Leaser store refuses the step unless
 	// it is the current token of a live lease (ErrLeaseLost); other

@@ -65,7 +65,11 @@ func (s *Store) Commit(_ context.Context, id string, step kernel.Step) error {
 		se = &session{}
 		s.sessions[id] = se
 	}
-	se.msgs = appendRoom(se.msgs, step.Messages)
+	if h := step.History; adoptable(h, step.Messages, last) {
+		se.msgs = h[:len(h):len(h)]
+	} else {
+		se.msgs = appendRoom(se.msgs, step.Messages)
+	}
 	meta := step.Meta
 	meta.ID = id
 	meta.LastSeq = last + uint64(len(step.Messages))
@@ -79,6 +83,22 @@ func (s *Store) Commit(_ context.Context, id string, step kernel.Step) error {
 		se.pending = &p
 	}
 	return nil
+}
+
+// adoptable reports whether the store may keep h, a step's History, as
+// the session's messages instead of copying msgs, the step's messages,
+// after its last stored ones: h holds last messages then msgs itself (the
+// same array, as the kernel builds it), and its writer never writes them
+// again (kernel.Step.History). The store keeps h clipped, so that neither
+// it nor a caller appending to a Load's messages writes into the writer's
+// array. A step whose History is missing or built otherwise is copied.
+// Why: RATIONALE.md, "The memory store keeps the kernel's history (issue 45)".
+func adoptable(h, msgs []kernel.Message, last uint64) bool {
+	k := len(msgs)
+	if k == 0 || uint64(len(h)) != last+uint64(k) || &h[len(h)-k] != &msgs[0] {
+		return false
+	}
+	return h[0].Seq == 1
 }
 
 // minRoom is the capacity a session's history starts with: a prompt and a
