@@ -244,7 +244,19 @@ func TestLongSessionFitsWindow(t *testing.T) {
 		t.Fatalf("run 2: %v %+v", err, res)
 	}
 	elapsed := time.Since(start)
-	tok, _ := tokenizer.Get(tokenizer.O200kBase)
+	enc, _ := tokenizer.Get(tokenizer.O200kBase)
+	// The 200 requests repeat the same 16 KB results many times over: count
+	// each distinct text once (a text's count does not depend on where it
+	// is), which keeps this check from tokenising ~40 MB under -race.
+	counted := map[string]int{}
+	tok := kernel.TokenizerFunc(func(text string) int {
+		n, ok := counted[text]
+		if !ok {
+			n = enc.Count(text)
+			counted[text] = n
+		}
+		return n
+	})
 	if len(rec.gens) != 200 {
 		t.Fatalf("%d generations, want 200", len(rec.gens))
 	}
