@@ -47,6 +47,8 @@ type launcher struct {
 	dir   string
 	// cg, when set, are the cgroups the program is forked into.
 	cg *programCgroups
+	// ruleFDs hold the places of the Landlock rules until Restrict.
+	ruleFDs []int
 }
 
 func (l *launcher) report(o Outcome) {
@@ -372,20 +374,27 @@ func (l *launcher) landlock() error {
 	}
 	cfg := []landlock.Config{landlock.V1, landlock.V1, landlock.V2, landlock.V3, landlock.V4, landlock.V5, landlock.V6, landlock.V7}[min(sp.LandlockABI, 7)]
 	var rules []landlock.Rule
-	for _, r := range sp.Rules {
+	for i, r := range sp.Rules {
+		path, err := l.rulePath(r)
+		if err != nil {
+			return err
+		}
+		if path != r.Path {
+			sp.Rules[i].fdPath = path
+		}
 		var fr landlock.FSRule
 		switch {
 		case r.Dir && r.RW:
-			fr = landlock.RWDirs(r.Path)
+			fr = landlock.RWDirs(path)
 			if sp.LandlockABI >= 2 {
 				fr = fr.WithRefer()
 			}
 		case r.Dir:
-			fr = landlock.RODirs(r.Path)
+			fr = landlock.RODirs(path)
 		case r.RW:
-			fr = landlock.RWFiles(r.Path)
+			fr = landlock.RWFiles(path)
 		default:
-			fr = landlock.ROFiles(r.Path)
+			fr = landlock.ROFiles(path)
 		}
 		if sp.LandlockABI >= 5 && strings.HasPrefix(r.Path, "/dev/") {
 			fr = fr.WithIoctlDev()
@@ -414,10 +423,50 @@ func (l *launcher) landlock() error {
 			rules = append(rules, landlock.BindTCP(p))
 		}
 	}
-	if err := cfg.Restrict(rules...); err != nil {
-		return fmt.Errorf("landlock: %w", err)
+	err := cfg.Restrict(rules...)
+	for _, fd := range l.ruleFDs {
+		unix.Close(fd)
+	}
+	l.ruleFDs = l.ruleFDs[:0]
+	if err != nil {
+		// Name the granted path, not the descriptor's link rulePath gave.
+		msg := err.Error()
+		for _, r := range sp.Rules {
+			if r.fdPath != "" {
+				msg = strings.ReplaceAll(msg, strconv.Quote(r.fdPath), strconv.Quote(r.Path))
+			}
+		}
+		return fmt.Errorf("landlock: %s", msg)
 	}
 	return nil
+}
+
+// rulePath is where r's Landlock rule is opened. In a built view it is
+// the real path the view's plan resolved r to, opened here with no
+// symbolic link on the way and handed to go-landlock as the descriptor's
+// /proc/self/fd link (which leads to that very file, not to a path
+// resolved again): a link a tool planted since in a writable bind cannot
+// turn an rw rule into one on the view's root
+// (TestPlantedLinkUnsealsNothing). A path the host's tree has no part in
+// (see inBind) is opened by path.
+func (l *launcher) rulePath(r specRule) (string, error) {
+	if !l.sp.FSView {
+		return r.Path, nil
+	}
+	if r.real == "" {
+		return "", fmt.Errorf("landlock: %s: not in the view's plan", r.Path)
+	}
+	if !r.shown {
+		// A bind's mount point or a copy reached through the view's own
+		// tmpfs alone: nothing but the launcher has written there.
+		return r.real, nil
+	}
+	fd, err := openNoLinks(r.real)
+	if err != nil {
+		return "", fmt.Errorf("landlock: %s: %w", r.Path, err)
+	}
+	l.ruleFDs = append(l.ruleFDs, fd)
+	return "/proc/self/fd/" + strconv.Itoa(fd), nil
 }
 
 // start starts the program, in the sandbox's cgroups when there are any

@@ -75,6 +75,12 @@ type specRule struct {
 	// dev and ino identify the path when the grant was resolved (host
 	// side only): a pre-started launcher's rules hold these inodes.
 	dev, ino uint64
+	// real is Path resolved by the launcher's view plan (launcher side
+	// only): the place its Landlock rule is opened at, with no link on
+	// the way.
+	real   string
+	shown  bool   // real is inside a bind of the host's (see inBind)
+	fdPath string // where Landlock's rule was opened, for its errors
 }
 
 // probeResult is the launcher's answer to a probe.

@@ -41,6 +41,8 @@ type viewEntry struct {
 	rw   bool   // bind: writable
 	dir  bool   // bind: a directory (else a file)
 	dev  bool   // bind: device nodes stay usable (under /dev)
+	// shown: dst is inside a bind of the host's (see inBind).
+	shown bool
 }
 
 type viewKind int
@@ -66,13 +68,13 @@ const copyMax = 256 << 10
 func planView(sp *spec) ([]viewEntry, error) {
 	var plan []viewEntry
 	seen := map[string]bool{}
-	add := func(path string, rw, optional bool) error {
+	add := func(path string, rw, optional bool) (string, error) {
 		real, lst, links, err := resolveLinks(path)
 		if err != nil {
 			if optional && errors.Is(err, os.ErrNotExist) {
-				return nil
+				return "", nil
 			}
-			return fmt.Errorf("fs view: resolve %s: %w", path, err)
+			return "", fmt.Errorf("fs view: resolve %s: %w", path, err)
 		}
 		for _, l := range links {
 			if !seen["l"+l.dst] {
@@ -81,14 +83,14 @@ func planView(sp *spec) ([]viewEntry, error) {
 			}
 		}
 		if within(real, "/proc") || seen["b"+real] {
-			return nil // the sandbox's own /proc
+			return real, nil // the sandbox's own /proc
 		}
 		// real's last component is no link, so its Lstat is its Stat; a
 		// link there (made since) is followed, as os.Stat would.
 		st := lst
 		if st.Mode()&os.ModeSymlink != 0 {
 			if st, err = os.Stat(real); err != nil {
-				return fmt.Errorf("fs view: %s: %w", real, err)
+				return "", fmt.Errorf("fs view: %s: %w", real, err)
 			}
 		}
 		seen["b"+real] = true
@@ -97,22 +99,24 @@ func planView(sp *spec) ([]viewEntry, error) {
 			e.kind = viewCopy
 		}
 		plan = append(plan, e)
-		return nil
+		return real, nil
 	}
 	hostTmp := false
-	for _, r := range sp.Rules {
-		if err := add(r.Path, r.RW, false); err != nil {
+	for i, r := range sp.Rules {
+		real, err := add(r.Path, r.RW, false)
+		if err != nil {
 			return nil, err
 		}
+		sp.Rules[i].real = real
 		hostTmp = hostTmp || filepath.Clean(r.Path) == "/tmp"
 	}
 	for _, d := range devicesRW {
-		if err := add(d, true, true); err != nil {
+		if _, err := add(d, true, true); err != nil {
 			return nil, err
 		}
 	}
 	for _, d := range devicesRO {
-		if err := add(d, false, true); err != nil {
+		if _, err := add(d, false, true); err != nil {
 			return nil, err
 		}
 	}
@@ -132,7 +136,27 @@ func planView(sp *spec) ([]viewEntry, error) {
 		}
 		return int(b.kind) - int(a.kind)
 	})
-	return dropCovered(plan), nil
+	plan = dropCovered(plan)
+	for i := range plan {
+		plan[i].shown = inBind(plan, plan[i].dst)
+	}
+	for i, r := range sp.Rules {
+		sp.Rules[i].shown = r.real == "" || within(r.real, "/proc") || inBind(plan, r.real)
+	}
+	return plan, nil
+}
+
+// inBind tells whether p is inside a directory the plan binds from the
+// host (the host's tree shows it, where a tool may plant a link), rather
+// than reached through the view's own tmpfs alone (where nothing but the
+// launcher writes before the program starts).
+func inBind(plan []viewEntry, p string) bool {
+	for _, a := range plan {
+		if a.kind == viewBind && a.dir && a.dst != p && within(p, a.dst) {
+			return true
+		}
+	}
+	return false
 }
 
 // dropCovered leaves out a bind that the nearest bind above it already
@@ -249,7 +273,8 @@ func buildView(sp *spec) error {
 	if err := step("chdir /", os.Chdir("/")); err != nil {
 		return err
 	}
-	v := &viewBuilder{ours: map[uint64]bool{}, made: map[string]bool{}}
+	v := &viewBuilder{ours: map[uint64]bool{}, made: map[string]bool{}, trees: map[string]int{}}
+	defer v.close()
 	if err := v.own("/newroot"); err != nil {
 		return err
 	}
@@ -292,8 +317,9 @@ type viewBuilder struct {
 	ours map[uint64]bool // devices of the root's tmpfs and the private /tmp
 	// made are the directories this builder made on its own tmpfs since
 	// the last mount: known to be there and ours without a stat each.
-	made map[string]bool
-	buf  []byte // readWrite's
+	made  map[string]bool
+	trees map[string]int // the binds' mounts by view path, for seal
+	buf   []byte         // readWrite's
 }
 
 // mounted forgets every directory made knew of, after a mount at p. All
@@ -346,11 +372,67 @@ func (v *viewBuilder) add(e viewEntry, tmpMB int) error {
 	} else if err := v.mkfile(dst); err != nil {
 		return err
 	}
-	if err := unix.Mount("/oldroot"+e.src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+	err := v.bind(e)
+	v.mounted(dst)
+	return err
+}
+
+// bind mounts the host's e.src (with what is mounted below it) at e.dst
+// in the view. Both are real paths, resolved by the plan: neither is
+// resolved through a symbolic link now, so a link planted since in a
+// writable bind on the way (by a tool, in this sandbox or another) fails
+// the launch instead of moving the bind, its source or its target, onto
+// a directory the grant does not name (TestPlantedLinkRedirectsNoBind).
+// The detached tree's descriptor is kept for seal: its flags are set on
+// this mount, not on whatever a path leads to by then.
+func (v *viewBuilder) bind(e viewEntry) error {
+	src, err := openNoLinks("/oldroot" + e.src)
+	if err != nil {
 		return fmt.Errorf("fs view: bind %s: %w", e.src, err)
 	}
-	v.mounted(dst)
+	tree, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+	unix.Close(src)
+	if err != nil {
+		return fmt.Errorf("fs view: bind %s: %w", e.src, err)
+	}
+	if e.shown {
+		var dst int
+		if dst, err = openNoLinks("/newroot" + e.dst); err == nil {
+			err = unix.MoveMount(tree, "", dst, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+			unix.Close(dst)
+		}
+	} else {
+		// Only the view's own tmpfs on the way: no link can be there.
+		err = unix.MoveMount(tree, "", unix.AT_FDCWD, "/newroot"+e.dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	}
+	if err != nil {
+		unix.Close(tree)
+		return fmt.Errorf("fs view: bind %s: %w", e.src, err)
+	}
+	v.trees[e.dst] = tree
 	return nil
+}
+
+// openNoLinks opens p as a place (O_PATH), refusing a symbolic link
+// anywhere on the way, the last component included (ELOOP). Not
+// O_NOFOLLOW: with O_PATH it opens a link at the end instead of refusing.
+func openNoLinks(p string) (int, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err == unix.ELOOP {
+		err = errors.New("a symbolic link on the way (one made since the view was planned?)")
+	}
+	return fd, err
+}
+
+// close closes the descriptors of the binds' trees.
+func (v *viewBuilder) close() {
+	for _, fd := range v.trees {
+		unix.Close(fd)
+	}
+	clear(v.trees)
 }
 
 // seal makes every mount of the view read-only, nosuid and nodev at once
@@ -400,11 +482,23 @@ func (v *viewBuilder) seal(plan []viewEntry) error {
 		}
 		// A flag the host's mount holds locked cannot be lifted (a
 		// read-only file system): the path stays as the host has it.
-		if err := setMountAttr("/newroot"+e.dst, set, clr, true); err != nil && !(set == 0 && errors.Is(err, unix.EPERM)) {
+		if err := v.setAttr(e, set, clr); err != nil && !(set == 0 && errors.Is(err, unix.EPERM)) {
 			return fmt.Errorf("fs view: set the mount flags of %s: %w", e.dst, err)
 		}
 	}
 	return nil
+}
+
+// setAttr sets and clears the attributes of e's mount and those below
+// it: a bind's through the descriptor of its tree (see bind), the
+// private /tmp by its path (on the root's own tmpfs: no link can be
+// planted on the way).
+func (v *viewBuilder) setAttr(e viewEntry, set, clr uint64) error {
+	fd, ok := v.trees[e.dst]
+	if !ok {
+		return setMountAttr("/newroot"+e.dst, set, clr, true)
+	}
+	return unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: set, Attr_clr: clr})
 }
 
 // copyFile copies the host's file src (a real path: no link on the way)
