@@ -46,8 +46,13 @@ SNAPSHOT    := $(BIN)/tools/snapshot
 # (-X), so the tests read the entries `make wasm` compiled for the kernel
 # instead of compiling every module a second time. Why: RATIONALE.md, "One
 # precompile for the kernel and the tests (issue 45)".
+# -s -w: no symbol table and no DWARF in the ~60 race test binaries, which
+# halves the linker's CPU (the largest single process of `make test`); race
+# reports and panics still print file:line (they read pclntab), and the Go
+# build ID note policy's verdict cache reads stays. Why: RATIONALE.md,
+# "Test binaries linked without DWARF (issue 45)".
 WAZERO_VERSION = $(shell $(GO) list -m -f '{{.Version}}' github.com/tetratelabs/wazero)
-TEST_LDFLAGS   = -ldflags=-X=github.com/tetratelabs/wazero/internal/version.version=$(WAZERO_VERSION)
+TEST_LDFLAGS   = -ldflags=-s -w -X=github.com/tetratelabs/wazero/internal/version.version=$(WAZERO_VERSION)
 
 ## build: the kernel CLI in bin/kernel
 build: $(KERNEL)

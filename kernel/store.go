@@ -83,9 +83,9 @@ type Store interface {
 //
 // The stores implement:
 //
-//	memory    SessionDeleter, EventLog
+//	memory    SessionDeleter, EventLog, SessionHeadLoader
 //	badger    SessionDeleter, SessionExporter, SessionImporter, SessionCollector, StoreChecker, EventLog, SpaceChecker, SpaceReclaimer, StepEventCommitter, SessionHeadLoader
-//	postgres  SessionDeleter, SessionExporter, SessionImporter, SessionCollector, StoreChecker, EventLog, Leaser, StepEventCommitter
+//	postgres  SessionDeleter, SessionExporter, SessionImporter, SessionCollector, StoreChecker, EventLog, Leaser, StepEventCommitter, SessionHeadLoader
 //
 // A store several kernel serve replicas share also implements
 // replica.Shared (kernel/replica): the runs, notices and queue of the

@@ -111,6 +111,26 @@ type rule struct {
 	// rule index files the rule under.
 	guard   guard
 	guarded bool
+	// reads caches readSections: the sections bits, with readsKnown set
+	// once computed (racing first computations store the same value).
+	reads atomic.Uint32
+}
+
+// readsKnown marks rule.reads as computed.
+const readsKnown = 1 << 16
+
+// readSections returns the State sections the rule's when and message
+// read (sectionsOf), computed once per rule: every tool entry the rule
+// applies to ORs them, and scanning the sources again for each of many
+// tool names was most of a test run's CPU (RATIONALE.md, "make test's
+// CPU outside cmd/kernel (issue 45)").
+func (r *rule) readSections() sections {
+	if v := r.reads.Load(); v&readsKnown != 0 {
+		return sections(v)
+	}
+	s := sectionsOf(progSrc(r.when), progSrc(r.message))
+	r.reads.Store(uint32(s) | readsKnown)
+	return s
 }
 
 // appliesTo reports whether the rule can match a call of the named tool.
@@ -662,11 +682,11 @@ func (p *Policy) varReads() sections {
 // vars' included.
 func (p *Policy) rulesReads(rules []*rule) sections {
 	p.budgetReads()
-	srcs := make([]string, 0, 2*len(rules))
+	s := p.varSecs
 	for _, r := range rules {
-		srcs = append(srcs, progSrc(r.when), progSrc(r.message))
+		s |= r.readSections()
 	}
-	return p.varSecs | sectionsOf(srcs...)
+	return s
 }
 
 func progSrc(pr *program) string {

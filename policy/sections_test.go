@@ -2,6 +2,9 @@ package policy
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +126,47 @@ budgets:
 		// policy's again with the first State.
 		env, m := borrow(full)
 		giveBack(env, m)
+	}
+}
+
+// TestRulesReadsIsTheSourcesScan: a tool entry's read sections, from each
+// rule's cached sections (rule.readSections), are the scan of all its
+// rules' sources at once (what rulesReads computed before the cache), for
+// every tool name of random policies, and stay so when asked again (the
+// cached path). Rules reading nothing, one section, several, and $env
+// (secState) are among them.
+func TestRulesReadsIsTheSourcesScan(t *testing.T) {
+	extra := []string{`session.tokens > 10`, `run.turn > 3 && now.Hour() > 1`, `$env.context.fraction > 0.5`, `agent.depth > 0`}
+	seen := map[sections]bool{}
+	for seed := range uint64(8) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		src := randPolicy(rng, 30)
+		// A few rules that read State sections, on every tool or on some.
+		var b strings.Builder
+		for i, w := range extra {
+			if rng.IntN(2) == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "  - id: x%d\n    effect: deny\n    tools: [%s]\n    when: '%s'\n", i, []string{`"*"`, "g*", "a"}[rng.IntN(3)], w)
+		}
+		src = strings.Replace(src, "rules:\n", "rules:\n"+b.String(), 1)
+		p := compileForTest(t, src)
+		for round := range 2 {
+			for _, tool := range randCallTools {
+				rules := p.rulesFor(tool)
+				srcs := make([]string, 0, 2*len(rules))
+				for _, r := range rules {
+					srcs = append(srcs, progSrc(r.when), progSrc(r.message))
+				}
+				want := p.varReads() | sectionsOf(srcs...)
+				if got := p.rulesReads(rules); got != want {
+					t.Fatalf("seed %d, round %d, tool %s: rulesReads = %b, the scan of its %d rules' sources %b", seed, round, tool, got, len(rules), want)
+				}
+				seen[want] = true
+			}
+		}
+	}
+	if len(seen) < 3 || !seen[secState] {
+		t.Fatalf("the entries read only %v: the comparison proves little", seen)
 	}
 }

@@ -36,14 +36,29 @@ steps:
 // HTTP and SSE alone. The postgres variant's server keeps fsync on
 // (pgtest.Options.Durable), as the store benchmarks' does.
 func BenchmarkRunLatency(b *testing.B) {
-	for _, store := range []string{"badger", "postgres", "memory"} {
+	for _, store := range []string{"badger", "postgres", "memory", "postgres-long"} {
 		b.Run(store, func(b *testing.B) { benchRunLatency(b, store) })
 	}
 }
 
+// longRuns is how many runs the -long variants make on their session
+// before they measure: 4 messages a run, a 500-message history, which the
+// server's ownership checks (the 202, the stream's start) read whole
+// unless the store has kernel.SessionHeadLoader.
+const longRuns = 125
+
+// longScript is benchScript's run once for each run a -long variant
+// makes on its one session (the scripted model answers by the number of
+// assistant turns before): the seeding runs and up to 1000 measured.
+var longScript = "steps:\n" + strings.Repeat(strings.SplitN(benchScript, "steps:\n", 2)[1], longRuns+1000)
+
 func benchRunLatency(b *testing.B, store string) {
 	o := rigOpts{script: benchScript}
-	switch store {
+	long := strings.HasSuffix(store, "-long")
+	if long {
+		o.script = longScript
+	}
+	switch strings.TrimSuffix(store, "-long") {
 	case "badger":
 		o.badger = filepath.Join(b.TempDir(), "store")
 	case "postgres":
@@ -57,10 +72,36 @@ func benchRunLatency(b *testing.B, store string) {
 	}
 	r := newRigTB(b, o)
 	ctx := context.Background()
+	// session is the session a run measures: a new one each time, or, in
+	// a -long variant, one that already holds a long history.
+	session := func() string { return r.newSession(r.alice) }
+	var cursor uint64 // the last event stored on a -long session
+	if long {
+		sid := r.newSession(r.alice)
+		for range longRuns {
+			if _, err := r.kernel.Run(ctx, sid, "read"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		session = func() string { return sid }
+		// The stream of a run on it starts after the events already
+		// stored (else it would stop at an earlier run's end).
+		el := r.store.(kernel.EventLog)
+		for {
+			evs, err := el.ReadEvents(ctx, sid, cursor, 512)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(evs) == 0 {
+				break
+			}
+			cursor = evs[len(evs)-1].Seq
+		}
+	}
 	var inproc, viaHTTP []time.Duration
 	b.Run("in-process", func(b *testing.B) {
 		for b.Loop() {
-			sid := r.newSession(r.alice)
+			sid := session()
 			start := time.Now()
 			if _, err := r.kernel.Run(ctx, sid, "read"); err != nil {
 				b.Fatal(err)
@@ -71,11 +112,18 @@ func benchRunLatency(b *testing.B, store string) {
 	})
 	b.Run("http-sse", func(b *testing.B) {
 		for b.Loop() {
-			sid := r.newSession(r.alice)
+			sid := session()
 			start := time.Now()
 			done := make(chan error, 1)
+			after := ""
+			if long {
+				after = strconv.FormatUint(cursor, 10)
+			}
 			go func() {
-				_, err := r.stream(ctx, r.alice, sid, "", func(e sseEvent) bool { return e.typ == "run.completed" })
+				evs, err := r.stream(ctx, r.alice, sid, after, func(e sseEvent) bool { return e.typ == "run.completed" })
+				if err == nil && long && len(evs) > 0 {
+					cursor, err = strconv.ParseUint(evs[len(evs)-1].id, 10, 64)
+				}
 				done <- err
 			}()
 			if p := r.doNoCheck("POST", "/v1/sessions/"+sid+"/runs", r.alice, map[string]any{"prompt": "read"}); p.status != 202 {
@@ -85,6 +133,9 @@ func benchRunLatency(b *testing.B, store string) {
 				b.Fatal(err)
 			}
 			viaHTTP = append(viaHTTP, time.Since(start))
+			if long { // the next run on the session waits for this one's end record
+				r.waitStatus(r.alice, sid, "idle")
+			}
 		}
 		b.ReportMetric(float64(median(viaHTTP).Microseconds()), "p50-µs")
 		if len(inproc) > 0 {

@@ -28,6 +28,12 @@ func (s *slowLoad) Load(ctx context.Context, id string) (*kernel.Session, error)
 	return nil, ctx.Err()
 }
 
+// LoadHead waits as Load does: a stream's start reads the session's head
+// (kernel.SessionHeadLoader, which memory.Store has).
+func (s *slowLoad) LoadHead(ctx context.Context, id string) (*kernel.Session, error) {
+	return s.Load(ctx, id)
+}
+
 // TestClientGoneIsNot500: a client that disconnects while its request
 // waits for the store (an event stream loading its session) is recorded
 // as 499 in the access log, with nothing in the error log: it is not a

@@ -181,8 +181,11 @@ func (h *hub) encode(t *topic, fence uint64, e kernel.Event) (fencedEvent, bool)
 		h.warn("session %s: marshal %s event: %v", t.id, e.Type(), err)
 		return fencedEvent{}, false
 	}
-	if s := string(b); h.scrub(s) != s {
-		b = []byte(h.scrub(s))
+	// Scrubbed once (the scrubber is the costlier half): the same bytes
+	// are stored and streamed to every subscriber.
+	s := string(b)
+	if c := h.scrub(s); c != s {
+		b = []byte(c)
 	}
 	return fencedEvent{kernel.StoredEvent{Type: e.Type(), Time: time.Now().UTC(), Data: b}, fence}, true
 }

@@ -317,3 +317,41 @@ func (c *counting) Commit(ctx context.Context, id string, step kernel.Step) erro
 	c.n.Add(1)
 	return c.Store.Commit(ctx, id, step)
 }
+
+// BenchmarkHeadRead: kernel serve's ownership check (a run's 202, a
+// stream's start) as a whole Load against LoadHead, on a session of 1
+// message and one of 500. The 500 messages are rows (no segment): the
+// benchmark's session grew one step at a time, as a served one does.
+func BenchmarkHeadRead(b *testing.B) {
+	s := benchStores(b)["postgres"].(*postgres.Store)
+	ctx := context.Background()
+	meta := kernel.SessionMeta{Status: kernel.StatusIdle, Created: time.Now(), Updated: time.Now(), Labels: map[string]string{"owner": "key_3f9a2c"}}
+	for _, c := range []struct {
+		id string
+		n  int
+	}{{"one", 1}, {"long", 500}} {
+		for i := 1; i <= c.n; i += 50 {
+			var msgs []kernel.Message
+			for j := i; j < i+50 && j <= c.n; j++ {
+				msgs = append(msgs, benchMessage(j))
+			}
+			if err := s.Commit(ctx, c.id, kernel.Step{Messages: msgs, Meta: meta}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(fmt.Sprintf("messages=%d/load", c.n), func(b *testing.B) {
+			for b.Loop() {
+				if se, err := s.Load(ctx, c.id); err != nil || len(se.Messages) != c.n {
+					b.Fatalf("Load = %v", err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("messages=%d/head", c.n), func(b *testing.B) {
+			for b.Loop() {
+				if se, err := s.LoadHead(ctx, c.id); err != nil || se.Meta.LastSeq != uint64(c.n) {
+					b.Fatalf("LoadHead = %v", err)
+				}
+			}
+		})
+	}
+}

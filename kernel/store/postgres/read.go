@@ -43,16 +43,26 @@ SELECT m.seq, m.body, NULL, NULL FROM ak_messages m, s WHERE m.session_id = $1 A
 
 // Load reads session id (kernel.Store) in one statement.
 func (s *Store) Load(ctx context.Context, id string) (*kernel.Session, error) {
+	return s.read(ctx, id, func(ctx context.Context) (*kernel.Session, error) {
+		se, err := s.load(ctx, id, loadSQL)
+		if errors.Is(err, errSegment) {
+			se, err = s.load(ctx, id, loadRowsSQL)
+		}
+		return se, err
+	})
+}
+
+// read is what Load and LoadHead share: an invalid id is not found, fn
+// is retried while the database is unreachable, and its errors other
+// than not found and corrupt are classified.
+func (s *Store) read(ctx context.Context, id string, fn func(context.Context) (*kernel.Session, error)) (*kernel.Session, error) {
 	if rules.CheckID(id) != nil {
 		return nil, fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
 	}
 	var se *kernel.Session
 	err := s.retry(ctx, func(ctx context.Context) error {
 		var err error
-		se, err = s.load(ctx, id, loadSQL)
-		if errors.Is(err, errSegment) {
-			se, err = s.load(ctx, id, loadRowsSQL)
-		}
+		se, err = fn(ctx)
 		return err
 	})
 	if err != nil {
@@ -89,17 +99,9 @@ func (s *Store) load(ctx context.Context, id, sql string) (*kernel.Session, erro
 			if err := rows.Scan(nil, &meta, &pending, &last); err != nil {
 				return nil, err
 			}
-			se = &kernel.Session{}
-			if err := json.Unmarshal(meta, &se.Meta); err != nil {
-				return nil, &kernel.CorruptError{Session: id, Part: "meta", Err: err}
+			if se, err = decodeHead(id, meta, pending, last); err != nil {
+				return nil, err
 			}
-			if len(pending) > 0 {
-				se.Pending = new(kernel.Approval)
-				if err := json.Unmarshal(pending, se.Pending); err != nil {
-					return nil, &kernel.CorruptError{Session: id, Part: "pending", Err: err}
-				}
-			}
-			se.Meta.ID, se.Meta.LastSeq = id, uint64(last)
 			if msgs == nil {
 				msgs = make([]kernel.Message, 0, last)
 			}
