@@ -82,8 +82,8 @@ func envFields() (names []string, types map[string]reflect.Type) {
 	rt := reflect.TypeFor[policy.Env]()
 	for i := range rt.NumField() {
 		f := rt.Field(i)
-		if f.Type == reflect.TypeFor[policy.TurnEnv]() {
-			continue
+		if !f.IsExported() || f.Type == reflect.TypeFor[policy.TurnEnv]() {
+			continue // expr sees only exported fields
 		}
 		tag := f.Tag.Get("expr")
 		if f.Type.Kind() != reflect.Struct || f.Type == reflect.TypeFor[time.Time]() {

@@ -51,6 +51,12 @@ type Env struct {
 	// Now is the time of the decision (the kernel's clock; the test case's
 	// now in tests), so time-based rules are deterministic under test.
 	Now time.Time `expr:"now"`
+
+	// paths is the storage Call.Paths is built in, kept across the pool's
+	// uses of this Env (unexported: expr and the fast path never see it).
+	// Nothing outside the Env keeps Call.Paths: rules read it while the
+	// Env is borrowed; putEnvSections clears what it held.
+	paths []string
 }
 
 // SessionEnv is the whole session: every run so far.
@@ -273,6 +279,8 @@ func putEnv(e *Env) { putEnvSections(e, secAll) }
 
 func putEnvSections(e *Env, secs sections) {
 	calls, tools := e.Run.Calls[:0], e.Run.Tools[:0]
+	clear(e.paths[:cap(e.paths)])
+	paths := e.paths[:0]
 	if secs == secAll {
 		*e = Env{}
 	} else {
@@ -308,7 +316,7 @@ func putEnvSections(e *Env, secs sections) {
 			e.Chunk = MemoryChunk{}
 		}
 	}
-	e.Run.Calls, e.Run.Tools = calls, tools
+	e.Run.Calls, e.Run.Tools, e.paths = calls, tools, paths
 	envPool.Put(e)
 }
 
@@ -380,10 +388,17 @@ func (e *Env) fillCall(c *kernel.Call, ex *extractor) {
 	spec := c.Tool()
 	e.fillTool(&spec)
 	args := c.Value()
-	e.Call = CallEnv{ID: c.ID(), Tool: c.Tool().Name, Args: args}
+	e.Call = CallEnv{ID: c.ID(), Tool: c.Tool().Name, Args: args, Paths: e.paths[:0]}
 	ex.extract(args, &e.Call)
 	for _, p := range c.TouchedPaths() {
 		e.Call.Paths = append(e.Call.Paths, cleanPath(p))
+	}
+	// Keep the (possibly grown) storage for the next use; a call without
+	// paths still sees call.paths as nil, as it did before the storage was
+	// kept.
+	e.paths = e.Call.Paths[:0]
+	if len(e.Call.Paths) == 0 {
+		e.Call.Paths = nil
 	}
 }
 

@@ -268,7 +268,21 @@ func matchAny(globs []string, name string) bool {
 
 var vmPool = sync.Pool{New: func() any { return new(vm.VM) }}
 
-// eval runs a boolean program. A nil program is true.
+// runVM runs prog on env with m, or, when m is nil, with a VM taken from
+// the pool for this one run: Budget passes nil, so a check its fast
+// closures answer never touches the pool.
+func runVM(m *vm.VM, prog *vm.Program, env *Env) (any, error) {
+	if m != nil {
+		return m.Run(prog, env)
+	}
+	m = vmPool.Get().(*vm.VM)
+	out, err := m.Run(prog, env)
+	vmPool.Put(m)
+	return out, err
+}
+
+// eval runs a boolean program (m may be nil: see runVM). A nil program is
+// true.
 func eval(m *vm.VM, p *program, env *Env) (bool, error) {
 	if p == nil {
 		return true, nil
@@ -282,7 +296,7 @@ func eval(m *vm.VM, p *program, env *Env) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	out, err := m.Run(prog, env)
+	out, err := runVM(m, prog, env)
 	if err != nil {
 		return false, runtimeErr(err)
 	}
@@ -293,13 +307,13 @@ func eval(m *vm.VM, p *program, env *Env) (bool, error) {
 	return b, nil
 }
 
-// evalString runs a string program.
+// evalString runs a string program (m may be nil: see runVM).
 func evalString(m *vm.VM, p *program, env *Env) (string, error) {
 	prog, err := p.compiled()
 	if err != nil {
 		return "", err
 	}
-	out, err := m.Run(prog, env)
+	out, err := runVM(m, prog, env)
 	if err != nil {
 		return "", runtimeErr(err)
 	}
@@ -545,9 +559,13 @@ func (p *Policy) Budget(_ context.Context, st *kernel.State, phase kernel.Budget
 		return kernel.BudgetVerdict{}
 	}
 	secs := p.budgetReads()
-	env, m := borrowSections(st, secs)
-	v := p.budget(m, env, phase, nil)
-	giveBackSections(env, m, secs)
+	env := getEnv()
+	env.fillSections(st, secs)
+	// No VM borrowed up front: a budget's condition is usually a
+	// comparison the fast closures answer; eval takes one from the pool
+	// only for what they cannot say.
+	v := p.budget(nil, env, phase, nil)
+	putEnvSections(env, secs)
 	return v
 }
 
