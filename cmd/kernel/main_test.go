@@ -67,25 +67,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// Parallel tests. Most of this package's time is waiting: on kernel
-// processes, sandboxed commands, leases that must lapse, PostgreSQL. The
-// slow tests that wait run in parallel (t.Parallel), after every
-// sequential test has finished (that is how go test orders them), four
-// at a time (TestMain sets -test.parallel unless it is given; go test's
-// default is GOMAXPROCS, two here). A test may be parallel
-// only if it
-//
-//   - never changes the process's environment or working directory
-//     (t.Setenv and t.Chdir panic in a parallel test, which enforces it);
-//     a subprocess gets its variables in its own cmd.Env instead;
-//   - keeps its state in its own directories: its own --store or
-//     store.dir, never the shared default under $XDG_DATA_HOME that
-//     TestMain sets (two in-process runs would open one Badger store);
-//   - takes a database of its own (pgtest NewDatabase or Migrated) or a
-//     PostgreSQL server of its own;
-//   - changes no package variable (statusAfter, faults).
-//
-// cli runs the CLI in-process and returns stdout, stderr and the error.
 // testLauncherEnv names the sandbox launcher TestMain built for the kernel
 // processes this package starts (KERNEL_TEST_MAIN=1, with the test's
 // environment): they use it as this process does.
@@ -114,6 +95,25 @@ func useBuiltLauncher(path string) error {
 	return os.Setenv(testLauncherEnv, path)
 }
 
+// Parallel tests. Most of this package's time is waiting: on kernel
+// processes, sandboxed commands, leases that must lapse, PostgreSQL. The
+// slow tests that wait run in parallel (t.Parallel), after every
+// sequential test has finished (that is how go test orders them), four
+// at a time (TestMain sets -test.parallel unless it is given; go test's
+// default is GOMAXPROCS, two here). A test may be parallel
+// only if it
+//
+//   - never changes the process's environment or working directory
+//     (t.Setenv and t.Chdir panic in a parallel test, which enforces it);
+//     a subprocess gets its variables in its own cmd.Env instead;
+//   - keeps its state in its own directories: its own --store or
+//     store.dir, never the shared default under $XDG_DATA_HOME that
+//     TestMain sets (two in-process runs would open one Badger store);
+//   - takes a database of its own (pgtest NewDatabase or Migrated) or a
+//     PostgreSQL server of its own;
+//   - changes no package variable (statusAfter, faults).
+//
+// cli runs the CLI in-process and returns stdout, stderr and the error.
 func cli(t testing.TB, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
