@@ -32,13 +32,23 @@ func New() *Store { return &Store{sessions: map[string]*session{}} }
 // Load returns the session. Its Messages slice has no spare capacity, so a
 // caller appending to it never writes into the store.
 func (s *Store) Load(_ context.Context, id string) (*kernel.Session, error) {
+	return s.load(id, true)
+}
+
+// load copies session id out: its metadata (labels cloned), a copy of the
+// pending approval and, withMessages, the messages (clipped, so that an
+// append by the caller never writes into the store's array).
+func (s *Store) load(id string, withMessages bool) (*kernel.Session, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	se, ok := s.sessions[id]
 	if !ok {
 		return nil, fmt.Errorf("session %q: %w", id, kernel.ErrSessionNotFound)
 	}
-	out := &kernel.Session{Meta: se.meta, Messages: se.msgs[:len(se.msgs):len(se.msgs)]}
+	out := &kernel.Session{Meta: se.meta}
+	if withMessages {
+		out.Messages = se.msgs[:len(se.msgs):len(se.msgs)]
+	}
 	out.Meta.Labels = maps.Clone(se.meta.Labels)
 	if se.pending != nil {
 		p := *se.pending
