@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -158,6 +159,12 @@ func (m *runManager) startWith(ctx context.Context, sid, owner string, k *Key, k
 	}
 	m.wg.Add(1)
 	go m.run(runCtx, rec, k, fn)
+	// The run starts now, on this processor, and the caller (the 202,
+	// its access log line) goes on when a processor is free: else the
+	// new goroutine waits until the caller blocks, after its response is
+	// written. Why: RATIONALE.md, "A run through kernel serve, fourth
+	// round (issue 45)".
+	runtime.Gosched()
 	return rec, nil
 }
 
