@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,13 +36,18 @@ func copyAndHash(dst, src *os.File) ([]byte, error) {
 		end int64 // the copy's size so far
 		err error // the copy failed
 	}
+	chunk := copyChunk
+	if runtime.GOMAXPROCS(0) < 2 {
+		// One CPU: nothing to overlap with; one part, one mapping.
+		chunk = math.MaxInt64
+	}
 	parts := make(chan part, 64)
 	stop := make(chan struct{})
 	go func() {
 		defer close(parts)
 		var end int64
 		for {
-			n, err := io.CopyN(dst, src, copyChunk)
+			n, err := io.CopyN(dst, src, chunk)
 			end += n
 			if errors.Is(err, io.EOF) {
 				err = nil
@@ -52,7 +59,7 @@ func copyAndHash(dst, src *os.File) ([]byte, error) {
 					return
 				}
 			}
-			if err != nil || n < copyChunk {
+			if err != nil || n < chunk {
 				return
 			}
 		}
@@ -70,7 +77,7 @@ func copyAndHash(dst, src *os.File) ([]byte, error) {
 			return nil, fmt.Errorf("copy: %w", p.err)
 		}
 		for done < p.end {
-			n := min(p.end-done, copyChunk)
+			n := min(p.end-done, chunk)
 			if err := hashRange(h, dst, done, n, &buf); err != nil {
 				return nil, err
 			}
