@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -15,8 +16,10 @@ import (
 // sizes around the part size (a whole number of parts, one byte more or
 // less): the overlap of the copy and the hash must hash every byte of the
 // copy once, in order. With one page per part the hash maps many parts;
-// the default part size is tried too.
+// the default part size is tried too. At least two Ps, so that the parts
+// overlap (with one, copyAndHash copies whole and hashes once).
 func TestCopyAndHash(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0))))
 	r := rand.New(rand.NewPCG(1, 2))
 	page := int64(os.Getpagesize())
 	for _, chunk := range []int64{page, copyChunk} {
