@@ -139,7 +139,7 @@ func TestLauncherLinksNoGrantDecoding(t *testing.T) {
 	}
 	tagged := false
 	for _, s := range bi.Settings {
-		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), "agentkernel_launcher") {
+		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), sandbox.LauncherBuildTag) {
 			tagged = true
 		}
 	}
