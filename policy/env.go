@@ -527,9 +527,15 @@ func (e *Env) fillTool(spec *kernel.ToolSpec) {
 // the tool's schema marks (see extractor).
 func (e *Env) fillCall(c *kernel.Call, ex *extractor) {
 	spec := c.Tool()
-	e.fillTool(&spec)
+	e.fillCallSpec(c, &spec, ex)
+}
+
+// fillCallSpec is fillCall with the call's spec (c.Tool()) already copied
+// out.
+func (e *Env) fillCallSpec(c *kernel.Call, spec *kernel.ToolSpec, ex *extractor) {
+	e.fillTool(spec)
 	args := c.Value()
-	e.Call = CallEnv{ID: c.ID(), Tool: c.Tool().Name, Args: args, Paths: e.paths[:0]}
+	e.Call = CallEnv{ID: c.ID(), Tool: spec.Name, Args: args, Paths: e.paths[:0]}
 	ex.extract(args, &e.Call)
 	for _, p := range c.TouchedPaths() {
 		e.Call.Paths = append(e.Call.Paths, cleanPath(p))

@@ -210,6 +210,17 @@ func fastBinary(n *ast.BinaryNode) fastExpr {
 		case "endsWith":
 			f = strings.HasSuffix
 		}
+		if k, isConst := constOf(n.Right); isConst && k.k == fkString {
+			// A constant string on the right (call.args.path contains
+			// ".env"): read once at build time.
+			return func(env *Env) (fastVal, bool) {
+				a, ok := l(env)
+				if !ok || a.k != fkString {
+					return fastVal{}, false
+				}
+				return fastVal{k: fkBool, b: f(a.s, k.s)}, true
+			}
+		}
 		return func(env *Env) (fastVal, bool) {
 			a, ok1 := l(env)
 			b, ok2 := r(env)

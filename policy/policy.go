@@ -383,11 +383,12 @@ func (p *Policy) RecordApproval(st *kernel.State, a *kernel.Approval, rec kernel
 // match. Dry-run rules are evaluated and reported, never acted on.
 func (p *Policy) Decide(_ context.Context, st *kernel.State, c *kernel.Call) kernel.Decision {
 	start := time.Now()
-	e := p.entry(c.Tool().Name)
+	spec := c.Tool() // one copy of the spec for the decision
+	e := p.entry(spec.Name)
 	secs := e.reads | secTool | secCall
 	env := getEnv()
 	env.fillSections(st, secs)
-	env.fillCall(c, e.extractor(c.Tool().Schema))
+	env.fillCallSpec(c, &spec, e.extractor(spec.Schema))
 	// No VM borrowed up front (as in Budget): the fast closures answer
 	// the common rules, and runVM takes one from the pool only for what
 	// they cannot say.
