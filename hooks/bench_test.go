@@ -150,6 +150,26 @@ func BenchmarkScrubber1MiB(b *testing.B) {
 	}
 }
 
+// BenchmarkScrubberShort scrubs what kernel's BenchmarkLoop scrubs in a
+// run: a short prompt (ScrubLines, as the kernel's ScrubInput) and a short
+// tool result (Scrub), where the scan's fixed costs, not its bytes, count.
+func BenchmarkScrubberShort(b *testing.B) {
+	s := defaultScrubber(b)
+	b.ReportAllocs()
+	cpu := testutil.CPUTime()
+	for b.Loop() {
+		if s.ScrubLines("what is in the workspace?") == "" || scrubbed(s, "package main") == "" {
+			b.Fatal("scrubbed to nothing")
+		}
+	}
+	reportCPU(b, cpu)
+}
+
+func scrubbed(s *Scrubber, text string) string {
+	out, _ := s.Scrub(text)
+	return out
+}
+
 // hostileInputs are 1 MiB texts built to make a careless scanner
 // quadratic.
 func hostileInputs() map[string]string {

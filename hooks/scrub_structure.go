@@ -39,11 +39,74 @@ func eachIndex(t, sub string, fn func(i int)) {
 	}
 }
 
+// structureLits are the literals structures searches for; the index of
+// each is its bit in a litSet.
+var structureLits = [...]string{"-u", "-U", "--user", "--proxy-user", "mysql", "mariadb", "sshpass", "(", "Q~", "AC"}
+
+const (
+	litFlags   = 0 // the first four: -u, -U, --user, --proxy-user
+	litMysql   = 4 // mysql, mariadb
+	litSshpass = 6
+	litParen   = 7
+	litAzure   = 8
+	litTwilio  = 9
+)
+
+// litSet says which of structureLits a text holds (bit i for
+// structureLits[i]).
+type litSet uint16
+
+const allLits litSet = 1<<len(structureLits) - 1
+
+// litsByFirst lists, for each byte, the structureLits that start with it.
+var litsByFirst = func() (t [256][]uint8) {
+	for i, l := range structureLits {
+		t[l[0]] = append(t[l[0]], uint8(i))
+	}
+	return t
+}()
+
+// shortScan is the length up to which litsIn finds which literals a text
+// holds in one pass over it: on a short text (a prompt, a small tool
+// result) the ten strings.Index calls structures made cost more in set-up
+// than the pass. Longer texts keep the Index search (allLits).
+const shortScan = 512
+
+// litsIn returns which of structureLits occur in t: exactly those for
+// which strings.Contains(t, lit) holds (TestLitsInIsContains), or allLits
+// when t is longer than shortScan. structures searches each literal in the
+// set as before and skips the others, whose search would have found
+// nothing: the findings are the same (TestStructuresGateChangesNothing).
+func litsIn(t string) litSet {
+	if len(t) > shortScan {
+		return allLits
+	}
+	var has litSet
+	for i := 0; i < len(t); i++ {
+		for _, k := range litsByFirst[t[i]] {
+			if strings.HasPrefix(t[i:], structureLits[k]) {
+				has |= 1 << k
+			}
+		}
+	}
+	return has
+}
+
 // structures runs the structure-aware detectors.
-func (f *finder) structures() {
+func (f *finder) structures() { f.structuresIn(litsIn(f.text)) }
+
+// structuresIn runs them searching only the literals in has (allLits:
+// every one).
+func (f *finder) structuresIn(has litSet) {
 	t := f.text
-	for _, flag := range []string{"-u", "-U", "--user", "--proxy-user"} {
-		eachIndex(t, flag, func(i int) {
+	each := func(k int, fn func(i int)) {
+		if has&(1<<k) != 0 {
+			eachIndex(t, structureLits[k], fn)
+		}
+	}
+	for k := litFlags; k < litFlags+4; k++ {
+		flag := structureLits[k]
+		each(k, func(i int) {
 			if i > 0 && !strings.ContainsRune(" \t\n'\"", rune(t[i-1])) {
 				return // part of a longer word or flag
 			}
@@ -55,8 +118,9 @@ func (f *finder) structures() {
 			}
 		})
 	}
-	for _, prog := range []string{"mysql", "mariadb"} {
-		eachIndex(t, prog, func(i int) {
+	for k := litMysql; k < litMysql+2; k++ {
+		prog := structureLits[k]
+		each(k, func(i int) {
 			rest := i + len(prog)
 			if m := mysqlPassRE.FindStringSubmatchIndex(window(t, rest, 1100)); m != nil {
 				if v := t[rest+m[2] : rest+m[3]]; len(v) >= 4 && !placeholder(v) {
@@ -65,7 +129,7 @@ func (f *finder) structures() {
 			}
 		})
 	}
-	eachIndex(t, "sshpass", func(i int) {
+	each(litSshpass, func(i int) {
 		rest := i + len("sshpass")
 		if m := sshpassRE.FindStringSubmatchIndex(window(t, rest, 600)); m != nil {
 			if v := t[rest+m[2] : rest+m[3]]; !placeholder(v) {
@@ -73,7 +137,7 @@ func (f *finder) structures() {
 			}
 		}
 	})
-	eachIndex(t, "(", func(i int) {
+	each(litParen, func(i int) {
 		j := i + 1
 		for j < len(t) && (t[j] == ' ' || t[j] == '\t') {
 			j++
@@ -89,11 +153,11 @@ func (f *finder) structures() {
 			f.add(i+m[4], i+m[5], "assignment")
 		}
 	})
-	eachIndex(t, "Q~", func(i int) { f.azureSecretAt(i) })
+	each(litAzure, func(i int) { f.azureSecretAt(i) })
 	if strings.Count(t, ":") >= 4 {
 		f.pgpassLines()
 	}
-	eachIndex(t, "AC", func(i int) {
+	each(litTwilio, func(i int) {
 		if i > 0 && isAlnum(t[i-1]) || !isHexID(window(t, i+2, 33)) {
 			return
 		}

@@ -366,6 +366,147 @@ func (e *Env) fillSections(st *kernel.State, secs sections) {
 	e.fillTurn()
 }
 
+// runFields is a set of RunEnv's fields: those a budget reads when its
+// expressions name the run section only as run.<field> (runFieldsOf).
+// Budget then fills (fillRunFields) and clears (clearRunFields) only
+// those, not the whole section with run.calls and run.tools rebuilt
+// from the State three times a run.
+type runFields uint16
+
+const (
+	rfNumber runFields = 1 << iota
+	rfTurn
+	rfMaxTurns
+	rfPrompt
+	rfTokensIn
+	rfTokensOut
+	rfTokens
+	rfCostUSD
+	rfElapsed
+	rfCalls // run.calls and run.tools
+	rfCorrections
+	rfAll runFields = 1<<iota - 1
+)
+
+// runFieldBits maps each expr name of RunEnv's fields to its bit; phase is
+// 0: budget sets it itself. TestRunFieldBitsNameEveryField holds it to
+// RunEnv's tags, so a field added to RunEnv without a bit fails a test
+// (and reads as rfAll here until it has one).
+var runFieldBits = map[string]runFields{
+	"number": rfNumber, "turn": rfTurn, "max_turns": rfMaxTurns, "prompt": rfPrompt,
+	"tokens_in": rfTokensIn, "tokens_out": rfTokensOut, "tokens": rfTokens, "cost_usd": rfCostUSD,
+	"elapsed": rfElapsed, "calls": rfCalls, "tools": rfCalls, "corrections": rfCorrections, "phase": 0,
+}
+
+// runWords finds $env, the deprecated turn, and each run with the field
+// name right after its dot, if any.
+var runWords = regexp.MustCompile(`\$env\b|\bturn\b|\brun\b(?:\.([A-Za-z_][A-Za-z0-9_]*))?`)
+
+// runFieldsOf returns the run fields the sources can read: rfAll unless
+// every "run" in them (in a string or a longer path too: more is filled,
+// never less) is followed at once by ".<field>" of a known field, and none
+// holds turn (which reads the run through a pointer) or $env. A field is
+// read only through its name after "run." then: run alone (toJSON(run),
+// let r = run, [run], run?.x, run ["x"], run . x) matches without a field
+// and gives rfAll. TestRunFieldsOf and TestBudgetReadsEveryRunField hold
+// it.
+func runFieldsOf(srcs ...string) runFields {
+	var rf runFields
+	for _, src := range srcs {
+		for _, m := range runWords.FindAllStringSubmatch(src, -1) {
+			bit, ok := runFieldBits[m[1]]
+			if m[1] == "" || !ok {
+				return rfAll
+			}
+			rf |= bit
+		}
+	}
+	return rf
+}
+
+// fillRunFields sets the fields rf of the run section from st, as
+// fillSections sets them (rf is never rfAll: that is fillSections' job).
+func (e *Env) fillRunFields(st *kernel.State, rf runFields) {
+	r := &e.Run
+	if rf&rfNumber != 0 {
+		r.Number = st.Run
+	}
+	if rf&rfTurn != 0 {
+		r.Turn = st.Turn
+	}
+	if rf&rfMaxTurns != 0 {
+		r.MaxTurns = st.MaxTurns
+	}
+	if rf&rfPrompt != 0 {
+		r.Prompt = st.Prompt
+	}
+	if rf&rfTokensIn != 0 {
+		r.TokensIn = int(st.RunTotals.Usage.InputTokens)
+	}
+	if rf&rfTokensOut != 0 {
+		r.TokensOut = int(st.RunTotals.Usage.OutputTokens)
+	}
+	if rf&rfTokens != 0 {
+		r.Tokens = int(st.RunTotals.Usage.Total())
+	}
+	if rf&rfCostUSD != 0 {
+		r.CostUSD = st.RunTotals.CostUSD
+	}
+	if rf&rfElapsed != 0 {
+		r.Elapsed = since(st.Now, st.RunStarted)
+	}
+	if rf&rfCalls != 0 {
+		calls, tools := r.Calls[:0], r.Tools[:0]
+		for _, c := range st.RunCalls {
+			calls = append(calls, CallOutcome{Tool: c.Tool, Outcome: string(c.Outcome)})
+			tools = append(tools, c.Tool)
+		}
+		r.Calls, r.Tools = calls, tools
+	}
+	if rf&rfCorrections != 0 {
+		r.Corrections = st.Corrections
+	}
+}
+
+// clearRunFields zeroes what fillRunFields(rf) set, keeping the storage of
+// run.calls and run.tools as putEnvSections does.
+func (e *Env) clearRunFields(rf runFields) {
+	r := &e.Run
+	if rf&rfNumber != 0 {
+		r.Number = 0
+	}
+	if rf&rfTurn != 0 {
+		r.Turn = 0
+	}
+	if rf&rfMaxTurns != 0 {
+		r.MaxTurns = 0
+	}
+	if rf&rfPrompt != 0 {
+		r.Prompt = ""
+	}
+	if rf&rfTokensIn != 0 {
+		r.TokensIn = 0
+	}
+	if rf&rfTokensOut != 0 {
+		r.TokensOut = 0
+	}
+	if rf&rfTokens != 0 {
+		r.Tokens = 0
+	}
+	if rf&rfCostUSD != 0 {
+		r.CostUSD = 0
+	}
+	if rf&rfElapsed != 0 {
+		r.Elapsed = 0
+	}
+	if rf&rfCalls != 0 {
+		r.Calls, r.Tools = r.Calls[:0], r.Tools[:0]
+	}
+	if rf&rfCorrections != 0 {
+		r.Corrections = 0
+	}
+}
+
 // fillTurn sets the deprecated turn section from the run section.
 func (e *Env) fillTurn() {
 	e.Turn = TurnEnv{RunEnv: &e.Run, Round: e.Run.Turn, MaxRounds: e.Run.MaxTurns}
@@ -386,9 +527,15 @@ func (e *Env) fillTool(spec *kernel.ToolSpec) {
 // the tool's schema marks (see extractor).
 func (e *Env) fillCall(c *kernel.Call, ex *extractor) {
 	spec := c.Tool()
-	e.fillTool(&spec)
+	e.fillCallSpec(c, &spec, ex)
+}
+
+// fillCallSpec is fillCall with the call's spec (c.Tool()) already copied
+// out.
+func (e *Env) fillCallSpec(c *kernel.Call, spec *kernel.ToolSpec, ex *extractor) {
+	e.fillTool(spec)
 	args := c.Value()
-	e.Call = CallEnv{ID: c.ID(), Tool: c.Tool().Name, Args: args, Paths: e.paths[:0]}
+	e.Call = CallEnv{ID: c.ID(), Tool: spec.Name, Args: args, Paths: e.paths[:0]}
 	ex.extract(args, &e.Call)
 	for _, p := range c.TouchedPaths() {
 		e.Call.Paths = append(e.Call.Paths, cleanPath(p))

@@ -171,7 +171,25 @@ func fastBinary(n *ast.BinaryNode) fastExpr {
 			return fastVal{k: fkBool, b: eq != neg}, true
 		}
 	case "<", ">", "<=", ">=":
-		op := n.Operator
+		op := cmpOpOf(n.Operator)
+		if f := fastIntFieldCompare(n, op); f != nil {
+			return f
+		}
+		if k, isConst := constOf(n.Right); isConst {
+			// A constant on the right (call.args.limit > 10000): read
+			// once at build time, not through a closure per evaluation.
+			return func(env *Env) (fastVal, bool) {
+				a, ok := l(env)
+				if !ok {
+					return fastVal{}, false
+				}
+				c, ok := fastCompare(a, k)
+				if !ok {
+					return fastVal{}, false
+				}
+				return fastVal{k: fkBool, b: op.holds(c)}, true
+			}
+		}
 		return func(env *Env) (fastVal, bool) {
 			a, ok1 := l(env)
 			b, ok2 := r(env)
@@ -182,18 +200,7 @@ func fastBinary(n *ast.BinaryNode) fastExpr {
 			if !ok {
 				return fastVal{}, false
 			}
-			var res bool
-			switch op {
-			case "<":
-				res = c < 0
-			case ">":
-				res = c > 0
-			case "<=":
-				res = c <= 0
-			default:
-				res = c >= 0
-			}
-			return fastVal{k: fkBool, b: res}, true
+			return fastVal{k: fkBool, b: op.holds(c)}, true
 		}
 	case "contains", "startsWith", "endsWith":
 		f := strings.Contains
@@ -202,6 +209,17 @@ func fastBinary(n *ast.BinaryNode) fastExpr {
 			f = strings.HasPrefix
 		case "endsWith":
 			f = strings.HasSuffix
+		}
+		if k, isConst := constOf(n.Right); isConst && k.k == fkString {
+			// A constant string on the right (call.args.path contains
+			// ".env"): read once at build time.
+			return func(env *Env) (fastVal, bool) {
+				a, ok := l(env)
+				if !ok || a.k != fkString {
+					return fastVal{}, false
+				}
+				return fastVal{k: fkBool, b: f(a.s, k.s)}, true
+			}
 		}
 		return func(env *Env) (fastVal, bool) {
 			a, ok1 := l(env)
@@ -213,6 +231,80 @@ func fastBinary(n *ast.BinaryNode) fastExpr {
 		}
 	}
 	return nil
+}
+
+// cmpOp is an ordering operator, decided when the closure is built.
+type cmpOp uint8
+
+const (
+	opLess cmpOp = iota
+	opMore
+	opLessEq
+	opMoreEq
+)
+
+func cmpOpOf(op string) cmpOp {
+	switch op {
+	case "<":
+		return opLess
+	case ">":
+		return opMore
+	case "<=":
+		return opLessEq
+	}
+	return opMoreEq
+}
+
+// holds reports whether op holds for c, fastCompare's -1, 0 or 1.
+func (op cmpOp) holds(c int) bool {
+	switch op {
+	case opLess:
+		return c < 0
+	case opMore:
+		return c > 0
+	case opLessEq:
+		return c <= 0
+	}
+	return c >= 0
+}
+
+// constOf returns the value of a constant node of a handled type.
+func constOf(n ast.Node) (fastVal, bool) {
+	switch n := n.(type) {
+	case *ast.IntegerNode:
+		return fastVal{k: fkInt, i: n.Value}, true
+	case *ast.FloatNode:
+		return fastVal{k: fkFloat, f: n.Value}, true
+	case *ast.StringNode:
+		return fastVal{k: fkString, s: n.Value}, true
+	case *ast.ConstantNode:
+		return fastConst(n.Value)
+	}
+	return fastVal{}, false
+}
+
+// fastIntFieldCompare is the commonest budget shape, an int field of the
+// Env ordered against an int constant (run.turn > budget.max_turns), as
+// one closure reading the int where it lies: what the general closures
+// answer for it (fastCompare's ints as ints), without a closure call per
+// side. It returns nil for any other shape.
+func fastIntFieldCompare(n *ast.BinaryNode, op cmpOp) fastExpr {
+	m, ok := n.Left.(*ast.MemberNode)
+	if !ok {
+		return nil
+	}
+	off, t, ok := memberAt(m)
+	if !ok || t != typeInt {
+		return nil
+	}
+	c, ok := constOf(n.Right)
+	if !ok || c.k != fkInt {
+		return nil
+	}
+	k := c.i
+	return func(env *Env) (fastVal, bool) {
+		return fastVal{k: fkBool, b: op.holds(cmpOrd(*(*int)(unsafe.Add(unsafe.Pointer(env), off)), k))}, true
+	}
 }
 
 // fastEqual is runtime.Equal on the handled types: numbers compare as
@@ -277,28 +369,10 @@ func num(v fastVal) float64 {
 // pointer, an embedded field, an optional (?.) or a method is left to the
 // VM.
 func fastMember(n *ast.MemberNode) fastExpr {
-	var names []string
-	var cur ast.Node = n
-	for {
-		m, ok := cur.(*ast.MemberNode)
-		if !ok {
-			break
-		}
-		if m.Optional || m.Method {
-			return nil
-		}
-		key, ok := m.Property.(*ast.StringNode)
-		if !ok {
-			return nil
-		}
-		names = append([]string{key.Value}, names...)
-		cur = m.Node
-	}
-	root, ok := cur.(*ast.IdentifierNode)
+	names, ok := memberPath(n)
 	if !ok {
 		return nil
 	}
-	names = append([]string{root.Value}, names...)
 	t := envType
 	var off uintptr
 	for i, name := range names {
@@ -337,6 +411,58 @@ func fastMember(n *ast.MemberNode) fastExpr {
 		}
 	}
 	return nil
+}
+
+// memberPath returns the names of a member path from the Env's root
+// (run.turn: run, turn); ok is false for an optional (?.), a method or a
+// computed key.
+func memberPath(n *ast.MemberNode) ([]string, bool) {
+	var names []string
+	var cur ast.Node = n
+	for {
+		m, ok := cur.(*ast.MemberNode)
+		if !ok {
+			break
+		}
+		if m.Optional || m.Method {
+			return nil, false
+		}
+		key, ok := m.Property.(*ast.StringNode)
+		if !ok {
+			return nil, false
+		}
+		names = append([]string{key.Value}, names...)
+		cur = m.Node
+	}
+	root, ok := cur.(*ast.IdentifierNode)
+	if !ok {
+		return nil, false
+	}
+	return append([]string{root.Value}, names...), true
+}
+
+// memberAt returns where in the Env a member path of plain struct fields
+// held by value lies, and its type (fastMember's walk; call.args.<key>, a
+// pointer or a map gives ok=false).
+func memberAt(n *ast.MemberNode) (uintptr, reflect.Type, bool) {
+	names, ok := memberPath(n)
+	if !ok {
+		return 0, nil, false
+	}
+	t := envType
+	var off uintptr
+	for _, name := range names {
+		if t.Kind() != reflect.Struct {
+			return 0, nil, false
+		}
+		f, ok := exprField(t, name)
+		if !ok {
+			return 0, nil, false
+		}
+		off += f.Offset
+		t = f.Type
+	}
+	return off, t, true
 }
 
 // fastArg reads call.args.<key> (the map[string]any at off) when its value

@@ -89,6 +89,9 @@ type Policy struct {
 	// vars and the budgets read (budgetReads).
 	readsOnce           sync.Once
 	varSecs, budgetSecs sections
+	// budgetRun are the run fields the budgets (and vars) read, when they
+	// name run only as run.<field> (runFieldsOf); rfAll otherwise.
+	budgetRun runFields
 }
 
 type varDef struct {
@@ -380,12 +383,17 @@ func (p *Policy) RecordApproval(st *kernel.State, a *kernel.Approval, rec kernel
 // match. Dry-run rules are evaluated and reported, never acted on.
 func (p *Policy) Decide(_ context.Context, st *kernel.State, c *kernel.Call) kernel.Decision {
 	start := time.Now()
-	e := p.entry(c.Tool().Name)
+	spec := c.Tool() // one copy of the spec for the decision
+	e := p.entry(spec.Name)
 	secs := e.reads | secTool | secCall
-	env, m := borrowSections(st, secs)
-	env.fillCall(c, e.extractor(c.Tool().Schema))
-	d := p.decideIndexed(m, env, e)
-	giveBackSections(env, m, secs)
+	env := getEnv()
+	env.fillSections(st, secs)
+	env.fillCallSpec(c, &spec, e.extractor(spec.Schema))
+	// No VM borrowed up front (as in Budget): the fast closures answer
+	// the common rules, and runVM takes one from the pool only for what
+	// they cannot say.
+	d := p.decideIndexed(nil, env, e)
+	putEnvSections(env, secs)
 	d.ID = kernel.NewIDAt(start) // the decision's own clock reading
 	d.EvalTime = time.Since(start)
 	if p.opts.Log != nil {
@@ -394,8 +402,8 @@ func (p *Policy) Decide(_ context.Context, st *kernel.State, c *kernel.Call) ker
 	return d
 }
 
-// decideIndexed decides on the call in env, evaluating only the rules the
-// index finds can match it. A rule it leaves out would have evaluated to
+// decideIndexed decides on the call in env (m may be nil: see runVM),
+// evaluating only the rules the index finds can match it. A rule it leaves out would have evaluated to
 // false without an error, so the decision is the one evaluating every
 // rule that applies to the tool gives (FuzzIndexedDecision holds it to
 // that).
@@ -560,11 +568,27 @@ func (p *Policy) Budget(_ context.Context, st *kernel.State, phase kernel.Budget
 	}
 	secs := p.budgetReads()
 	env := getEnv()
+	// The run section field by field when the budgets name only some of
+	// its fields (run.turn): the rest stays zero, and only what was
+	// filled is cleared (fillRunFields).
+	rf := p.budgetRun
+	if secs&secRun == 0 || st == nil {
+		rf = rfAll
+	}
+	if rf != rfAll {
+		secs &^= secRun
+	}
 	env.fillSections(st, secs)
+	if rf != rfAll {
+		env.fillRunFields(st, rf)
+	}
 	// No VM borrowed up front: a budget's condition is usually a
 	// comparison the fast closures answer; eval takes one from the pool
 	// only for what they cannot say.
 	v := p.budget(nil, env, phase, nil)
+	if rf != rfAll {
+		env.clearRunFields(rf)
+	}
 	putEnvSections(env, secs)
 	return v
 }
@@ -616,25 +640,20 @@ var _ kernel.ApprovalRecorder = (*Policy)(nil)
 
 var _ kernel.Policy = (*Policy)(nil)
 
-// borrow takes a pooled Env filled from st and a pooled VM, what Decide,
-// Surface and Budget evaluate with; giveBack returns them.
-func borrow(st *kernel.State) (*Env, *vm.VM) { return borrowSections(st, secAll) }
-
-func giveBack(env *Env, m *vm.VM) { giveBackSections(env, m, secAll) }
-
-// borrowSections is borrow filling only the sections secs of the State;
-// giveBackSections clears only secs (the State's and those the caller
-// set) before returning the Env. Decide and Budget use them with the
-// sections their expressions read (sectionsOf).
-func borrowSections(st *kernel.State, secs sections) (*Env, *vm.VM) {
+// borrow takes a pooled Env filled from every section of st and a pooled
+// VM, what Surface and the explain paths evaluate with; giveBack returns
+// them. Decide and Budget fill only the sections their expressions read
+// (sectionsOf) and take a VM only when the fast closures cannot answer
+// (runVM).
+func borrow(st *kernel.State) (*Env, *vm.VM) {
 	env := getEnv()
-	env.fillSections(st, secs)
+	env.fillSections(st, secAll)
 	return env, vmPool.Get().(*vm.VM)
 }
 
-func giveBackSections(env *Env, m *vm.VM, secs sections) {
+func giveBack(env *Env, m *vm.VM) {
 	vmPool.Put(m)
-	putEnvSections(env, secs)
+	putEnv(env)
 }
 
 // defaultMessage is a default decision's message (a constant for the
@@ -661,6 +680,10 @@ func (p *Policy) budgetReads() sections {
 			srcs = append(srcs, progSrc(b.warn), progSrc(b.stop), progSrc(b.msg))
 		}
 		p.budgetSecs = p.varSecs | sectionsOf(srcs...)
+		p.budgetRun = rfAll
+		if vs, ok := p.varSrcs(); ok {
+			p.budgetRun = runFieldsOf(append(srcs, vs...)...)
+		}
 	})
 	return p.budgetSecs
 }
@@ -668,14 +691,24 @@ func (p *Policy) budgetReads() sections {
 // varReads returns the State sections any var reads: an expression that
 // uses v.<name> reads what the var's (inlined) source names.
 func (p *Policy) varReads() sections {
+	srcs, ok := p.varSrcs()
+	if !ok {
+		return secState
+	}
+	return sectionsOf(srcs...)
+}
+
+// varSrcs returns the vars' sources; ok is false when a var has no
+// program (what it reads is unknown).
+func (p *Policy) varSrcs() ([]string, bool) {
 	srcs := make([]string, 0, len(p.vars))
 	for _, v := range p.vars {
 		if v.prog == nil {
-			return secState
+			return nil, false
 		}
 		srcs = append(srcs, v.prog.src.Src)
 	}
-	return sectionsOf(srcs...)
+	return srcs, true
 }
 
 // rulesReads returns the State sections rules' expressions read, the

@@ -269,7 +269,7 @@ func (pr *probe) value(x *ruleIndex, m *vm.VM, env *Env, s int) (any, bool) {
 	}
 	pv := probedValue{subject: s}
 	if prog := x.subjects[s]; prog != nil {
-		if v, err := m.Run(prog, env); err == nil {
+		if v, err := runVM(m, prog, env); err == nil { // m may be nil: see runVM
 			pv.value, pv.ok = v, true
 		}
 	}
