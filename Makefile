@@ -80,7 +80,7 @@ $(KERNEL): $(LAUNCHER) FORCE
 # runtime instead of libpsx's scan of /proc and sched_yield spin
 # (RATIONALE.md, "The sandbox's cold start (issue 45)").
 $(LAUNCHER): FORCE
-	$(Q)CGO_ENABLED=0 $(GOBUILD) $@ "the sandbox launcher" -trimpath -buildvcs=false ./cmd/sandbox-init
+	$(Q)CGO_ENABLED=0 $(GOBUILD) $@ "the sandbox launcher" -trimpath -buildvcs=false -tags agentkernel_launcher ./cmd/sandbox-init
 
 ## generate: rewrite what is generated from the Go lists: the closed sets in
 ## schemas/*.json, the policy schema's input sections, docs tables

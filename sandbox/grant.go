@@ -9,11 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
-
-	"gopkg.in/yaml.v3"
-
-	"github.com/agentkernel/agentkernel/internal/config"
 )
 
 // Grant is a capability manifest: everything a confined process may do.
@@ -107,37 +104,6 @@ type Net struct {
 	Bind []uint16 `yaml:"bind,omitempty" json:"bind,omitempty"`
 }
 
-// Duration is a time.Duration written as a Go duration string ("30s",
-// "1m30s") in YAML and JSON: the one type of internal/config.
-type Duration = config.Duration
-
-// UnmarshalYAML reads "none" or a mapping with connect and bind.
-func (n *Net) UnmarshalYAML(node *yaml.Node) error {
-	if node.Kind == yaml.ScalarNode {
-		if node.Value == "none" {
-			*n = Net{}
-			return nil
-		}
-		return fmt.Errorf("line %d: net: want \"none\" or a mapping with connect and bind port lists, got %q", node.Line, node.Value)
-	}
-	var raw map[string]yaml.Node
-	if err := node.Decode(&raw); err != nil {
-		return fmt.Errorf("line %d: net: %w", node.Line, err)
-	}
-	for k, v := range raw {
-		ports, err := decodePorts(k, func(dst any) error { return v.Decode(dst) })
-		if err != nil {
-			return fmt.Errorf("line %d: net.%s: %w", v.Line, k, err)
-		}
-		if k == "connect" {
-			n.Connect = ports
-		} else {
-			n.Bind = ports
-		}
-	}
-	return nil
-}
-
 // UnmarshalJSON reads "none" or an object with connect and bind.
 func (n *Net) UnmarshalJSON(b []byte) error {
 	if bytes.Equal(bytes.TrimSpace(b), []byte(`"none"`)) {
@@ -162,7 +128,10 @@ func (n *Net) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-var hostPortRE = regexp.MustCompile(`^\S+:\d+$`)
+// hostPortRE is compiled on first use: the launcher, which links this
+// file, never decodes a grant, and a regexp compiled at init costs every
+// sandbox's start.
+var hostPortRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\S+:\d+$`) })
 
 func decodePorts(key string, decode func(any) error) ([]uint16, error) {
 	switch key {
@@ -179,7 +148,7 @@ func decodePorts(key string, decode func(any) error) ([]uint16, error) {
 	var ports []uint16
 	for i, it := range items {
 		s := fmt.Sprint(it)
-		if hostPortRE.MatchString(s) {
+		if hostPortRE().MatchString(s) {
 			return nil, fmt.Errorf("[%d]: %q names a host: Landlock filters TCP ports only, any host would be reachable on that port; grant the port alone", i, s)
 		}
 		p, err := strconv.ParseUint(s, 10, 16)
@@ -200,7 +169,7 @@ func (n Net) MarshalYAML() (any, error) {
 	return plain(n), nil
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // Validate checks g and names the first bad field (e.g. "fs[2].mode").
 // It does not touch the file system.
@@ -222,7 +191,7 @@ func (g Grant) Validate() error {
 		}
 	}
 	for i, name := range g.Env {
-		if !envNameRE.MatchString(name) {
+		if !envNameRE().MatchString(name) {
 			return &GrantError{Field: fmt.Sprintf("env[%d]", i), Msg: fmt.Sprintf("%q is not an environment variable name (names only: values come from the kernel's environment)", name)}
 		}
 	}
@@ -261,35 +230,6 @@ type GrantError struct {
 }
 
 func (e *GrantError) Error() string { return "sandbox grant: " + e.Field + ": " + e.Msg }
-
-// DecodeYAML decodes a grant from YAML, refusing unknown fields, and
-// validates it. Errors name the field and line.
-func DecodeYAML(b []byte) (Grant, error) {
-	var g Grant
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&g); err != nil {
-		return Grant{}, fmt.Errorf("sandbox grant: %w", err)
-	}
-	return g, g.Validate()
-}
-
-// DecodeYAMLRelative is DecodeYAML for a manifest whose relative fs paths
-// are relative to base (the directory of the file it was read from).
-func DecodeYAMLRelative(b []byte, base string) (Grant, error) {
-	var g Grant
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&g); err != nil {
-		return Grant{}, fmt.Errorf("sandbox grant: %w", err)
-	}
-	for i, r := range g.FS {
-		if r.Path != "" && !filepath.IsAbs(r.Path) {
-			g.FS[i].Path = filepath.Join(base, r.Path)
-		}
-	}
-	return g, g.Validate()
-}
 
 // DecodeJSON decodes a grant from JSON, refusing unknown fields, and
 // validates it.

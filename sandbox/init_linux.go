@@ -49,6 +49,9 @@ type launcher struct {
 	cg *programCgroups
 	// ruleFDs hold the places of the Landlock rules until Restrict.
 	ruleFDs []int
+	// detached, when set, waits for the view's detach of the host's tree
+	// (buildView); called before Landlock, so before the program.
+	detached func() error
 }
 
 func (l *launcher) report(o Outcome) {
@@ -192,7 +195,9 @@ func (l *launcher) awaitGo() (bool, error) {
 func (l *launcher) probe() int {
 	pr := probeResult{PID: os.Getpid()}
 	mounted := false
-	if err := buildView(&l.sp); err != nil {
+	if detached, err := buildView(&l.sp); err != nil {
+		pr.FSView = err.Error()
+	} else if err := detached(); err != nil {
 		pr.FSView = err.Error()
 	} else {
 		mounted = true
@@ -251,9 +256,11 @@ func (l *launcher) confine() error {
 	}
 	switch {
 	case sp.FSView:
-		if err := buildView(sp); err != nil {
+		detached, err := buildView(sp)
+		if err != nil {
 			return err
 		}
+		l.detached = detached
 	case sp.MountNS:
 		if err := l.mountHostTree(); err != nil {
 			return err
@@ -301,6 +308,15 @@ func (l *launcher) confine() error {
 	}
 	if err := dropCapabilities(); err != nil {
 		return err
+	}
+	if l.detached != nil {
+		// The host's tree is out of the namespace before Landlock (whose
+		// all-threads restriction would wait for the unmount's thread
+		// anyway), the seccomp filter and the program.
+		if err := l.detached(); err != nil {
+			return err
+		}
+		l.detached = nil
 	}
 	if err := l.landlock(); err != nil {
 		return err

@@ -2,9 +2,11 @@ package sandbox_test
 
 import (
 	"crypto/sha256"
+	"debug/buildinfo"
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,5 +123,32 @@ func TestLauncherRewrittenAfterCheck(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the rewritten launcher file ran")
+	}
+}
+
+// TestLauncherLinksNoGrantDecoding: the dedicated launcher `make build`
+// makes is built with the agentkernel_launcher tag, which leaves out what
+// only the kernel needs (grant_yaml.go: yaml.v3, internal/config), so
+// that their package initialisers do not run at every sandbox's start.
+// It reads the binary's own build information.
+func TestLauncherLinksNoGrantDecoding(t *testing.T) {
+	p, _ := dedicatedLauncher(t)
+	bi, err := buildinfo.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged := false
+	for _, s := range bi.Settings {
+		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), sandbox.LauncherBuildTag) {
+			tagged = true
+		}
+	}
+	if !tagged {
+		t.Errorf("%s was not built with -tags agentkernel_launcher (settings %v)", p, bi.Settings)
+	}
+	for _, d := range bi.Deps {
+		if d.Path == "gopkg.in/yaml.v3" {
+			t.Errorf("%s links %s: the launcher never decodes a grant", p, d.Path)
+		}
 	}
 }

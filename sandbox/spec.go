@@ -1,5 +1,10 @@
 package sandbox
 
+// LauncherBuildTag is the build tag the dedicated launcher
+// (cmd/sandbox-init) is built with, by make and by the tests that build
+// it: it leaves out what only the kernel needs (grant_yaml.go).
+const LauncherBuildTag = "agentkernel_launcher"
+
 // initArg0 is argv[0] of the launcher: Main recognises it and becomes the
 // sandbox's init instead of running the program.
 const initArg0 = "agentkernel-sandbox-init"

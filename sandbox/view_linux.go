@@ -229,13 +229,16 @@ func viewBase() (string, error) {
 }
 
 // buildView makes the launcher's root (and so the program's) the view of
-// sp's rules: the host's tree is detached and out of reach. The working
-// directory stays the same path when the view has it, else it is /.
-func buildView(sp *spec) error {
+// sp's rules: the host's tree is detached and out of reach once detached
+// has returned nil, which the caller waits for before anything can run
+// in the sandbox (see detachOld). The working directory stays the same
+// path when the view has it, else it is /; until detached, the launcher
+// uses absolute paths only.
+func buildView(sp *spec) (detached func() error, err error) {
 	cwd, _ := os.Getwd()
 	plan, err := planView(sp)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	step := func(what string, err error) error {
 		if err != nil {
@@ -244,71 +247,90 @@ func buildView(sp *spec) error {
 		return nil
 	}
 	if err := step("make / private", unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")); err != nil {
-		return err
+		return nil, err
 	}
 	base, err := viewBase()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The root's own tmpfs holds only mount points and symlinks; it is
 	// made read-only once built.
 	if err := step("mount the root's tmpfs", unix.Mount("tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=8m,mode=0755")); err != nil {
-		return err
+		return nil, err
 	}
 	if err := step("enter the root's tmpfs", os.Chdir(base)); err != nil {
-		return err
+		return nil, err
 	}
 	for _, d := range []string{"newroot", "oldroot"} {
 		if err := step("mkdir "+d, os.Mkdir(d, 0o755)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := step("bind newroot", unix.Mount("newroot", "newroot", "", unix.MS_BIND|unix.MS_REC, "")); err != nil {
-		return err
+		return nil, err
 	}
 	// The tmpfs becomes / and the host's tree /oldroot, to bind from.
 	if err := step("pivot into the root's tmpfs", unix.PivotRoot(".", "oldroot")); err != nil {
-		return err
+		return nil, err
 	}
 	if err := step("chdir /", os.Chdir("/")); err != nil {
-		return err
+		return nil, err
 	}
 	v := &viewBuilder{ours: map[uint64]bool{}, made: map[string]bool{}, trees: map[string]int{}}
 	defer v.close()
 	if err := v.own("/newroot"); err != nil {
-		return err
+		return nil, err
 	}
 	for _, e := range plan {
 		if err := v.add(e, sp.MaxFileMB); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := v.seal(plan); err != nil {
-		return err
+		return nil, err
 	}
 	if err := v.proc(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := step("enter the view", os.Chdir("/newroot")); err != nil {
-		return err
+		return nil, err
 	}
 	if err := step("pivot into the view", unix.PivotRoot(".", ".")); err != nil {
-		return err
+		return nil, err
 	}
 	// One lazy unmount takes the build root and, mounted in it at
 	// /oldroot, the host's whole tree: every unmount that detaches
 	// something waits for an RCU grace period, so two would wait twice.
 	// TestViewHoldsNoHostMount holds it.
-	if err := step("detach the build root and the host's tree", unix.Unmount(".", unix.MNT_DETACH)); err != nil {
-		return err
-	}
-	if err := step("chdir /", os.Chdir("/")); err != nil {
-		return err
-	}
-	if cwd != "" && os.Chdir(cwd) != nil {
-		_ = os.Chdir("/")
-	}
-	return nil
+	wait := detachOld()
+	return func() error {
+		if err := step("detach the build root and the host's tree", wait()); err != nil {
+			return err
+		}
+		if err := step("chdir /", os.Chdir("/")); err != nil {
+			return err
+		}
+		if cwd != "" && os.Chdir(cwd) != nil {
+			_ = os.Chdir("/")
+		}
+		return nil
+	}, nil
+}
+
+// detachOld lazily unmounts the mount on top of the working directory
+// (after pivot_root(".", "."), the build root with the host's tree in it)
+// on another thread of the launcher, and returns the wait for it. The
+// mounts are gone from the namespace before umount2 returns, but it
+// returns only after an RCU grace period (expedited: 0.1-0.5 ms on the
+// loaded 2-core VM, the launcher off CPU), which the launcher spends
+// confining itself instead: the rest of its mounts, rlimits, capabilities
+// and Landlock's rules take no lock the unmount holds while it waits.
+// The thread shares the launcher's working directory (Go's threads share
+// one fs_struct), which stays put until the wait has returned.
+func detachOld() (wait func() error) {
+	done := make(chan error, 1)
+	go func() { done <- unix.Unmount(".", unix.MNT_DETACH) }()
+	return func() error { return <-done }
 }
 
 // viewBuilder adds entries under /newroot, creating mount points only on

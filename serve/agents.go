@@ -197,8 +197,7 @@ func (s *Server) startAgentRun(pipeline bool) func(http.ResponseWriter, *http.Re
 		if err != nil {
 			return err
 		}
-		snap, _ := s.runs.get(r.Context(), rec.ID)
-		writeJSON(w, http.StatusAccepted, runResponse{Run: &snap})
+		writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
 		return nil
 	}
 }

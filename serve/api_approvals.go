@@ -191,8 +191,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 	if err != nil {
 		return err
 	}
-	snap, _ := s.runs.get(r.Context(), rec.ID)
-	writeJSON(w, http.StatusAccepted, runResponse{Run: &snap})
+	writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
 	return nil
 }
 

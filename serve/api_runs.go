@@ -85,8 +85,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	if err != nil {
 		return err
 	}
-	snap, _ := s.runs.get(r.Context(), rec.ID)
-	writeJSON(w, http.StatusAccepted, runResponse{Run: &snap})
+	writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
 	return nil
 }
 
@@ -121,8 +120,7 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, k *Key) error
 	if err != nil {
 		return err
 	}
-	snap, _ := s.runs.get(r.Context(), rec.ID)
-	writeJSON(w, http.StatusAccepted, runResponse{Run: &snap})
+	writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
 	return nil
 }
 
@@ -222,8 +220,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, k *Key) err
 		} else if err != nil {
 			return err
 		} else {
-			snap, _ := s.runs.get(r.Context(), rec.ID)
-			writeJSON(w, http.StatusAccepted, runResponse{Run: &snap})
+			writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
 			return nil
 		}
 	}

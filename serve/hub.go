@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -323,8 +324,9 @@ func (l *runLink) commitEnd(ctx context.Context, id string, step kernel.Step, ev
 	}
 	fenced := append(t.pending[:n:n], end...)
 	t.pending = nil
-	defer t.mu.Unlock()
-	if err := h.ride(ctx, t, step, fenced, n); err != nil {
+	err := h.ride(ctx, t, step, fenced, n)
+	t.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	types := make([]string, len(events))
@@ -334,8 +336,36 @@ func (l *runLink) commitEnd(ctx context.Context, id string, step kernel.Step, ev
 	l.mu.Lock()
 	l.ahead = types
 	l.mu.Unlock()
+	yieldToStreams(t)
 	return nil
 }
+
+// yieldToStreams lets the streams that t's last publication woke (the
+// run's end) write it before the caller goes on: a woken stream waits
+// on this processor until the caller blocks, and what follows a run's
+// end (its record, the inbox, a follow-up) is not what its client waits
+// for. Why: RATIONALE.md, "A run through kernel serve, fourth round
+// (issue 45)".
+func yieldToStreams(t *topic) {
+	t.mu.Lock()
+	n := len(t.subs)
+	t.mu.Unlock()
+	if n > 0 {
+		runtime.Gosched()
+	}
+}
+
+// endsRun reports whether batch holds the event that ends a run.
+func endsRun(batch []kernel.StoredEvent) bool {
+	return slices.ContainsFunc(batch, func(e kernel.StoredEvent) bool {
+		return e.Type == runCompletedType || e.Type == runFailedType
+	})
+}
+
+var (
+	runCompletedType = kernel.RunCompleted{}.Type()
+	runFailedType    = kernel.RunFailed{}.Type()
+)
 
 // detach ends what attach began; the events left pending are stored at
 // once.
@@ -449,6 +479,9 @@ func (h *hub) store(t *topic, fenced []fencedEvent) {
 	}
 	first, err := h.log.AppendEvents(context.Background(), t.id, fenced[0].fence, batch)
 	t.mu.Lock()
+	if err == nil && endsRun(batch) {
+		defer yieldToStreams(t) // after the unlock below
+	}
 	defer t.mu.Unlock()
 	if err != nil {
 		t.failed += len(batch)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -96,7 +97,7 @@ func (e errBusy) Error() string { return "session has a run in flight" }
 // of a shared store), 503 when draining. On a shared store the run holds
 // the session's lease (taken here, before answering) from its start to
 // the end of its last follow-up.
-func (m *runManager) start(ctx context.Context, sid, owner string, k *Key, kind string, fn runFunc) (*runRec, error) {
+func (m *runManager) start(ctx context.Context, sid, owner string, k *Key, kind string, fn runFunc) (runRec, error) {
 	return m.startWith(ctx, sid, owner, k, kind, fn, nil)
 }
 
@@ -107,27 +108,27 @@ var errNothingToRun = errors.New("nothing to run")
 // server's (its lease held, on a shared store) and before the run starts:
 // false (or an error) gives the session up and starts nothing. ctx bounds
 // the start (taking the lease, prepare), not the run.
-func (m *runManager) startWith(ctx context.Context, sid, owner string, k *Key, kind string, fn runFunc, prepare func(context.Context) (bool, error)) (*runRec, error) {
+func (m *runManager) startWith(ctx context.Context, sid, owner string, k *Key, kind string, fn runFunc, prepare func(context.Context) (bool, error)) (runRec, error) {
 	m.mu.Lock()
 	if m.stopping {
 		m.mu.Unlock()
-		return nil, errorf(codeDraining, "the server is shutting down")
+		return runRec{}, errorf(codeDraining, "the server is shutting down")
 	}
 	if cur := m.active[sid]; cur != nil {
 		m.mu.Unlock()
-		return nil, errBusy{cur.snapshot()}
+		return runRec{}, errBusy{cur.snapshot()}
 	}
 	if m.total >= m.s.lim.MaxRuns {
 		m.mu.Unlock()
 		e := errorf(codeTooManyRuns, "the server runs %d runs, its limit: retry later", m.total)
 		e.retryAfter = 2
-		return nil, e
+		return runRec{}, e
 	}
 	if m.perKey[k.ID] >= m.s.lim.MaxRunsPerKey {
 		m.mu.Unlock()
 		e := errorf(codeTooManyRuns, "key %q runs %d runs, its limit: retry later", k.Name, m.perKey[k.ID])
 		e.retryAfter = 2
-		return nil, e
+		return runRec{}, e
 	}
 	runCtx, cancel := context.WithCancel(m.base)
 	rec := &runRec{ID: "run_" + kernel.NewID(), SessionID: sid, Kind: kind, Status: runRunning, Principal: k.Name,
@@ -154,11 +155,20 @@ func (m *runManager) startWith(ctx context.Context, sid, owner string, k *Key, k
 		m.release(k.ID)
 		m.mu.Unlock()
 		cancel()
-		return nil, err
+		return runRec{}, err
 	}
+	m.mu.Lock()
+	started := rec.snapshot() // what the 202 shows: the run as it starts
+	m.mu.Unlock()
 	m.wg.Add(1)
 	go m.run(runCtx, rec, k, fn)
-	return rec, nil
+	// The run starts now, on this processor, and the caller (the 202,
+	// its access log line) goes on when a processor is free: else the
+	// new goroutine waits until the caller blocks, after its response is
+	// written. Why: RATIONALE.md, "A run through kernel serve, fourth
+	// round (issue 45)".
+	runtime.Gosched()
+	return started, nil
 }
 
 // isStopping reports whether the server takes no more runs (draining).

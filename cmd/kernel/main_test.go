@@ -86,7 +86,7 @@ func useBuiltLauncher(path string) error {
 	if runtime.GOOS != "linux" {
 		return nil // no launcher off Linux
 	}
-	if err := sdktest.BuildTo(path, "../sandbox-init"); err != nil {
+	if err := sdktest.BuildTo(path, "../sandbox-init", "-tags="+sandbox.LauncherBuildTag); err != nil {
 		return fmt.Errorf("the sandbox launcher: %w", err)
 	}
 	if err := sandbox.UseLauncher(path, ""); err != nil {

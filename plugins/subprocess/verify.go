@@ -33,8 +33,9 @@ func pinMatches(pin, sum string) bool {
 	return subtle.ConstantTimeCompare([]byte(sum), []byte(pin)) == 1
 }
 
-// copyVerified copies the plugin binary into dir, hashes the copy, and
-// keeps the copy only if its sha256 is the pinned one. The
+// copyVerified copies the plugin binary into dir, hashes the copy (as it
+// is written: copyAndHash), and keeps the copy only if its sha256 is the
+// pinned one. The
 // host then executes the copy, never cfg.Path: the bytes that run are the
 // bytes that were hashed, whatever happens to cfg.Path afterwards (this is
 // the check-then-exec race go-plugin's SecureConfig leaves open). dir must
@@ -65,19 +66,14 @@ func copyVerified(cfg PluginConfig, dir string) (path, sum string, err error) {
 			_ = os.Remove(dst.Name())
 		}
 	}()
-	// The copy first, then the hash of the copy itself: the bytes hashed
-	// are the bytes the host executes (nobody else can write the copy),
-	// and neither step passes the binary through a user-space buffer
-	// (io.Copy between files is copy_file_range on Linux; hashCopy reads
-	// the copy through a mapping where it can).
-	if _, err := io.Copy(dst, src); err != nil {
-		_ = dst.Close()
-		return "", "", fmt.Errorf("plugin %q: copy binary: %w", cfg.Name, err)
-	}
-	digest, err := hashCopy(dst)
+	// The hash reads the copy itself, each part once it is written and
+	// while the next is copied (copyAndHash): the bytes hashed are the
+	// bytes the host executes (nobody else can write the copy), and the
+	// copy never passes through a user-space buffer.
+	digest, err := copyAndHash(dst, src)
 	if err != nil {
 		_ = dst.Close()
-		return "", "", fmt.Errorf("plugin %q: hash private copy: %w", cfg.Name, err)
+		return "", "", fmt.Errorf("plugin %q: copy and hash binary: %w", cfg.Name, err)
 	}
 	if err := dst.Close(); err != nil {
 		return "", "", fmt.Errorf("plugin %q: write private copy: %w", cfg.Name, err)

@@ -69,7 +69,7 @@ func run(m *testing.M) int {
 	// launcher (issue 45)".
 	if runtime.GOOS == "linux" {
 		launcher := filepath.Join(dir, sandbox.LauncherName)
-		if err := sdktest.BuildTo(launcher, filepath.Join(root, "cmd/sandbox-init")); err != nil {
+		if err := sdktest.BuildTo(launcher, filepath.Join(root, "cmd/sandbox-init"), "-tags="+sandbox.LauncherBuildTag); err != nil {
 			fmt.Fprintln(os.Stderr, "the sandbox launcher:", err)
 			return 1
 		}

@@ -212,9 +212,10 @@ func Build(tb testing.TB, pkg string) (path, sum string) {
 }
 
 // BuildTo is Build for callers without a testing.TB, such as TestMain: it
-// builds pkg into the file out. A pkg that is a directory is built from
-// inside it, so it may be a module of its own.
-func BuildTo(out, pkg string) error {
+// builds pkg into the file out, with flags (such as "-tags=…") added to
+// Build's. A pkg that is a directory is built from inside it, so it may be
+// a module of its own.
+func BuildTo(out, pkg string, flags ...string) error {
 	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(goCmd); err != nil {
 		goCmd = "go"
@@ -227,7 +228,8 @@ func BuildTo(out, pkg string) error {
 	if fi, err := os.Stat(pkg); err == nil && fi.IsDir() {
 		dir, pkg = pkg, "."
 	}
-	cmd := exec.Command(goCmd, "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	args := append([]string{"build", "-trimpath", "-ldflags=-s -w"}, flags...)
+	cmd := exec.Command(goCmd, append(args, "-o", out, pkg)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
