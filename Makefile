@@ -116,7 +116,7 @@ $(BIN)/wasm/js-raw.wasm: FORCE
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1, a reactor module" -trimpath -buildmode=c-shared ./wasm-tools/js
 
 $(SNAPSHOT): FORCE
-	$(Q)$(GOBUILD) $@ "writes pre-initialised WASM modules" ./plugins/wasm/internal/snapshot
+	$(Q)$(GOBUILD) $@ "writes pre-initialised WASM modules" -trimpath ./plugins/wasm/internal/snapshot
 
 wasm-tools/starlark/starlark.wasm: FORCE
 	$(Q)GOOS=wasip1 GOARCH=wasm $(GOBUILD) $@ "GOOS=wasip1, a reactor module" -trimpath -buildmode=c-shared ./wasm-tools/starlark

@@ -49,7 +49,11 @@ func Build(out string) error {
 	if _, err := os.Stat(goCmd); err != nil {
 		goCmd = "go"
 	}
-	cmd := exec.Command(goCmd, "build", "-o", out, serverPkg)
+	// -trimpath and CGO_ENABLED=0, as sdktest.BuildTo builds the test
+	// plugins: the server's packages (net/http and the standard library
+	// under it) are compiled once for both in a cold `make test`
+	// (RATIONALE.md, "One build configuration per binary kind (issue 45)").
+	cmd := exec.Command(goCmd, "build", "-trimpath", "-o", out, serverPkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %v\n%s", serverPkg, err, b)

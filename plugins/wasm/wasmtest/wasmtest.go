@@ -97,9 +97,12 @@ func Build(dir, out, pkg string, cshared bool) error {
 // finds in the binary's build information, which test binaries lack ("dev"),
 // unless the link set it (`make test` does: the test binaries then share
 // the entries `make wasm` compiled for the kernel), so the helper is told
-// the version the calling test binary's wazero reports.
+// the version the calling test binary's wazero reports. It is built
+// -trimpath, as make builds bin/tools/precompile, so a cold `make test`
+// compiles its packages once for both (RATIONALE.md, "One build
+// configuration per binary kind (issue 45)").
 func Precompile(repoRoot string, modules ...string) error {
-	args := []string{"run", "-ldflags=-X=github.com/tetratelabs/wazero/internal/version.version=" + SeenWazeroVersion(),
+	args := []string{"run", "-trimpath", "-ldflags=-X=github.com/tetratelabs/wazero/internal/version.version=" + SeenWazeroVersion(),
 		"./plugins/wasm/internal/precompile", "-q", "-cache", CacheDir()}
 	return goCmd(repoRoot, os.Environ(), append(args, modules...)...)
 }
@@ -172,5 +175,6 @@ func Snapshot(repoRoot, in, out string) error {
 			return nil
 		}
 	}
-	return goCmd(repoRoot, os.Environ(), "run", "./plugins/wasm/internal/snapshot", "-o", out, in)
+	// -trimpath: make's flags for bin/tools/snapshot (see Precompile).
+	return goCmd(repoRoot, os.Environ(), "run", "-trimpath", "./plugins/wasm/internal/snapshot", "-o", out, in)
 }

@@ -87,7 +87,10 @@ func TestSeenWazeroVersionFollowsTheLink(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "version")
-			args := []string{"build", "-o", bin}
+			// -trimpath, as make and Precompile build the precompiler:
+			// one compile of wazero for all three (RATIONALE.md, "One
+			// build configuration per binary kind (issue 45)").
+			args := []string{"build", "-trimpath", "-o", bin}
 			if c.ldflags != "" {
 				args = append(args, "-ldflags="+c.ldflags)
 			}
