@@ -57,6 +57,10 @@ type Env struct {
 	// Nothing outside the Env keeps Call.Paths: rules read it while the
 	// Env is borrowed; putEnvSections clears what it held.
 	paths []string
+	// keptCalls and keptTools are the storage of run.calls and run.tools,
+	// kept across pool uses (fillCalls).
+	keptCalls []CallOutcome
+	keptTools []string
 }
 
 // SessionEnv is the whole session: every run so far.
@@ -278,7 +282,7 @@ func getEnv() *Env { return envPool.Get().(*Env) }
 func putEnv(e *Env) { putEnvSections(e, secAll) }
 
 func putEnvSections(e *Env, secs sections) {
-	calls, tools := e.Run.Calls[:0], e.Run.Tools[:0]
+	calls, tools := e.keptCalls[:0], e.keptTools[:0]
 	clear(e.paths[:cap(e.paths)])
 	paths := e.paths[:0]
 	if secs == secAll {
@@ -316,7 +320,8 @@ func putEnvSections(e *Env, secs sections) {
 			e.Chunk = MemoryChunk{}
 		}
 	}
-	e.Run.Calls, e.Run.Tools, e.paths = calls, tools, paths
+	e.Run.Calls, e.Run.Tools = nil, nil
+	e.keptCalls, e.keptTools, e.paths = calls, tools, paths
 	envPool.Put(e)
 }
 
@@ -352,11 +357,7 @@ func (e *Env) fillSections(st *kernel.State, secs sections) {
 	if secs&secRun == 0 {
 		return
 	}
-	calls, tools := e.Run.Calls[:0], e.Run.Tools[:0]
-	for _, c := range st.RunCalls {
-		calls = append(calls, CallOutcome{Tool: c.Tool, Outcome: string(c.Outcome)})
-		tools = append(tools, c.Tool)
-	}
+	calls, tools := e.fillCalls(st)
 	e.Run = RunEnv{
 		Number: st.Run, Turn: st.Turn, MaxTurns: st.MaxTurns, Prompt: st.Prompt,
 		TokensIn: int(st.RunTotals.Usage.InputTokens), TokensOut: int(st.RunTotals.Usage.OutputTokens), Tokens: int(st.RunTotals.Usage.Total()),
@@ -364,6 +365,23 @@ func (e *Env) fillSections(st *kernel.State, secs sections) {
 		Tools: tools, Calls: calls, Corrections: st.Corrections,
 	}
 	e.fillTurn()
+}
+
+// fillCalls returns run.calls and run.tools for st, built in e's kept
+// storage. A run without calls has both nil, whatever the pool held, as an
+// Env never pooled has them: what a policy reads (toJSON(run.tools) is
+// null) does not depend on the pool (TestBudgetReadsEveryRunField).
+func (e *Env) fillCalls(st *kernel.State) ([]CallOutcome, []string) {
+	if len(st.RunCalls) == 0 {
+		return nil, nil
+	}
+	calls, tools := e.keptCalls[:0], e.keptTools[:0]
+	for _, c := range st.RunCalls {
+		calls = append(calls, CallOutcome{Tool: c.Tool, Outcome: string(c.Outcome)})
+		tools = append(tools, c.Tool)
+	}
+	e.keptCalls, e.keptTools = calls, tools
+	return calls, tools
 }
 
 // runFields is a set of RunEnv's fields: those a budget reads when its
@@ -456,12 +474,7 @@ func (e *Env) fillRunFields(st *kernel.State, rf runFields) {
 		r.Elapsed = since(st.Now, st.RunStarted)
 	}
 	if rf&rfCalls != 0 {
-		calls, tools := r.Calls[:0], r.Tools[:0]
-		for _, c := range st.RunCalls {
-			calls = append(calls, CallOutcome{Tool: c.Tool, Outcome: string(c.Outcome)})
-			tools = append(tools, c.Tool)
-		}
-		r.Calls, r.Tools = calls, tools
+		r.Calls, r.Tools = e.fillCalls(st)
 	}
 	if rf&rfCorrections != 0 {
 		r.Corrections = st.Corrections
@@ -500,7 +513,7 @@ func (e *Env) clearRunFields(rf runFields) {
 		r.Elapsed = 0
 	}
 	if rf&rfCalls != 0 {
-		r.Calls, r.Tools = r.Calls[:0], r.Tools[:0]
+		r.Calls, r.Tools = nil, nil
 	}
 	if rf&rfCorrections != 0 {
 		r.Corrections = 0
