@@ -481,44 +481,12 @@ func (e *Env) fillRunFields(st *kernel.State, rf runFields) {
 	}
 }
 
-// clearRunFields zeroes what fillRunFields(rf) set, keeping the storage of
-// run.calls and run.tools as putEnvSections does.
-func (e *Env) clearRunFields(rf runFields) {
-	r := &e.Run
-	if rf&rfNumber != 0 {
-		r.Number = 0
-	}
-	if rf&rfTurn != 0 {
-		r.Turn = 0
-	}
-	if rf&rfMaxTurns != 0 {
-		r.MaxTurns = 0
-	}
-	if rf&rfPrompt != 0 {
-		r.Prompt = ""
-	}
-	if rf&rfTokensIn != 0 {
-		r.TokensIn = 0
-	}
-	if rf&rfTokensOut != 0 {
-		r.TokensOut = 0
-	}
-	if rf&rfTokens != 0 {
-		r.Tokens = 0
-	}
-	if rf&rfCostUSD != 0 {
-		r.CostUSD = 0
-	}
-	if rf&rfElapsed != 0 {
-		r.Elapsed = 0
-	}
-	if rf&rfCalls != 0 {
-		r.Calls, r.Tools = nil, nil
-	}
-	if rf&rfCorrections != 0 {
-		r.Corrections = 0
-	}
-}
+// clearRunFields zeroes what fillRunFields(rf) set: the fill of a zero
+// State (no calls: run.calls and run.tools nil, their storage kept).
+func (e *Env) clearRunFields(rf runFields) { e.fillRunFields(&zeroState, rf) }
+
+// zeroState is the State clearRunFields fills from; never written.
+var zeroState kernel.State
 
 // fillTurn sets the deprecated turn section from the run section.
 func (e *Env) fillTurn() {
