@@ -62,6 +62,17 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	}
 	sid := sess.Meta.ID
 	prompt := req.Prompt
+	var (
+		t      *topic
+		notify chan struct{}
+	)
+	if wantsStream(r) { // the run's events in this response (runstream.go)
+		var closeStream func()
+		if t, notify, closeStream, err = s.openRunStream(k, sid); err != nil {
+			return err
+		}
+		defer closeStream()
+	}
 	rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kindPrompt, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 		return kk.Run(ctx, sid, prompt)
 	})
@@ -84,6 +95,10 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	}
 	if err != nil {
 		return err
+	}
+	if t != nil {
+		s.streamRun(w, r, t, notify, rec)
+		return nil
 	}
 	writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
 	return nil
