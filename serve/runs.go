@@ -160,7 +160,7 @@ func (m *runManager) startWith(ctx context.Context, sid, owner string, k *Key, k
 		return runRec{}, err
 	}
 	m.mu.Lock()
-	started := rec.snapshot() // what the 202 shows: the run as it starts
+	started := rec.snapshot()                       // what the 202 shows: the run as it starts
 	started.done, started.span = rec.done, rec.span // what its stream follows
 	m.mu.Unlock()
 	m.wg.Add(1)
@@ -198,7 +198,7 @@ func (m *runManager) run(ctx context.Context, rec *runRec, k *Key, fn runFunc) {
 	defer m.s.hub.release(t)
 	lease := rec.lease
 	for rec != nil {
-		t.follow(rec.span) // the session's events are the run's from here
+		t.follow(rec.span)                       // the session's events are the run's from here
 		link := m.s.hub.attach(t, m.s.cfg.Store) // the run's steps store its events
 		kr := m.s.sessionKernel(ctx, rec.SessionID).With(link.options(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.runSink(ctx, t, rec.owner, lease, link), Interrupt: m.interrupt, Lease: lease}))
 		res, err := fn(ctx, kr)
