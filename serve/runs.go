@@ -160,8 +160,10 @@ func (m *runManager) startWith(ctx context.Context, sid, owner string, k *Key, k
 		return runRec{}, err
 	}
 	m.mu.Lock()
-	started := rec.snapshot()                       // what the 202 shows: the run as it starts
-	started.done, started.span = rec.done, rec.span // what its stream follows
+	// What the 202 shows: the run as it starts; and what its stream
+	// follows (runstream.go).
+	started := rec.snapshot()
+	started.done, started.span = rec.done, rec.span
 	m.mu.Unlock()
 	m.wg.Add(1)
 	go m.run(runCtx, rec, k, fn)
