@@ -62,16 +62,12 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	}
 	sid := sess.Meta.ID
 	prompt := req.Prompt
-	var (
-		t      *topic
-		notify chan struct{}
-	)
-	if wantsStream(r) { // the run's events in this response (runstream.go)
-		var closeStream func()
-		if t, notify, closeStream, err = s.openRunStream(k, sid); err != nil {
-			return err
-		}
-		defer closeStream()
+	st, err := s.openRunStream(r, k, sid) // the run's events in this response, if asked
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer st.close()
 	}
 	rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kindPrompt, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 		return kk.Run(ctx, sid, prompt)
@@ -96,11 +92,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	if err != nil {
 		return err
 	}
-	if t != nil {
-		s.streamRun(w, r, t, notify, rec)
-		return nil
-	}
-	writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
+	s.answerRun(w, r, st, rec)
 	return nil
 }
 
@@ -125,6 +117,13 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, k *Key) error
 	if st := s.status(r.Context(), &sess.Meta); st != statusInterrupted {
 		return conflict(st, "session %s has no interrupted run (it is %s)", sid, st)
 	}
+	stream, err := s.openRunStream(r, k, sid)
+	if err != nil {
+		return err
+	}
+	if stream != nil {
+		defer stream.close()
+	}
 	rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kindResume, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 		return kk.Continue(ctx, sid)
 	})
@@ -135,7 +134,7 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, k *Key) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
+	s.answerRun(w, r, stream, rec)
 	return nil
 }
 

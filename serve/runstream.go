@@ -103,28 +103,47 @@ func (w *runWatch) own(evs []kernel.StoredEvent, endedBefore bool) (_ []kernel.S
 	return evs[:n], evs[n-1].Seq >= end
 }
 
-// openRunStream takes a stream slot for k and subscribes to session
-// sid's topic, before the run starts (so no event of it is missed): the
-// caller calls close when the response ends (or was not streamed).
-func (s *Server) openRunStream(k *Key, sid string) (t *topic, notify chan struct{}, close func(), err error) {
+// runStream is the stream a request that starts a run asked for, open
+// (its slot taken, its topic subscribed) before the run starts.
+type runStream struct {
+	t      *topic
+	notify chan struct{}
+	close  func()
+}
+
+// openRunStream opens the stream r asks for (Accept: text/event-stream)
+// for the run k is about to start on session sid: nil when r asks none.
+// It takes a stream slot of k's (429 over the limits) and subscribes to
+// the session's topic before the run starts, so no event of it is
+// missed. The caller calls close when the response ends (or the run
+// was not started).
+func (s *Server) openRunStream(r *http.Request, k *Key, sid string) (*runStream, error) {
+	if !wantsStream(r) {
+		return nil, nil
+	}
 	if !k.Has(ScopeRead) {
-		return nil, nil, nil, errorf(codeForbidden, "key %q lacks the read scope a run's event stream needs (without Accept: text/event-stream the run answers 202)", k.Name)
+		return nil, errorf(codeForbidden, "key %q lacks the read scope a run's event stream needs (without Accept: text/event-stream the run answers 202)", k.Name)
 	}
 	release, err := s.openStream(k)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	t = s.hub.acquire(sid)
-	notify = t.subscribe()
-	return t, notify, func() {
+	t := s.hub.acquire(sid)
+	notify := t.subscribe()
+	return &runStream{t: t, notify: notify, close: func() {
 		t.unsubscribe(notify)
 		s.hub.release(t)
 		release()
-	}, nil
+	}}, nil
 }
 
-// streamRun answers the started run rec with its events (pumpEvents).
-func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, t *topic, notify chan struct{}, rec runRec) {
+// answerRun answers a request that started rec: 202 with the run, or,
+// when it asked for the run's events (st), 200 with them (pumpEvents).
+func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, st *runStream, rec runRec) {
+	if st == nil {
+		writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
+		return
+	}
 	w.Header().Set("Location", "/v1/sessions/"+rec.SessionID+"/runs/"+rec.ID)
-	s.pumpEvents(w, r, t, notify, 0, ": kernel run "+rec.ID+" of session "+rec.SessionID+"\n\n", &runWatch{done: rec.done, span: rec.span})
+	s.pumpEvents(w, r, st.t, st.notify, 0, ": kernel run "+rec.ID+" of session "+rec.SessionID+"\n\n", &runWatch{done: rec.done, span: rec.span})
 }

@@ -21,8 +21,13 @@ import (
 // postRun POSTs a prompt to the session's runs with Accept:
 // text/event-stream; the caller reads and closes the response.
 func (r *rig) postRun(ctx context.Context, key, sid string, body map[string]any) (*http.Response, error) {
+	return r.postStream(ctx, key, "/v1/sessions/"+sid+"/runs", body)
+}
+
+// postStream POSTs body to path with Accept: text/event-stream.
+func (r *rig) postStream(ctx context.Context, key, path string, body map[string]any) (*http.Response, error) {
 	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, "POST", r.url+"/v1/sessions/"+sid+"/runs", bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, "POST", r.url+path, bytes.NewReader(b))
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +205,9 @@ func TestRunStreamEndsAtItsRun(t *testing.T) {
 
 // TestRunStreamAwaitingApproval: a run that stops for an approval ends
 // its stream with run.completed (stop_reason awaiting_approval), after
-// approval.required; approving it answers as ever.
+// approval.required; the decision, POSTed with Accept:
+// text/event-stream, streams the run it continues to its end, and the
+// two streams together are the session's stored events.
 func TestRunStreamAwaitingApproval(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	sid := r.newSession(r.alice)
@@ -231,7 +238,34 @@ func TestRunStreamAwaitingApproval(t *testing.T) {
 		t.Fatal("no approval.required in the run's stream")
 	}
 	r.waitStatus(r.alice, sid, "awaiting_approval")
-	r.must(202, "POST", "/v1/sessions/"+sid+"/approval", r.alice, map[string]any{"decision": "approve"})
+	// The decision streams the run it continues, the same way: its
+	// events follow the first stream's without a gap, to its end.
+	res, err = r.postStream(ctx, r.alice, "/v1/sessions/"+sid+"/approval", map[string]any{"decision": "approve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(res.Header.Get("Location"), "/runs/run_") {
+		t.Fatalf("streamed decision: %d %v", res.StatusCode, res.Header)
+	}
+	rest, err := readSSE(res.Body, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal([]byte(rest[len(rest)-1].data), &end)
+	if rest[len(rest)-1].typ != "run.completed" || end.StopReason != "completed" {
+		t.Fatalf("the decision's stream ends with %s %s", rest[len(rest)-1].typ, rest[len(rest)-1].data)
+	}
+	got := append(evs, rest...)
+	stored := r.storedAfter(t, sid, 0)
+	if len(got) != len(stored) {
+		t.Fatalf("the two streams carried %d events, the store holds %d", len(got), len(stored))
+	}
+	for i, e := range got {
+		if e.id != strconv.FormatUint(stored[i].Seq, 10) || e.typ != stored[i].Type || e.data != string(stored[i].Data) {
+			t.Fatalf("event %d: streamed %s %s, stored %d %s", i, e.id, e.typ, stored[i].Seq, stored[i].Type)
+		}
+	}
 	r.waitStatus(r.alice, sid, "idle")
 }
 
