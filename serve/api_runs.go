@@ -224,6 +224,13 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, k *Key) err
 		if err := s.runnable(r.Context(), sess); err != nil {
 			return err
 		}
+		st, err := s.openRunStream(r, k, sid) // the run's events in this response, if asked
+		if err != nil {
+			return err
+		}
+		if st != nil {
+			defer st.close()
+		}
 		text := req.Text
 		rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kindFollowUp, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 			return kk.Run(ctx, sid, text)
@@ -234,7 +241,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, k *Key) err
 		} else if err != nil {
 			return err
 		} else {
-			writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
+			s.answerRun(w, r, st, rec)
 			return nil
 		}
 	}

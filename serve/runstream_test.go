@@ -41,7 +41,13 @@ func (r *rig) postStream(ctx context.Context, key, path string, body map[string]
 // JSON body, checked against serve/openapi.json.
 func (r *rig) refused(t *testing.T, key, sid string, body map[string]any) (int, map[string]any) {
 	t.Helper()
-	res, err := r.postRun(context.Background(), key, sid, body)
+	return r.refusedAt(t, key, "/v1/sessions/"+sid+"/runs", body)
+}
+
+// refusedAt is refused for a POST to path.
+func (r *rig) refusedAt(t *testing.T, key, path string, body map[string]any) (int, map[string]any) {
+	t.Helper()
+	res, err := r.postStream(context.Background(), key, path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +60,7 @@ func (r *rig) refused(t *testing.T, key, sid string, body map[string]any) (int, 
 		t.Fatalf("a refused streaming run answered %d %s, not JSON: %s", res.StatusCode, ct, b)
 	}
 	p := resp{status: res.StatusCode, header: res.Header, body: b}
-	checkAgainstOpenAPI(t, "POST", "/v1/sessions/"+sid+"/runs", p)
+	checkAgainstOpenAPI(t, "POST", path, p)
 	return res.StatusCode, p.json(t)
 }
 
@@ -392,7 +398,7 @@ func TestRunStreamRefusals(t *testing.T) {
 	held.Close()
 	runner := r.key("runner", "", "run")
 	mine := r.newSession(runner)
-	if code, e := r.refused(t, runner, mine, map[string]any{"prompt": "read"}); code != 403 || e["error"].(map[string]any)["code"] != "forbidden" {
+	if code, e := r.refused(t, runner, mine, map[string]any{"prompt": "read"}); code != 403 || !strings.Contains(e["error"].(map[string]any)["message"].(string), "read scope") {
 		t.Fatalf("a key without read: %d %v", code, e)
 	}
 	if runs := r.must(200, "GET", "/v1/sessions/"+idle+"/runs", r.alice, nil)["runs"].([]any); len(runs) != 0 {
@@ -403,4 +409,49 @@ func TestRunStreamRefusals(t *testing.T) {
 	}
 	close(gate)
 	r.waitStatus(r.alice, busy, "idle")
+}
+
+// TestRunStreamOtherStarts: the other requests that start a run stream it
+// the same way with the header: a named agent's first run (a new
+// session, named by Location) and a follow-up posted to an idle session.
+// A key without read is refused before the agent's session exists.
+func TestRunStreamOtherStarts(t *testing.T) {
+	r := newRig(t, rigOpts{script: benchScript + "  - text: \"Followed up.\"\n", reviewer: "steps:\n  - text: \"Reviewed.\"\n"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	check := func(what string, res *http.Response, err error, want string) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		evs, err := readSSE(res.Body, nil)
+		if err != nil || res.StatusCode != 200 || len(evs) == 0 || evs[len(evs)-1].typ != "run.completed" || !strings.Contains(evs[len(evs)-1].data, want) {
+			t.Fatalf("%s: %d, %d events, %v", what, res.StatusCode, len(evs), err)
+		}
+		if evs[0].typ != "run.started" {
+			t.Fatalf("%s: the stream starts with %s", what, evs[0].typ)
+		}
+		return res.Header.Get("Location")
+	}
+	before := len(r.must(200, "GET", "/v1/sessions", r.alice, nil)["sessions"].([]any))
+	runner := r.key("agent-runner", "", "run")
+	if code, e := r.refusedAt(t, runner, "/v1/agents/reviewer/runs", map[string]any{"prompt": "review"}); code != 403 || !strings.Contains(e["error"].(map[string]any)["message"].(string), "read scope") {
+		t.Fatalf("a key without read: %d %v", code, e)
+	}
+	res, err := r.postStream(ctx, r.alice, "/v1/agents/reviewer/runs", map[string]any{"prompt": "review"})
+	loc := check("agent run", res, err, "Reviewed.")
+	sid, _, _ := strings.Cut(strings.TrimPrefix(loc, "/v1/sessions/"), "/")
+	if s := r.must(200, "GET", "/v1/sessions/"+sid, r.alice, nil); s["agent"] != "reviewer" {
+		t.Fatalf("Location's session %s: %v", sid, s)
+	}
+	if after := len(r.must(200, "GET", "/v1/sessions", r.alice, nil)["sessions"].([]any)); after != before+1 {
+		t.Fatalf("%d sessions, then %d: want the agent's one more (the refused request made none)", before, after)
+	}
+
+	sid = r.newSession(r.alice)
+	r.must(202, "POST", "/v1/sessions/"+sid+"/runs", r.alice, map[string]any{"prompt": "read"})
+	r.waitStatus(r.alice, sid, "idle")
+	res, err = r.postStream(ctx, r.alice, "/v1/sessions/"+sid+"/messages", map[string]any{"text": "and then?", "kind": "followup"})
+	check("follow-up", res, err, "Followed up.")
 }
