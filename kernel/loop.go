@@ -25,6 +25,9 @@ type run struct {
 	// wasRunning: the stored status was running when the session was
 	// opened (a run was interrupted or the process stopped); see Continue.
 	wasRunning bool
+	// sized: open made the history's first room for a new session, which
+	// settle reports to the kernel's roomHint.
+	sized bool
 	// msgs is the history as sent to the provider: the system message (when
 	// configured, never stored) followed by the stored messages. The loop
 	// only appends to it, and never writes a committed message's slot
@@ -608,6 +611,9 @@ func (r *run) settle() {
 	t := r.st.RunTotals
 	r.res.Turns, r.res.Usage, r.res.CostUSD = t.Turns, t.Usage, t.CostUSD
 	r.res.Duration = time.Since(r.started)
+	if r.sized {
+		r.k.rooms.ended(len(r.msgs))
+	}
 }
 
 func (r *run) expired() bool {
