@@ -311,20 +311,24 @@ func (l *launcher) confine() error {
 	if err := dropCapabilities(); err != nil {
 		return err
 	}
-	if l.detached != nil {
-		// The host's tree is out of the namespace before Landlock (whose
-		// all-threads restriction would wait for the unmount's thread
-		// anyway), the seccomp filter and the program.
-		if err := l.detached(); err != nil {
-			return err
-		}
-		l.detached = nil
-	}
 	if err := l.landlock(); err != nil {
 		return err
 	}
 	if sp.Seccomp {
-		return installSeccomp()
+		if err := installSeccomp(); err != nil {
+			return err
+		}
+	}
+	if l.detached != nil {
+		// The host's tree is out of the namespace before the program (and
+		// a pre-started launcher's ready). Landlock and the seccomp filter
+		// are this thread's alone, so the unmount's thread runs on
+		// unrestricted meanwhile (a Landlock-restricted thread may not
+		// unmount), and this thread's opens are absolute paths.
+		if err := l.detached(); err != nil {
+			return err
+		}
+		l.detached = nil
 	}
 	return nil
 }

@@ -323,8 +323,10 @@ func buildView(sp *spec) (detached func() error, err error) {
 // mounts are gone from the namespace before umount2 returns, but it
 // returns only after an RCU grace period (expedited: 0.1-0.5 ms on the
 // loaded 2-core VM, the launcher off CPU), which the launcher spends
-// confining itself instead: the rest of its mounts, rlimits, capabilities
-// and Landlock's rules take no lock the unmount holds while it waits.
+// confining itself instead: the rest of its mounts, rlimits, capabilities,
+// Landlock (its rules and the restriction of the launcher's own thread,
+// never this one) and the seccomp filter take no lock the unmount holds
+// while it waits.
 // The thread shares the launcher's working directory (Go's threads share
 // one fs_struct), which stays put until the wait has returned.
 func detachOld() (wait func() error) {
