@@ -68,8 +68,12 @@ const copyMax = 256 << 10
 func planView(sp *spec) ([]viewEntry, error) {
 	var plan []viewEntry
 	seen := map[string]bool{}
+	// One Lstat per place in the plan: the granted paths share their
+	// parents (/usr, /etc), and each path's last place is asked about
+	// twice. The plan is a snapshot either way; the build follows no link.
+	var w hostpath.Walker
 	add := func(path string, rw, optional bool) (string, error) {
-		real, lst, links, err := resolveLinks(path)
+		real, lst, links, err := resolveLinks(&w, path)
 		if err != nil {
 			if optional && errors.Is(err, os.ErrNotExist) {
 				return "", nil
@@ -197,8 +201,8 @@ func depth(p string) int {
 // resolveLinks resolves path like the kernel does (hostpath.Locations),
 // with every symlink met on the way: its real location and its target.
 // A path that does not exist is an error. It returns real's Lstat too.
-func resolveLinks(path string) (string, os.FileInfo, []viewEntry, error) {
-	locs := hostpath.Locations(path)
+func resolveLinks(w *hostpath.Walker, path string) (string, os.FileInfo, []viewEntry, error) {
+	locs := w.Locations(path)
 	real := locs[len(locs)-1]
 	var links []viewEntry
 	for _, at := range locs[:len(locs)-1] {
@@ -208,7 +212,7 @@ func resolveLinks(path string) (string, os.FileInfo, []viewEntry, error) {
 		}
 		links = append(links, viewEntry{dst: at, kind: viewLink, link: target})
 	}
-	st, err := os.Lstat(real)
+	st, err := w.Lstat(real)
 	if err != nil {
 		return "", nil, nil, err
 	}
