@@ -52,7 +52,7 @@ type launcher struct {
 	// (landlock): the only one the program may be forked from.
 	restricted int
 	// detached, when set, waits for the view's detach of the host's tree
-	// (buildView); called before Landlock, so before the program.
+	// (buildView); called at the end of confine, before the program.
 	detached func() error
 }
 
