@@ -3,6 +3,7 @@ package serve
 import (
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -44,17 +45,32 @@ func (t *topic) unfollow(sp *eventSpan) {
 	t.mu.Unlock()
 }
 
-// wantsStream reports whether r asks for an event stream (Accept:
-// text/event-stream, alone or among other types).
+// wantsStream reports whether r asks for an event stream: Accept lists
+// text/event-stream at a weight above that of application/json (a client
+// that accepts both equally, as MCP clients do, keeps the 202 JSON).
 func wantsStream(r *http.Request) bool {
+	sse, js := 0.0, 0.0
 	for _, v := range r.Header.Values("Accept") {
 		for part := range strings.SplitSeq(v, ",") {
-			if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == "text/event-stream" {
-				return true
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			q := 1.0
+			if v, ok := params["q"]; ok {
+				if q, err = strconv.ParseFloat(v, 64); err != nil {
+					continue
+				}
+			}
+			switch mt {
+			case "text/event-stream":
+				sse = max(sse, q)
+			case "application/json":
+				js = max(js, q)
 			}
 		}
 	}
-	return false
+	return sse > js
 }
 
 // runWatch is what the stream of a run follows: the run's end and the

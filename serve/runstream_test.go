@@ -455,3 +455,40 @@ func TestRunStreamOtherStarts(t *testing.T) {
 	res, err = r.postStream(ctx, r.alice, "/v1/sessions/"+sid+"/messages", map[string]any{"text": "and then?", "kind": "followup"})
 	check("follow-up", res, err, "Followed up.")
 }
+
+// TestRunStreamAccept: the stream is for a client that prefers it; one
+// that accepts JSON as well at the same weight (as MCP clients send)
+// keeps the 202.
+func TestRunStreamAccept(t *testing.T) {
+	r := newRig(t, rigOpts{script: benchScript}) // each new session starts the script over
+	for _, c := range []struct {
+		accept string
+		want   int
+	}{
+		{"text/event-stream", 200},
+		{"application/json;q=0.5, text/event-stream", 200},
+		{"text/event-stream, */*", 200},
+		{"application/json, text/event-stream", 202},
+		{"text/event-stream;q=0.2, application/json", 202},
+		{"*/*", 202},
+		{"", 202},
+	} {
+		sid := r.newSession(r.alice)
+		req, _ := http.NewRequest("POST", r.url+"/v1/sessions/"+sid+"/runs", strings.NewReader(`{"prompt":"read"}`))
+		req.Header.Set("Authorization", "Bearer "+r.alice)
+		req.Header.Set("Content-Type", "application/json")
+		if c.accept != "" {
+			req.Header.Set("Accept", c.accept)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != c.want {
+			t.Errorf("Accept %q: %d, want %d", c.accept, res.StatusCode, c.want)
+		}
+		r.waitStatus(r.alice, sid, "idle")
+	}
+}
