@@ -39,3 +39,6 @@ func StartProcess(h *Host, cfg PluginConfig, exe string) (kill func(), err error
 		inst.cleanup.Do(inst.client.Kill)
 	}, nil
 }
+
+// StoreHits counts the starts the binary store spared a verification.
+func StoreHits(h *Host) int64 { return h.storeHits.Load() }
