@@ -25,8 +25,11 @@ type HostConfig struct {
 	// plugin's name. Nil discards them.
 	Logger hclog.Logger
 	// StateDir holds the Describe cache (StateDir/plugins/describe, 0700),
-	// which lets Load register a lazy plugin's tools without starting it.
-	// Empty means no cache: Load starts every plugin to ask for its tools.
+	// which lets Load register a lazy plugin's tools without starting it,
+	// and the store of verified binaries (StateDir/plugins/bin, 0700;
+	// binstore.go), which lets a later host run a pinned binary verified
+	// once without copying and hashing it again. Empty means neither: Load
+	// starts every plugin to ask for its tools, and verifies every binary.
 	StateDir string
 	// RunDir is where the host creates its private 0700 directory for the
 	// verified copies of the binaries and the plugins' sockets; it must
