@@ -43,7 +43,7 @@ const (
 	binStoreKeep = 30 * 24 * time.Hour
 	// binStoreMax is the most entries the store keeps: beyond it, the
 	// least recently used go.
-	binStoreMax = 32
+	binStoreMax = 16
 	// binStoreTouch is how stale an entry's last-use time may grow
 	// before a use records itself (one write a day, not one per start).
 	binStoreTouch = 24 * time.Hour
@@ -123,7 +123,7 @@ func (h *Host) verified(cfg PluginConfig, fresh bool) (exe, sum string, stored b
 			return p, cfg.SHA256, true, nil
 		}
 	}
-	p, sum, err := st.install(cfg, h.log)
+	p, sum, err := st.install(cfg)
 	if err == nil {
 		return p, sum, true, nil
 	}
@@ -230,7 +230,7 @@ func (s *binStore) remove(sum string) {
 // hashed as it is written, checked against the pin and made 0500 by
 // copyVerified, under a temporary name), then renames it in and seals its
 // record, under the store's lock; then it sweeps. It returns the entry.
-func (s *binStore) install(cfg PluginConfig, log interface{ Warn(string, ...any) }) (string, string, error) {
+func (s *binStore) install(cfg PluginConfig) (string, string, error) {
 	tmp, sum, err := copyVerifiedAs(cfg, s.dir, binStoreTemp+cfg.Name+"-*")
 	if err != nil {
 		return "", sum, err
@@ -258,17 +258,18 @@ func (s *binStore) install(cfg PluginConfig, log interface{ Warn(string, ...any)
 		s.remove(sum)
 		return "", sum, err
 	}
-	s.sweep(sum, time.Now(), log)
+	s.sweep(sum, time.Now())
 	return p, sum, nil
 }
 
 // sweep removes, under the store's lock, what the store no longer needs:
 // entries unused for binStoreKeep (their record's modification time), the
-// least recently used beyond binStoreMax, entries without a record, and
+// least recently used beyond binStoreMax unless used within binStoreTouch,
+// entries without a record, and
 // temporary files older than binStoreTempAge (a killed install's). keep
 // is the entry just installed. It runs after each install only, which
 // already paid a hash: a start from the store never lists the directory.
-func (s *binStore) sweep(keep string, now time.Time, log interface{ Warn(string, ...any) }) {
+func (s *binStore) sweep(keep string, now time.Time) {
 	des, err := os.ReadDir(s.dir)
 	if err != nil {
 		return
@@ -312,7 +313,12 @@ func (s *binStore) sweep(keep string, now time.Time, log interface{ Warn(string,
 	if len(live) >= binStoreMax {
 		slices.SortFunc(live, func(a, b used) int { return b.last.Compare(a.last) })
 		for _, u := range live[binStoreMax-1:] {
-			s.remove(u.sum)
+			// One used within binStoreTouch may be about to start in a
+			// running kernel (a use touches a record older than that):
+			// it stays, and the store is over its bound until it ages.
+			if now.Sub(u.last) > binStoreTouch {
+				s.remove(u.sum)
+			}
 		}
 	}
 }
