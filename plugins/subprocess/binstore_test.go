@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 )
@@ -191,5 +192,67 @@ func chmod(t *testing.T, p string, m os.FileMode) {
 	t.Helper()
 	if err := os.Chmod(p, m); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStoreCheckedBeforeEveryStart: the entry is checked again before
+// each process start, a restart after a crash included, not only at Load.
+// One made writable while the plugin runs is refused at the restart and
+// verified again from the path; one swept away is verified again from
+// the path; and with neither an entry nor a binary that matches the pin
+// at the path, the restart fails with the pin's mismatch: nothing
+// unverified runs.
+func TestStoreCheckedBeforeEveryStart(t *testing.T) {
+	cfg, state, entry := storedPlugin(t)
+	cfg.Restart = subprocess.RestartPolicy{MaxCrashes: 100, Backoff: subprocess.Duration(time.Millisecond)}
+	var log logBuffer
+	h := newHost(t, subprocess.HostConfig{StateDir: state, Logger: hclogTo(&log)})
+	tools := load(t, h, cfg)
+	crash := func() {
+		t.Helper()
+		p := pidOf(t, tools)
+		if _, err := call(t, tools["mb.crash"], `{"text":"x"}`); !errors.Is(err, subprocess.ErrCrashed) {
+			t.Fatalf("crash: %v", err)
+		}
+		waitNSDead(t, 5*time.Second, p.NS)
+	}
+
+	chmod(t, entry, 0o700)
+	crash()
+	if got := mustCall(t, tools["mb.echo"], `{"text":"back"}`); got != "back" {
+		t.Fatalf("echo after the restart = %q", got)
+	}
+	if !strings.Contains(log.String(), "store entry ignored") || !strings.Contains(log.String(), "mode -rwx------") {
+		t.Fatalf("the restart took the writable entry:\n%s", log.String())
+	}
+	if fi, err := os.Lstat(entry); err != nil || fi.Mode().Perm() != 0o500 {
+		t.Fatalf("not verified again into the store: %v %v", fi, err)
+	}
+
+	for _, p := range []string{entry, entry + ".rec"} {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crash()
+	if got := mustCall(t, tools["mb.echo"], `{"text":"again"}`); got != "again" {
+		t.Fatalf("echo after a restart without an entry = %q", got)
+	}
+	if _, err := os.Lstat(entry); err != nil {
+		t.Fatalf("a restart without an entry did not verify into the store: %v", err)
+	}
+
+	for _, p := range []string{entry, entry + ".rec", cfg.Path} {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(cfg.Path, []byte("\x7fELF not the pinned binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	crash()
+	_, err := call(t, tools["mb.echo"], `{"text":"x"}`)
+	if err == nil || !strings.Contains(err.Error(), "sha256 mismatch") || !strings.Contains(err.Error(), misbehave.sum) {
+		t.Fatalf("a restart with a changed binary and no entry: %v", err)
 	}
 }
