@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -254,5 +255,43 @@ func TestStoreCheckedBeforeEveryStart(t *testing.T) {
 	_, err := call(t, tools["mb.echo"], `{"text":"x"}`)
 	if err == nil || !strings.Contains(err.Error(), "sha256 mismatch") || !strings.Contains(err.Error(), misbehave.sum) {
 		t.Fatalf("a restart with a changed binary and no entry: %v", err)
+	}
+}
+
+// TestStoreConcurrentStarts: kernels starting at once over one store
+// (each a host; half verify from the path, which always installs, half
+// load) all start the plugin, and leave one entry that the next start
+// uses with the binary gone.
+func TestStoreConcurrentStarts(t *testing.T) {
+	cfg, state, _ := storedPlugin(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := subprocess.NewHost(subprocess.HostConfig{StateDir: state})
+			defer h.Close()
+			var err error
+			if i%2 == 0 {
+				_, err = h.Verify(testCtx(t), cfg)
+			} else {
+				_, err = h.Load(testCtx(t), cfg)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if err := os.Remove(cfg.Path); err != nil {
+		t.Fatal(err)
+	}
+	if hits, log := loadAndCall(t, cfg, state); hits != 2 {
+		t.Fatalf("after concurrent installs the entry is not used (%d hits):\n%s", hits, log)
 	}
 }
