@@ -16,3 +16,13 @@ func (k *Kernel) Calibration(model string) float64 { return k.calib.get(model) }
 func (k *Kernel) FirstCall(task string) (float64, int64) {
 	return k.firstCall(agentArgs{Task: task}.prompt())
 }
+
+// FirstRoom returns the room, in messages, a new session's history would
+// get now (room.go), system message included.
+func (k *Kernel) FirstRoom() int {
+	sys := 0
+	if k.cfg.SystemPrompt != "" {
+		sys = 1
+	}
+	return k.rooms.room(sys)
+}

@@ -181,6 +181,9 @@ type Kernel struct {
 	emitMu sync.Mutex
 	retry  RetryPolicy
 	calib  *calibration
+	// rooms sizes a new session's history from the runs before it
+	// (room.go); shared by the views.
+	rooms *roomHint
 	// principal, interrupt and lease are the RunOptions of a Kernel made
 	// by With.
 	principal string
@@ -268,7 +271,7 @@ func New(cfg Config) (*Kernel, error) {
 	if cfg.MaxContinuations == 0 {
 		cfg.MaxContinuations = DefaultMaxContinuations
 	}
-	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), calib: new(calibration), realClock: realClock,
+	k := &Kernel{cfg: cfg, retry: cfg.Retry.withDefaults(), limit: newToolLimiter(cfg.MaxConcurrentTools), calib: new(calibration), rooms: new(roomHint), realClock: realClock,
 		protos: protos, maxCorrections: cfg.MaxCorrections, maxCont: cfg.MaxContinuations}
 	var h Handler = HandlerFunc(k.core)
 	for i := len(cfg.Hooks) - 1; i >= 0; i-- {

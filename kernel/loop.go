@@ -25,6 +25,9 @@ type run struct {
 	// wasRunning: the stored status was running when the session was
 	// opened (a run was interrupted or the process stopped); see Continue.
 	wasRunning bool
+	// sized: open made the history's first room for a new session, which
+	// settle reports to the kernel's roomHint.
+	sized bool
 	// msgs is the history as sent to the provider: the system message (when
 	// configured, never stored) followed by the stored messages. The loop
 	// only appends to it, and never writes a committed message's slot
@@ -257,7 +260,7 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 		if r.st.Turn >= k.cfg.MaxTurns {
 			return r.done(ctx, StopMaxTurns, "")
 		}
-		r.nextTurn()
+		r.nextTurn(r.budgetNow())
 		tools := r.surface(ctx)
 		resp, err := r.generate(ctx, tools, nil)
 		if err != nil {
@@ -321,10 +324,11 @@ func (r *run) loop(ctx context.Context) (*RunResult, error) {
 	}
 }
 
-func (r *run) nextTurn() {
+// nextTurn starts the next turn at now.
+func (r *run) nextTurn(now time.Time) {
 	r.notes, r.edits, r.inject = nil, nil, r.inject[:0]
 	clear(r.refused)
-	r.st.startTurn(r.k.cfg.Now())
+	r.st.startTurn(now)
 	r.k.emitIf(func() Event { return TurnStarted{Turn: r.st.Turn, MaxTurns: r.k.cfg.MaxTurns} })
 }
 
@@ -510,7 +514,7 @@ func (r *run) checkBudget(ctx context.Context, phase BudgetPhase) (res *RunResul
 		msg += " (" + b.Message + ")"
 	}
 	msg += ". No tools are available any more: answer now, as well as you can, from what you already have."
-	r.nextTurn()
+	r.nextTurn(r.budgetNow())
 	resp, gerr := r.generate(ctx, nil, &Message{Role: RoleUser, Content: msg})
 	if gerr != nil {
 		if ge := asBlock(gerr); ge != nil {
@@ -529,6 +533,18 @@ func (r *run) checkBudget(ctx context.Context, phase BudgetPhase) (res *RunResul
 	r.completed(resp)
 	res, err = r.done(ctx, BudgetStop(b.ID), resp.Message.Content)
 	return res, err, true
+}
+
+// budgetNow is the time a turn that follows a before_model budget check
+// starts at: with the real clock, the check's own reading (checkBudget
+// read it into st.Now a moment ago, only the budgets' evaluation in
+// between); otherwise, or without a policy, a reading of Config.Now, so a
+// configured clock is read exactly as often as before.
+func (r *run) budgetNow() time.Time {
+	if r.k.realClock && r.k.cfg.Policy != nil {
+		return r.st.Now
+	}
+	return r.k.cfg.Now()
 }
 
 // done ends the run with a non-error stop reason.
@@ -608,6 +624,9 @@ func (r *run) settle() {
 	t := r.st.RunTotals
 	r.res.Turns, r.res.Usage, r.res.CostUSD = t.Turns, t.Usage, t.CostUSD
 	r.res.Duration = time.Since(r.started)
+	if r.sized {
+		r.k.rooms.ended(len(r.msgs))
+	}
 }
 
 func (r *run) expired() bool {

@@ -26,13 +26,16 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 	}
 	r.deltaFn = r.onDelta
 	if sessionID == "" {
-		// A new session: room for the prompt and a few turns without growing.
-		r.msgs = make([]Message, 0, 8)
+		// A new session: room for as many messages as the runs before it
+		// wrote (room.go).
 		if k.cfg.SystemPrompt != "" {
-			r.msgs = append(r.msgs, Message{Role: RoleSystem, Content: k.cfg.SystemPrompt})
 			r.sysN = 1
 		}
-		r.isNew = true
+		r.msgs = make([]Message, 0, k.rooms.room(r.sysN))
+		if r.sysN > 0 {
+			r.msgs = append(r.msgs, Message{Role: RoleSystem, Content: k.cfg.SystemPrompt})
+		}
+		r.isNew, r.sized = true, true
 		r.meta = SessionMeta{ID: NewIDAt(r.started), Model: k.cfg.Model, Status: StatusIdle, Created: now, Updated: now, Context: k.cfg.SessionContext, Agent: k.cfg.Agent}
 	} else {
 		s, err := k.cfg.Store.Load(ctx, sessionID)

@@ -81,6 +81,7 @@ func (k *Kernel) view(o RunOptions) *Kernel {
 		limit:      k.limit,
 		retry:      k.retry,
 		calib:      k.calib,
+		rooms:      k.rooms,
 		realClock:  k.realClock,
 		principal:  o.Principal,
 		interrupt:  o.Interrupt,

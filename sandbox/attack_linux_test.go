@@ -38,6 +38,7 @@ func runAttackTests(t *testing.T) {
 		"Limits":             TestLimits,
 		"HostUnixSockets":    TestHostUnixSocketsUnreachable,
 		"LauncherOutOfReach": TestLauncherOutOfReach,
+		"ProgramConfined":    TestProgramInheritsTheConfinedThread,
 		"MemoryTogether":     TestMemoryBoundsTheSandbox,
 		"ForkBomb":           TestForkBombNamed,
 	} {

@@ -90,6 +90,37 @@ func TestLauncherOutOfReach(t *testing.T) {
 	}
 }
 
+// TestProgramInheritsTheConfinedThread: the launcher sets no_new_privs,
+// Landlock, the seccomp filter and the dropped capabilities on its locked
+// thread alone, and the program must carry every one of them from the
+// fork: its own /proc/self/status shows no_new_privs, a seccomp filter
+// and no capability, and Landlock (only Landlock: the view's root is a
+// tmpfs the program could list, and no rule covers it) refuses to list
+// the view's root. A program forked from any other launcher thread, or a
+// restriction skipped, shows one of them missing.
+func TestProgramInheritsTheConfinedThread(t *testing.T) {
+	layers := sandbox.Check()
+	for _, l := range []sandbox.Layer{sandbox.LayerLandlock, sandbox.LayerSeccomp, sandbox.LayerFSView} {
+		if !layers.Has(l) {
+			t.Fatalf("layer %s is missing on this machine: this test proves nothing without it", l)
+		}
+	}
+	ws := newWorkspace(t)
+	out, err := run(t, workspaceGrant(ws), ws, "sh", "-c",
+		`grep -E '^(NoNewPrivs|Seccomp|CapEff|CapPrm|CapBnd):' /proc/self/status; ls / >/dev/null 2>&1 && echo "listed /"; echo done`)
+	if err != nil || !strings.Contains(out, "done") {
+		t.Fatalf("err %v:\n%s", err, out)
+	}
+	for _, want := range []string{"NoNewPrivs:\t1\n", "Seccomp:\t2\n", "CapEff:\t0000000000000000\n", "CapPrm:\t0000000000000000\n", "CapBnd:\t0000000000000000\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the program's status lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "listed /") {
+		t.Errorf("the program listed the view's root: it is not in the launcher's Landlock domain:\n%s", out)
+	}
+}
+
 // TestMemoryBoundsTheSandbox: memory_mb bounds the sandbox's processes
 // together, not each one: three processes of 150 MiB each, under 256 MiB
 // of address space apiece, are stopped at memory_mb 256 together, and the
@@ -218,9 +249,9 @@ func TestViewHoldsNoHostMount(t *testing.T) {
 
 // TestLauncherSurvivesSignals: the program sends every signal the Go
 // runtime would end a process on to each thread of PID 1 (the launcher),
-// first thing after its start. The launcher's threads are in separate
-// Landlock domains (ABI 6 scopes signals to one's own), but the thread
-// that forked the program is in the program's, so at least those arrive;
+// first thing after its start. Only the launcher's thread that forked the
+// program is in the program's Landlock domain (ABI 6 scopes signals to
+// one's own; the other threads are in none), so at least those arrive;
 // the launcher lives on and reports the program's own exit.
 func TestLauncherSurvivesSignals(t *testing.T) {
 	out, err := runAttack(t, `

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,10 +48,11 @@ type launcher struct {
 	dir   string
 	// cg, when set, are the cgroups the program is forked into.
 	cg *programCgroups
-	// ruleFDs hold the places of the Landlock rules until Restrict.
-	ruleFDs []int
+	// restricted is the OS thread Landlock and no_new_privs were set on
+	// (landlock): the only one the program may be forked from.
+	restricted int
 	// detached, when set, waits for the view's detach of the host's tree
-	// (buildView); called before Landlock, so before the program.
+	// (buildView); called at the end of confine, before the program.
 	detached func() error
 }
 
@@ -309,20 +311,24 @@ func (l *launcher) confine() error {
 	if err := dropCapabilities(); err != nil {
 		return err
 	}
-	if l.detached != nil {
-		// The host's tree is out of the namespace before Landlock (whose
-		// all-threads restriction would wait for the unmount's thread
-		// anyway), the seccomp filter and the program.
-		if err := l.detached(); err != nil {
-			return err
-		}
-		l.detached = nil
-	}
 	if err := l.landlock(); err != nil {
 		return err
 	}
 	if sp.Seccomp {
-		return installSeccomp()
+		if err := installSeccomp(); err != nil {
+			return err
+		}
+	}
+	if l.detached != nil {
+		// The host's tree is out of the namespace before the program (and
+		// a pre-started launcher's ready). Landlock and the seccomp filter
+		// are this thread's alone, so the unmount's thread runs on
+		// unrestricted meanwhile (a Landlock-restricted thread may not
+		// unmount), and this thread's opens are absolute paths.
+		if err := l.detached(); err != nil {
+			return err
+		}
+		l.detached = nil
 	}
 	return nil
 }
@@ -377,112 +383,111 @@ func dropCapabilities() error {
 	return nil
 }
 
-// landlock restricts the launcher (every thread) and so the program: the
-// fs rules, TCP ports, and (ABI 6+) no signals or abstract unix sockets
-// beyond the sandbox. no_new_privs is set by go-landlock.
+// landlock restricts the launcher's locked thread, and so the program
+// forked from it: the fs rules, TCP ports, and (ABI 6+) no signals or
+// abstract unix sockets beyond the sandbox; no_new_privs with it. Only
+// this thread: the launcher's other threads run launcher code alone and
+// end at its exit, and the program is forked from this one (start checks
+// that it is), so the all-threads calls go-landlock would make (a stop
+// of the world and a signal to every thread, twice) buy the program
+// nothing. RATIONALE.md, "The sandbox's cold start, fifth round".
 func (l *launcher) landlock() error {
 	sp := &l.sp
 	if sp.LandlockABI < 1 {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return fmt.Errorf("set no_new_privs: %w", err)
 		}
+		l.restricted = unix.Gettid()
 		return nil // allowed missing: checked by the host
 	}
 	cfg := []landlock.Config{landlock.V1, landlock.V1, landlock.V2, landlock.V3, landlock.V4, landlock.V5, landlock.V6, landlock.V7}[min(sp.LandlockABI, 7)]
-	var rules []landlock.Rule
-	for i, r := range sp.Rules {
-		path, err := l.rulePath(r)
+	var rules []llRule
+	defer func() {
+		for _, r := range rules {
+			if r.fd >= 0 {
+				unix.Close(r.fd)
+			}
+		}
+	}()
+	for _, r := range sp.Rules {
+		rule, err := l.rulePlace(r)
 		if err != nil {
 			return err
 		}
-		if path != r.Path {
-			sp.Rules[i].fdPath = path
-		}
-		var fr landlock.FSRule
 		switch {
 		case r.Dir && r.RW:
-			fr = landlock.RWDirs(path)
+			rule.fs = llRWDirs
 			if sp.LandlockABI >= 2 {
-				fr = fr.WithRefer()
+				rule.fs |= ll.AccessFSRefer
 			}
 		case r.Dir:
-			fr = landlock.RODirs(path)
+			rule.fs = llRODirs
 		case r.RW:
-			fr = landlock.RWFiles(path)
+			rule.fs = llRWFile
 		default:
-			fr = landlock.ROFiles(path)
+			rule.fs = llROFile
 		}
 		if sp.LandlockABI >= 5 && strings.HasPrefix(r.Path, "/dev/") {
-			fr = fr.WithIoctlDev()
+			rule.fs |= ll.AccessFSIoctlDev
 		}
-		rules = append(rules, fr)
+		rules = append(rules, rule)
 	}
 	// The launcher's own devices and /proc: harmless, needed by most programs.
-	rules = append(rules,
-		landlock.RWFiles(devicesRW...).IgnoreIfMissing(),
-		landlock.ROFiles(devicesRO...).IgnoreIfMissing())
+	for _, d := range devicesRW {
+		rules = append(rules, llRule{path: d, fd: -1, fs: llRWFile, missingOK: true})
+	}
+	for _, d := range devicesRO {
+		rules = append(rules, llRule{path: d, fd: -1, fs: llROFile, missingOK: true})
+	}
 	if sp.MountNS {
 		// Only the sandbox's processes are in this /proc; the private /tmp
 		// dies with the sandbox. In the view /tmp is private unless /tmp
 		// itself is granted (a granted path under it is bound into the
 		// private one, read-only where ro: the mount decides then).
-		rules = append(rules, landlock.RODirs("/proc"))
+		rules = append(rules, llPath("/proc", llRODirs))
 		if sp.FSView && !sp.ruleIs("/tmp") || !sp.FSView && !sp.ruleUnder("/tmp") {
-			rules = append(rules, landlock.RWDirs("/tmp").IgnoreIfMissing())
+			rules = append(rules, llRule{path: "/tmp", fd: -1, fs: llRWDirs, missingOK: true})
 		}
 	}
 	if sp.Net != nil && sp.LandlockABI >= 4 {
 		for _, p := range sp.Net.Connect {
-			rules = append(rules, landlock.ConnectTCP(p))
+			rules = append(rules, llRule{fd: -1, port: p, net: ll.AccessNetConnectTCP})
 		}
 		for _, p := range sp.Net.Bind {
-			rules = append(rules, landlock.BindTCP(p))
+			rules = append(rules, llRule{fd: -1, port: p, net: ll.AccessNetBindTCP})
 		}
 	}
-	err := cfg.Restrict(rules...)
-	for _, fd := range l.ruleFDs {
-		unix.Close(fd)
+	if err := restrictThread(cfg, rules); err != nil {
+		return fmt.Errorf("landlock: %w", err)
 	}
-	l.ruleFDs = l.ruleFDs[:0]
-	if err != nil {
-		// Name the granted path, not the descriptor's link rulePath gave.
-		msg := err.Error()
-		for _, r := range sp.Rules {
-			if r.fdPath != "" {
-				msg = strings.ReplaceAll(msg, strconv.Quote(r.fdPath), strconv.Quote(r.Path))
-			}
-		}
-		return fmt.Errorf("landlock: %s", msg)
-	}
+	l.restricted = unix.Gettid()
 	return nil
 }
 
-// rulePath is where r's Landlock rule is opened. In a built view it is
-// the real path the view's plan resolved r to, opened here with no
-// symbolic link on the way and handed to go-landlock as the descriptor's
-// /proc/self/fd link (which leads to that very file, not to a path
-// resolved again): a link a tool planted since in a writable bind cannot
-// turn an rw rule into one on the view's root
+// rulePlace is where r's Landlock rule is put. In a built view it is the
+// real path the view's plan resolved r to, opened here with no symbolic
+// link on the way, and the rule is added on that descriptor (the very
+// file, not a path resolved again): a link a tool planted since in a
+// writable bind cannot turn an rw rule into one on the view's root
 // (TestPlantedLinkUnsealsNothing). A path the host's tree has no part in
 // (see inBind) is opened by path.
-func (l *launcher) rulePath(r specRule) (string, error) {
+func (l *launcher) rulePlace(r specRule) (llRule, error) {
 	if !l.sp.FSView {
-		return r.Path, nil
+		return llPath(r.Path, 0), nil
 	}
 	if r.real == "" {
-		return "", fmt.Errorf("landlock: %s: not in the view's plan", r.Path)
+		return llRule{}, fmt.Errorf("landlock: %s: not in the view's plan", r.Path)
 	}
 	if !r.shown {
 		// A bind's mount point or a copy reached through the view's own
 		// tmpfs alone: nothing but the launcher has written there.
-		return r.real, nil
+		return llRule{name: r.Path, path: r.real, fd: -1}, nil
 	}
 	fd, err := openNoLinks(r.real)
 	if err != nil {
-		return "", fmt.Errorf("landlock: %s: %w", r.Path, err)
+		return llRule{}, fmt.Errorf("landlock: %s: %w", r.Path, err)
 	}
-	l.ruleFDs = append(l.ruleFDs, fd)
-	return "/proc/self/fd/" + strconv.Itoa(fd), nil
+	return llRule{name: r.Path, fd: fd}, nil
 }
 
 // start starts the program, in the sandbox's cgroups when there are any
@@ -495,6 +500,12 @@ func (l *launcher) rulePath(r specRule) (string, error) {
 // opens its own pidfd. The error is os.StartProcess's (*os.PathError,
 // "fork/exec <path>").
 func (l *launcher) start(path string, argv []string, attr *syscall.ProcAttr) (pid int, err error) {
+	// no_new_privs, Landlock, the seccomp filter and the dropped
+	// capabilities are this thread's alone: a program forked from any
+	// other would have none of them.
+	if tid := unix.Gettid(); l.restricted == 0 || tid != l.restricted {
+		return 0, fmt.Errorf("the program would be forked from thread %d, not from the confined one (%d)", tid, l.restricted)
+	}
 	if l.cg != nil {
 		if err := l.cg.enter(); err != nil {
 			l.cg.closeTasks()

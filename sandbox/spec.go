@@ -83,9 +83,8 @@ type specRule struct {
 	// real is Path resolved by the launcher's view plan (launcher side
 	// only): the place its Landlock rule is opened at, with no link on
 	// the way.
-	real   string
-	shown  bool   // real is inside a bind of the host's (see inBind)
-	fdPath string // where Landlock's rule was opened, for its errors
+	real  string
+	shown bool // real is inside a bind of the host's (see inBind)
 }
 
 // probeResult is the launcher's answer to a probe.

@@ -68,8 +68,12 @@ const copyMax = 256 << 10
 func planView(sp *spec) ([]viewEntry, error) {
 	var plan []viewEntry
 	seen := map[string]bool{}
+	// One Lstat per place in the plan: the granted paths share their
+	// parents (/usr, /etc), and each path's last place is asked about
+	// twice. The plan is a snapshot either way; the build follows no link.
+	var w hostpath.Walker
 	add := func(path string, rw, optional bool) (string, error) {
-		real, lst, links, err := resolveLinks(path)
+		real, lst, links, err := resolveLinks(&w, path)
 		if err != nil {
 			if optional && errors.Is(err, os.ErrNotExist) {
 				return "", nil
@@ -197,8 +201,8 @@ func depth(p string) int {
 // resolveLinks resolves path like the kernel does (hostpath.Locations),
 // with every symlink met on the way: its real location and its target.
 // A path that does not exist is an error. It returns real's Lstat too.
-func resolveLinks(path string) (string, os.FileInfo, []viewEntry, error) {
-	locs := hostpath.Locations(path)
+func resolveLinks(w *hostpath.Walker, path string) (string, os.FileInfo, []viewEntry, error) {
+	locs := w.Locations(path)
 	real := locs[len(locs)-1]
 	var links []viewEntry
 	for _, at := range locs[:len(locs)-1] {
@@ -208,7 +212,7 @@ func resolveLinks(path string) (string, os.FileInfo, []viewEntry, error) {
 		}
 		links = append(links, viewEntry{dst: at, kind: viewLink, link: target})
 	}
-	st, err := os.Lstat(real)
+	st, err := w.Lstat(real)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -323,8 +327,10 @@ func buildView(sp *spec) (detached func() error, err error) {
 // mounts are gone from the namespace before umount2 returns, but it
 // returns only after an RCU grace period (expedited: 0.1-0.5 ms on the
 // loaded 2-core VM, the launcher off CPU), which the launcher spends
-// confining itself instead: the rest of its mounts, rlimits, capabilities
-// and Landlock's rules take no lock the unmount holds while it waits.
+// confining itself instead: the rest of its mounts, rlimits, capabilities,
+// Landlock (its rules and the restriction of the launcher's own thread,
+// never this one) and the seccomp filter take no lock the unmount holds
+// while it waits.
 // The thread shares the launcher's working directory (Go's threads share
 // one fs_struct), which stays put until the wait has returned.
 func detachOld() (wait func() error) {

@@ -31,7 +31,41 @@ func Real(p string) string {
 // parent directory joined with its name), in the order met, then p's own
 // real path (last). A link that cannot be read, or too many links, ends the
 // walk there with the path as far as it got. p is made absolute first.
-func Locations(p string) []string {
+func Locations(p string) []string { return locations(p, os.Lstat) }
+
+// A Walker answers Locations and Lstat remembering every Lstat it made:
+// the paths one caller resolves at one moment share their parents (the
+// sandbox launcher's view plan resolves some forty granted paths under
+// /usr and /etc at every start). Its answers are what the file system
+// held when each place was first asked about; a caller that acts on them
+// later must check again (the launcher builds its view with no link
+// followed). The zero Walker is ready; not for concurrent use.
+type Walker struct {
+	seen map[string]walkStat
+}
+
+type walkStat struct {
+	fi  fs.FileInfo
+	err error
+}
+
+// Lstat is os.Lstat, once per path.
+func (w *Walker) Lstat(p string) (fs.FileInfo, error) {
+	if st, ok := w.seen[p]; ok {
+		return st.fi, st.err
+	}
+	fi, err := os.Lstat(p)
+	if w.seen == nil {
+		w.seen = map[string]walkStat{}
+	}
+	w.seen[p] = walkStat{fi, err}
+	return fi, err
+}
+
+// Locations is Locations through w's Lstat.
+func (w *Walker) Locations(p string) []string { return locations(p, w.Lstat) }
+
+func locations(p string, lstat func(string) (fs.FileInfo, error)) []string {
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return []string{filepath.Clean(p)}
@@ -51,7 +85,7 @@ func Locations(p string) []string {
 			continue
 		}
 		next := filepath.Join(cur, comp)
-		fi, err := os.Lstat(next)
+		fi, err := lstat(next)
 		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 			if err != nil {
 				// Missing (or unreadable): the rest is taken as written.

@@ -51,6 +51,37 @@ func TestLocations(t *testing.T) {
 	}
 }
 
+// TestWalker: a Walker's Locations are Locations (links, chains, a
+// missing tail, a loop), and its Lstat answers from what it saw first: a
+// place changed since is not asked about again.
+func TestWalker(t *testing.T) {
+	dir := tree(t, "real/conf/kernel.yaml", "real/other")
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o700)
+	os.Symlink("../real/conf", filepath.Join(ws, "cfg"))
+	os.Symlink("cfg/kernel.yaml", filepath.Join(ws, "k.yaml"))
+	os.Symlink(filepath.Join(dir, "real"), filepath.Join(ws, "abs"))
+	os.Symlink("loop", filepath.Join(ws, "loop"))
+	var w Walker
+	for _, p := range []string{"ws/k.yaml", "ws/cfg/kernel.yaml", "ws/abs/other", "ws/cfg/missing/x", "ws/loop", "real", "ws/k.yaml"} {
+		p = filepath.Join(dir, p)
+		if got, want := w.Locations(p), Locations(p); !slices.Equal(got, want) {
+			t.Errorf("Walker.Locations(%s) = %q, Locations %q", p, got, want)
+		}
+	}
+	k := filepath.Join(ws, "k.yaml")
+	fi, err := w.Lstat(k)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("Lstat(%s) = %v, %v: want the link", k, fi, err)
+	}
+	if err := os.Remove(k); err != nil {
+		t.Fatal(err)
+	}
+	if fi2, err := w.Lstat(k); err != nil || fi2 != fi {
+		t.Errorf("Lstat after the change = %v, %v: want the first answer", fi2, err)
+	}
+}
+
 // TestFilesAndArgvFiles: the files a command line names, the link and its
 // target for a link; directories, flags and missing paths are not files.
 func TestFilesAndArgvFiles(t *testing.T) {
