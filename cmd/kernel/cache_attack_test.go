@@ -58,7 +58,8 @@ var grantTools = []struct{ name, by, tools string }{
 // sandbox grant that covers the kernel's caches (the whole cache home, as
 // operators grant for pip, npm or go) stops the start with an error that
 // names every cache and the fix; security.allow_writable does not accept
-// it; nor does a grant of a directory inside the caches. The same for
+// it; nor does a grant of a directory inside the caches (the WASM cache's,
+// the plugin binary store's). The same for
 // run_command's grant and a declared command tool's. Without the caches
 // among the kernel files this starts; without the command tools' grants
 // among the writable areas, the command tool's cases start.
@@ -73,6 +74,7 @@ func TestCacheGrantRefusedAtStart(t *testing.T) {
 			"inside the WASM cache":     {filepath.Join(caches, "wasm", "v2"), ""},
 			"with allow_writable":       {home, "security: {allow_writable: [" + caches + ", " + filepath.Join(caches, "wasm") + "]}\n"},
 			"the policy cache, no WASM": {filepath.Join(caches, "policy"), ""},
+			"the plugin binary store":   {filepath.Join(caches, "plugins", "bin", "v1"), ""},
 		} {
 			t.Run(tool.name+"/"+name, func(t *testing.T) {
 				dir, ws := t.TempDir(), t.TempDir()
@@ -87,7 +89,7 @@ func TestCacheGrantRefusedAtStart(t *testing.T) {
 					t.Fatalf("started with the caches inside a read-write grant: %v\n%s", err, errOut)
 				}
 				for _, want := range []string{"the kernel's caches in " + caches, tool.by, "wasm/ (compiled WASM machine code",
-					"policy/ (policy test verdicts", "mcp/ (MCP servers' tool lists", "plugins/ (plugins' tool lists", "does not accept them", "XDG_CACHE_HOME"} {
+					"policy/ (policy test verdicts", "mcp/ (MCP servers' tool lists", "plugins/ (plugins' tool lists", "verified copies of plugin binaries", "does not accept them", "XDG_CACHE_HOME"} {
 					if !strings.Contains(err.Error(), want) {
 						t.Errorf("the refusal lacks %q:\n%v", want, err)
 					}

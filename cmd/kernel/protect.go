@@ -52,7 +52,7 @@ var kernelCaches = []struct{ dir, what string }{
 	{"wasm", "compiled WASM machine code, which the kernel maps and runs in its own unconfined process"},
 	{"policy", "policy test verdicts and snapshots, which let a policy load without its tests"},
 	{"mcp", "MCP servers' tool lists, offered to the model before a server starts"},
-	{"plugins", "plugins' tool lists, offered to the model before a plugin starts"},
+	{"plugins", "plugins' tool lists, offered to the model before a plugin starts, and the verified copies of plugin binaries, which the kernel executes"},
 }
 
 // writableArea is a directory a tool can write, and who can.

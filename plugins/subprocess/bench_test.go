@@ -25,6 +25,11 @@ import (
 //   - verify: the sha256 check and the copy alone.
 //   - verify-launcher: verify, then exec with the dedicated launcher
 //     (below).
+//   - warm-launcher: a kernel (re)start of an eager plugin whose binary
+//     an earlier start verified: a new host over the same state
+//     directory takes the binary store's entry (checked, not hashed),
+//     then starts it as verify-launcher does.
+//   - verify-store: the store's check alone (verify's counterpart).
 func BenchmarkStart(b *testing.B) {
 	cfg := misbehaveConfig()
 	cfg.Start = subprocess.StartEager
@@ -74,6 +79,60 @@ func BenchmarkStart(b *testing.B) {
 		slices.Sort(d)
 		b.ReportMetric(float64(d[len(d)/2])/float64(time.Millisecond), "p50-ms")
 		b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(len(d)), "cpu-ms/op")
+	})
+	b.Run("warm-launcher", func(b *testing.B) {
+		defer useLauncher(b)()
+		state := b.TempDir()
+		if _, err := newHost(b, subprocess.HostConfig{StateDir: state}).Verify(context.Background(), cfg); err != nil {
+			b.Fatal(err) // fills the store
+		}
+		var d []time.Duration
+		var cpu time.Duration
+		for b.Loop() {
+			h := subprocess.NewHost(subprocess.HostConfig{StateDir: state})
+			cpu0, start := cpuTime(b), time.Now()
+			if _, err := h.Load(context.Background(), cfg); err != nil {
+				b.Fatal(err)
+			}
+			d = append(d, time.Since(start))
+			b.StopTimer()
+			if err := h.Close(); err != nil {
+				b.Fatal(err)
+			}
+			// Close waited for the launcher: its CPU and the plugin's
+			// are in RUSAGE_CHILDREN now (and so is the stop's).
+			cpu += cpuTime(b) - cpu0
+			if subprocess.StoreHits(h) == 0 {
+				b.Fatal("the start did not use the store")
+			}
+			b.StartTimer()
+		}
+		slices.Sort(d)
+		b.ReportMetric(float64(d[len(d)/2])/float64(time.Millisecond), "p50-ms")
+		b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(len(d)), "cpu-ms/op")
+	})
+	b.Run("verify-store", func(b *testing.B) {
+		h := newHost(b, subprocess.HostConfig{StateDir: b.TempDir()})
+		if _, done, err := subprocess.StoredCopy(h, cfg); err != nil {
+			b.Fatal(err)
+		} else {
+			done()
+		}
+		var d []time.Duration
+		cpu0 := cpuTime(b)
+		for b.Loop() {
+			start := time.Now()
+			_, done, err := subprocess.StoredCopy(h, cfg)
+			d = append(d, time.Since(start))
+			if err != nil {
+				b.Fatal(err)
+			}
+			done()
+		}
+		cpu := cpuTime(b) - cpu0
+		slices.Sort(d)
+		b.ReportMetric(float64(d[len(d)/2])/float64(time.Microsecond), "p50-µs")
+		b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(len(d)), "cpu-µs/op")
 	})
 	// verify: the pin check and the private copy alone (the copy and the
 	// hash overlap: wall time below their sum where a second CPU is free;

@@ -39,3 +39,21 @@ func StartProcess(h *Host, cfg PluginConfig, exe string) (kill func(), err error
 		inst.cleanup.Do(inst.client.Kill)
 	}, nil
 }
+
+// StoreHits counts the starts the binary store spared a verification.
+func StoreHits(h *Host) int64 { return h.storeHits.Load() }
+
+// StoredCopy is VerifyCopy through the host's binary store: its entry of
+// cfg's pin if it holds one that checks, else a new one.
+func StoredCopy(h *Host, cfg PluginConfig) (exe string, done func(), err error) {
+	cfg, err = cfg.normalize()
+	if err != nil {
+		return "", nil, err
+	}
+	done, err = h.begin()
+	if err != nil {
+		return "", nil, err
+	}
+	exe, _, _, err = h.verified(cfg, false)
+	return exe, done, err
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -24,8 +25,11 @@ type HostConfig struct {
 	// plugin's name. Nil discards them.
 	Logger hclog.Logger
 	// StateDir holds the Describe cache (StateDir/plugins/describe, 0700),
-	// which lets Load register a lazy plugin's tools without starting it.
-	// Empty means no cache: Load starts every plugin to ask for its tools.
+	// which lets Load register a lazy plugin's tools without starting it,
+	// and the store of verified binaries (StateDir/plugins/bin, 0700;
+	// binstore.go), which lets a later host run a pinned binary verified
+	// once without copying and hashing it again. Empty means neither: Load
+	// starts every plugin to ask for its tools, and verifies every binary.
 	StateDir string
 	// RunDir is where the host creates its private 0700 directory for the
 	// verified copies of the binaries and the plugins' sockets; it must
@@ -64,6 +68,12 @@ type Host struct {
 	plugins map[string]*supervisor
 	ops     sync.WaitGroup // Load, Verify and process starts in progress
 	wg      sync.WaitGroup // instance watchers
+
+	// The store of verified copies (binStore), opened once; storeHits
+	// counts the starts it spared a verification (tests read it).
+	storeOnce sync.Once
+	store     *binStore
+	storeHits atomic.Int64
 
 	// The host's TLS key and certificate (clientTLS), made once.
 	tlsOnce sync.Once
@@ -132,11 +142,11 @@ func (h *Host) Load(ctx context.Context, cfg PluginConfig) ([]kernel.Tool, error
 	if dup {
 		return nil, pluginError(cfg.Name, "name", ErrDuplicatePlugin)
 	}
-	exe, sum, err := verifyCopy(cfg, h.dir)
+	exe, sum, stored, err := h.verified(cfg, false)
 	if err != nil {
 		return nil, err
 	}
-	s := &supervisor{h: h, cfg: cfg, exe: exe, sum: sum, log: h.log.Named(cfg.Name),
+	s := &supervisor{h: h, cfg: cfg, exe: exe, stored: stored, sum: sum, log: h.log.Named(cfg.Name),
 		crashes: backoff.Restarts(cfg.Restart.MaxCrashes, cfg.Restart.Backoff.D(), cfg.Restart.Cooldown.D())}
 	specs, cached := h.readCache(cfg, sum)
 	if cached {
@@ -146,7 +156,9 @@ func (h *Host) Load(ctx context.Context, cfg PluginConfig) ([]kernel.Tool, error
 		inst, err := s.acquire(ctx)
 		if err != nil {
 			s.close()
-			_ = os.RemoveAll(exe)
+			if !stored {
+				_ = os.RemoveAll(exe)
+			}
 			return nil, err
 		}
 		specs = inst.specs
@@ -210,12 +222,14 @@ func (h *Host) Verify(ctx context.Context, cfg PluginConfig) (VerifyReport, erro
 	}
 	defer done()
 	start := time.Now()
-	exe, sum, err := verifyCopy(cfg, h.dir)
+	exe, sum, stored, err := h.verified(cfg, true)
 	rep.SHA256 = sum
 	if err != nil {
 		return rep, err
 	}
-	defer os.RemoveAll(exe)
+	if !stored {
+		defer os.RemoveAll(exe)
+	}
 	inst, err := startInstance(ctx, h, cfg, exe)
 	if err != nil {
 		return rep, err

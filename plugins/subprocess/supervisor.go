@@ -19,12 +19,16 @@ import (
 // (circuit breaker) after too many consecutive crashes. Safe for concurrent
 // use.
 type supervisor struct {
-	h     *Host
-	cfg   PluginConfig
-	exe   string // the verified private copy
-	sum   string // its sha256
-	log   hclog.Logger
-	specs map[string]toolSpec // the tools as registered with the kernel
+	h   *Host
+	cfg PluginConfig
+	exe string // the verified private copy
+	// stored: exe is the binary store's entry, checked again (and
+	// verified again from cfg.Path if it is gone or changed) before each
+	// start; start alone writes exe and stored after Load.
+	stored bool
+	sum    string // its sha256
+	log    hclog.Logger
+	specs  map[string]toolSpec // the tools as registered with the kernel
 
 	mu       sync.Mutex
 	inst     *instance
@@ -84,6 +88,14 @@ func (s *supervisor) start(ctx context.Context, wait time.Duration) (*instance, 
 	}
 	if err := backoff.Sleep(ctx, s.h.ctx.Done(), ErrClosed, wait); err != nil {
 		return nil, err
+	}
+	if s.stored {
+		exe, _, stored, err := s.h.verified(s.cfg, false)
+		if err != nil {
+			s.log.Error("plugin failed to start", "error", err)
+			return nil, err
+		}
+		s.exe, s.stored = exe, stored
 	}
 	inst, err := startInstance(ctx, s.h, s.cfg, s.exe)
 	if err != nil {

@@ -44,6 +44,12 @@ func pinMatches(pin, sum string) bool {
 // The returned path is the executable copy and sum the binary's sha256. A
 // missing or wrong pin is a *HashError carrying the actual sum.
 func copyVerified(cfg PluginConfig, dir string) (path, sum string, err error) {
+	return copyVerifiedAs(cfg, dir, cfg.Name+"-*")
+}
+
+// copyVerifiedAs is copyVerified with the copy's name pattern
+// (os.CreateTemp's).
+func copyVerifiedAs(cfg PluginConfig, dir, pattern string) (path, sum string, err error) {
 	src, err := os.Open(cfg.Path)
 	if err != nil {
 		return "", "", fmt.Errorf("plugin %q: open binary: %w", cfg.Name, err)
@@ -56,7 +62,7 @@ func copyVerified(cfg PluginConfig, dir string) (path, sum string, err error) {
 	if !fi.Mode().IsRegular() {
 		return "", "", fmt.Errorf("plugin %q: %s is not a regular file", cfg.Name, cfg.Path)
 	}
-	dst, err := os.CreateTemp(dir, cfg.Name+"-*")
+	dst, err := os.CreateTemp(dir, pattern)
 	if err != nil {
 		return "", "", fmt.Errorf("plugin %q: create private copy: %w", cfg.Name, err)
 	}
