@@ -184,8 +184,16 @@ func (s *Server) startAgentRun(pipeline bool) func(http.ResponseWriter, *http.Re
 		if len(req.Title) > 200 {
 			return badField("title", "title is %d bytes; at most 200", len(req.Title))
 		}
+		id := kernel.NewID()
+		st, err := s.openRunStream(r, k, id) // the run's events in this response, if asked: before the session exists
+		if err != nil {
+			return err
+		}
+		if st != nil {
+			defer st.close()
+		}
 		now := time.Now().UTC()
-		meta := kernel.SessionMeta{ID: kernel.NewID(), Title: s.cfg.Scrub(req.Title), Status: kernel.StatusIdle, Created: now, Updated: now,
+		meta := kernel.SessionMeta{ID: id, Title: s.cfg.Scrub(req.Title), Status: kernel.StatusIdle, Created: now, Updated: now,
 			Labels: map[string]string{labelOwner: k.Owner(), labelPrincipal: k.Name}, Context: s.cfg.SessionContext, Agent: name}
 		if err := s.cfg.Store.Commit(r.Context(), meta.ID, kernel.Step{Meta: meta}); err != nil {
 			return err
@@ -197,7 +205,7 @@ func (s *Server) startAgentRun(pipeline bool) func(http.ResponseWriter, *http.Re
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
+		s.answerRun(w, r, st, rec)
 		return nil
 	}
 }

@@ -181,6 +181,13 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 	if !approve {
 		kind = kindReject
 	}
+	st, err := s.openRunStream(r, k, sid) // the continued run's events in this response, if asked
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer st.close()
+	}
 	rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kind, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 		return kk.Resolve(ctx, sid, approve, note)
 	})
@@ -191,7 +198,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k *Key) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
+	s.answerRun(w, r, st, rec)
 	return nil
 }
 

@@ -38,6 +38,21 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, k *Key) er
 	notify := t.subscribe() // before the first read: no wake-up is missed
 	defer t.unsubscribe(notify)
 
+	s.pumpEvents(w, r, t, notify, cursor, ": kernel event stream of session "+sid+"\n\n", nil)
+	return nil
+}
+
+// pumpEvents answers 200 with t's stored events after cursor as
+// Server-Sent Events, first hello (a comment), then live until the client
+// goes, the server drains or the stream reaches Limits.StreamMaxAge (a
+// final notice event without an id says so), or its key is revoked. With
+// run (a run of t's session this server started, its stream subscribed as
+// notify before the run began), cursor is ignored: the stream starts
+// before the run's first event and ends after its last, the first
+// run.completed or run.failed (or, for a run that stored neither, once it
+// has ended and what it stored is sent). The caller holds a stream slot.
+func (s *Server) pumpEvents(w http.ResponseWriter, r *http.Request, t *topic, notify chan struct{}, cursor uint64, hello string, run *runWatch) {
+	sid := t.id
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -52,35 +67,57 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, k *Key) er
 		buf.Reset()
 		return rc.Flush()
 	}
-	buf.WriteString(": kernel event stream of session " + sid + "\n\n")
+	buf.WriteString(hello)
 	if err := send(); err != nil {
-		return nil
+		return
 	}
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 	age := time.NewTimer(s.lim.StreamMaxAge)
 	defer age.Stop()
 	closing, reason := false, "the server is shutting down: reconnect with Last-Event-ID to resume"
+	begun := run == nil // the stream knows where it starts
 	for {
-		evs, ok := t.since(cursor)
-		if !ok {
-			evs, err = s.events.ReadEvents(r.Context(), sid, cursor, 512)
-			if err != nil {
-				if r.Context().Err() == nil { // else the client went
-					s.logError("session %s: read events: %v", sid, err)
-				}
-				return nil
+		if !begun {
+			ended := run.ended() // first: a run that ended has its first event set, if it stored one
+			if f := run.span.first.Load(); f != 0 {
+				cursor, begun = f-1, true
+			} else if ended {
+				return // the run stored no event
 			}
 		}
-		if len(evs) > 0 {
-			for _, e := range evs {
-				writeEvent(&buf, e)
+		if begun {
+			endedBefore := run != nil && run.ended()
+			evs, ok := t.since(cursor)
+			if !ok {
+				var err error
+				evs, err = s.events.ReadEvents(r.Context(), sid, cursor, 512)
+				if err != nil {
+					if r.Context().Err() == nil { // else the client went
+						s.logError("session %s: read events: %v", sid, err)
+					}
+					return
+				}
 			}
-			cursor = evs[len(evs)-1].Seq
-			if err := send(); err != nil {
-				return nil // the client went; it resumes from its last id
+			last := false
+			if run != nil {
+				evs, last = run.own(evs, endedBefore)
 			}
-			continue
+			if len(evs) > 0 {
+				for _, e := range evs {
+					writeEvent(&buf, e)
+				}
+				cursor = evs[len(evs)-1].Seq
+				if err := send(); err != nil {
+					return // the client went; it resumes from its last id
+				}
+			}
+			if last {
+				return
+			}
+			if len(evs) > 0 || (run != nil && run.over) {
+				continue
+			}
 		}
 		if closing {
 			buf.WriteString("event: notice\ndata: ")
@@ -88,12 +125,17 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, k *Key) er
 			buf.Write(b)
 			buf.WriteString("\n\n")
 			_ = send()
-			return nil
+			return
+		}
+		var ended <-chan struct{} // nil: no case
+		if run != nil && !run.over {
+			ended = run.done
 		}
 		select {
 		case <-r.Context().Done():
-			return nil
+			return
 		case <-notify:
+		case <-ended: // what it stored is read next
 		case <-s.hub.closing:
 			closing = true // send what is stored, then the notice
 		case <-age.C:
@@ -101,7 +143,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, k *Key) er
 		case <-tick.C:
 			buf.WriteString(": ping\n\n")
 			if err := send(); err != nil {
-				return nil
+				return
 			}
 		}
 	}

@@ -62,6 +62,13 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	}
 	sid := sess.Meta.ID
 	prompt := req.Prompt
+	st, err := s.openRunStream(r, k, sid) // the run's events in this response, if asked
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer st.close()
+	}
 	rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kindPrompt, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 		return kk.Run(ctx, sid, prompt)
 	})
@@ -85,7 +92,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, k *Key) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
+	s.answerRun(w, r, st, rec)
 	return nil
 }
 
@@ -110,6 +117,13 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, k *Key) error
 	if st := s.status(r.Context(), &sess.Meta); st != statusInterrupted {
 		return conflict(st, "session %s has no interrupted run (it is %s)", sid, st)
 	}
+	stream, err := s.openRunStream(r, k, sid)
+	if err != nil {
+		return err
+	}
+	if stream != nil {
+		defer stream.close()
+	}
 	rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kindResume, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 		return kk.Continue(ctx, sid)
 	})
@@ -120,7 +134,7 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request, k *Key) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
+	s.answerRun(w, r, stream, rec)
 	return nil
 }
 
@@ -210,6 +224,13 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, k *Key) err
 		if err := s.runnable(r.Context(), sess); err != nil {
 			return err
 		}
+		st, err := s.openRunStream(r, k, sid) // the run's events in this response, if asked
+		if err != nil {
+			return err
+		}
+		if st != nil {
+			defer st.close()
+		}
 		text := req.Text
 		rec, err := s.runs.start(r.Context(), sid, k.Owner(), k, kindFollowUp, func(ctx context.Context, kk *kernel.Kernel) (*kernel.RunResult, error) {
 			return kk.Run(ctx, sid, text)
@@ -220,7 +241,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, k *Key) err
 		} else if err != nil {
 			return err
 		} else {
-			writeJSON(w, http.StatusAccepted, runResponse{Run: &rec})
+			s.answerRun(w, r, st, rec)
 			return nil
 		}
 	}

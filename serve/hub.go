@@ -91,6 +91,9 @@ type topic struct {
 	// head is the largest event seq known stored, by this server or (on a
 	// shared store) another replica.
 	head uint64
+	// runner is the span of the run that holds the session, whose events
+	// the topic publishes (follow); nil between runs.
+	runner *eventSpan
 }
 
 func newHub(log kernel.EventLog, scrub func(string) string, warn func(string, ...any)) *hub {
@@ -502,6 +505,10 @@ func (t *topic) publishLocked(batch []kernel.StoredEvent, first uint64) {
 		batch[i].Seq = first + uint64(i)
 	}
 	t.head = max(t.head, batch[len(batch)-1].Seq)
+	if sp := t.runner; sp != nil {
+		sp.first.CompareAndSwap(0, first)
+		sp.last.Store(batch[len(batch)-1].Seq)
+	}
 	if n := len(t.recent); n > 0 && t.recent[n-1].Seq+1 != first {
 		// Another writer's events came between (a replica's, on a
 		// shared store): recent stays contiguous, the rest is read

@@ -91,7 +91,20 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("interrupted sessions = %v", got)
 	}
 	r2.must(409, "POST", "/v1/sessions/"+sid+"/runs", old, map[string]any{"prompt": "new"})
-	r2.must(202, "POST", "/v1/sessions/"+sid+"/resume", old, nil)
+	// Resumed with Accept: text/event-stream, the response streams the
+	// resumed run to its end.
+	res, err := r2.postStream(context.Background(), old, "/v1/sessions/"+sid+"/resume", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := readSSE(res.Body, nil)
+	res.Body.Close()
+	if err != nil || res.StatusCode != 200 || len(resumed) == 0 || resumed[len(resumed)-1].typ != "run.completed" || !strings.Contains(resumed[len(resumed)-1].data, `"stop_reason":"completed"`) {
+		t.Fatalf("streamed resume: %d, %d events, %v", res.StatusCode, len(resumed), err)
+	}
+	if seqOf(t, resumed[0]) <= seqOf(t, evs[len(evs)-2]) {
+		t.Fatalf("the resumed run's stream starts at %s, before the interrupted run's end (%s)", resumed[0].id, evs[len(evs)-2].id)
+	}
 	s = r2.waitStatus(old, sid, "idle")
 	msgs := r2.must(200, "GET", "/v1/sessions/"+sid+"/messages", old, nil)["messages"].([]any)
 	var gateResults, reads int

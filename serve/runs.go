@@ -54,6 +54,8 @@ type runRec struct {
 	// lease is the session's lease on a shared store (nil otherwise),
 	// held by the run and the follow-ups it chains.
 	lease *kernel.HeldLease
+	// span is where the run's events are in the session's log.
+	span *eventSpan
 }
 
 // runManager owns every run goroutine: it starts them within the limits,
@@ -132,7 +134,7 @@ func (m *runManager) startWith(ctx context.Context, sid, owner string, k *Key, k
 	}
 	runCtx, cancel := context.WithCancel(m.base)
 	rec := &runRec{ID: "run_" + kernel.NewID(), SessionID: sid, Kind: kind, Status: runRunning, Principal: k.Name,
-		Created: time.Now().UTC(), owner: owner, keyID: k.ID, cancel: cancel, done: make(chan struct{})}
+		Created: time.Now().UTC(), owner: owner, keyID: k.ID, cancel: cancel, done: make(chan struct{}), span: &eventSpan{}}
 	m.active[sid] = rec // the session's slot, held while the lease is taken
 	m.byID[rec.ID] = rec
 	m.total++
@@ -158,7 +160,10 @@ func (m *runManager) startWith(ctx context.Context, sid, owner string, k *Key, k
 		return runRec{}, err
 	}
 	m.mu.Lock()
-	started := rec.snapshot() // what the 202 shows: the run as it starts
+	// What the 202 shows: the run as it starts; and what its stream
+	// follows (runstream.go).
+	started := rec.snapshot()
+	started.done, started.span = rec.done, rec.span
 	m.mu.Unlock()
 	m.wg.Add(1)
 	go m.run(runCtx, rec, k, fn)
@@ -195,6 +200,7 @@ func (m *runManager) run(ctx context.Context, rec *runRec, k *Key, fn runFunc) {
 	defer m.s.hub.release(t)
 	lease := rec.lease
 	for rec != nil {
+		t.follow(rec.span)                       // the session's events are the run's from here
 		link := m.s.hub.attach(t, m.s.cfg.Store) // the run's steps store its events
 		kr := m.s.sessionKernel(ctx, rec.SessionID).With(link.options(kernel.RunOptions{Principal: k.Name, OnEvent: m.s.hub.runSink(ctx, t, rec.owner, lease, link), Interrupt: m.interrupt, Lease: lease}))
 		res, err := fn(ctx, kr)
@@ -202,6 +208,7 @@ func (m *runManager) run(ctx context.Context, rec *runRec, k *Key, fn runFunc) {
 			m.s.hub.detach(t)
 		}
 		t.wait() // the run's events are stored before it is reported ended
+		t.unfollow(rec.span)
 		rec, ctx, fn = m.finish(ctx, rec, res, err)
 	}
 }
@@ -268,7 +275,7 @@ func (m *runManager) finish(runCtx context.Context, rec *runRec, res *kernel.Run
 		nextCtx, cancel := context.WithCancel(m.base)
 		next := &runRec{ID: "run_" + kernel.NewID(), SessionID: rec.SessionID, Kind: kindFollowUp, Status: runRunning,
 			Principal: rec.Principal, Created: time.Now().UTC(), owner: rec.owner, keyID: rec.keyID, cancel: cancel, done: make(chan struct{}),
-			lease: rec.lease}
+			lease: rec.lease, span: &eventSpan{}}
 		m.active[rec.SessionID] = next
 		m.byID[next.ID] = next
 		m.mu.Unlock()
