@@ -14,7 +14,7 @@ import (
 // encoding/json gives them (escaping, omitempty, the duration fields the
 // MarshalJSON methods of event_json.go move to the end), with no
 // reflection and no second copy to put "type" first. Nested types that are
-// not on a run's common path (Message, Decision, Approval, Block, notes)
+// not on a run's common path (Approval, Block, notes, a message's records)
 // are encoded by encoding/json, as before.
 // Why: RATIONALE.md, "A run through kernel serve, sixth round (issue 45)".
 // TestEventEncodersMatchEncodingJSON holds every type, byte for byte, to
@@ -102,7 +102,7 @@ func appendEvent(b []byte, e Event) ([]byte, error) {
 		b = appendStr(b, `,"text":`, e.Text)
 	case MessageCompleted:
 		b = appendInt(b, `,"turn":`, int64(e.Turn))
-		if b, err = appendValue(b, `,"message":`, e.Message); err != nil {
+		if b, err = appendMessage(b, `,"message":`, &e.Message); err != nil {
 			return b, err
 		}
 		b = appendUsage(b, `,"usage":`, e.Usage)
@@ -135,7 +135,7 @@ func appendEvent(b []byte, e Event) ([]byte, error) {
 	case PolicyDecided:
 		b = appendStr(b, `,"call_id":`, e.CallID)
 		b = appendStr(b, `,"tool":`, e.Tool)
-		if b, err = appendValue(b, `,"decision":`, e.Decision); err != nil {
+		if b, err = appendDecision(b, `,"decision":`, &e.Decision); err != nil {
 			return b, err
 		}
 	case ApprovalRequired:
@@ -303,6 +303,133 @@ func appendEvent(b []byte, e Event) ([]byte, error) {
 		return b, noEncoderError{e}
 	}
 	return append(b, '}'), nil
+}
+
+// appendMessage writes m as encoding/json does.
+func appendMessage(b []byte, key string, m *Message) ([]byte, error) {
+	var err error
+	b = append(b, key...)
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, m.Seq, 10)
+	b = appendStr(b, `,"role":`, string(m.Role))
+	if m.Content != "" {
+		b = appendStr(b, `,"content":`, m.Content)
+	}
+	if m.Reasoning != "" {
+		b = appendStr(b, `,"reasoning":`, m.Reasoning)
+	}
+	if len(m.ToolCalls) > 0 {
+		b = append(b, `,"tool_calls":[`...)
+		for i, c := range m.ToolCalls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendStr(b, `{"id":`, c.ID)
+			b = appendStr(b, `,"name":`, c.Name)
+			b = appendStr(b, `,"arguments":`, c.Arguments)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if m.ToolCallID != "" {
+		b = appendStr(b, `,"tool_call_id":`, m.ToolCallID)
+	}
+	if m.ToolName != "" {
+		b = appendStr(b, `,"tool_name":`, m.ToolName)
+	}
+	if m.IsError {
+		b = append(b, `,"is_error":true`...)
+	}
+	if !m.Time.IsZero() {
+		j, err := m.Time.MarshalJSON()
+		if err != nil {
+			return b, err
+		}
+		b = append(append(b, `,"time":`...), j...)
+	}
+	if m.Model != "" {
+		b = appendStr(b, `,"model":`, m.Model)
+	}
+	if m.ReasoningField != "" {
+		b = appendStr(b, `,"reasoning_field":`, m.ReasoningField)
+	}
+	if m.Failed != "" {
+		b = appendStr(b, `,"failed":`, m.Failed)
+	}
+	if m.Protocol != nil {
+		if b, err = appendValue(b, `,"protocol":`, m.Protocol); err != nil {
+			return b, err
+		}
+	}
+	if m.Approval != nil {
+		if b, err = appendValue(b, `,"approval":`, m.Approval); err != nil {
+			return b, err
+		}
+	}
+	if m.Child != nil {
+		if b, err = appendValue(b, `,"child":`, m.Child); err != nil {
+			return b, err
+		}
+	}
+	if len(m.ReasoningBlocks) > 0 {
+		if b, err = appendValue(b, `,"reasoning_blocks":`, m.ReasoningBlocks); err != nil {
+			return b, err
+		}
+	}
+	if m.Hooks != nil {
+		if b, err = appendValue(b, `,"hooks":`, m.Hooks); err != nil {
+			return b, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// appendDecision writes d as Decision.MarshalJSON does: eval_time, the
+// shadowing field, last.
+func appendDecision(b []byte, key string, d *Decision) ([]byte, error) {
+	var err error
+	b = append(b, key...)
+	b = appendStr(b, `{"id":`, d.ID)
+	b = appendStr(b, `,"effect":`, string(d.Effect))
+	if d.Message != "" {
+		b = appendStr(b, `,"message":`, d.Message)
+	}
+	b = appendStrings(b, `,"rules":`, d.Rules)
+	b = appendStrings(b, `,"would_deny":`, d.WouldDeny)
+	b = appendStrings(b, `,"would_ask":`, d.WouldAsk)
+	if d.Default {
+		b = append(b, `,"default":true`...)
+	}
+	if d.Revision != "" {
+		b = appendStr(b, `,"revision":`, d.Revision)
+	}
+	if d.SHA256 != "" {
+		b = appendStr(b, `,"sha256":`, d.SHA256)
+	}
+	if len(d.Resolved) > 0 {
+		if b, err = appendValue(b, `,"resolved":`, d.Resolved); err != nil {
+			return b, err
+		}
+	}
+	b = appendDuration(b, `,"eval_time":`, d.EvalTime)
+	return append(b, '}'), nil
+}
+
+// appendStrings writes a non-empty list of strings (omitempty).
+func appendStrings(b []byte, key string, list []string) []byte {
+	if len(list) == 0 {
+		return b
+	}
+	b = append(b, key...)
+	for i, s := range list {
+		if i == 0 {
+			b = append(b, '[')
+		} else {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, s)
+	}
+	return append(b, ']')
 }
 
 func appendBudget(b []byte, n BudgetNotice) []byte {
