@@ -1,9 +1,6 @@
 package kernel
 
-import (
-	"encoding/json"
-	"time"
-)
+import "time"
 
 // Event is one thing that happened during a run. The set of events is
 // closed (the interface is sealed): consumers switch on the concrete type.
@@ -17,21 +14,11 @@ type Event interface {
 	isEvent()
 }
 
-// MarshalEvent renders e as a JSON object whose first field is "type".
+// MarshalEvent renders e as a JSON object whose first field is "type",
+// the fields after it as encoding/json renders the struct (per-type
+// encoders: event_encode.go).
 func MarshalEvent(e Event) ([]byte, error) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return nil, err
-	}
-	t := e.Type()
-	out := make([]byte, 0, len(b)+len(t)+12)
-	out = append(out, `{"type":"`...)
-	out = append(out, t...)
-	out = append(out, '"')
-	if len(b) > 2 {
-		out = append(out, ',')
-	}
-	return append(out, b[1:]...), nil
+	return AppendEvent(make([]byte, 0, 256), e)
 }
 
 // RunStarted opens a run.

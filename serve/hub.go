@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/agentkernel/agentkernel/kernel"
 )
@@ -180,19 +181,41 @@ func (h *hub) runSink(ctx context.Context, t *topic, owner string, lease *kernel
 
 // encode marshals and scrubs e for storing with fence.
 func (h *hub) encode(t *topic, fence uint64, e kernel.Event) (fencedEvent, bool) {
-	b, err := kernel.MarshalEvent(e)
+	// Encoded into a pooled buffer, then copied once to its exact size:
+	// the stored bytes are the event's only allocation.
+	buf := encodeBufs.Get().(*[]byte)
+	enc, err := kernel.AppendEvent((*buf)[:0], e)
 	if err != nil {
+		encodeBufs.Put(buf)
 		h.warn("session %s: marshal %s event: %v", t.id, e.Type(), err)
 		return fencedEvent{}, false
 	}
+	b := slices.Clone(enc)
+	if cap(enc) <= maxPooledEncode {
+		*buf = enc
+		encodeBufs.Put(buf)
+	}
 	// Scrubbed once (the scrubber is the costlier half): the same bytes
-	// are stored and streamed to every subscriber.
-	s := string(b)
-	if c := h.scrub(s); c != s {
-		b = []byte(c)
+	// are stored and streamed to every subscriber. The scrubber reads b
+	// through a string that shares its memory (no copy): b is new here and
+	// never written again, and what the scrubber changes comes back as a
+	// string of its own.
+	// Why: RATIONALE.md, "A run through kernel serve, sixth round (issue 45)".
+	if len(b) > 0 {
+		s := unsafe.String(&b[0], len(b))
+		if c := h.scrub(s); c != s {
+			b = []byte(c)
+		}
 	}
 	return fencedEvent{kernel.StoredEvent{Type: e.Type(), Time: time.Now().UTC(), Data: b}, fence}, true
 }
+
+// encodeBufs are encode's scratch buffers; one that grew past
+// maxPooledEncode (an event with a large tool argument or answer) is left
+// to the collector.
+var encodeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxPooledEncode = 64 << 10
 
 // add queues ev for storing: at once, or, while a run is attached, with
 // its next step (or after linger).
