@@ -17,6 +17,9 @@ type textShape struct {
 	has    uint8  // gate bits of the bytes the text holds
 	maxRun int    // longest run of bytes in [A-Za-z0-9+/_=-]
 	lits   litSet // the structure literals the text holds
+	// cut: the format detectors try no start closer to the end than
+	// minFormatLen (false in allShape: they try every byte).
+	cut bool
 }
 
 // Gate bits: a byte a detector cannot find anything without.
@@ -55,7 +58,7 @@ func shapeOf(t string) textShape {
 	if len(t) > shortScan {
 		return allShape
 	}
-	var sh textShape
+	sh := textShape{cut: true}
 	run := 0
 	for i := 0; i < len(t); i++ {
 		c := t[i]
@@ -90,7 +93,7 @@ func (f *finder) run(sh textShape, entropy bool) {
 	if sh.has&gColon != 0 {
 		f.urlCredentials()
 	}
-	f.formats()
+	f.formats(sh.cut)
 	if sh.has&(gColon|gEq|gGt|gDash) != 0 {
 		f.assignments()
 	}

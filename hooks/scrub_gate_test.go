@@ -25,7 +25,7 @@ func gateTexts(t testing.TB) []string {
 		"Zk3lQ9xBv7Tn2Wq8Rf5Yh1Mp", "Zk3lQ9xBv7Tn2Wq8Rf5Yh1M=", "Zk3lQ9xBv7Tn2Wq8Rf5Yh1M", // 24, 23+'=', 23
 		"<password>S3cretValue9x</password>", "--password hunter2222x", "password: Hunter2Secret", "api_key=Zx8vQ2mP9rT4",
 		"token => 'abcDEF123456789'", "https://bob:S3cr3tPass@db.example.com/x",
-		"-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----", "AKIAW2SPHUJ2D7ZZQ5L6",
+		"-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----", "AKIAW2SPHUJ2D7ZZQ5L6", "xoxb-1234567890",
 		"the ", " ", "\n", ":", "=", ">", "<", "-", "what is in the workspace?", "package main", "é", "\x00",
 	}
 	r := rand.New(rand.NewPCG(45, 8))
