@@ -24,7 +24,7 @@ type textShape struct {
 
 // Gate bits: a byte a detector cannot find anything without.
 const (
-	gColon uint8 = 1 << iota // urlCredentials ("://"), assignments (key: v, :=)
+	gColon uint8 = 1 << iota // urlCredentials ("://"), assignments (key: v, :=), .pgpass lines
 	gEq                      // assignments (key=v, =>)
 	gGt                      // assignments (<key>v</key>)
 	gDash                    // assignments (--key v), privateKeys ("-----BEGIN ")
@@ -97,7 +97,9 @@ func (f *finder) run(sh textShape, entropy bool) {
 	if sh.has&(gColon|gEq|gGt|gDash) != 0 {
 		f.assignments()
 	}
-	f.structuresIn(sh.lits)
+	if sh.lits != 0 || sh.has&gColon != 0 { // no literal: only .pgpass lines (':') are left
+		f.structuresIn(sh.lits)
+	}
 	if entropy && sh.maxRun >= entropyMinLen {
 		f.highEntropy()
 	}
