@@ -11,7 +11,7 @@ package hooks
 // Why one pass: on a short text (a prompt, a small tool result) each
 // detector's scan costs more in set-up and cold tables than in bytes;
 // the kernel's loop scrubs two such texts a run (RATIONALE.md, "The
-// scrubber's gate: one pass tells which detectors can find anything
+// scrubber's gate: one pass says which detectors can find anything
 // (issue 45)").
 type textShape struct {
 	has    uint8  // gate bits of the bytes the text holds
