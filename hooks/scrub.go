@@ -133,16 +133,12 @@ func (s *Scrubber) Find(text string) []Finding {
 }
 
 // detect runs the detectors.
-func (s *Scrubber) detect(text string) []Finding {
+func (s *Scrubber) detect(text string) []Finding { return s.detectShaped(text, shapeOf(text)) }
+
+// detectShaped runs the detectors sh lets through (allShape: every one).
+func (s *Scrubber) detectShaped(text string, sh textShape) []Finding {
 	f := finder{text: text}
-	f.privateKeys()
-	f.urlCredentials()
-	f.formats()
-	f.assignments()
-	f.structures()
-	if s.entropy {
-		f.highEntropy()
-	}
+	f.run(sh, s.entropy)
 	for _, re := range s.extra {
 		for _, m := range re.FindAllStringSubmatchIndex(text, -1) {
 			start, end := m[0], m[1]

@@ -397,10 +397,16 @@ func digitOrMixedCase(s string) bool {
 }
 
 // formats finds tokens of well-known formats, JWTs, Telegram bot tokens and
-// "Bearer <token>", each starting at a word boundary.
-func (f *finder) formats() {
+// "Bearer <token>", each starting at a word boundary. With cut, it tries
+// no start closer to the end of the text than minFormatLen, where no
+// format fits.
+func (f *finder) formats(cut bool) {
 	t := f.text
-	for i := 0; i < len(t); i++ {
+	stop := len(t)
+	if cut {
+		stop = len(t) - minFormatLen + 1
+	}
+	for i := 0; i < stop; i++ {
 		c := t[i]
 		if classes[c]&cStart == 0 || (i > 0 && isAlnum(t[i-1]) && !(isDigit(c) && strings.HasSuffix(t[:i], "/bot"))) {
 			continue
@@ -410,6 +416,17 @@ func (f *finder) formats() {
 		}
 	}
 }
+
+// minFormatLen is the shortest finding of formatAt, from where it starts:
+// a prefix and its shortest body, a JWT (eyJ and 7, '.', 10, '.': 22),
+// "Bearer " and 16 (23), a Telegram token (8 digits, ':', 35: 44).
+var minFormatLen = func() int {
+	n := 22
+	for _, fm := range formats {
+		n = min(n, len(fm.prefix)+fm.min)
+	}
+	return n
+}()
 
 // formatAt tries every detector at a word start; it returns the end of a
 // finding, or i.

@@ -74,29 +74,14 @@ const shortScan = 512
 
 // litsIn returns which of structureLits occur in t: exactly those for
 // which strings.Contains(t, lit) holds (TestLitsInIsContains), or allLits
-// when t is longer than shortScan. structures searches each literal in the
-// set as before and skips the others, whose search would have found
-// nothing: the findings are the same (TestStructuresGateChangesNothing).
-func litsIn(t string) litSet {
-	if len(t) > shortScan {
-		return allLits
-	}
-	var has litSet
-	for i := 0; i < len(t); i++ {
-		for _, k := range litsByFirst[t[i]] {
-			if strings.HasPrefix(t[i:], structureLits[k]) {
-				has |= 1 << k
-			}
-		}
-	}
-	return has
-}
+// when t is longer than shortScan. It is shapeOf's (one pass over t, with
+// the other gates). structuresIn searches each literal in the set as
+// before and skips the others, whose search would have found nothing: the
+// findings are the same (TestStructuresGateChangesNothing).
+func litsIn(t string) litSet { return shapeOf(t).lits }
 
-// structures runs the structure-aware detectors.
-func (f *finder) structures() { f.structuresIn(litsIn(f.text)) }
-
-// structuresIn runs them searching only the literals in has (allLits:
-// every one).
+// structuresIn runs the structure-aware detectors, searching only the
+// literals in has (allLits: every one).
 func (f *finder) structuresIn(has litSet) {
 	t := f.text
 	each := func(k int, fn func(i int)) {
