@@ -118,21 +118,10 @@ func BenchmarkStart(b *testing.B) {
 		} else {
 			done()
 		}
-		var d []time.Duration
-		cpu0 := cpuTime(b)
-		for b.Loop() {
-			start := time.Now()
+		timeCopies(b, time.Microsecond, "µs", func() (func(), error) {
 			_, done, err := subprocess.StoredCopy(h, cfg)
-			d = append(d, time.Since(start))
-			if err != nil {
-				b.Fatal(err)
-			}
-			done()
-		}
-		cpu := cpuTime(b) - cpu0
-		slices.Sort(d)
-		b.ReportMetric(float64(d[len(d)/2])/float64(time.Microsecond), "p50-µs")
-		b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(len(d)), "cpu-µs/op")
+			return done, err
+		})
 	})
 	// verify: the pin check and the private copy alone (the copy and the
 	// hash overlap: wall time below their sum where a second CPU is free;
@@ -140,22 +129,32 @@ func BenchmarkStart(b *testing.B) {
 	b.Run("verify", func(b *testing.B) {
 		h := newHost(b, subprocess.HostConfig{})
 		b.SetBytes(fileSize(b, misbehave.path))
-		var d []time.Duration
-		cpu0 := cpuTime(b)
-		for b.Loop() {
-			start := time.Now()
+		timeCopies(b, time.Millisecond, "ms", func() (func(), error) {
 			_, done, err := subprocess.VerifyCopy(h, cfg)
-			d = append(d, time.Since(start))
-			if err != nil {
-				b.Fatal(err)
-			}
-			done()
-		}
-		cpu := cpuTime(b) - cpu0
-		slices.Sort(d)
-		b.ReportMetric(float64(d[len(d)/2])/float64(time.Millisecond), "p50-ms")
-		b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(len(d)), "cpu-ms/op")
+			return done, err
+		})
 	})
+}
+
+// timeCopies times call (a verification or a store lookup, which returns
+// its clean-up) once per iteration and reports its p50 and its CPU per
+// call in unit (named name: "ms", "µs").
+func timeCopies(b *testing.B, unit time.Duration, name string, call func() (func(), error)) {
+	var d []time.Duration
+	cpu0 := cpuTime(b)
+	for b.Loop() {
+		start := time.Now()
+		done, err := call()
+		d = append(d, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+		done()
+	}
+	cpu := cpuTime(b) - cpu0
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2])/float64(unit), "p50-"+name)
+	b.ReportMetric(float64(cpu)/float64(unit)/float64(len(d)), "cpu-"+name+"/op")
 }
 
 // benchRestart starts the verified copy of cfg's binary b.N times.
