@@ -109,7 +109,8 @@ func (h *Host) binStore() *binStore {
 // sha256 (verifyCopy's), and whether it is the store's entry (which
 // nobody may remove but the store). fresh verifies the binary at cfg.Path
 // even when the store holds its pin's entry (Verify: `kernel plugins
-// verify` reports what is at the path). Interpreted plugins, and a host
+// verify` reports what is at the path; an entry that checks is kept, as
+// install says). Interpreted plugins, and a host
 // without a store, get a copy in the host's private directory.
 func (h *Host) verified(cfg PluginConfig, fresh bool) (exe, sum string, stored bool, err error) {
 	st := h.binStore()
@@ -168,13 +169,17 @@ func (s *binStore) lookup(pin string, log interface{ Warn(string, ...any) }) (st
 			return "", false
 		}
 	}
-	// The record's modification time is the entry's last use (the sweep
-	// reads it), written at most once a day.
+	s.touch(p)
+	return p, true
+}
+
+// touch records a use of the entry p: its record's modification time is
+// the entry's last use (the sweep reads it), written at most once a day.
+func (s *binStore) touch(p string) {
 	if fi, err := os.Lstat(p + ".rec"); err == nil && time.Since(fi.ModTime()) > binStoreTouch {
 		now := time.Now()
 		_ = os.Chtimes(p+".rec", now, now)
 	}
-	return p, true
 }
 
 // checkEntry says why the file at p is not the one rec describes, or nil.
@@ -230,6 +235,14 @@ func (s *binStore) remove(sum string) {
 // hashed as it is written, checked against the pin and made 0500 by
 // copyVerified, under a temporary name), then renames it in and seals its
 // record, under the store's lock; then it sweeps. It returns the entry.
+//
+// An entry of the same sum that passes its check is kept, and the new
+// copy dropped: it holds the same verified bytes (its name is their
+// sum), and another start, of this kernel or another one sharing the
+// store, may have checked it and be about to run it. Renaming over it
+// would unlink the file that start's launcher has opened to bind into
+// its view, and the bind fails (ENOENT: a mount's source must not be
+// unlinked; sandbox/view_linux.go's bind), so the start fails.
 func (s *binStore) install(cfg PluginConfig) (string, string, error) {
 	tmp, sum, err := copyVerifiedAs(cfg, s.dir, binStoreTemp+cfg.Name+"-*")
 	if err != nil {
@@ -242,6 +255,11 @@ func (s *binStore) install(cfg PluginConfig) (string, string, error) {
 	}
 	defer unlock()
 	p := s.entry(sum)
+	if rec, err := s.readRecord(sum); err == nil && checkEntry(p, rec) == nil {
+		s.touch(p)
+		s.sweep(sum, time.Now())
+		return p, sum, nil
+	}
 	if err := os.Rename(tmp, p); err != nil {
 		return "", sum, err
 	}

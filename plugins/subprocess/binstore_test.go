@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentkernel/agentkernel/plugins/subprocess"
 )
 
@@ -256,6 +258,68 @@ func TestStoreCheckedBeforeEveryStart(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "sha256 mismatch") || !strings.Contains(err.Error(), misbehave.sum) {
 		t.Fatalf("a restart with a changed binary and no entry: %v", err)
 	}
+}
+
+// TestStoreInstallKeepsCheckedEntry: verifying a binary whose entry is
+// in the store and checks (`kernel plugins verify`, or a start that
+// raced another's install) keeps that entry, the same file, still linked:
+// another start may have checked it and opened it to bind it into its
+// launcher's view (sandbox/view_linux.go: open, then open_tree and
+// move_mount), and a rename over it unlinks that file, so the bind fails
+// with ENOENT and the start with "it closed its stdout without the
+// go-plugin handshake" (the flake of TestStoreConcurrentStarts). An
+// entry that fails its check is still replaced.
+func TestStoreInstallKeepsCheckedEntry(t *testing.T) {
+	cfg, state, entry := storedPlugin(t)
+	loadAndCall(t, cfg, state)
+	before := inode(t, entry)
+	// What a launcher holds while it builds its view.
+	fd, err := syscall.Open(entry, unix.O_PATH|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	h := newHost(t, subprocess.HostConfig{StateDir: state})
+	if rep, err := h.Verify(testCtx(t), cfg); err != nil || rep.SHA256 != misbehave.sum || len(rep.Tools) == 0 {
+		t.Fatalf("verify over a stored entry: %+v %v", rep, err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	if after := inode(t, entry); after != before || st.Nlink != 1 {
+		t.Fatalf("verify replaced the entry a start may be running (inode %d -> %d; the opened file has %d links)", before, after, st.Nlink)
+	}
+	if hits, log := loadAndCall(t, cfg, state); hits != 2 {
+		t.Fatalf("the kept entry is not used (%d hits):\n%s", hits, log)
+	}
+
+	// A change (a chmod there and back changes its change time): the
+	// entry fails its check, and verifying replaces it.
+	for _, m := range []os.FileMode{0o700, 0o500} {
+		if err := os.Chmod(entry, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.Verify(testCtx(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if inode(t, entry) == before {
+		t.Fatal("verify kept an entry that fails its check")
+	}
+	if hits, log := loadAndCall(t, cfg, state); hits != 2 {
+		t.Fatalf("the replaced entry is not used (%d hits):\n%s", hits, log)
+	}
+}
+
+// inode is the inode number of the file at p.
+func inode(t *testing.T, p string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
 }
 
 // TestStoreConcurrentStarts: kernels starting at once over one store
