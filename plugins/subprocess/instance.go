@@ -107,6 +107,9 @@ func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (
 	})
 	inst := &instance{client: client, exited: make(chan struct{}), started: time.Now()}
 	fail := func(reason string, err error) (*instance, error) {
+		// A process that ended on its own says how (a launcher that
+		// could not exec the copy reports why; the plugin wrote nothing).
+		ended := gr != nil && gr.exited()
 		if gr != nil {
 			gr.Kill(context.Background())
 		}
@@ -114,6 +117,9 @@ func startInstance(ctx context.Context, h *Host, cfg PluginConfig, exe string) (
 		stderr := ""
 		if gr != nil {
 			stderr = gr.stderrTail()
+		}
+		if ended {
+			reason += " (" + gr.exit().String() + ")"
 		}
 		return nil, &StartError{Plugin: cfg.Name, Reason: reason, Stderr: lastLines(stderr, 12), Err: err}
 	}
