@@ -281,6 +281,7 @@ func (c *Cmd) Start() error {
 		cold.Stdin, cold.Stdout, cold.Stderr = c.Stdin, c.Stdout, c.Stderr
 		c.Cmd, c.status, c.childEnds, c.cgroups, c.prestarted = cold.Cmd, cold.status, cold.childEnds, cold.cgroups, false
 	}
+	c.Cmd.Env = launcherEnv(c.Cmd.Env)
 	var err error
 	if c.Thread != nil {
 		err = c.Thread(c.Cmd.Start)

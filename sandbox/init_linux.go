@@ -30,6 +30,7 @@ func Main() {
 	if len(os.Args) == 0 || os.Args[0] != initArg0 {
 		return
 	}
+	restoreProgramEnv()
 	if len(os.Args) != 2 || os.Args[1] != launcherProto {
 		l := &launcher{status: os.NewFile(statusFD, "status")}
 		l.report(Outcome{Err: errLauncherProto.Error()})
