@@ -301,7 +301,13 @@ postgres:
 ## test: every test, with the race detector
 test: build wasm plugins mcp-npm chromium test-deps postgres sdk-test
 	$(call say,test,"go test -race ./... (every package)")
-	$(Q)AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test "$(TEST_LDFLAGS)" -race -count=1 -timeout 45m ./...
+	@# GORACE=atexit_sleep_ms=0: a race-enabled process sleeps a second
+	@# before it exits (the race detector's default, so that goroutines
+	@# still running can report); every test binary and every race-enabled
+	@# process a test starts and waits for paid it. Races are still reported
+	@# when found and still fail the test (RATIONALE.md, "The race
+	@# detector's second at exit").
+	$(Q)GORACE=atexit_sleep_ms=0 AGENTKERNEL_REQUIRE_ARTIFACTS=1 $(GO) test "$(TEST_LDFLAGS)" -race -count=1 -timeout 45m ./...
 
 ## crash-pg: the crash campaign across three kernel serve replicas on PostgreSQL (kills, pauses past the lease, database restarts: 120 faults by default; KILLS=N, FOR=3m to stop injecting after a while)
 KILLS ?= 120
