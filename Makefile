@@ -274,13 +274,16 @@ $(TUTORIAL_NPM_STAMP): | node
 	$(Q)mkdir -p $(@D) && touch $@
 
 ## sdk-test: the SDKs' and examples' own tests (node --test, unittest); make test runs them
+# The Python half runs beside the TypeScript half (both mostly wait on
+# the plugins and servers they start); its output follows the other's.
 sdk-test: sdk
-	$(call say,test,"the TypeScript SDK and example (node --test)")
-	$(Q)cd $(SDK_TS) && node --test --test-reporter=dot dist/test/*.test.js
-	$(Q)cd $(HTTP_GET) && node --test --test-reporter=dot dist/test/*.test.js
-	$(call say,test,"the Python SDK and example (unittest, $(PYTHON))")
-	$(Q)PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest discover -q -s sdk/python/tests -t sdk/python
-	$(Q)cd examples/plugins/python && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest -q
+	$(call say,test,"the TypeScript SDK and example (node --test) beside the Python ones (unittest with $(PYTHON))")
+	$(Q)py=$$(mktemp) && { { PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest discover -q -s sdk/python/tests -t sdk/python && \
+		cd examples/plugins/python && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest -q; } >$$py 2>&1 & } ; pid=$$!; \
+	( cd $(SDK_TS) && node --test --test-reporter=dot dist/test/*.test.js ) && ( cd $(HTTP_GET) && node --test --test-reporter=dot dist/test/*.test.js ); ts=$$?; \
+	wait $$pid; pyrc=$$?; cat $$py; rm -f $$py; \
+	[ $$ts -eq 0 ] || echo "the TypeScript tests failed" >&2; [ $$pyrc -eq 0 ] || echo "the Python tests failed" >&2; \
+	[ $$ts -eq 0 ] && [ $$pyrc -eq 0 ]
 
 ## test-deps: programs the attack tests run inside the sandbox (python3); diff and patch, which the approval previews' diffs are checked against
 test-deps:

@@ -206,27 +206,17 @@ func (t *pluginTool) ctxError(ctx context.Context) error {
 func (t *pluginTool) streamError(ctx context.Context, inst *instance, err error) error {
 	s := t.sup
 	name := t.spec.Name
-	if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil && time.Until(dl) < deadlineSkew {
-		// The plugin's side of the stream saw the deadline first (it was
-		// sent along): wait for ours so that this counts as one.
-		timer := time.NewTimer(time.Until(dl) + deadlineSkew)
-		select {
-		case <-ctx.Done():
-		case <-timer.C:
-		}
-		timer.Stop()
+	if pastDeadline(ctx) {
+		// The call may still be running in the plugin, holding
+		// resources; only killing the process group is sure to stop it.
+		s.drop(inst)
+		inst.kill(fmt.Sprintf("%s exceeded its deadline", name))
+		s.log.Warn("killed the plugin: a call exceeded its deadline", "tool", name, "pid", inst.runner.pid)
+		return toolError(name, sdk.CodeTimeout, fmt.Errorf(
+			"%w: %s did not finish before its deadline; plugin %s was killed and starts again on the next call",
+			kernel.ErrToolTimeout, name, s.cfg.Name))
 	}
 	if ctx.Err() != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			// The call may still be running in the plugin, holding
-			// resources; only killing the process group is sure to stop it.
-			s.drop(inst)
-			inst.kill(fmt.Sprintf("%s exceeded its deadline", name))
-			s.log.Warn("killed the plugin: a call exceeded its deadline", "tool", name, "pid", inst.runner.pid)
-			return toolError(name, sdk.CodeTimeout, fmt.Errorf(
-				"%w: %s did not finish before its deadline; plugin %s was killed and starts again on the next call",
-				kernel.ErrToolTimeout, name, s.cfg.Name))
-		}
 		return t.ctxError(ctx)
 	}
 	if status.Code(err) == codes.ResourceExhausted {
@@ -244,6 +234,30 @@ func (t *pluginTool) streamError(ctx context.Context, inst *instance, err error)
 		return toolError(name, "crashed", fmt.Errorf("%w during the call: plugin %s died; it restarts on the next call\n%s", ErrCrashed, s.cfg.Name, crash))
 	}
 	return toolError(name, sdk.CodeToolError, fmt.Errorf("call plugin %s: %s", s.cfg.Name, status.Convert(err).Message()))
+}
+
+// pastDeadline reports whether a call that failed with ctx failed because
+// its deadline came: ctx ended with DeadlineExceeded, or its deadline has
+// passed. The plugin's side of the stream may see the deadline first (it
+// was sent along), so a failure within deadlineSkew of it waits for ours.
+// A passed deadline counts even while ctx.Err() is still nil: on a loaded
+// machine the context's timer can run later than the plugin's answer
+// arrives, and the call is then still a timeout (its plugin killed), not
+// a plain transport error.
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	if ok && ctx.Err() == nil && time.Until(dl) < deadlineSkew {
+		timer := time.NewTimer(time.Until(dl) + deadlineSkew)
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+	if err := ctx.Err(); err != nil {
+		return errors.Is(err, context.DeadlineExceeded)
+	}
+	return ok && !time.Now().Before(dl)
 }
 
 // cut shortens s to at most n bytes on a rune boundary.

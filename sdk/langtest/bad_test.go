@@ -37,6 +37,7 @@ func load(t testing.TB, cfg subprocess.PluginConfig) error {
 // gets the error a Go plugin gets, naming the plugin and the fix, in its
 // SDK's words.
 func TestBadInterpretedPlugins(t *testing.T) {
+	t.Parallel()
 	sdkPy := "from agentkernel_plugin import serve, tool\n"
 	cases := []struct {
 		name string
@@ -105,6 +106,7 @@ func TestBadInterpretedPlugins(t *testing.T) {
 // plugin does not start, with the message a changed Go binary gets; the
 // changed code never runs.
 func TestTamperedScriptRefused(t *testing.T) {
+	t.Parallel()
 	needPython(t)
 	mark := filepath.Join(t.TempDir(), "ran")
 	tamper := "open(" + quote(mark) + ", 'w').write('tampered code ran')\n"
@@ -173,6 +175,7 @@ func TestTamperedScriptRefused(t *testing.T) {
 // plugin's directory, so a script replaced after the check (here, between
 // the load and the first start) never runs, through restarts too.
 func TestSwappedScriptNeverRuns(t *testing.T) {
+	t.Parallel()
 	cfg := pythonPlugin(t, "swapped", readFile(t, filepath.Join(root, "sdk/python/tests/conformance/plugin.py")))
 	h := newHost(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -207,6 +210,7 @@ func TestSwappedScriptNeverRuns(t *testing.T) {
 // TestInterpreterChecks: the interpreter is named by an absolute path to a
 // binary nobody else can change, and optionally pinned.
 func TestInterpreterChecks(t *testing.T) {
+	t.Parallel()
 	base := conformancePlugin(t, "python")
 	real, err := filepath.EvalSymlinks(python)
 	if err != nil {
@@ -260,6 +264,7 @@ func TestInterpreterChecks(t *testing.T) {
 // binary is still refused (what a wrapper runs is not pinned), and the
 // error says how to configure it.
 func TestScriptWithoutInterpreterRefused(t *testing.T) {
+	t.Parallel()
 	cfg := conformancePlugin(t, "python")
 	p := filepath.Join(t.TempDir(), "plugin")
 	if err := os.WriteFile(p, []byte("#!/usr/bin/python3\nimport plugin\n"), 0o755); err != nil {
@@ -279,6 +284,7 @@ func TestScriptWithoutInterpreterRefused(t *testing.T) {
 // TestUnpinnedAndUnlocked: no lock, or no pin, is refused with what to run
 // and what to paste.
 func TestUnpinnedAndUnlocked(t *testing.T) {
+	t.Parallel()
 	cfg := conformancePlugin(t, "python")
 	sum := cfg.SHA256
 	cfg.SHA256 = ""

@@ -20,6 +20,7 @@ import (
 // TestConformance runs the conformance suite against the conformance
 // plugin of each SDK: the same checks, the same probes, three languages.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	for _, lang := range languages {
 		t.Run(lang, func(t *testing.T) {
 			t.Parallel()
@@ -126,6 +127,7 @@ func exampleServer(t *testing.T) (srv *httptest.Server, slowClosed chan struct{}
 // plugins, as examples/plugins/kernel.yaml configures them (their pins
 // included), on a local server and a copy of the data directory.
 func TestExamplesConformance(t *testing.T) {
+	t.Parallel()
 	examples := examplePlugins(t)
 	t.Run("typescript/http_get", func(t *testing.T) {
 		artifact(t, "bin/plugins/http_get/agentkernel.lock")

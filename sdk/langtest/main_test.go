@@ -11,6 +11,7 @@
 package langtest
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,6 +38,16 @@ const python = "/usr/bin/python3"
 
 func TestMain(m *testing.M) {
 	sandbox.Main()
+	// The tests mostly wait on the interpreters and plugins they start
+	// (a package's CPU is a third of its time): the parallel ones run
+	// four at a time, unless -test.parallel is given, as in cmd/kernel.
+	// RATIONALE.md, "The plugin SDKs' tests and builds (issue 45)".
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", "4")
+	}
 	os.Exit(run(m))
 }
 

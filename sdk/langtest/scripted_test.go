@@ -15,6 +15,7 @@ import (
 // model downloads the sales report with the TypeScript plugin and queries
 // it with the Python one.
 func TestExampleScriptedRun(t *testing.T) {
+	t.Parallel()
 	kernelBin := artifact(t, "bin/kernel")
 	artifact(t, "bin/plugins/http_get/agentkernel.lock")
 	needPython(t)

@@ -41,6 +41,7 @@ if __name__ == "__main__":
 // runs, so the plugin's children do not inherit it. Making one key per
 // Host, or leaving the variable in os.environ, fails this.
 func TestPythonServesWithTheHostsKey(t *testing.T) {
+	t.Parallel()
 	cfg := pythonPlugin(t, "tlsprobe", tlsProbe)
 	cfg.Start = subprocess.StartEager
 	type report struct {

@@ -75,6 +75,7 @@ func script(blocks []tutorialBlock) string {
 // fresh directory, without network: Go modules from the module cache, npm
 // packages from the cache `make sdk` fills, the kernel from bin/.
 func TestTutorials(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs three plugins")
 	}

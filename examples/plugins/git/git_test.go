@@ -212,7 +212,7 @@ func TestRepositoryConfigCannotRunPrograms(t *testing.T) {
 func TestAsSubprocess(t *testing.T) {
 	needGit(t)
 	repo := makeRepo(t)
-	bin, sum := sdktest.Build(t, ".")
+	bin, sum := pluginBinary(t)
 	// Confined: git and its helpers from the system directories, the
 	// repository read-only, nothing else.
 	grant := sandbox.Grant{FS: append(sandbox.SystemDirs(), sandbox.FSRule{Path: repo, Mode: "ro"})}
@@ -225,6 +225,28 @@ func TestAsSubprocess(t *testing.T) {
 	if err != nil || !strings.Contains(res.Content, "Add the entry point") {
 		t.Fatalf("git_log = %q, %v", res.Content, err)
 	}
+}
+
+// pluginBinary is the plugin's binary and its sha256. Under make test
+// (AGENTKERNEL_REQUIRE_ARTIFACTS=1) it is bin/plugins/git, which make
+// builds from this package first (make plugins) and kernel.yaml pins:
+// linking a second copy here took about half this package's time
+// (RATIONALE.md, "The plugin SDKs' tests and builds (issue 45)"). Run
+// alone, the test builds its own.
+func pluginBinary(t *testing.T) (string, string) {
+	t.Helper()
+	if os.Getenv("AGENTKERNEL_REQUIRE_ARTIFACTS") != "1" {
+		return sdktest.Build(t, ".")
+	}
+	bin, err := filepath.Abs("../../../bin/plugins/git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := sdktest.FileSHA256(bin)
+	if err != nil {
+		t.Fatalf("%v: make test builds it first (make plugins)", err)
+	}
+	return bin, sum
 }
 
 // TestRepositoryFilterAttack is issue 11's attack: the model writes a
