@@ -418,7 +418,7 @@ func StopShared() {
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
 	if s, _ := SharedServer(); s != nil {
-		return shared
+		return s
 	}
 	if os.Getenv("AGENTKERNEL_REQUIRE_ARTIFACTS") != "" {
 		tb.Fatalf("PostgreSQL: %v", sharedErr)
