@@ -101,8 +101,7 @@ func TestSSEResume(t *testing.T) {
 func TestStalledClient(t *testing.T) {
 	// ~8 MiB of answer text: far more than the socket buffers hold.
 	word := strings.Repeat("x", 1023) + " "
-	script := "steps:\n  - text: \"" + strings.Repeat(word, 8*1024) + "\"\n"
-	r := newRig(t, rigOpts{script: script, limits: serveLimits(2 * time.Second)})
+	r := newRig(t, rigOpts{answer: strings.Repeat(word, 8*1024), limits: serveLimits(2 * time.Second)})
 	sid := r.newSession(r.alice)
 	stalled := r.rawStream(t, r.alice, sid) // never read
 	defer stalled.Close()

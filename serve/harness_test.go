@@ -61,7 +61,13 @@ var (
 )
 
 type rigOpts struct {
-	script  string
+	script string
+	// answer, when set, is the whole script instead: one turn with this
+	// text, made in Go. The stalled-client tests answer 8 MiB, and
+	// gopkg.in/yaml parsing that as a scalar costs tens of seconds
+	// under -race (more than the rest of the test); what they check is
+	// the stream, not the script's parse (scripted's tests cover that).
+	answer  string
 	badger  string // store dir; "" means memory
 	limits  serve.Limits
 	drain   time.Duration
@@ -183,6 +189,9 @@ func newRigTB(t testing.TB, o rigOpts) *rig {
 	sc, err := scripted.Parse("script.yaml", []byte(o.script))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.answer != "" {
+		sc = &scripted.Script{Name: "answer", Turns: []scripted.Turn{{Text: o.answer}}}
 	}
 	scrubber, err := hooks.NewScrubber(hooks.ScrubberConfig{})
 	if err != nil {

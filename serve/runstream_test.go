@@ -332,8 +332,7 @@ func waitStreams(t *testing.T, r *rig, n int) {
 // its write times out, freeing its slot.
 func TestRunStreamStalledClient(t *testing.T) {
 	word := strings.Repeat("x", 1023) + " " // ~8 MiB of answer: more than the socket buffers
-	script := "steps:\n  - text: \"" + strings.Repeat(word, 8*1024) + "\"\n"
-	r := newRig(t, rigOpts{script: script, limits: serveLimits(2 * time.Second)})
+	r := newRig(t, rigOpts{answer: strings.Repeat(word, 8*1024), limits: serveLimits(2 * time.Second)})
 	sid := r.newSession(r.alice)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

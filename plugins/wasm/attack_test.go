@@ -138,11 +138,20 @@ func TestGuestPanicIsAToolResult(t *testing.T) {
 	}
 }
 
-// TestNoStateBetweenCalls: 100 concurrent calls of a tool that increments
+// TestNoStateBetweenCalls: concurrent calls of a tool that increments
 // package state all see a fresh instance, for a json command and for a
-// pooled reactor. 100 Go runtimes starting at once under -race on two busy
-// cores take tens of seconds, so the calls get minutes: this test is about
+// pooled reactor. Go runtimes starting at once under -race on two busy
+// cores take seconds each, so the calls get minutes: this test is about
 // state, not speed.
+//
+// noStateCalls is six times the reactor's pool of 4: every ready instance
+// is taken and refilled several times over, so an instance served twice
+// (kept after its call, or handed to two calls) answers 2. It was 100;
+// each call starts a Go runtime (~35 ms of CPU under -race), and the
+// extra calls added load, not cases: many callers at once on a small pool
+// is TestFiftyParallelCalls's (50 calls, pool 2).
+const noStateCalls = 24
+
 func TestNoStateBetweenCalls(t *testing.T) {
 	h := newTestHost(t)
 	grants := Grants{Timeout: Duration(5 * time.Minute)}
@@ -153,8 +162,8 @@ func TestNoStateBetweenCalls(t *testing.T) {
 		t.Run(filepathBase(mc.Path), func(t *testing.T) {
 			tools, _ := load(t, h, mc)
 			var wg sync.WaitGroup
-			results := make([]string, 100)
-			errs := make([]error, 100)
+			results := make([]string, noStateCalls)
+			errs := make([]error, noStateCalls)
 			for i := range results {
 				wg.Add(1)
 				go func() {

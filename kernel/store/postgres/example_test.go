@@ -13,17 +13,18 @@ import (
 
 // Two processes share a session: the one holding its lease writes, with
 // the lease's token on every step; the other is refused until the lease
-// is released, and then gets a larger token. (The example starts a
-// throwaway server; a real deployment points Open at its database.)
+// is released, and then gets a larger token. (The example takes a new
+// database on the test binary's throwaway server; a real deployment
+// points Open at its database.)
 func Example() {
-	srv, err := pgtest.Start(pgtest.Options{})
+	srv, err := pgtest.SharedServer()
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer srv.Stop()
 	ctx := context.Background()
 	name, _ := srv.CreateDatabase()
+	defer srv.DropDatabase(name)
 	dsn := srv.DSN(name)
 	if _, err := postgres.Migrate(ctx, dsn, postgres.Options{}); err != nil {
 		fmt.Println(err)

@@ -417,13 +417,20 @@ func StopShared() {
 // cannot start fails tb; otherwise it skips it.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
-	sharedOnce.Do(func() { shared, sharedErr = Start(Options{}) })
-	if shared != nil {
-		return shared
+	if s, _ := SharedServer(); s != nil {
+		return s
 	}
 	if os.Getenv("AGENTKERNEL_REQUIRE_ARTIFACTS") != "" {
 		tb.Fatalf("PostgreSQL: %v", sharedErr)
 	}
 	tb.Skipf("PostgreSQL: %v", sharedErr)
 	return nil
+}
+
+// SharedServer is Shared for code without a testing.TB (an Example): the
+// test binary's server, started on first use, or the error that kept it
+// from starting. Main stops it; do not Stop it yourself.
+func SharedServer() (*Server, error) {
+	sharedOnce.Do(func() { shared, sharedErr = Start(Options{}) })
+	return shared, sharedErr
 }
