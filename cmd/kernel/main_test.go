@@ -36,13 +36,13 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	// The parallel tests mostly wait (see "Parallel tests" below): four
+	// The parallel tests mostly wait (see "Parallel tests" below): eight
 	// at a time, unless -test.parallel is given.
 	flag.Parse()
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
 	if !given {
-		flag.Set("test.parallel", "4")
+		flag.Set("test.parallel", "8")
 	}
 	// Sessions go to a private store, never the user's.
 	dir, err := os.MkdirTemp("", "kernel-test-data")
@@ -98,7 +98,7 @@ func useBuiltLauncher(path string) error {
 // Parallel tests. Most of this package's time is waiting: on kernel
 // processes, sandboxed commands, leases that must lapse, PostgreSQL. The
 // slow tests that wait run in parallel (t.Parallel), after every
-// sequential test has finished (that is how go test orders them), four
+// sequential test has finished (that is how go test orders them), eight
 // at a time (TestMain sets -test.parallel unless it is given; go test's
 // default is GOMAXPROCS, two here). A test may be parallel
 // only if it

@@ -71,6 +71,7 @@ func waitExit(t *testing.T, cmd *exec.Cmd, tty *os.File, copied chan struct{}) {
 // through a pipe shows the text as the model wrote it, without escape
 // sequences.
 func TestChatRendersMarkdownOnATerminal(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"script.yaml": markdownScript})
 	args := []string{"chat", "--script", filepath.Join(dir, "script.yaml"), "--store", filepath.Join(dir, "store")}
@@ -111,6 +112,7 @@ func TestChatRendersMarkdownOnATerminal(t *testing.T) {
 // TestRunMarkdownPlainWithNoColor: `kernel run` on a terminal renders the
 // answer, and with NO_COLOR set writes it as the model wrote it.
 func TestRunMarkdownPlainWithNoColor(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"script.yaml": markdownScript})
 	args := []string{"run", "--quiet", "--script", filepath.Join(dir, "script.yaml"), "--store", filepath.Join(dir, "store"), "hi"}

@@ -81,6 +81,7 @@ func readFile(path string) string {
 // pipeline: a schema violation never reaches the server, a hook rewrites
 // the result, a deny rule stops the call, as for the built-in beside them.
 func TestMCPToolsThroughCLI(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	cfg, calls := mcpSetup(t, `steps:
   - tool_calls:
       - {name: t.echo, args: {text: "code CANARY-1234"}}

@@ -20,6 +20,7 @@ import (
 // enabled, is refused at load naming the line; without memory the tool is
 // not registered.
 func TestMemorySearchToolCLI(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)

@@ -15,6 +15,7 @@ import (
 // refused and nothing is read (a glob that fits is listed whole, and the
 // rule asks).
 func TestSearchCannotOutrunPolicy(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	dir, ws := t.TempDir(), t.TempDir()
 	files := map[string]string{"services/api/.env": "API_TOKEN=tok-secret-9\n"}
 	for i := range 1001 {

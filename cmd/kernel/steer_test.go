@@ -21,6 +21,7 @@ import (
 // the message reaches the model once, right after the tool round, and the
 // session stores it once.
 func TestSteerFromSecondProcess(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	srv := openaitest.NewServer(t,
 		openaitest.Text("Hello."),
 		openaitest.ToolCall("list_dir", `{"path":"."}`),

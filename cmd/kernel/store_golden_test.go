@@ -144,6 +144,7 @@ func TestFsckWordingGolden(t *testing.T) {
 // Badger warning ("Unable to fill tables" from a compaction that had
 // nothing to merge at one level).
 func TestGCQuietGolden(t *testing.T) {
+	t.Parallel() // main_test.go, "Parallel tests"
 	dir := filepath.Join(t.TempDir(), "store")
 	sessions := map[string][2]int{}
 	for i := range 40 {
