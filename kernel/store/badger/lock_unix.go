@@ -86,6 +86,14 @@ func describeHolders(dir string, h lockHolder) string {
 	return fmt.Sprintf("%s (%s)", what, strings.Join(parts, "; "))
 }
 
+// heldBySelf says whether this process is the only one /proc/locks lists
+// as holding dir's flock (it names the process that took the lock, also
+// while a forked child holds the lock's descriptor).
+func heldBySelf(dir string) bool {
+	pids := flockHolders(dir)
+	return len(pids) == 1 && pids[0] == os.Getpid()
+}
+
 // flockHolders returns the pids /proc/locks lists as holding a flock on
 // dir (Linux; nil elsewhere or when unknown).
 func flockHolders(dir string) []int {

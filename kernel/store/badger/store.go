@@ -164,8 +164,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	db, err := bdg.Open(opts.badgerOptions(dir, t))
 	// A writer waits for readers of a free store (short-lived commands
 	// such as `kernel sessions ls`, which let go before they print) to
-	// finish.
-	for wait := time.Now().Add(readerWait); err != nil && !opts.ReadOnly && probeLock(dir) == heldByReaders && time.Now().Before(wait); {
+	// finish, and, for a moment, for a lock this very process holds: a
+	// Store it has just closed can stay locked until the children it
+	// forked meanwhile have exec'd (selfWait).
+	for start := time.Now(); err != nil && !opts.ReadOnly && time.Now().Before(start.Add(lockWait(dir))); {
+		if onLockWait != nil {
+			onLockWait()
+		}
 		time.Sleep(20 * time.Millisecond)
 		db, err = bdg.Open(opts.badgerOptions(dir, t))
 	}
@@ -198,6 +203,36 @@ func Open(dir string, opts Options) (*Store, error) {
 // readerWait is how long a writer's Open waits for the readers of a free
 // store to let go of it.
 var readerWait = 10 * time.Second
+
+// selfWait is how long a writer's Open waits for a lock held by its own
+// process. Badger's lock is a flock on the directory, which belongs to
+// the open file, not to the descriptor: a child forked while the Store
+// was open (a sandbox launcher, a plugin, by any goroutine) holds a copy
+// of the descriptor until its exec closes it, and when Close runs in that
+// window the lock outlives it. A process that opens the store again right
+// away (a second `kernel run` in one process, a test) found it "held by
+// another kernel" with its own pid. The window is a fork's (the launcher's
+// waits for its user namespace's maps): milliseconds. A second Store
+// opened while the first is open still fails, after selfWait.
+var selfWait = 2 * time.Second
+
+// onLockWait, when set (tests), is called each time Open waits for a lock.
+var onLockWait func()
+
+// lockWait is how long Open may keep trying on dir as its lock stands now:
+// readerWait while readers hold it, selfWait while this process alone
+// does, else not at all.
+func lockWait(dir string) time.Duration {
+	switch probeLock(dir) {
+	case heldByReaders:
+		return readerWait
+	case heldByWriter:
+		if heldBySelf(dir) {
+			return selfWait
+		}
+	}
+	return 0
+}
 
 // openBeside opens a read-only Store on a store it cannot lock: through
 // the writer's reader socket when a writer answers on it, or else on a
