@@ -30,8 +30,9 @@ func root(t *testing.T) string {
 // scratch copies the source tree (not bin/, .git, WASM binaries or
 // notCopied) into a directory of the test's own and returns it, so the
 // tests that build run side by side (t.Parallel): each edits, builds and
-// commits only in its copy. The directory is the same for every run of the test in this
-// checkout, and a lock keeps two runs apart; it is removed afterwards.
+// commits only in its copy. The directory is the same for every run of
+// the test in this checkout, and a lock keeps two runs apart; it is
+// removed afterwards.
 // Where the copy is does not matter to go build's cache: the go commands
 // run -trimpath (run), so a package the test does not change has the
 // checkout's cache key, whichever directory it is compiled in.
