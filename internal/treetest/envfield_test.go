@@ -205,6 +205,7 @@ func TestAddingAnEnvField(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the kernel, policy and hooks packages in a scratch copy of the tree")
 	}
+	t.Parallel()
 	src := root(t)
 	dir := scratch(t)
 	doc, err := os.ReadFile(filepath.Join(src, "docs/architecture.md"))

@@ -51,6 +51,7 @@ func TestMakeRebuildsWhatChanged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the kernel in a scratch copy of the tree")
 	}
+	t.Parallel()
 	dir := scratch(t)
 	kernel := filepath.Join(dir, "bin", "kernel")
 	launcher := filepath.Join(dir, "bin", "agentkernel-sandbox-init")
@@ -141,6 +142,7 @@ func TestMakeSkipsGoBuildInACleanCheckout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the launcher in a scratch copy of the tree")
 	}
+	t.Parallel()
 	dir := scratch(t)
 	// The scratch copy is a repository of its own: git must never reach
 	// the checkout's (a linked worktree's .git file copied in once made
