@@ -7,9 +7,9 @@
 # and does nothing when none changed. A hand-written list of sources in the
 # Makefile goes stale; this cannot.
 #
-# go build touches OUT even when it is up to date. When OUT's build ID (the
-# hash of everything that made it) did not change, its modification time is
-# put back, so make does not redo what depends on OUT (the launcher's pin in
+# go build touches OUT even when it is up to date. When OUT's bytes did not
+# change (its sha256; the build ID, the hash of everything that made it, is
+# in them), its modification time is put back, so make does not redo what depends on OUT (the launcher's pin in
 # bin/kernel, bin/plugins/git.sha256, the precompiled WASM modules). Prints
 # one line, "  build     OUT (WHAT)", when OUT was built or changed.
 #
@@ -40,9 +40,12 @@ remember() {
 	fi
 }
 
+# sha256, not `go tool buildid`: Go ships that tool unbuilt, and its first
+# use in an empty build cache compiles it (16-18 s of CPU on a fresh clone).
+sum() { { sha256sum "$1" 2>/dev/null || shasum -a 256 "$1"; } | cut -d' ' -f1; }
 before=
 if [ -f "$out" ]; then
-	before=$("$go" tool buildid "$out" 2>/dev/null || true)
+	before=$(sum "$out" || true)
 	touch -r "$out" "$out.mtime"
 fi
 if ! "$go" build -o "$out" "$@"; then
@@ -50,7 +53,7 @@ if ! "$go" build -o "$out" "$@"; then
 	[ -z "$fpfile" ] || rm -f "$fpfile"
 	exit 1
 fi
-if [ -n "$before" ] && [ "$before" = "$("$go" tool buildid "$out" 2>/dev/null || true)" ]; then
+if [ -n "$before" ] && [ "$before" = "$(sum "$out" || true)" ]; then
 	touch -r "$out.mtime" "$out"
 	rm -f "$out.mtime"
 	remember
