@@ -179,13 +179,17 @@ func (l *ledger) admit(cost float64, tokens int64, now time.Time) *BudgetNotice 
 		if n != l {
 			whose = n.name + "'s budget (an agent it was delegated by)"
 		}
+		// A notice's figures are read under the lock, like the checks:
+		// the tree's other runs change them as they charge and release.
 		if c := n.limit.CostUSD; c > 0 && n.spent.CostUSD+n.reserved.CostUSD+cost > c {
+			b := &BudgetNotice{ID: BudgetCostID, Message: fmt.Sprintf("%s has $%.4f of $%.4f left (%s), and the next model call would cost about $%.4f", whose, max(c-n.spent.CostUSD-n.reserved.CostUSD, 0), c, inFlight(n.reserved.CostUSD), cost)}
 			l.mu.Unlock()
-			return &BudgetNotice{ID: BudgetCostID, Message: fmt.Sprintf("%s has $%.4f of $%.4f left (%s), and the next model call would cost about $%.4f", whose, max(c-n.spent.CostUSD-n.reserved.CostUSD, 0), c, inFlight(n.reserved.CostUSD), cost)}
+			return b
 		}
 		if c := n.limit.Tokens; c > 0 && n.spent.Usage.total()+n.reserved.Usage.InputTokens+tokens > c {
+			b := &BudgetNotice{ID: BudgetTokensID, Message: fmt.Sprintf("%s has %d of %d tokens left (%d held by calls in flight), and the next model call would take about %d", whose, max(c-n.spent.Usage.total()-n.reserved.Usage.InputTokens, 0), c, n.reserved.Usage.InputTokens, tokens)}
 			l.mu.Unlock()
-			return &BudgetNotice{ID: BudgetTokensID, Message: fmt.Sprintf("%s has %d of %d tokens left (%d held by calls in flight), and the next model call would take about %d", whose, max(c-n.spent.Usage.total()-n.reserved.Usage.InputTokens, 0), c, n.reserved.Usage.InputTokens, tokens)}
+			return b
 		}
 		if c := n.limit.Time; c > 0 && now.Sub(n.start) >= c {
 			l.mu.Unlock()
