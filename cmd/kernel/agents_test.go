@@ -528,24 +528,34 @@ agents:
 		t.Fatal(err)
 	}
 	starts := filepath.Join(dir, "ws", "starts")
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		_ = cmd.Wait()
+	}()
 	// A bound on a hang, not a speed claim: a sandboxed start under -race
 	// on a loaded 2-core machine took longer than a minute.
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		if b, _ := os.ReadFile(starts); len(b) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
+	deadline := time.After(3 * time.Minute)
+	for started := false; !started; {
+		select {
+		case <-exited:
+			// The run ended without starting the command: its events say
+			// why (a tool's error is there, not on stderr).
+			ev, _ := os.ReadFile(events)
+			t.Fatalf("the run ended before the tester's command started:\n%s\nevents:\n%s", stderr.String(), ev)
+		case <-deadline:
 			cmd.Process.Kill()
-			cmd.Wait()
+			<-exited
 			t.Fatalf("the tester's command never started:\n%s", stderr.String())
+		case <-time.After(20 * time.Millisecond):
+			b, _ := os.ReadFile(starts)
+			started = len(b) > 0
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no cleanup runs
 		t.Fatal(err)
 	}
-	cmd.Wait()
+	<-exited
 	lines := readEventLines(t, events)
 	parentID := runStarted(t, lines)
 	outer, _ := nestedEvents(t, lines)

@@ -61,6 +61,15 @@ func waitExit(t *testing.T, cmd *exec.Cmd, tty *os.File, copied chan struct{}) {
 		cmd.Process.Kill()
 		t.Fatalf("%v did not exit", cmd.Args)
 	}
+	// The copy ends by itself once it has read everything the program
+	// wrote (the terminal's last writer is gone: EIO). Closing the
+	// terminal first would drop what the copy had not read yet, the
+	// table's last rows on a loaded machine.
+	select {
+	case <-copied:
+	case <-time.After(30 * time.Second):
+		t.Errorf("%v: its terminal's output did not end after it exited", cmd.Args)
+	}
 	tty.Close()
 	<-copied
 }
