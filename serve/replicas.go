@@ -432,6 +432,13 @@ func (r *replicas) endOrphan(ctx context.Context, run replica.Run) (string, json
 	rec := fromRecord(run)
 	rec.Status, rec.Ended = runFailed, time.Now().UTC()
 	rec.Error = fmt.Sprintf("replica %s stopped before the run ended (its lease of the session lapsed)", run.Replica)
+	if r.takenOver(ctx, run) {
+		// The session was resumed since (and the resume may have
+		// ended it already): its state is not this run's end, and this
+		// run stopped before its own.
+		b, _ := json.Marshal(rec)
+		return rec.Status, b
+	}
 	if se, err := r.st.Load(ctx, run.SessionID); err == nil {
 		switch se.Meta.Status {
 		case kernel.StatusIdle, kernel.StatusAwaitingApproval:
@@ -446,6 +453,26 @@ func (r *replicas) endOrphan(ctx context.Context, run replica.Run) (string, json
 	}
 	b, _ := json.Marshal(rec)
 	return rec.Status, b
+}
+
+// takenOver reports whether the session of run has been resumed since
+// run started. A session is resumed only when it was left running, so
+// run did not end it. A sweep can find the session orphaned (and resume
+// it) before it finds run orphaned: the lease lapses between its two
+// reads. By then the resume may have ended the session, which must not
+// be read as run's own end. (A later prompt run says nothing: it starts
+// on a session run had ended.)
+func (r *replicas) takenOver(ctx context.Context, run replica.Run) bool {
+	runs, err := r.st.SessionRuns(ctx, run.SessionID, historyCap+1)
+	if err != nil {
+		return false
+	}
+	for _, o := range runs {
+		if o.ID != run.ID && o.Created.After(run.Created) && fromRecord(o).Kind == kindResume {
+			return true
+		}
+	}
+	return false
 }
 
 // sweepFailed logs a failure of the sweep once, not every poll, until
