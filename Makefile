@@ -4,7 +4,7 @@ BIN     := bin
 KERNEL  := $(BIN)/kernel
 LAUNCHER := $(BIN)/agentkernel-sandbox-init
 
-.PHONY: all build test demo demo-deps bench bench-recall embeddings-server lint wasm wasm-demo plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium test-deps postgres crash-pg generate FORCE cross sdk node python-deps sdk-test go-tutorial-mods
+.PHONY: all build test demo demo-deps bench bench-recall embeddings-server lint wasm wasm-demo plugins proto clean fresh-check install demo-mcp mcp-npm serve chromium test-deps postgres crash-pg generate FORCE cross sdk node python-deps sdk-test sdk-test-ts sdk-test-py go-tutorial-mods
 
 # Every step prints one line saying what it does; V=1 shows the commands too.
 Q   := $(if $(V),,@)
@@ -274,16 +274,21 @@ $(TUTORIAL_NPM_STAMP): | node
 	$(Q)mkdir -p $(@D) && touch $@
 
 ## sdk-test: the SDKs' and examples' own tests (node --test, unittest); make test runs them
-# The Python half runs beside the TypeScript half (both mostly wait on
-# the plugins and servers they start); its output follows the other's.
+# The two halves run side by side (both mostly wait on the plugins and
+# servers they start); --output-sync keeps each half's output together,
+# and make names the half that failed.
 sdk-test: sdk
-	$(call say,test,"the TypeScript SDK and example (node --test) beside the Python ones (unittest with $(PYTHON))")
-	$(Q)py=$$(mktemp) && { { PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest discover -q -s sdk/python/tests -t sdk/python && \
-		cd examples/plugins/python && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest -q; } >$$py 2>&1 & } ; pid=$$!; \
-	( cd $(SDK_TS) && node --test --test-reporter=dot dist/test/*.test.js ) && ( cd $(HTTP_GET) && node --test --test-reporter=dot dist/test/*.test.js ); ts=$$?; \
-	wait $$pid; pyrc=$$?; cat $$py; rm -f $$py; \
-	[ $$ts -eq 0 ] || echo "the TypeScript tests failed" >&2; [ $$pyrc -eq 0 ] || echo "the Python tests failed" >&2; \
-	[ $$ts -eq 0 ] && [ $$pyrc -eq 0 ]
+	$(Q)$(MAKE) --no-print-directory --output-sync=target -j2 sdk-test-ts sdk-test-py
+
+sdk-test-ts: sdk
+	$(call say,test,"the TypeScript SDK and example (node --test)")
+	$(Q)cd $(SDK_TS) && node --test --test-reporter=dot dist/test/*.test.js
+	$(Q)cd $(HTTP_GET) && node --test --test-reporter=dot dist/test/*.test.js
+
+sdk-test-py: sdk
+	$(call say,test,"the Python SDK and example (unittest, $(PYTHON))")
+	$(Q)PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest discover -q -s sdk/python/tests -t sdk/python
+	$(Q)cd examples/plugins/python && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest -q
 
 ## test-deps: programs the attack tests run inside the sandbox (python3); diff and patch, which the approval previews' diffs are checked against
 test-deps:
