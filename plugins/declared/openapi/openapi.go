@@ -20,9 +20,12 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/pb33f/libopenapi"
 	"github.com/pb33f/libopenapi/datamodel"
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
+	lowbase "github.com/pb33f/libopenapi/datamodel/low/base"
+	v3low "github.com/pb33f/libopenapi/datamodel/low/v3"
+	"github.com/pb33f/libopenapi/index"
+	"github.com/pb33f/libopenapi/utils"
 )
 
 // DefaultMax is the most operations one import takes unless Options.Max
@@ -95,20 +98,49 @@ type Result struct {
 
 var methods = []string{"get", "put", "post", "delete", "options", "head", "patch"}
 
+// parse builds the OpenAPI 3 model of spec: what libopenapi's
+// NewDocumentWithConfiguration and BuildV3Model do, from the layers they
+// call (datamodel, low/v3, high/v3) rather than the root package, which
+// also links the Swagger 2.0, Arazzo and Overlay models and the
+// what-changed comparer, none of which an import uses (RATIONALE.md,
+// "OpenAPI import: libopenapi"). The model comes with the errors the
+// resolver reported that do not stop the build (circular references);
+// a nil model comes with the reason.
+func parse(spec []byte) (*v3.Document, error) {
+	cfg := &datamodel.DocumentConfiguration{}
+	info, err := datamodel.ExtractSpecInfoWithConfig(spec, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("not an OpenAPI document: %w", err)
+	}
+	if v := info.Version; !strings.HasPrefix(v, "3.") {
+		return nil, fmt.Errorf("OpenAPI %s: the import reads OpenAPI 3.0 and 3.1 (convert a Swagger 2.0 document first)", v)
+	}
+	if f := info.SpecFormat; f != datamodel.OAS3 && f != datamodel.OAS31 && f != datamodel.OAS32 {
+		return nil, fmt.Errorf("not an OpenAPI 3 document (%v)", f)
+	}
+	low, docErr := v3low.CreateDocumentFromConfig(info, cfg)
+	if low == nil {
+		return nil, docErr
+	}
+	errs := utils.UnwrapErrors(docErr)
+	for _, e := range errs {
+		// Only a circular reference leaves a model worth reading.
+		if refErr := (*index.ResolvingError)(nil); errors.As(e, &refErr) && refErr.CircularReference == nil {
+			return nil, errors.Join(errs...)
+		}
+	}
+	doc := v3.NewDocument(low)
+	doc.Rolodex = low.Index.GetRolodex()
+	lowbase.SchemaQuickHashMap.Clear() // the build's hash cache, as BuildV3Model leaves it
+	return doc, errors.Join(errs...)
+}
+
 // Import reads a document (JSON or YAML) and returns its tools.
 func Import(spec []byte, o Options) (*Result, error) {
-	doc, err := libopenapi.NewDocumentWithConfiguration(spec, &datamodel.DocumentConfiguration{})
-	if err != nil {
-		return nil, fmt.Errorf("%s: not an OpenAPI document: %w", o.File, err)
-	}
-	if v := doc.GetVersion(); !strings.HasPrefix(v, "3.") {
-		return nil, fmt.Errorf("%s: OpenAPI %s: the import reads OpenAPI 3.0 and 3.1 (convert a Swagger 2.0 document first)", o.File, v)
-	}
-	model, err := doc.BuildV3Model()
-	if model == nil {
+	m, err := parse(spec)
+	if m == nil {
 		return nil, fmt.Errorf("%s: %w", o.File, err)
 	}
-	m := &model.Model
 	r := &Result{Version: m.Version}
 	if err != nil {
 		// Circular references and the like: the model is built, and the
