@@ -168,6 +168,7 @@ func TestReplicaCrashCampaign(t *testing.T) {
 
 	var mu sync.Mutex
 	reps := []*replicaProc{c.start("a0"), c.start("b0"), c.start("c0")}
+	all := slices.Clone(reps) // every replica started, for a failure's report
 	live := func() *replicaProc {
 		mu.Lock()
 		defer mu.Unlock()
@@ -237,6 +238,14 @@ func TestReplicaCrashCampaign(t *testing.T) {
 		if k >= 3 {
 			r = rng.IntN(20)
 		}
+		kind := "kill of " + p.name
+		switch {
+		case r < 2:
+			kind = "database restart"
+		case r < 6:
+			kind = "pause of " + p.name
+		}
+		t.Logf("%s fault %d: %s", time.Now().UTC().Format("15:04:05.000"), k+1, kind)
 		switch {
 		case r < 2: // the database dies and comes back
 			srv.Kill()
@@ -256,6 +265,7 @@ func TestReplicaCrashCampaign(t *testing.T) {
 			next := c.start(fmt.Sprintf("%c%d", "abc"[victim], gen))
 			mu.Lock()
 			reps[victim] = next
+			all = append(all, next)
 			mu.Unlock()
 			kills++
 		}
@@ -271,6 +281,11 @@ func TestReplicaCrashCampaign(t *testing.T) {
 		faults, kills, pauses, dbRestarts, sessions, cp.prompts.Load(), cp.followUps(), cp.acked.Load(), cp.idleSeen.Load(), len(cp.bad))
 	for _, v := range cp.bad {
 		t.Error(v)
+	}
+	if len(cp.bad) > 0 {
+		for _, p := range all {
+			t.Logf("replica %s's log:\n%s", p.name, p.stderr.String())
+		}
 	}
 }
 
@@ -333,6 +348,10 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 		}
 	}
 	ran, mayHave, notRun := map[string]int{}, map[string]int{}, map[string]int{}
+	// What each session's history says of each step, for a violation's
+	// report: "session: result" lines.
+	said := map[string][]string{}
+	shown := map[string]bool{} // ledger lines a result shows
 	var interrupted, launcherKilled int
 	for i, sid := range cp.ids {
 		msgs := c.messages(p, sid)
@@ -359,6 +378,7 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 				continue
 			}
 			content := fmt.Sprint(m["content"])
+			said[step[1]] = append(said[step[1]], fmt.Sprintf("session %s message %d (call %v): %.120q", sid, j+1, m["tool_call_id"], content))
 			switch {
 			case strings.HasPrefix(content, kernel.InterruptedNotRun):
 				notRun[step[1]]++
@@ -369,6 +389,7 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 					cp.violate("session %s: the command whose output is %q is in the ledger %d times, want once", sid, r[0], ranToken[r[1]+":"+r[2]])
 				}
 				ran[step[1]]++
+				shown[r[1]+":"+r[2]] = true
 			default: // interrupted, may have run; an error; cancelled
 				mayHave[step[1]]++
 				if strings.Contains(content, "launcher was killed") {
@@ -392,8 +413,17 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 	}
 	for step, n := range ledger {
 		if n > ran[step]+mayHave[step] {
-			cp.violate("step %s's command ran %d times, but the histories hold %d runs and %d calls that may have run (%d say it did not run): a command ran that its history says did not, or ran twice",
-				step, n, ran[step], mayHave[step], notRun[step])
+			// The evidence: the runs no result shows, and what the
+			// histories say of the step.
+			var unshown []string
+			for l := range ranToken {
+				if strings.HasPrefix(l, step+":") && !shown[l] {
+					unshown = append(unshown, l)
+				}
+			}
+			slices.Sort(unshown)
+			cp.violate("step %s's command ran %d times, but the histories hold %d runs and %d calls that may have run (%d say it did not run): a command ran that its history says did not, or ran twice\n runs no result shows: %v\n the histories:\n  %s",
+				step, n, ran[step], mayHave[step], notRun[step], unshown, strings.Join(said[step], "\n  "))
 		}
 	}
 	t.Logf("ledger: %d commands ran; the histories: %d with their output, %d may have run, %d did not run; %d calls answered as interrupted; %d results say the sandbox launcher was killed",
