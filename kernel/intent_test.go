@@ -294,3 +294,56 @@ func hasIntent(rd *kernel.Round, id string) bool {
 	}
 	return false
 }
+
+// failResults is a store whose commit of a step carrying a tool result
+// fails once, as a database that went away between the call and its
+// result would: every other commit goes through.
+type failResults struct {
+	kernel.Store
+	failed bool
+}
+
+func (s *failResults) Commit(ctx context.Context, id string, step kernel.Step) error {
+	for _, m := range step.Messages {
+		if m.Role == kernel.RoleTool && !s.failed {
+			s.failed = true
+			return errors.New("the database went away")
+		}
+	}
+	return s.Store.Commit(ctx, id, step)
+}
+
+// TestFailedRunAnswersItsOpenCalls: a side-effecting call ran, but its
+// result could not be stored (the store failed, the lease held): the run
+// fails, and the session it leaves failed answers the call (may have run,
+// as repair would) instead of ending with a call that has no result, which
+// would read as if nothing ran until the next run repaired it. The crash
+// campaign on PostgreSQL found such sessions after a database restart
+// (cmd/kernel, TestReplicaCrashCampaign).
+func TestFailedRunAnswersItsOpenCalls(t *testing.T) {
+	st := &failResults{Store: memory.New()}
+	write := kerneltest.NewRecorder("write", kernel.TierSideEffecting, "written")
+	k, err := kernel.New(kernel.Config{Store: st, Tools: registry(t, write),
+		Provider: kerneltest.NewProvider(kerneltest.Calls("write", `{}`), kerneltest.Text("done"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(context.Background(), "", "go")
+	if err == nil || !strings.Contains(err.Error(), "the database went away") {
+		t.Fatalf("run: %v, want the store's failure", err)
+	}
+	if n := len(write.Calls()); n != 1 {
+		t.Fatalf("the tool ran %d times, want 1", n)
+	}
+	se := checkHistory(t, st, res.SessionID) // every call answered once
+	if se.Meta.Status != kernel.StatusFailed {
+		t.Fatalf("session is %s, want failed", se.Meta.Status)
+	}
+	last := se.Messages[len(se.Messages)-1]
+	if last.Role != kernel.RoleTool || last.ToolCallID != "c1" || !last.IsError || !strings.HasPrefix(last.Content, kernel.Interrupted) {
+		t.Fatalf("the session ends with %+v, want call c1 answered %q", last, kernel.Interrupted)
+	}
+	if se.Meta.Round != nil {
+		t.Fatalf("the answered round is still open: %+v", se.Meta.Round)
+	}
+}

@@ -612,7 +612,20 @@ func (r *run) fail(ctx context.Context, err error) (*RunResult, error) {
 	// another holder's now.
 	if r.meta.Status != StatusFailed && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLeaseHeld) {
 		r.meta.Status = StatusFailed
-		_ = r.commit(ctx, Step{Messages: r.unanswered(err.Error())}) // best effort: the store may be what failed
+		msgs := r.unanswered(err.Error())
+		// Calls left without a result (their results could not be
+		// stored, or the run failed between a call's intent and its
+		// result) are answered as repair would answer them on the next
+		// run: a failed session never ends with an unanswered call, and
+		// the history says which may have run. Why: RATIONALE.md, "A
+		// failed run answers its open calls (issue 45, tenth stop)".
+		if fix := r.openAnswers(ctx); len(fix) > 0 {
+			msgs = append(msgs, fix...)
+			if r.pending == nil {
+				r.meta.Round = nil
+			}
+		}
+		_ = r.commit(ctx, Step{Messages: msgs}) // best effort: the store may be what failed
 	}
 	reason := r.res.StopReason
 	r.k.emitIf(func() Event { return RunFailed{SessionID: r.meta.ID, StopReason: reason, Error: err.Error()} })

@@ -86,6 +86,23 @@ func (k *Kernel) open(ctx context.Context, sessionID string) (*run, error) {
 // the answered calls), so nothing a kill leaves behind reads idle with an
 // unanswered turn.
 func (r *run) repair(ctx context.Context) error {
+	fix := r.openAnswers(ctx)
+	if len(fix) == 0 {
+		return nil
+	}
+	if r.pending == nil {
+		r.meta.Round = nil
+	}
+	if err := r.commit(ctx, Step{Messages: fix}); err != nil {
+		return fmt.Errorf("repair session %s: %w", r.meta.ID, err)
+	}
+	return nil
+}
+
+// openAnswers returns the results repair stores for the calls of the last
+// assistant message that have no result (other than the one awaiting
+// approval), or nil when there are none.
+func (r *run) openAnswers(ctx context.Context) []Message {
 	last := -1
 	for i := len(r.msgs) - 1; i >= r.sysN; i-- {
 		if r.msgs[i].Role == RoleAssistant {
@@ -123,16 +140,7 @@ func (r *run) repair(ctx context.Context) error {
 		m.Time = now
 		fix = append(fix, m)
 	}
-	if len(fix) == 0 {
-		return nil
-	}
-	if r.pending == nil {
-		r.meta.Round = nil
-	}
-	if err := r.commit(ctx, Step{Messages: fix}); err != nil {
-		return fmt.Errorf("repair session %s: %w", r.meta.ID, err)
-	}
-	return nil
+	return fix
 }
 
 func (r *run) onDelta(d Delta) {

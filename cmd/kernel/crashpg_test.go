@@ -20,6 +20,7 @@ import (
 	"github.com/agentkernel/agentkernel/kernel"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres"
 	"github.com/agentkernel/agentkernel/kernel/store/postgres/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // crashKills is how many faults the crash campaign injects: 3 in make
@@ -352,6 +353,9 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 	// report: "session: result" lines.
 	said := map[string][]string{}
 	shown := map[string]bool{} // ledger lines a result shows
+	// Each session's steps as its history has them ("12a:ran 12c:may"),
+	// and its length, for the same report.
+	trail := make([]string, len(cp.ids))
 	var interrupted, launcherKilled int
 	for i, sid := range cp.ids {
 		msgs := c.messages(p, sid)
@@ -379,6 +383,14 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 			}
 			content := fmt.Sprint(m["content"])
 			said[step[1]] = append(said[step[1]], fmt.Sprintf("session %s message %d (call %v): %.120q", sid, j+1, m["tool_call_id"], content))
+			kind := "may"
+			switch {
+			case strings.HasPrefix(content, kernel.InterruptedNotRun):
+				kind = "not"
+			case ranLine.MatchString(content):
+				kind = "ran"
+			}
+			trail[i] += fmt.Sprintf(" %s:%s@%d", step[1], kind, j+1)
 			switch {
 			case strings.HasPrefix(content, kernel.InterruptedNotRun):
 				notRun[step[1]]++
@@ -402,6 +414,7 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 				}
 			}
 		}
+		trail[i] = fmt.Sprintf("session %s, %d messages:%s", sid, len(msgs), trail[i])
 		if bad := pairProblem(msgs); bad != "" {
 			cp.violate("session %s: %s", sid, bad)
 		}
@@ -411,6 +424,7 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 			}
 		}
 	}
+	traced := false
 	for step, n := range ledger {
 		if n > ran[step]+mayHave[step] {
 			// The evidence: the runs no result shows, and what the
@@ -424,7 +438,12 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 			slices.Sort(unshown)
 			cp.violate("step %s's command ran %d times, but the histories hold %d runs and %d calls that may have run (%d say it did not run): a command ran that its history says did not, or ran twice\n runs no result shows: %v\n the histories:\n  %s",
 				step, n, ran[step], mayHave[step], notRun[step], unshown, strings.Join(said[step], "\n  "))
+			traced = true
 		}
+	}
+	if traced {
+		t.Logf("the sessions' steps (step:result@seq):\n%s\nthe ledger:\n%s", strings.Join(trail, "\n"), raw)
+		cp.dumpDatabase(t, p)
 	}
 	t.Logf("ledger: %d commands ran; the histories: %d with their output, %d may have run, %d did not run; %d calls answered as interrupted; %d results say the sandbox launcher was killed",
 		len(ranToken), sum(ran), sum(mayHave), sum(notRun), interrupted, launcherKilled)
@@ -462,4 +481,44 @@ func pairProblem(msgs []map[string]any) string {
 		}
 	}
 	return ""
+}
+
+// dumpDatabase logs, for a violation's report, what the database holds
+// two seconds after the check (read directly, not through a replica) and
+// what a replica says then: each session's lease and last seq, and the
+// runs on the board.
+func (cp *campaign) dumpDatabase(t *testing.T, p *replicaProc) {
+	time.Sleep(2 * time.Second)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, cp.c.dsn)
+	if err != nil {
+		t.Logf("dump: %v", err)
+		return
+	}
+	defer conn.Close(ctx)
+	var b strings.Builder
+	rows, err := conn.Query(ctx, `SELECT id, last_seq, status, coalesce(lease_owner, ''), lease_token, coalesce(lease_expires > now(), false),
+  (SELECT count(*) FROM ak_messages m WHERE m.session_id = s.id), (SELECT coalesce(max(last_seq), 0) FROM ak_segments g WHERE g.session_id = s.id)
+FROM ak_sessions s ORDER BY id`)
+	if err == nil {
+		for rows.Next() {
+			var id, status, owner string
+			var last, token, msgs, seg int64
+			var live bool
+			rows.Scan(&id, &last, &status, &owner, &token, &live, &msgs, &seg)
+			fmt.Fprintf(&b, "session %s: last_seq %d (message rows %d, segments to %d), status %s, lease %s token %d live %v; a replica now shows %d messages\n", id, last, msgs, seg, status, owner, token, live, len(cp.c.messages(p, id)))
+		}
+		rows.Close()
+	}
+	rows, err = conn.Query(ctx, `SELECT id, session_id, replica, status, created FROM ak_runs ORDER BY created DESC LIMIT 16`)
+	if err == nil {
+		for rows.Next() {
+			var id, sid, rep, status string
+			var created time.Time
+			rows.Scan(&id, &sid, &rep, &status, &created)
+			fmt.Fprintf(&b, "run %s of %s on %s: %s, created %s\n", id, sid, rep, status, created.UTC().Format("15:04:05.000"))
+		}
+		rows.Close()
+	}
+	t.Logf("the database, two seconds after the check:\n%s", b.String())
 }
