@@ -384,19 +384,13 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 			content := fmt.Sprint(m["content"])
 			said[step[1]] = append(said[step[1]], fmt.Sprintf("session %s message %d (call %v): %.120q", sid, j+1, m["tool_call_id"], content))
 			kind := "may"
-			switch {
+			switch r := ranLine.FindStringSubmatch(content); {
 			case strings.HasPrefix(content, kernel.InterruptedNotRun):
 				kind = "not"
-			case ranLine.MatchString(content):
-				kind = "ran"
-			}
-			trail[i] += fmt.Sprintf(" %s:%s@%d", step[1], kind, j+1)
-			switch {
-			case strings.HasPrefix(content, kernel.InterruptedNotRun):
 				notRun[step[1]]++
 				interrupted++
-			case ranLine.MatchString(content):
-				r := ranLine.FindStringSubmatch(content)
+			case r != nil:
+				kind = "ran"
 				if ranToken[r[1]+":"+r[2]] != 1 {
 					cp.violate("session %s: the command whose output is %q is in the ledger %d times, want once", sid, r[0], ranToken[r[1]+":"+r[2]])
 				}
@@ -413,6 +407,7 @@ func (cp *campaign) check(t *testing.T, p *replicaProc) {
 					interrupted++
 				}
 			}
+			trail[i] += fmt.Sprintf(" %s:%s@%d", step[1], kind, j+1)
 		}
 		trail[i] = fmt.Sprintf("session %s, %d messages:%s", sid, len(msgs), trail[i])
 		if bad := pairProblem(msgs); bad != "" {
